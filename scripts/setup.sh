@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One-command set-up on a fresh Debian/Ubuntu machine: Python packages (TensorRT-RTX included),
+# Debian's chromium for the browser tests, the graph view's JS bundle from npm; then the main
+# job on a bundled sample model (skip it with --no-demo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEMO=1; [ "${1:-}" = "--no-demo" ] && DEMO=0
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+echo "== python packages"
+python3 -m pip install -q -e ".[test]"
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== Debian's chromium (browser tests)"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+if [ -f widgets/js/package.json ]; then
+  echo "== graph view bundle (npm + esbuild)"
+  (cd widgets/js && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build)
+fi
+if [ "$DEMO" = 1 ]; then
+  echo "== main job on a bundled sample"
+  bash scripts/demo.sh
+fi

@@ -1,0 +1,29 @@
+"""Shared test fixtures: paths to the real fixtures and an isolated workspace home."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+FIXTURES = SHARED / "fixtures"
+POLY = FIXTURES / "polygraphy-models"
+H200 = FIXTURES / "trt86-h200"
+A100 = FIXTURES / "trex-a100-resnet"
+SAMPLES = REPO / "sample_models"
+ARTIFACTS = REPO / "test-artifacts"  # screenshots and reports CI keeps in its log
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own WORKBENCH_HOME so workspaces never leak between tests."""
+    home = tmp_path_factory.mktemp("wbhome")
+    monkeypatch.setenv("WORKBENCH_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

@@ -1,0 +1,79 @@
+"""The `workbench` command: every notebook capability, scriptable for CI/CD.
+
+Each verb lives in its own module `workbench/cli/cmd_<verb>.py` exposing `NAME`, `HELP`,
+`add_arguments(parser)` and `run(args) -> int`; they are discovered here, so adding a verb
+touches no shared file. Conventions: JSON to stdout with --json; exit 0 fine, 1 the check found
+a problem (unsupported, not equivalent, ...), 2 bad input or usage with a one-line message on
+stderr and no traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import sys
+from typing import List, Optional
+
+from workbench.errors import WorkbenchError
+
+EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        sys.stderr.write(f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _verbs() -> list:
+    import workbench.cli as pkg
+
+    mods = []
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if info.name.startswith("cmd_"):
+            mods.append(importlib.import_module(f"workbench.cli.{info.name}"))
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from workbench import __version__
+
+    parser = _Parser(prog="workbench", description="Turn ONNX models into fast, correct "
+                     "TensorRT engines: inspect, check, fix, precision, build, timing.")
+    parser.add_argument("--version", action="version", version=f"trt-workbench {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    for mod in _verbs():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return int(args._run(args) or 0)
+    except WorkbenchError as e:
+        sys.stderr.write(f"workbench {args.verb}: error: {e.one_line()}\n")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        sys.stderr.write(f"workbench {args.verb}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as e:  # a bug of ours: still one line, with a way to see more
+        if os.environ.get("WORKBENCH_DEBUG"):
+            raise
+        msg = " ".join(f"{type(e).__name__}: {e}".split())[:500]
+        sys.stderr.write(f"workbench {args.verb}: internal error: {msg} "
+                         "(re-run with WORKBENCH_DEBUG=1 for a traceback, and please report it)\n")
+        return EXIT_INTERNAL
+
+
+def run() -> None:
+    sys.exit(main())

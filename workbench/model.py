@@ -1,0 +1,282 @@
+"""Open and save ONNX models safely.
+
+`open_model(path)` reads the graph *without* weight bytes (external data stays on disk), checks
+external-data references stay inside the model's folder, gives every node a stable id, and turns
+every way a file can be wrong (missing, empty, truncated, not ONNX, escaping paths) into a
+WorkbenchError that names the file. Weights are loaded only by work that needs them
+(`Model.load_weights()`), which fails clearly when an external-data file is missing.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Union
+
+from workbench.errors import Finding, WorkbenchError
+from workbench.fsutil import atomic_write_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _iter_graphs(graph: "onnx.GraphProto") -> Iterator["onnx.GraphProto"]:
+    """The graph and every subgraph (If/Loop/Scan bodies), depth first."""
+    import onnx
+
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _iter_graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _iter_graphs(g)
+
+
+def iter_tensors_with_data(model: "onnx.ModelProto") -> Iterator["onnx.TensorProto"]:
+    """Initializers of all graphs plus Constant-node tensors."""
+    import onnx
+
+    for g in _iter_graphs(model.graph):
+        yield from g.initializer
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield attr.t
+
+
+def external_location(tensor: "onnx.TensorProto") -> Optional[str]:
+    import onnx
+
+    if tensor.data_location != onnx.TensorProto.EXTERNAL:
+        return None
+    for kv in tensor.external_data:
+        if kv.key == "location":
+            return kv.value
+    return ""
+
+
+def stable_node_ids(graph: "onnx.GraphProto") -> List[str]:
+    """One id per node, stable across saves: the node name when it is unique and non-empty,
+    otherwise ``<name or op>#<k>`` with k counting earlier nodes that wanted the same id."""
+    seen: Dict[str, int] = {}
+    names = [n.name for n in graph.node]
+    counts: Dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    ids = []
+    for node in graph.node:
+        base = node.name if node.name else node.op_type
+        if node.name and counts[node.name] == 1:
+            ids.append(node.name)
+            continue
+        k = seen.get(base, 0)
+        seen[base] = k + 1
+        ids.append(f"{base}#{k}")
+    return ids
+
+
+@dataclass
+class Model:
+    """An opened ONNX model: the graph without weight bytes, and where its weights live."""
+
+    proto: "onnx.ModelProto"
+    path: Optional[Path] = None
+    size_bytes: int = 0
+    external_files: List[Path] = field(default_factory=list)
+    missing_external: List[str] = field(default_factory=list)
+    warnings: List[Finding] = field(default_factory=list)
+    _hash: Optional[str] = None
+    _node_ids: Optional[List[str]] = None
+
+    @property
+    def graph(self) -> "onnx.GraphProto":
+        return self.proto.graph
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.path else (self.proto.graph.name or "model")
+
+    @property
+    def base_dir(self) -> Optional[Path]:
+        return self.path.parent if self.path else None
+
+    @property
+    def weights_available(self) -> bool:
+        return not self.missing_external
+
+    @property
+    def node_ids(self) -> List[str]:
+        if self._node_ids is None:
+            self._node_ids = stable_node_ids(self.proto.graph)
+        return self._node_ids
+
+    def node_by_id(self, node_id: str) -> "onnx.NodeProto":
+        try:
+            return self.proto.graph.node[self.node_ids.index(node_id)]
+        except ValueError:
+            raise WorkbenchError(f"no node with id or name '{node_id}'", file=self.name,
+                                 hint="list node names with `workbench inspect MODEL --json`") from None
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 over the model bytes and every external-data file (streamed)."""
+        if self._hash is None:
+            h = hashlib.sha256()
+            if self.path is not None and self.path.exists():
+                _hash_file(h, self.path)
+            else:
+                h.update(self.proto.SerializeToString())
+            for f in sorted(self.external_files):
+                if f.exists():
+                    h.update(f.name.encode())
+                    _hash_file(h, f)
+            self._hash = h.hexdigest()
+        return self._hash
+
+    def load_weights(self) -> "onnx.ModelProto":
+        """A copy of the model with every external tensor loaded into memory."""
+        if self.missing_external:
+            raise WorkbenchError(
+                f"external-data file(s) missing: {', '.join(sorted(set(self.missing_external)))}",
+                file=str(self.path), hint="this work needs the weights: put the data file(s) "
+                "next to the model, or re-export the model with weights embedded")
+        proto = copy.deepcopy(self.proto)
+        if self.external_files and self.base_dir is not None:
+            from onnx.external_data_helper import load_external_data_for_model
+
+            try:
+                load_external_data_for_model(proto, str(self.base_dir))
+            except Exception as e:  # truncated data file etc.
+                raise WorkbenchError(f"could not read external data: {e}", file=str(self.path),
+                                     hint="check the external-data file is complete") from None
+        return proto
+
+    def save(self, path: PathLike, proto: Optional["onnx.ModelProto"] = None) -> Path:
+        """Save (this model or `proto`) to a *new* file atomically; never over the source."""
+        return save_model(proto if proto is not None else self.load_weights(), path,
+                          source=self.path)
+
+
+def _hash_file(h: "hashlib._Hash", path: Path) -> None:
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+
+
+def open_model(path: PathLike) -> Model:
+    """Open an ONNX file for inspection (no weight bytes). Raises WorkbenchError on bad input."""
+    import onnx
+
+    p = Path(path)
+    if not p.exists():
+        raise WorkbenchError("file not found", file=str(p), hint="check the path")
+    if p.is_dir():
+        raise WorkbenchError("is a folder, not an ONNX file", file=str(p),
+                             hint="pass the .onnx file inside it")
+    size = p.stat().st_size
+    if size == 0:
+        raise WorkbenchError("file is empty (0 bytes)", file=str(p),
+                             hint="re-export the model; the write may have failed")
+    try:
+        proto = onnx.load(str(p), load_external_data=False)
+    except Exception as e:
+        kind = type(e).__name__
+        raise WorkbenchError(f"not a readable ONNX model ({kind}: {str(e)[:120]})", file=str(p),
+                             hint="the file is corrupt, truncated or not ONNX; re-export it") from None
+    return _checked(proto, p, size)
+
+
+def model_from_proto(proto: "onnx.ModelProto", path: Optional[PathLike] = None) -> Model:
+    """Wrap an in-memory ModelProto (weights in memory, or external relative to `path`)."""
+    p = Path(path) if path is not None else None
+    return _checked(proto, p, proto.ByteSize())
+
+
+def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
+    label = str(p) if p else "<in-memory model>"
+    if not proto.HasField("graph") or proto.ir_version <= 0:
+        raise WorkbenchError("not an ONNX model (no graph or IR version)", file=label,
+                             hint="the file is corrupt, truncated or not ONNX; re-export it")
+    if len(proto.graph.node) == 0 and len(proto.graph.output) == 0:
+        raise WorkbenchError("the graph is empty (no nodes, no outputs)", file=label,
+                             hint="the file is probably truncated or not an ONNX model")
+    m = Model(proto=proto, path=p, size_bytes=size)
+    base = p.parent.resolve() if p else None
+    files = set()
+    for t in iter_tensors_with_data(proto):
+        loc = external_location(t)
+        if loc is None:
+            continue
+        if not loc:
+            raise WorkbenchError(f"tensor '{t.name}' is marked external but has no location",
+                                 file=label, field="external_data.location")
+        if base is None:
+            m.missing_external.append(loc)
+            continue
+        if os.path.isabs(loc) or ".." in Path(loc).parts:
+            raise WorkbenchError(
+                f"tensor '{t.name}' points its external data outside the model folder: '{loc}'",
+                file=label, field="external_data.location",
+                hint="refusing untrusted path; keep data files next to the model")
+        target = (base / loc).resolve()
+        try:
+            target.relative_to(base)
+        except ValueError:
+            raise WorkbenchError(
+                f"tensor '{t.name}' external data resolves outside the model folder: '{loc}'",
+                file=label, field="external_data.location",
+                hint="refusing untrusted path (symlink?); keep data files next to the model") from None
+        if target.exists():
+            files.add(target)
+        else:
+            m.missing_external.append(loc)
+    m.external_files = sorted(files)
+    if m.missing_external:
+        missing = sorted(set(m.missing_external))
+        m.warnings.append(Finding(
+            "warning", "external-data-missing",
+            f"external-data file(s) not found: {', '.join(missing)}; the structure is "
+            "inspectable, work that needs weights will fail",
+            hint="put the data file(s) next to the model to run, fix or build it",
+            source="model"))
+    return m
+
+
+def save_model(proto: "onnx.ModelProto", path: PathLike, *, source: Optional[PathLike] = None,
+               external_data: Optional[bool] = None) -> Path:
+    """Write `proto` to `path` atomically. Refuses to overwrite `source` (the user's original).
+
+    Models over 1.8 GB (or with external_data=True) get their weights in `<name>.data` beside them.
+    """
+    import onnx
+
+    out = Path(path)
+    if source is not None and out.resolve() == Path(source).resolve():
+        raise WorkbenchError("refusing to overwrite the original model", file=str(out),
+                             hint="choose another output path (-o)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    big = proto.ByteSize() > 1_800_000_000 if external_data is None else external_data
+    if not big:
+        atomic_write_bytes(out, proto.SerializeToString())
+        return out
+    data_name = out.name + ".data"
+    tmp = out.with_name(f".{out.name}.tmp")
+    onnx.save_model(proto, str(tmp), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data_name + ".tmp", size_threshold=1024)
+    # rewrite the location to the final data file name, then rename both
+    m = onnx.load(str(tmp), load_external_data=False)
+    for t in iter_tensors_with_data(m):
+        for kv in t.external_data:
+            if kv.key == "location":
+                kv.value = data_name
+    atomic_write_bytes(out.with_name(f".{out.name}.tmp2"), m.SerializeToString())
+    os.replace(out.with_name(data_name + ".tmp"), out.with_name(data_name))
+    os.replace(out.with_name(f".{out.name}.tmp2"), out)
+    tmp.unlink(missing_ok=True)
+    return out

@@ -1,0 +1,3 @@
+from workbench.worker.main import main
+
+main()

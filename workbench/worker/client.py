@@ -1,0 +1,270 @@
+"""The client side of the worker: start it, send requests, stream events, survive its death.
+
+    with WorkerClient() as w:
+        info = w.call("backend_info", {"backend": "tensorrt-rtx"}, timeout=60)
+
+A crash (segfault, abort, OOM kill) becomes a WorkerCrashed error carrying the exit status and
+the last lines the worker wrote to stderr; a time limit kills the whole process group; cancel
+asks the op to stop and kills the worker if it has not stopped within `grace` seconds.
+The interpreter is `python=` or $WORKBENCH_TRT_PYTHON or the current one.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Deque, Dict, Optional
+
+from workbench.errors import WorkbenchError
+
+ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding the workbench package
+_BOOT = ("import sys; sys.path.insert(0, %r); "
+         "from workbench.worker.main import main; main()")
+
+
+class WorkerError(WorkbenchError):
+    """The worker reported an error for a request (parse failure, build failure, ...)."""
+
+    def __init__(self, message: str, *, code: str = "op-error", node: Optional[str] = None,
+                 op: Optional[str] = None, hint: Optional[str] = None,
+                 details: Optional[Dict[str, Any]] = None, log_tail: str = "") -> None:
+        super().__init__(message, node=node, hint=hint)
+        self.code = code
+        self.op = op
+        self.details = details or {}
+        self.log_tail = log_tail
+
+
+class WorkerCrashed(WorkerError):
+    pass
+
+
+class WorkerTimeout(WorkerError):
+    pass
+
+
+class WorkerCancelled(WorkerError):
+    pass
+
+
+def _signal_name(rc: int) -> str:
+    if rc < 0:
+        try:
+            return signal.Signals(-rc).name
+        except ValueError:
+            return f"signal {-rc}"
+    return f"exit status {rc}"
+
+
+class WorkerClient:
+    """One worker process, started lazily and restarted after a crash, timeout or kill."""
+
+    def __init__(self, python: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+                 stderr_lines: int = 40) -> None:
+        self.python = python or os.environ.get("WORKBENCH_TRT_PYTHON") or sys.executable
+        self.env = env
+        self._proc: Optional[subprocess.Popen] = None
+        self._events: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
+        self._stderr: Deque[str] = collections.deque(maxlen=stderr_lines)
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    # -- process management -------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._proc.pid if self._proc else None
+
+    def start(self, timeout: float = 60.0) -> None:
+        if self.alive:
+            return
+        env = dict(os.environ)
+        if self.env:
+            env.update(self.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self._events = queue.Queue()
+        self._stderr.clear()
+        try:
+            self._proc = subprocess.Popen(
+                [self.python, "-c", _BOOT % ROOT], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                start_new_session=True, text=True, encoding="utf-8", errors="replace", bufsize=1)
+        except OSError as e:
+            raise WorkerError(f"cannot start the TensorRT worker with '{self.python}': {e}",
+                              code="worker-start",
+                              hint="set WORKBENCH_TRT_PYTHON to a Python that exists") from None
+        proc = self._proc
+        threading.Thread(target=self._read_stdout, args=(proc,), daemon=True).start()
+        threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
+        msg = self._next_event(proc, time.monotonic() + timeout)
+        if msg is None or msg.get("event") != "ready":
+            self._raise_crash("starting")
+
+    def _read_stdout(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                self._events.put(json.loads(line))
+            except json.JSONDecodeError:
+                self._stderr.append("[stdout] " + line)
+        self._events.put(None)
+
+    def _read_stderr(self, proc: subprocess.Popen) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self._stderr.append(line.rstrip("\n"))
+
+    def log_tail(self) -> str:
+        return "\n".join(self._stderr)
+
+    def kill(self) -> None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        proc.wait(timeout=10)
+
+    def close(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.close()
+                proc.wait(timeout=5)
+            except Exception:
+                self.kill()
+        self._proc = None
+
+    def __enter__(self) -> "WorkerClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.kill()
+        except Exception:
+            pass
+
+    # -- requests -----------------------------------------------------------------------------
+    def _next_event(self, proc: subprocess.Popen, deadline: float) -> Optional[Dict[str, Any]]:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return {"event": "_timeout"}
+            try:
+                return self._events.get(timeout=min(remaining, 0.1))
+            except queue.Empty:
+                if proc.poll() is not None and self._events.empty():
+                    time.sleep(0.05)  # let the reader drain the last lines
+                    if self._events.empty():
+                        return None
+
+    def _raise_crash(self, what: str) -> None:
+        proc = self._proc
+        rc = proc.wait(timeout=10) if proc is not None else -1
+        time.sleep(0.05)
+        tail = self.log_tail()
+        last = "; ".join(tail.splitlines()[-3:]) if tail else "no output"
+        self._proc = None
+        raise WorkerCrashed(
+            f"the TensorRT worker died while {what} ({_signal_name(rc)}); last log lines: {last}",
+            code="worker-crashed", details={"returncode": rc}, log_tail=tail,
+            hint="the notebook is fine; see the log tail, retry, or report the TensorRT crash")
+
+    def call(self, op: str, args: Optional[Dict[str, Any]] = None, *,
+             timeout: Optional[float] = None,
+             on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
+             cancel: Optional[threading.Event] = None, grace: float = 5.0) -> Any:
+        """Run `op` in the worker and return its result; events go to `on_event`."""
+        with self._lock:
+            self.start()
+            proc = self._proc
+            assert proc is not None and proc.stdin is not None
+            rid = next(self._ids)
+            try:
+                proc.stdin.write(json.dumps({"id": rid, "op": op, "args": args or {}}) + "\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                self._raise_crash(f"receiving '{op}'")
+            t0 = time.monotonic()
+            deadline = t0 + timeout if timeout else float("inf")
+            cancel_sent_at: Optional[float] = None
+            while True:
+                step_deadline = min(deadline, time.monotonic() + 0.2)
+                if cancel_sent_at is not None:
+                    step_deadline = min(step_deadline, cancel_sent_at + grace)
+                msg = self._next_event(proc, step_deadline)
+                if msg is None:
+                    self._raise_crash(f"running '{op}'")
+                now = time.monotonic()
+                if now >= deadline:
+                    self.kill()
+                    self._proc = None
+                    raise WorkerTimeout(
+                        f"'{op}' exceeded its time limit of {timeout:g} s and was stopped",
+                        code="timeout", log_tail=self.log_tail(),
+                        hint="raise the time limit, or lower the builder optimization level")
+                if cancel_sent_at is not None and now >= cancel_sent_at + grace:
+                    self.kill()
+                    self._proc = None
+                    raise WorkerCancelled(f"'{op}' was cancelled (worker stopped)",
+                                          code="cancelled")
+                if cancel is not None and cancel.is_set() and cancel_sent_at is None:
+                    try:
+                        proc.stdin.write(json.dumps({"op": "cancel", "id": rid}) + "\n")
+                        proc.stdin.flush()
+                    except (BrokenPipeError, OSError):
+                        pass
+                    cancel_sent_at = now
+                if msg.get("event") == "_timeout":
+                    continue
+                if msg.get("id") != rid:
+                    continue
+                ev = msg.get("event")
+                if ev == "result":
+                    return msg.get("result")
+                if ev == "error":
+                    err = msg.get("error") or {}
+                    cls = WorkerCancelled if err.get("type") == "cancelled" else WorkerError
+                    text = err.get("message") or "unknown worker error"
+                    if err.get("type") == "exception":
+                        text = f"'{op}' failed in the worker: {err.get('code')}: {text}"
+                    raise cls(text, code=err.get("code") or "op-error", node=err.get("node"),
+                              op=err.get("op"), hint=err.get("hint"),
+                              details=dict(err.get("details") or {},
+                                           traceback=err.get("traceback")),
+                              log_tail=self.log_tail())
+                if on_event is not None:
+                    on_event(msg)
+
+
+_default: Optional[WorkerClient] = None
+
+
+def default_client() -> WorkerClient:
+    """A process-wide shared worker (restarted on demand)."""
+    global _default
+    if _default is None:
+        _default = WorkerClient()
+    return _default
