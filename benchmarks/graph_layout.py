@@ -1,0 +1,223 @@
+"""Graph-view layout speed and payload size on transformer-like graphs of 1k to 20k nodes.
+
+Generates BERT-like encoders with onnx.helper (PyTorch-style scoped names, dynamic reshapes,
+attention, GELU, residuals; tiny initializers), then times `workbench.graph.layout` from an opened
+Model (no weights) with every node shown, and the default collapsed view. Baselines, run side by
+side on the same graphs: networkx `topological_generations` + `multipartite_layout` (a layered
+layout without crossing reduction), when networkx is installed, and the issue's targets
+(10k < 1.5 s, 20k < 4 s, payload < 5 MB at 20k). Last line: one JSON object.
+
+    python benchmarks/graph_layout.py [--sizes 1000,5000,10000,20000]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TARGET_S = {10000: 1.5, 20000: 4.0}
+TARGET_PAYLOAD_MB = 5.0
+
+
+def _layer_nodes(i: int, x: str, mask: str, hid: int, P: str):
+    """One encoder layer (~62 nodes) reading `x`; returns (nodes, inits, output name)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, inits = [], []
+    s = f"/encoder/layer.{i}"
+
+    def init(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr, dtype=np.float32), f"{s}/{name}"))
+        return f"{s}/{name}"
+
+    def nd(op, scope, name, ins, n_out=1, **attrs):
+        outs = [f"{s}{scope}/{name}_output_{k}" for k in range(n_out)]
+        nodes.append(helper.make_node(op, ins, outs, name=f"{s}{scope}/{name}", **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def linear(scope, inp, w, bias):
+        mm = nd("MatMul", scope, "MatMul", [inp, init(scope.strip("/") + ".weight", w)])
+        return nd("Add", scope, "Add", [mm, init(scope.strip("/") + ".bias", bias)])
+
+    def heads(scope, t):  # dynamic reshape to [b, s, h, d] then transpose
+        shp = nd("Shape", scope, "Shape", [t])
+        g0 = nd("Gather", scope, "Gather", [shp, f"{P}/zero"], axis=0)
+        u0 = nd("Unsqueeze", scope, "Unsqueeze", [g0, f"{P}/axes0"])
+        cat = nd("Concat", scope, "Concat", [u0, f"{P}/minus1", f"{P}/heads", f"{P}/hdim"], axis=0)
+        r = nd("Reshape", scope, "Reshape", [t, cat])
+        return nd("Transpose", scope, "Transpose", [r], perm=[0, 2, 1, 3])
+
+    def layernorm(scope, t):
+        m = nd("ReduceMean", scope, "ReduceMean", [t, f"{P}/axes_last"])
+        d = nd("Sub", scope, "Sub", [t, m])
+        p = nd("Pow", scope, "Pow", [d, f"{P}/two"])
+        v = nd("ReduceMean", scope, "ReduceMean_1", [p, f"{P}/axes_last"])
+        e = nd("Add", scope, "Add", [v, f"{P}/eps"])
+        sq = nd("Sqrt", scope, "Sqrt", [e])
+        q = nd("Div", scope, "Div", [d, sq])
+        mu = nd("Mul", scope, "Mul", [q, init(scope.strip("/") + ".gamma", np.ones(hid))])
+        return nd("Add", scope, "Add_1", [mu, init(scope.strip("/") + ".beta", np.zeros(hid))])
+
+    W = np.zeros((hid, hid), dtype=np.float32)
+    b = np.zeros(hid, dtype=np.float32)
+    q = heads("/attention/self/query", linear("/attention/self/query", x, W, b))
+    k = heads("/attention/self/key", linear("/attention/self/key", x, W, b))
+    v = heads("/attention/self/value", linear("/attention/self/value", x, W, b))
+    kt = nd("Transpose", "/attention/self", "Transpose", [k], perm=[0, 1, 3, 2])
+    sc = nd("MatMul", "/attention/self", "MatMul", [q, kt])
+    sc = nd("Div", "/attention/self", "Div", [sc, f"{P}/sqrt_d"])
+    sc = nd("Add", "/attention/self", "Add", [sc, mask])
+    pr = nd("Softmax", "/attention/self", "Softmax", [sc], axis=-1)
+    ctx = nd("MatMul", "/attention/self", "MatMul_1", [pr, v])
+    ctx = nd("Transpose", "/attention/self", "Transpose_1", [ctx], perm=[0, 2, 1, 3])
+    ctx = nd("Reshape", "/attention/self", "Reshape", [ctx, f"{P}/merge_shape"])
+    ao = linear("/attention/output/dense", ctx, W, b)
+    ao = nd("Add", "/attention/output", "Add", [ao, x])
+    ao = layernorm("/attention/output/LayerNorm", ao)
+    it = linear("/intermediate/dense", ao, W, b)
+    g = nd("Div", "/intermediate/intermediate_act_fn", "Div", [it, f"{P}/sqrt2"])
+    g = nd("Erf", "/intermediate/intermediate_act_fn", "Erf", [g])
+    g = nd("Add", "/intermediate/intermediate_act_fn", "Add", [g, f"{P}/one"])
+    g = nd("Mul", "/intermediate/intermediate_act_fn", "Mul", [it, g])
+    g = nd("Mul", "/intermediate/intermediate_act_fn", "Mul_1", [g, f"{P}/half"])
+    o = linear("/output/dense", g, W, b)
+    o = nd("Add", "/output", "Add", [o, ao])
+    o = layernorm("/output/LayerNorm", o)
+    return nodes, inits, o
+
+
+def transformer_like(n_nodes: int, hidden: int = 4):
+    """A BERT-like ONNX ModelProto with about `n_nodes` nodes (scoped names, tiny weights)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    P = "/const"
+    consts = {"zero": np.array(0, np.int64), "axes0": np.array([0], np.int64),
+              "minus1": np.array([-1], np.int64), "heads": np.array([2], np.int64),
+              "hdim": np.array([hidden // 2], np.int64), "axes_last": np.array([-1], np.int64),
+              "merge_shape": np.array([0, 0, hidden], np.int64)}
+    fconsts = {"two": 2.0, "eps": 1e-12, "sqrt_d": float(np.sqrt(hidden // 2)),
+               "sqrt2": float(np.sqrt(2.0)), "one": 1.0, "half": 0.5, "mask_scale": -10000.0}
+    inits = [numpy_helper.from_array(v, f"{P}/{k}") for k, v in consts.items()]
+    inits += [numpy_helper.from_array(np.array(v, np.float32), f"{P}/{k}") for k, v in fconsts.items()]
+    emb = np.zeros((32, hidden), np.float32)
+    inits.append(numpy_helper.from_array(emb, "embeddings.word_embeddings.weight"))
+    nodes = [
+        helper.make_node("Gather", ["embeddings.word_embeddings.weight", "input_ids"],
+                         ["/embeddings/word_embeddings/Gather_output_0"],
+                         name="/embeddings/word_embeddings/Gather"),
+        helper.make_node("Unsqueeze", ["attention_mask", f"{P}/axes0"], ["/Unsqueeze_output_0"],
+                         name="/Unsqueeze"),
+        helper.make_node("Cast", ["/Unsqueeze_output_0"], ["/Cast_output_0"], name="/Cast",
+                         to=TensorProto.FLOAT),
+        helper.make_node("Sub", [f"{P}/one", "/Cast_output_0"], ["/Sub_output_0"], name="/Sub"),
+        helper.make_node("Mul", ["/Sub_output_0", f"{P}/mask_scale"], ["/Mul_output_0"], name="/Mul"),
+    ]
+    x, mask = "/embeddings/word_embeddings/Gather_output_0", "/Mul_output_0"
+    per_layer = 62
+    for i in range(max(1, (n_nodes - 8) // per_layer)):
+        ln, li, x = _layer_nodes(i, x, mask, hidden, P)
+        nodes += ln
+        inits += li
+    nodes.append(helper.make_node("Gather", [x, f"{P}/zero"], ["/pooler/Gather_output_0"],
+                                  name="/pooler/Gather", axis=1))
+    nodes.append(helper.make_node("Tanh", ["/pooler/Gather_output_0"], ["pooler_output"],
+                                  name="/pooler/activation/Tanh"))
+    graph = helper.make_graph(
+        nodes, "transformer_like",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, None)],
+        initializer=inits)
+    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="/Identity"))
+    graph.node.append(nodes[-1])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _networkx_baseline(model) -> float:
+    """Seconds for networkx's layered layout of the same graph (edges node -> consumer)."""
+    import networkx as nx
+
+    t0 = time.perf_counter()
+    g = nx.DiGraph()
+    prod = {}
+    for i, n in enumerate(model.graph.node):
+        g.add_node(i)
+        for t in n.output:
+            prod[t] = i
+    for i, n in enumerate(model.graph.node):
+        for t in n.input:
+            if t in prod:
+                g.add_edge(prod[t], i)
+    for layer, nodes in enumerate(nx.topological_generations(g)):
+        for v in nodes:
+            g.nodes[v]["layer"] = layer
+    nx.multipartite_layout(g, subset_key="layer", align="horizontal")
+    return time.perf_counter() - t0
+
+
+def main(argv: List[str] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,5000,10000,20000")
+    ap.add_argument("--repeat", type=int, default=3, help="best of N runs")
+    args = ap.parse_args(argv)
+    from workbench.graph import GraphStructure
+    from workbench.model import model_from_proto
+
+    try:
+        import networkx  # noqa: F401
+        have_nx = True
+    except ImportError:
+        have_nx = False
+    results = []
+    print(f"{'nodes':>7} {'full layout s':>13} {'collapsed s':>11} {'visible':>7} "
+          f"{'payload MB':>10} {'collapsed KB':>12} {'networkx s':>10} {'target s':>8}")
+    for size in [int(s) for s in args.sizes.split(",")]:
+        proto = transformer_like(size)
+        model = model_from_proto(proto)
+        n = len(proto.graph.node)
+        full_t, coll_t = [], []
+        for _ in range(args.repeat):
+            model._node_ids = None  # count computing ids as part of the layout
+            t0 = time.perf_counter()
+            gs = GraphStructure(model)
+            full = gs.view(gs.scopes)
+            full_t.append(time.perf_counter() - t0)
+            model._node_ids = None
+            t0 = time.perf_counter()
+            gs = GraphStructure(model)
+            coll = gs.view()
+            coll_t.append(time.perf_counter() - t0)
+        payload = len(json.dumps(full.to_dict(), separators=(",", ":")).encode())
+        cpayload = len(json.dumps(coll.to_dict(), separators=(",", ":")).encode())
+        nx_s = _networkx_baseline(proto) if have_nx else None
+        target = TARGET_S.get(size)
+        row = {"nodes": n, "full_layout_s": round(min(full_t), 3),
+               "collapsed_layout_s": round(min(coll_t), 3), "collapsed_visible": len(coll),
+               "payload_mb": round(payload / 1e6, 3), "collapsed_payload_kb": round(cpayload / 1e3, 1),
+               "networkx_s": None if nx_s is None else round(nx_s, 3), "target_s": target}
+        results.append(row)
+        nx_txt = "n/a" if nx_s is None else f"{nx_s:.3f}"
+        print(f"{n:>7} {row['full_layout_s']:>13.3f} {row['collapsed_layout_s']:>11.3f} "
+              f"{len(coll):>7} {row['payload_mb']:>10.3f} {row['collapsed_payload_kb']:>12.1f} "
+              f"{nx_txt:>10} {target if target else '-':>8}")
+    ok = all(r["full_layout_s"] < TARGET_S[s] for r, s in
+             zip(results, [int(s) for s in args.sizes.split(",")]) if s in TARGET_S)
+    big = [r for r in results if r["nodes"] >= 19000]
+    ok = ok and all(r["payload_mb"] < TARGET_PAYLOAD_MB for r in big)
+    print(json.dumps({"benchmark": "graph_layout", "baseline": "networkx multipartite_layout"
+                      if have_nx else "targets only (networkx not installed)",
+                      "results": results, "meets_targets": ok}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Layout correctness of workbench.graph on generated and hand-made broken graphs."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import REPO
+from workbench import graph as wg
+from workbench.model import model_from_proto
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("graph_layout_bench",
+                                                  REPO / "benchmarks" / "graph_layout.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def bert1k():
+    return model_from_proto(_bench().transformer_like(1000))
+
+
+def _vi(name, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, [1])
+
+
+def _model(nodes, inputs=("x",), outputs=("y",), inits=()):
+    g = helper.make_graph(nodes, "g", [_vi(i) for i in inputs], [_vi(o) for o in outputs],
+                          initializer=list(inits))
+    return model_from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def _check_layout(d: wg.GraphData):
+    e = d.edges
+    # every edge goes strictly downwards (the model is a DAG)
+    assert np.all(d.rank[e[:, 0]] < d.rank[e[:, 1]])
+    assert np.allclose(d.y, d.rank)
+    # no two elements of a rank closer than 1
+    key = np.lexsort((d.x, d.rank))
+    r, x = d.rank[key], d.x[key]
+    same = r[1:] == r[:-1]
+    assert np.all(np.diff(x)[same] >= 1.0 - 1e-4)
+
+
+def test_full_layout_ranks_respect_edges_and_no_overlap(bert1k):
+    gs = wg.GraphStructure(bert1k)
+    d = gs.view(gs.scopes)
+    assert len(d) == len(bert1k.graph.node) + 2 + 2  # nodes + 2 inputs + 2 outputs
+    assert d.ids[: gs.n_nodes] == bert1k.node_ids
+    assert (d.kind == wg.NODE).sum() == gs.n_nodes and (d.kind == wg.GROUP).sum() == 0
+    assert d.edges.shape[0] > gs.n_nodes  # transformer: branching + residuals
+    _check_layout(d)
+    # longest path: a node's rank is at least one more than each producer's
+    assert d.rank[d.index("/encoder/layer.1/attention/self/Softmax")] > \
+        d.rank[d.index("/encoder/layer.0/output/LayerNorm/Add_1")]
+    # graph inputs are small nodes above their consumers; labels are the last name segment
+    i = d.index("input:input_ids")
+    assert d.kind[i] == wg.INPUT and d.labels[i] == "input_ids"
+    assert d.labels[d.index("/encoder/layer.0/attention/self/Softmax")] == "Softmax"
+    assert d.ops[d.op[d.index("/encoder/layer.0/attention/self/Softmax")]] == "Softmax"
+    assert not d.findings and not d.flags.any()
+
+
+def test_barycentre_sweeps_reduce_crossings():
+    # 6 layers of 20 nodes, 2 random edges per node to the next layer, random initial order
+    rng = np.random.default_rng(0)
+    L, W = 6, 20
+    es = np.array([l * W + i for l in range(L - 1) for i in range(W) for _ in range(2)])
+    ed = np.array([(l + 1) * W + j for l in range(L - 1) for i in range(W)
+                   for j in rng.choice(W, 2, replace=False)])
+    vpos = (np.arange(L * W) // W) * 1000 + rng.permutation(L * W)
+
+    def crossings(sweeps):
+        x, y, r = wg._layered_layout(L * W, es, ed, vpos, sweeps=sweeps)
+        a, b = x[es], x[ed]
+        same = r[es][:, None] == r[es][None]
+        return int(np.sum(same & (((a[:, None] - a[None]) * (b[:, None] - b[None])) < 0))) // 2
+
+    assert crossings(4) < 0.85 * crossings(0)
+
+
+def test_collapsed_view_groups_and_expand(bert1k):
+    gs = wg.GraphStructure(bert1k)
+    d = gs.view()  # default: scopes opened level by level within the budget
+    assert len(d) <= wg.DEFAULT_MAX_VISIBLE
+    groups = [i for i, k in enumerate(d.kind) if k == wg.GROUP]
+    assert groups
+    # sizes of visible elements add up to every element exactly once
+    assert int(d.size.sum()) == gs.n
+    _check_layout(d)
+    gid = "scope:/encoder/layer.0/attention"
+    assert gid in d.ids
+    members = gs.members("/encoder/layer.0/attention")
+    assert d.size[d.index(gid)] == len(members) == 44
+    # expanding one group replaces it by its children (sub-scopes and direct nodes)
+    d2 = gs.view(set(d.expanded) | {"/encoder/layer.0/attention"})
+    assert gid not in d2.ids
+    assert "scope:/encoder/layer.0/attention/self" in d2.ids
+    assert "scope:/encoder/layer.0/attention/output" in d2.ids
+    assert len(d2) == len(d) - 1 + 2
+    assert int(d2.size.sum()) == gs.n
+    _check_layout(d2)
+    # collapsing the encoder hides every layer
+    d3 = gs.view({"/embeddings"})
+    assert "scope:/encoder" in d3.ids and not any("layer." in i for i in d3.ids)
+    assert d3.size[d3.index("scope:/encoder")] == sum(
+        1 for i in bert1k.node_ids if i.startswith("/encoder/"))
+    # the enclosing-scope index of a visible element names its parent scope
+    k = d2.index("scope:/encoder/layer.0/attention/self")
+    assert d2.scopes[d2.scope[k]] == "/encoder/layer.0/attention"
+    assert gs.scope_path_of("/encoder/layer.0/attention/self/Softmax")[:2] == [
+        "/encoder", "/encoder/layer.0"]
+
+
+def test_layout_function_and_json_payload(bert1k):
+    full = wg.layout(bert1k, collapse=False)
+    assert (full.kind == wg.GROUP).sum() == 0
+    coll = wg.layout(bert1k)
+    assert (coll.kind == wg.GROUP).sum() > 0 and len(coll) < len(full)
+    exp = wg.layout(bert1k, expanded=[])
+    assert set(exp.ids) >= {"scope:/encoder", "scope:/embeddings", "scope:/pooler"}
+    d = json.loads(json.dumps(coll.to_dict()))
+    assert len(d["edges"]) == 2 * coll.edges.shape[0]
+    assert len(d["x"]) == len(d["ids"]) == len(d["op"]) == len(d["kind"])
+
+
+def test_cycle_is_broken_and_flagged():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="first"),
+        helper.make_node("Add", ["a", "c"], ["b"], name="loop_add"),
+        helper.make_node("Relu", ["b"], ["c"], name="loop_relu"),
+        helper.make_node("Neg", ["b"], ["y"], name="last"),
+    ]
+    d = wg.layout(_model(nodes), collapse=False)
+    codes = {f.code: f for f in d.findings}
+    assert set(codes["graph-cycle"].nodes) == {"loop_add", "loop_relu"}
+    flagged = {d.ids[i] for i in np.nonzero(d.flags & wg.FLAG_CYCLE)[0]}
+    assert flagged == {"loop_add", "loop_relu"}
+    assert len(d) == 4 + 2 and np.isfinite(d.x).all()
+    # all but the back-edge go downwards
+    e = d.edges
+    assert int(np.sum(d.rank[e[:, 0]] >= d.rank[e[:, 1]])) == 1
+
+
+def test_dangling_input_and_duplicate_names_flagged():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="dup"),
+        helper.make_node("Add", ["a", "ghost"], ["b"], name="reads_ghost"),
+        helper.make_node("Relu", ["b"], ["y"], name="dup"),
+        helper.make_node("Relu", ["a"], ["b"], name="makes_b_again"),
+    ]
+    d = wg.layout(_model(nodes), collapse=False)
+    by = {f.code: f for f in d.findings}
+    assert by["dangling-input"].nodes == ["reads_ghost"] and by["dangling-input"].tensors == ["ghost"]
+    assert by["duplicate-node-name"].nodes == ["dup#0", "dup#1"]
+    assert set(by["duplicate-tensor-producer"].nodes) == {"reads_ghost", "makes_b_again"}
+    flags = dict(zip(d.ids, d.flags.tolist()))
+    assert flags["reads_ghost"] & wg.FLAG_DANGLING
+    assert flags["dup#0"] & wg.FLAG_DUPLICATE_NAME and flags["dup#1"] & wg.FLAG_DUPLICATE_NAME
+    assert flags["makes_b_again"] & wg.FLAG_DUPLICATE_OUTPUT
+    assert all(f.severity in ("error", "warning") and f.hint for f in d.findings)
+
+
+def test_collapsed_group_carries_member_flags_and_cycle_from_collapsing():
+    # /a/n1 -> root -> /a/n2: collapsing /a makes a 2-cycle in the view, which is no finding
+    nodes = [
+        helper.make_node("Relu", ["x"], ["t1"], name="/a/n1"),
+        helper.make_node("Relu", ["t1"], ["t2"], name="mid"),
+        helper.make_node("Add", ["t2", "nowhere"], ["y"], name="/a/n2"),
+    ]
+    gs = wg.GraphStructure(_model(nodes))
+    d = gs.view([])
+    assert "scope:/a" in d.ids
+    g = d.index("scope:/a")
+    assert d.flags[g] & wg.FLAG_DANGLING  # the dangling member's flag shows on its group
+    assert [f.code for f in d.findings] == ["dangling-input"]
+    assert np.isfinite(d.x).all() and d.size[g] == 2
+
+
+def test_subgraph_outer_references_become_edges():
+    then_g = helper.make_graph([helper.make_node("Relu", ["a"], ["t"], name="inner")], "then",
+                               [], [_vi("t")])
+    else_g = helper.make_graph([helper.make_node("Neg", ["a"], ["e"], name="inner2")], "else",
+                               [], [_vi("e")])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="producer"),
+        helper.make_node("Cast", ["x"], ["c"], name="cond", to=TensorProto.BOOL),
+        helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g, else_branch=else_g),
+    ]
+    d = wg.layout(_model(nodes), collapse=False)
+    e = {(d.ids[a], d.ids[b]) for a, b in d.edges.tolist()}
+    assert ("producer", "branch") in e and not d.findings
+
+
+def test_accepts_path_and_proto(tmp_path, bert1k):
+    p = tmp_path / "m.onnx"
+    p.write_bytes(bert1k.proto.SerializeToString())
+    a = wg.layout(str(p), collapse=False)
+    b = wg.layout(bert1k.proto, collapse=False)
+    assert a.ids == b.ids and np.allclose(a.x, b.x)
