@@ -1,0 +1,573 @@
+"""Precision as an ONNX transform (TensorRT 11 / TensorRT-RTX are strongly typed).
+
+`convert(model, "fp16"|"bf16"|"int8"|"fp8"|"fp32", ...)` returns a new ModelProto the user can
+inspect, diff, run on CPU with onnxruntime and hand to any TensorRT:
+- FP16: Casts + FP16 weights via onnxconverter-common (what `polygraphy convert --fp-to-fp16` uses),
+  with per-node / per-op-type exclusions kept in FP32 and I/O kept FP32 on request.
+- BF16: our own cast pass (workbench.casts), same exclusions.
+- INT8: Q/DQ pairs (zero point 0, symmetric, per-channel weights) from onnxruntime.quantization's
+  quantize_static with entropy / minmax / percentile calibration on CPU.
+- FP8 (E4M3FN): the same Q/DQ placement, scales re-derived as amax/448 (workbench.quantize).
+Findings tell the user what matters: FP32 activations that overflow FP16 (with the nodes to
+exclude), nodes kept in FP32, random calibration. With calibration data the converted model is
+run against FP32 on onnxruntime CPU and the errors go into the report.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from workbench.errors import Finding, WorkbenchError
+
+TARGETS = ("fp32", "fp16", "bf16", "int8", "fp8")
+CALIBRATE_METHODS = ("entropy", "minmax", "percentile")
+FP16_MAX = 65504.0
+BF16_MAX = 3.3895313892515355e38
+
+
+@dataclass
+class PrecisionResult:
+    """The converted model and what the user should know about it."""
+
+    proto: Any
+    target: str
+    findings: List[Finding] = field(default_factory=list)
+    report: Dict[str, Any] = field(default_factory=dict)
+
+    def save(self, path: Any, *, source: Any = None) -> Path:
+        from workbench.model import save_model
+
+        return save_model(self.proto, path, source=source)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"target": self.target, "findings": [f.to_dict() for f in self.findings],
+                **self.report}
+
+
+# --------------------------------------------------------------------------- helpers
+def load_fp32(model_or_path: Any) -> Tuple[Any, Optional[Path]]:
+    """(ModelProto with weights, source path or None) from a path, Model or ModelProto."""
+    import onnx
+
+    from workbench.model import Model, open_model
+
+    if isinstance(model_or_path, onnx.ModelProto):
+        return copy.deepcopy(model_or_path), None
+    if isinstance(model_or_path, Model):
+        return model_or_path.load_weights(), model_or_path.path
+    m = open_model(model_or_path)
+    return m.load_weights(), m.path
+
+
+def name_unnamed_nodes(proto: Any) -> int:
+    """Give unnamed nodes their stable id as name (exclusion lists need names). Returns count."""
+    from workbench.model import stable_node_ids
+
+    ids = stable_node_ids(proto.graph)
+    n = 0
+    for node, nid in zip(proto.graph.node, ids):
+        if not node.name:
+            node.name = nid
+            n += 1
+    return n
+
+
+def resolve_exclusions(proto: Any, exclude_nodes: Iterable[str], exclude_ops: Iterable[str],
+                       label: str) -> Tuple[List[str], List[str], List[Finding]]:
+    """Check user exclusions against the graph. Unknown node -> error; unknown op -> warning."""
+    names = [n.name for n in proto.graph.node]
+    known = set(names)
+    nodes: List[str] = []
+    for n in dict.fromkeys(exclude_nodes):
+        if n not in known:
+            close = [x for x in names if n.lower() in x.lower()][:5]
+            raise WorkbenchError(f"no node named '{n}' to exclude", file=label, node=n,
+                                 hint=("did you mean: " + ", ".join(close)) if close else
+                                 "list node names with `workbench inspect MODEL --json`")
+        nodes.append(n)
+    ops_present = {n.op_type for n in proto.graph.node}
+    ops = list(dict.fromkeys(exclude_ops))
+    findings = []
+    for op in ops:
+        if op not in ops_present:
+            findings.append(Finding("warning", "exclude-op-absent",
+                                    f"--exclude-op {op}: the graph has no {op} node",
+                                    op=op, source="precision",
+                                    hint="op types in this graph: " + ", ".join(sorted(ops_present))))
+    return nodes, ops, findings
+
+
+def _consumers(graph: Any) -> Dict[str, List[Any]]:
+    out: Dict[str, List[Any]] = {}
+    for node in graph.node:
+        for i in node.input:
+            if i:
+                out.setdefault(i, []).append(node)
+    return out
+
+
+def _producers(graph: Any) -> Dict[str, Any]:
+    return {o: node for node in graph.node for o in node.output if o}
+
+
+def run_ort(proto: Any, batches: List[Dict[str, np.ndarray]],
+            outputs: Optional[List[str]] = None) -> List[Dict[str, np.ndarray]]:
+    """Run a ModelProto on onnxruntime CPU over the batches; one dict of outputs per batch."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = outputs or [o.name for o in sess.get_outputs()]
+    return [dict(zip(names, sess.run(names, b))) for b in batches]
+
+
+def activation_ranges(proto: Any, batches: List[Dict[str, np.ndarray]]) -> Dict[str, float]:
+    """Max |value| of every float node output in FP32 over the batches (onnxruntime CPU)."""
+    import onnx
+
+    m = copy.deepcopy(proto)
+    try:
+        m = onnx.shape_inference.infer_shapes(m)
+    except Exception:
+        pass
+    types = {vi.name: vi.type.tensor_type.elem_type
+             for vi in list(m.graph.value_info) + list(m.graph.output) + list(m.graph.input)}
+    existing = {o.name for o in m.graph.output}
+    wanted = []
+    for node in m.graph.node:
+        for o in node.output:
+            if o and types.get(o, onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT:
+                wanted.append(o)
+                if o not in existing:
+                    if o in types:
+                        m.graph.output.append(onnx.helper.make_tensor_value_info(
+                            o, types[o], None))
+                    else:
+                        m.graph.output.append(onnx.ValueInfoProto(name=o))
+                    existing.add(o)
+    ranges: Dict[str, float] = {}
+    for res in run_ort(m, batches, wanted):
+        for k, v in res.items():
+            if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size:
+                finite = v[np.isfinite(v)]
+                amax = float(np.abs(finite).max()) if finite.size else float("inf")
+                if not np.isfinite(v).all():
+                    amax = float("inf")
+                ranges[k] = max(ranges.get(k, 0.0), amax)
+    return ranges
+
+
+def overflow_findings(proto: Any, ranges: Dict[str, float], limit: float = FP16_MAX,
+                      dtype_name: str = "FP16", skip_nodes: Sequence[str] = ()) -> List[Finding]:
+    """One warning per FP32 node output whose max |value| exceeds `limit`, naming the nodes
+    that must stay FP32: the producer and every consumer of the tensor (a consumer computing
+    in FP16 would receive infinity)."""
+    prod = _producers(proto.graph)
+    cons = _consumers(proto.graph)
+    graph_outputs = {o.name for o in proto.graph.output}
+    findings = []
+    for tensor, amax in ranges.items():
+        if amax <= limit or tensor not in prod:
+            continue
+        node = prod[tensor]
+        exclude = [node.name] + [c.name for c in cons.get(tensor, []) if c.name != node.name]
+        exclude = list(dict.fromkeys(exclude))
+        if all(n in skip_nodes for n in exclude):
+            continue
+        flags = " ".join(f"--exclude {n}" for n in exclude)
+        value = "infinite" if not np.isfinite(amax) else f"{amax:.4g}"
+        out_note = " (a graph output)" if tensor in graph_outputs else ""
+        findings.append(Finding(
+            "warning", f"{dtype_name.lower()}-overflow",
+            f"node '{node.name}' ({node.op_type}) produces '{tensor}'{out_note} with max |value| "
+            f"{value} in FP32 on the calibration data, beyond the {dtype_name} limit "
+            f"{limit:g}: it becomes infinity in {dtype_name}",
+            nodes=exclude, tensors=[tensor], op=node.op_type, source="precision",
+            hint=f"keep these nodes in FP32: {flags}",
+            extra={"max_abs": amax if np.isfinite(amax) else None, "limit": limit}))
+    findings.sort(key=lambda f: f.nodes[0])
+    return findings
+
+
+def auto_exclusions(model_or_path: Any, calibration: Any, *, target: str = "fp16",
+                    allow_random: bool = False) -> Tuple[List[str], List[Finding]]:
+    """Nodes that must stay FP32 for FP16 (activations beyond 65504 on the calibration data):
+    producers and consumers of each overflowing tensor. Returns (node names, findings)."""
+    from workbench.calibration import load_calibration, random_calibration
+
+    proto, path = load_fp32(model_or_path)
+    name_unnamed_nodes(proto)
+    findings: List[Finding] = []
+    if calibration is None:
+        if not allow_random:
+            raise WorkbenchError("auto exclusions need calibration data", field="calibration",
+                                 hint="pass representative inputs (or allow_random=True)")
+        batches, warn = random_calibration(proto)
+        findings.append(warn)
+    else:
+        batches = load_calibration(calibration, proto)
+    limit = FP16_MAX if target == "fp16" else BF16_MAX
+    found = overflow_findings(proto, activation_ranges(proto, batches), limit, target.upper())
+    nodes = list(dict.fromkeys(n for f in found for n in f.nodes))
+    return nodes, findings + found
+
+
+# --------------------------------------------------------------------------- error metrics
+def compare_outputs(ref: List[Dict[str, np.ndarray]],
+                    got: List[Dict[str, np.ndarray]]) -> Dict[str, Dict[str, Any]]:
+    """Per output: max_abs_err, mean_abs_err, rel_err (= max_abs_err / max|ref|, the error
+    relative to the output's scale), cosine similarity, and top-1 agreement over the last axis
+    for outputs with a class axis. Non-finite outputs are reported, not hidden."""
+    stats: Dict[str, Dict[str, Any]] = {}
+    for name in ref[0]:
+        r = np.concatenate([np.asarray(b[name], np.float64).reshape(-1) for b in ref])
+        g = np.concatenate([np.asarray(b[name]).astype(np.float64).reshape(-1) for b in got])
+        finite = bool(np.isfinite(g).all())
+        d = np.abs(r - g)
+        scale = float(np.abs(r).max()) or 1.0
+        denom = float(np.linalg.norm(r) * np.linalg.norm(g))
+        s = {"max_abs_err": float(d.max()) if finite else float("inf"),
+             "mean_abs_err": float(d.mean()) if finite else float("inf"),
+             "rel_err": float(d.max() / scale) if finite else float("inf"),
+             "cosine": float(np.dot(r, g) / denom) if finite and denom else (1.0 if finite and
+                                                                            not denom else 0.0),
+             "finite": finite, "ref_max_abs": scale}
+        shp = np.asarray(ref[0][name]).shape
+        if len(shp) >= 2 and shp[-1] > 1 and np.asarray(ref[0][name]).dtype.kind == "f":
+            ra = np.concatenate([np.asarray(b[name]).reshape(-1, shp[-1]).argmax(-1) for b in ref])
+            ga = np.concatenate([np.asarray(b[name]).reshape(-1, np.asarray(b[name]).shape[-1])
+                                 .argmax(-1) for b in got])
+            s["top1_agreement"] = float((ra == ga).mean())
+        stats[name] = s
+    return stats
+
+
+def measure_error(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]]
+                  ) -> Dict[str, Dict[str, Any]]:
+    """Run both models on onnxruntime CPU over the batches and compare their outputs."""
+    ref = run_ort(fp32, batches)
+    got = run_ort(converted, batches)
+    return compare_outputs(ref, got)
+
+
+def reference_batches(batches: List[Dict[str, np.ndarray]], limit: int = 8
+                      ) -> List[Dict[str, np.ndarray]]:
+    """At most `limit` samples (first axis) of the first batch: the numpy evaluator is slow."""
+    b = batches[0]
+    n = min(len(v) if np.ndim(v) else 1 for v in b.values())
+    if n <= limit:
+        return [b]
+    return [{k: v[:limit] for k, v in b.items()}]
+
+
+def measure_error_reference(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]]
+                            ) -> Dict[str, Dict[str, Any]]:
+    """Compare with onnx's reference evaluator (numpy), which computes FP16 tensors in float16
+    arithmetic. onnxruntime's CPU provider upcasts most FP16 ops to FP32 and so hides overflow
+    that TensorRT on a GPU would show; this run does not."""
+    import warnings
+
+    from onnx.reference import ReferenceEvaluator
+
+    small = reference_batches(batches)
+    ref = run_ort(fp32, small)
+    ev = ReferenceEvaluator(converted)
+    names = [o.name for o in converted.graph.output]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        got = [dict(zip(names, ev.run(None, b))) for b in small]
+    return compare_outputs(ref, got)
+
+
+# --------------------------------------------------------------------------- conversion
+def _count_ops(proto: Any) -> Dict[str, int]:
+    counts: Dict[str, int] = {}
+    for n in proto.graph.node:
+        counts[n.op_type] = counts.get(n.op_type, 0) + 1
+    return counts
+
+
+def _fp16(proto: Any, exclude_nodes: List[str], exclude_ops: List[str],
+          keep_io_types: bool) -> Any:
+    from onnxconverter_common import float16
+
+    block_ops = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(exclude_ops))
+    try:
+        out = float16.convert_float_to_float16(
+            proto, keep_io_types=keep_io_types, op_block_list=block_ops,
+            node_block_list=list(exclude_nodes), max_finite_val=FP16_MAX, min_positive_val=6e-8)
+    except Exception as e:
+        raise WorkbenchError(f"FP16 conversion failed: {type(e).__name__}: {e}",
+                             hint="exclude the node named in the message (--exclude NODE) "
+                             "and report the model") from None
+    fold_round_trip_casts(out)
+    return out
+
+
+def fold_round_trip_casts(proto: Any) -> int:
+    """Remove FP32 -> FP16/BF16 -> FP32 Cast round trips between nodes kept in FP32.
+
+    onnxconverter-common casts every blocked node's output down to FP16 and back up for the
+    next blocked node, so a tensor that overflows FP16 still passes through FP16 (infinity)
+    even when both its producer and consumers are excluded. Returns the number of Casts removed.
+    """
+    import onnx
+
+    g = proto.graph
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+        types = {vi.name: vi.type.tensor_type.elem_type for vi in
+                 list(inferred.graph.value_info) + list(g.input) + list(g.output)}
+    except Exception:
+        return 0
+    def to_of(n: Any) -> int:
+        return next((a.i for a in n.attribute if a.name == "to"), -1)
+
+    low = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+    cons = _consumers(g)
+    outputs = {o.name for o in g.output}
+    rename: Dict[str, str] = {}
+    dead = set()
+    for n in g.node:
+        if n.op_type != "Cast" or to_of(n) not in low:
+            continue
+        x = n.input[0]
+        if types.get(x) != onnx.TensorProto.FLOAT:
+            continue
+        y = n.output[0]
+        users = cons.get(y, [])
+        ups = [u for u in users if u.op_type == "Cast" and to_of(u) == onnx.TensorProto.FLOAT]
+        for u in ups:
+            if u.output[0] in outputs:
+                continue
+            rename[u.output[0]] = x
+            dead.add(id(u))
+        if y not in outputs and users and all(id(u) in dead for u in users):
+            dead.add(id(n))
+    if not dead:
+        return 0
+    keep = [n for n in g.node if id(n) not in dead]
+    for n in keep:
+        for i, name in enumerate(n.input):
+            if name in rename:
+                n.input[i] = rename[name]
+    removed = len(g.node) - len(keep)
+    del g.node[:]
+    g.node.extend(keep)
+    gone = set(rename)
+    kept_vi = [vi for vi in g.value_info if vi.name not in gone]
+    del g.value_info[:]
+    g.value_info.extend(kept_vi)
+    return removed
+
+
+def _clipped_weights(proto: Any, limit: float, skip: set) -> List[Finding]:
+    """Initializers beyond `limit` (they get clipped when converted)."""
+    from onnx import numpy_helper
+
+    cons = _consumers(proto.graph)
+    out = []
+    for t in proto.graph.initializer:
+        if t.data_type != 1:
+            continue
+        users = [n.name for n in cons.get(t.name, [])]
+        if users and all(u in skip for u in users):
+            continue
+        a = numpy_helper.to_array(t)
+        if a.size and np.abs(a[np.isfinite(a)]).max(initial=0.0) > limit:
+            out.append(Finding("warning", "weight-clipped",
+                               f"initializer '{t.name}' has values up to "
+                               f"{float(np.abs(a).max()):.4g}, beyond {limit:g}: clipped",
+                               nodes=users, tensors=[t.name], source="precision",
+                               hint="exclude its consumer(s) to keep it FP32: "
+                               + " ".join(f"--exclude {u}" for u in users)))
+    return out
+
+
+def _kept_fp32(before: Any, after: Any, target: str, exclude_nodes: List[str],
+               exclude_ops: List[str], default_ops: Iterable[str]) -> Tuple[List[str], Finding]:
+    """Float-computing nodes that stayed FP32 (user exclusions + the converter's block list)."""
+    names = []
+    default_ops = set(default_ops)
+    for n in before.graph.node:
+        if n.name in exclude_nodes or n.op_type in exclude_ops or n.op_type in default_ops:
+            names.append(n.name)
+    why = []
+    if exclude_nodes:
+        why.append(f"{len(exclude_nodes)} excluded by name")
+    if exclude_ops:
+        why.append(f"op types {', '.join(exclude_ops)} excluded")
+    d = [n for n in names if n not in exclude_nodes and
+         next(x for x in before.graph.node if x.name == n).op_type not in exclude_ops]
+    if d:
+        why.append(f"{len(d)} on the converter's FP32 list")
+    msg = (f"{len(names)} node(s) kept in FP32" + (f" ({'; '.join(why)})" if why else "")
+           + (": " + ", ".join(names[:12]) + (" ..." if len(names) > 12 else "") if names else ""))
+    return names, Finding("info", "kept-fp32", msg, nodes=names, source="precision")
+
+
+def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (),
+            exclude_ops: Sequence[str] = (), keep_io_types: bool = True,
+            calibration: Any = None, calibrate_method: str = "entropy",
+            allow_random: bool = False, per_channel: bool = True, route: str = "onnx",
+            measure: bool = True, max_calib_batches: Optional[int] = None,
+            profile: Any = None) -> PrecisionResult:
+    """Convert an FP32 ONNX model to `target` precision. See the module docstring.
+
+    `calibration`: anything `workbench.calibration.load_calibration` takes; required for int8/fp8
+    unless `allow_random=True` (then every report carries a warning). `route="modelopt"` uses
+    nvidia-modelopt when installed. Raises WorkbenchError on bad input.
+    """
+    from workbench.calibration import load_calibration, random_calibration
+
+    target = str(target).lower()
+    aliases = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
+               "fp8e4m3": "fp8", "fp8_e4m3": "fp8"}
+    target = aliases.get(target, target)
+    if target not in TARGETS:
+        raise WorkbenchError(f"unknown precision target '{target}'", field="target",
+                             hint="choose one of " + ", ".join(TARGETS))
+    if calibrate_method not in CALIBRATE_METHODS:
+        raise WorkbenchError(f"unknown calibration method '{calibrate_method}'",
+                             field="calibrate_method", hint="choose " + ", ".join(CALIBRATE_METHODS))
+    if route not in ("onnx", "modelopt"):
+        raise WorkbenchError(f"unknown route '{route}'", field="route", hint="onnx or modelopt")
+    proto, path = load_fp32(model_or_path)
+    label = str(path) if path else "<in-memory model>"
+    findings: List[Finding] = []
+    renamed = name_unnamed_nodes(proto)
+    if renamed:
+        findings.append(Finding("info", "nodes-named", f"{renamed} unnamed node(s) got their "
+                                "stable id as name so they can be excluded", source="precision"))
+    ex_nodes, ex_ops, ex_findings = resolve_exclusions(proto, exclude_nodes, exclude_ops, label)
+    findings += ex_findings
+
+    batches: Optional[List[Dict[str, np.ndarray]]] = None
+    random_used = False
+    if calibration is not None:
+        batches = load_calibration(calibration, proto, profile=profile,
+                                   max_batches=max_calib_batches)
+    elif target in ("int8", "fp8"):
+        if not allow_random:
+            raise WorkbenchError(f"{target.upper()} needs calibration data to compute scales",
+                                 field="calibration", hint="pass representative inputs "
+                                 "(--calib PATH: .npz/.npy or a folder); random data only with "
+                                 "--allow-random, and the scales will be meaningless")
+        batches, warn = random_calibration(proto, profile=profile)
+        findings.append(warn)
+        random_used = True
+    elif allow_random and measure and target in ("fp16", "bf16"):
+        batches, warn = random_calibration(proto, profile=profile)
+        findings.append(warn)
+        random_used = True
+
+    report: Dict[str, Any] = {"target": target, "route": route, "keep_io_types": keep_io_types,
+                              "exclude_nodes": ex_nodes, "exclude_ops": ex_ops,
+                              "calibration": None if batches is None else
+                              {"batches": len(batches), "random": random_used,
+                               "method": calibrate_method if target in ("int8", "fp8") else None}}
+    before_ops = _count_ops(proto)
+
+    if route == "modelopt":
+        from workbench.quantize import convert_modelopt
+
+        out = convert_modelopt(proto, target, batches, ex_nodes, ex_ops, calibrate_method)
+    elif target == "fp32":
+        out = copy.deepcopy(proto)
+    elif target in ("fp16", "bf16"):
+        limit = FP16_MAX if target == "fp16" else BF16_MAX
+        if batches is not None:
+            ranges = activation_ranges(proto, batches)
+            over = overflow_findings(proto, ranges, limit, target.upper(), skip_nodes=ex_nodes)
+            findings += over
+            report["activation_max_abs"] = max(ranges.values()) if ranges else None
+        else:
+            findings.append(Finding(
+                "info", "no-overflow-check",
+                f"no calibration data: FP32 activations were not checked against the "
+                f"{target.upper()} range", hint="pass --calib PATH to find nodes that overflow",
+                source="precision"))
+        findings += _clipped_weights(proto, limit, set(ex_nodes))
+        if target == "fp16":
+            from onnxconverter_common import float16
+
+            out = _fp16(proto, ex_nodes, ex_ops, keep_io_types)
+            default_ops = float16.DEFAULT_OP_BLOCK_LIST
+        else:
+            from workbench.casts import DEFAULT_BLOCK_OPS, lower_float
+
+            out = lower_float(proto, "bf16", exclude_nodes=ex_nodes, exclude_ops=ex_ops,
+                              keep_io_types=keep_io_types)
+            default_ops = DEFAULT_BLOCK_OPS
+        kept, f = _kept_fp32(proto, out, target, ex_nodes, ex_ops, default_ops)
+        report["kept_fp32"] = kept
+        findings.append(f)
+    else:
+        from workbench.quantize import quantize
+
+        assert batches is not None
+        out, qfind, qinfo = quantize(proto, target, batches, ex_nodes, ex_ops,
+                                     calibrate_method, per_channel)
+        findings += qfind
+        report.update(qinfo)
+
+    after_ops = _count_ops(out)
+    report["casts_inserted"] = after_ops.get("Cast", 0) - before_ops.get("Cast", 0)
+    report["qdq_pairs"] = min(after_ops.get("QuantizeLinear", 0),
+                              after_ops.get("DequantizeLinear", 0))
+    report["dequantize_nodes"] = after_ops.get("DequantizeLinear", 0)
+    report["quantize_nodes"] = after_ops.get("QuantizeLinear", 0)
+    _check_valid(out, target)
+
+    if batches is not None and measure and target != "fp32":
+        try:
+            report["error"] = measure_error(proto, out, batches)
+        except Exception as e:  # e.g. ORT CPU has no BF16/FP8 kernel for some op
+            report["error"] = None
+            findings.append(Finding(
+                "info", "cpu-cannot-verify",
+                f"onnxruntime CPU could not run the {target.upper()} model "
+                f"({' '.join(str(e).split())[:300]}); the graph is valid ONNX but its accuracy "
+                "was not measured on CPU", hint="measure it on the GPU with `workbench compare`",
+                source="precision"))
+        if target in ("fp16", "bf16"):
+            try:
+                report["error_reference"] = measure_error_reference(proto, out, batches)
+            except Exception as e:
+                report["error_reference"] = None
+                findings.append(Finding(
+                    "info", "reference-cannot-verify",
+                    f"onnx's reference evaluator could not run the {target.upper()} model "
+                    f"({' '.join(str(e).split())[:200]})", source="precision"))
+        for key in ("error", "error_reference"):
+            for name, s in (report.get(key) or {}).items():
+                if not s["finite"]:
+                    if any(f.code == "non-finite-output" and name in f.tensors
+                           for f in findings):
+                        continue
+                    runner = "onnxruntime CPU" if key == "error" else \
+                        f"true {target.upper()} arithmetic (onnx reference evaluator)"
+                    findings.append(Finding(
+                        "error", "non-finite-output",
+                        f"output '{name}' is NaN/inf in {target.upper()} on the calibration "
+                        f"data ({runner})", tensors=[name], source="precision",
+                        hint="see the overflow findings; exclude the named nodes"))
+    return PrecisionResult(proto=out, target=target, findings=findings, report=report)
+
+
+def _check_valid(proto: Any, target: str) -> None:
+    import onnx
+
+    try:
+        onnx.checker.check_model(proto, full_check=False)
+    except Exception as e:
+        raise WorkbenchError(f"the {target.upper()} model is not valid ONNX: "
+                             f"{' '.join(str(e).split())[:300]}",
+                             hint="exclude the node named in the message and report the model"
+                             ) from None

@@ -1,0 +1,246 @@
+"""INT8 / FP8 quantization as Q/DQ pairs (zero point 0), for strongly typed TensorRT.
+
+INT8: onnxruntime.quantization.quantize_static in QDQ format with symmetric activations and
+weights, per-channel weights, biases left FP32 (TensorRT rejects INT32 bias DequantizeLinear),
+entropy / minmax / percentile calibration on CPU.
+FP8 (E4M3FN): onnxruntime's float8 path only supports its "Distribution" calibrator, so we run
+the INT8 pass with the requested calibrator (same Q/DQ placement, same amax per tensor) and
+re-derive FP8 scales as amax / 448 (E4M3's largest finite value), re-quantizing weights from
+their FP32 values. Opset is raised to 19 (float8 Q/DQ) with onnx's version converter.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from workbench.errors import Finding, WorkbenchError
+
+INT8_QMAX = 127.0  # symmetric int8 range used by onnxruntime: [-127, 127]
+FP8_E4M3_MAX = 448.0
+
+
+@contextlib.contextmanager
+def _quiet_root_logger() -> Any:
+    """onnxruntime.quantization logs advice on the root logger; keep the user's output clean."""
+    root = logging.getLogger()
+    old = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(old)
+
+
+def _opset(proto: Any) -> int:
+    return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def ensure_opset(proto: Any, version: int) -> Any:
+    """Return `proto` at default-domain opset >= version (onnx version converter)."""
+    import onnx
+
+    if _opset(proto) >= version:
+        return proto
+    try:
+        return onnx.version_converter.convert_version(proto, version)
+    except Exception as e:
+        raise WorkbenchError(f"could not raise the model to opset {version} (needed for FP8 "
+                             f"Q/DQ): {' '.join(str(e).split())[:200]}",
+                             hint="re-export the model with opset >= 19") from None
+
+
+def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
+             exclude_nodes: Sequence[str], exclude_ops: Sequence[str], method: str,
+             per_channel: bool = True) -> Tuple[Any, List[Finding], Dict[str, Any]]:
+    """Insert Q/DQ pairs for `target` in {"int8", "fp8"}. Returns (model, findings, report)."""
+    import onnx
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    from workbench.calibration import ort_reader
+
+    if target == "fp8":
+        proto = ensure_opset(proto, 19)
+    methods = {"entropy": CalibrationMethod.Entropy, "minmax": CalibrationMethod.MinMax,
+               "percentile": CalibrationMethod.Percentile}
+    skip = list(exclude_nodes) + [n.name for n in proto.graph.node
+                                  if n.op_type in set(exclude_ops) and n.name not in exclude_nodes]
+    with tempfile.TemporaryDirectory(prefix="wb-quant-") as tmp:
+        out_path = Path(tmp) / "q.onnx"
+        try:
+            with _quiet_root_logger(), contextlib.redirect_stdout(io.StringIO()):
+                quantize_static(
+                    proto, str(out_path), ort_reader(batches), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    per_channel=per_channel, calibrate_method=methods[method],
+                    nodes_to_exclude=skip or None,
+                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
+                                   "QuantizeBias": False})
+        except WorkbenchError:
+            raise
+        except Exception as e:
+            raise WorkbenchError(f"{target.upper()} quantization failed in onnxruntime: "
+                                 f"{type(e).__name__}: {' '.join(str(e).split())[:300]}",
+                                 hint="exclude the node named in the message (--exclude NODE), "
+                                 "or try --calib-method minmax") from None
+        q = onnx.load(str(out_path))
+    findings: List[Finding] = []
+    if target == "fp8":
+        q, f8 = _int8_to_fp8(q, proto)
+        findings += f8
+    report = _qdq_report(q, target)
+    nonzero = report.pop("_nonzero_zero_points")
+    if nonzero:
+        raise WorkbenchError(f"quantization produced non-zero zero points: {', '.join(nonzero)}",
+                             hint="TensorRT needs zero point 0; please report this model")
+    findings += _quant_findings(proto, q, skip)
+    return q, findings, report
+
+
+def _qdq_report(q: Any, target: str) -> Dict[str, Any]:
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in q.graph.initializer}
+    nonzero = []
+    zp_type = None
+    for n in q.graph.node:
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear") and len(n.input) > 2:
+            t = inits.get(n.input[2])
+            if t is None:
+                continue
+            zp_type = t.data_type
+            a = numpy_helper.to_array(t)
+            if np.any(a.astype(np.float32) != 0):
+                nonzero.append(n.input[2])
+    quantized = sorted({c.name for c in q.graph.node for i in c.input
+                        if i.endswith("_DequantizeLinear_Output") and
+                        c.op_type not in ("QuantizeLinear", "DequantizeLinear")})
+    return {"zero_points_all_zero": not nonzero, "zero_point_type": zp_type,
+            "quantized_nodes": quantized, "_nonzero_zero_points": sorted(set(nonzero))}
+
+
+def _quant_findings(fp32: Any, q: Any, skip: Sequence[str]) -> List[Finding]:
+    compute = {"Conv", "ConvTranspose", "MatMul", "Gemm"}
+    consumers_of_dq = set()
+    dq_outs = {o for n in q.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    for n in q.graph.node:
+        if n.op_type not in ("QuantizeLinear", "DequantizeLinear") and any(
+                i in dq_outs for i in n.input):
+            consumers_of_dq.add(n.name)
+    float_compute = [n.name for n in fp32.graph.node
+                     if n.op_type in compute and n.name not in consumers_of_dq]
+    out = []
+    if skip:
+        out.append(Finding("info", "kept-fp32",
+                           f"{len(skip)} node(s) excluded from quantization (stay in higher "
+                           "precision): " + ", ".join(skip[:12]), nodes=list(skip),
+                           source="precision"))
+    unexpected = [n for n in float_compute if n not in skip]
+    if unexpected:
+        out.append(Finding("info", "not-quantized",
+                           f"{len(unexpected)} Conv/MatMul/Gemm node(s) got no Q/DQ inputs and "
+                           "will run in higher precision: " + ", ".join(unexpected[:12]),
+                           nodes=unexpected, source="precision"))
+    return out
+
+
+def _int8_to_fp8(q: Any, fp32: Any) -> Tuple[Any, List[Finding]]:
+    """Rewrite a symmetric INT8 QDQ model as FP8 E4M3FN QDQ with amax/448 scales."""
+    import ml_dtypes
+    import onnx
+    from onnx import numpy_helper
+
+    q = ensure_opset(q, 19)
+    inits = {t.name: t for t in q.graph.initializer}
+    originals = {t.name: t for t in fp32.graph.initializer}
+    ratio = INT8_QMAX / FP8_E4M3_MAX
+    new: Dict[str, Any] = {}
+    scaled = set()
+    findings: List[Finding] = []
+    approx = []
+
+    def scale_of(name: str) -> np.ndarray:
+        if name not in new:
+            new[name] = (numpy_helper.to_array(inits[name]).astype(np.float32) * ratio
+                         ).astype(np.float32)
+        return new[name]
+
+    for n in q.graph.node:
+        if n.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        scale = scale_of(n.input[1])
+        scaled.add(n.input[1])
+        if len(n.input) > 2 and n.input[2] in inits and n.input[2] not in new:
+            shape = tuple(inits[n.input[2]].dims)
+            new[n.input[2]] = np.zeros(shape, dtype=ml_dtypes.float8_e4m3fn)
+        src = n.input[0]
+        if n.op_type == "DequantizeLinear" and src in inits and inits[src].data_type == 3:
+            qw = numpy_helper.to_array(inits[src]).astype(np.float32)
+            axis = next((a.i for a in n.attribute if a.name == "axis"), 1)
+            s_int8 = numpy_helper.to_array(inits[n.input[1]]).astype(np.float32)
+            bshape = [1] * qw.ndim
+            if s_int8.ndim == 1 and s_int8.size > 1:
+                bshape[axis % qw.ndim] = s_int8.size
+            w = None
+            base = src[:-len("_quantized")] if src.endswith("_quantized") else None
+            if base in originals:
+                cand = numpy_helper.to_array(originals[base]).astype(np.float32)
+                if cand.shape == qw.shape and np.all(
+                        np.abs(cand - qw * s_int8.reshape(bshape)) <=
+                        0.51 * np.abs(s_int8.reshape(bshape)) + 1e-12):
+                    w = cand
+            if w is None:
+                w = qw * s_int8.reshape(bshape)
+                approx.append(src)
+            s8 = scale.reshape(bshape)
+            safe = np.where(s8 == 0, 1.0, s8)
+            wq = np.clip(w / safe, -FP8_E4M3_MAX, FP8_E4M3_MAX).astype(ml_dtypes.float8_e4m3fn)
+            new[src] = wq
+    for t in list(q.graph.initializer):
+        if t.name in new:
+            arr = new[t.name]
+            repl = numpy_helper.from_array(arr, t.name)
+            t.CopyFrom(repl)
+    if approx:
+        findings.append(Finding("info", "fp8-weights-from-int8",
+                                f"{len(approx)} weight(s) re-quantized to FP8 from their INT8 "
+                                "values (FP32 original not matched): " + ", ".join(approx[:8]),
+                                tensors=approx, source="precision"))
+    onnx.checker.check_model(q)
+    return q, findings
+
+
+def convert_modelopt(proto: Any, target: str, batches: Optional[List[Dict[str, np.ndarray]]],
+                     exclude_nodes: Sequence[str], exclude_ops: Sequence[str],
+                     method: str) -> Any:
+    """NVIDIA's recommended quantizer, only when `nvidia-modelopt[onnx]` is installed."""
+    try:
+        from modelopt.onnx.quantization import quantize as mo_quantize  # type: ignore
+    except Exception as e:
+        raise WorkbenchError(f"route 'modelopt' needs nvidia-modelopt, which is not importable "
+                             f"({type(e).__name__})", field="route",
+                             hint="pip install 'nvidia-modelopt[onnx]' (large: torch, cupy), or "
+                             "use the default route") from None
+    import onnx
+
+    if target not in ("int8", "fp8"):
+        raise WorkbenchError(f"route 'modelopt' handles int8 and fp8, not {target}",
+                             field="route", hint="use the default route for fp16/bf16")
+    if batches is None:
+        raise WorkbenchError("modelopt needs calibration data", field="calibration")
+    with tempfile.TemporaryDirectory(prefix="wb-modelopt-") as tmp:
+        src = Path(tmp) / "in.onnx"
+        dst = Path(tmp) / "out.onnx"
+        onnx.save(proto, str(src))
+        calib = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+        mo_quantize(str(src), quantize_mode=target, calibration_data=calib,
+                    calibration_method={"entropy": "entropy", "minmax": "max",
+                                        "percentile": "max"}[method],
+                    nodes_to_exclude=list(exclude_nodes) or None,
+                    op_types_to_exclude=list(exclude_ops) or None, output_path=str(dst))
+        return onnx.load(str(dst))
