@@ -1,0 +1,310 @@
+"""What a recipe is: a named, parameterised graph edit with a precondition that explains itself.
+
+A recipe works on an in-memory `onnx.ModelProto` with weights. `precondition(model, **params)`
+returns a `Precondition` (unpacks as `applies, reason, nodes`) saying *why* it applies to which
+nodes, or why not; `apply(model, **params)` returns a new ModelProto and never mutates its input.
+`preserves_semantics` says whether the result must compute the same outputs (then the caller
+verifies it with onnxruntime and refuses to keep a change that differs).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+from workbench.errors import WorkbenchError
+
+
+class Precondition(NamedTuple):
+    """Does a recipe apply? `reason` reads "applies to node X because ..." or why it refuses."""
+
+    applies: bool
+    reason: str
+    nodes: List[str]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"applies": self.applies, "reason": self.reason, "nodes": list(self.nodes)}
+
+
+@dataclass
+class Param:
+    """One recipe parameter: its type (for CLI parsing), default and a one-line meaning."""
+
+    name: str
+    type: str  # "str" | "int" | "float" | "bool" | "list[str]" | "shape" | "dict"
+    default: Any = None
+    help: str = ""
+    required: bool = False
+
+
+class Recipe:
+    """Base class; subclasses set name/summary/params/preserves_semantics and implement
+    `precondition` and `_apply`."""
+
+    name: str = ""
+    summary: str = ""
+    params: Sequence[Param] = ()
+    preserves_semantics: bool = True
+
+    def precondition(self, model: Any, **params: Any) -> Precondition:  # pragma: no cover
+        raise NotImplementedError
+
+    def _apply(self, model: "onnx.ModelProto", **params: Any) -> "onnx.ModelProto":  # noqa: F821
+        raise NotImplementedError  # pragma: no cover
+
+    def apply(self, model: Any, **params: Any) -> "onnx.ModelProto":  # noqa: F821
+        """Check the precondition, then return the edited copy (the input is left untouched)."""
+        proto = as_proto(model)
+        p = self.bind(params)
+        pre = self.precondition(proto, **p)
+        if not pre.applies:
+            raise WorkbenchError(f"recipe '{self.name}' does not apply: {pre.reason}",
+                                 node=(pre.nodes[0] if pre.nodes else None),
+                                 hint="see `workbench fix MODEL --json` for proposals")
+        out = self._apply(copy.deepcopy(proto), **p)
+        _pause_hook("apply", self.name)
+        return out
+
+    def bind(self, params: Dict[str, Any]) -> Dict[str, Any]:
+        """Fill defaults, reject unknown or missing parameters with a clear error."""
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise WorkbenchError(f"recipe '{self.name}' has no parameter(s) {', '.join(unknown)}",
+                                 field=unknown[0],
+                                 hint=f"parameters: {', '.join(known) or '(none)'}")
+        out = {}
+        for name, p in known.items():
+            if name in params and params[name] is not None:
+                out[name] = params[name]
+            elif p.required:
+                raise WorkbenchError(f"recipe '{self.name}' needs parameter '{name}' ({p.help})",
+                                     field=name, hint=f"e.g. --recipe {self.name}:{name}=...")
+            else:
+                out[name] = p.default
+        return out
+
+    def describe(self) -> Dict[str, Any]:
+        return {"name": self.name, "summary": self.summary,
+                "preserves_semantics": self.preserves_semantics,
+                "params": [{"name": p.name, "type": p.type, "default": p.default, "help": p.help,
+                            "required": p.required} for p in self.params]}
+
+
+def _pause_hook(point: str, recipe: str) -> None:
+    """Test hook: WORKBENCH_SURGERY_PAUSE="<point>:<seconds>" sleeps at a named point so a test
+    can kill the process mid-recipe. Prints a marker line to stderr first."""
+    import os
+    import sys
+    import time
+
+    spec = os.environ.get("WORKBENCH_SURGERY_PAUSE", "")
+    if not spec:
+        return
+    want, _, secs = spec.partition(":")
+    if want == point:
+        sys.stderr.write(f"WORKBENCH_SURGERY_PAUSED {point} {recipe}\n")
+        sys.stderr.flush()
+        time.sleep(float(secs or 60))
+
+
+# ---------------------------------------------------------------------------- model helpers
+
+def as_proto(model: Any) -> "onnx.ModelProto":  # noqa: F821
+    """A ModelProto with weights from a ModelProto, a workbench Model or a path."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    from workbench.model import Model, open_model
+
+    if isinstance(model, Model):
+        return model.load_weights()
+    return open_model(model).load_weights()
+
+
+def node_ids(proto: "onnx.ModelProto") -> List[str]:  # noqa: F821
+    from workbench.model import stable_node_ids
+
+    return stable_node_ids(proto.graph)
+
+
+def find_node_index(proto: "onnx.ModelProto", node: str) -> int:  # noqa: F821
+    """Index in graph.node of a node given by name or stable id; clear error otherwise."""
+    ids = node_ids(proto)
+    if node in ids:
+        return ids.index(node)
+    names = [n.name for n in proto.graph.node]
+    if node in names:
+        return names.index(node)
+    close = [i for i in ids if node.lower() in i.lower()][:5]
+    raise WorkbenchError(f"no node named '{node}'", node=node, field="node",
+                         hint=("did you mean " + ", ".join(close)) if close else
+                         "list node names with `workbench inspect MODEL --json`")
+
+
+def label(proto: "onnx.ModelProto", idx: int) -> str:  # noqa: F821
+    return node_ids(proto)[idx]
+
+
+def gs_import(proto: "onnx.ModelProto") -> "gs.Graph":  # noqa: F821
+    import onnx_graphsurgeon as gs
+
+    return gs.import_onnx(proto)
+
+
+def gs_export(graph: Any, like: "onnx.ModelProto") -> "onnx.ModelProto":  # noqa: F821
+    """Export a gs graph keeping the original model's IR version, opsets and metadata."""
+    import onnx_graphsurgeon as gs
+
+    out = gs.export_onnx(graph, do_type_check=False)
+    out.ir_version = like.ir_version
+    out.producer_name = like.producer_name
+    out.producer_version = like.producer_version
+    out.model_version = like.model_version
+    del out.metadata_props[:]
+    out.metadata_props.extend(like.metadata_props)
+    have = {o.domain: o.version for o in out.opset_import}
+    for o in like.opset_import:
+        if o.domain not in have:
+            out.opset_import.append(o)
+    # keep function definitions the original carried
+    if len(like.functions) and not len(out.functions):
+        out.functions.extend(like.functions)
+    return out
+
+
+def opset_of(proto: "onnx.ModelProto", domain: str = "") -> int:  # noqa: F821
+    for o in proto.opset_import:
+        if o.domain in (domain, "ai.onnx" if domain == "" else domain):
+            return int(o.version)
+    return 0
+
+
+def constant_value(proto_or_graph: Any, name: str) -> Optional["np.ndarray"]:  # noqa: F821
+    """The value of an initializer or Constant-node output, else None."""
+    import onnx
+    from onnx import numpy_helper
+
+    g = proto_or_graph.graph if isinstance(proto_or_graph, onnx.ModelProto) else proto_or_graph
+    for t in g.initializer:
+        if t.name == name:
+            return numpy_helper.to_array(t)
+    for n in g.node:
+        if n.op_type == "Constant" and n.output and n.output[0] == name:
+            for a in n.attribute:
+                if a.name == "value":
+                    return numpy_helper.to_array(a.t)
+                if a.name == "value_float":
+                    import numpy as np
+                    return np.array(a.f, dtype=np.float32)
+                if a.name == "value_int":
+                    import numpy as np
+                    return np.array(a.i, dtype=np.int64)
+                if a.name == "value_ints":
+                    import numpy as np
+                    return np.array(list(a.ints), dtype=np.int64)
+                if a.name == "value_floats":
+                    import numpy as np
+                    return np.array(list(a.floats), dtype=np.float32)
+    return None
+
+
+def consumers(proto: "onnx.ModelProto", tensor: str) -> List[int]:  # noqa: F821
+    return [i for i, n in enumerate(proto.graph.node) if tensor in n.input]
+
+
+def graph_output_names(proto: "onnx.ModelProto") -> List[str]:  # noqa: F821
+    return [o.name for o in proto.graph.output]
+
+
+def tensor_types(proto: "onnx.ModelProto") -> Dict[str, Tuple[int, Optional[List[Any]]]]:  # noqa: F821
+    """name -> (elem_type, shape as list of int|str|None, or None when unknown)."""
+    out: Dict[str, Tuple[int, Optional[List[Any]]]] = {}
+    g = proto.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        tt = vi.type.tensor_type
+        shape = None
+        if tt.HasField("shape"):
+            shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                     for d in tt.shape.dim]
+        out[vi.name] = (tt.elem_type, shape)
+    for t in g.initializer:
+        out[t.name] = (t.data_type, list(t.dims))
+    return out
+
+
+def unique_name(taken: set, base: str) -> str:
+    if base not in taken:
+        taken.add(base)
+        return base
+    k = 1
+    while f"{base}_{k}" in taken:
+        k += 1
+    taken.add(f"{base}_{k}")
+    return f"{base}_{k}"
+
+
+def all_names(proto: "onnx.ModelProto") -> set:  # noqa: F821
+    g = proto.graph
+    s = {n.name for n in g.node}
+    for n in g.node:
+        s.update(n.input)
+        s.update(n.output)
+    s.update(i.name for i in g.input)
+    s.update(i.name for i in g.initializer)
+    return s
+
+
+def infer_structure_shapes(proto: "onnx.ModelProto", data_prop: bool = True) -> "onnx.ModelProto":  # noqa: F821
+    """onnx shape inference on a structure copy (large initializer bytes left out, small ones
+    kept for data propagation); returns the input with value_info filled in (a copy)."""
+    import onnx
+
+    light = onnx.ModelProto()
+    light.CopyFrom(proto)
+    for t in light.graph.initializer:
+        if _nbytes(t) > 4096:
+            t.ClearField("raw_data")
+            for f in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+                t.ClearField(f)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=data_prop)
+    except Exception:
+        return copy.deepcopy(proto)
+    out = copy.deepcopy(proto)
+    del out.graph.value_info[:]
+    out.graph.value_info.extend(inferred.graph.value_info)
+    # outputs whose type was unknown get the inferred one
+    inferred_out = {o.name: o for o in inferred.graph.output}
+    for o in out.graph.output:
+        tt = o.type.tensor_type
+        if (not tt.elem_type or not tt.HasField("shape")) and o.name in inferred_out:
+            o.CopyFrom(inferred_out[o.name])
+    return out
+
+
+def _nbytes(t: Any) -> int:
+    n = 1
+    for d in t.dims:
+        n *= int(d)
+    return n * 4
+
+
+def iter_nodes_by_op(proto: "onnx.ModelProto", op: str, domain: Optional[str] = None) -> Iterator[int]:  # noqa: F821
+    for i, n in enumerate(proto.graph.node):
+        if n.op_type == op and (domain is None or _dom(n.domain) == _dom(domain)):
+            yield i
+
+
+def _dom(d: str) -> str:
+    return "" if d in ("", "ai.onnx") else d
+
+
+REGISTRY: Dict[str, Recipe] = {}
+
+
+def register(cls: type) -> type:
+    inst = cls()
+    REGISTRY[inst.name] = inst
+    return cls

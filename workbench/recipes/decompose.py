@@ -1,0 +1,432 @@
+"""Replace an op TensorRT cannot parse with an equivalent subgraph of standard ONNX ops.
+
+The registry maps (domain, op_type) to a `Decomposition` with a `check` (does the exact rewrite
+apply to this node? why not?) and a `build` that emits standard nodes producing the node's own
+output names, so nothing downstream changes. Every entry here was chosen because TensorRT-RTX 1.7's
+ONNX parser rejects the op (checked with the real parser) and onnxruntime can run both sides, so
+the rewrite is verified numerically after it is applied.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from workbench.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
+                                    constant_value, find_node_index, infer_structure_shapes,
+                                    node_ids, opset_of, register, tensor_types, unique_name,
+                                    _dom)
+
+
+class Emit:
+    """Collects the nodes/initializers of one rewrite with unique names."""
+
+    def __init__(self, proto: Any, prefix: str, dtype: Optional[int] = None) -> None:
+        self.proto = proto
+        self.taken = all_names(proto)
+        self.prefix = prefix or "decomposed"
+        self.nodes: List[Any] = []
+        self.inits: List[Any] = []
+        self.np_dtype = _np_dtype(dtype) if dtype else np.float32
+
+    def const(self, value: Any, dtype: Any = None, tag: str = "c") -> str:
+        from onnx import numpy_helper
+
+        arr = np.asarray(value, dtype=dtype if dtype is not None else self.np_dtype)
+        name = unique_name(self.taken, f"{self.prefix}/{tag}")
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def op(self, op_type: str, inputs: List[str], out: Optional[str] = None, **attrs: Any) -> str:
+        from onnx import helper
+
+        o = out or unique_name(self.taken, f"{self.prefix}/{op_type}_out")
+        self.nodes.append(helper.make_node(op_type, inputs, [o],
+                                           name=unique_name(self.taken, f"{self.prefix}/{op_type}"),
+                                           **attrs))
+        return o
+
+
+def _np_dtype(code: int) -> Any:
+    from onnx import helper
+
+    return helper.tensor_dtype_to_np_dtype(code)
+
+
+@dataclass
+class Context:
+    proto: Any
+    node: Any
+    types: Dict[str, Tuple[int, Optional[List[Any]]]]
+    opset: int
+
+    def dtype(self, name: str) -> int:
+        return self.types.get(name, (0, None))[0]
+
+    def shape(self, name: str) -> Optional[List[Any]]:
+        return self.types.get(name, (0, None))[1]
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        from onnx import helper
+
+        for a in self.node.attribute:
+            if a.name == name:
+                return helper.get_attribute_value(a)
+        return default
+
+    def used(self, k: int) -> bool:
+        if k >= len(self.node.output) or not self.node.output[k]:
+            return False
+        o = self.node.output[k]
+        return any(o in n.input for n in self.proto.graph.node) or \
+            o in {x.name for x in self.proto.graph.output}
+
+
+@dataclass
+class Decomposition:
+    domain: str
+    op: str
+    summary: str
+    check: Callable[[Context], Tuple[bool, str]]
+    build: Callable[[Context, Emit], None]
+
+
+REGISTRY: Dict[Tuple[str, str], Decomposition] = {}
+
+
+def decomposition(domain: str, op: str, summary: str) -> Callable[[Any], Any]:
+    def deco(cls: Any) -> Any:
+        REGISTRY[(_dom(domain), op)] = Decomposition(domain, op, summary, cls.check, cls.build)
+        return cls
+    return deco
+
+
+FLOATS = {1: "float32", 10: "float16", 11: "float64"}
+
+
+def _float_input(ctx: Context, k: int = 0) -> Tuple[bool, str]:
+    dt = ctx.dtype(ctx.node.input[k])
+    if dt not in FLOATS:
+        return False, (f"input '{ctx.node.input[k]}' has unknown dtype (run infer_shapes)" if not dt
+                       else f"input '{ctx.node.input[k]}' is not float32/float16")
+    return True, ""
+
+
+def _extra_outputs_unused(ctx: Context, first: int = 1) -> Tuple[bool, str]:
+    for k in range(first, len(ctx.node.output)):
+        if ctx.used(k):
+            return False, f"optional output {k} ('{ctx.node.output[k]}') is used"
+    return True, ""
+
+
+def _gelu_tanh(e: Emit, x: str, out: str) -> None:
+    x3 = e.op("Mul", [e.op("Mul", [x, x]), x])
+    inner = e.op("Add", [x, e.op("Mul", [x3, e.const(0.044715)])])
+    t = e.op("Tanh", [e.op("Mul", [inner, e.const(math.sqrt(2.0 / math.pi))])])
+    e.op("Mul", [e.op("Mul", [x, e.const(0.5)]), e.op("Add", [t, e.const(1.0)])], out=out)
+
+
+def _gelu_erf(e: Emit, x: str, out: str) -> None:
+    erf = e.op("Erf", [e.op("Div", [x, e.const(math.sqrt(2.0))])])
+    e.op("Mul", [e.op("Mul", [x, e.const(0.5)]), e.op("Add", [erf, e.const(1.0)])], out=out)
+
+
+@decomposition("com.microsoft", "FastGelu", "tanh-approximated GELU (+ optional bias) -> Mul/Add/Tanh")
+class _FastGelu:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        return _float_input(ctx)
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        x = ctx.node.input[0]
+        if len(ctx.node.input) > 1 and ctx.node.input[1]:
+            x = e.op("Add", [x, ctx.node.input[1]])
+        _gelu_tanh(e, x, ctx.node.output[0])
+
+
+@decomposition("com.microsoft", "BiasGelu", "Add + exact (erf) GELU")
+class _BiasGelu:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        return _float_input(ctx)
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        _gelu_erf(e, e.op("Add", [ctx.node.input[0], ctx.node.input[1]]), ctx.node.output[0])
+
+
+@decomposition("com.microsoft", "QuickGelu", "x * Sigmoid(alpha * x)")
+class _QuickGelu:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        return _float_input(ctx)
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        x = ctx.node.input[0]
+        alpha = float(ctx.attr("alpha", 1.702))
+        s = e.op("Sigmoid", [e.op("Mul", [x, e.const(alpha)])])
+        e.op("Mul", [x, s], out=ctx.node.output[0])
+
+
+@decomposition("com.microsoft", "FusedMatMul", "Transpose (transA/transB) + MatMul + Mul(alpha)")
+class _FusedMatMul:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        if ctx.attr("transBatchA", 0) or ctx.attr("transBatchB", 0):
+            return False, "transBatchA/transBatchB have no direct ONNX equivalent here"
+        for k, flag in ((0, "transA"), (1, "transB")):
+            if ctx.attr(flag, 0) and ctx.shape(ctx.node.input[k]) is None:
+                return False, f"{flag}=1 needs the rank of input {k} (run infer_shapes)"
+        return _float_input(ctx)
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        ins = list(ctx.node.input[:2])
+        for k, flag in ((0, "transA"), (1, "transB")):
+            if ctx.attr(flag, 0):
+                r = len(ctx.shape(ins[k]))
+                perm = list(range(r - 2)) + [r - 1, r - 2]
+                ins[k] = e.op("Transpose", [ins[k]], perm=perm)
+        alpha = float(ctx.attr("alpha", 1.0))
+        if alpha == 1.0:
+            e.op("MatMul", ins, out=ctx.node.output[0])
+        else:
+            e.op("Mul", [e.op("MatMul", ins), e.const(alpha)], out=ctx.node.output[0])
+
+
+def _reduce_mean(ctx: Context, e: Emit, x: str) -> str:
+    if ctx.opset >= 18:
+        return e.op("ReduceMean", [x, e.const([-1], np.int64, "axes")], keepdims=1)
+    return e.op("ReduceMean", [x], axes=[-1], keepdims=1)
+
+
+@decomposition("com.microsoft", "SkipLayerNormalization",
+               "Add(input, skip, bias) + layer normalisation over the last axis")
+class _SkipLayerNorm:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        for k in (1, 2):
+            if ctx.used(k):
+                return False, f"output {k} (mean / inverse std) is used; no standard op gives it"
+        return _float_input(ctx)
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        n = ctx.node
+        ins = list(n.input) + [""] * (5 - len(n.input))
+        x, skip, gamma, beta, bias = ins[:5]
+        eps = float(ctx.attr("epsilon", 1e-12))
+        sum_out = n.output[3] if len(n.output) > 3 and ctx.used(3) else None
+        s = e.op("Add", [x, skip])
+        if bias:
+            s = e.op("Add", [s, bias], out=sum_out)
+        elif sum_out:
+            s = e.op("Identity", [s], out=sum_out)
+        if ctx.opset >= 17:
+            e.op("LayerNormalization", [s, gamma] + ([beta] if beta else []),
+                 out=n.output[0], axis=-1, epsilon=eps)
+            return
+        d = e.op("Sub", [s, _reduce_mean(ctx, e, s)])
+        var = _reduce_mean(ctx, e, e.op("Mul", [d, d]))
+        y = e.op("Mul", [e.op("Div", [d, e.op("Sqrt", [e.op("Add", [var, e.const(eps)])])]), gamma])
+        if beta:
+            e.op("Add", [y, beta], out=n.output[0])
+        else:
+            e.op("Identity", [y], out=n.output[0])
+
+
+@decomposition("", "Det", "closed-form determinant of 2x2 / 3x3 matrices (Gather/Mul/Sub)")
+class _Det:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        shp = ctx.shape(ctx.node.input[0])
+        if shp is None or len(shp) < 2:
+            return False, "the input's rank is unknown (run infer_shapes)"
+        if shp[-1] not in (2, 3) or shp[-2] != shp[-1]:
+            return False, (f"matrices are {shp[-2]}x{shp[-1]}: only static 2x2 and 3x3 have a "
+                           "closed form here")
+        return _float_input(ctx)
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        x = ctx.node.input[0]
+        shp = ctx.shape(x)
+        r, n = len(shp), shp[-1]
+        rows = [e.op("Gather", [x, e.const(i, np.int64, "i")], axis=r - 2) for i in range(n)]
+        a = [[e.op("Gather", [rows[i], e.const(j, np.int64, "j")], axis=r - 2) for j in range(n)]
+             for i in range(n)]
+        mul = lambda p, q: e.op("Mul", [p, q])  # noqa: E731
+        sub = lambda p, q: e.op("Sub", [p, q])  # noqa: E731
+        if n == 2:
+            e.op("Sub", [mul(a[0][0], a[1][1]), mul(a[0][1], a[1][0])], out=ctx.node.output[0])
+            return
+        c0 = sub(mul(a[1][1], a[2][2]), mul(a[1][2], a[2][1]))
+        c1 = sub(mul(a[1][0], a[2][2]), mul(a[1][2], a[2][0]))
+        c2 = sub(mul(a[1][0], a[2][1]), mul(a[1][1], a[2][0]))
+        t = sub(mul(a[0][0], c0), mul(a[0][1], c1))
+        e.op("Add", [t, mul(a[0][2], c2)], out=ctx.node.output[0])
+
+
+@decomposition("", "CenterCropPad", "Slice (crop) + Pad with zeros, for static input shapes")
+class _CenterCropPad:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        shp = ctx.shape(ctx.node.input[0])
+        if shp is None or not all(isinstance(d, int) for d in shp):
+            return False, "the input shape is not static (set_input_shapes / infer_shapes first)"
+        if constant_value(ctx.proto, ctx.node.input[1]) is None:
+            return False, "the target shape is not a constant"
+        return True, ""
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        x = ctx.node.input[0]
+        shp = ctx.shape(x)
+        r = len(shp)
+        target = [int(v) for v in constant_value(ctx.proto, ctx.node.input[1])]
+        axes = [a % r for a in (ctx.attr("axes") or list(range(r)))]
+        starts, ends, sl_axes = [], [], []
+        pads_b, pads_a = [0] * r, [0] * r
+        for ax, t in zip(axes, target):
+            have = shp[ax]
+            if have > t:
+                s = (have - t) // 2
+                starts.append(s)
+                ends.append(s + t)
+                sl_axes.append(ax)
+            elif have < t:
+                pads_b[ax] = (t - have) // 2
+                pads_a[ax] = t - have - pads_b[ax]
+        y = x
+        need_pad = any(pads_b) or any(pads_a)
+        if sl_axes:
+            y = e.op("Slice", [y, e.const(starts, np.int64, "starts"), e.const(ends, np.int64, "ends"),
+                                e.const(sl_axes, np.int64, "axes")],
+                     out=None if need_pad else ctx.node.output[0])
+        if need_pad:
+            e.op("Pad", [y, e.const(pads_b + pads_a, np.int64, "pads")], out=ctx.node.output[0],
+                 mode="constant")
+        if not sl_axes and not need_pad:
+            e.op("Identity", [y], out=ctx.node.output[0])
+
+
+@decomposition("", "BitwiseNot", "~x == -1 - x for signed int32/int64 (two's complement)")
+class _BitwiseNot:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        dt = ctx.dtype(ctx.node.input[0])
+        if dt not in (6, 7):
+            return False, ("only signed int32/int64 have the -1 - x identity with types TensorRT "
+                           "computes on")
+        return True, ""
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        dt = _np_dtype(ctx.dtype(ctx.node.input[0]))
+        e.op("Sub", [e.const(-1, dt), ctx.node.input[0]], out=ctx.node.output[0])
+
+
+@decomposition("", "NonZero", "NonZero of a constant -> its (precomputed) indices")
+class _NonZero:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        if constant_value(ctx.proto, ctx.node.input[0]) is None:
+            return False, ("its input is computed at run time, so the output shape depends on the "
+                           "data: no static rewrite is exact (TensorRT-RTX has no NonZero plugin); "
+                           "rewrite the model to use a mask (Where/Mul) instead of indices")
+        return True, ""
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        val = constant_value(ctx.proto, ctx.node.input[0])
+        idx = np.array(np.nonzero(val), dtype=np.int64)
+        e.op("Identity", [e.const(idx, np.int64, "indices")], out=ctx.node.output[0])
+
+
+def find_decomposition(node: Any) -> Optional[Decomposition]:
+    return REGISTRY.get((_dom(node.domain), node.op_type))
+
+
+@register
+class Decompose(Recipe):
+    name = "decompose"
+    summary = ("replace a node (or every node of an op) with an equivalent subgraph of standard "
+               "ops from the decomposition registry")
+    params = (Param("node", "str", None, "node name or id"),
+              Param("op", "str", None, "every node of this op type (instead of node)"))
+    preserves_semantics = True
+
+    def _targets(self, proto: Any, node: Optional[str], op: Optional[str]) -> List[int]:
+        if node:
+            return [find_node_index(proto, node)]
+        if op:
+            return [i for i, n in enumerate(proto.graph.node) if n.op_type == op]
+        return [i for i, n in enumerate(proto.graph.node) if find_decomposition(n)]
+
+    def precondition(self, model: Any, node: Optional[str] = None, op: Optional[str] = None) -> Precondition:
+        proto = as_proto(model)
+        idxs = self._targets(proto, node, op)
+        ids = node_ids(proto)
+        if not idxs:
+            return Precondition(False, f"no node of op {op}" if op else
+                                "no node has an entry in the decomposition registry", [])
+        types = tensor_types(infer_structure_shapes(proto))
+        ok, why_not = [], []
+        for i in idxs:
+            n = proto.graph.node[i]
+            d = find_decomposition(n)
+            if d is None:
+                known = ", ".join(sorted(o for _, o in REGISTRY))
+                why_not.append(f"node {ids[i]} ({n.op_type}): no decomposition registered "
+                               f"(registry: {known})")
+                continue
+            good, why = d.check(Context(proto, n, types, opset_of(proto)))
+            if not good:
+                why_not.append(f"node {ids[i]} ({n.op_type}): {why}")
+            else:
+                ok.append((ids[i], n.op_type, d.summary))
+        if not ok:
+            return Precondition(False, "; ".join(why_not), [ids[i] for i in idxs])
+        reason = "; ".join(f"applies to node {nid} ({opn}) because it has an exact rewrite: {s}"
+                           for nid, opn, s in ok[:4])
+        if len(ok) > 4:
+            reason += f" (and {len(ok) - 4} more)"
+        if why_not:
+            reason += "; skipped: " + "; ".join(why_not[:3])
+        return Precondition(True, reason, [o[0] for o in ok])
+
+    def _apply(self, proto: Any, node: Optional[str] = None, op: Optional[str] = None) -> Any:
+        types = tensor_types(infer_structure_shapes(proto))
+        ids = node_ids(proto)
+        targets = set(self._targets(proto, node, op))
+        opset = opset_of(proto)
+        new_nodes, new_inits = [], []
+        for i, n in enumerate(proto.graph.node):
+            d = find_decomposition(n) if i in targets else None
+            ctx = Context(proto, n, types, opset)
+            if d is None or not d.check(ctx)[0]:
+                new_nodes.append(n)
+                continue
+            e = Emit(proto, ids[i], ctx.dtype(n.input[0]) if n.input else None)
+            e.taken.update(x.name for x in new_nodes)
+            e.taken.update(t.name for t in new_inits)
+            d.build(ctx, e)
+            new_nodes.extend(e.nodes)
+            new_inits.extend(e.inits)
+        g = proto.graph
+        nodes = list(new_nodes)
+        del g.node[:]
+        g.node.extend(nodes)
+        g.initializer.extend(new_inits)
+        if opset < 17 and any(n.op_type == "LayerNormalization" for n in nodes):
+            pass  # never emitted below opset 17 (see _SkipLayerNorm)
+        # drop opset imports of custom domains no node uses any more
+        used = {_dom(n.domain) for n in g.node}
+        keep = [o for o in proto.opset_import if _dom(o.domain) == "" or _dom(o.domain) in used]
+        del proto.opset_import[:]
+        proto.opset_import.extend(keep)
+        return proto
