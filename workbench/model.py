@@ -62,22 +62,26 @@ def external_location(tensor: "onnx.TensorProto") -> Optional[str]:
 
 
 def stable_node_ids(graph: "onnx.GraphProto") -> List[str]:
-    """One id per node, stable across saves: the node name when it is unique and non-empty,
-    otherwise ``<name or op>#<k>`` with k counting earlier nodes that wanted the same id."""
-    seen: Dict[str, int] = {}
-    names = [n.name for n in graph.node]
+    """One unique id per node, stable across saves: the node name when it is unique and
+    non-empty, otherwise ``<name or op>#<k>`` with k counting earlier nodes that wanted the same
+    id (skipping any k whose id is already some other node's name)."""
     counts: Dict[str, int] = {}
-    for n in names:
-        counts[n] = counts.get(n, 0) + 1
+    for node in graph.node:
+        counts[node.name] = counts.get(node.name, 0) + 1
+    taken = {n for n, c in counts.items() if n and c == 1}
+    seen: Dict[str, int] = {}
     ids = []
     for node in graph.node:
-        base = node.name if node.name else node.op_type
         if node.name and counts[node.name] == 1:
             ids.append(node.name)
             continue
+        base = node.name if node.name else node.op_type
         k = seen.get(base, 0)
+        while f"{base}#{k}" in taken:
+            k += 1
         seen[base] = k + 1
         ids.append(f"{base}#{k}")
+        taken.add(ids[-1])
     return ids
 
 
@@ -90,6 +94,7 @@ class Model:
     size_bytes: int = 0
     external_files: List[Path] = field(default_factory=list)
     missing_external: List[str] = field(default_factory=list)
+    truncated_external: List[str] = field(default_factory=list)
     warnings: List[Finding] = field(default_factory=list)
     _hash: Optional[str] = None
     _node_ids: Optional[List[str]] = None
@@ -146,6 +151,11 @@ class Model:
                 f"external-data file(s) missing: {', '.join(sorted(set(self.missing_external)))}",
                 file=str(self.path), hint="this work needs the weights: put the data file(s) "
                 "next to the model, or re-export the model with weights embedded")
+        if self.truncated_external:
+            raise WorkbenchError(
+                f"external-data file too short for {self.truncated_external[0]}",
+                file=str(self.path), hint="the data file is truncated or belongs to another "
+                "export; re-export the model")
         proto = copy.deepcopy(self.proto)
         if self.external_files and self.base_dir is not None:
             from onnx.external_data_helper import load_external_data_for_model
@@ -203,12 +213,17 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
     if not proto.HasField("graph") or proto.ir_version <= 0:
         raise WorkbenchError("not an ONNX model (no graph or IR version)", file=label,
                              hint="the file is corrupt, truncated or not ONNX; re-export it")
+    if proto.ir_version >= 3 and len(proto.opset_import) == 0:
+        raise WorkbenchError("the model declares no opset (opset_import is empty)", file=label,
+                             field="opset_import", hint="the file is probably truncated; "
+                             "re-export it")
     if len(proto.graph.node) == 0 and len(proto.graph.output) == 0:
         raise WorkbenchError("the graph is empty (no nodes, no outputs)", file=label,
                              hint="the file is probably truncated or not an ONNX model")
     m = Model(proto=proto, path=p, size_bytes=size)
     base = p.parent.resolve() if p else None
     files = set()
+    short: List[str] = []
     for t in iter_tensors_with_data(proto):
         loc = external_location(t)
         if loc is None:
@@ -232,8 +247,12 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
                 f"tensor '{t.name}' external data resolves outside the model folder: '{loc}'",
                 file=label, field="external_data.location",
                 hint="refusing untrusted path (symlink?); keep data files next to the model") from None
-        if target.exists():
+        if target.is_file():
             files.add(target)
+            end = _external_end(t)
+            if end is not None and end > target.stat().st_size:
+                short.append(f"{t.name} ({loc}: needs {end} bytes, file has "
+                             f"{target.stat().st_size})")
         else:
             m.missing_external.append(loc)
     m.external_files = sorted(files)
@@ -245,7 +264,24 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
             "inspectable, work that needs weights will fail",
             hint="put the data file(s) next to the model to run, fix or build it",
             source="model"))
+    m.truncated_external = short
+    if short:
+        m.warnings.append(Finding(
+            "warning", "external-data-truncated",
+            f"{len(short)} tensor(s) point past the end of their external-data file, e.g. "
+            f"{short[0]}; loading the weights will fail",
+            hint="the data file is truncated or belongs to another export; re-export the model",
+            source="model"))
     return m
+
+
+def _external_end(t: "onnx.TensorProto") -> Optional[int]:
+    """offset + length of an external tensor when both are recorded (else None)."""
+    kv = {e.key: e.value for e in t.external_data}
+    try:
+        return int(kv.get("offset", "0") or 0) + int(kv["length"])
+    except (KeyError, ValueError):
+        return None
 
 
 def save_model(proto: "onnx.ModelProto", path: PathLike, *, source: Optional[PathLike] = None,
@@ -267,6 +303,8 @@ def save_model(proto: "onnx.ModelProto", path: PathLike, *, source: Optional[Pat
         return out
     data_name = out.name + ".data"
     tmp = out.with_name(f".{out.name}.tmp")
+    for stale in (tmp, out.with_name(data_name + ".tmp")):  # onnx appends to an existing file
+        stale.unlink(missing_ok=True)
     onnx.save_model(proto, str(tmp), save_as_external_data=True, all_tensors_to_one_file=True,
                     location=data_name + ".tmp", size_threshold=1024)
     # rewrite the location to the final data file name, then rename both
