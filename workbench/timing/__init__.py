@@ -1,2 +1,27 @@
-"""Where the time goes in a TensorRT engine, mapped back to the ONNX graph."""
+"""Where the time goes in a TensorRT engine, mapped back to the ONNX graph.
+
+    from workbench.timing import LayerTable, summarize, compare
+    t = LayerTable.build("fp16.layers.json", "fp16.profile.json", onnx="model.onnx")
+    summarize(t)["by_type"]
+
+Readers for every layer-info / profile layout (`load_layers`, `load_profile`), the joined
+`LayerTable`, summaries, lints and engine-vs-engine comparison, an HTML report, and live capture
+on a GPU through the TensorRT worker (`capture`, `capture_onnx`).
+"""
 from __future__ import annotations
+
+from workbench.timing.capture import CaptureResult, capture, capture_onnx
+from workbench.timing.layers import (EngineLayer, EngineLayers, TensorInfo, load_layers,
+                                     parse_layers, parse_precision)
+from workbench.timing.mapping import OnnxIndex
+from workbench.timing.profile import Profile, latency_stats, load_profile, parse_profile
+from workbench.timing.summary import (by_precision, by_type, compare, fusion_stats, lint,
+                                      node_comparison, reformat_overhead, same_layers, summarize,
+                                      top_layers)
+from workbench.timing.table import LayerTable, build_layer_table
+
+__all__ = ["CaptureResult", "EngineLayer", "EngineLayers", "LayerTable", "OnnxIndex", "Profile",
+           "TensorInfo", "build_layer_table", "by_precision", "by_type", "capture",
+           "capture_onnx", "compare", "fusion_stats", "latency_stats", "lint", "load_layers",
+           "load_profile", "node_comparison", "parse_layers", "parse_precision", "parse_profile",
+           "reformat_overhead", "same_layers", "summarize", "top_layers"]

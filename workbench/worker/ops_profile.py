@@ -1,0 +1,513 @@
+"""Worker ops that time an engine on the GPU: per-layer IProfiler times, end-to-end latency
+percentiles with CUDA events, throughput across batch sizes, and the engine's layer
+information JSON (with the execution context set, so shapes are concrete).
+
+`profile_engine` runs a serialized engine; `build_and_profile` builds one from ONNX with the
+TensorRT <= 10 builder-flag route (FP16 by flag when asked) and then profiles it, for rigs where
+no other build op is available. Device buffers come from polygraphy.cuda (pure Python over
+libcudart via ctypes), so no compiled CUDA binding is needed. Python 3.9, stdlib + numpy +
+tensorrt + polygraphy only.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from workbench.worker.registry import Context, OpError, op
+from workbench.worker.trt import import_backend, make_logger, network_flags, version_of
+
+NEEDS_GPU_HINT = ("run it on a machine with an NVIDIA GPU and driver (e.g. set "
+                  "WORKBENCH_TRT_PYTHON to a Python with tensorrt there); on this machine, analyse "
+                  "exported layer/profile JSON with `workbench timing LAYERS.json --profile P.json`")
+
+
+# -- CUDA through polygraphy.cuda --------------------------------------------------------------
+class _Cuda:
+    """libcudart via polygraphy.cuda (ctypes): device check, streams, events, buffers."""
+
+    def __init__(self) -> None:
+        try:
+            from polygraphy import cuda as pcuda  # type: ignore
+        except Exception as e:
+            raise OpError(f"profiling needs an NVIDIA GPU and the CUDA runtime: polygraphy.cuda "
+                          f"is not importable ({type(e).__name__}: {e})", code="no-gpu",
+                          hint="pip install polygraphy in the worker's Python; " + NEEDS_GPU_HINT)
+        self.pcuda = pcuda
+        try:
+            self.lib = pcuda.wrapper().handle
+        except Exception as e:
+            raise OpError(f"profiling needs an NVIDIA GPU: the CUDA runtime library could not be "
+                          f"loaded ({type(e).__name__}: {e})", code="no-gpu", hint=NEEDS_GPU_HINT)
+        if self.lib is None:
+            raise OpError("profiling needs an NVIDIA GPU: libcudart was not found",
+                          code="no-gpu", hint=NEEDS_GPU_HINT)
+        self.lib.cudaGetErrorString.restype = ctypes.c_char_p
+        n = ctypes.c_int(0)
+        rc = self.lib.cudaGetDeviceCount(ctypes.byref(n))
+        if rc != 0 or n.value < 1:
+            why = self.error_string(rc) if rc != 0 else "no CUDA device found"
+            raise OpError(f"profiling an engine needs an NVIDIA GPU, and this machine has none "
+                          f"usable (CUDA: {why})", code="no-gpu", hint=NEEDS_GPU_HINT)
+        self.device_count = n.value
+
+    def error_string(self, rc: int) -> str:
+        try:
+            return self.lib.cudaGetErrorString(rc).decode()
+        except Exception:
+            return f"cudaError {rc}"
+
+    def check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            raise OpError(f"CUDA error in {what}: {self.error_string(rc)}", code="cuda-error")
+
+    def compute_capability(self) -> str:
+        major, minor = ctypes.c_int(0), ctypes.c_int(0)
+        self.lib.cudaDeviceGetAttribute(ctypes.byref(major), 75, 0)  # ComputeCapabilityMajor
+        self.lib.cudaDeviceGetAttribute(ctypes.byref(minor), 76, 0)
+        return "%d.%d" % (major.value, minor.value)
+
+    def event(self) -> ctypes.c_void_p:
+        ev = ctypes.c_void_p()
+        self.check(self.lib.cudaEventCreate(ctypes.byref(ev)), "cudaEventCreate")
+        return ev
+
+    def record(self, ev: ctypes.c_void_p, stream_ptr: int) -> None:
+        self.check(self.lib.cudaEventRecord(ev, ctypes.c_void_p(stream_ptr)), "cudaEventRecord")
+
+    def elapsed_ms(self, start: ctypes.c_void_p, end: ctypes.c_void_p) -> float:
+        self.check(self.lib.cudaEventSynchronize(end), "cudaEventSynchronize")
+        ms = ctypes.c_float(0.0)
+        self.check(self.lib.cudaEventElapsedTime(ctypes.byref(ms), start, end),
+                   "cudaEventElapsedTime")
+        return float(ms.value)
+
+    def destroy(self, ev: ctypes.c_void_p) -> None:
+        self.lib.cudaEventDestroy(ev)
+
+
+def _np_dtype(trt: Any, dt: Any) -> Any:
+    fn = getattr(trt, "nptype", None)
+    if fn is not None:
+        try:
+            return np.dtype(fn(dt))
+        except Exception:
+            pass
+    name = str(dt).split(".")[-1].upper()
+    table = {"FLOAT": np.float32, "HALF": np.float16, "INT8": np.int8, "INT32": np.int32,
+             "INT64": np.int64, "BOOL": np.bool_, "UINT8": np.uint8}
+    if name not in table:
+        raise OpError(f"cannot feed an input of TensorRT dtype {name}", code="dtype")
+    return np.dtype(table[name])
+
+
+def _io(engine: Any, trt: Any) -> Tuple[List[str], List[str]]:
+    ins, outs = [], []
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        mode = engine.get_tensor_mode(name)
+        (ins if mode == trt.TensorIOMode.INPUT else outs).append(name)
+    return ins, outs
+
+
+def _profile_shapes(engine: Any, name: str, index: int) -> Optional[List[List[int]]]:
+    try:
+        mn, opt, mx = engine.get_tensor_profile_shape(name, index)
+        return [list(mn), list(opt), list(mx)]
+    except Exception:
+        return None
+
+
+def _synthetic(shape: Sequence[int], dtype: Any, name: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if np.issubdtype(dtype, np.floating):
+        return rng.standard_normal(size=tuple(shape)).astype(dtype)
+    if dtype == np.bool_:
+        return np.ones(tuple(shape), dtype=np.bool_)
+    return np.ones(tuple(shape), dtype=dtype)  # token id 1 / mask 1: valid for index inputs
+
+
+def _feed(arr: np.ndarray, want: Any, name: str) -> np.ndarray:
+    """Cast user data to the engine's dtype (TensorRT 8.6 turns INT64 inputs into INT32)."""
+    if arr.dtype == want:
+        return np.ascontiguousarray(arr)
+    if np.issubdtype(arr.dtype, np.integer) and np.issubdtype(want, np.integer):
+        info = np.iinfo(want)
+        if arr.size and (arr.min() < info.min or arr.max() > info.max):
+            raise OpError(f"input '{name}' has values outside {want} range", node=name,
+                          code="input-range", hint="the engine takes %s for this input" % want)
+    return np.ascontiguousarray(arr.astype(want))
+
+
+class _Runner:
+    """One execution context with device buffers bound to its I/O tensors."""
+
+    def __init__(self, trt: Any, cuda: _Cuda, engine: Any, profile_index: int) -> None:
+        self.trt, self.cuda, self.engine = trt, cuda, engine
+        self.context = engine.create_execution_context()
+        self.stream = cuda.pcuda.Stream()
+        self.inputs, self.outputs = _io(engine, trt)
+        self.buffers: Dict[str, Any] = {}
+        self.profile_index = profile_index
+        if profile_index:
+            self.context.set_optimization_profile_async(profile_index, self.stream.ptr)
+
+    def set_inputs(self, feeds: Dict[str, np.ndarray]) -> Dict[str, List[int]]:
+        for name in self.inputs:
+            arr = feeds[name]
+            if not self.context.set_input_shape(name, tuple(arr.shape)):
+                raise OpError(f"input '{name}': shape {list(arr.shape)} is outside the engine's "
+                              f"optimization profile", node=name, code="bad-shape",
+                              hint="choose shapes between the profile's min and max")
+            buf = self._buf(name, arr.shape, arr.dtype)
+            buf.copy_from(arr, stream=self.stream)
+            self.context.set_tensor_address(name, buf.ptr)
+        shapes = {}
+        for name in self.outputs:
+            shape = [max(int(d), 0) for d in self.context.get_tensor_shape(name)]
+            dt = _np_dtype(self.trt, self.engine.get_tensor_dtype(name))
+            buf = self._buf(name, shape, dt)
+            self.context.set_tensor_address(name, buf.ptr)
+            shapes[name] = shape
+        self.stream.synchronize()
+        return shapes
+
+    def _buf(self, name: str, shape: Sequence[int], dtype: Any) -> Any:
+        buf = self.buffers.get(name)
+        if buf is None or buf.dtype != dtype:
+            if buf is not None:
+                buf.free()
+            buf = self.cuda.pcuda.DeviceArray(shape=tuple(shape), dtype=dtype)
+            self.buffers[name] = buf
+        else:
+            buf.resize(tuple(shape))
+        return buf
+
+    def run(self) -> None:
+        if not self.context.execute_async_v3(self.stream.ptr):
+            raise OpError("execute_async_v3 failed", code="execute-failed")
+
+    def timed(self, iterations: int, warmup: int, ctx: Context, phase: str) -> List[float]:
+        for _ in range(warmup):
+            self.run()
+        self.stream.synchronize()
+        start, end = self.cuda.event(), self.cuda.event()
+        out = []
+        try:
+            for i in range(iterations):
+                ctx.check_cancel()
+                self.cuda.record(start, self.stream.ptr)
+                self.run()
+                self.cuda.record(end, self.stream.ptr)
+                out.append(self.cuda.elapsed_ms(start, end))
+                if i % 10 == 0:
+                    ctx.progress(phase, i / max(iterations, 1))
+        finally:
+            self.cuda.destroy(start)
+            self.cuda.destroy(end)
+        return out
+
+    def free(self) -> None:
+        for b in self.buffers.values():
+            try:
+                b.free()
+            except Exception:
+                pass
+        self.buffers.clear()
+
+
+def _stats(lat: List[float]) -> Dict[str, Any]:
+    a = np.asarray(lat, dtype=float)
+    return {"n": int(a.size), "mean_ms": float(a.mean()), "min_ms": float(a.min()),
+            "max_ms": float(a.max()), "p50_ms": float(np.percentile(a, 50)),
+            "p90_ms": float(np.percentile(a, 90)), "p99_ms": float(np.percentile(a, 99)),
+            "samples_ms": [round(x, 6) for x in lat]}
+
+
+def _make_profiler(trt: Any) -> Any:
+    class _Profiler(trt.IProfiler):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            trt.IProfiler.__init__(self)
+            self.runs: List[List[Tuple[str, float]]] = []
+            self.current: List[Tuple[str, float]] = []
+
+        def report_layer_time(self, layer_name: str, ms: float) -> None:
+            self.current.append((layer_name, float(ms)))
+
+        def end_run(self) -> None:
+            if self.current:
+                self.runs.append(self.current)
+            self.current = []
+
+    return _Profiler()
+
+
+def _layer_records(runs: List[List[Tuple[str, float]]]) -> List[Dict[str, Any]]:
+    """Per-layer average/median over runs, keyed by (name, k-th occurrence in a run)."""
+    order: List[Tuple[str, int]] = []
+    times: Dict[Tuple[str, int], List[float]] = {}
+    for run in runs:
+        seen: Dict[str, int] = {}
+        for name, ms in run:
+            k = seen.get(name, 0)
+            seen[name] = k + 1
+            key = (name, k)
+            if key not in times:
+                times[key] = []
+                order.append(key)
+            times[key].append(ms)
+    return [{"name": name, "averageMs": float(np.mean(times[(name, k)])),
+             "medianMs": float(np.median(times[(name, k)])), "count": len(times[(name, k)])}
+            for name, k in order]
+
+
+def _profile(ctx: Context, trt: Any, cuda: _Cuda, engine: Any, *, shapes: Optional[Dict[str, Any]],
+             inputs_npz: Optional[str], batch_sizes: Optional[Sequence[int]], iterations: int,
+             warmup: int, profile_index: int, out_dir: str, layer_iterations: int) -> Dict[str, Any]:
+    runner = _Runner(trt, cuda, engine, profile_index)
+    try:
+        feeds_user: Dict[str, np.ndarray] = {}
+        if inputs_npz:
+            with np.load(inputs_npz, allow_pickle=False) as z:
+                feeds_user = {k: z[k] for k in z.files}
+        chosen: Dict[str, List[int]] = {}
+        profiles: Dict[str, Any] = {}
+        for name in runner.inputs:
+            prof = _profile_shapes(engine, name, profile_index)
+            profiles[name] = prof
+            if name in feeds_user:
+                chosen[name] = list(feeds_user[name].shape)
+            elif shapes and name in shapes:
+                chosen[name] = [int(d) for d in shapes[name]]
+            elif prof is not None:
+                chosen[name] = list(prof[1])  # the profile's opt shape
+            else:
+                chosen[name] = [max(int(d), 1) for d in engine.get_tensor_shape(name)]
+        unknown = set(shapes or {}) - set(runner.inputs)
+        if unknown:
+            raise OpError(f"no engine input named {sorted(unknown)[0]!r}", code="bad-input",
+                          hint="engine inputs: %s" % ", ".join(runner.inputs))
+
+        def feeds_for(sh: Dict[str, List[int]]) -> Dict[str, np.ndarray]:
+            out = {}
+            for i, name in enumerate(runner.inputs):
+                want = _np_dtype(trt, engine.get_tensor_dtype(name))
+                if name in feeds_user and list(feeds_user[name].shape) == sh[name]:
+                    out[name] = _feed(feeds_user[name], want, name)
+                else:
+                    out[name] = _synthetic(sh[name], want, name, seed=i)
+            return out
+
+        ctx.progress("prepare", 0.0, "binding buffers")
+        out_shapes = runner.set_inputs(feeds_for(chosen))
+        lat = runner.timed(iterations, warmup, ctx, "latency")
+        throughput = []
+        for b in batch_sizes or []:
+            sh = {}
+            for name in runner.inputs:
+                s = list(chosen[name])
+                prof = profiles.get(name)
+                if s and prof is not None and prof[0][0] != prof[2][0]:
+                    if not (prof[0][0] <= b <= prof[2][0]):
+                        raise OpError(f"batch size {b} is outside the profile of '{name}' "
+                                      f"({prof[0][0]}..{prof[2][0]})", node=name, code="bad-shape")
+                    s[0] = int(b)
+                sh[name] = s
+            runner.set_inputs(feeds_for(sh))
+            bl = runner.timed(max(iterations // 2, 5), warmup, ctx, "throughput b=%d" % b)
+            med = float(np.median(bl))
+            throughput.append({"batch": int(b), "p50_ms": med, "p99_ms": float(np.percentile(bl, 99)),
+                               "items_per_s": float(b / (med / 1000.0)) if med > 0 else None})
+        if batch_sizes:
+            runner.set_inputs(feeds_for(chosen))
+        # per-layer times with the IProfiler (each run synchronised: reports are per enqueue)
+        profiler = _make_profiler(trt)
+        runner.context.profiler = profiler
+        for _ in range(max(warmup // 2, 1)):
+            runner.run()
+            runner.stream.synchronize()
+        profiler.runs, profiler.current = [], []
+        for i in range(layer_iterations):
+            ctx.check_cancel()
+            runner.run()
+            runner.stream.synchronize()
+            profiler.end_run()
+            if i % 10 == 0:
+                ctx.progress("layers", i / max(layer_iterations, 1))
+        layers = _layer_records(profiler.runs)
+        info_path = None
+        inspector_fn = getattr(engine, "create_engine_inspector", None)
+        if inspector_fn is not None:
+            inspector = inspector_fn()
+            try:
+                inspector.execution_context = runner.context
+            except Exception:
+                pass
+            fmt = getattr(getattr(trt, "LayerInformationFormat", None), "JSON", None)
+            if fmt is not None:
+                info = inspector.get_engine_information(fmt)
+                info_path = os.path.join(out_dir, "layers.json")
+                with open(info_path + ".tmp", "w", encoding="utf-8") as f:
+                    f.write(info)
+                os.replace(info_path + ".tmp", info_path)
+        stats = _stats(lat)
+        record = {"format": "workbench-profile", "layers": layers, "iterations": layer_iterations,
+                  "latency": stats, "latency_ms": stats["samples_ms"], "throughput": throughput,
+                  "shapes": chosen, "output_shapes": out_shapes, "profile_index": profile_index,
+                  "profile_shapes": profiles, "warmup": warmup,
+                  "compute_capability": cuda.compute_capability(),
+                  "backend_version": version_of(trt)}
+        prof_path = os.path.join(out_dir, "profile.json")
+        with open(prof_path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(record, f)
+        os.replace(prof_path + ".tmp", prof_path)
+        summary = {k: v for k, v in stats.items() if k != "samples_ms"}
+        return {"layers_json": info_path, "profile_json": prof_path, "latency": summary,
+                "throughput": throughput, "shapes": chosen, "output_shapes": out_shapes,
+                "layers_timed": len(layers),
+                "layer_sum_median_ms": float(sum(r["medianMs"] for r in layers)),
+                "compute_capability": record["compute_capability"],
+                "backend_version": version_of(trt)}
+    finally:
+        runner.free()
+
+
+def _out_dir(out_dir: Optional[str]) -> str:
+    d = out_dir or tempfile.mkdtemp(prefix="wb-profile-")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+@op("profile_engine")
+def profile_engine(ctx: Context, engine_path: str, shapes: Optional[Dict[str, Any]] = None,
+                   inputs_npz: Optional[str] = None, batch_sizes: Optional[List[int]] = None,
+                   iterations: int = 100, warmup: int = 20, layer_iterations: int = 50,
+                   profile_index: int = 0, backend: str = "auto",
+                   out_dir: Optional[str] = None) -> Dict[str, Any]:
+    """Deserialize an engine and time it: see the module docstring."""
+    cuda = _Cuda()  # first: a clear "needs a GPU" before anything else
+    if not os.path.isfile(engine_path):
+        raise OpError(f"engine file not found: {engine_path}", code="not-found")
+    name, trt = import_backend(backend)
+    logger = make_logger(trt, ctx)
+    runtime = trt.Runtime(logger)
+    with open(engine_path, "rb") as f:
+        engine = runtime.deserialize_cuda_engine(f.read())
+    if engine is None:
+        msgs = "; ".join(m["message"] for m in logger.messages[-3:])
+        raise OpError(f"could not deserialize the engine ({msgs or 'no message'})",
+                      code="deserialize", hint="engines only run with the TensorRT version and "
+                      "GPU family that built them; rebuild it here")
+    res = _profile(ctx, trt, cuda, engine, shapes=shapes, inputs_npz=inputs_npz,
+                   batch_sizes=batch_sizes, iterations=int(iterations), warmup=int(warmup),
+                   profile_index=int(profile_index), out_dir=_out_dir(out_dir),
+                   layer_iterations=int(layer_iterations))
+    res["backend"] = name
+    return res
+
+
+def _tactic_sources(trt: Any, names: Sequence[str]) -> Optional[int]:
+    ts = getattr(trt, "TacticSource", None)
+    if ts is None:
+        return None
+    mask = 0
+    for n in names:
+        v = getattr(ts, n, None)
+        if v is not None:
+            mask |= 1 << int(v)
+    return mask or None
+
+
+@op("build_and_profile")
+def build_and_profile(ctx: Context, onnx_path: str, out_dir: Optional[str] = None,
+                      fp16: bool = False, profiles: Optional[Dict[str, List[List[int]]]] = None,
+                      workspace_mb: int = 2048, tactic_sources: Optional[List[str]] = None,
+                      shapes: Optional[Dict[str, Any]] = None, inputs_npz: Optional[str] = None,
+                      batch_sizes: Optional[List[int]] = None, iterations: int = 100,
+                      warmup: int = 20, layer_iterations: int = 50,
+                      backend: str = "auto") -> Dict[str, Any]:
+    """Build an engine from ONNX (DETAILED profiling verbosity, optional FP16 builder flag,
+    one optimization profile {input: [min, opt, max]}) and profile it like profile_engine."""
+    cuda = _Cuda()
+    if not os.path.isfile(onnx_path):
+        raise OpError(f"ONNX file not found: {onnx_path}", code="not-found")
+    name, trt = import_backend(backend)
+    logger = make_logger(trt, ctx)
+    builder = trt.Builder(logger)
+    network = builder.create_network(network_flags(trt))
+    parser = trt.OnnxParser(network, logger)
+    ctx.progress("parse", 0.0, onnx_path)
+    if not parser.parse_from_file(onnx_path):
+        e = parser.get_error(0)
+        node = getattr(e, "node_name", None)
+        oper = getattr(e, "node_operator", None)
+        raise OpError(f"the ONNX parser failed: {e.desc()}", node=(node() if node else None) or None,
+                      op=(oper() if oper else None) or None, code="parse-failed")
+    config = builder.create_builder_config()
+    verbosity = getattr(getattr(trt, "ProfilingVerbosity", None), "DETAILED", None)
+    if verbosity is not None:
+        config.profiling_verbosity = verbosity
+    pool = getattr(getattr(trt, "MemoryPoolType", None), "WORKSPACE", None)
+    if pool is not None:
+        config.set_memory_pool_limit(pool, int(workspace_mb) << 20)
+    if fp16:
+        flag = getattr(getattr(trt, "BuilderFlag", None), "FP16", None)
+        if flag is None:
+            raise OpError("this TensorRT has no FP16 builder flag (strongly typed only)",
+                          code="no-fp16-flag", hint="convert the ONNX to FP16 first "
+                          "(workbench precision) and build it as is")
+        config.set_flag(flag)
+    if tactic_sources:
+        mask = _tactic_sources(trt, tactic_sources)
+        if mask is not None:
+            config.set_tactic_sources(mask)
+    prof = builder.create_optimization_profile()
+    dynamic = False
+    for i in range(network.num_inputs):
+        t = network.get_input(i)
+        dims = list(t.shape)
+        if profiles and t.name in profiles:
+            mn, opt, mx = profiles[t.name]
+        elif any(d < 0 for d in dims):
+            fixed = [d if d >= 0 else 1 for d in dims]
+            mn = opt = mx = fixed
+        else:
+            continue
+        dynamic = True
+        prof.set_shape(t.name, tuple(mn), tuple(opt), tuple(mx))
+    if dynamic:
+        config.add_optimization_profile(prof)
+    ctx.progress("build", 0.1, "building the engine")
+    t0 = time.time()
+    data = builder.build_serialized_network(network, config)
+    if data is None:
+        msgs = "; ".join(m["message"] for m in logger.messages if m["level"] == "error")[-600:]
+        raise OpError(f"the engine build failed: {msgs or 'see the log'}", code="build-failed")
+    build_s = time.time() - t0
+    d = _out_dir(out_dir)
+    engine_path = os.path.join(d, "model.engine")
+    with open(engine_path + ".tmp", "wb") as f:
+        f.write(bytes(data))
+    os.replace(engine_path + ".tmp", engine_path)
+    runtime = trt.Runtime(logger)
+    engine = runtime.deserialize_cuda_engine(bytes(data))
+    res = _profile(ctx, trt, cuda, engine, shapes=shapes, inputs_npz=inputs_npz,
+                   batch_sizes=batch_sizes, iterations=int(iterations), warmup=int(warmup),
+                   profile_index=0, out_dir=d, layer_iterations=int(layer_iterations))
+    res.update({"backend": name, "engine_path": engine_path, "build_s": build_s,
+                "engine_bytes": len(bytes(data)),
+                "build_warnings": [m["message"] for m in logger.messages
+                                   if m["level"] == "warning"][:20]})
+    return res
+
+
+@op("cuda_info")
+def cuda_info(ctx: Context) -> Dict[str, Any]:
+    """Is there a usable GPU for this worker? Raises the same 'no-gpu' error as profiling."""
+    cuda = _Cuda()
+    return {"device_count": cuda.device_count, "compute_capability": cuda.compute_capability()}
