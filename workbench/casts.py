@@ -13,7 +13,7 @@ Types come from onnx shape inference; tensors whose type is unknown are left unt
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 import numpy as np
 
@@ -31,15 +31,66 @@ TYPE_AGNOSTIC_OPS = frozenset({"Shape", "Size"})
 FP32_ONLY_INPUTS = {("Resize", 1), ("Resize", 2), ("Upsample", 1)}
 
 
+def opset_of(proto: Any) -> int:
+    return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def op_accepts(op_type: str, opset: int, type_name: str) -> bool:
+    """Does the ONNX schema of `op_type` at `opset` allow `type_name` for its first input?"""
+    import onnx
+
+    try:
+        schema = onnx.defs.get_schema(op_type, opset)
+    except Exception:
+        return False
+    if not schema.inputs:
+        return True
+    tvar = schema.inputs[0].type_str
+    for c in schema.type_constraints:
+        if c.type_param_str == tvar:
+            return type_name in c.allowed_type_strs
+    return tvar == type_name
+
+
+def min_opset_for(proto: Any, type_name: str, skip_ops: Sequence[str] = ()) -> int:
+    """The lowest opset at which every float op of the graph (not in skip_ops) takes `type_name`."""
+    import onnx
+
+    current = opset_of(proto)
+    top = onnx.defs.onnx_opset_version()
+    need = current
+    for op in {n.op_type for n in proto.graph.node if n.domain in ("", "ai.onnx")} - set(skip_ops):
+        if op_accepts(op, current, type_name):
+            continue
+        for v in range(current + 1, top + 1):
+            if op_accepts(op, v, type_name):
+                need = max(need, v)
+                break
+    return need
+
+
 def lower_float(proto: Any, low: str = "bf16", *, exclude_nodes: Sequence[str] = (),
-                exclude_ops: Sequence[str] = (), keep_io_types: bool = True) -> Any:
-    """Return a copy of `proto` with float computation lowered to `low` ("bf16" or "fp16")."""
+                exclude_ops: Sequence[str] = (), keep_io_types: bool = True,
+                unsupported: Optional[List[str]] = None) -> Any:
+    """Return a copy of `proto` with float computation lowered to `low` ("bf16" or "fp16").
+
+    Nodes whose op does not accept the type at the model's opset stay FP32 and are appended to
+    `unsupported` (raise the opset first with `min_opset_for` + onnx's version converter)."""
+    if unsupported is None:
+        unsupported = []
     import ml_dtypes
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     low_type = {"bf16": TensorProto.BFLOAT16, "fp16": TensorProto.FLOAT16}[low]
     low_np = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}[low]
+    limit = float(ml_dtypes.finfo(low_np).max)
+
+    def _clip(a: np.ndarray) -> np.ndarray:
+        """Finite values beyond the type's range saturate (e.g. float32.min mask constants)."""
+        a = a.astype(np.float32)
+        return np.where(np.isfinite(a), np.clip(a, -limit, limit), a)
+
     m = copy.deepcopy(proto)
     g = m.graph
     try:
@@ -62,9 +113,14 @@ def lower_float(proto: Any, low: str = "bf16", *, exclude_nodes: Sequence[str] =
 
     blocked_ops = set(DEFAULT_BLOCK_OPS) | set(exclude_ops)
     excluded = set(exclude_nodes)
+    opset = opset_of(m)
+    type_name = "tensor(bfloat16)" if low == "bf16" else "tensor(float16)"
     lowered: Set[int] = set()
     for i, n in enumerate(g.node):
         if n.op_type in blocked_ops or n.name in excluded or n.domain not in ("", "ai.onnx"):
+            continue
+        if not op_accepts(n.op_type, opset, type_name):
+            unsupported.append(n.name)
             continue
         if any(types.get(o) == TensorProto.FLOAT for o in n.output):
             lowered.add(i)
@@ -101,7 +157,7 @@ def lower_float(proto: Any, low: str = "bf16", *, exclude_nodes: Sequence[str] =
             return name
         if name in inits and only_lowered_users(name):
             t = inits[name]
-            arr = numpy_helper.to_array(t).astype(np.float32).astype(low_np)
+            arr = _clip(numpy_helper.to_array(t)).astype(low_np)
             t.CopyFrom(numpy_helper.from_array(arr, name))
             converted_in_place.add(name)
             return name
@@ -109,7 +165,7 @@ def lower_float(proto: Any, low: str = "bf16", *, exclude_nodes: Sequence[str] =
             cn = const_nodes[name]
             for a in cn.attribute:
                 if a.name == "value":
-                    arr = numpy_helper.to_array(a.t).astype(np.float32).astype(low_np)
+                    arr = _clip(numpy_helper.to_array(a.t)).astype(low_np)
                     a.t.CopyFrom(numpy_helper.from_array(arr, a.t.name))
             converted_in_place.add(name)
             return name

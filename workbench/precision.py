@@ -27,6 +27,7 @@ TARGETS = ("fp32", "fp16", "bf16", "int8", "fp8")
 CALIBRATE_METHODS = ("entropy", "minmax", "percentile")
 FP16_MAX = 65504.0
 BF16_MAX = 3.3895313892515355e38
+SENTINEL_ABS = 1.0e38  # |x| this large is float32's min/max used as a mask value, not data
 
 
 @dataclass
@@ -172,10 +173,14 @@ def overflow_findings(proto: Any, ranges: Dict[str, float], limit: float = FP16_
     cons = _consumers(proto.graph)
     graph_outputs = {o.name for o in proto.graph.output}
     findings = []
+    sentinels = []
     for tensor, amax in ranges.items():
         if amax <= limit or tensor not in prod:
             continue
         node = prod[tensor]
+        if np.isfinite(amax) and amax >= SENTINEL_ABS:
+            sentinels.append((node, tensor))
+            continue
         exclude = [node.name] + [c.name for c in cons.get(tensor, []) if c.name != node.name]
         exclude = list(dict.fromkeys(exclude))
         if all(n in skip_nodes for n in exclude):
@@ -192,6 +197,16 @@ def overflow_findings(proto: Any, ranges: Dict[str, float], limit: float = FP16_
             hint=f"keep these nodes in FP32: {flags}",
             extra={"max_abs": amax if np.isfinite(amax) else None, "limit": limit}))
     findings.sort(key=lambda f: f.nodes[0])
+    if sentinels:
+        names = [n.name for n, _ in sentinels]
+        findings.append(Finding(
+            "info", f"{dtype_name.lower()}-saturated-mask",
+            f"{len(sentinels)} tensor(s) hold float32's extreme value (~3.4e38, the usual "
+            f"additive attention-mask constant): in {dtype_name} they saturate to "
+            f"+-{limit:g}, which keeps masking working; not suggested for exclusion",
+            nodes=names, tensors=[t for _, t in sentinels], source="precision",
+            hint="if outputs diverge, exclude the mask nodes: "
+            + " ".join(f"--exclude {n}" for n in names[:4])))
     return findings
 
 
@@ -214,7 +229,8 @@ def auto_exclusions(model_or_path: Any, calibration: Any, *, target: str = "fp16
         batches = load_calibration(calibration, proto)
     limit = FP16_MAX if target == "fp16" else BF16_MAX
     found = overflow_findings(proto, activation_ranges(proto, batches), limit, target.upper())
-    nodes = list(dict.fromkeys(n for f in found for n in f.nodes))
+    nodes = list(dict.fromkeys(n for f in found if f.code.endswith("-overflow")
+                               for n in f.nodes))
     return nodes, findings + found
 
 
@@ -306,8 +322,39 @@ def _fp16(proto: Any, exclude_nodes: List[str], exclude_ops: List[str],
         raise WorkbenchError(f"FP16 conversion failed: {type(e).__name__}: {e}",
                              hint="exclude the node named in the message (--exclude NODE) "
                              "and report the model") from None
+    _repair_fp16(out, set(exclude_nodes), block_ops)
     fold_round_trip_casts(out)
     return out
+
+
+def _repair_fp16(proto: Any, blocked_nodes: set, blocked_ops: Sequence[str]) -> None:
+    """Fix two onnxconverter-common 1.16 slips that make invalid graphs (seen on BERT):
+    a converted `Cast(to=FLOAT)` whose output it retyped to FLOAT16 keeps `to=FLOAT`; and with
+    keep_io_types a graph output that is also read inside the graph is fed FP32 to FP16 nodes."""
+    import onnx
+
+    g = proto.graph
+    f16 = onnx.TensorProto.FLOAT16
+    vi = {v.name: v.type.tensor_type.elem_type for v in g.value_info}
+    blocked_ops = set(blocked_ops)
+    outputs = {o.name for o in g.output}
+    for n in g.node:
+        if n.op_type == "Cast" and vi.get(n.output[0]) == f16:
+            for a in n.attribute:
+                if a.name == "to" and a.i == onnx.TensorProto.FLOAT:
+                    a.i = f16
+    pre_cast = {n.output[0]: n.input[0] for n in g.node
+                if n.op_type == "Cast" and n.output[0] in outputs and
+                vi.get(n.input[0]) == f16 or (n.op_type == "Cast" and n.output[0] in outputs
+                                              and n.input[0].endswith("_cast_to_" + n.output[0]))}
+    for n in g.node:
+        if n.op_type == "Cast" and n.output and n.output[0] in outputs:
+            continue
+        if n.name in blocked_nodes or n.op_type in blocked_ops:
+            continue
+        for k, name in enumerate(n.input):
+            if name in pre_cast:
+                n.input[k] = pre_cast[name]
 
 
 def fold_round_trip_casts(proto: Any) -> int:
@@ -365,6 +412,38 @@ def fold_round_trip_casts(proto: Any) -> int:
     del g.value_info[:]
     g.value_info.extend(kept_vi)
     return removed
+
+
+def _bf16(proto: Any, exclude_nodes: List[str], exclude_ops: List[str],
+          keep_io_types: bool) -> Tuple[Any, List[Finding]]:
+    """BF16 via workbench.casts; raises the opset when an op only takes bfloat16 later
+    (Conv, pooling: opset 22), and keeps nodes FP32 when that is impossible."""
+    from workbench.casts import DEFAULT_BLOCK_OPS, lower_float, min_opset_for, opset_of
+    from workbench.quantize import ensure_opset
+
+    findings: List[Finding] = []
+    need = min_opset_for(proto, "tensor(bfloat16)", sorted(DEFAULT_BLOCK_OPS | set(exclude_ops)))
+    have = opset_of(proto)
+    if need > have:
+        try:
+            proto = ensure_opset(proto, need)
+            findings.append(Finding("info", "opset-raised",
+                                    f"opset raised {have} -> {need}: some ops of this graph "
+                                    f"accept bfloat16 only from opset {need}",
+                                    source="precision"))
+        except WorkbenchError as e:
+            findings.append(Finding("warning", "opset-not-raised",
+                                    f"could not raise opset {have} -> {need} ({e.message}); ops "
+                                    "without bfloat16 at this opset stay FP32", source="precision"))
+    unsupported: List[str] = []
+    out = lower_float(proto, "bf16", exclude_nodes=exclude_nodes, exclude_ops=exclude_ops,
+                      keep_io_types=keep_io_types, unsupported=unsupported)
+    if unsupported:
+        findings.append(Finding("warning", "bf16-unsupported-op",
+                                f"{len(unsupported)} node(s) stay FP32: their op takes no bfloat16 "
+                                f"at opset {opset_of(out)}: " + ", ".join(unsupported[:12]),
+                                nodes=unsupported, source="precision"))
+    return out, findings
 
 
 def _clipped_weights(proto: Any, limit: float, skip: set) -> List[Finding]:
@@ -500,10 +579,10 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
             out = _fp16(proto, ex_nodes, ex_ops, keep_io_types)
             default_ops = float16.DEFAULT_OP_BLOCK_LIST
         else:
-            from workbench.casts import DEFAULT_BLOCK_OPS, lower_float
+            out, bf_findings = _bf16(proto, ex_nodes, ex_ops, keep_io_types)
+            findings += bf_findings
+            from workbench.casts import DEFAULT_BLOCK_OPS
 
-            out = lower_float(proto, "bf16", exclude_nodes=ex_nodes, exclude_ops=ex_ops,
-                              keep_io_types=keep_io_types)
             default_ops = DEFAULT_BLOCK_OPS
         kept, f = _kept_fp32(proto, out, target, ex_nodes, ex_ops, default_ops)
         report["kept_fp32"] = kept
