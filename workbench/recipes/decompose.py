@@ -276,10 +276,16 @@ class _CenterCropPad:
     @staticmethod
     def check(ctx: Context) -> Tuple[bool, str]:
         shp = ctx.shape(ctx.node.input[0])
-        if shp is None or not all(isinstance(d, int) for d in shp):
-            return False, "the input shape is not static (set_input_shapes / infer_shapes first)"
-        if constant_value(ctx.proto, ctx.node.input[1]) is None:
+        target = constant_value(ctx.proto, ctx.node.input[1])
+        if target is None:
             return False, "the target shape is not a constant"
+        if shp is None:
+            return False, "the input rank is unknown (run infer_shapes)"
+        axes = ctx.attr("axes") or list(range(len(shp)))
+        dyn = [a for a in axes if not isinstance(shp[a % len(shp)], int)]
+        if dyn:
+            return False, (f"input dims {dyn} are dynamic: the crop offsets depend on them "
+                           "(set_input_shapes first)")
         return True, ""
 
     @staticmethod

@@ -1,0 +1,197 @@
+"""Versions of a model under surgery: every kept change is a content-addressed file in the
+model's Workspace plus one line in its append-only history log; undo/redo are log lines too.
+
+The state (current version, redo stack) is rebuilt by replaying the log, so a new process (a
+restarted kernel, the CLI) sees exactly what the last one left, and a kill at any point leaves
+either the old state or the new one: the version file is written atomically *before* its log
+line, and a torn last line is ignored on read. The original file is never written to.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from workbench.errors import WorkbenchError
+from workbench.model import Model, model_from_proto, open_model, save_model
+from workbench.recipes.base import _pause_hook
+from workbench.workspace import ModelWorkspace, workspace_for
+
+KIND = "surgery"
+
+
+class History:
+    """Undoable surgery on one original model (path or Model)."""
+
+    def __init__(self, model: Any, home: Any = None) -> None:
+        if isinstance(model, Model):
+            self.model = model
+        elif isinstance(model, (str, Path)):
+            self.model = open_model(model)
+        else:
+            raise WorkbenchError("History needs a model file path or an opened Model",
+                                 hint="save the ModelProto first (workbench.model.save_model)")
+        self.ws: ModelWorkspace = workspace_for(self.model, home)
+        self._proto_cache: Dict[str, Any] = {}
+        if not self._records():
+            data = self.model.load_weights().SerializeToString()
+            vid = self.ws.add_version(data)
+            self._log({"event": "init", "version": vid,
+                       "source": str(self.model.path) if self.model.path else None})
+
+    # ------------------------------------------------------------------ log and replay
+    def _log(self, rec: Dict[str, Any]) -> Dict[str, Any]:
+        return self.ws.append_history({"kind": KIND, **rec})
+
+    def _records(self) -> List[Dict[str, Any]]:
+        return [r for r in self.ws.history() if r.get("kind") == KIND]
+
+    def _state(self) -> Dict[str, Any]:
+        cur, redo, made = None, [], []
+        for r in self._records():
+            ev = r.get("event")
+            if ev == "init":
+                cur = r["version"]
+                made.append(r)
+            elif ev == "apply":
+                cur = r["version"]
+                redo = []
+                made.append(r)
+            elif ev == "undo":
+                redo.append(r["from"])
+                cur = r["to"]
+            elif ev == "redo":
+                if redo and redo[-1] == r["to"]:
+                    redo.pop()
+                cur = r["to"]
+            elif ev == "checkout":
+                cur = r["to"]
+                redo = []
+        return {"current": cur, "redo": redo, "made": made}
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def current(self) -> str:
+        return self._state()["current"]
+
+    @property
+    def original(self) -> str:
+        return self._records()[0]["version"]
+
+    def versions(self) -> List[Dict[str, Any]]:
+        """Every version ever made, oldest first (init, then one per kept change)."""
+        out = []
+        for k, r in enumerate(self._state()["made"]):
+            out.append({"index": k, "version": r["version"], "parent": r.get("parent"),
+                        "recipe": r.get("recipe", "(original)"), "params": r.get("params", {}),
+                        "diff": r.get("diff"), "verification": r.get("verification"),
+                        "forced": r.get("forced", False), "time": r.get("time"),
+                        "exists": self.ws.version_path(r["version"]).exists()})
+        return out
+
+    def lineage(self) -> List[str]:
+        """Version ids from the original to the current one."""
+        parents = {r["version"]: r.get("parent") for r in self._state()["made"]}
+        out, v = [], self.current
+        while v is not None:
+            out.append(v)
+            v = parents.get(v)
+        return list(reversed(out))
+
+    def can_undo(self) -> bool:
+        return self.current != self.original and self._parent(self.current) is not None
+
+    def can_redo(self) -> bool:
+        return bool(self._state()["redo"])
+
+    def _parent(self, vid: str) -> Optional[str]:
+        for r in self._state()["made"]:
+            if r["version"] == vid:
+                return r.get("parent")
+        return None
+
+    def current_path(self) -> Path:
+        return self.version_path(self.current)
+
+    def version_path(self, vid: str) -> Path:
+        p = self.ws.version_path(vid)
+        if not p.exists():
+            raise WorkbenchError(f"version {vid} is missing from the workspace", file=str(p),
+                                 hint="the workspace folder was modified outside the workbench")
+        return p
+
+    def proto(self, vid: str) -> Any:
+        import onnx
+
+        if vid not in self._proto_cache:
+            self._proto_cache = {vid: onnx.load(str(self.version_path(vid)))}
+        return self._proto_cache[vid]
+
+    def current_proto(self) -> Any:
+        return self.proto(self.current)
+
+    def original_proto(self) -> Any:
+        import onnx
+
+        return onnx.load(str(self.version_path(self.original)))
+
+    def current_model(self) -> Model:
+        return open_model(self.current_path())
+
+    # ------------------------------------------------------------------ changes
+    def commit(self, change: Any) -> str:
+        """Store a kept Change as a new version (file first, then the log line)."""
+        if not change.kept:
+            raise WorkbenchError(f"refusing to record recipe '{change.recipe}': {change.note}",
+                                 hint="re-run with force=True to keep a change that differs")
+        parent = self.current
+        vid = self.ws.add_version(change.proto.SerializeToString())
+        _pause_hook("commit", change.recipe)
+        rec = change.to_dict()
+        rec.update({"event": "apply", "version": vid, "parent": parent})
+        self._log(rec)
+        change.version, change.parent = vid, parent
+        return vid
+
+    def apply(self, name: str, params: Optional[Dict[str, Any]] = None, *, force: bool = False,
+              inputs: Optional[Dict[str, Any]] = None, verify_outputs: bool = True) -> Any:
+        """Apply a recipe to the current version; kept changes become the new current version."""
+        from workbench.surgery import apply_recipe
+
+        change = apply_recipe(self.current_proto(), name, params, force=force, inputs=inputs,
+                              verify_outputs=verify_outputs)
+        if change.kept:
+            self.commit(change)
+        else:
+            change.parent = self.current
+        return change
+
+    def undo(self) -> str:
+        cur = self.current
+        parent = self._parent(cur)
+        if parent is None:
+            raise WorkbenchError("nothing to undo: this is the original model")
+        self._log({"event": "undo", "from": cur, "to": parent})
+        return parent
+
+    def redo(self) -> str:
+        st = self._state()
+        if not st["redo"]:
+            raise WorkbenchError("nothing to redo")
+        to = st["redo"][-1]
+        self._log({"event": "redo", "from": st["current"], "to": to})
+        return to
+
+    def checkout(self, vid: str) -> str:
+        """Make any earlier version current (clears redo)."""
+        if vid not in {r["version"] for r in self._state()["made"]}:
+            raise WorkbenchError(f"no version {vid} in this model's history", field="version")
+        self._log({"event": "checkout", "from": self.current, "to": vid})
+        return vid
+
+    def export(self, path: Any, vid: Optional[str] = None) -> Path:
+        """Save a version (default: current) to `path`; never over the original model."""
+        import onnx
+
+        proto = onnx.load(str(self.version_path(vid or self.current)))
+        return save_model(proto, path, source=self.model.path)
