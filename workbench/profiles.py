@@ -1,0 +1,367 @@
+"""Optimization profiles (min/opt/max per dynamic input): parse, validate, advise.
+
+A `Profile` maps input name -> (min, opt, max), each a tuple of ints: shapes for ordinary
+inputs, *values* for shape-tensor inputs (int inputs TensorRT reads as shapes, e.g. the target
+shape of a Reshape). `validate_profiles` checks everything TensorRT would reject, with errors
+naming the profile, input and axis. `advise` proposes a profile from sample data (e.g. the real
+sequence lengths of calibration batches) and warns when ranges are wide enough to cost speed.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from workbench.errors import Finding, WorkbenchError
+
+Shape = Tuple[int, ...]
+WIDE_RATIO = 64  # max/min beyond this on one axis: TensorRT tunes for opt, allocates for max
+SHAPE_INPUT_SLOTS = {("Reshape", 1), ("Expand", 1), ("ConstantOfShape", 0), ("Tile", 1),
+                     ("Slice", 1), ("Slice", 2), ("Resize", 3), ("Range", 0), ("Range", 1),
+                     ("OneHot", 1), ("TopK", 1)}
+
+
+class Profile(dict):
+    """{input name: (min, opt, max)}; JSON-friendly (`to_dict`/`from_dict`)."""
+
+    def to_dict(self) -> Dict[str, List[List[int]]]:
+        return {k: [list(v[0]), list(v[1]), list(v[2])] for k, v in self.items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Profile":
+        p = cls()
+        for k, v in d.items():
+            if isinstance(v, Mapping):
+                v = (v["min"], v["opt"], v["max"])
+            if len(v) != 3:
+                raise WorkbenchError(f"profile entry for '{k}' needs [min, opt, max]", field=k)
+            p[k] = tuple(tuple(int(x) for x in s) for s in v)  # type: ignore[assignment]
+        return p
+
+    def arg_strings(self) -> List[str]:
+        """The entries as `input:MIN:OPT:MAX` strings (the CLI's --profile syntax)."""
+        return [f"{k}:" + ":".join("x".join(str(x) for x in s) for s in v)
+                for k, v in self.items()]
+
+    def trtexec(self) -> Dict[str, str]:
+        """--minShapes / --optShapes / --maxShapes values."""
+        out = {}
+        for i, flag in enumerate(("minShapes", "optShapes", "maxShapes")):
+            out[flag] = ",".join(f"{k}:" + "x".join(str(x) for x in v[i]) for k, v in self.items())
+        return out
+
+
+_SHAPE = re.compile(r"^\d+(x\d+)*$")
+
+
+def _parse_shape(text: str, arg: str) -> Shape:
+    text = text.strip().lower()
+    if text in ("", "scalar"):
+        return ()
+    if not _SHAPE.match(text):
+        raise WorkbenchError(f"'{text}' is not a shape like 1x3x224x224", field=arg,
+                             hint="write INPUT:MIN:OPT:MAX, e.g. input_ids:1x16:4x64:8x128")
+    return tuple(int(x) for x in text.split("x"))
+
+
+def parse_profile_arg(arg: str, into: Optional[Profile] = None) -> Profile:
+    """`input:MIN:OPT:MAX` (or `input:SHAPE` for a fixed shape), several comma-separated.
+
+    Input names may contain ':' (TF-style `input:0`): shapes are taken from the right."""
+    prof = into if into is not None else Profile()
+    for part in [p for p in arg.split(",") if p.strip()]:
+        segs = part.strip().split(":")
+        shapes: List[str] = []
+        while len(segs) > 1 and len(shapes) < 3 and _SHAPE.match(segs[-1].strip().lower()):
+            shapes.insert(0, segs.pop())
+        name = ":".join(segs).strip()
+        if not name or len(shapes) not in (1, 3):
+            raise WorkbenchError(f"cannot read profile '{part}'", field="--profile",
+                                 hint="write INPUT:MIN:OPT:MAX, e.g. input_ids:1x16:4x64:8x128, "
+                                 "or INPUT:SHAPE for a fixed shape")
+        parsed = [_parse_shape(s, part) for s in shapes]
+        if len(parsed) == 1:
+            parsed = parsed * 3
+        if name in prof:
+            raise WorkbenchError(f"input '{name}' given twice in one profile", field="--profile")
+        prof[name] = tuple(parsed)  # type: ignore[assignment]
+    return prof
+
+
+def parse_profiles(args: Iterable[str]) -> List[Profile]:
+    """Several --profile arguments: each adds inputs to the current profile; an argument
+    starting with '+' starts a new profile (e.g. for small and large batches)."""
+    profiles: List[Profile] = []
+    for a in args:
+        if a.startswith("+") or not profiles:
+            profiles.append(Profile())
+        parse_profile_arg(a.lstrip("+"), profiles[-1])
+    return profiles
+
+
+# --------------------------------------------------------------------------- validation
+def shape_tensor_inputs(model: Any) -> List[str]:
+    """Int inputs of rank <= 1 that feed a shape slot (Reshape shape, Expand shape, ...)."""
+    from workbench.calibration import _proto_of, model_inputs
+
+    proto = _proto_of(model)
+    specs = {s.name: s for s in model_inputs(proto)}
+    out = []
+    for node in proto.graph.node:
+        for k, name in enumerate(node.input):
+            s = specs.get(name)
+            if s and (node.op_type, k) in SHAPE_INPUT_SLOTS and s.elem_type in (6, 7) and \
+                    len(s.dims) <= 1 and name not in out:
+                out.append(name)
+    return out
+
+
+def validate_profiles(model: Any, profiles: Any) -> List[Profile]:
+    """Check profiles against the model; return them as a list of Profile.
+
+    Errors (WorkbenchError naming profile #, input and axis): unknown input, wrong rank,
+    min <= opt <= max broken, static dims not respected, dynamic input not covered, inputs
+    sharing a symbolic dim given different ranges, shape-tensor values of the wrong length."""
+    from workbench.calibration import model_inputs
+
+    if isinstance(profiles, Mapping):
+        profiles = [profiles]
+    profs = [p if isinstance(p, Profile) else Profile.from_dict(p) for p in profiles]
+    specs = model_inputs(model)
+    by_name = {s.name: s for s in specs}
+    shape_inputs = set(shape_tensor_inputs(model))
+    dynamic = [s for s in specs if s.dynamic_axes or s.name in shape_inputs]
+    if not profs:
+        if dynamic:
+            raise WorkbenchError(f"input '{dynamic[0].name}' has dynamic dims "
+                                 f"{dynamic[0].shape_str()} but no profile was given",
+                                 field=dynamic[0].name, hint="add --profile "
+                                 f"{dynamic[0].name}:MIN:OPT:MAX")
+        return []
+    for idx, prof in enumerate(profs, 1):
+        where = f"profile #{idx}"
+        for name, rng in prof.items():
+            if name not in by_name:
+                raise WorkbenchError(f"{where}: unknown input '{name}'", field=name,
+                                     hint="the model's inputs are: " + ", ".join(by_name))
+            if len(rng) != 3:
+                raise WorkbenchError(f"{where}: input '{name}' needs (min, opt, max)", field=name)
+            spec = by_name[name]
+            mn, op, mx = (tuple(int(x) for x in r) for r in rng)
+            prof[name] = (mn, op, mx)
+            if name in shape_inputs:
+                length = spec.dims[0] if spec.dims else 1
+                for label, vals in (("min", mn), ("opt", op), ("max", mx)):
+                    if isinstance(length, int) and len(vals) != length:
+                        raise WorkbenchError(
+                            f"{where}: shape-tensor input '{name}' holds {length} value(s), "
+                            f"its {label} gives {len(vals)}", field=name,
+                            hint="for shape tensors the profile gives the VALUES min/opt/max")
+                _check_order(where, name, mn, op, mx, "value")
+                continue
+            for label, shp in (("min", mn), ("opt", op), ("max", mx)):
+                if len(shp) != len(spec.dims):
+                    raise WorkbenchError(
+                        f"{where}: input '{name}' has rank {len(spec.dims)} "
+                        f"{spec.shape_str()}, its {label} shape {list(shp)} has rank {len(shp)}",
+                        field=name)
+            _check_order(where, name, mn, op, mx, "axis")
+            for axis, d in enumerate(spec.dims):
+                if isinstance(d, int) and not (mn[axis] == op[axis] == mx[axis] == d):
+                    raise WorkbenchError(
+                        f"{where}: input '{name}' axis {axis} is fixed to {d} by the model, the "
+                        f"profile gives {mn[axis]}..{op[axis]}..{mx[axis]}", field=name,
+                        hint=f"use {d} on axis {axis}")
+        for s in dynamic:
+            if s.name not in prof:
+                raise WorkbenchError(f"{where}: input '{s.name}' has dynamic dims "
+                                     f"{s.shape_str()} but the profile gives no shape for it",
+                                     field=s.name, hint=f"add {s.name}:MIN:OPT:MAX")
+        _check_shared(where, prof, specs, shape_inputs)
+    return profs
+
+
+def _check_order(where: str, name: str, mn: Shape, op: Shape, mx: Shape, what: str) -> None:
+    for i, (a, b, c) in enumerate(zip(mn, op, mx)):
+        label = f"{what} {i}"
+        if a < 0 or (what == "axis" and a < 1 and c > 0 and a != b):
+            raise WorkbenchError(f"{where}: input '{name}' {label} min {a} must be >= 1",
+                                 field=name)
+        if not a <= b <= c:
+            raise WorkbenchError(f"{where}: input '{name}' {label} needs min <= opt <= max, got "
+                                 f"{a} <= {b} <= {c}", field=name,
+                                 hint="reorder the shapes as MIN:OPT:MAX")
+
+
+def _check_shared(where: str, prof: Profile, specs: Sequence[Any], shape_inputs: set) -> None:
+    seen: Dict[str, Tuple[str, int, Tuple[int, int, int]]] = {}
+    for s in specs:
+        if s.name not in prof or s.name in shape_inputs:
+            continue
+        mn, op, mx = prof[s.name]
+        for axis, d in enumerate(s.dims):
+            if not isinstance(d, str):
+                continue
+            rng = (mn[axis], op[axis], mx[axis])
+            if d in seen and seen[d][2] != rng:
+                other, oax, orng = seen[d]
+                raise WorkbenchError(
+                    f"{where}: dimension '{d}' is {'..'.join(map(str, rng))} on input "
+                    f"'{s.name}' axis {axis} but {'..'.join(map(str, orng))} on input "
+                    f"'{other}' axis {oax}", field=s.name,
+                    hint="inputs sharing a dimension name must get the same min/opt/max")
+            seen.setdefault(d, (s.name, axis, rng))
+
+
+def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, Any]]
+                  ) -> List[Finding]:
+    """Do sample shapes fall inside some profile, and is opt near where the data lives?"""
+    findings: List[Finding] = []
+    for idx, prof in enumerate(profiles, 1):
+        for name, (mn, op, mx) in prof.items():
+            shapes = [np.shape(b[name]) for b in samples if name in b]
+            if not shapes:
+                continue
+            for axis in range(len(mn)):
+                vals = np.array([s[axis] for s in shapes if len(s) > axis])
+                if vals.size == 0 or mn[axis] == mx[axis]:
+                    continue
+                outside = int(((vals < mn[axis]) | (vals > mx[axis])).sum())
+                if outside:
+                    findings.append(Finding(
+                        "error", "sample-outside-profile",
+                        f"profile #{idx}: {outside} sample(s) have input '{name}' axis {axis} "
+                        f"outside {mn[axis]}..{mx[axis]} (seen {vals.min()}..{vals.max()})",
+                        tensors=[name], source="profiles", hint="widen the profile"))
+                lo, hi = np.percentile(vals, 10), np.percentile(vals, 90)
+                if not lo <= op[axis] <= max(hi, lo) and not (op[axis] in (lo, hi)):
+                    findings.append(Finding(
+                        "warning", "opt-far-from-data",
+                        f"profile #{idx}: input '{name}' axis {axis} opt={op[axis]} but 80% of "
+                        f"the samples lie in {lo:g}..{hi:g}: TensorRT tunes kernels for opt",
+                        tensors=[name], source="profiles",
+                        hint=f"set opt near the median ({np.median(vals):g})"))
+    return findings
+
+
+# --------------------------------------------------------------------------- advisor
+def _round8(v: float, lo: int, hi: int) -> int:
+    r = int(np.ceil(v / 8.0) * 8) if v >= 8 else int(np.ceil(v))
+    return int(min(max(r, lo), hi))
+
+
+def _real_lengths(samples: Sequence[Mapping[str, Any]], specs: Sequence[Any]) -> Dict[str, Any]:
+    """Sequence lengths hidden under padding: row sums of a 0/1 `*mask*` input [batch, seq]."""
+    out: Dict[str, Any] = {}
+    for s in specs:
+        if "mask" not in s.name.lower() or len(s.dims) != 2 or not isinstance(s.dims[1], str):
+            continue
+        lengths = []
+        for b in samples:
+            a = np.asarray(b.get(s.name))
+            if a.ndim == 2 and a.size and np.isin(a, (0, 1)).all():
+                lengths.extend(a.sum(axis=1).astype(int).tolist())
+        if lengths:
+            out[s.dims[1]] = (s.name, np.array(lengths))
+    return out
+
+
+def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
+           profiles: Optional[Sequence[Profile]] = None) -> Tuple[List[Profile], List[Finding]]:
+    """Propose one profile from sample batches: per dynamic axis min = smallest seen,
+    opt = median rounded up to a multiple of 8, max = largest; batch axes (axis 0): min 1,
+    opt the median batch seen; padded sequences (0/1 `*mask*` input): min and opt (p75, rounded
+    to 8) from the real lengths. Inputs sharing a symbolic dim get the same range. Warns about wide ranges; with `profiles`, also checks them."""
+    from workbench.calibration import model_inputs
+
+    specs = model_inputs(model)
+    findings: List[Finding] = []
+    if not samples:
+        raise WorkbenchError("the advisor needs sample batches", field="samples",
+                             hint="pass calibration data or representative inputs")
+    dyn = [s for s in specs if s.dynamic_axes]
+    if not dyn:
+        findings.append(Finding("info", "static-model", "every input has static dims: no "
+                                "profile needed", source="profiles"))
+        return [], findings
+    observed: Dict[Any, List[int]] = {}
+    for s in dyn:
+        for axis in s.dynamic_axes:
+            key = s.dims[axis] if isinstance(s.dims[axis], str) else (s.name, axis)
+            for b in samples:
+                if s.name in b and len(np.shape(b[s.name])) > axis:
+                    observed.setdefault(key, []).append(int(np.shape(b[s.name])[axis]))
+    real = _real_lengths(samples, specs)
+    ranges: Dict[Any, Tuple[int, int, int]] = {}
+    for key, vals in observed.items():
+        v = np.array(vals)
+        mn, mx = int(v.min()), int(v.max())
+        is_batch = any(s.dims and s.dims[0] == key or key == (s.name, 0) for s in dyn)
+        if is_batch:  # a stacked calibration file says little about serving batch sizes
+            mn, opt = 1, int(np.median(v))
+        elif key in real:  # padded data: the real lengths say where the work is
+            lengths = real[key][1]
+            mn = int(max(1, lengths.min()))
+            opt = _round8(float(np.percentile(lengths, 75)), mn, mx)
+        else:
+            opt = _round8(float(np.median(v)), mn, mx)
+        ranges[key] = (mn, max(mn, min(opt, mx)), mx)
+        if key in real:
+            mask_name, lengths = real[key]
+            p50, p75, lmax = np.percentile(lengths, 50), np.percentile(lengths, 75), lengths.max()
+            findings.append(Finding(
+                "info", "padded-lengths",
+                f"'{key}' is {mn}..{mx} in the data but '{mask_name}' shows real lengths "
+                f"p50={p50:g}, p75={p75:g}, max={lmax}: padding to {mx} costs compute",
+                tensors=[mask_name], source="profiles",
+                hint=f"feed unpadded batches and use {key} opt={_round8(p75, 1, int(lmax))}, "
+                f"max={int(lmax)}",
+                extra={"p50": float(p50), "p75": float(p75), "max": int(lmax)}))
+        if mn > 0 and mx / mn > WIDE_RATIO:
+            findings.append(Finding(
+                "warning", "wide-profile",
+                f"'{key}' spans {mn}..{mx} (x{mx / mn:g}): TensorRT tunes kernels for opt and "
+                "sizes memory for max", source="profiles",
+                hint="split into two profiles (e.g. small and large) or narrow the range"))
+    prof = Profile()
+    for s in dyn:
+        mn, op, mx = [], [], []
+        for axis, d in enumerate(s.dims):
+            if isinstance(d, int):
+                mn.append(d)
+                op.append(d)
+                mx.append(d)
+                continue
+            key = d if isinstance(d, str) else (s.name, axis)
+            r = ranges.get(key)
+            if r is None:
+                raise WorkbenchError(f"the samples have no '{s.name}' to measure axis {axis}",
+                                     field=s.name)
+            mn.append(r[0])
+            op.append(r[1])
+            mx.append(r[2])
+        prof[s.name] = (tuple(mn), tuple(op), tuple(mx))
+    findings.append(Finding("info", "profile-proposal",
+                            "proposed profile: " + " ".join(prof.arg_strings()),
+                            source="profiles", extra={"profile": prof.to_dict()}))
+    if profiles:
+        findings += wide_findings(validate_profiles(model, profiles))
+        findings += check_samples(profiles, samples)
+    return [prof], findings
+
+
+def wide_findings(profiles: Sequence[Profile]) -> List[Finding]:
+    """Warnings for axes whose max/min exceeds WIDE_RATIO (used by the panel's live check)."""
+    out = []
+    for idx, p in enumerate(profiles, 1):
+        for name, (mn, op, mx) in p.items():
+            for axis in range(len(mn)):
+                if mn[axis] > 0 and mx[axis] / mn[axis] > WIDE_RATIO:
+                    out.append(Finding(
+                        "warning", "wide-profile",
+                        f"profile #{idx}: input '{name}' axis {axis} spans {mn[axis]}..{mx[axis]}"
+                        f" (x{mx[axis] / mn[axis]:g}): TensorRT tunes for opt and sizes memory "
+                        "for max", tensors=[name], source="profiles",
+                        hint="split into two profiles or narrow the range"))
+    return out
