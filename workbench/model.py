@@ -301,20 +301,36 @@ def save_model(proto: "onnx.ModelProto", path: PathLike, *, source: Optional[Pat
     if not big:
         atomic_write_bytes(out, proto.SerializeToString())
         return out
+    from onnx.external_data_helper import (convert_model_to_external_data,
+                                           write_external_data_tensors)
+
     data_name = out.name + ".data"
-    tmp = out.with_name(f".{out.name}.tmp")
-    for stale in (tmp, out.with_name(data_name + ".tmp")):  # onnx appends to an existing file
-        stale.unlink(missing_ok=True)
-    onnx.save_model(proto, str(tmp), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=data_name + ".tmp", size_threshold=1024)
-    # rewrite the location to the final data file name, then rename both
-    m = onnx.load(str(tmp), load_external_data=False)
-    for t in iter_tensors_with_data(m):
-        for kv in t.external_data:
-            if kv.key == "location":
-                kv.value = data_name
-    atomic_write_bytes(out.with_name(f".{out.name}.tmp2"), m.SerializeToString())
-    os.replace(out.with_name(data_name + ".tmp"), out.with_name(data_name))
-    os.replace(out.with_name(f".{out.name}.tmp2"), out)
-    tmp.unlink(missing_ok=True)
+    if source is not None and Path(source).is_file():
+        src = Path(source)
+        theirs = {(src.parent / (external_location(t) or "")).resolve()
+                  for t in iter_tensors_with_data(onnx.load(str(src), load_external_data=False))
+                  if external_location(t)}
+        if out.with_name(data_name).resolve() in theirs:
+            raise WorkbenchError(f"refusing to overwrite the original model's data file "
+                                 f"'{data_name}'", file=str(out),
+                                 hint="choose another output name or folder (-o)")
+    data_tmp = out.with_name(f".{data_name}.tmp")
+    data_tmp.unlink(missing_ok=True)  # onnx appends to an existing data file
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)  # onnx's external-data helpers mutate the proto: never the caller's
+    convert_model_to_external_data(m, all_tensors_to_one_file=True, location=data_tmp.name,
+                                   size_threshold=1024)
+    try:
+        write_external_data_tensors(m, str(out.parent))
+        for t in iter_tensors_with_data(m):
+            for kv in t.external_data:
+                if kv.key == "location" and kv.value == data_tmp.name:
+                    kv.value = data_name
+        with open(data_tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(data_tmp, out.with_name(data_name))
+    except BaseException:
+        data_tmp.unlink(missing_ok=True)
+        raise
+    atomic_write_bytes(out, m.SerializeToString())
     return out
