@@ -1,0 +1,139 @@
+"""`workbench fix MODEL -o OUT [--recipe NAME[:k=v,...]]... [--auto] [--force] [--json]`.
+
+Applies recipes (in the order given), then with --auto keeps asking the real TensorRT parser and
+applying proposed recipes until the model is supported. Every kept change is a version in the
+model's workspace history; OUT gets the final model (never MODEL itself). Exit 0 when the result
+is supported (or no check was asked), 1 when still unsupported or a change was not equivalent,
+2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+NAME = "fix"
+HELP = ("fix what TensorRT cannot parse with graphsurgeon recipes (verified with onnxruntime, "
+        "recorded with undo history)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", nargs="?", help="path to an .onnx file")
+    parser.add_argument("-o", "--output", metavar="OUT", help="where to write the fixed model")
+    parser.add_argument("--recipe", action="append", default=[], metavar="NAME[:k=v,...]",
+                        help="apply a recipe (repeatable; lists inside a value use ';', dicts "
+                        "'name/value', e.g. set_input_shapes:shapes=input/Nx3x32x32)")
+    parser.add_argument("--auto", action="store_true",
+                        help="propose and apply recipes for every node the parser rejects, "
+                        "re-checking after each, until supported")
+    parser.add_argument("--check", action="store_true",
+                        help="check support before and after even without --auto")
+    parser.add_argument("--backend", default="tensorrt-rtx",
+                        choices=["auto", "tensorrt", "tensorrt-rtx", "static"],
+                        help="whose parser judges support (default tensorrt-rtx)")
+    parser.add_argument("--force", action="store_true",
+                        help="keep a semantics-preserving change even if outputs differ")
+    parser.add_argument("--list-recipes", action="store_true", help="list recipes and exit")
+    parser.add_argument("--json", action="store_true", help="print a JSON report on stdout")
+
+
+def _strip(change: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in change.items() if k != "proto"}
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.common import print_json
+    from workbench.errors import WorkbenchError
+
+    if args.list_recipes:
+        from workbench.recipes import list_recipes
+
+        recipes = list_recipes()
+        if args.json:
+            print_json(recipes)
+        else:
+            for r in recipes:
+                ps = ", ".join(p["name"] for p in r["params"]) or "-"
+                print(f"{r['name']:20s} {'exact ' if r['preserves_semantics'] else 'changes'}  "
+                      f"params: {ps}\n    {r['summary']}")
+        return 0
+    if not args.model:
+        raise WorkbenchError("MODEL is required", hint="workbench fix MODEL -o OUT --auto")
+    if not args.output:
+        raise WorkbenchError("-o OUT is required", hint="the original model is never overwritten")
+    if Path(args.output).resolve() == Path(args.model).resolve():
+        raise WorkbenchError("refusing to write over the original model", file=args.output,
+                             hint="choose another output path (-o)")
+    if not args.recipe and not args.auto:
+        raise WorkbenchError("nothing to do: give --recipe NAME[:k=v,...] and/or --auto",
+                             hint="see `workbench fix --list-recipes`")
+    if args.auto and args.backend == "static":
+        raise WorkbenchError("--auto needs a real parser", field="backend",
+                             hint="use --backend tensorrt-rtx (or tensorrt)")
+    from workbench.equivalence import verify
+    from workbench.history import History
+    from workbench.surgery import (_report_dict, _supported, auto_fix, default_checker,
+                                   parse_recipe_arg, propose)
+
+    recipes = [parse_recipe_arg(r) for r in args.recipe]  # bad syntax -> exit 2 before any work
+    hist = History(args.model)
+    if hist.current != hist.original:
+        hist.checkout(hist.original)  # the CLI always starts from the original file
+    log = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr))
+    checking = args.auto or args.check
+    checker = default_checker(args.backend) if checking else None
+    report: Dict[str, Any] = {"model": str(args.model), "output": str(args.output),
+                              "applied": [], "not_kept": [], "support_before": None,
+                              "support_after": None, "supported": None}
+    problem = False
+    if checking:
+        before = checker(hist.current_path())
+        report["support_before"] = _report_dict(before)
+    for name, params in recipes:
+        change = hist.apply(name, params, force=args.force)
+        d = _strip(change.to_dict())
+        (report["applied"] if change.kept else report["not_kept"]).append(d)
+        log(f"{name}: {'kept' if change.kept else 'NOT kept'} - {change.diff['summary']}; "
+            f"{change.verification or 'not verified'}" + (f" ({change.note})" if change.note else ""))
+        problem = problem or not change.kept
+    if args.auto:
+        res = auto_fix(args.model, history=hist, check=checker, force=args.force,
+                       on_step=lambda s: log(
+                           f"{s['proposal']['recipe']} on {s['proposal']['node']}: "
+                           f"{'kept' if s.get('kept') else 'NOT kept'}"
+                           + (f", max abs diff {s['verification']['max_abs_diff']:.3g}"
+                              if s.get("verification") and s["verification"].get("max_abs_diff")
+                              is not None else "")
+                           + (f", supported: {s['supported_after']}" if "supported_after" in s else "")))
+        for s in res.steps:
+            (report["applied"] if s.get("kept") else report["not_kept"]).append(_strip(s))
+        report["stop_reason"] = res.stop_reason
+        report["support_after"] = res.support_after
+        report["supported"] = res.supported
+        report["remaining"] = res.remaining
+    elif checking:
+        after = checker(hist.current_path())
+        report["support_after"] = _report_dict(after)
+        report["supported"] = _supported(after)
+    if checking and not report["supported"]:
+        report["proposals"] = [p.to_dict() for p in propose(report["support_after"],
+                                                            hist.current_proto())]
+    report["verification"] = (verify(hist.original_proto(), hist.current_proto()).to_dict()
+                              if hist.current != hist.original else None)
+    report["versions"] = hist.lineage()
+    report["workspace"] = str(hist.ws.dir)
+    hist.export(args.output)
+    if args.json:
+        print_json(report)
+    else:
+        v = report["verification"]
+        print(f"wrote {args.output}: {len(report['applied'])} change(s) kept, "
+              f"{len(report['not_kept'])} not kept"
+              + (f"; end-to-end {v['status']}, max abs diff {v['max_abs_diff']}" if v else "")
+              + (f"; supported by {args.backend}: {report['supported']}" if checking else ""))
+        for r in report.get("remaining") or []:
+            print(f"  still unsupported: {r['node']} ({r['op']}): {r['reason']}")
+    if checking and not report["supported"]:
+        return 1
+    return 1 if problem else 0
