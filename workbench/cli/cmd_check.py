@@ -1,0 +1,97 @@
+"""`workbench check MODEL`: will TensorRT take this graph? Exit 0 yes, 1 no, 2 bad input."""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from typing import Any, Dict, List
+
+NAME = "check"
+HELP = ("Will TensorRT take this model? Real ONNX parser (and --build) in the worker, or "
+        "static rules; lists failing nodes, reasons and next steps")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from workbench.support import BACKEND_CHOICES
+
+    p.add_argument("model", help="the ONNX file")
+    p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
+                   help="auto: the real parser if the worker can import TensorRT, else static "
+                        "rules (default); static: rules only; tensorrt / tensorrt-rtx: that "
+                        "parser or fail")
+    p.add_argument("--build", action="store_true",
+                   help="also try to build an engine (ahead of time on TensorRT-RTX) to catch "
+                        "build-time-only rejections")
+    p.add_argument("--plugin", action="append", default=[], metavar="LIB",
+                   help="load this plugin library in the worker first (repeatable); nothing "
+                        "else is ever loaded")
+    p.add_argument("--rules", choices=["tensorrt", "tensorrt-rtx"], default=None,
+                   help="static rule table (default: the backend's own; the published "
+                        "TensorRT matrix for --backend static)")
+    p.add_argument("--target", default="sm89",
+                   help="compute capability for TensorRT-RTX ahead-of-time builds (sm89)")
+    p.add_argument("--timeout", type=float, default=600.0, help="worker time limit, seconds")
+    p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+
+
+def _table(rows: List[List[str]], headers: List[str], widths: List[int]) -> str:
+    out = []
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out.append(line.rstrip())
+    out.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        cells = [textwrap.wrap(c or "-", w) or ["-"] for c, w in zip(row, widths)]
+        for i in range(max(len(c) for c in cells)):
+            out.append("  ".join((c[i] if i < len(c) else "").ljust(w)
+                                 for c, w in zip(cells, widths)).rstrip())
+    return "\n".join(out)
+
+
+def _human(d: Dict[str, Any]) -> str:
+    b = d["backend"]
+    who = (f"static rules ({b.get('rules')})" if b["name"] == "static"
+           else f"{b['name']} {b.get('version') or ''} parser" +
+           (" + build" if d["mode"] == "parser+build" else ""))
+    lines = [f"{d['model']}: checked by {who}"]
+    for n in d.get("notes") or []:
+        lines.append(f"  note: {n}")
+    if d["supported"]:
+        lines.append("SUPPORTED: every node parsed" +
+                     (" and the engine built" if d["mode"] == "parser+build" else ""))
+    else:
+        lines.append(f"NOT SUPPORTED: {len(d['unsupported'])} problem(s)")
+        rows = [[u.get("node") or "(graph)", u.get("op") or "-", u.get("source") or "",
+                 u.get("reason") or "", u.get("hint") or ""] for u in d["unsupported"]]
+        lines.append(_table(rows, ["node", "op", "found by", "reason", "next step"],
+                            [22, 16, 8, 44, 44]))
+    warnings = [f for f in d["findings"] if f["severity"] != "error"]
+    if warnings:
+        lines.append("")
+        lines.append("Also worth knowing:")
+        for f in warnings:
+            where = f" [{', '.join(f['nodes'])}]" if f.get("nodes") else ""
+            nxt = f" -> {f['hint']}" if f.get("hint") else ""
+            lines.append(f"  {f['severity']}{where}: {f['message']}{nxt}")
+    part = d.get("partition")
+    if part and part.get("subgraphs") and not d["supported"]:
+        lines.append("")
+        lines.append("Parser partition (supports_model):")
+        for i, s in enumerate(part["subgraphs"]):
+            nodes = ", ".join(s["nodes"][:8]) + (" ..." if len(s["nodes"]) > 8 else "")
+            lines.append(f"  subgraph {i}: {len(s['nodes'])} node(s), supported="
+                         f"{s['supported']}: {nodes}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.common import print_json
+    from workbench.support import check
+
+    report = check(args.model, backend=args.backend, build=args.build, target=args.target,
+                   plugins=args.plugin, rules=args.rules, timeout=args.timeout)
+    d = report.to_dict()
+    if args.json:
+        print_json(d)
+    else:
+        sys.stdout.write(_human(d) + "\n")
+    return 0 if report.supported else 1

@@ -1,0 +1,589 @@
+"""Will TensorRT take this graph? Static rules, the real ONNX parser, and an optional build.
+
+    report = check("model.onnx")                       # real parser if TensorRT is there
+    report = check("model.onnx", backend="static")     # rules only (workbench/support_rules.py)
+    report = check("model.onnx", backend="tensorrt-rtx", build=True)
+
+Every failing node comes back as `{node, op, reason, source}` in `report.unsupported` and as a
+Finding with the next step in users' terms. The parser runs in the worker process, so a
+TensorRT crash never takes the caller down; plugin libraries load only when named.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from workbench.errors import Finding, WorkbenchError
+from workbench.model import Model, model_from_proto, open_model, save_model
+from workbench.support_rules import BACKENDS, PLUGIN_HINT, backend_table
+
+BACKEND_CHOICES = ("auto", "static", "tensorrt", "tensorrt-rtx")
+DEFAULT_DOMAINS = ("", "ai.onnx")
+INT32_MAX = 2 ** 31 - 1
+
+
+@dataclass
+class SupportReport:
+    """The answer to "will TensorRT take this?" for one model."""
+
+    backend: str                      # "static", "tensorrt" or "tensorrt-rtx"
+    backend_version: Optional[str]
+    supported: bool
+    findings: List[Finding] = field(default_factory=list)
+    unsupported: List[Dict[str, Any]] = field(default_factory=list)
+    partition: Optional[Dict[str, Any]] = None
+    mode: str = "static"              # "static" | "parser" | "parser+build"
+    rules: Optional[str] = None       # static rule table used
+    model: Optional[str] = None
+    notes: List[str] = field(default_factory=list)
+    build: Optional[Dict[str, Any]] = None
+
+    @property
+    def unsupported_nodes(self) -> List[str]:
+        return [u["node"] for u in self.unsupported if u.get("node")]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "model": self.model,
+            "backend": {"name": self.backend, "version": self.backend_version,
+                        "rules": self.rules},
+            "mode": self.mode,
+            "supported": self.supported,
+            "unsupported": [dict(u) for u in self.unsupported],
+            "findings": [f.to_dict() for f in self.findings],
+            "partition": self.partition,
+            "build": self.build,
+            "notes": list(self.notes),
+        }
+
+
+# --- static rules ------------------------------------------------------------------------------
+class _Scope:
+    """Constants visible to a graph (its initializers and Constant outputs, plus outer scopes)."""
+
+    def __init__(self, graph: Any, outer: Optional["_Scope"] = None) -> None:
+        self.outer = outer
+        self.consts: Dict[str, Any] = {t.name: t for t in graph.initializer}
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.output:
+                for a in node.attribute:
+                    if a.name == "value":
+                        self.consts[node.output[0]] = a.t
+
+    def const(self, name: str) -> Optional[Any]:
+        """The constant's values as a numpy array, or None if not a readable constant."""
+        scope: Optional[_Scope] = self
+        while scope is not None:
+            if name in scope.consts:
+                from onnx import numpy_helper
+
+                try:
+                    return numpy_helper.to_array(scope.consts[name])
+                except Exception:  # external data not loaded, odd type: treat as unknown
+                    return None
+            scope = scope.outer
+        return None
+
+    def is_const(self, name: str) -> bool:
+        scope: Optional[_Scope] = self
+        while scope is not None:
+            if name in scope.consts:
+                return True
+            scope = scope.outer
+        return False
+
+
+def _attr(node: Any, name: str, default: Any = None) -> Any:
+    from onnx import helper
+
+    for a in node.attribute:
+        if a.name == name:
+            v = helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                v = v.decode("utf-8", "replace")
+            if isinstance(v, list):
+                v = [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+            return v
+    return default
+
+
+def _input(node: Any, i: int) -> str:
+    return node.input[i] if len(node.input) > i else ""
+
+
+def _short(values: Any) -> Any:
+    import numpy as np
+
+    arr = np.asarray(values).ravel()
+    items = arr[:4].tolist()
+    return items[0] if arr.size == 1 else (items + ["..."] if arr.size > 4 else items)
+
+
+# Predicates: (rule, node, scope) -> None (passes) or a dict of values for the message.
+def _attr_not_in(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
+    v = _attr(node, rule["attr"], rule.get("default"))
+    return None if v in rule["allowed"] else {"value": v}
+
+
+def _attr_not_all(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
+    v = _attr(node, rule["attr"], None)
+    return {"value": v} if v and any(x != rule["value"] for x in v) else None
+
+
+def _attr_present(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
+    present = [a.name for a in node.attribute if a.name in rule["attrs"]]
+    return {"value": ", ".join(present)} if present else None
+
+
+def _const_input_gt(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
+    name = _input(node, rule["input"])
+    arr = scope.const(name) if name else None
+    if arr is None or arr.size == 0:
+        return None
+    top = int(arr.max())
+    return {"value": top, "limit": rule["limit"]} if top > rule["limit"] else None
+
+
+def _input_not_const(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
+    name = _input(node, rule["input"])
+    return {"value": name, "tensor": name} if name and not scope.is_const(name) else None
+
+
+def _nonzero_const_input(rule: Dict[str, Any], node: Any,
+                         scope: _Scope) -> Optional[Dict[str, Any]]:
+    name = _input(node, rule["input"])
+    arr = scope.const(name) if name else None
+    if arr is None:
+        return None
+    return {"value": _short(arr), "tensor": name} if bool((arr != 0).any()) else None
+
+
+def _output_count_gt(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
+    n = sum(1 for o in node.output if o)
+    return {"value": n} if n > rule["count"] else None
+
+
+CHECKS: Dict[str, Callable[[Dict[str, Any], Any, _Scope], Optional[Dict[str, Any]]]] = {
+    "attr_not_in": _attr_not_in, "attr_not_all": _attr_not_all, "attr_present": _attr_present,
+    "const_input_gt": _const_input_gt, "input_not_const": _input_not_const,
+    "nonzero_const_input": _nonzero_const_input, "output_count_gt": _output_count_gt,
+}
+
+
+def _walk(graph: Any, ids: Optional[List[str]] = None, path: str = "",
+          outer: Optional[_Scope] = None) -> Iterator[Tuple[Any, str, str, Any, _Scope]]:
+    """(node, node id, subgraph path, graph, scope) for every node, bodies included."""
+    from workbench.model import stable_node_ids
+
+    scope = _Scope(graph, outer)
+    ids = ids or stable_node_ids(graph)
+    for node, nid in zip(graph.node, ids):
+        yield node, nid, path, graph, scope
+        for a in node.attribute:
+            subs = [a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []
+            for g in subs:
+                yield from _walk(g, None, f"{path}{nid}/{a.name}/", scope)
+
+
+def _entry(node: Optional[str], op: Optional[str], reason: str, source: str, *,
+           hint: Optional[str] = None, code: str = "unsupported", stage: str = "parse",
+           **extra: Any) -> Dict[str, Any]:
+    out = {"node": node, "op": op, "reason": reason, "source": source, "hint": hint,
+           "code": code, "stage": stage}
+    out.update({k: v for k, v in extra.items() if v is not None})
+    return out
+
+
+def _fmt(text: str, **values: Any) -> str:
+    try:
+        return text.format(**values)
+    except (KeyError, IndexError, ValueError):
+        return text
+
+
+def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+    import onnx
+
+    g = model.graph
+    for rule in table["graph_rules"]:
+        kind = rule["check"]
+        if kind == "duplicate_tensor_names":
+            for group in (list(g.input), list(g.output), list(g.value_info)):
+                seen = set()
+                for vi in group:
+                    if vi.name in seen:
+                        yield _entry(None, None, _fmt(rule["reason"], value=vi.name), "static",
+                                     hint=rule["hint"], code=rule["id"], tensor=vi.name)
+                    seen.add(vi.name)
+        elif kind == "io_dtypes":
+            for vi in list(g.input) + list(g.output):
+                et = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+                name = onnx.TensorProto.DataType.Name(et) if et else None
+                if name in rule["blocked"]:
+                    yield _entry(None, None, _fmt(rule["reason"], tensor=vi.name, value=name),
+                                 "static", hint=rule["hint"], code=rule["id"], tensor=vi.name)
+        elif kind == "loop_unbounded_counter":
+            for node, nid, path, graph, scope in _walk(g, model.node_ids):
+                if node.op_type != "Loop" or node.domain not in DEFAULT_DOMAINS:
+                    continue
+                m_name = _input(node, 0)
+                if m_name and not scope.is_const(m_name):
+                    continue  # a run-time trip count registers the counter
+                m_val = scope.const(m_name) if m_name else None
+                if m_name and (m_val is None or int(m_val.max()) < INT32_MAX):
+                    continue
+                body = _attr(node, "body")
+                if body is None or not body.input:
+                    continue
+                counter = body.input[0].name
+                shown = "absent" if not m_name else _short(m_val)
+                for inner, iid, ipath, _, _ in _walk(body, None, f"{path}{nid}/body/", scope):
+                    if counter in inner.input:
+                        yield _entry(iid, inner.op_type,
+                                     _fmt(rule["reason"], loop=nid, value=shown, tensor=counter),
+                                     "static", hint=rule["hint"], code=rule["id"],
+                                     subgraph=ipath.rstrip("/") or None)
+
+
+def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
+                 ) -> Tuple[List[Dict[str, Any]], List[Finding]]:
+    """Apply a backend's rule table. Returns (unsupported entries, extra findings)."""
+    import onnx
+
+    model = _as_model(model)
+    table = backend_table(rules)
+    out: List[Dict[str, Any]] = []
+    extra: List[Finding] = []
+    lo, hi = table["opset_range"]
+    for imp in model.proto.opset_import:
+        if imp.domain in DEFAULT_DOMAINS and not lo <= imp.version <= hi:
+            extra.append(Finding("warning", "opset-range",
+                                 f"opset {imp.version} is outside {table['short']}'s range "
+                                 f"{lo}-{hi}", hint="re-export with an opset in range",
+                                 source="static"))
+    for node, nid, path, _, scope in _walk(model.graph, model.node_ids):
+        op, sub = node.op_type, path.rstrip("/") or None
+        if node.domain not in DEFAULT_DOMAINS:
+            out.append(_entry(nid, op, f"custom op '{node.domain}::{op}' is not an ONNX "
+                              "standard op; TensorRT needs a plugin for it", "static",
+                              hint=PLUGIN_HINT, code="custom-op", subgraph=sub,
+                              domain=node.domain))
+            continue
+        if op in table["unsupported_ops"]:
+            out.append(_entry(nid, op, f"{op} is not supported by {table['short']}", "static",
+                              hint="replace it: " + table["unsupported_ops"][op],
+                              code="unsupported-op", subgraph=sub))
+            continue
+        if op in table["plugin_ops"]:
+            out.append(_entry(nid, op, f"{op} is implemented by a plugin {table['short']} does "
+                              "not ship", "static", hint=table["plugin_ops"][op],
+                              code="plugin-missing", subgraph=sub))
+            continue
+        from workbench.support_rules import MATRIX_SUPPORTED
+
+        if op not in MATRIX_SUPPORTED and op not in table["unsupported_ops"]:
+            if onnx.defs.has(op):
+                extra.append(Finding("warning", "op-not-in-matrix",
+                                     f"{op} is not listed in the operator matrix; the parser "
+                                     "decides", nodes=[nid], op=op, source="static",
+                                     hint="run `workbench check` with a TensorRT backend"))
+            else:
+                out.append(_entry(nid, op, f"'{op}' is not an ONNX op; TensorRT looks for a "
+                                  "plugin of that name", "static", hint=PLUGIN_HINT,
+                                  code="unknown-op", subgraph=sub))
+            continue
+        for rule in table["rules"]:
+            ops = rule["op"] if isinstance(rule["op"], list) else [rule["op"]]
+            if op not in ops:
+                continue
+            hit = CHECKS[rule["check"]](rule, node, scope)
+            if hit is None:
+                continue
+            values = dict(rule, op=op, **hit)
+            if rule.get("severity") == "warning":
+                extra.append(Finding("warning", rule["id"], _fmt(rule["reason"], **values),
+                                     nodes=[nid], op=op, hint=_fmt(rule["hint"], **values),
+                                     source="static"))
+                continue
+            out.append(_entry(nid, op, _fmt(rule["reason"], **values), "static",
+                              hint=_fmt(rule["hint"], **values), code=rule["id"],
+                              stage=rule.get("stage", "parse"), subgraph=sub))
+    out.extend(_graph_checks(model, table))
+    return out, extra
+
+
+# --- the real parser (in the worker) -----------------------------------------------------------
+_PLUGIN_RE = re.compile(r"plugin (creator )?(was )?not found|Plugin not found|plugin creato",
+                        re.I)
+
+
+def _clean_message(msg: str) -> str:
+    msg = " ".join(str(msg).split())
+    msg = re.sub(r"^Assertion failed:\s*", "", msg)
+    return msg
+
+
+def _parser_reason(err: Dict[str, Any], table: Dict[str, Any]) -> Tuple[str, str, str]:
+    """(reason, code, hint) for one parser error, in users' terms."""
+    op, msg, code = err.get("op") or "", err.get("message") or "", err.get("code") or ""
+    clean = _clean_message(msg)
+    if _PLUGIN_RE.search(msg):
+        return (f"no built-in importer for op '{op}' and no plugin of that name is registered",
+                "plugin-missing", table["plugin_ops"].get(op, PLUGIN_HINT))
+    if clean in ("false", "") and code == "UNSUPPORTED_NODE":
+        hint = table["unsupported_ops"].get(op)
+        return (f"{op} is not supported by this TensorRT (no importer)", "unsupported-op",
+                "replace it: " + hint if hint else PLUGIN_HINT)
+    if "duplicate tensor name" in clean:
+        from workbench.support_rules import GRAPH_RULES
+
+        return clean, "duplicate-tensor-name", GRAPH_RULES["duplicate-tensor-name"]["hint"]
+    if "convertDtype" in clean or "data type" in clean.lower():
+        return ("a tensor has a data type TensorRT does not support (" + clean + ")",
+                "unsupported-dtype", "cast to a supported type before the engine boundary")
+    kind = {"UNSUPPORTED_NODE_ATTR": "unsupported-attribute",
+            "UNSUPPORTED_NODE": "unsupported-node", "INVALID_NODE": "invalid-node",
+            "INVALID_GRAPH": "invalid-graph"}.get(code, "parser-error")
+    return clean, kind, ("change the node's attributes/inputs as the message says, or "
+                         "replace the node via `workbench fix`")
+
+
+def _worker_call(client: Any, opname: str, args: Dict[str, Any], backend: str,
+                 timeout: Optional[float]) -> Dict[str, Any]:
+    from workbench.worker.client import WorkerError, default_client
+
+    w = client or default_client()
+    try:
+        return w.call(opname, args, timeout=timeout)
+    except WorkerError as e:
+        if e.code == "no-backend":
+            raise _Unavailable(backend, getattr(w, "python", "python"), e) from None
+        raise
+
+
+class _Unavailable(WorkbenchError):
+    def __init__(self, backend: str, python: str, err: Exception) -> None:
+        install = ("pip install 'trt-workbench[rtx]' (TensorRT-RTX)" if backend == "tensorrt-rtx"
+                   else "install TensorRT into that interpreter (pip install tensorrt on a GPU "
+                   "machine)" if backend == "tensorrt" else "install TensorRT or TensorRT-RTX")
+        super().__init__(
+            f"TensorRT backend '{backend}' is not importable by the worker interpreter "
+            f"'{python}'",
+            hint=f"{install}, or set WORKBENCH_TRT_PYTHON to a Python that has it; "
+                 "or use --backend static")
+
+
+def _as_model(model_or_path: Any) -> Model:
+    if isinstance(model_or_path, Model):
+        return model_or_path
+    if isinstance(model_or_path, (str, os.PathLike)):
+        return open_model(model_or_path)
+    try:
+        import onnx
+
+        if isinstance(model_or_path, onnx.ModelProto):
+            return model_from_proto(model_or_path)
+    except ImportError:  # pragma: no cover
+        pass
+    raise WorkbenchError(f"cannot check a {type(model_or_path).__name__}",
+                         hint="pass a path to an .onnx file, a workbench Model or a ModelProto")
+
+
+def _node_label(model: Model, err: Dict[str, Any]) -> Optional[str]:
+    if err.get("node"):
+        return err["node"]
+    idx = err.get("node_index", -1)
+    if err.get("op") and isinstance(idx, int) and 0 <= idx < len(model.node_ids):
+        return model.node_ids[idx]
+    return None
+
+
+def _layer_to_node(model: Model, layer: Optional[str], nodes: Sequence[str]) -> Optional[str]:
+    if nodes:
+        return nodes[0]
+    if not layer:
+        return None
+    names = {n.name for n in model.graph.node if n.name}
+    if layer in names:
+        return layer
+    base = re.sub(r"_\d+$", "", layer)
+    return base if base in names else layer
+
+
+def _op_of(model: Model, node: Optional[str]) -> Optional[str]:
+    for n, nid in zip(model.graph.node, model.node_ids):
+        if node in (n.name, nid):
+            return n.op_type
+    return None
+
+
+def check(model_or_path: Any, backend: str = "auto", build: bool = False, client: Any = None,
+          target: str = "sm89", *, plugins: Sequence[Union[str, os.PathLike]] = (),
+          rules: Optional[str] = None, profiles: Optional[Dict[str, Any]] = None,
+          timeout: Optional[float] = 600.0) -> SupportReport:
+    """Will `backend` take this model? See the module docstring; `rules` picks the static
+    table (default: the backend's own, the published matrix for `static`)."""
+    if backend not in BACKEND_CHOICES:
+        raise WorkbenchError(f"unknown backend '{backend}'", field="backend",
+                             hint="use one of: " + ", ".join(BACKEND_CHOICES))
+    model = _as_model(model_or_path)
+    label = str(model.path) if model.path else model.name
+    if backend == "static":
+        if build:
+            raise WorkbenchError("--build needs a TensorRT backend, not static rules",
+                                 field="build", hint="use --backend tensorrt-rtx or tensorrt")
+        return _static_report(model, rules or "tensorrt", label)
+    plugin_paths = []
+    for p in plugins:
+        pp = Path(p).expanduser()
+        if not pp.is_file():
+            raise WorkbenchError("plugin library not found", file=str(pp), field="plugin",
+                                 hint="pass the path of a built plugin library")
+        plugin_paths.append(str(pp.resolve()))
+    with _model_file(model) as path:
+        try:
+            res = _worker_call(client, "parse", {"path": path, "backend": backend,
+                                                 "plugins": plugin_paths}, backend, timeout)
+        except _Unavailable as e:
+            if backend != "auto":
+                raise
+            rep = _static_report(model, rules or "tensorrt", label)
+            rep.notes.insert(0, "no TensorRT module importable by the worker: static rules "
+                             f"answered ({e.hint})")
+            rep.findings.insert(0, Finding("info", "static-fallback", rep.notes[0],
+                                           source="static"))
+            return rep
+        name, version = res["backend"], res["version"]
+        table = backend_table(rules or name)
+        rec = res["results"][0]
+        static_entries, extra = static_check(model, table["name"])
+        by_node = {s["node"]: s for s in static_entries if s.get("node")}
+        unsupported: List[Dict[str, Any]] = []
+        for err in rec["errors"]:
+            reason, code, hint = _parser_reason(err, table)
+            node = _node_label(model, err)
+            known = by_node.get(node) if node else None
+            if known is not None and known["stage"] == "parse":
+                # the rule that predicted it explains the cause and the next step better
+                reason = f"{reason} (likely cause: {known['reason']})" \
+                    if known["reason"] not in reason else reason
+                hint = known.get("hint") or hint
+            unsupported.append(_entry(node, err.get("op") or None, reason, "parser", hint=hint,
+                                      code=code, message=err.get("message"),
+                                      error_code=err.get("code"),
+                                      local_function_stack=err.get("local_function_stack")
+                                      or None))
+        report = SupportReport(backend=name, backend_version=version, supported=rec["parsed"],
+                               mode="parser", rules=table["name"], model=label)
+        report.partition = _map_partition(model, rec.get("partition"))
+        if rec.get("partition_error"):
+            report.notes.append("partition unavailable: " + rec["partition_error"])
+        if res.get("plugins"):
+            report.notes.append("plugins loaded: " + ", ".join(res["plugins"]))
+        if build and rec["parsed"]:
+            report.mode = "parser+build"
+            b = _worker_call(client, "check_build", {
+                "path": path, "backend": backend, "plugins": plugin_paths, "target": target,
+                "profiles": profiles}, backend, timeout)
+            report.build = {k: b.get(k) for k in ("built", "target", "seconds", "engine_bytes",
+                                                  "notes", "build_errors")}
+            report.notes.extend(b.get("notes") or [])
+            if not b.get("built"):
+                errs = b.get("build_errors") or [{"layer": None, "nodes": [],
+                                                  "message": "the build failed without an "
+                                                  "error message"}]
+                for be in errs:
+                    node = _layer_to_node(model, be.get("layer"), be.get("nodes") or [])
+                    unsupported.append(_entry(node, _op_of(model, node),
+                                              _clean_message(be["message"]), "build",
+                                              hint=_build_hint(model, node, table),
+                                              code="build-failed", stage="build",
+                                              layer=be.get("layer")))
+    # static rules add what the parser cannot see yet (build-time limits) or stopped before
+    report.findings.extend(extra)
+    named = {u["node"] for u in unsupported if u.get("node")}
+    for s in static_entries:
+        if s.get("node") in named or (s.get("node") is None and not rec["parsed"]):
+            continue
+        if s["stage"] == "build" and report.build is None and rec["parsed"]:
+            report.findings.append(Finding(
+                "warning", s["code"], s["reason"] + " (parses; fails when the engine is built)",
+                nodes=[s["node"]] if s["node"] else [], op=s["op"], source="static",
+                hint="run `workbench check --build` to confirm; " + (s.get("hint") or "")))
+        elif not rec["parsed"]:
+            report.findings.append(Finding(
+                "warning", s["code"], s["reason"] + " (static rules; the parser stopped at an "
+                "earlier error)", nodes=[s["node"]] if s["node"] else [], op=s["op"],
+                source="static", hint=s.get("hint")))
+    report.unsupported = unsupported
+    report.supported = not unsupported
+    report.findings[:0] = [_finding(u) for u in unsupported]
+    return report
+
+
+def _build_hint(model: Model, node: Optional[str], table: Dict[str, Any]) -> str:
+    static_entries, _ = static_check(model, table["name"])
+    for s in static_entries:
+        if node and s.get("node") == node and s.get("hint"):
+            return s["hint"]
+    return ("change the node as the message says, or keep it out of the engine "
+            "(`workbench fix`)")
+
+
+def _finding(u: Dict[str, Any]) -> Finding:
+    extra = {k: v for k, v in u.items()
+             if k not in ("node", "op", "reason", "source", "hint", "code") and v is not None}
+    tensors = [u["tensor"]] if u.get("tensor") else []
+    return Finding("error", u.get("code") or "unsupported", u["reason"],
+                   nodes=[u["node"]] if u.get("node") else [], tensors=tensors,
+                   hint=u.get("hint"), source=u["source"], op=u.get("op"), extra=extra)
+
+
+def _map_partition(model: Model, part: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    if not part:
+        return None
+    ids = model.node_ids
+    subs = []
+    covered = set()
+    for s in part.get("subgraphs", []):
+        idx = [i for i in s["nodes"] if 0 <= i < len(ids)]
+        covered.update(idx)
+        subs.append({"nodes": [ids[i] for i in idx], "supported": s.get("supported")})
+    return {"api": part.get("api"), "supported": part.get("supported"), "subgraphs": subs,
+            "outside": [ids[i] for i in range(len(ids)) if i not in covered]}
+
+
+def _static_report(model: Model, rules: str, label: str) -> SupportReport:
+    table = backend_table(rules)
+    entries, extra = static_check(model, rules)
+    return SupportReport(backend="static", backend_version=None, supported=not entries,
+                         findings=[_finding(u) for u in entries] + extra, unsupported=entries,
+                         mode="static", rules=table["name"], model=label,
+                         notes=[f"static rules: {table['label']} ({table['source']})"])
+
+
+class _model_file:
+    """A path the worker can read: the model's own file, or a temp copy of an in-memory one."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.tmp: Optional[tempfile.TemporaryDirectory] = None
+
+    def __enter__(self) -> str:
+        if self.model.path is not None and self.model.path.is_file():
+            return str(self.model.path)
+        self.tmp = tempfile.TemporaryDirectory(prefix="workbench-check-")
+        out = Path(self.tmp.name) / "model.onnx"
+        save_model(self.model.load_weights(), out)
+        return str(out)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+__all__ = ["check", "static_check", "SupportReport", "BACKEND_CHOICES", "BACKENDS"]

@@ -1,0 +1,307 @@
+"""Static support rules, as data: which ONNX ops and attribute values each TensorRT takes.
+
+The starting point is the onnx-tensorrt operator matrix (TensorRT 10.15, opset 9-24). The real
+parsers disagree with it in places, so every backend has its own table; the `tensorrt-rtx`
+table records what TensorRT-RTX 1.7's parser and CPU ahead-of-time builder actually did on
+single-op models (tests/test_support.py re-asks the real parser and is the judge).
+
+A rule is a dict: `id`, `op`, `check` (a predicate name from `workbench.support.CHECKS`) with
+its parameters, `reason`, `hint` (the next step in users' terms) and `stage` ("parse" or
+"build": when TensorRT rejects it). Backends pick rules by id and may override fields.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List
+
+MATRIX_SOURCE = "onnx-tensorrt docs/operators.md (TensorRT 10.15, opset 9-24)"
+
+# Ops the matrix marks "N". Value: the next step users can take.
+MATRIX_UNSUPPORTED: Dict[str, str] = {
+    "AffineGrid": "decompose into MatMul + Reshape on a constant base grid",
+    "Bernoulli": "sample outside the engine, or replace with RandomUniform + Less",
+    "BitShift": "replace with Mul/Div by powers of two on INT32",
+    "BitwiseAnd": "cast to BOOL and use And where the values are masks",
+    "BitwiseNot": "cast to BOOL and use Not where the values are masks",
+    "BitwiseOr": "cast to BOOL and use Or where the values are masks",
+    "BitwiseXor": "cast to BOOL and use Xor where the values are masks",
+    "CenterCropPad": "replace with Slice + Pad",
+    "Col2Im": "replace with a plugin, or restructure (ConvTranspose with one-hot weights)",
+    "Compress": "replace with NonZero + Gather where shapes allow, or move it out of the engine",
+    "ConcatFromSequence": "unroll the sequence into a plain Concat",
+    "ConvInteger": "quantize with Q/DQ (QuantizeLinear/DequantizeLinear around Conv) instead",
+    "DFT": "use STFT (supported) or a plugin",
+    "Det": "compute outside the engine or with a plugin",
+    "DynamicQuantizeLinear": "use static Q/DQ with calibrated scales (workbench precision int8)",
+    "ImageDecoder": "decode images before the engine",
+    "MatMulInteger": "quantize with Q/DQ around MatMul instead",
+    "MaxRoiPool": "use RoiAlign or a plugin",
+    "MaxUnpool": "replace with ScatterElements on a zero tensor",
+    "MelWeightMatrix": "precompute the matrix and store it as an initializer (constant folding)",
+    "Multinomial": "sample outside the engine",
+    "NegativeLogLikelihoodLoss": "training-only op: export the model in eval mode without the loss",
+    "Optional": "export without optional values (fixed inputs)",
+    "OptionalGetElement": "export without optional values (fixed inputs)",
+    "OptionalHasElement": "export without optional values (fixed inputs)",
+    "QLinearConv": "re-quantize in QDQ format (QuantizeLinear/DequantizeLinear around Conv)",
+    "QLinearMatMul": "re-quantize in QDQ format (QuantizeLinear/DequantizeLinear around MatMul)",
+    "RegexFullMatch": "string ops run outside the engine",
+    "SequenceAt": "unroll the sequence into plain tensors",
+    "SequenceConstruct": "unroll the sequence into plain tensors",
+    "SequenceEmpty": "unroll the sequence into plain tensors",
+    "SequenceErase": "unroll the sequence into plain tensors",
+    "SequenceInsert": "unroll the sequence into plain tensors",
+    "SequenceLength": "unroll the sequence into plain tensors",
+    "SequenceMap": "unroll the sequence into plain tensors",
+    "SoftmaxCrossEntropyLoss": "training-only op: export the model in eval mode without the loss",
+    "SplitToSequence": "use Split (supported) instead",
+    "StringConcat": "string ops run outside the engine",
+    "StringNormalizer": "string ops run outside the engine",
+    "StringSplit": "string ops run outside the engine",
+    "TfIdfVectorizer": "run text vectorization outside the engine",
+    "Unique": "move it out of the engine or use a plugin",
+}
+
+# Every op the matrix lists as supported ("Y"); ops in neither list are unknown to it.
+MATRIX_SUPPORTED = frozenset("""
+Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh Attention AveragePool
+BatchNormalization BlackmanWindow Cast CastLike Ceil Celu Clip Concat Constant ConstantOfShape
+Conv ConvTranspose Cos Cosh CumSum DeformConv DepthToSpace DequantizeLinear Div Dropout Einsum
+Elu Equal Erf Exp Expand EyeLike Flatten Floor Gather GatherElements GatherND Gelu Gemm
+GlobalAveragePool GlobalLpPool GlobalMaxPool Greater GreaterOrEqual GridSample
+GroupNormalization GRU HammingWindow HannWindow HardSigmoid HardSwish Hardmax Identity If
+ImageScaler InstanceNormalization IsInf IsNaN LayerNormalization LeakyRelu Less LessOrEqual Log
+LogSoftmax Loop LRN LSTM LpNormalization LpPool MatMul Max MaxPool Mean
+MeanVarianceNormalization Min Mish Mod Mul Neg NonMaxSuppression NonZero Not OneHot Or Pad
+ParametricSoftplus Pow PRelu QuantizeLinear RandomNormal RandomNormalLike RandomUniform
+RandomUniformLike Range Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax
+ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu Reshape Resize ReverseSequence
+RMSNormalization RNN RoiAlign RotaryEmbedding Round STFT ScaledTanh Scan Scatter
+ScatterElements ScatterND Selu Shape Shrink Sigmoid Sign Sin Sinh Size Slice Softmax Softplus
+Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh TensorScatter ThresholdedRelu Tile
+TopK Transpose Trilu Unsqueeze Upsample Where Xor
+""".split())
+
+PLUGIN_HINT = ("needs a TensorRT plugin: build or obtain one and load it with --plugin LIB "
+               "(plugins=[...] in Python), or replace the node with supported ops via "
+               "`workbench fix`")
+
+# Attribute/input restrictions. `check` names a predicate in workbench.support.CHECKS.
+RULES: Dict[str, Dict[str, Any]] = {
+    "resize-mode": {
+        "op": "Resize", "check": "attr_not_in", "attr": "mode", "default": "nearest",
+        "allowed": ["nearest", "linear"],
+        "reason": "Resize mode '{value}' is not supported (nearest, linear only)",
+        "hint": "use mode='linear' (re-export, or `workbench fix --recipe resize-linear`)"},
+    "resize-antialias": {
+        "op": "Resize", "check": "attr_not_in", "attr": "antialias", "default": 0,
+        "allowed": [0], "reason": "Resize antialias={value} is not supported",
+        "hint": "export with antialias=False"},
+    "resize-coordinate-mode": {
+        "op": "Resize", "check": "attr_not_in", "attr": "coordinate_transformation_mode",
+        "default": "half_pixel",
+        "allowed": ["half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn", "asymmetric",
+                    "align_corners"],
+        "reason": "Resize coordinate_transformation_mode '{value}' is not supported",
+        "hint": "use half_pixel or align_corners (crop first with Slice for tf_crop_and_resize)"},
+    "resize-aspect-policy": {
+        "op": "Resize", "check": "attr_not_in", "attr": "keep_aspect_ratio_policy",
+        "default": "stretch", "allowed": ["stretch"],
+        "reason": "Resize keep_aspect_ratio_policy '{value}' is not supported (stretch only)",
+        "hint": "compute the target size outside and pass explicit sizes with the stretch policy"},
+    "topk-k-limit": {
+        "op": "TopK", "check": "const_input_gt", "input": 1, "limit": 3839,
+        "reason": "TopK K={value} exceeds TensorRT's limit (K must be < 3840)",
+        "hint": "split into chunks of at most {limit} and merge, or reduce K", "stage": "build"},
+    "topk-k-runtime": {
+        "op": "TopK", "check": "input_not_const", "input": 1, "severity": "warning",
+        "reason": "TopK K is computed at run time; TensorRT rejects K above its limit at build "
+                  "time", "hint": "make K a constant (constant-fold with `workbench fix`)"},
+    "topk-sorted": {
+        "op": "TopK", "check": "attr_not_in", "attr": "sorted", "default": 1, "allowed": [1],
+        "reason": "TopK sorted={value} is not supported (sorted must be 1)",
+        "hint": "export with sorted=True"},
+    "scatternd-reduction": {
+        "op": "ScatterND", "check": "attr_not_in", "attr": "reduction", "default": "none",
+        "allowed": ["none"], "reason": "ScatterND reduction '{value}' is not supported",
+        "hint": "replace with ScatterND(reduction=none) on gathered+reduced updates, or a plugin"},
+    "maxpool-indices": {
+        "op": "MaxPool", "check": "output_count_gt", "count": 1,
+        "reason": "MaxPool's Indices output is not supported",
+        "hint": "drop the Indices output (export without return_indices) or use a plugin"},
+    "pool-dilations": {
+        "op": ["MaxPool", "AveragePool", "LpPool"], "check": "attr_not_all", "attr": "dilations",
+        "value": 1, "reason": "{op} dilations {value} are not supported (must be all ones)",
+        "hint": "export the pooling without dilation"},
+    "layernorm-extra-outputs": {
+        "op": "LayerNormalization", "check": "output_count_gt", "count": 1,
+        "reason": "LayerNormalization's Mean/InvStdDev outputs are not supported",
+        "hint": "export for inference (only output Y is used)"},
+    "qdq-zero-point": {
+        "op": ["QuantizeLinear", "DequantizeLinear"], "check": "nonzero_const_input", "input": 2,
+        "reason": "{op} has a non-zero zero point ({value}); TensorRT supports symmetric "
+                  "quantization only",
+        "hint": "re-quantize symmetrically (zero point 0): `workbench precision int8` or "
+                "onnxruntime quantize_static with ActivationSymmetric/WeightSymmetric"},
+    "qdq-zero-point-runtime": {
+        "op": ["QuantizeLinear", "DequantizeLinear"], "check": "input_not_const", "input": 2,
+        "reason": "{op} zero point is computed at run time; it must be a constant 0",
+        "hint": "use constant scales and a zero point of 0"},
+    "cumsum-axis-runtime": {
+        "op": "CumSum", "check": "input_not_const", "input": 1,
+        "reason": "CumSum axis is a run-time value; it must be a build-time constant",
+        "hint": "make the axis an initializer (constant-fold with `workbench fix`)",
+        "stage": "build"},
+    "dropout-training": {
+        "op": "Dropout", "check": "input_not_const", "input": 2,
+        "reason": "Dropout training_mode must be an initializer that is False",
+        "hint": "export in eval mode (model.eval()), or remove the Dropout"},
+    "lstm-input-forget": {
+        "op": "LSTM", "check": "attr_not_in", "attr": "input_forget", "default": 0,
+        "allowed": [0], "reason": "LSTM input_forget={value} (coupled gates) is not supported",
+        "hint": "export without coupled input/forget gates"},
+    "lstm-layout": {
+        "op": "LSTM", "check": "attr_not_in", "attr": "layout", "default": 0, "allowed": [0],
+        "reason": "LSTM layout={value} (batch-first) is not supported",
+        "hint": "export with batch_first=False or add Transposes around the LSTM"},
+    "constant-strings": {
+        "op": "Constant", "check": "attr_present",
+        "attrs": ["sparse_value", "value_string", "value_strings"],
+        "reason": "Constant with {value} is not supported",
+        "hint": "remove string/sparse constants from the engine graph"},
+    "onehot-depth-runtime": {
+        "op": "OneHot", "check": "input_not_const", "input": 1,
+        "reason": "OneHot depth must be a build-time constant",
+        "hint": "make depth an initializer (constant-fold with `workbench fix`)"},
+    "reduce-axes-runtime": {
+        "op": ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+               "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"],
+        "check": "input_not_const", "input": 1,
+        "reason": "{op} axes must be an initializer",
+        "hint": "make axes a constant (constant-fold with `workbench fix`)"},
+}
+
+# Graph-level checks (not tied to one op): predicate names in workbench.support.GRAPH_CHECKS.
+GRAPH_RULES: Dict[str, Dict[str, Any]] = {
+    "duplicate-tensor-name": {
+        "check": "duplicate_tensor_names",
+        "reason": "ONNX graph has duplicate tensor name: {value}",
+        "hint": "rename the duplicated graph input/output/value_info (`workbench fix --recipe "
+                "dedupe-names`) or re-export"},
+    "loop-unbounded-counter": {
+        "check": "loop_unbounded_counter",
+        "reason": "Loop '{loop}' has no trip limit (max trip count {value}) and its body reads "
+                  "the iteration counter '{tensor}'; TensorRT does not register the counter "
+                  "then ('Node input was not registered')",
+        "hint": "give the Loop a finite max trip count (an initializer), or stop reading the "
+                "iteration counter in the body"},
+    "unsupported-io-dtype": {
+        "check": "io_dtypes",
+        "blocked": ["STRING", "UINT16", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128"],
+        "reason": "graph input/output '{tensor}' has type {value}, which TensorRT does not "
+                  "support", "hint": "cast to a supported type before the engine boundary"},
+}
+
+_BASE_RULE_IDS = list(RULES)
+
+# Per-backend tables. `unsupported_ops`: op -> hint; `plugin_ops`: ops the parser routes to a
+# plugin that is not registered; `rules`: rule id -> overrides (None disables the rule).
+BACKENDS: Dict[str, Dict[str, Any]] = {
+    "tensorrt": {
+        "label": "TensorRT 10.15 (published operator matrix)",
+        "short": "TensorRT (10.15 matrix)",
+        "source": MATRIX_SOURCE,
+        "opset_range": [9, 24],
+        "unsupported_ops": dict(MATRIX_UNSUPPORTED),
+        "plugin_ops": {},
+        "rules": {rid: {} for rid in _BASE_RULE_IDS},
+        "graph_rules": {rid: {} for rid in GRAPH_RULES},
+        "unknown_op_severity": "warning",
+    },
+    "tensorrt-rtx": {
+        "label": "TensorRT-RTX 1.7 (measured with its parser and CPU ahead-of-time builder)",
+        "short": "TensorRT-RTX 1.7",
+        "source": "measured: tests/test_support.py asks the real TensorRT-RTX 1.7 parser",
+        "opset_range": [9, 24],
+        "unsupported_ops": dict(MATRIX_UNSUPPORTED, **{
+            # newer than the matrix; the RTX parser has no importer for them
+            "BitCast": "replace with a Cast where the value, not the bits, matters",
+            "CumProd": "replace with Exp(CumSum(Log(x))) for positive inputs, or a plugin",
+            "SwiGLU": "decompose into Split + Sigmoid + Mul + Mul",
+        }),
+        # the matrix says "Y" but TensorRT-RTX routes these to plugins it does not ship
+        "plugin_ops": {
+            "NonZero": "NonZero plugin missing in TensorRT-RTX: replace with a static-shape "
+                       "formulation (e.g. a mask multiply) or load a NonZero plugin with "
+                       "--plugin LIB",
+            "DeformConv": PLUGIN_HINT,
+            "RoiAlign": PLUGIN_HINT,
+        },
+        "rules": dict({rid: {} for rid in _BASE_RULE_IDS}, **{
+            "resize-mode": {"allowed": ["nearest", "linear", "cubic"],
+                            "reason": "Resize mode '{value}' is not supported "
+                                      "(nearest, linear, cubic only)"},
+            # measured: K=3840 builds, K=3841 fails at build time
+            "topk-k-limit": {"limit": 3840, "reason": "TopK K={value} exceeds TensorRT-RTX's "
+                             "build-time limit (K <= 3840)"},
+            "topk-sorted": None,        # sorted=0 parses and builds
+            "lstm-layout": None,        # layout=1 parses and builds
+            "onehot-depth-runtime": None,  # builds with a shape-input profile
+        }),
+        "graph_rules": {rid: {} for rid in GRAPH_RULES},
+        "unknown_op_severity": "error",
+    },
+}
+BACKEND_ALIASES = {"static": "tensorrt", "auto": "tensorrt"}
+
+# Where the measured TensorRT-RTX behaviour departs from the published matrix (shown to users).
+DISAGREEMENTS: List[Dict[str, str]] = [
+    {"op": "Resize", "matrix": "modes nearest, linear only", "tensorrt-rtx": "cubic accepted"},
+    {"op": "NonZero", "matrix": "supported",
+     "tensorrt-rtx": "rejected at parse time: NonZero plugin creator missing"},
+    {"op": "DeformConv", "matrix": "supported", "tensorrt-rtx": "rejected: plugin not found"},
+    {"op": "RoiAlign", "matrix": "supported", "tensorrt-rtx": "rejected: ROIAlign plugin missing"},
+    {"op": "TopK", "matrix": "K must be < 3840",
+     "tensorrt-rtx": "K=3840 builds; K > 3840 parses but fails at build time"},
+    {"op": "TopK", "matrix": "sorted must be 1", "tensorrt-rtx": "sorted=0 parses and builds"},
+    {"op": "LSTM", "matrix": "layout must be 0", "tensorrt-rtx": "layout=1 parses and builds"},
+    {"op": "OneHot", "matrix": "depth must be a build-time constant",
+     "tensorrt-rtx": "a runtime depth (shape input with a profile) builds"},
+    {"op": "CumSum", "matrix": "axis must be a build-time constant",
+     "tensorrt-rtx": "a runtime axis parses; the build fails"},
+    {"op": "MaxPool/AveragePool", "matrix": "2D or 3D pooling only",
+     "tensorrt-rtx": "1D MaxPool parses and builds"},
+    {"op": "GridSample", "matrix": "input must be 4D", "tensorrt-rtx": "5D input builds"},
+    {"op": "BitCast, CumProd, SwiGLU", "matrix": "not listed (newer than opset 24)",
+     "tensorrt-rtx": "rejected (no importer)"},
+    {"op": "Swish", "matrix": "not listed", "tensorrt-rtx": "opset-24 Swish parses and builds"},
+]
+
+
+def backend_table(name: str) -> Dict[str, Any]:
+    """The resolved rule table for a backend: rules merged with its overrides."""
+    key = BACKEND_ALIASES.get(name, name)
+    if key not in BACKENDS:
+        from workbench.errors import WorkbenchError
+
+        raise WorkbenchError(f"no static rules for backend '{name}'", field="rules",
+                             hint="use one of: " + ", ".join(sorted(BACKENDS)))
+    table = copy.deepcopy(BACKENDS[key])
+    rules = []
+    for rid, override in table["rules"].items():
+        if override is None:
+            continue
+        rule = dict(copy.deepcopy(RULES[rid]), **override)
+        rule["id"] = rid
+        rules.append(rule)
+    graph_rules = []
+    for rid, override in table["graph_rules"].items():
+        if override is None:
+            continue
+        rule = dict(copy.deepcopy(GRAPH_RULES[rid]), **override)
+        rule["id"] = rid
+        graph_rules.append(rule)
+    table["name"] = key
+    table["rules"] = rules
+    table["graph_rules"] = graph_rules
+    return table
