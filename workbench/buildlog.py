@@ -1,0 +1,170 @@
+"""Build-log warnings -> structured Findings naming the ONNX nodes and tensors involved.
+
+TensorRT says important things in its build log that users miss in a thousand lines: FP16
+overflow of constants ("Detected FP32 infinity values ... converted to FP16 infinity", "Weights
+[name=...] had the following issues when converted to FP16"), INT64 weights cast to INT32,
+layers falling back to higher precision, missing plugins. Each becomes one Finding with the
+node names the message mentions (directly, through `[ONNX Layer: X]` metadata, a
+`ForeignNode[a...b]`, or a tensor/weights name mapped to the node that produces or uses it).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from workbench.errors import Finding
+
+_TOKEN = re.compile(r"[A-Za-z0-9_./:\-\[\]]+")
+_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]\x1e\x1f]+)\]")
+_FOREIGN = re.compile(r"ForeignNode\[([^\]]*?)\.\.\.([^\]]*?)\]")
+_QUOTED = re.compile(r"['\"`]([^'\"`]{1,300})['\"`]")
+_WEIGHTS = re.compile(r"Weights \[name=([^\]]+)\] had the following issues when converted to "
+                      r"(FP16|BF16|\w+)")
+_TENSOR = re.compile(r"(?:tensor|Tensor|input|Input|output|Output)[: ]+'?\"?([^\s'\",:()]+)")
+
+# (code, severity, regex, explanation, hint)
+_RULES = [
+    ("fp16-overflow", "warning",
+     re.compile(r"Detected FP32 infinity values|out of FP16 range|overflow.*FP16|FP16.*overflow",
+                re.I),
+     "FP32 values outside the FP16 range were converted to FP16 infinity",
+     "keep the named nodes (or the ops producing the large constants, e.g. attention-mask "
+     "fills) in FP32: --exclude NODE, or clamp the constant"),
+    ("fp16-subnormal", "info",
+     re.compile(r"Subnormal FP16 values|smallest positive FP16 Subnormal", re.I),
+     "weights too small for FP16 were flushed to the FP16 subnormal range",
+     "usually harmless; compare outputs layer by layer to be sure"),
+    ("int64-cast", "info",
+     re.compile(r"INT64.*(?:cast|casting).*INT32|cast down to INT32|INT64 weights", re.I),
+     "INT64 tensors/weights are cast to INT32 by TensorRT",
+     "feed INT32 to the engine's former INT64 inputs; values must fit in INT32"),
+    ("int64-input", "info",
+     re.compile(r"Make sure input (\S+) has Int64 binding", re.I),
+     "the engine keeps an INT64 input", "feed int64 arrays to this input"),
+    ("int64-clamp", "warning",
+     re.compile(r"outside the range of INT32 (?:was|were) clamped", re.I),
+     "INT64 values outside the INT32 range were clamped",
+     "check the named constants (often a huge 'end' in Slice): clamping can change results"),
+    ("precision-fallback", "warning",
+     re.compile(r"fall(?:s|ing)?[ -]?back|fallback|Missing scale and zero-point|"
+                r"precision.*(?:not (?:obeyed|honored|honoured)|ignored)|"
+                r"running in (?:FP32|higher precision)", re.I),
+     "some layers run in a higher precision than requested",
+     "check the named layers: add Q/DQ (INT8) or casts (FP16) around them, or accept FP32"),
+    ("missing-plugin", "error",
+     re.compile(r"could not find plugin|Plugin not found|No importer registered for op|"
+                r"getPluginCreator|Failed to load (?:plugin|library)", re.I),
+     "a plugin needed by the model is not available",
+     "pass the plugin library with --plugins PATH, or replace the node with a supported "
+     "subgraph (workbench fix)"),
+    ("unused-input", "info", re.compile(r"Unused Input", re.I),
+     "a network input is not used by any layer", "remove it or check the graph"),
+    ("calibrator-unused", "info",
+     re.compile(r"Calibrator (?:won't|will not) be used|explicit precision mode", re.I),
+     "the calibrator is ignored because the model already has Q/DQ nodes",
+     "nothing to do, or drop --calib"),
+]
+
+
+class NameIndex:
+    """Node names, and tensor names -> nodes producing/consuming them, of one ONNX graph."""
+
+    def __init__(self, nodes: Iterable[str] = (), tensor_nodes: Optional[Mapping[str,
+                 Sequence[str]]] = None) -> None:
+        self.nodes = set(n for n in nodes if n)
+        self.tensor_nodes = {k: list(v) for k, v in (tensor_nodes or {}).items()}
+
+    @classmethod
+    def from_graph(cls, graph: Any) -> "NameIndex":
+        nodes = [n.name for n in graph.node]
+        tn: Dict[str, List[str]] = {}
+        inits = {t.name for t in graph.initializer} | {i.name for i in graph.input}
+        for n in graph.node:
+            for o in n.output:
+                tn.setdefault(o, []).append(n.name)
+            for i in n.input:
+                if i in inits:
+                    tn.setdefault(i, []).append(n.name)
+        return cls(nodes, tn)
+
+    def find(self, text: str) -> Tuple[List[str], List[str]]:
+        """(node names, tensor names) mentioned in `text`, in order of appearance."""
+        found_nodes: List[str] = []
+        found_tensors: List[str] = []
+
+        def add_node(n: str) -> None:
+            n = n.strip()
+            if n and n not in found_nodes and (not self.nodes or n in self.nodes):
+                found_nodes.append(n)
+
+        for m in _ONNX_LAYER.finditer(text):
+            add_node(m.group(1))
+        for m in _FOREIGN.finditer(text):
+            add_node(m.group(1))
+            add_node(m.group(2))
+        candidates = [m.group(1) for m in _QUOTED.finditer(text)]
+        candidates += [m.group(1) for m in _WEIGHTS.finditer(text)]
+        candidates += [m.group(1) for m in _TENSOR.finditer(text)]
+        candidates += [t.strip("[]:.,") for t in _TOKEN.findall(text)]
+        for c in candidates:
+            if c in self.nodes:
+                add_node(c)
+            elif c in self.tensor_nodes:
+                if c not in found_tensors:
+                    found_tensors.append(c)
+                for n in self.tensor_nodes[c]:
+                    add_node(n)
+        return found_nodes, found_tensors
+
+
+def _join_weight_reports(messages: List[Dict[str, str]]) -> List[Dict[str, str]]:
+    """TensorRT prints 'Weights [name=X] had the following issues...' and then ' - ...' lines
+    as separate messages: fold the follow-up lines into the message they belong to."""
+    out: List[Dict[str, str]] = []
+    for m in messages:
+        text = m.get("message", "")
+        if out and _WEIGHTS.search(out[-1]["message"]) and (
+                text.lstrip().startswith("-") or "weights are affected" in text
+                or text.startswith("If this is not the desired behavior")):
+            out[-1] = dict(out[-1], message=out[-1]["message"] + "\n" + text)
+            continue
+        out.append(dict(m))
+    return out
+
+
+def findings_from_log(messages: List[Dict[str, str]], names: Optional[NameIndex] = None,
+                      include_other_warnings: bool = True) -> List[Finding]:
+    """Structured findings from a TensorRT log (list of {level, message}), deduplicated."""
+    names = names or NameIndex()
+    by_key: Dict[Any, Finding] = {}
+    order: List[Any] = []
+    for m in _join_weight_reports(messages):
+        level, text = m.get("level", "info"), m.get("message", "")
+        if level not in ("error", "warning", "info"):
+            continue
+        rule = None
+        for r in _RULES:
+            if r[2].search(text):
+                rule = r
+                break
+        if rule is None:
+            if level == "info" or not include_other_warnings:
+                continue
+            code, sev, expl, hint = "build-" + level, level, None, None
+        else:
+            code, sev, _rx, expl, hint = rule
+            if level == "error":
+                sev = "error"
+        nodes, tensors = names.find(text)
+        first_line = " ".join(text.split())[:400]
+        key = (code, tuple(nodes), tuple(tensors)) if rule else (code, first_line)
+        if key in by_key:
+            f = by_key[key]
+            f.extra["count"] = f.extra.get("count", 1) + 1
+            continue
+        msg = first_line if expl is None else "%s: %s" % (expl, first_line)
+        f = Finding(sev, code, msg, nodes=nodes, tensors=tensors, hint=hint, source="build-log",
+                    extra={"count": 1, "level": level})
+        by_key[key] = f
+        order.append(key)
+    return [by_key[k] for k in order]

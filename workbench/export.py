@@ -1,0 +1,446 @@
+"""What a BuildConfig looks like outside the workbench: the equivalent `trtexec` line (and back),
+the `polygraphy convert` line, a standalone Python build-and-run script on the modern API, and a
+table of what tutorial-era calls became.
+
+    export_for(cfg, onnx_path="m.onnx", engine_path="m.engine")  # {"trtexec", "polygraphy", ...}
+    config_from_trtexec(trtexec_command(cfg, "m.onnx", "m.engine"))  # -> (cfg', onnx, engine)
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Dict, List, Optional, Tuple
+
+from workbench.build import BuildConfig
+from workbench.errors import WorkbenchError
+
+# tutorial-era call -> what it became, and why
+MIGRATION: List[Tuple[str, str, str]] = [
+    ("builder.max_workspace_size = n / config.max_workspace_size = n",
+     "config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, n)",
+     "workspace became one of several memory pools (8.4); the attribute was removed in 10.0"),
+    ("builder.build_engine(network, config) / build_cuda_engine(network)",
+     "plan = builder.build_serialized_network(network, config); "
+     "engine = trt.Runtime(logger).deserialize_cuda_engine(plan)",
+     "building returns a serialized plan you can save; build_engine was removed in 10.0"),
+    ("builder.create_network() with implicit batch, max_batch_size",
+     "builder.create_network(0) (10.x+; 8.x: 1 << EXPLICIT_BATCH), batch is a dimension with "
+     "a profile", "implicit batch was removed in 10.0"),
+    ("context.set_binding_shape(idx, shape)", "context.set_input_shape(name, shape)",
+     "inputs are addressed by tensor name, not binding index"),
+    ("engine.get_binding_index/get_binding_shape/binding_is_input, num_bindings",
+     "engine.num_io_tensors, get_tensor_name(i), get_tensor_shape(name), "
+     "get_tensor_mode(name) == TensorIOMode.INPUT", "binding indices were removed in 10.0"),
+    ("context.execute_v2(bindings) / execute_async_v2(bindings, stream_handle)",
+     "context.set_tensor_address(name, ptr) for every I/O tensor; "
+     "context.execute_async_v3(stream_handle)",
+     "explicit tensor addresses; v2 and the bindings list were removed in 10.0"),
+    ("pycuda.autoinit / pycuda.driver.mem_alloc",
+     "cuda-python (cudart.cudaMalloc / cudaMemcpy) or polygraphy.cuda.DeviceArray",
+     "pycuda must compile against the CUDA toolkit; cuda-python is NVIDIA's binding"),
+    ("config.set_flag(trt.BuilderFlag.FP16)",
+     "TensorRT 11 / TensorRT-RTX: FP16 Casts + FP16 weights in the ONNX, network created "
+     "STRONGLY_TYPED (workbench precision --to fp16)",
+     "strongly typed networks: precision is in the model, not a builder hint"),
+    ("config.set_flag(trt.BuilderFlag.INT8); config.int8_calibrator = "
+     "IInt8EntropyCalibrator2 subclass", "TensorRT 11 / TensorRT-RTX: Q/DQ nodes (zero point 0) "
+     "with calibrated scales in the ONNX (workbench precision --to int8 --calib DATA)",
+     "calibrators and set_dynamic_range are gone; Q/DQ is explicit quantization"),
+    ("layer.precision = ...; layer.set_output_type(...); BuilderFlag.STRICT_TYPES",
+     "keep nodes in FP32 in the ONNX (--exclude NODE) on strongly typed builds; "
+     "OBEY_PRECISION_CONSTRAINTS on <= 10", "STRICT_TYPES was removed; 11 has no layer precision"),
+    ("trtexec --workspace=N (MiB)", "trtexec --memPoolSize=workspace:NM",
+     "same change as max_workspace_size"),
+    ("trtexec --explicitBatch / --buildOnly --saveEngine + --fp16/--int8",
+     "trtexec --stronglyTyped (11.x) with a converted ONNX; explicit batch is the only mode",
+     "flags removed with implicit batch and weak typing"),
+]
+
+
+def migration_markdown() -> str:
+    rows = ["| tutorial-era | now | why |", "|---|---|---|"]
+    rows += [f"| `{a}` | `{b}` | {c} |" for a, b, c in MIGRATION]
+    return "\n".join(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# trtexec
+# --------------------------------------------------------------------------------------------
+_FLAG_TO_TRTEXEC = {"REFIT": "--refit", "SPARSE_WEIGHTS": "--sparsity=enable",
+                    "VERSION_COMPATIBLE": "--versionCompatible", "STRIP_PLAN": "--stripWeights",
+                    "DIRECT_IO": "--directIO", "WEIGHT_STREAMING": "--weightStreaming"}
+_TRTEXEC_TO_FLAG = {v: k for k, v in _FLAG_TO_TRTEXEC.items()}
+
+
+def _shape(s: List[int]) -> str:
+    return "x".join(str(int(d)) for d in s)
+
+
+def _mem(n: int) -> str:
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}B"
+
+
+def _parse_mem(text: str) -> int:
+    m = re.fullmatch(r"([0-9.]+)([BKMG]?)", text.strip(), re.I)
+    if not m:
+        raise WorkbenchError(f"bad memory size '{text}'", field="memPoolSize")
+    mult = {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "": 1 << 20}[m.group(2).upper()]
+    return int(round(float(m.group(1)) * mult))
+
+
+def _q(s: str) -> str:
+    return shlex.quote(str(s))
+
+
+def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
+                    backend: str = "tensorrt", route: Optional[str] = None,
+                    calib_cache: Optional[str] = None) -> str:
+    """The trtexec (or, for TensorRT-RTX, tensorrt_rtx) line that builds the same engine."""
+    route = route or ("strongly-typed" if config.route == "auto" else config.route)
+    exe = "tensorrt_rtx" if backend == "tensorrt-rtx" else "trtexec"
+    a = [exe, f"--onnx={_q(onnx_path)}", f"--saveEngine={_q(engine_path)}"]
+    for prof in config.profiles:
+        for i, flag in enumerate(("--minShapes", "--optShapes", "--maxShapes")):
+            a.append(flag + "=" + ",".join(f"{_q(n)}:{_shape(s[i])}" for n, s in prof.items()))
+    if config.workspace_bytes:
+        a.append(f"--memPoolSize=workspace:{_mem(config.workspace_bytes)}")
+    if config.builder_optimization_level is not None:
+        a.append(f"--builderOptimizationLevel={config.builder_optimization_level}")
+    if config.timing_cache:
+        a.append(f"--timingCacheFile={_q(config.timing_cache)}")
+    if route == "legacy-flags":
+        if config.precision in ("fp16", "bf16", "int8"):
+            a.append(f"--{config.precision}")
+        if config.precision == "int8" and calib_cache:
+            a.append(f"--calib={_q(calib_cache)}")
+        if config.exclude_nodes:
+            a.append("--precisionConstraints=obey")
+            a.append("--layerPrecisions=" + ",".join(f"{_q(n)}:fp32"
+                                                       for n in config.exclude_nodes))
+    elif backend != "tensorrt-rtx":
+        a.append("--stronglyTyped")
+    for p in config.plugins:
+        a.append(("--plugins=" if route == "legacy-flags" else "--staticPlugins=") + _q(p))
+    for f in config.extra_flags:
+        if f in _FLAG_TO_TRTEXEC:
+            a.append(_FLAG_TO_TRTEXEC[f])
+    a.append("--profilingVerbosity=detailed")
+    a.append(f"--exportLayerInfo={_q(str(engine_path) + '.layers.json')}")
+    return " ".join(a)
+
+
+def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
+    """Parse a trtexec / tensorrt_rtx line back into (BuildConfig, onnx path, engine path)."""
+    argv = shlex.split(command)
+    if not argv:
+        raise WorkbenchError("empty trtexec command")
+    d: Dict[str, Any] = {"profiles": [], "plugins": [], "extra_flags": [], "exclude_nodes": []}
+    exe = argv[0].rsplit("/", 1)[-1]
+    d["backend"] = "tensorrt-rtx" if exe.startswith("tensorrt_rtx") else "tensorrt"
+    onnx = engine = ""
+    shapes: Dict[str, List[str]] = {"min": [], "opt": [], "max": []}
+    legacy = False
+    for arg in argv[1:]:
+        key, _, val = arg.partition("=")
+        if key == "--onnx":
+            onnx = val
+        elif key == "--saveEngine":
+            engine = val
+        elif key in ("--minShapes", "--optShapes", "--maxShapes"):
+            shapes[key[2:5]].append(val)
+        elif key == "--memPoolSize":
+            for part in val.split(","):
+                pool, _, size = part.partition(":")
+                if pool == "workspace":
+                    d["workspace_bytes"] = _parse_mem(size)
+        elif key == "--builderOptimizationLevel":
+            d["builder_optimization_level"] = int(val)
+        elif key == "--timingCacheFile":
+            d["timing_cache"] = val
+        elif key == "--stronglyTyped":
+            d["route"] = "strongly-typed"
+        elif key in ("--fp16", "--bf16", "--int8"):
+            d["precision"], legacy = key[2:], True
+        elif key == "--layerPrecisions":
+            for part in val.split(","):
+                name, _, prec = part.rpartition(":")
+                if prec == "fp32":
+                    d["exclude_nodes"].append(name)
+        elif key in ("--plugins", "--staticPlugins", "--dynamicPlugins"):
+            d["plugins"].append(val)
+        elif key in _TRTEXEC_TO_FLAG or arg in _TRTEXEC_TO_FLAG:
+            d["extra_flags"].append(_TRTEXEC_TO_FLAG.get(arg, _TRTEXEC_TO_FLAG.get(key)))
+    if legacy:
+        d["route"] = "legacy-flags"
+    if len({len(v) for v in shapes.values()}) != 1:
+        raise WorkbenchError("trtexec needs as many --minShapes as --optShapes and --maxShapes",
+                             field="shapes")
+    for mn, op, mx in zip(shapes["min"], shapes["opt"], shapes["max"]):
+        prof: Dict[str, List[List[int]]] = {}
+        for label, spec in (("min", mn), ("opt", op), ("max", mx)):
+            for item in spec.split(","):
+                name, _, dims = item.rpartition(":")
+                name = name.strip("'\"")
+                prof.setdefault(name, []).append([int(x) for x in dims.split("x")])
+        d["profiles"].append(prof)
+    return BuildConfig.from_dict(d), onnx, engine
+
+
+# --------------------------------------------------------------------------------------------
+# polygraphy
+# --------------------------------------------------------------------------------------------
+def polygraphy_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
+                       backend: str = "tensorrt", route: Optional[str] = None,
+                       calib_cache: Optional[str] = None) -> str:
+    route = route or ("strongly-typed" if config.route == "auto" else config.route)
+    a = []
+    if backend == "tensorrt-rtx":
+        a.append("POLYGRAPHY_USE_TENSORRT_RTX=1")
+    a += ["polygraphy", "convert", _q(onnx_path), "--convert-to", "trt", "-o", _q(engine_path)]
+    for prof in config.profiles:
+        for i, flag in enumerate(("--trt-min-shapes", "--trt-opt-shapes", "--trt-max-shapes")):
+            a.append(flag)
+            a += [_q(f"{n}:[{','.join(str(d) for d in s[i])}]") for n, s in prof.items()]
+    if config.workspace_bytes:
+        a += ["--pool-limit", f"workspace:{config.workspace_bytes}"]
+    if config.builder_optimization_level is not None:
+        a += ["--builder-optimization-level", str(config.builder_optimization_level)]
+    if config.timing_cache:
+        a += ["--load-timing-cache", _q(config.timing_cache),
+              "--save-timing-cache", _q(config.timing_cache)]
+    if route == "legacy-flags":
+        if config.precision in ("fp16", "bf16", "int8"):
+            a.append(f"--{config.precision}")
+        if config.precision == "int8" and calib_cache:
+            a += ["--calibration-cache", _q(calib_cache)]
+        if config.exclude_nodes:
+            a += ["--precision-constraints", "obey", "--layer-precisions"]
+            a += [_q(f"{n}:float32") for n in config.exclude_nodes]
+    else:
+        a.append("--strongly-typed")
+    if config.plugins:
+        a += ["--plugins"] + [_q(p) for p in config.plugins]
+    a += ["--profiling-verbosity", "detailed"]
+    return " ".join(a)
+
+
+# --------------------------------------------------------------------------------------------
+# standalone script
+# --------------------------------------------------------------------------------------------
+_SCRIPT = '''#!/usr/bin/env python3
+"""Build {onnx_name} into a TensorRT engine and run it once: modern API only
+(generated by trt-workbench from config {config_hash}).
+
+Build: set_memory_pool_limit, build_serialized_network. Run: set_input_shape,
+set_tensor_address, execute_async_v3. Buffers: cuda-python, else polygraphy.cuda.
+"""
+import sys
+
+import numpy as np
+
+try:
+    import tensorrt as trt
+except ImportError:
+    try:
+        import tensorrt_rtx as trt
+    except ImportError:
+        import tensorrt_rtx_bindings as trt
+
+ONNX = {onnx!r}
+ENGINE = {engine!r}
+STRONGLY_TYPED = {strongly_typed!r}
+LEGACY_PRECISION = {legacy_precision!r}   # builder flag route (TensorRT <= 10) or None
+CALIB_CACHE = {calib_cache!r}
+PROFILES = {profiles!r}               # [{{input: [min, opt, max]}}]
+WORKSPACE_BYTES = {workspace!r}
+OPT_LEVEL = {opt_level!r}
+TARGETS = {targets!r}                 # TensorRT-RTX ahead-of-time compute capabilities
+PLUGINS = {plugins!r}
+LOGGER = trt.Logger(trt.Logger.WARNING)
+
+
+def build():
+    import ctypes
+    for lib in PLUGINS:
+        ctypes.CDLL(lib)
+    builder = trt.Builder(LOGGER)
+    flags = 0
+    ndcf = trt.NetworkDefinitionCreationFlag
+    if STRONGLY_TYPED and getattr(ndcf, "STRONGLY_TYPED", None) is not None:
+        flags |= 1 << int(ndcf.STRONGLY_TYPED)
+    elif getattr(ndcf, "EXPLICIT_BATCH", None) is not None:
+        flags |= 1 << int(ndcf.EXPLICIT_BATCH)   # TensorRT 8.x
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, LOGGER)
+    if not parser.parse_from_file(ONNX):
+        for i in range(parser.num_errors):
+            print(parser.get_error(i), file=sys.stderr)
+        sys.exit("parse failed")
+    config = builder.create_builder_config()
+    if WORKSPACE_BYTES:
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
+    if OPT_LEVEL is not None:
+        config.builder_optimization_level = OPT_LEVEL
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    if TARGETS and hasattr(trt, "ComputeCapability"):
+        config.num_compute_capabilities = len(TARGETS)
+        for i, t in enumerate(TARGETS):
+            config.set_compute_capability(getattr(trt.ComputeCapability, t.upper()), i)
+    if LEGACY_PRECISION:
+        config.set_flag(getattr(trt.BuilderFlag, LEGACY_PRECISION.upper()))
+        if LEGACY_PRECISION == "int8":
+            class CacheOnly(trt.IInt8EntropyCalibrator2):
+                def __init__(self):
+                    trt.IInt8EntropyCalibrator2.__init__(self)
+                def get_batch_size(self):
+                    return 1
+                def get_batch(self, names):
+                    return None   # scales come from the calibration cache
+                def read_calibration_cache(self):
+                    with open(CALIB_CACHE, "rb") as f:
+                        return f.read()
+                def write_calibration_cache(self, cache):
+                    pass
+            config.int8_calibrator = CacheOnly()
+    for prof in PROFILES:
+        p = builder.create_optimization_profile()
+        for name, (mn, opt, mx) in prof.items():
+            p.set_shape(name, mn, opt, mx)
+        config.add_optimization_profile(p)
+    plan = builder.build_serialized_network(network, config)
+    if plan is None:
+        sys.exit("build failed (see the log above)")
+    with open(ENGINE, "wb") as f:
+        f.write(plan)
+    return plan
+
+
+class Device:
+    """cudaMalloc / cudaMemcpy through cuda-python, else polygraphy.cuda (ctypes)."""
+
+    def __init__(self):
+        try:
+            try:
+                from cuda.bindings import runtime as cudart
+            except ImportError:
+                from cuda import cudart
+            self.cudart, self.poly = cudart, None
+        except ImportError:
+            from polygraphy import cuda as poly
+            self.cudart, self.poly = None, poly
+
+    def malloc(self, nbytes):
+        if self.cudart:
+            err, ptr = self.cudart.cudaMalloc(max(nbytes, 1))
+            assert int(err) == 0, err
+            return int(ptr)
+        return int(self.poly.wrapper().malloc(max(nbytes, 1)))
+
+    def h2d(self, ptr, arr):
+        if self.cudart:
+            self.cudart.cudaMemcpy(ptr, arr.ctypes.data, arr.nbytes,
+                                   self.cudart.cudaMemcpyKind.cudaMemcpyHostToDevice)
+        else:
+            self.poly.wrapper().memcpy(ptr, arr.ctypes.data, arr.nbytes,
+                                       self.poly.MemcpyKind.HostToDevice)
+
+    def d2h(self, arr, ptr):
+        if self.cudart:
+            self.cudart.cudaMemcpy(arr.ctypes.data, ptr, arr.nbytes,
+                                   self.cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost)
+        else:
+            self.poly.wrapper().memcpy(arr.ctypes.data, ptr, arr.nbytes,
+                                       self.poly.MemcpyKind.DeviceToHost)
+
+    def synchronize(self):
+        if self.cudart:
+            self.cudart.cudaDeviceSynchronize()
+        else:
+            self.poly.wrapper().device_synchronize() if hasattr(
+                self.poly.wrapper(), "device_synchronize") else None
+
+
+def run(plan):
+    runtime = trt.Runtime(LOGGER)
+    engine = runtime.deserialize_cuda_engine(plan)
+    if engine is None:
+        sys.exit("this machine cannot run the engine (no suitable GPU?)")
+    context = engine.create_execution_context()
+    dev = Device()
+    shapes = {{n: s[1] for prof in PROFILES[:1] for n, s in prof.items()}}   # opt shapes
+    outputs = {{}}
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
+            shape = shapes.get(name, tuple(engine.get_tensor_shape(name)))
+            context.set_input_shape(name, shape)
+            dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
+            data = np.ones(shape, dtype=dtype)            # put real inputs here
+            ptr = dev.malloc(data.nbytes)
+            dev.h2d(ptr, np.ascontiguousarray(data))
+            context.set_tensor_address(name, ptr)
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
+            shape = tuple(context.get_tensor_shape(name))
+            dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
+            host = np.empty(shape, dtype=dtype)
+            ptr = dev.malloc(host.nbytes)
+            context.set_tensor_address(name, ptr)
+            outputs[name] = (host, ptr)
+    if not context.execute_async_v3(0):                # 0 = the default stream
+        sys.exit("execute_async_v3 failed")
+    dev.synchronize()
+    for name, (host, ptr) in outputs.items():
+        dev.d2h(host, ptr)
+        print(name, host.shape, host.dtype, float(np.abs(host).max()) if host.size else 0.0)
+
+
+if __name__ == "__main__":
+    plan = build()
+    print("engine:", ENGINE, len(plan), "bytes")
+    if "--build-only" not in sys.argv:
+        run(plan)
+'''
+
+
+def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
+                  backend: str = "tensorrt", route: Optional[str] = None,
+                  calib_cache: Optional[str] = None) -> str:
+    """A standalone build-and-run script for `config` (modern API, no workbench import)."""
+    import os
+
+    route = route or ("strongly-typed" if config.route == "auto" else config.route)
+    legacy = config.precision if route == "legacy-flags" and config.precision != "fp32" else None
+    targets = [t for t in (config.target or "").split(",") if t and t != "current"]
+    return _SCRIPT.format(
+        onnx_name=os.path.basename(str(onnx_path)), config_hash=config.config_hash,
+        onnx=str(onnx_path), engine=str(engine_path), strongly_typed=route != "legacy-flags",
+        legacy_precision=legacy, calib_cache=calib_cache,
+        profiles=[{n: [list(s) for s in v] for n, v in p.items()} for p in config.profiles],
+        workspace=config.workspace_bytes, opt_level=config.builder_optimization_level,
+        targets=targets, plugins=list(config.plugins))
+
+
+def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
+               backend: str = "tensorrt", route: Optional[str] = None,
+               calib_cache: Optional[str] = None) -> Dict[str, Any]:
+    """trtexec + polygraphy lines, the standalone script and notes for one build."""
+    kw = dict(backend=backend, route=route, calib_cache=calib_cache)
+    notes = []
+    if backend == "tensorrt-rtx":
+        notes.append("tensorrt_rtx (TensorRT-RTX's trtexec) builds strongly typed by default; "
+                     "the ONNX named here already carries the precision casts / Q/DQ")
+        if config.target:
+            notes.append(f"target compute capability {config.target}: set it with "
+                         "config.set_compute_capability (see the script); check "
+                         "`tensorrt_rtx --help` for the matching flag of your version")
+    if route == "legacy-flags" and config.precision == "int8" and not calib_cache:
+        notes.append("INT8 with builder flags needs a calibration cache (--calib)")
+    return {"trtexec": trtexec_command(config, onnx_path, engine_path, **kw),
+            "polygraphy": polygraphy_command(config, onnx_path, engine_path, **kw),
+            "script": python_script(config, onnx_path, engine_path, **kw),
+            "notes": notes}
