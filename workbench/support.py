@@ -457,81 +457,95 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
             rep.findings.insert(0, Finding("info", "static-fallback", rep.notes[0],
                                            source="static"))
             return rep
-        name, version = res["backend"], res["version"]
-        table = backend_table(rules or name)
-        rec = res["results"][0]
-        static_entries, extra = static_check(model, table["name"])
-        by_node = {s["node"]: s for s in static_entries if s.get("node")}
-        unsupported: List[Dict[str, Any]] = []
-        for err in rec["errors"]:
-            reason, code, hint = _parser_reason(err, table)
-            node = _node_label(model, err)
-            known = by_node.get(node) if node else None
-            if known is not None and known["stage"] == "parse":
-                # the rule that predicted it explains the cause and the next step better
-                reason = f"{reason} (likely cause: {known['reason']})" \
-                    if known["reason"] not in reason else reason
-                hint = known.get("hint") or hint
-            unsupported.append(_entry(node, err.get("op") or None, reason, "parser", hint=hint,
-                                      code=code, message=err.get("message"),
-                                      error_code=err.get("code"),
-                                      local_function_stack=err.get("local_function_stack")
-                                      or None))
-        report = SupportReport(backend=name, backend_version=version, supported=rec["parsed"],
-                               mode="parser", rules=table["name"], model=label)
-        report.partition = _map_partition(model, rec.get("partition"))
-        if rec.get("partition_error"):
-            report.notes.append("partition unavailable: " + rec["partition_error"])
-        if res.get("plugins"):
-            report.notes.append("plugins loaded: " + ", ".join(res["plugins"]))
-        if build and rec["parsed"]:
-            report.mode = "parser+build"
+        b = None
+        if build and res["results"][0]["parsed"]:
             b = _worker_call(client, "check_build", {
                 "path": path, "backend": backend, "plugins": plugin_paths, "target": target,
                 "profiles": profiles}, backend, timeout)
-            report.build = {k: b.get(k) for k in ("built", "target", "seconds", "engine_bytes",
-                                                  "notes", "build_errors")}
-            report.notes.extend(b.get("notes") or [])
-            if not b.get("built"):
-                errs = b.get("build_errors") or [{"layer": None, "nodes": [],
-                                                  "message": "the build failed without an "
-                                                  "error message"}]
-                for be in errs:
-                    node = _layer_to_node(model, be.get("layer"), be.get("nodes") or [])
-                    unsupported.append(_entry(node, _op_of(model, node),
-                                              _clean_message(be["message"]), "build",
-                                              hint=_build_hint(model, node, table),
-                                              code="build-failed", stage="build",
-                                              layer=be.get("layer")))
+    return _parser_report(model, res, res["results"][0], rules, label, b)
+
+
+def check_files(paths: Sequence[Union[str, os.PathLike]], backend: str = "tensorrt-rtx",
+                client: Any = None, *, rules: Optional[str] = None,
+                plugins: Sequence[str] = (), timeout: Optional[float] = 600.0
+                ) -> List[SupportReport]:
+    """Parse many ONNX files in ONE worker request (fast for suites and folders)."""
+    if backend not in ("auto", "tensorrt", "tensorrt-rtx"):
+        raise WorkbenchError(f"check_files needs a parser backend, not '{backend}'",
+                             field="backend", hint="use auto, tensorrt or tensorrt-rtx")
+    models = [_as_model(p) for p in paths]
+    res = _worker_call(client, "parse", {"paths": [str(m.path) for m in models],
+                                         "backend": backend, "plugins": list(plugins)},
+                       backend, timeout)
+    return [_parser_report(m, res, rec, rules, str(m.path), None)
+            for m, rec in zip(models, res["results"])]
+
+
+def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules: Optional[str],
+                   label: str, b: Optional[Dict[str, Any]]) -> SupportReport:
+    """Turn the worker's parse (and build) answer into a report with users' next steps."""
+    name, version = res["backend"], res["version"]
+    table = backend_table(rules or name)
+    static_entries, extra = static_check(model, table["name"])
+    by_node = {s["node"]: s for s in static_entries if s.get("node")}
+    unsupported: List[Dict[str, Any]] = []
+    for err in rec["errors"]:
+        reason, code, hint = _parser_reason(err, table)
+        node = _node_label(model, err)
+        known = by_node.get(node) if node else None
+        if known is not None and known["stage"] == "parse":
+            # the rule that predicted it explains the cause and the next step better
+            if known["reason"] not in reason:
+                reason = f"{reason} (likely cause: {known['reason']})"
+            hint = known.get("hint") or hint
+        unsupported.append(_entry(node, err.get("op") or None, reason, "parser", hint=hint,
+                                  code=code, message=err.get("message"),
+                                  error_code=err.get("code"),
+                                  local_function_stack=err.get("local_function_stack") or None))
+    report = SupportReport(backend=name, backend_version=version, supported=rec["parsed"],
+                           mode="parser", rules=table["name"], model=label)
+    report.partition = _map_partition(model, rec.get("partition"))
+    if rec.get("partition_error"):
+        report.notes.append("partition unavailable: " + rec["partition_error"])
+    if res.get("plugins"):
+        report.notes.append("plugins loaded: " + ", ".join(res["plugins"]))
+    if b is not None:
+        report.mode = "parser+build"
+        report.build = {k: b.get(k) for k in ("built", "target", "seconds", "engine_bytes",
+                                              "notes", "build_errors")}
+        report.notes.extend(b.get("notes") or [])
+        if not b.get("built"):
+            errs = b.get("build_errors") or [{"layer": None, "nodes": [],
+                                              "message": "the build failed without an error "
+                                              "message"}]
+            for be in errs:
+                node = _layer_to_node(model, be.get("layer"), be.get("nodes") or [])
+                known = by_node.get(node) if node else None
+                unsupported.append(_entry(
+                    node, _op_of(model, node), _clean_message(be["message"]), "build",
+                    hint=(known or {}).get("hint") or "change the node as the message says, "
+                    "or keep it out of the engine (`workbench fix`)",
+                    code="build-failed", stage="build", layer=be.get("layer")))
     # static rules add what the parser cannot see yet (build-time limits) or stopped before
     report.findings.extend(extra)
     named = {u["node"] for u in unsupported if u.get("node")}
     for s in static_entries:
         if s.get("node") in named or (s.get("node") is None and not rec["parsed"]):
             continue
-        if s["stage"] == "build" and report.build is None and rec["parsed"]:
+        nodes = [s["node"]] if s["node"] else []
+        if s["stage"] == "build" and b is None and rec["parsed"]:
             report.findings.append(Finding(
                 "warning", s["code"], s["reason"] + " (parses; fails when the engine is built)",
-                nodes=[s["node"]] if s["node"] else [], op=s["op"], source="static",
+                nodes=nodes, op=s["op"], source="static",
                 hint="run `workbench check --build` to confirm; " + (s.get("hint") or "")))
         elif not rec["parsed"]:
             report.findings.append(Finding(
                 "warning", s["code"], s["reason"] + " (static rules; the parser stopped at an "
-                "earlier error)", nodes=[s["node"]] if s["node"] else [], op=s["op"],
-                source="static", hint=s.get("hint")))
+                "earlier error)", nodes=nodes, op=s["op"], source="static", hint=s.get("hint")))
     report.unsupported = unsupported
     report.supported = not unsupported
     report.findings[:0] = [_finding(u) for u in unsupported]
     return report
-
-
-def _build_hint(model: Model, node: Optional[str], table: Dict[str, Any]) -> str:
-    static_entries, _ = static_check(model, table["name"])
-    for s in static_entries:
-        if node and s.get("node") == node and s.get("hint"):
-            return s["hint"]
-    return ("change the node as the message says, or keep it out of the engine "
-            "(`workbench fix`)")
 
 
 def _finding(u: Dict[str, Any]) -> Finding:
@@ -586,4 +600,4 @@ class _model_file:
             self.tmp.cleanup()
 
 
-__all__ = ["check", "static_check", "SupportReport", "BACKEND_CHOICES", "BACKENDS"]
+__all__ = ["check", "check_files", "static_check", "SupportReport", "BACKEND_CHOICES", "BACKENDS"]
