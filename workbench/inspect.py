@@ -492,9 +492,22 @@ def _lint(model: Model, ops: Dict[str, int], inputs: List[TensorInfo],
                                  f"input '{t.name}' has dynamic dims ({dims}); a TensorRT build "
                                  "needs an optimization profile (min/opt/max) for it",
                                  tensors=[t.name], source="inspect"))
+    import onnx.defs
+
+    local = {f.name for f in model.proto.functions}
+    unknown = [(mid, n.op_type) for mid, n in zip(model.node_ids, g.node)
+               if n.domain in ("", "ai.onnx") and n.op_type not in local
+               and not onnx.defs.has(n.op_type)]
+    if unknown:
+        kinds = sorted({op for _, op in unknown})
+        found.append(Finding("warning", "unknown-ops",
+                             f"op(s) not in the ONNX standard domain: {', '.join(kinds[:10])}",
+                             nodes=[i for i, _ in unknown], source="inspect",
+                             hint="a custom op in the default domain: it needs a TensorRT "
+                             "plugin or a decomposition (`workbench check` says more)"))
     custom = sorted({f"{n.domain}::{n.op_type}" for n in g.node
                      if n.domain not in ("", "ai.onnx", "ai.onnx.ml")
-                     and n.op_type not in {f.name for f in model.proto.functions}})
+                     and n.op_type not in local})
     if custom:
         found.append(Finding("warning", "custom-domain-ops",
                              f"ops outside the ONNX standard: {', '.join(custom[:10])}",
