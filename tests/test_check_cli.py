@@ -1,0 +1,123 @@
+"""`workbench check` end to end with the real TensorRT-RTX parser: JSON, tables, exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import onnx
+import pytest
+
+import single_op_models as S
+from conftest import POLY
+from workbench.cli import main
+
+EXPECTED = {  # shared/fixtures/README.md: model -> [(node, op)]; every other model parses
+    "capability.onnx": [("Fake1", "FAKE!"), ("Fake2", "FAKE!"), ("Fake3", "FAKER!")],
+    "custom_op_node.onnx": [("NegPos#0", "NegPos")],
+    "fake_op_model.onnx": [("Fake#0", "Fake")],
+    "qdq_conv.onnx": [("onnx_graphsurgeon_node_1", "QuantizeLinear")],
+    "loop.onnx": [("cond___while_Less", "Less")],
+    "bad_graph_with_dup_value_info.onnx": [(None, None)],
+}
+FIXTURES = sorted(p.name for p in POLY.glob("*.onnx"))
+CLI = [sys.executable, "-c", "from workbench.cli import run; run()"]
+
+
+def _run(capsys, *argv):
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:  # argparse usage errors exit 2 by themselves
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_check_json_reproduces_known_results(capsys, name):
+    rc, out, err = _run(capsys, "check", str(POLY / name), "--backend", "tensorrt-rtx", "--json")
+    d = json.loads(out)
+    assert d["backend"]["name"] == "tensorrt-rtx" and d["backend"]["version"]
+    assert [(u["node"], u["op"]) for u in d["unsupported"]] == EXPECTED.get(name, [])
+    assert rc == (1 if name in EXPECTED else 0) and d["supported"] is (rc == 0)
+    for u in d["unsupported"]:
+        assert set(u) >= {"node", "op", "reason", "source"} and u["source"] == "parser"
+    assert isinstance(d["findings"], list) and "partition" in d
+    if name == "capability.onnx":
+        assert "FAKE!" in err or err == ""  # nothing but the report on stdout
+        assert any(s["nodes"] == ["Add1"] for s in d["partition"]["subgraphs"])
+
+
+def test_dup_name_reason_in_json(capsys):
+    rc, out, _ = _run(capsys, "check", str(POLY / "bad_graph_with_dup_value_info.onnx"),
+                      "--backend", "tensorrt-rtx", "--json")
+    assert rc == 1
+    assert "ONNX graph has duplicate tensor name: inp" in json.loads(out)["unsupported"][0]["reason"]
+
+
+def test_human_table_names_nodes_reasons_and_next_steps(capsys):
+    rc, out, _ = _run(capsys, "check", str(POLY / "qdq_conv.onnx"), "--backend", "tensorrt-rtx")
+    assert rc == 1
+    assert "NOT SUPPORTED" in out and "next step" in out
+    assert "onnx_graphsurgeon_node" in out
+    assert "QuantizeLinear" in out and "symmetric" in out
+    rc, out, _ = _run(capsys, "check", str(POLY / "conv.onnx"), "--backend", "tensorrt-rtx")
+    assert rc == 0 and "SUPPORTED" in out and "NOT" not in out
+
+
+def test_static_backend_json(capsys):
+    rc, out, _ = _run(capsys, "check", str(POLY / "custom_op_node.onnx"), "--backend", "static",
+                      "--json")
+    d = json.loads(out)
+    assert rc == 1 and d["backend"]["name"] == "static" and d["mode"] == "static"
+    assert d["unsupported"][0]["code"] == "custom-op" and "--plugin" in d["unsupported"][0]["hint"]
+    rc, out, _ = _run(capsys, "check", str(POLY / "conv.onnx"), "--backend", "static", "--json")
+    assert rc == 0 and json.loads(out)["supported"] is True
+
+
+def test_check_build_catches_build_time_only_failure(capsys, tmp_path):
+    p = tmp_path / "topk.onnx"
+    onnx.save(S.topk(5000), str(p))
+    rc, out, _ = _run(capsys, "check", str(p), "--backend", "tensorrt-rtx", "--json")
+    d = json.loads(out)
+    assert rc == 0 and d["supported"]  # the parser alone accepts it...
+    assert any(f["code"] == "topk-k-limit" and f["severity"] == "warning" for f in d["findings"])
+    rc, out, _ = _run(capsys, "check", str(p), "--backend", "tensorrt-rtx", "--build", "--json")
+    d = json.loads(out)
+    assert rc == 1 and d["mode"] == "parser+build" and d["build"]["built"] is False
+    u = d["unsupported"][0]
+    assert (u["node"], u["op"], u["source"]) == ("TopK", "TopK", "build")
+    assert "3840" in u["reason"]
+
+
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not an onnx file at all")
+    for argv in (["check", str(tmp_path / "missing.onnx")], ["check", str(bad)],
+                 ["check", str(POLY / "conv.onnx"), "--backend", "nope"],
+                 ["check", str(POLY / "conv.onnx"), "--backend", "tensorrt-rtx", "--plugin",
+                  str(tmp_path / "libnope.so")]):
+        rc, out, err = _run(capsys, *argv)
+        assert rc == 2, argv
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_backend_unavailable_exits_2_saying_how_to_install(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = dict(os.environ, WORKBENCH_TRT_PYTHON=str(venv / "bin" / "python"))
+    for backend in ("tensorrt", "tensorrt-rtx"):
+        r = subprocess.run([*CLI, "check",
+                            str(POLY / "conv.onnx"), "--backend", backend, "--json"],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 2, r.stderr
+        assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+        assert "WORKBENCH_TRT_PYTHON" in r.stderr and "install" in r.stderr
+        assert backend in r.stderr
+    # auto falls back to static rules, says so, and still answers
+    r = subprocess.run([*CLI, "check", str(POLY / "qdq_conv.onnx"),
+                        "--json"], capture_output=True, text=True, env=env, timeout=120)
+    d = json.loads(r.stdout)
+    assert r.returncode == 1 and d["backend"]["name"] == "static"
+    assert "no TensorRT module" in d["notes"][0]
