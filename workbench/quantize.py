@@ -11,6 +11,7 @@ their FP32 values. Opset is raised to 19 (float8 Q/DQ) with onnx's version conve
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import logging
 import tempfile
@@ -21,6 +22,10 @@ import numpy as np
 
 from workbench.errors import Finding, WorkbenchError
 
+# Q/DQ go in front of the ops TensorRT runs in INT8/FP8 (weighted ops and pooling). Elementwise
+# ops stay out: BERT's additive mask (+-3.4e38) would also break histogram calibrators.
+QUANT_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "AveragePool", "GlobalAveragePool",
+             "MaxPool")
 INT8_QMAX = 127.0  # symmetric int8 range used by onnxruntime: [-127, 127]
 FP8_E4M3_MAX = 448.0
 
@@ -55,6 +60,42 @@ def ensure_opset(proto: Any, version: int) -> Any:
                              hint="re-export the model with opset >= 19") from None
 
 
+def extra_options(method: str) -> Dict[str, Any]:
+    """onnxruntime quantize_static options: symmetric, zero point 0, FP32 biases."""
+    return {"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False}
+
+
+def calibrate(proto: Any, batches: List[Dict[str, np.ndarray]], ops: Sequence[str], method: str,
+              tmp: Path, cache: Path) -> Any:
+    """Activation ranges with onnxruntime's calibrators, saved as its JSON calibration cache.
+
+    We drive the calibrator ourselves because quantize_static does not pass bin counts through:
+    its entropy default of 128 histogram bins / 128 quantized bins leaves one candidate
+    threshold (plain minmax). Entropy here uses 2048 -> 128 bins like TensorRT's
+    IInt8EntropyCalibrator2; percentile keeps 99.999."""
+    import onnx
+    from onnxruntime.quantization import CalibrationMethod
+    from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
+
+    from workbench.calibration import ort_reader
+
+    src = tmp / "calib_in.onnx"
+    onnx.save(proto, str(src))
+    methods = {"entropy": CalibrationMethod.Entropy, "minmax": CalibrationMethod.MinMax,
+               "percentile": CalibrationMethod.Percentile}
+    opts: Dict[str, Any] = {"symmetric": True}
+    if method == "entropy":
+        opts.update({"num_bins": 2048, "num_quantized_bins": 128})
+    elif method == "percentile":
+        opts.update({"num_bins": 2048, "percentile": 99.999})
+    cal = create_calibrator(src, list(ops), augmented_model_path=str(tmp / "augmented.onnx"),
+                            calibrate_method=methods[method], extra_options=opts)
+    cal.collect_data(ort_reader(batches))
+    ranges = cal.compute_data()
+    save_tensors_data(ranges, cache)
+    return ranges
+
+
 def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
              exclude_nodes: Sequence[str], exclude_ops: Sequence[str], method: str,
              per_channel: bool = True) -> Tuple[Any, List[Finding], Dict[str, Any]]:
@@ -70,24 +111,32 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
                "percentile": CalibrationMethod.Percentile}
     skip = list(exclude_nodes) + [n.name for n in proto.graph.node
                                   if n.op_type in set(exclude_ops) and n.name not in exclude_nodes]
+    ops = [o for o in QUANT_OPS if o not in set(exclude_ops)]
     with tempfile.TemporaryDirectory(prefix="wb-quant-") as tmp:
         out_path = Path(tmp) / "q.onnx"
+        cache = Path(tmp) / "ranges.json"
         try:
             with _quiet_root_logger(), contextlib.redirect_stdout(io.StringIO()):
+                calibrate(proto, batches, ops, method, Path(tmp), cache)
+                # a copy: quantize_static moves the weights of a ModelProto it is given to
+                # external data in a temporary file (seen with onnxruntime 1.32)
                 quantize_static(
-                    proto, str(out_path), ort_reader(batches), quant_format=QuantFormat.QDQ,
+                    copy.deepcopy(proto), str(out_path), None, quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                     per_channel=per_channel, calibrate_method=methods[method],
-                    nodes_to_exclude=skip or None,
-                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
-                                   "QuantizeBias": False})
+                    op_types_to_quantize=ops, nodes_to_exclude=skip or None,
+                    extra_options=extra_options(method), calibration_cache_path=str(cache))
         except WorkbenchError:
             raise
         except Exception as e:
+            text = " ".join(str(e).split())[:300]
+            hint = ("exclude the node named in the message (--exclude NODE), or try "
+                    "--calib-method minmax")
+            if "bins" in text:
+                hint = ("a calibrated tensor spans a huge range (e.g. +-3.4e38 mask constants): "
+                        "exclude its op type (--exclude-op) or use --calib-method minmax")
             raise WorkbenchError(f"{target.upper()} quantization failed in onnxruntime: "
-                                 f"{type(e).__name__}: {' '.join(str(e).split())[:300]}",
-                                 hint="exclude the node named in the message (--exclude NODE), "
-                                 "or try --calib-method minmax") from None
+                                 f"{type(e).__name__}: {text}", hint=hint) from None
         q = onnx.load(str(out_path))
     findings: List[Finding] = []
     if target == "fp8":

@@ -1,0 +1,79 @@
+"""`workbench precision MODEL --to fp16|bf16|int8|fp8 -o OUT.onnx`: precision as an ONNX transform."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+
+NAME = "precision"
+HELP = ("convert an FP32 ONNX model to FP16/BF16 (Casts) or INT8/FP8 (Q/DQ, calibrated), "
+        "keeping named nodes / op types in FP32")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="the FP32 ONNX model (never overwritten)")
+    p.add_argument("--to", required=True, dest="target",
+                   choices=["fp32", "fp16", "bf16", "int8", "fp8"], help="target precision")
+    p.add_argument("--exclude", action="append", default=[], metavar="NODE",
+                   help="keep this node in FP32 (repeatable)")
+    p.add_argument("--exclude-op", action="append", default=[], metavar="OP",
+                   help="keep every node of this op type in FP32 (repeatable)")
+    p.add_argument("--calib", metavar="PATH",
+                   help="calibration data: .npz (keys = input names), .npy, or a folder of them")
+    p.add_argument("--calib-method", default="entropy", choices=["entropy", "minmax", "percentile"])
+    p.add_argument("--allow-random", action="store_true",
+                   help="calibrate on random data when no --calib (scales will be meaningless)")
+    p.add_argument("--keep-io", dest="keep_io", action="store_true", default=True,
+                   help="keep inputs/outputs in FP32 (default)")
+    p.add_argument("--no-keep-io", dest="keep_io", action="store_false",
+                   help="let inputs/outputs take the target type (FP16/BF16)")
+    p.add_argument("--no-per-channel", dest="per_channel", action="store_false", default=True,
+                   help="per-tensor weight scales for INT8/FP8")
+    p.add_argument("--auto-exclude", action="store_true",
+                   help="FP16/BF16: also keep the nodes that overflow on the calibration data in FP32")
+    p.add_argument("--route", default="onnx", choices=["onnx", "modelopt"],
+                   help="onnx (default) or nvidia-modelopt when installed")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="output ONNX path")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.common import print_json
+    from workbench.precision import auto_exclusions, convert
+
+    src, out = Path(args.model), Path(args.output)
+    if out.exists() and src.exists() and out.resolve() == src.resolve():
+        raise WorkbenchError("refusing to overwrite the original model", file=str(out),
+                             hint="choose another output path (-o)")
+    excludes = list(args.exclude)
+    if args.auto_exclude:
+        if args.target not in ("fp16", "bf16"):
+            raise WorkbenchError("--auto-exclude applies to fp16/bf16", field="--auto-exclude")
+        if not args.calib and not args.allow_random:
+            raise WorkbenchError("--auto-exclude needs --calib PATH", field="--auto-exclude")
+        extra, _ = auto_exclusions(src, args.calib, target=args.target,
+                                   allow_random=args.allow_random)
+        excludes += [n for n in extra if n not in excludes]
+    res = convert(src, args.target, exclude_nodes=excludes, exclude_ops=args.exclude_op,
+                  keep_io_types=args.keep_io, calibration=args.calib,
+                  calibrate_method=args.calib_method, allow_random=args.allow_random,
+                  per_channel=args.per_channel, route=args.route)
+    path = res.save(out, source=src)
+    doc = {"output": str(path), **res.to_dict()}
+    if args.json:
+        print_json(doc)
+    else:
+        w = sys.stdout.write
+        w(f"wrote {path} ({res.target}): {doc['casts_inserted']} Cast(s) inserted, "
+          f"{doc['qdq_pairs']} Q/DQ pair(s)\n")
+        for key, label in (("error", "onnxruntime CPU"),
+                           ("error_reference", "true low-precision arithmetic")):
+            for name, s in (doc.get(key) or {}).items():
+                top1 = f", top-1 agreement {s['top1_agreement']:.3f}" if "top1_agreement" in s else ""
+                w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "
+                  f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}\n")
+        for f in res.findings:
+            w(f"  {f}\n")
+    return 1 if any(f.severity == "error" for f in res.findings) else 0
