@@ -230,6 +230,17 @@ def propose(report: Any, model: Any) -> List[Proposal]:
             continue
         n = proto.graph.node[idx]
         nid = ids[idx]
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            q = n
+            if n.op_type == "DequantizeLinear":
+                prod = [m for m in proto.graph.node if n.input[0] in m.output]
+                q = prod[0] if prod else n
+            qid = ids[list(proto.graph.node).index(q)]
+            pre = get_recipe("symmetric_qdq").precondition(proto, node=qid)
+            add(Proposal(qid, q.op_type, "symmetric_qdq", {"node": qid}, pre.reason,
+                         auto=pre.applies))
+            if pre.applies:
+                continue
         if fold is None:
             fold = {f["node"] for f in foldable_nodes(proto)}
         if nid in fold:
@@ -248,16 +259,6 @@ def propose(report: Any, model: Any) -> List[Proposal]:
             if "dynamic" in blocked:
                 add(Proposal(nid, n.op_type, "set_input_shapes", {"shapes": None}, blocked,
                              auto=False))
-        if n.op_type in ("QuantizeLinear", "DequantizeLinear"):
-            q = n
-            if n.op_type == "DequantizeLinear":
-                prod = [m for m in proto.graph.node if n.input[0] in m.output]
-                q = prod[0] if prod else n
-            qid = ids[list(proto.graph.node).index(q)]
-            pre = get_recipe("symmetric_qdq").precondition(proto, node=qid)
-            add(Proposal(qid, q.op_type, "symmetric_qdq", {"node": qid}, pre.reason,
-                         auto=pre.applies))
-            continue
         if "plugin" in reason_l or n.domain not in ("", "ai.onnx"):
             add(Proposal(nid, n.op_type, "replace_with_plugin",
                          {"nodes": [nid], "plugin": n.op_type, "version": "1", "namespace": ""},
