@@ -260,3 +260,57 @@ def test_worker_module_stays_dependency_clean():
     src = (Path(__file__).resolve().parents[1] / "workbench/worker/ops_parse.py").read_text()
     assert "import onnx" not in src and "from workbench." in src
     compile(src, "ops_parse.py", "exec", flags=0, dont_inherit=True)
+
+
+def _local_function_model() -> onnx.ModelProto:
+    from onnx import helper
+
+    fn = helper.make_function(
+        "local", "MyBlock", ["a"], ["b"],
+        [helper.make_node("Relu", ["a"], ["r"], name="inner_relu"),
+         helper.make_node("Det", ["r"], ["b"], name="inner_det")], [helper.make_opsetid("", 17)])
+    g = helper.make_graph([helper.make_node("MyBlock", ["x"], ["y"], name="block1",
+                                            domain="local")], "g",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 3])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("local", 1)], functions=[fn])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def test_local_function_stack_from_parser_and_static(worker, tmp_path):
+    p = tmp_path / "fn.onnx"
+    onnx.save(_local_function_model(), str(p))
+    real = check(p, backend="tensorrt-rtx", client=worker)
+    [u] = real.unsupported
+    assert (u["node"], u["op"], u["local_function_stack"]) == ("inner_det", "Det",
+                                                               ["block1 (MyBlock)"])
+    entries, _ = static_check(p, "tensorrt-rtx")  # a local function is not a custom op
+    assert [(e["node"], e["local_function_stack"]) for e in entries] == [
+        ("inner_det", ["block1 (MyBlock)"])]
+
+
+def test_external_data_model_is_read_by_path_and_built(worker, tmp_path):
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).random((64, 64), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 64])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "m.onnx"), save_as_external_data=True, location="m.data",
+              size_threshold=0)
+    assert (tmp_path / "m.data").stat().st_size == 64 * 64 * 4
+    rep = check(tmp_path / "m.onnx", backend="tensorrt-rtx", build=True, client=worker)
+    assert rep.supported and rep.build["built"] and rep.build["engine_bytes"] > 64 * 64 * 4
+    assert any("dynamic input 'x'" in n for n in rep.notes)  # the profile it chose is said
+    assert rep.partition["subgraphs"] == [{"nodes": ["mm"], "supported": True}]
+
+
+def test_partition_lists_nodes_outside_supported_subgraphs(fixture_reports):
+    assert fixture_reports["capability.onnx"].partition["outside"] == ["Fake1", "Fake2", "Fake3"]
+    assert fixture_reports["conv.onnx"].partition["outside"] == []

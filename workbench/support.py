@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.model import Model, model_from_proto, open_model, save_model
-from workbench.support_rules import BACKENDS, PLUGIN_HINT, backend_table
+from workbench.support_rules import BACKENDS, MATRIX_SUPPORTED, PLUGIN_HINT, backend_table
 
 BACKEND_CHOICES = ("auto", "static", "tensorrt", "tensorrt-rtx")
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -67,7 +67,7 @@ class _Scope:
 
     def __init__(self, graph: Any, outer: Optional["_Scope"] = None) -> None:
         self.outer = outer
-        self.consts: Dict[str, Any] = {t.name: t for t in graph.initializer}
+        self.consts: Dict[str, Any] = {t.name: t for t in getattr(graph, "initializer", [])}
         for node in graph.node:
             if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.output:
                 for a in node.attribute:
@@ -174,19 +174,45 @@ CHECKS: Dict[str, Callable[[Dict[str, Any], Any, _Scope], Optional[Dict[str, Any
 }
 
 
+@dataclass
+class _Site:
+    """Where a node sits: its id, the subgraph path, the local-function stack, its scope."""
+
+    node: Any
+    nid: str
+    path: str
+    scope: "_Scope"
+    stack: List[str]
+
+
 def _walk(graph: Any, ids: Optional[List[str]] = None, path: str = "",
-          outer: Optional[_Scope] = None) -> Iterator[Tuple[Any, str, str, Any, _Scope]]:
-    """(node, node id, subgraph path, graph, scope) for every node, bodies included."""
+          outer: Optional[_Scope] = None, functions: Optional[Dict[Tuple[str, str], Any]] = None,
+          stack: Optional[List[str]] = None) -> Iterator[_Site]:
+    """Every node: subgraph bodies (If/Loop/Scan) and model-local functions included.
+    Function calls are expanded (as TensorRT inlines them) and carry the call stack in the
+    parser's format, e.g. ['block1 (MyBlock)']."""
     from workbench.model import stable_node_ids
 
+    functions = functions or {}
+    stack = stack or []
     scope = _Scope(graph, outer)
+    nodes = list(graph.node)
     ids = ids or stable_node_ids(graph)
-    for node, nid in zip(graph.node, ids):
-        yield node, nid, path, graph, scope
+    for node, nid in zip(nodes, ids):
+        fn = functions.get((node.domain, node.op_type))
+        if fn is not None and len(stack) < 16:
+            yield from _walk(fn, None, path, scope, functions,
+                             stack + [f"{node.name or nid} ({node.op_type})"])
+            continue
+        yield _Site(node, nid, path, scope, stack)
         for a in node.attribute:
             subs = [a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []
             for g in subs:
-                yield from _walk(g, None, f"{path}{nid}/{a.name}/", scope)
+                yield from _walk(g, None, f"{path}{nid}/{a.name}/", scope, functions, stack)
+
+
+def _functions(model: Model) -> Dict[Tuple[str, str], Any]:
+    return {(f.domain, f.name): f for f in model.proto.functions}
 
 
 def _entry(node: Optional[str], op: Optional[str], reason: str, source: str, *,
@@ -227,7 +253,8 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                     yield _entry(None, None, _fmt(rule["reason"], tensor=vi.name, value=name),
                                  "static", hint=rule["hint"], code=rule["id"], tensor=vi.name)
         elif kind == "loop_unbounded_counter":
-            for node, nid, path, graph, scope in _walk(g, model.node_ids):
+            for site in _walk(g, model.node_ids, functions=_functions(model)):
+                node, nid, path, scope = site.node, site.nid, site.path, site.scope
                 if node.op_type != "Loop" or node.domain not in DEFAULT_DOMAINS:
                     continue
                 m_name = _input(node, 0)
@@ -241,12 +268,14 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                     continue
                 counter = body.input[0].name
                 shown = "absent" if not m_name else _short(m_val)
-                for inner, iid, ipath, _, _ in _walk(body, None, f"{path}{nid}/body/", scope):
-                    if counter in inner.input:
-                        yield _entry(iid, inner.op_type,
+                for inner in _walk(body, None, f"{path}{nid}/body/", scope, _functions(model),
+                                   site.stack):
+                    if counter in inner.node.input:
+                        yield _entry(inner.nid, inner.node.op_type,
                                      _fmt(rule["reason"], loop=nid, value=shown, tensor=counter),
                                      "static", hint=rule["hint"], code=rule["id"],
-                                     subgraph=ipath.rstrip("/") or None)
+                                     subgraph=inner.path.rstrip("/") or None,
+                                     local_function_stack=inner.stack or None)
 
 
 def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
@@ -265,26 +294,26 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
                                  f"opset {imp.version} is outside {table['short']}'s range "
                                  f"{lo}-{hi}", hint="re-export with an opset in range",
                                  source="static"))
-    for node, nid, path, _, scope in _walk(model.graph, model.node_ids):
-        op, sub = node.op_type, path.rstrip("/") or None
+    for site in _walk(model.graph, model.node_ids, functions=_functions(model)):
+        node, nid, scope = site.node, site.nid, site.scope
+        op, sub = node.op_type, site.path.rstrip("/") or None
+        stack = site.stack or None
         if node.domain not in DEFAULT_DOMAINS:
             out.append(_entry(nid, op, f"custom op '{node.domain}::{op}' is not an ONNX "
                               "standard op; TensorRT needs a plugin for it", "static",
-                              hint=PLUGIN_HINT, code="custom-op", subgraph=sub,
+                              hint=PLUGIN_HINT, code="custom-op", subgraph=sub, local_function_stack=stack,
                               domain=node.domain))
             continue
         if op in table["unsupported_ops"]:
             out.append(_entry(nid, op, f"{op} is not supported by {table['short']}", "static",
                               hint="replace it: " + table["unsupported_ops"][op],
-                              code="unsupported-op", subgraph=sub))
+                              code="unsupported-op", subgraph=sub, local_function_stack=stack))
             continue
         if op in table["plugin_ops"]:
             out.append(_entry(nid, op, f"{op} is implemented by a plugin {table['short']} does "
                               "not ship", "static", hint=table["plugin_ops"][op],
-                              code="plugin-missing", subgraph=sub))
+                              code="plugin-missing", subgraph=sub, local_function_stack=stack))
             continue
-        from workbench.support_rules import MATRIX_SUPPORTED
-
         if op not in MATRIX_SUPPORTED and op not in table["unsupported_ops"]:
             if onnx.defs.has(op):
                 extra.append(Finding("warning", "op-not-in-matrix",
@@ -294,7 +323,7 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
             else:
                 out.append(_entry(nid, op, f"'{op}' is not an ONNX op; TensorRT looks for a "
                                   "plugin of that name", "static", hint=PLUGIN_HINT,
-                                  code="unknown-op", subgraph=sub))
+                                  code="unknown-op", subgraph=sub, local_function_stack=stack))
             continue
         for rule in table["rules"]:
             ops = rule["op"] if isinstance(rule["op"], list) else [rule["op"]]
@@ -311,7 +340,7 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
                 continue
             out.append(_entry(nid, op, _fmt(rule["reason"], **values), "static",
                               hint=_fmt(rule["hint"], **values), code=rule["id"],
-                              stage=rule.get("stage", "parse"), subgraph=sub))
+                              stage=rule.get("stage", "parse"), subgraph=sub, local_function_stack=stack))
     out.extend(_graph_checks(model, table))
     return out, extra
 
@@ -495,7 +524,8 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
         known = by_node.get(node) if node else None
         if known is not None and known["stage"] == "parse":
             # the rule that predicted it explains the cause and the next step better
-            if known["reason"] not in reason:
+            generic = ("unsupported-op", "unknown-op", "custom-op", "plugin-missing")
+            if known["code"] not in generic and known["reason"] not in reason:
                 reason = f"{reason} (likely cause: {known['reason']})"
             hint = known.get("hint") or hint
         unsupported.append(_entry(node, err.get("op") or None, reason, "parser", hint=hint,

@@ -47,6 +47,16 @@ def _table(rows: List[List[str]], headers: List[str], widths: List[int]) -> str:
     return "\n".join(out)
 
 
+def _where(u: Dict[str, Any]) -> str:
+    """The node, with the local functions / subgraph it sits in."""
+    where = u.get("node") or "(graph)"
+    if u.get("local_function_stack"):
+        where += " in " + " > ".join(u["local_function_stack"])
+    elif u.get("subgraph"):
+        where += " in " + u["subgraph"]
+    return where
+
+
 def _human(d: Dict[str, Any]) -> str:
     b = d["backend"]
     who = (f"static rules ({b.get('rules')})" if b["name"] == "static"
@@ -60,7 +70,7 @@ def _human(d: Dict[str, Any]) -> str:
                      (" and the engine built" if d["mode"] == "parser+build" else ""))
     else:
         lines.append(f"NOT SUPPORTED: {len(d['unsupported'])} problem(s)")
-        rows = [[u.get("node") or "(graph)", u.get("op") or "-", u.get("source") or "",
+        rows = [[_where(u), u.get("op") or "-", u.get("source") or "",
                  u.get("reason") or "", u.get("hint") or ""] for u in d["unsupported"]]
         lines.append(_table(rows, ["node", "op", "found by", "reason", "next step"],
                             [22, 16, 8, 44, 44]))
@@ -75,11 +85,14 @@ def _human(d: Dict[str, Any]) -> str:
     part = d.get("partition")
     if part and part.get("subgraphs") and not d["supported"]:
         lines.append("")
-        lines.append("Parser partition (supports_model):")
+        lines.append(f"Parser partition ({part.get('api')}; 'supported' as the parser reports "
+                     "it):")
         for i, s in enumerate(part["subgraphs"]):
             nodes = ", ".join(s["nodes"][:8]) + (" ..." if len(s["nodes"]) > 8 else "")
             lines.append(f"  subgraph {i}: {len(s['nodes'])} node(s), supported="
                          f"{s['supported']}: {nodes}")
+        if part.get("outside"):
+            lines.append("  outside every subgraph: " + ", ".join(part["outside"][:20]))
     return "\n".join(lines)
 
 

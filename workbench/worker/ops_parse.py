@@ -120,6 +120,37 @@ def _partition(trt: Any, builder: Any, logger: Any, path: str) -> Optional[Dict[
     return None
 
 
+def _parse_one(trt: Any, builder: Any, logger: Any, path: str, partition: bool) -> Dict[str, Any]:
+    """Errors and (where the parser has one) the partition. supports_model_v2 is itself a full
+    parse, so when it exists one pass gives both."""
+    network = _new_network(trt, builder)
+    parser = trt.OnnxParser(network, logger)
+    part: Optional[Dict[str, Any]] = None
+    rec: Dict[str, Any] = {"path": path}
+    if partition and hasattr(parser, "supports_model_v2"):
+        with open(path, "rb") as f:
+            data = f.read()
+        ok = bool(parser.supports_model_v2(data, path))
+        subs = []
+        for i in range(int(getattr(parser, "num_subgraphs", 0) or 0)):
+            nodes = [int(x) for x in parser.get_subgraph_nodes(i)]
+            sup = parser.is_subgraph_supported(i) if hasattr(parser, "is_subgraph_supported") \
+                else None
+            subs.append({"nodes": nodes, "supported": None if sup is None else bool(sup)})
+        part = {"api": "supports_model_v2", "supported": ok, "subgraphs": subs}
+    else:
+        ok = bool(parser.parse_from_file(path))
+        if partition:
+            try:
+                part = _partition(trt, builder, logger, path)
+            except Exception as e:  # the partition is extra information, never fatal
+                rec["partition_error"] = "%s: %s" % (type(e).__name__, e)
+    rec.update(parsed=ok, errors=[_error_record(parser.get_error(i))
+                                  for i in range(parser.num_errors)],
+               num_layers=int(network.num_layers), partition=part)
+    return rec
+
+
 @op("parse")
 def parse(ctx: Context, paths: Any = None, path: Optional[str] = None, backend: str = "auto",
           plugins: Optional[List[str]] = None, partition: bool = True) -> Dict[str, Any]:
@@ -139,16 +170,7 @@ def parse(ctx: Context, paths: Any = None, path: Optional[str] = None, backend: 
             raise OpError("model file not found: %s" % p, code="bad-args")
         t0 = time.monotonic()
         logger.messages.clear()
-        network, parser, ok, errors = _parse_file(trt, builder, logger, p)
-        rec: Dict[str, Any] = {"path": p, "parsed": ok, "errors": errors,
-                               "num_layers": int(network.num_layers)}
-        del parser, network
-        if partition:
-            try:
-                rec["partition"] = _partition(trt, builder, logger, p)
-            except Exception as e:  # the partition is extra information, never fatal
-                rec["partition"] = None
-                rec["partition_error"] = "%s: %s" % (type(e).__name__, e)
+        rec = _parse_one(trt, builder, logger, p, partition)
         rec["log"] = [m["message"] for m in logger.messages if m["level"] == "error"][-20:]
         rec["seconds"] = round(time.monotonic() - t0, 4)
         results.append(rec)
