@@ -1,0 +1,313 @@
+"""Engine builds with the real TensorRT-RTX (CPU, ahead of time for sm89): precision really in
+the network, engine cache, cancel/timeout atomicity, profile errors, parse failures, CLI."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES
+from workbench.build import (BuildCancelled, BuildConfig, BuildFailed, BuildTimeout,
+                             build_engine)
+from workbench.errors import WorkbenchError
+from workbench.worker.client import WorkerClient
+
+RESNET = SAMPLES / "resnet_tiny.onnx"
+BERT = SAMPLES / "bert_tiny.onnx"
+PROFILES = {
+    "resnet_tiny": [{"input": [[1, 3, 32, 32], [4, 3, 32, 32], [32, 3, 32, 32]]}],
+    "bert_tiny": [{"input_ids": [[1, 8], [4, 32], [64, 32]],
+                   "attention_mask": [[1, 8], [4, 32], [64, 32]]}],
+}
+
+
+@pytest.fixture(scope="module")
+def client():
+    c = WorkerClient()
+    yield c
+    c.close()
+
+
+def cfg(model: str = "resnet_tiny", **kw) -> BuildConfig:
+    base = dict(profiles=PROFILES[model], target="sm89", builder_optimization_level=0)
+    base.update(kw)
+    return BuildConfig(**base)
+
+
+def engines_dir_files(home: Path) -> list:
+    return sorted(p.name for p in home.glob("models/*/engines/*"))
+
+
+# --------------------------------------------------------------------------- config
+def test_config_json_round_trip_and_stable_hash():
+    c = cfg(precision="fp16", exclude_nodes=["/stem/conv/Conv"], workspace_bytes=1 << 28)
+    again = BuildConfig.from_json(c.to_json())
+    assert again == c
+    assert again.config_hash == c.config_hash and len(c.config_hash) == 16
+    assert cfg(precision="fp32").config_hash != c.config_hash
+    # key order in the input does not matter
+    d = c.to_dict()
+    assert BuildConfig.from_dict(dict(reversed(list(d.items())))).config_hash == c.config_hash
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"precision": "fp12"}, "precision"),
+    ({"target": "ampere"}, "target"),
+    ({"route": "fast"}, "route"),
+    ({"profiles": [{"input": [[8, 3, 32, 32], [4, 3, 32, 32], [32, 3, 32, 32]]}]},
+     "profiles[0].input"),
+    ({"profiles": [{"input": [[1, 3, 32, 32], [4, 3, 32, 32]]}]}, "profiles[0].input"),
+    ({"builder_optimization_level": 9}, "builder_optimization_level"),
+])
+def test_bad_config_names_the_field(kw, field):
+    with pytest.raises(WorkbenchError) as e:
+        cfg(**kw)
+    assert e.value.field == field
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_config_key_is_rejected():
+    with pytest.raises(WorkbenchError, match="unknown build config field"):
+        BuildConfig.from_dict({"precision": "fp16", "max_workspace_size": 1})
+
+
+# --------------------------------------------------------------------------- real builds
+def _layers_of_type(res, typ):
+    return [la for la in res.layers if la["type"] == typ]
+
+
+@pytest.mark.parametrize("model", ["resnet_tiny", "bert_tiny"])
+def test_fp32_fp16_int8_engines_carry_the_precision(model, client, tmp_path):
+    path = SAMPLES / f"{model}.onnx"
+    calib = SAMPLES / "calib" / f"{model}.npz"
+    out = {}
+    for prec in ("fp32", "fp16", "int8"):
+        extra = {}
+        if prec == "int8":
+            # bert_tiny's additive mask (finfo.min) defeats onnxruntime's entropy histogram
+            extra = {"calibration": str(calib),
+                     "calibrate_method": "minmax" if model == "bert_tiny" else "entropy"}
+        res = build_engine(path, cfg(model, precision=prec, **extra), client=client,
+                           output=tmp_path / f"{model}-{prec}.engine")
+        assert Path(res.engine_path).is_file() and res.size_bytes > 10_000
+        assert Path(res.output_path).read_bytes() == Path(res.engine_path).read_bytes()
+        assert res.backend == "tensorrt-rtx" and res.route == "strongly-typed"
+        assert res.targets == ["sm89"] and not res.cache_hit
+        out[prec] = res
+        print(model, prec, res.dtype_counts(), f"{res.build_seconds:.2f}s")
+    f32, f16, i8 = (out[p].dtype_counts() for p in ("fp32", "fp16", "int8"))
+    assert "HALF" not in f32 and "INT8" not in f32
+    assert f16.get("HALF", 0) > f16.get("FLOAT", 0) and "INT8" not in f16
+    assert i8.get("INT8", 0) > 0
+    # where it matters: conv / matmul layers compute in FP16, Q layers emit INT8
+    heavy = "CONVOLUTION" if model == "resnet_tiny" else "MATRIX_MULTIPLY"
+    assert all(o["dtype"] == "HALF" for la in _layers_of_type(out["fp16"], heavy)
+               for o in la["outputs"])
+    assert all(o["dtype"] == "FLOAT" for la in _layers_of_type(out["fp32"], heavy)
+               for o in la["outputs"])
+    quant = _layers_of_type(out["int8"], "QUANTIZE")
+    assert len(quant) >= len(_layers_of_type(out["int8"], heavy)) > 0
+    assert all(o["dtype"] == "INT8" for la in quant for o in la["outputs"])
+    # the precision transform is a model version in the workspace, the original untouched
+    assert Path(out["fp16"].onnx_path).parent.name == "versions"
+    assert out["fp32"].onnx_path == str(path)
+
+
+def test_second_identical_build_is_a_cache_hit_under_half_a_second(client):
+    first = build_engine(RESNET, cfg(precision="fp16"), client=client)
+    assert not first.cache_hit
+    t0 = time.perf_counter()
+    second = build_engine(RESNET, cfg(precision="fp16"), client=client)
+    elapsed = time.perf_counter() - t0
+    print(f"cache hit in {elapsed * 1000:.1f} ms (first build {first.seconds:.2f} s)")
+    assert second.cache_hit and elapsed < 0.5
+    assert second.engine_path == first.engine_path and second.key == first.key
+    assert [f.code for f in second.findings] == [f.code for f in first.findings]
+    # anything that changes the engine changes the key
+    other = build_engine(RESNET, cfg(precision="fp16", builder_optimization_level=1),
+                         client=client)
+    assert not other.cache_hit and other.key != first.key
+
+
+def test_model_hash_is_memoised_by_path_size_mtime(client, tmp_path):
+    import workbench.build as b
+
+    m = tmp_path / "m.onnx"
+    m.write_bytes(RESNET.read_bytes())
+    r1 = build_engine(m, cfg(), client=client)
+    key = b._stat_key(m)
+    assert key in b._hash_memo
+    os.utime(m, ns=(key[2] + 10**9, key[2] + 10**9))  # touched: re-hashed, same content
+    r2 = build_engine(m, cfg(), client=client)
+    assert r2.cache_hit and r2.key == r1.key and b._stat_key(m) in b._hash_memo
+
+
+def test_cancelled_build_leaves_no_partial_engine(client, monkeypatch, _isolated_home):
+    monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.05")  # slow the real build down
+    cancel = threading.Event()
+    fractions = []
+
+    def on_event(ev):
+        if ev.get("event") == "progress" and ev.get("phase") == "building":
+            fractions.append(ev.get("fraction") or 0.0)
+            if len(fractions) >= 3:
+                cancel.set()
+
+    t0 = time.monotonic()
+    with pytest.raises(BuildCancelled):
+        build_engine(BERT, cfg("bert_tiny"), client=client, cancel=cancel, on_event=on_event)
+    assert time.monotonic() - t0 < 30
+    assert len(fractions) >= 3
+    assert client.alive  # cooperative: IProgressMonitor.step_complete returned False
+    assert engines_dir_files(_isolated_home) == []
+    # the worker is still usable and the next build completes into the cache
+    monkeypatch.delenv("WORKBENCH_BUILD_STEP_DELAY")
+    res = build_engine(BERT, cfg("bert_tiny"), client=client)
+    assert not res.cache_hit and Path(res.engine_path).is_file()
+    assert [p for p in engines_dir_files(_isolated_home) if "partial" in p] == []
+
+
+def test_timed_out_build_leaves_no_partial_engine(monkeypatch, _isolated_home):
+    monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.2")
+    c = WorkerClient()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(BuildTimeout) as e:
+            build_engine(RESNET, cfg(), client=c, timeout=2.0)
+        took = time.monotonic() - t0
+        assert took < 10, took
+        assert "time limit" in str(e.value)
+        assert engines_dir_files(_isolated_home) == []
+        assert not c.alive  # the worker was killed, not left building
+    finally:
+        c.close()
+
+
+def test_progress_reaches_one_and_grows(client, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.01")
+    events = []
+    build_engine(RESNET, cfg(), client=client, on_event=events.append)
+    fr = [e["fraction"] for e in events if e.get("event") == "progress"
+          and e.get("phase") == "building" and e.get("fraction") is not None]
+    assert len(fr) >= 5
+    assert fr[-1] > 0.5 and max(fr) <= 1.0
+    assert events[-1]["phase"] == "done" and events[-1]["fraction"] == 1.0
+
+
+# --------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("profiles,needle", [
+    ([{"image": [[1, 3, 32, 32], [4, 3, 32, 32], [8, 3, 32, 32]]}], "not a network input"),
+    ([{"input": [[1, 3, 32], [4, 3, 32], [8, 3, 32]]}], "rank"),
+    ([{"input": [[1, 3, 64, 64], [4, 3, 64, 64], [8, 3, 64, 64]]}], "static dim"),
+    ([], "dynamic dims"),
+])
+def test_invalid_profile_is_a_clear_error(client, profiles, needle):
+    with pytest.raises(WorkbenchError) as e:
+        build_engine(RESNET, cfg(profiles=profiles), client=client)
+    assert not isinstance(e.value, BuildFailed)
+    msg = str(e.value)
+    assert needle in msg and "input" in msg and "\n" not in msg
+    assert e.value.field and e.value.field.startswith("profiles")
+
+
+def test_bert_profile_missing_one_input_names_it(client):
+    p = [{"input_ids": [[1, 8], [4, 32], [64, 32]]}]
+    with pytest.raises(WorkbenchError, match="attention_mask"):
+        build_engine(BERT, cfg("bert_tiny", profiles=p), client=client)
+
+
+def test_parse_failure_names_the_node(client):
+    with pytest.raises(BuildFailed) as e:
+        build_engine(SAMPLES / "needs_fixing.onnx",
+                     cfg(profiles=[{"input": [[1, 4, 12, 12]] * 3}]), client=client)
+    assert e.value.code == "parse-failed"
+    assert e.value.node in ("/crop/CenterCropPad", "/flatten/Compress", "/act/FastGelu")
+    assert e.value.node in str(e.value)
+
+
+def test_legacy_route_is_refused_where_the_flags_do_not_exist(client):
+    with pytest.raises(WorkbenchError) as e:
+        build_engine(RESNET, cfg(precision="fp16", route="legacy-flags"), client=client)
+    assert "BuilderFlag.FP16" in str(e.value) and e.value.field == "route"
+
+
+def test_int8_without_calibration_is_refused(client):
+    with pytest.raises(WorkbenchError) as e:
+        build_engine(RESNET, cfg(precision="int8"), client=client)
+    assert e.value.field == "calibration"
+
+
+def test_unknown_target_is_a_clear_error(client):
+    with pytest.raises(WorkbenchError) as e:
+        build_engine(RESNET, cfg(target="sm42"), client=client)
+    assert "sm42" in str(e.value) and "sm89" in str(e.value)
+
+
+# --------------------------------------------------------------------------- inspect
+def test_inspect_engine_falls_back_to_network_dtypes(client):
+    res = build_engine(RESNET, cfg(precision="fp16"), client=client)
+    info = client.call("inspect_engine", {"engine_path": res.engine_path,
+                                          "backend": "tensorrt-rtx",
+                                          "onnx_path": res.onnx_path}, timeout=60)
+    # no GPU here: the sm89 engine cannot be deserialized, the reason says why
+    assert info["source"] == "network" and info["reason"]
+    convs = [la for la in info["layers"] if la["type"] == "CONVOLUTION"]
+    assert convs and all(o["dtype"] == "HALF" for la in convs for o in la["outputs"])
+
+
+# --------------------------------------------------------------------------- CLI
+def _cli(*args, env=None):
+    return subprocess.run(["workbench", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_cli_build_json_and_exit_codes(tmp_path):
+    out = tmp_path / "r.engine"
+    common = ["--profile", "input:1x3x32x32:4x3x32x32:32x3x32x32", "--target", "sm89",
+              "--opt-level", "0"]
+    r = _cli("build", RESNET, "-o", out, "--precision", "fp16", *common, "--json",
+             "--export-script", tmp_path / "build.py")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["ok"] and d["engine_path"] == str(out) and out.stat().st_size == d["size_bytes"]
+    assert d["backend"] == "tensorrt-rtx" and d["backend_version"]
+    assert d["dtypes"]["HALF"] > 0 and d["cache_hit"] is False
+    assert d["export"]["trtexec"].startswith("tensorrt_rtx --onnx=")
+    assert "--minShapes=input:1x3x32x32" in d["export"]["trtexec"]
+    assert "polygraphy convert" in d["export"]["polygraphy"]
+    compile((tmp_path / "build.py").read_text(), "build.py", "exec")
+    # same build again: cache hit
+    r2 = _cli("build", RESNET, "-o", out, "--precision", "fp16", *common, "--json")
+    assert json.loads(r2.stdout)["cache_hit"] is True
+    # progress goes to stderr without --json
+    r3 = _cli("build", RESNET, "-o", out, *common, "--no-cache")
+    assert r3.returncode == 0 and "building" in r3.stderr and "engine:" in r3.stdout
+    # bad input: exit 2, one line
+    r4 = _cli("build", RESNET, "-o", out, "--profile", "input:8x3x32x32:4x3x32x32:1x3x32x32",
+              "--target", "sm89")
+    assert r4.returncode == 2 and "min <= opt <= max" in r4.stderr
+    assert len(r4.stderr.strip().splitlines()) == 1
+    r5 = _cli("build", RESNET, "-o", out, "--profile", "input:1x3x32x32", "--target", "sm89")
+    assert r5.returncode == 2 and "INPUT:MIN:OPT:MAX" in r5.stderr
+    # TensorRT refuses: exit 1 with the node named
+    r6 = _cli("build", SAMPLES / "needs_fixing.onnx", "-o", tmp_path / "n.engine",
+              "--profile", "input:1x4x12x12:1x4x12x12:1x4x12x12", "--target", "sm89", "--json")
+    assert r6.returncode == 1, r6.stderr
+    d6 = json.loads(r6.stdout)
+    assert not d6["ok"] and d6["node"] and d6["code"] == "parse-failed"
+    assert not (tmp_path / "n.engine").exists()
+
+
+def test_cli_timeout_exits_1_and_leaves_nothing(tmp_path, _isolated_home):
+    env = dict(os.environ, WORKBENCH_BUILD_STEP_DELAY="0.2")
+    r = _cli("build", RESNET, "-o", tmp_path / "t.engine", "--profile",
+             "input:1x3x32x32:4x3x32x32:32x3x32x32", "--target", "sm89", "--timeout", "2",
+             env=env)
+    assert r.returncode == 1 and "time limit" in r.stderr
+    assert not (tmp_path / "t.engine").exists()
+    assert engines_dir_files(_isolated_home) == []

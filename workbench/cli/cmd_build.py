@@ -1,0 +1,209 @@
+"""`workbench build MODEL -o ENGINE`: build (or fetch from the cache) a TensorRT engine.
+
+Exit 0 built, 1 TensorRT refused (the node/layer is named) or the time limit hit, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from workbench.errors import WorkbenchError
+
+NAME = "build"
+HELP = "build a TensorRT engine (progress, time limit, cache) and print the equivalent commands"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="ONNX model")
+    p.add_argument("-o", "--output", metavar="ENGINE", required=True, help="engine file to write")
+    p.add_argument("--precision", default="fp32",
+                   choices=["fp32", "fp16", "bf16", "int8", "fp8"])
+    p.add_argument("--exclude", action="append", default=[], metavar="NODE",
+                   help="keep this node in FP32 (repeatable)")
+    p.add_argument("--exclude-op", action="append", default=[], metavar="OP",
+                   help="keep every node of this op type in FP32 (repeatable)")
+    p.add_argument("--calib", metavar="PATH", help="calibration data (.npz/.npy or a folder)")
+    p.add_argument("--calib-method", default="entropy", choices=["entropy", "minmax",
+                                                                 "percentile"])
+    p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
+                   help="shape range of a dynamic input, e.g. input:1x3x32x32:8x3x32x32:"
+                        "32x3x32x32 (repeat per input; naming an input again starts a new "
+                        "profile)")
+    p.add_argument("--backend", default="auto", choices=["auto", "tensorrt", "tensorrt-rtx"])
+    p.add_argument("--route", default="auto", choices=["auto", "strongly-typed",
+                                                       "legacy-flags"])
+    p.add_argument("--target", metavar="SM", help="TensorRT-RTX ahead-of-time target, e.g. sm89")
+    p.add_argument("--timeout", type=float, metavar="S", help="time limit in seconds")
+    p.add_argument("--opt-level", type=int, metavar="N", help="builder optimization level 0-5")
+    p.add_argument("--workspace", metavar="SIZE", help="workspace memory pool, e.g. 512M or 2G")
+    p.add_argument("--timing-cache", metavar="PATH", help="timing cache file to load and save")
+    p.add_argument("--plugins", action="append", default=[], metavar="LIB",
+                   help="plugin library to load (only the ones you name are loaded)")
+    p.add_argument("--flag", action="append", default=[], metavar="BUILDER_FLAG",
+                   help="extra BuilderFlag to set, e.g. REFIT")
+    p.add_argument("--config", metavar="JSON", help="a BuildConfig JSON file (flags override)")
+    p.add_argument("--no-cache", action="store_true", help="rebuild even when cached")
+    p.add_argument("--export-script", metavar="PATH",
+                   help="also write the standalone build-and-run Python script here")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _parse_size(text: str) -> int:
+    from workbench.export import _parse_mem
+
+    try:
+        return _parse_mem(text)
+    except WorkbenchError:
+        raise WorkbenchError(f"bad --workspace '{text}'", field="workspace",
+                             hint="e.g. 512M, 2G or a number of MiB") from None
+
+
+def parse_profiles(items: List[str]) -> List[Dict[str, List[List[int]]]]:
+    """INPUT:MIN:OPT:MAX args -> profiles; naming an input twice starts the next profile."""
+    profiles: List[Dict[str, List[List[int]]]] = []
+    for item in items:
+        parts = item.rsplit(":", 3)
+        if len(parts) != 4 or not parts[0]:
+            raise WorkbenchError(f"bad --profile '{item}'", field="profile",
+                                 hint="use INPUT:MIN:OPT:MAX, e.g. input:1x3x32x32:"
+                                      "8x3x32x32:32x3x32x32")
+        name = parts[0]
+        try:
+            shapes = [[int(x) for x in s.lower().split("x")] for s in parts[1:]]
+        except ValueError:
+            raise WorkbenchError(f"bad --profile '{item}': dims must be integers like "
+                                 "1x3x32x32", field="profile") from None
+        shapes = [list(s) for s in shapes]
+        if not profiles or name in profiles[-1]:
+            profiles.append({})
+        profiles[-1][name] = shapes
+    return profiles
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from workbench.build import BuildConfig
+
+    base: Dict[str, Any] = {}
+    if args.config:
+        p = Path(args.config)
+        if not p.is_file():
+            raise WorkbenchError("config file not found", file=str(p))
+        base = BuildConfig.from_json(p.read_text()).to_dict()
+    over: Dict[str, Any] = {"precision": args.precision, "backend": args.backend,
+                            "route": args.route, "calibrate_method": args.calib_method}
+    if args.exclude:
+        over["exclude_nodes"] = args.exclude
+    if args.exclude_op:
+        over["exclude_ops"] = args.exclude_op
+    if args.calib:
+        over["calibration"] = args.calib
+    if args.profile:
+        over["profiles"] = parse_profiles(args.profile)
+    if args.target:
+        over["target"] = args.target
+    if args.opt_level is not None:
+        over["builder_optimization_level"] = args.opt_level
+    if args.workspace:
+        over["workspace_bytes"] = _parse_size(args.workspace)
+    if args.timing_cache:
+        over["timing_cache"] = args.timing_cache
+    if args.plugins:
+        over["plugins"] = args.plugins
+    if args.flag:
+        over["extra_flags"] = args.flag
+    if args.config:  # flags left at their defaults do not override the file
+        defaults = {"precision": "fp32", "backend": "auto", "route": "auto",
+                    "calibrate_method": "entropy"}
+        over = {k: v for k, v in over.items() if defaults.get(k, object()) != v}
+    base.update(over)
+    return BuildConfig.from_dict(base)
+
+
+class _StderrProgress:
+    """One updating line on stderr (main thread only: events arrive on the calling thread)."""
+
+    def __init__(self) -> None:
+        self.last = ""
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, ev: Dict[str, Any]) -> None:
+        if ev.get("event") == "log":
+            if ev.get("level") == "error":
+                self._line(f"[TRT {ev.get('level')}] {ev.get('message', '')[:300]}", newline=True)
+            return
+        if ev.get("event") != "progress":
+            return
+        frac = ev.get("fraction")
+        pct = f"{100 * frac:5.1f}%" if isinstance(frac, (int, float)) else "  ... "
+        text = f"{pct} {ev.get('phase', '')}: {str(ev.get('message', ''))[:80]}"
+        if text != self.last:
+            self.last = text
+            self._line(text, newline=not self.tty)
+
+    def _line(self, text: str, newline: bool) -> None:
+        if self.tty and not newline:
+            sys.stderr.write("\r\x1b[K" + text)
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty and self.last:
+            sys.stderr.write("\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.build import BuildFailed, build_engine
+
+    config = _config(args)
+    progress = None if args.json else _StderrProgress()
+    cancel = threading.Event()
+    try:
+        res = build_engine(args.model, config, on_event=progress, timeout=args.timeout,
+                           cancel=cancel, output=args.output, use_cache=not args.no_cache)
+    except BuildFailed as e:
+        if progress:
+            progress.close()
+        out = {"ok": False, "error": e.message, "code": e.code, "node": e.node, "op": e.op,
+               "hint": e.hint, "findings": [f.to_dict() for f in e.findings]}
+        if args.json:
+            from workbench.cli.common import print_json
+
+            print_json(out)
+        else:
+            where = f" at node '{e.node}'" if e.node else ""
+            sys.stderr.write(f"workbench build: build failed{where}: {e.message}"
+                             + (f" ({e.hint})" if e.hint else "") + "\n")
+            for f in e.findings[:10]:
+                sys.stderr.write(f"  {f}\n")
+        return 1
+    finally:
+        if progress:
+            progress.close()
+    if args.export_script:
+        from workbench.fsutil import atomic_write_text
+
+        atomic_write_text(args.export_script, res.export.get("script", ""))
+    d = res.to_dict()
+    d["ok"] = True
+    if args.json:
+        from workbench.cli.common import print_json
+
+        print_json(d)
+        return 0
+    hit = " (cache hit)" if res.cache_hit else ""
+    print(f"engine: {d['engine_path']} ({res.size_bytes / 1e6:.2f} MB){hit}")
+    print(f"backend: {res.backend} {res.backend_version}  route: {res.route}  "
+          f"build: {res.build_seconds:.2f} s  total: {res.seconds:.2f} s  "
+          f"config: {res.config_hash}")
+    dt = ", ".join(f"{k} {v}" for k, v in sorted(d["dtypes"].items()))
+    print(f"network tensor dtypes: {dt}")
+    for f in res.findings:
+        print(f"  {f}")
+    print("trtexec:    " + res.export.get("trtexec", ""))
+    print("polygraphy: " + res.export.get("polygraphy", ""))
+    return 0
