@@ -11,7 +11,14 @@ from typing import Any, Union
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
+    """Write `data` to `path` via a temp file + rename, with ordinary (umask) permissions."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -20,6 +27,7 @@ def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         try:
