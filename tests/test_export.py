@@ -1,0 +1,167 @@
+"""Export: trtexec line round-trips the config, polygraphy line, standalone script compiles,
+tutorial-era calls explained; build-log messages become findings with node names."""
+from __future__ import annotations
+
+import shlex
+
+import onnx
+import pytest
+
+from conftest import SAMPLES
+from workbench.build import BuildConfig
+from workbench.buildlog import NameIndex, findings_from_log
+from workbench.export import (MIGRATION, config_from_trtexec, export_for, migration_markdown,
+                              polygraphy_command, python_script, trtexec_command)
+
+# what trtexec can express (precision of a strongly typed build lives in the ONNX itself)
+TRTEXEC_FIELDS = ("profiles", "workspace_bytes", "builder_optimization_level", "timing_cache",
+                  "plugins", "extra_flags", "route")
+
+
+def _strongly_typed() -> BuildConfig:
+    return BuildConfig(
+        profiles=[{"input_ids": [[1, 8], [4, 32], [64, 128]],
+                   "attention_mask": [[1, 8], [4, 32], [64, 128]]},
+                  {"input_ids": [[1, 1], [1, 1], [1, 1]],
+                   "attention_mask": [[1, 1], [1, 1], [1, 1]]}],
+        workspace_bytes=512 << 20, builder_optimization_level=2,
+        timing_cache="/tmp/my cache/t.cache", plugins=["/opt/plugins/libmy.so"],
+        extra_flags=["REFIT"], route="strongly-typed", backend="tensorrt")
+
+
+def test_trtexec_line_round_trips_a_strongly_typed_config():
+    c = _strongly_typed()
+    line = trtexec_command(c, "/m/bert.onnx", "/m/bert.engine", route="strongly-typed")
+    assert line.startswith("trtexec --onnx=/m/bert.onnx --saveEngine=/m/bert.engine")
+    for flag in ("--stronglyTyped", "--memPoolSize=workspace:512M",
+                 "--builderOptimizationLevel=2", "--profilingVerbosity=detailed",
+                 "--exportLayerInfo=/m/bert.engine.layers.json", "--refit",
+                 "--staticPlugins=/opt/plugins/libmy.so",
+                 "--minShapes=input_ids:1x8,attention_mask:1x8",
+                 "--maxShapes=input_ids:64x128,attention_mask:64x128"):
+        assert flag in line, flag
+    assert "--timingCacheFile='/tmp/my cache/t.cache'" in line  # quoted for the shell
+    back, onnx_path, engine = config_from_trtexec(line)
+    assert (onnx_path, engine) == ("/m/bert.onnx", "/m/bert.engine")
+    for f in TRTEXEC_FIELDS:
+        assert getattr(back, f) == getattr(c, f), f
+    assert back.backend == "tensorrt"
+
+
+def test_trtexec_line_round_trips_a_legacy_int8_config():
+    c = BuildConfig(precision="int8", route="legacy-flags", exclude_nodes=["/head/Gemm"],
+                    profiles=[{"input": [[1, 3, 32, 32], [8, 3, 32, 32], [32, 3, 32, 32]]}],
+                    workspace_bytes=3 << 30)
+    line = trtexec_command(c, "r.onnx", "r.engine", route="legacy-flags",
+                           calib_cache="r.calib")
+    for flag in ("--int8", "--calib=r.calib", "--precisionConstraints=obey",
+                 "--layerPrecisions=/head/Gemm:fp32", "--memPoolSize=workspace:3G"):
+        assert flag in line
+    assert "--stronglyTyped" not in line
+    back, _, _ = config_from_trtexec(line)
+    for f in TRTEXEC_FIELDS + ("precision", "exclude_nodes"):
+        assert getattr(back, f) == getattr(c, f), f
+
+
+def test_trtexec_parse_accepts_units_and_tensorrt_rtx():
+    back, _, _ = config_from_trtexec("tensorrt_rtx --onnx=a.onnx --saveEngine=a.plan "
+                                     "--memPoolSize=workspace:1024 --builderOptimizationLevel=0")
+    assert back.backend == "tensorrt-rtx" and back.workspace_bytes == 1 << 30
+
+
+def test_polygraphy_line_carries_the_same_settings():
+    line = polygraphy_command(_strongly_typed(), "m.onnx", "m.engine", route="strongly-typed")
+    argv = shlex.split(line)
+    assert argv[:6] == ["polygraphy", "convert", "m.onnx", "--convert-to", "trt", "-o"]
+    assert "--strongly-typed" in argv and "--builder-optimization-level" in argv
+    i = argv.index("--trt-max-shapes")
+    assert argv[i + 1] == "input_ids:[64,128]"
+    rtx = polygraphy_command(BuildConfig(), "m.onnx", "m.engine", backend="tensorrt-rtx")
+    assert rtx.startswith("POLYGRAPHY_USE_TENSORRT_RTX=1 polygraphy convert")
+
+
+@pytest.mark.parametrize("route,prec", [("strongly-typed", "fp16"), ("legacy-flags", "int8"),
+                                        ("legacy-flags", "fp16")])
+def test_standalone_script_compiles_and_uses_the_modern_api(route, prec):
+    c = BuildConfig(precision=prec, route=route, target="sm89,sm120",
+                    profiles=[{"input": [[1, 3, 32, 32], [8, 3, 32, 32], [32, 3, 32, 32]]}],
+                    workspace_bytes=1 << 30, builder_optimization_level=1)
+    src = python_script(c, "/m/r.onnx", "/m/r.engine", route=route, calib_cache="/m/r.calib")
+    code = compile(src, "build_and_run.py", "exec")
+    names = set(code.co_names) | {n for const in code.co_consts if hasattr(const, "co_names")
+                                  for n in const.co_names}
+    for call in ("set_memory_pool_limit", "build_serialized_network", "set_input_shape",
+                 "set_tensor_address", "execute_async_v3"):
+        assert call in src, call
+    for old in ("max_workspace_size", "build_engine(", "set_binding_shape", "execute_v2",
+                "execute_async_v2", "pycuda"):
+        assert old not in src, old
+    assert "ONNX = '/m/r.onnx'" in src and "TARGETS = ['sm89', 'sm120']" in src
+    assert ("LEGACY_PRECISION = %r" % (prec if route == "legacy-flags" else None)) in src
+    assert "build" in names or "run" in names
+
+
+def test_migration_table_explains_tutorial_calls():
+    text = migration_markdown()
+    for old, new in (("max_workspace_size", "set_memory_pool_limit"),
+                     ("build_engine", "build_serialized_network"),
+                     ("set_binding_shape", "set_input_shape"),
+                     ("execute_async_v2", "execute_async_v3"),
+                     ("IInt8EntropyCalibrator2", "Q/DQ"),
+                     ("BuilderFlag.FP16", "STRONGLY_TYPED")):
+        row = next(r for r in MIGRATION if old in r[0])
+        assert new in row[1], (old, row)
+        assert old in text
+    assert text.count("\n") == len(MIGRATION) + 1
+
+
+def test_export_for_bundles_everything_and_notes_rtx_target():
+    e = export_for(BuildConfig(target="sm89"), onnx_path="a.onnx", engine_path="a.engine",
+                   backend="tensorrt-rtx", route="strongly-typed")
+    assert set(e) == {"trtexec", "polygraphy", "script", "notes"}
+    assert any("sm89" in n for n in e["notes"])
+    compile(e["script"], "s.py", "exec")
+
+
+# --------------------------------------------------------------------------- build log
+def test_build_log_messages_become_findings_with_nodes():
+    g = onnx.load(str(SAMPLES / "bert_tiny.onnx"), load_external_data=False).graph
+    names = NameIndex.from_graph(g)
+    some_node = next(n.name for n in g.node if n.op_type == "MatMul")
+    init = next(i.name for i in g.initializer)
+    consumers = [n.name for n in g.node if init in n.input]
+    log = [  # as TensorRT 8.6/10.x print them
+        {"level": "warning", "message": "Detected FP32 infinity values and converted them to "
+         f"corresponding FP16 infinity. [ONNX Layer: {some_node}]"},
+        {"level": "warning", "message": f"Weights [name={init}] had the following issues when "
+         "converted to FP16:"},
+        {"level": "warning", "message": " - Values out of FP16 range detected. Converting to "
+         "closest FP16 value."},
+        {"level": "warning", "message": "onnx2trt_utils.cpp:374: Your ONNX model has been "
+         "generated with INT64 weights, while TensorRT does not natively support INT64. "
+         "Attempting to cast down to INT32."},
+        {"level": "warning", "message": "onnx2trt_utils.cpp:374: Your ONNX model has been "
+         "generated with INT64 weights, while TensorRT does not natively support INT64. "
+         "Attempting to cast down to INT32."},
+        {"level": "warning", "message": "Missing scale and zero-point for tensor "
+         f"{g.node[3].output[0]}, expect fall back to non-int8 implementation for any layer "
+         "consuming or producing given tensor"},
+        {"level": "error", "message": "getPluginCreator could not find plugin: FastGelu "
+         "version: 1"},
+        {"level": "warning", "message": "Something new that TensorRT says."},
+        {"level": "info", "message": "Total Activation Memory: 1024"},
+    ]
+    fs = findings_from_log(log, names)
+    by = {}
+    for f in fs:
+        by.setdefault(f.code, f)
+    assert by["fp16-overflow"].nodes[0] == some_node
+    weights = [f for f in fs if init in f.tensors]
+    assert weights and weights[0].code == "fp16-overflow"
+    assert set(consumers) <= set(weights[0].nodes)
+    assert by["int64-cast"].extra["count"] == 2
+    assert by["precision-fallback"].nodes == [g.node[3].name]
+    assert by["missing-plugin"].severity == "error"
+    assert by["build-warning"].message == "Something new that TensorRT says."
+    assert all(f.source == "build-log" and f.hint for f in fs if f.code != "build-warning")
+    assert not any("Activation Memory" in f.message for f in fs)
