@@ -423,10 +423,13 @@ def _as_model(model_or_path: Any) -> Model:
 
 
 def _node_label(model: Model, err: Dict[str, Any]) -> Optional[str]:
+    """The failing node's name: the parser's, else the top-level node at the error's index
+    (when the error names an op, or on TensorRT 8.x whose errors have only the index)."""
     if err.get("node"):
         return err["node"]
     idx = err.get("node_index", -1)
-    if err.get("op") and isinstance(idx, int) and 0 <= idx < len(model.node_ids):
+    by_index = err.get("op") or err.get("node_name_api") is False
+    if by_index and isinstance(idx, int) and 0 <= idx < len(model.node_ids):
         return model.node_ids[idx]
     return None
 
@@ -519,8 +522,9 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
     by_node = {s["node"]: s for s in static_entries if s.get("node")}
     unsupported: List[Dict[str, Any]] = []
     for err in rec["errors"]:
-        reason, code, hint = _parser_reason(err, table)
         node = _node_label(model, err)
+        op = err.get("op") or (_op_of(model, node) if node else None)
+        reason, code, hint = _parser_reason(dict(err, op=op), table)
         known = by_node.get(node) if node else None
         if known is not None and known["stage"] == "parse":
             # the rule that predicted it explains the cause and the next step better
@@ -528,7 +532,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
             if known["code"] not in generic and known["reason"] not in reason:
                 reason = f"{reason} (likely cause: {known['reason']})"
             hint = known.get("hint") or hint
-        unsupported.append(_entry(node, err.get("op") or None, reason, "parser", hint=hint,
+        unsupported.append(_entry(node, op, reason, "parser", hint=hint,
                                   code=code, message=err.get("message"),
                                   error_code=err.get("code"),
                                   local_function_stack=err.get("local_function_stack") or None))

@@ -79,6 +79,8 @@ def _error_record(err: Any) -> Dict[str, Any]:
         "func": str(_call(err, "func", "") or ""),
         "line": int(_call(err, "line", -1) or -1),
         "local_function_stack": stack,
+        # TensorRT 8.x errors carry only the node index: the caller maps it to a node name
+        "node_name_api": hasattr(err, "node_name"),
     }
 
 
