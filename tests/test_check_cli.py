@@ -121,3 +121,18 @@ def test_backend_unavailable_exits_2_saying_how_to_install(tmp_path):
     d = json.loads(r.stdout)
     assert r.returncode == 1 and d["backend"]["name"] == "static"
     assert "no TensorRT module" in d["notes"][0]
+
+
+def test_named_plugin_library_is_loaded_and_reported(capsys):
+    import ctypes.util
+    from pathlib import Path
+
+    name = ctypes.util.find_library("m")  # a real shared library (not a TensorRT plugin)
+    lib = next((d / name for d in map(Path, ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+                                                "/lib64", "/usr/lib64", "/lib", "/usr/lib"))
+                if name and (d / name).is_file()), None)
+    assert lib is not None, "no libm found to stand in as a named library"
+    rc, out, _ = _run(capsys, "check", str(POLY / "conv.onnx"), "--backend", "tensorrt-rtx",
+                      "--plugin", str(lib), "--json")
+    d = json.loads(out)
+    assert rc == 0 and any(str(lib.resolve()) in n and "loaded" in n for n in d["notes"])

@@ -17,34 +17,39 @@ from typing import Any, Dict, List, Optional, Tuple
 from workbench.worker.registry import Context, OpError, op
 from workbench.worker.trt import import_backend, make_logger, network_flags, version_of
 
-_loaded_plugins: Dict[str, Any] = {}
+_loaded_plugins: Dict[str, str] = {}
 
 
 def load_plugins(trt: Any, plugins: Optional[List[str]]) -> List[str]:
-    """Load the plugin libraries the user named (and only those). Returns their paths."""
+    """Load the plugin libraries the user named (and only those); returns "path (how)".
+
+    TensorRT's plugin registry loads libraries that export plugin creators; libraries that
+    register themselves from static initialisers (the TensorRT 8.x style) are dlopen'ed."""
     out = []
     for lib in plugins or []:
         path = os.path.abspath(os.path.expanduser(str(lib)))
         if path in _loaded_plugins:
-            out.append(path)
+            out.append(_loaded_plugins[path])
             continue
         if not os.path.isfile(path):
             raise OpError("plugin library not found: %s" % path, code="bad-plugin",
                           hint="pass the path of a built plugin .so/.dll with --plugin")
-        handle = None
+        how = "plugin registry"
         try:
             registry = trt.get_plugin_registry() if hasattr(trt, "get_plugin_registry") else None
+            handle = None
             if registry is not None and hasattr(registry, "load_library"):
                 handle = registry.load_library(path)
             if handle is None:
                 import ctypes
 
-                handle = ctypes.CDLL(path, mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+                ctypes.CDLL(path, mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+                how = "dlopen"
         except OSError as e:
             raise OpError("cannot load plugin library %s: %s" % (path, e), code="bad-plugin",
                           hint="check the library was built for this TensorRT and platform")
-        _loaded_plugins[path] = handle
-        out.append(path)
+        _loaded_plugins[path] = "%s (%s)" % (path, how)
+        out.append(_loaded_plugins[path])
     return out
 
 
