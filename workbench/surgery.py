@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 from workbench.equivalence import Verification, verify
 from workbench.errors import WorkbenchError
 from workbench.recipes import Precondition, as_proto, get_recipe, list_recipes  # noqa: F401
-from workbench.recipes.base import (find_node_index, infer_structure_shapes, node_ids,
+from workbench.recipes.base import (find_node_index, infer_structure_shapes, infer_types, node_ids,
                                     tensor_types)
 
 __all__ = ["Change", "Proposal", "AutoFixResult", "apply_recipe", "diff_models", "propose",
@@ -126,8 +126,8 @@ def diff_models(before: Any, after: Any) -> Dict[str, Any]:
     for k in ka:
         if k in kb and _node_sig(ka[k][1]) != _node_sig(kb[k][1]):
             changed.append(idb[kb[k][0]])
-    ta = tensor_types(infer_structure_shapes(before))
-    tb = tensor_types(infer_structure_shapes(after))
+    ta = tensor_types(infer_types(before))
+    tb = tensor_types(infer_types(after))
 
     def fmt(t: Any) -> Dict[str, Any]:
         dt, shp = t

@@ -256,26 +256,51 @@ def all_names(proto: "onnx.ModelProto") -> set:  # noqa: F821
     return s
 
 
-def infer_structure_shapes(proto: "onnx.ModelProto", data_prop: bool = True) -> "onnx.ModelProto":  # noqa: F821
-    """onnx shape inference on a structure copy (large initializer bytes left out, small ones
-    kept for data propagation); returns the input with value_info filled in (a copy)."""
+def light_copy(proto: "onnx.ModelProto", max_bytes: int = 4096) -> "onnx.ModelProto":  # noqa: F821
+    """A copy of the model without large initializer bytes (dims and dtypes kept; small ones
+    kept whole for shape data propagation). Never copies the big weights."""
     import onnx
 
     light = onnx.ModelProto()
-    light.CopyFrom(proto)
-    for t in light.graph.initializer:
-        if _nbytes(t) > 4096:
-            t.ClearField("raw_data")
-            for f in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
-                t.ClearField(f)
+    for f in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
+        setattr(light, f, getattr(proto, f))
+    light.opset_import.extend(proto.opset_import)
+    light.functions.extend(proto.functions)
+    g, lg = proto.graph, light.graph
+    lg.name = g.name
+    lg.node.extend(g.node)
+    lg.input.extend(g.input)
+    lg.output.extend(g.output)
+    lg.value_info.extend(g.value_info)
+    for t in g.initializer:
+        if _nbytes(t) <= max_bytes and t.data_location != onnx.TensorProto.EXTERNAL:
+            lg.initializer.append(t)
+        else:
+            nt = lg.initializer.add()
+            nt.name, nt.data_type = t.name, t.data_type
+            nt.dims.extend(t.dims)
+    return light
+
+
+def infer_types(proto: "onnx.ModelProto", data_prop: bool = True) -> "onnx.ModelProto":  # noqa: F821
+    """ONNX shape inference on a light copy; returns that light model (value_info filled)."""
+    import onnx
+
+    light = light_copy(proto)
     try:
-        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=data_prop)
+        return onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=data_prop)
     except Exception:
-        return copy.deepcopy(proto)
-    out = copy.deepcopy(proto)
+        return light
+
+
+def infer_structure_shapes(proto: "onnx.ModelProto", data_prop: bool = True,  # noqa: F821
+                           inplace: bool = False) -> "onnx.ModelProto":  # noqa: F821
+    """The model with value_info (and unknown output types) filled in by shape inference, run on
+    a light copy so big weights are never serialised for it. A copy unless `inplace`."""
+    inferred = infer_types(proto, data_prop)
+    out = proto if inplace else copy.deepcopy(proto)
     del out.graph.value_info[:]
     out.graph.value_info.extend(inferred.graph.value_info)
-    # outputs whose type was unknown get the inferred one
     inferred_out = {o.name: o for o in inferred.graph.output}
     for o in out.graph.output:
         tt = o.type.tensor_type

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from workbench.errors import WorkbenchError
 from workbench.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
                                     constant_value, find_node_index, gs_export, gs_import,
-                                    infer_structure_shapes, label, node_ids, register,
+                                    infer_structure_shapes, infer_types, label, node_ids, register,
                                     tensor_types, unique_name)
 
 NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
@@ -28,7 +28,7 @@ def _fmt_bytes(n: float) -> str:
 def foldable_nodes(proto: "onnx.ModelProto") -> List[Dict[str, Any]]:  # noqa: F821
     """Nodes whose every input is constant (or a Shape of a static-shaped tensor), in order, with
     their output size in bytes where shape inference knows it."""
-    inferred = infer_structure_shapes(proto)
+    inferred = infer_types(proto)
     types = tensor_types(inferred)
     g = proto.graph
     const = {t.name for t in g.initializer} | {""}
@@ -102,17 +102,24 @@ class FoldConstants(Recipe):
 def fold_constants(proto: "onnx.ModelProto", size_threshold: Optional[int] = MiB,  # noqa: F821
                    passes: int = 3) -> "onnx.ModelProto":  # noqa: F821
     """Fold with graphsurgeon + onnxruntime; shapes are inferred first so the size threshold is
-    applied *before* evaluation (a bloater's huge tensor is never even computed)."""
-    import logging
-
+    applied *before* evaluation (a bloater's huge tensor is never even computed). The input's
+    value_info is refreshed in place; the result is a new ModelProto."""
     import onnx_graphsurgeon as gs
 
-    gs.logger.G_LOGGER.module_severity = gs.logger.G_LOGGER.ERROR if hasattr(gs.logger.G_LOGGER, "ERROR") else 40
-    logging.getLogger("onnx_graphsurgeon").setLevel(logging.ERROR)
+    log = gs.logger.G_LOGGER
+    old_severity = log.severity
+    log.severity = max(old_severity, log.ERROR)  # its per-tensor folding chatter is not ours
+    try:
+        return _fold_passes(proto, size_threshold, passes)
+    finally:
+        log.severity = old_severity
+
+
+def _fold_passes(proto: Any, size_threshold: Optional[int], passes: int) -> Any:
     cur = proto
     for _ in range(max(1, int(passes))):
         before = len(cur.graph.node)
-        g = gs_import(infer_structure_shapes(cur))
+        g = gs_import(infer_structure_shapes(cur, inplace=True))
         g.fold_constants(size_threshold=size_threshold, error_ok=True).cleanup().toposort()
         cur = gs_export(g, proto)
         if len(cur.graph.node) == before:
@@ -178,7 +185,7 @@ class InferShapes(Recipe):
         missing = [o for n in g.node for o in n.output if o and o not in known]
         if not missing:
             return Precondition(False, "every intermediate tensor already has a type/shape", [])
-        inferred = infer_structure_shapes(proto)
+        inferred = infer_types(proto)
         got = {v.name for v in inferred.graph.value_info}
         new = [m for m in missing if m in got]
         if not new:
@@ -188,7 +195,7 @@ class InferShapes(Recipe):
                             f"and inference finds {len(new)} ({', '.join(new[:5])})", [])
 
     def _apply(self, proto: Any) -> Any:
-        return infer_structure_shapes(proto)
+        return infer_structure_shapes(proto, inplace=True)
 
 
 def parse_shape(text: Any) -> List[Any]:
@@ -270,7 +277,7 @@ class SetInputShapes(Recipe):
         old_batches = {a[0] for a, _ in changed.values() if a and isinstance(a[0], int)}
         if not old_batches:
             return []
-        inferred = infer_structure_shapes(proto)
+        inferred = infer_types(proto)
         types = tensor_types(inferred)
         ids = node_ids(proto)
         out = []
@@ -324,7 +331,7 @@ class SetInputShapes(Recipe):
             o.type.tensor_type.ClearField("shape")
         g = gs_import(proto)
         g.cleanup(remove_unused_graph_inputs=False)
-        return infer_structure_shapes(gs_export(g, proto))
+        return infer_structure_shapes(gs_export(g, proto), inplace=True)
 
 
 IDENTITY_LIKE = {"Identity", "Dropout"}
@@ -367,7 +374,7 @@ class RemoveNode(Recipe):
             input_index = data[0]
         if input_index >= len(n.input) or not n.input[input_index]:
             return Precondition(False, f"node {nid} has no input {input_index}", [nid])
-        types = tensor_types(infer_structure_shapes(proto))
+        types = tensor_types(infer_types(proto))
         a = types.get(n.input[input_index], (0, None))
         b = types.get(n.output[0], (0, None))
         if a[0] and b[0] and a[0] != b[0]:
@@ -489,7 +496,7 @@ class RenameDuplicates(Recipe):
 
 
 def _collect_types(proto: Any) -> Dict[str, Any]:
-    return tensor_types(infer_structure_shapes(proto))
+    return tensor_types(infer_types(proto))
 
 
 @register

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from workbench.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
-                                    constant_value, find_node_index, infer_structure_shapes,
+                                    constant_value, find_node_index, infer_structure_shapes, infer_types,
                                     node_ids, opset_of, register, tensor_types, unique_name,
                                     _dom)
 
@@ -380,7 +380,7 @@ class Decompose(Recipe):
         if not idxs:
             return Precondition(False, f"no node of op {op}" if op else
                                 "no node has an entry in the decomposition registry", [])
-        types = tensor_types(infer_structure_shapes(proto))
+        types = tensor_types(infer_types(proto))
         ok, why_not = [], []
         for i in idxs:
             n = proto.graph.node[i]
@@ -406,7 +406,7 @@ class Decompose(Recipe):
         return Precondition(True, reason, [o[0] for o in ok])
 
     def _apply(self, proto: Any, node: Optional[str] = None, op: Optional[str] = None) -> Any:
-        types = tensor_types(infer_structure_shapes(proto))
+        types = tensor_types(infer_types(proto))
         ids = node_ids(proto)
         targets = set(self._targets(proto, node, op))
         opset = opset_of(proto)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from workbench.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
-                                    find_node_index, gs_export, gs_import, infer_structure_shapes,
+                                    find_node_index, gs_export, gs_import, infer_structure_shapes, infer_types,
                                     node_ids, register, tensor_types)
 from workbench.recipes.cleanup import _as_list
 
