@@ -1,0 +1,90 @@
+"""BuildPanel widget state without a browser: a real TensorRT-RTX build in the panel's thread,
+progress moving, cancel, errors shown in the panel."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES
+from workbench.build import BuildConfig
+from workbench.worker.client import WorkerClient
+
+PROFILE = [{"input": [[1, 3, 32, 32], [4, 3, 32, 32], [32, 3, 32, 32]]}]
+
+
+@pytest.fixture(scope="module")
+def client():
+    c = WorkerClient()
+    yield c
+    c.close()
+
+
+def _panel(client, **kw):
+    from widgets import BuildPanel
+
+    cfg = BuildConfig(profiles=PROFILE, target="sm89", builder_optimization_level=0, **kw)
+    return BuildPanel(SAMPLES / "resnet_tiny.onnx", cfg, client=client)
+
+
+def test_build_shows_progress_card_findings_and_exports(client, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.02")
+    panel = _panel(client)
+    panel.precision.value = "fp16"
+    seen = []
+    panel.progress.observe(lambda ch: seen.append(ch["new"]), names="value")
+    panel.build_btn.click()
+    assert panel.running and panel.build_btn.disabled and not panel.cancel_btn.disabled
+    res = panel.wait(120)
+    assert panel.state == "done", panel.status.value
+    assert res is not None and Path(res.engine_path).is_file()
+    assert res.dtype_counts().get("HALF", 0) > 0  # the dropdown's precision was used
+    moving = [v for v in seen if 0.0 < v < 1.0]
+    assert len(moving) >= 3 and panel.progress.value == 1.0
+    assert panel.progress.bar_style == "success"
+    assert "engine" in panel.engine_card.value and "tensorrt-rtx" in panel.engine_card.value
+    assert "HALF" in panel.engine_card.value
+    assert panel.trtexec.value.startswith("tensorrt_rtx --onnx=")
+    assert "polygraphy convert" in panel.polygraphy.value
+    compile(panel.script.value, "script.py", "exec")
+    assert "<table>" in panel.findings_html.value or "no findings" in panel.findings_html.value
+    assert not panel.build_btn.disabled and panel.cancel_btn.disabled
+    # again: a cache hit, shown as such
+    panel.start()
+    panel.wait(60)
+    assert panel.result.cache_hit and "from the cache" in panel.phase.value
+
+
+def test_cancel_button_stops_the_build_and_caches_nothing(client, monkeypatch, _isolated_home):
+    monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.1")
+    panel = _panel(client)
+    assert panel.start()
+    deadline = time.monotonic() + 60
+    while panel.progress.value <= 0.0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert 0.0 < panel.progress.value < 1.0
+    assert not panel.start()  # one build at a time
+    panel.cancel_btn.click()
+    panel.wait(60)
+    assert panel.state == "cancelled", panel.status.value
+    assert "cancelled" in panel.status.value and panel.result is None
+    assert list(_isolated_home.glob("models/*/engines/*")) == []
+
+
+def test_bad_profile_is_shown_in_the_panel(client):
+    from widgets import BuildPanel
+
+    cfg = BuildConfig(profiles=[{"image": [[1, 3, 32, 32]] * 3}], target="sm89")
+    panel = BuildPanel(SAMPLES / "resnet_tiny.onnx", cfg, client=client)
+    panel.start()
+    panel.wait(60)
+    assert panel.state == "failed"
+    assert "not a network input" in panel.status.value and "image" in panel.status.value
+
+
+def test_invalid_target_in_the_text_box_is_refused_before_building(client):
+    panel = _panel(client)
+    panel.target.value = "ampere"
+    assert panel.start() is False
+    assert panel.state == "failed" and "ampere" in panel.status.value
