@@ -25,7 +25,8 @@ PRODUCER = "trt-workbench make_samples.py"
 class GraphBuilder:
     """Tiny helper that names nodes/tensors PyTorch-exporter style (`/scope/Op`, `/scope/Op_output_0`)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, external: Optional["ExternalWriter"] = None) -> None:
+        self.external = external
         self.nodes: List[onnx.NodeProto] = []
         self.inits: List[onnx.TensorProto] = []
         self.rng = np.random.default_rng(seed)
@@ -37,7 +38,10 @@ class GraphBuilder:
         return name if k == 0 else f"{name}_{k}"
 
     def init(self, name: str, array: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        if self.external is not None and array.nbytes >= 1024:
+            self.inits.append(self.external.write(name, array))
+        else:
+            self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
 
     def const(self, scope: str, array: np.ndarray) -> str:
@@ -70,8 +74,38 @@ class GraphBuilder:
         m = helper.make_model(graph, opset_imports=imports, producer_name=PRODUCER,
                               producer_version="1", doc_string=doc)
         m.ir_version = 8
-        onnx.checker.check_model(m)
+        if self.external is None:
+            onnx.checker.check_model(m)
         return m
+
+
+class ExternalWriter:
+    """Streams initializers into one external-data file as they are made (for big models:
+    the weights never sit in memory all at once)."""
+
+    def __init__(self, data_path: Path) -> None:
+        self.path = Path(data_path)
+        self.f = open(self.path, "wb")
+        self.offset = 0
+
+    def write(self, name: str, array: np.ndarray) -> onnx.TensorProto:
+        raw = np.ascontiguousarray(array).tobytes()
+        pad = (-self.offset) % 64  # aligned like onnx's own writer
+        if pad:
+            self.f.write(bytes(pad))
+            self.offset += pad
+        tensor = onnx.TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(
+            array.dtype), dims=list(array.shape), data_location=onnx.TensorProto.EXTERNAL)
+        for k, v in (("location", self.path.name), ("offset", str(self.offset)),
+                     ("length", str(len(raw)))):
+            e = tensor.external_data.add()
+            e.key, e.value = k, v
+        self.f.write(raw)
+        self.offset += len(raw)
+        return tensor
+
+    def close(self) -> None:
+        self.f.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,10 +189,16 @@ def _gelu_erf(b: GraphBuilder, x: str, scope: str) -> str:
 
 
 def make_bert_tiny() -> onnx.ModelProto:
-    c = BERT
+    return make_bert(BERT, name="bert_tiny")
+
+
+def make_bert(c: Dict[str, int], name: str = "bert", seed: int = 2,
+              external: Optional[ExternalWriter] = None) -> onnx.ModelProto:
+    """A BERT-style encoder of any size (config keys: vocab, hidden, heads, inter, layers,
+    max_pos); with `external`, weights stream into an external-data file."""
     H, NH = c["hidden"], c["heads"]
     hd = H // NH
-    b = GraphBuilder(seed=2)
+    b = GraphBuilder(seed=seed, external=external)
     # embeddings
     b.init("embeddings.word_embeddings.weight",
            b.rng.normal(0, 0.05, (c["vocab"], H)).astype(np.float32))
@@ -228,8 +268,9 @@ def make_bert_tiny() -> onnx.ModelProto:
     outs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
                                           ["batch", "seq", H]),
             helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, ["batch", H])]
-    return b.model("bert_tiny", ins, outs,
-                   "BERT-style encoder (2 layers, hidden 64, 2 heads), dynamic batch and sequence.")
+    return b.model(name, ins, outs,
+                   f"BERT-style encoder ({c['layers']} layers, hidden {H}, {NH} heads), dynamic "
+                   "batch and sequence.")
 
 
 # --------------------------------------------------------------------------------------------

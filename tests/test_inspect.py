@@ -300,3 +300,36 @@ def test_inspect_backend_models_via_subprocess():
         d = _strict_json(r.stdout)
         assert d["model"]["path"] == str(p)
         assert len(d["nodes"]) == len(onnx.load(str(p), load_external_data=False).graph.node)
+
+
+LIGHT_THEN_FULL = r"""
+import json, sys
+from workbench import onnx_light
+onnx_light.enable()
+from workbench.inspect import inspect_model
+from workbench.model import open_model
+m = open_model(sys.argv[1])
+light = inspect_model(m)
+assert onnx_light.light_modules_loaded() is True
+assert "numpy" not in sys.modules and "onnx" not in sys.modules
+import onnx, onnx.checker, onnx.numpy_helper, onnx.shape_inference
+import onnx_graphsurgeon as gs
+import onnxruntime as ort
+assert type(m.proto) is onnx.ModelProto and onnx.onnx_ml_pb2.ModelProto is onnx.ModelProto
+onnx.checker.check_model(m.proto)
+assert onnx.numpy_helper.to_array(m.graph.initializer[0]).size > 0
+assert len(gs.import_onnx(m.proto).nodes) == len(m.graph.node)
+ort.InferenceSession(m.proto.SerializeToString(), providers=["CPUExecutionProvider"])
+assert onnx_light.light_modules_loaded() is False
+full = inspect_model(open_model(sys.argv[1]))
+print(json.dumps({"same": light == full}))
+"""
+
+
+def test_light_onnx_path_matches_full_and_onnx_still_imports_after():
+    """The inspect verb avoids importing onnx/numpy; results must equal the full path, and a
+    later `import onnx` (and graphsurgeon, onnxruntime) must work on the same classes."""
+    r = subprocess.run([sys.executable, "-c", LIGHT_THEN_FULL, str(SAMPLES / "bert_tiny.onnx")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"same": True}

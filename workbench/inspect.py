@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Union
 
 from workbench.errors import Finding
 from workbench.model import Model, external_location, open_model
+from workbench.onnx_light import has_schema, onnx_proto
+from workbench.onnx_light import infer_shapes as _onnx_infer_shapes
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -244,16 +246,22 @@ def tensor_nbytes(t: "onnx.TensorProto") -> int:
 
 
 def _has_inline_data(t: "onnx.TensorProto") -> bool:
-    import onnx
+    return t.data_location != onnx_proto().TensorProto.EXTERNAL
 
-    return t.data_location != onnx.TensorProto.EXTERNAL
+
+def _tensor_value_info(name: str, elem_type: int, dims: List[int]) -> "onnx.ValueInfoProto":
+    vi = onnx_proto().ValueInfoProto(name=name)
+    tt = vi.type.tensor_type
+    tt.elem_type = elem_type
+    tt.shape.SetInParent()
+    for d in dims:
+        tt.shape.dim.add().dim_value = int(d)
+    return vi
 
 
 def _inference_copy(proto: "onnx.ModelProto") -> "onnx.ModelProto":
     """A light copy for shape inference: big or external initializers become typed inputs."""
-    import onnx
-
-    m = onnx.ModelProto()
+    m = onnx_proto().ModelProto()
     for fname in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
         setattr(m, fname, getattr(proto, fname))
     m.opset_import.extend(proto.opset_import)
@@ -269,15 +277,13 @@ def _inference_copy(proto: "onnx.ModelProto") -> "onnx.ModelProto":
         if _has_inline_data(t) and tensor_nbytes(t) <= _KEEP_FOR_INFERENCE_BYTES:
             g.initializer.append(t)
         elif t.name not in declared:
-            g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+            g.input.append(_tensor_value_info(t.name, t.data_type, list(t.dims)))
     g.sparse_initializer.extend(src.sparse_initializer)
     return m
 
 
 def infer_shapes(model: Model) -> "tuple[Dict[str, TensorInfo], str]":
     """Run ONNX shape inference on the weightless graph. Returns (tensor name -> info, status)."""
-    import onnx
-
     proto = model.proto
     known: Dict[str, TensorInfo] = {}
     for vi in list(proto.graph.input) + list(proto.graph.output) + list(proto.graph.value_info):
@@ -285,8 +291,7 @@ def infer_shapes(model: Model) -> "tuple[Dict[str, TensorInfo], str]":
     for t in proto.graph.initializer:
         known[t.name] = TensorInfo(t.name, dtype_name(t.data_type), [int(d) for d in t.dims])
     try:
-        inferred = onnx.shape_inference.infer_shapes(_inference_copy(proto), check_type=False,
-                                                     strict_mode=False, data_prop=True)
+        inferred = _onnx_infer_shapes(_inference_copy(proto), data_prop=True)
     except Exception as e:  # inference is a bonus: report, keep the declared shapes
         return known, "failed: " + " ".join(f"{type(e).__name__}: {e}".split())[:300]
     for vi in inferred.graph.value_info:
@@ -335,26 +340,62 @@ def summarize_tensor(t: "onnx.TensorProto", small: int = 16) -> Dict[str, Any]:
     if not _has_inline_data(t):
         d["external"] = external_location(t)
         return d
-    if _tensor_elements(t) <= small and t.data_type in _DTYPE_NAMES and t.data_type != 8:
-        try:
-            from onnx import numpy_helper
-
-            arr = numpy_helper.to_array(t)
-            vals = arr.reshape(-1).tolist()
-            d["value"] = [(_num(v) if isinstance(v, float) else
-                           v if isinstance(v, (int, bool)) else str(v)) for v in vals]
-        except Exception:  # exotic types (float8, int4...): shape is enough
-            pass
-    elif t.data_type == 8 and _tensor_elements(t) <= small:
-        d["value"] = [_text(s, 60) for s in t.string_data]
+    if t.data_type == 8:
+        if _tensor_elements(t) <= small:
+            d["value"] = [_text(x, 60) for x in t.string_data]
+    elif _tensor_elements(t) <= small:
+        vals = _small_values(t)
+        if vals is not None:
+            d["value"] = vals
     return d
+
+
+# struct formats of the types whose few values are worth showing (others: shape only)
+_STRUCT = {1: "f", 2: "B", 3: "b", 4: "H", 5: "h", 6: "i", 7: "q", 9: "?", 10: "e", 11: "d",
+           12: "I", 13: "Q"}
+
+
+def _small_values(t: "onnx.TensorProto") -> Optional[List[Any]]:
+    """Values of a small inline tensor, decoded without numpy (None for exotic types)."""
+    import struct
+
+    n = _tensor_elements(t)
+    dt = t.data_type
+    try:
+        if t.raw_data:
+            if dt == 16:  # bfloat16: the top half of a float32
+                raw = t.raw_data
+                vals = [struct.unpack("<f", b"\x00\x00" + raw[2 * i:2 * i + 2])[0]
+                        for i in range(n)]
+            elif dt in _STRUCT:
+                vals = list(struct.unpack(f"<{n}{_STRUCT[dt]}", t.raw_data[:n * struct.calcsize(
+                    _STRUCT[dt])]))
+            else:
+                return None
+        elif dt in (1,):
+            vals = list(t.float_data)
+        elif dt == 11:
+            vals = list(t.double_data)
+        elif dt == 7:
+            vals = list(t.int64_data)
+        elif dt in (12, 13):
+            vals = list(t.uint64_data)
+        elif dt in (2, 3, 4, 5, 6):
+            vals = list(t.int32_data)
+        elif dt == 9:
+            vals = [bool(v) for v in t.int32_data]
+        elif dt == 10:  # float16 bit patterns in int32_data
+            vals = [struct.unpack("<e", struct.pack("<H", v & 0xFFFF))[0] for v in t.int32_data]
+        else:
+            return None
+    except struct.error:
+        return None
+    return [_num(v) if isinstance(v, float) else v for v in vals]
 
 
 def render_attribute(attr: "onnx.AttributeProto") -> Any:
     """A JSON-able rendering of one attribute: tensors and graphs summarised, long lists cut."""
-    import onnx
-
-    A = onnx.AttributeProto
+    A = onnx_proto().AttributeProto
     t = attr.type
     if attr.ref_attr_name:
         return {"ref": attr.ref_attr_name}
@@ -381,7 +422,7 @@ def render_attribute(attr: "onnx.AttributeProto") -> Any:
     if t == A.SPARSE_TENSOR:
         return {"sparse_tensor": {"shape": [int(x) for x in attr.sparse_tensor.dims]}}
     if t == A.TYPE_PROTO:
-        return {"type": value_info(onnx.helper.make_value_info("", attr.tp)).dtype}
+        return {"type": _tensor_type_info("", attr.tp).dtype}
     if t == A.TYPE_PROTOS:
         return {"types": len(attr.type_protos)}
     return None
@@ -444,8 +485,7 @@ def scope_tree(model: Model) -> ScopeNode:
 
 
 def _subgraph_nodes(graph: "onnx.GraphProto") -> int:
-    import onnx
-
+    onnx = onnx_proto()
     count = 0
     for n in graph.node:
         for a in n.attribute:
@@ -492,12 +532,10 @@ def _lint(model: Model, ops: Dict[str, int], inputs: List[TensorInfo],
                                  f"input '{t.name}' has dynamic dims ({dims}); a TensorRT build "
                                  "needs an optimization profile (min/opt/max) for it",
                                  tensors=[t.name], source="inspect"))
-    import onnx.defs
-
     local = {f.name for f in model.proto.functions}
     unknown = [(mid, n.op_type) for mid, n in zip(model.node_ids, g.node)
                if n.domain in ("", "ai.onnx") and n.op_type not in local
-               and not onnx.defs.has(n.op_type)]
+               and not has_schema(n.op_type)]
     if unknown:
         kinds = sorted({op for _, op in unknown})
         found.append(Finding("warning", "unknown-ops",

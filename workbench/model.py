@@ -17,16 +17,18 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Union
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_bytes
+from workbench.onnx_light import onnx_proto
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
 PathLike = Union[str, "os.PathLike[str]"]
+_TEXT_FORMATS = (".onnxtxt", ".textproto", ".txtpb", ".json", ".onnxjson")
 
 
 def _iter_graphs(graph: "onnx.GraphProto") -> Iterator["onnx.GraphProto"]:
     """The graph and every subgraph (If/Loop/Scan bodies), depth first."""
-    import onnx
+    onnx = onnx_proto()
 
     yield graph
     for node in graph.node:
@@ -40,7 +42,7 @@ def _iter_graphs(graph: "onnx.GraphProto") -> Iterator["onnx.GraphProto"]:
 
 def iter_tensors_with_data(model: "onnx.ModelProto") -> Iterator["onnx.TensorProto"]:
     """Initializers of all graphs plus Constant-node tensors."""
-    import onnx
+    onnx = onnx_proto()
 
     for g in _iter_graphs(model.graph):
         yield from g.initializer
@@ -51,7 +53,7 @@ def iter_tensors_with_data(model: "onnx.ModelProto") -> Iterator["onnx.TensorPro
 
 
 def external_location(tensor: "onnx.TensorProto") -> Optional[str]:
-    import onnx
+    onnx = onnx_proto()
 
     if tensor.data_location != onnx.TensorProto.EXTERNAL:
         return None
@@ -181,7 +183,7 @@ def _hash_file(h: "hashlib._Hash", path: Path) -> None:
 
 def open_model(path: PathLike) -> Model:
     """Open an ONNX file for inspection (no weight bytes). Raises WorkbenchError on bad input."""
-    import onnx
+    onnx = onnx_proto()
 
     p = Path(path)
     if not p.exists():
@@ -194,7 +196,13 @@ def open_model(path: PathLike) -> Model:
         raise WorkbenchError("file is empty (0 bytes)", file=str(p),
                              hint="re-export the model; the write may have failed")
     try:
-        proto = onnx.load(str(p), load_external_data=False)
+        if p.suffix.lower() in _TEXT_FORMATS:  # onnx picks the text parser by extension
+            import onnx as full_onnx
+
+            proto = full_onnx.load(str(p), load_external_data=False)
+        else:  # binary protobuf, read once (no weight bytes: external data stays on disk)
+            with open(p, "rb") as f:
+                proto = onnx.ModelProto.FromString(f.read())
     except Exception as e:
         kind = type(e).__name__
         raise WorkbenchError(f"not a readable ONNX model ({kind}: {str(e)[:120]})", file=str(p),

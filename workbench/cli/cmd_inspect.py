@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench import onnx_light
+
+    onnx_light.enable()  # protobuf + C++ shape inference only: no numpy import (startup time)
     from workbench.inspect import format_summary, inspect_model, summarize
     from workbench.model import open_model
 
