@@ -314,3 +314,21 @@ def test_external_data_model_is_read_by_path_and_built(worker, tmp_path):
 def test_partition_lists_nodes_outside_supported_subgraphs(fixture_reports):
     assert fixture_reports["capability.onnx"].partition["outside"] == ["Fake1", "Fake2", "Fake3"]
     assert fixture_reports["conv.onnx"].partition["outside"] == []
+
+
+@pytest.mark.parametrize("make, name", [(lambda: S.build("Det"), "det.onnx"),
+                                        (None, "bad_graph_with_dup_value_info.onnx")])
+def test_suggested_fix_command_really_fixes_the_model(worker, tmp_path, make, name):
+    """The next step a report gives is a real command: run it, then the parser accepts."""
+    import re
+    import shlex
+
+    from workbench.cli import main
+
+    src = tmp_path / name
+    src.write_bytes(make().SerializeToString() if make else (POLY / name).read_bytes())
+    rep = check(src, backend="tensorrt-rtx", client=worker)
+    cmd = re.search(r"`(workbench fix [^`]+)`", rep.unsupported[0]["hint"]).group(1)
+    out = tmp_path / "fixed.onnx"
+    assert main(shlex.split(cmd)[1:] + ["-o", str(out)]) == 0
+    assert check(out, backend="tensorrt-rtx", client=worker).supported

@@ -224,6 +224,29 @@ def _entry(node: Optional[str], op: Optional[str], reason: str, source: str, *,
     return out
 
 
+def _decomposable(domain: str, op: str) -> bool:
+    """Whether `workbench fix --recipe decompose` knows an exact replacement for this op."""
+    try:
+        from workbench.recipes.decompose import REGISTRY
+    except ImportError:  # the surgery area is optional for support checks
+        return False
+    return (domain or "", op) in REGISTRY or (("", op) in REGISTRY and domain == "ai.onnx")
+
+
+def _hint(text: Optional[str], model: Model, node: Optional[str], op: Optional[str] = None,
+          domain: str = "", **values: Any) -> Optional[str]:
+    """A next step with the real model path and node filled in, decomposition first."""
+    import shlex
+
+    path = shlex.quote(str(model.path)) if model.path else "MODEL"
+    out = _fmt(text, **dict(values, model=path, node=node or "NODE")) if text else text
+    if node and op and _decomposable(domain, op):
+        first = (f"`workbench fix {path} --recipe decompose:node={node}` replaces it with "
+                 "standard ops")
+        out = f"{first}; or {out}" if out else first
+    return out
+
+
 def _fmt(text: str, **values: Any) -> str:
     try:
         return text.format(**values)
@@ -243,7 +266,8 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                 for vi in group:
                     if vi.name in seen:
                         yield _entry(None, None, _fmt(rule["reason"], value=vi.name), "static",
-                                     hint=rule["hint"], code=rule["id"], tensor=vi.name)
+                                     hint=_hint(rule["hint"], model, None), code=rule["id"],
+                                     tensor=vi.name)
                     seen.add(vi.name)
         elif kind == "io_dtypes":
             for vi in list(g.input) + list(g.output):
@@ -251,7 +275,8 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                 name = onnx.TensorProto.DataType.Name(et) if et else None
                 if name in rule["blocked"]:
                     yield _entry(None, None, _fmt(rule["reason"], tensor=vi.name, value=name),
-                                 "static", hint=rule["hint"], code=rule["id"], tensor=vi.name)
+                                 "static", hint=_hint(rule["hint"], model, None),
+                                 code=rule["id"], tensor=vi.name)
         elif kind == "loop_unbounded_counter":
             for site in _walk(g, model.node_ids, functions=_functions(model)):
                 node, nid, path, scope = site.node, site.nid, site.path, site.scope
@@ -273,7 +298,8 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                     if counter in inner.node.input:
                         yield _entry(inner.nid, inner.node.op_type,
                                      _fmt(rule["reason"], loop=nid, value=shown, tensor=counter),
-                                     "static", hint=rule["hint"], code=rule["id"],
+                                     "static", hint=_hint(rule["hint"], model, inner.nid),
+                                     code=rule["id"],
                                      subgraph=inner.path.rstrip("/") or None,
                                      local_function_stack=inner.stack or None)
 
@@ -301,17 +327,20 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
         if node.domain not in DEFAULT_DOMAINS:
             out.append(_entry(nid, op, f"custom op '{node.domain}::{op}' is not an ONNX "
                               "standard op; TensorRT needs a plugin for it", "static",
-                              hint=PLUGIN_HINT, code="custom-op", subgraph=sub, local_function_stack=stack,
+                              hint=_hint(PLUGIN_HINT, model, nid, op, node.domain),
+                              code="custom-op", subgraph=sub, local_function_stack=stack,
                               domain=node.domain))
             continue
         if op in table["unsupported_ops"]:
             out.append(_entry(nid, op, f"{op} is not supported by {table['short']}", "static",
-                              hint="replace it: " + table["unsupported_ops"][op],
+                              hint=_hint("replace it: " + table["unsupported_ops"][op], model,
+                                         nid, op, node.domain),
                               code="unsupported-op", subgraph=sub, local_function_stack=stack))
             continue
         if op in table["plugin_ops"]:
             out.append(_entry(nid, op, f"{op} is implemented by a plugin {table['short']} does "
-                              "not ship", "static", hint=table["plugin_ops"][op],
+                              "not ship", "static",
+                              hint=_hint(table["plugin_ops"][op], model, nid, op, node.domain),
                               code="plugin-missing", subgraph=sub, local_function_stack=stack))
             continue
         if op not in MATRIX_SUPPORTED and op not in table["unsupported_ops"]:
@@ -322,7 +351,8 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
                                      hint="run `workbench check` with a TensorRT backend"))
             else:
                 out.append(_entry(nid, op, f"'{op}' is not an ONNX op; TensorRT looks for a "
-                                  "plugin of that name", "static", hint=PLUGIN_HINT,
+                                  "plugin of that name", "static",
+                                  hint=_hint(PLUGIN_HINT, model, nid, op, node.domain),
                                   code="unknown-op", subgraph=sub, local_function_stack=stack))
             continue
         for rule in table["rules"]:
@@ -333,13 +363,14 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
             if hit is None:
                 continue
             values = dict(rule, op=op, **hit)
+            fill = {k: v for k, v in values.items() if k not in ("op", "node", "model")}
             if rule.get("severity") == "warning":
                 extra.append(Finding("warning", rule["id"], _fmt(rule["reason"], **values),
-                                     nodes=[nid], op=op, hint=_fmt(rule["hint"], **values),
+                                     nodes=[nid], op=op, hint=_hint(rule["hint"], model, nid, **fill),
                                      source="static"))
                 continue
             out.append(_entry(nid, op, _fmt(rule["reason"], **values), "static",
-                              hint=_fmt(rule["hint"], **values), code=rule["id"],
+                              hint=_hint(rule["hint"], model, nid, **fill), code=rule["id"],
                               stage=rule.get("stage", "parse"), subgraph=sub, local_function_stack=stack))
     out.extend(_graph_checks(model, table))
     return out, extra
@@ -446,11 +477,19 @@ def _layer_to_node(model: Model, layer: Optional[str], nodes: Sequence[str]) -> 
     return base if base in names else layer
 
 
-def _op_of(model: Model, node: Optional[str]) -> Optional[str]:
-    for n, nid in zip(model.graph.node, model.node_ids):
-        if node in (n.name, nid):
-            return n.op_type
+def _node_proto(model: Model, node: Optional[str]) -> Optional[Any]:
+    """The node (top level, bodies and local functions included) with this name or id."""
+    if not node:
+        return None
+    for site in _walk(model.graph, model.node_ids, functions=_functions(model)):
+        if node in (site.node.name, site.nid):
+            return site.node
     return None
+
+
+def _op_of(model: Model, node: Optional[str]) -> Optional[str]:
+    n = _node_proto(model, node)
+    return n.op_type if n is not None else None
 
 
 def check(model_or_path: Any, backend: str = "auto", build: bool = False, client: Any = None,
@@ -525,6 +564,8 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
         node = _node_label(model, err)
         op = err.get("op") or (_op_of(model, node) if node else None)
         reason, code, hint = _parser_reason(dict(err, op=op), table)
+        proto_node = _node_proto(model, node)
+        hint = _hint(hint, model, node, op, proto_node.domain if proto_node is not None else "")
         known = by_node.get(node) if node else None
         if known is not None and known["stage"] == "parse":
             # the rule that predicted it explains the cause and the next step better

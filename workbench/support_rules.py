@@ -82,9 +82,9 @@ Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh TensorScatter Threshol
 TopK Transpose Trilu Unsqueeze Upsample Where Xor
 """.split())
 
-PLUGIN_HINT = ("needs a TensorRT plugin: build or obtain one and load it with --plugin LIB "
-               "(plugins=[...] in Python), or replace the node with supported ops via "
-               "`workbench fix`")
+PLUGIN_HINT = ("needs a TensorRT plugin: load its library with --plugin LIB (plugins=[...] "
+               "in Python); to map the node onto a plugin by another name: `workbench fix "
+               "{model} --recipe replace_with_plugin:nodes={node},plugin=NAME`")
 
 # Attribute/input restrictions. `check` names a predicate in workbench.support.CHECKS.
 RULES: Dict[str, Dict[str, Any]] = {
@@ -92,7 +92,7 @@ RULES: Dict[str, Dict[str, Any]] = {
         "op": "Resize", "check": "attr_not_in", "attr": "mode", "default": "nearest",
         "allowed": ["nearest", "linear"],
         "reason": "Resize mode '{value}' is not supported (nearest, linear only)",
-        "hint": "use mode='linear' (re-export, or `workbench fix --recipe resize-linear`)"},
+        "hint": "re-export with mode='linear' (or 'nearest')"},
     "resize-antialias": {
         "op": "Resize", "check": "attr_not_in", "attr": "antialias", "default": 0,
         "allowed": [0], "reason": "Resize antialias={value} is not supported",
@@ -116,7 +116,8 @@ RULES: Dict[str, Dict[str, Any]] = {
     "topk-k-runtime": {
         "op": "TopK", "check": "input_not_const", "input": 1, "severity": "warning",
         "reason": "TopK K is computed at run time; TensorRT rejects K above its limit at build "
-                  "time", "hint": "make K a constant (constant-fold with `workbench fix`)"},
+                  "time",
+        "hint": "make K a constant: `workbench fix {model} --recipe fold_constants`"},
     "topk-sorted": {
         "op": "TopK", "check": "attr_not_in", "attr": "sorted", "default": 1, "allowed": [1],
         "reason": "TopK sorted={value} is not supported (sorted must be 1)",
@@ -141,8 +142,9 @@ RULES: Dict[str, Dict[str, Any]] = {
         "op": ["QuantizeLinear", "DequantizeLinear"], "check": "nonzero_const_input", "input": 2,
         "reason": "{op} has a non-zero zero point ({value}); TensorRT supports symmetric "
                   "quantization only",
-        "hint": "re-quantize symmetrically (zero point 0): `workbench precision int8` or "
-                "onnxruntime quantize_static with ActivationSymmetric/WeightSymmetric"},
+        "hint": "`workbench fix {model} --recipe symmetric_qdq:node={node}` (applies only "
+                "where exact), or re-quantize symmetrically with `workbench precision` "
+                "(zero point 0)"},
     "qdq-zero-point-runtime": {
         "op": ["QuantizeLinear", "DequantizeLinear"], "check": "input_not_const", "input": 2,
         "reason": "{op} zero point is computed at run time; it must be a constant 0",
@@ -150,12 +152,13 @@ RULES: Dict[str, Dict[str, Any]] = {
     "cumsum-axis-runtime": {
         "op": "CumSum", "check": "input_not_const", "input": 1,
         "reason": "CumSum axis is a run-time value; it must be a build-time constant",
-        "hint": "make the axis an initializer (constant-fold with `workbench fix`)",
+        "hint": "make the axis a constant: `workbench fix {model} --recipe fold_constants`",
         "stage": "build"},
     "dropout-training": {
         "op": "Dropout", "check": "input_not_const", "input": 2,
         "reason": "Dropout training_mode must be an initializer that is False",
-        "hint": "export in eval mode (model.eval()), or remove the Dropout"},
+        "hint": "export in eval mode (model.eval()), or `workbench fix {model} --recipe "
+                "remove_node:node={node}` (exact for inference)"},
     "lstm-input-forget": {
         "op": "LSTM", "check": "attr_not_in", "attr": "input_forget", "default": 0,
         "allowed": [0], "reason": "LSTM input_forget={value} (coupled gates) is not supported",
@@ -172,13 +175,13 @@ RULES: Dict[str, Dict[str, Any]] = {
     "onehot-depth-runtime": {
         "op": "OneHot", "check": "input_not_const", "input": 1,
         "reason": "OneHot depth must be a build-time constant",
-        "hint": "make depth an initializer (constant-fold with `workbench fix`)"},
+        "hint": "make depth a constant: `workbench fix {model} --recipe fold_constants`"},
     "reduce-axes-runtime": {
         "op": ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
                "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"],
         "check": "input_not_const", "input": 1,
         "reason": "{op} axes must be an initializer",
-        "hint": "make axes a constant (constant-fold with `workbench fix`)"},
+        "hint": "make axes a constant: `workbench fix {model} --recipe fold_constants`"},
 }
 
 # Graph-level checks (not tied to one op): predicate names in workbench.support.GRAPH_CHECKS.
@@ -186,8 +189,8 @@ GRAPH_RULES: Dict[str, Dict[str, Any]] = {
     "duplicate-tensor-name": {
         "check": "duplicate_tensor_names",
         "reason": "ONNX graph has duplicate tensor name: {value}",
-        "hint": "rename the duplicated graph input/output/value_info (`workbench fix --recipe "
-                "dedupe-names`) or re-export"},
+        "hint": "`workbench fix {model} --recipe rename_duplicates` (drops repeated "
+                "declarations, renames re-produced tensors) or re-export"},
     "loop-unbounded-counter": {
         "check": "loop_unbounded_counter",
         "reason": "Loop '{loop}' has no trip limit (max trip count {value}) and its body reads "
@@ -231,9 +234,9 @@ BACKENDS: Dict[str, Dict[str, Any]] = {
         }),
         # the matrix says "Y" but TensorRT-RTX routes these to plugins it does not ship
         "plugin_ops": {
-            "NonZero": "NonZero plugin missing in TensorRT-RTX: replace with a static-shape "
-                       "formulation (e.g. a mask multiply) or load a NonZero plugin with "
-                       "--plugin LIB",
+            "NonZero": "TensorRT-RTX routes NonZero to a plugin it does not ship: use a "
+                       "static-shape formulation (e.g. a mask multiply), or load a NonZero "
+                       "plugin with --plugin LIB",
             "DeformConv": PLUGIN_HINT,
             "RoiAlign": PLUGIN_HINT,
         },
