@@ -477,19 +477,14 @@ def _layer_to_node(model: Model, layer: Optional[str], nodes: Sequence[str]) -> 
     return base if base in names else layer
 
 
-def _node_proto(model: Model, node: Optional[str]) -> Optional[Any]:
-    """The node (top level, bodies and local functions included) with this name or id."""
-    if not node:
-        return None
+def _node_map(model: Model) -> Dict[str, Any]:
+    """Name and id -> node, over the graph, bodies and local functions (first wins)."""
+    out: Dict[str, Any] = {}
     for site in _walk(model.graph, model.node_ids, functions=_functions(model)):
-        if node in (site.node.name, site.nid):
-            return site.node
-    return None
-
-
-def _op_of(model: Model, node: Optional[str]) -> Optional[str]:
-    n = _node_proto(model, node)
-    return n.op_type if n is not None else None
+        for key in (site.nid, site.node.name):
+            if key and key not in out:
+                out[key] = site.node
+    return out
 
 
 def check(model_or_path: Any, backend: str = "auto", build: bool = False, client: Any = None,
@@ -559,12 +554,13 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
     table = backend_table(rules or name)
     static_entries, extra = static_check(model, table["name"])
     by_node = {s["node"]: s for s in static_entries if s.get("node")}
+    nodes = _node_map(model)
     unsupported: List[Dict[str, Any]] = []
     for err in rec["errors"]:
         node = _node_label(model, err)
-        op = err.get("op") or (_op_of(model, node) if node else None)
+        proto_node = nodes.get(node) if node else None
+        op = err.get("op") or (proto_node.op_type if proto_node is not None else None)
         reason, code, hint = _parser_reason(dict(err, op=op), table)
-        proto_node = _node_proto(model, node)
         hint = _hint(hint, model, node, op, proto_node.domain if proto_node is not None else "")
         known = by_node.get(node) if node else None
         if known is not None and known["stage"] == "parse":
@@ -597,7 +593,8 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
                 node = _layer_to_node(model, be.get("layer"), be.get("nodes") or [])
                 known = by_node.get(node) if node else None
                 unsupported.append(_entry(
-                    node, _op_of(model, node), _clean_message(be["message"]), "build",
+                    node, nodes[node].op_type if node in nodes else None,
+                    _clean_message(be["message"]), "build",
                     hint=(known or {}).get("hint") or "change the node as the message says, "
                     "or keep it out of the engine (`workbench fix`)",
                     code="build-failed", stage="build", layer=be.get("layer")))
