@@ -1,0 +1,130 @@
+"""`workbench timing`: where the time goes in an engine, mapped to ONNX nodes; FP32 vs FP16."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from workbench.errors import WorkbenchError
+
+NAME = "timing"
+HELP = ("summarise engine layer timings (trtexec/IProfiler/inspector JSON), map them to ONNX "
+        "nodes, compare two engines, write an offline HTML report")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("layers", metavar="LAYERS.json",
+                   help="engine layer information (trtexec --exportLayerInfo / IEngineInspector)")
+    p.add_argument("--profile", metavar="PROFILE.json",
+                   help="per-layer times (trtexec --exportProfile, IProfiler capture)")
+    p.add_argument("--times", metavar="TIMES.json",
+                   help="end-to-end latencies (trtexec --exportTimes) for P50/P90/P99")
+    p.add_argument("--onnx", metavar="MODEL", help="the ONNX model the engine was built from")
+    p.add_argument("--vs", metavar="OTHER_LAYERS.json",
+                   help="a baseline engine to compare with (e.g. the FP32 build)")
+    p.add_argument("--vs-profile", metavar="P", help="per-layer times of the --vs engine")
+    p.add_argument("--stat", choices=("median", "mean"), default="median",
+                   help="per-layer statistic (default median; mean when the profile has none)")
+    p.add_argument("--top", type=int, default=10, help="how many top layers to list")
+    p.add_argument("--profile-id", type=int, default=None,
+                   help="optimization profile whose layers to use (engines with several)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
+
+
+def _table(layers: str, profile: Optional[str], onnx: Any, stat: str, profile_id: Optional[int],
+           times: Optional[str] = None) -> Any:
+    from workbench.timing import LayerTable, load_profile
+
+    prof = load_profile(profile) if profile else None
+    if times:
+        tr = load_profile(times)
+        if tr.latency_ms is None:
+            raise WorkbenchError("no end-to-end latencies in this file", file=times,
+                                 field="latencyMs", hint="pass trtexec --exportTimes output")
+        if prof is None:
+            prof = tr
+        else:
+            prof.latency_ms = tr.latency_ms
+    return LayerTable.build(layers, prof, onnx=onnx, stat=stat, profile_id=profile_id)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.common import print_json
+    from workbench.timing import compare, summarize
+
+    if args.vs_profile and not args.vs:
+        raise WorkbenchError("--vs-profile needs --vs", field="--vs-profile",
+                             hint="pass the other engine's layer information with --vs")
+    if args.top < 1:
+        raise WorkbenchError("--top must be >= 1", field="--top")
+    onnx = None
+    if args.onnx:
+        from workbench.model import open_model
+
+        onnx = open_model(args.onnx)
+    t = _table(args.layers, args.profile, onnx, args.stat, args.profile_id, args.times)
+    out: Dict[str, Any] = summarize(t, top=args.top)
+    vs = None
+    if args.vs:
+        vs = _table(args.vs, args.vs_profile, onnx, args.stat, args.profile_id)
+        a, b = _name(args.vs), _name(args.layers)
+        if a == b:
+            a, b = "baseline", "engine"
+        out["comparison"] = compare(vs, t, (a, b))
+    if args.html:
+        from workbench.timing.report import write_report
+
+        names = (_name(args.layers), _name(args.vs) if args.vs else "baseline")
+        if names[0] == names[1]:
+            names = ("engine", "baseline")
+        out["html"] = str(write_report(args.html, t, vs=vs, names=names))
+    if args.json:
+        print_json(out)
+    else:
+        _print_text(out)
+    return 0
+
+
+def _name(path: str) -> str:
+    n = Path(path).name
+    for suf in (".layers.json", ".engine.graph.json", ".graph.json", ".json"):
+        if n.endswith(suf):
+            return n[: -len(suf)]
+    return n
+
+
+def _print_text(s: Dict[str, Any]) -> None:
+    w = print
+    total = "n/a (no profile)" if s["total_ms"] is None else f"{s['total_ms']:.4f} ms ({s['statistic']})"
+    w(f"{s['source']}: {s['layers']} layers, total {total}")
+    if s.get("latency"):
+        la = s["latency"]
+        w(f"  latency P50 {la['p50_ms']:.4f}  P90 {la['p90_ms']:.4f}  P99 {la['p99_ms']:.4f} ms "
+          f"({la['n']} runs)")
+    cov = s["onnx_mapping"]
+    if cov["mapped_pct"] is not None:
+        w(f"  mapped to ONNX nodes: {cov['mapped_pct']:.1f}% of time "
+          f"({cov['attributed_pct']:.1f}% with reformats attributed)")
+    if s["total_ms"]:
+        w("  by type:      " + ", ".join(f"{r['type']} {r['time_ms']:.3f}" for r in s["by_type"][:6]))
+        w("  by precision: " + ", ".join(f"{r['precision']} {r['time_ms']:.3f}"
+                                         for r in s["by_precision"]))
+        ro = s["reformat"]
+        w(f"  reformat/copy: {ro['layers']} layers, {ro['time_ms']:.4f} ms")
+        w("  top layers:")
+        for r in s["top_layers"]:
+            w(f"    {r['time_ms']:.4f} ms  {r['type']:<20} {r['name'][:90]}")
+    c = s.get("comparison")
+    if c:
+        na, nb = c["names"]
+        sp = c["speedup"]
+        w(f"  {nb} vs {na}: {c[f'{nb}_total_ms']:.4f} vs {c[f'{na}_total_ms']:.4f} ms"
+          + (f" (x{sp:.2f} faster)" if sp else ""))
+        for r in c["by_type"]:
+            if r["speedup"]:
+                w(f"    {r['type']:<22} x{r['speedup']:.2f}")
+    for f in s["findings"]:
+        w(f"  {f['severity'].upper()} {f['code']}: {f['message']}")
+    if s.get("html"):
+        w(f"  report: {s['html']}")
