@@ -1,0 +1,115 @@
+"""Inspector panel state without a browser: histogram = op counts, dynamic dims marked, support
+report (static on open, the real TensorRT-RTX parser on demand), node detail, error state."""
+from __future__ import annotations
+
+import re
+import shutil
+from collections import Counter
+
+import onnx
+import plotly.graph_objects as go
+
+from conftest import H200, SAMPLES
+from widgets.inspector import Inspector
+
+
+def _proto_ops(path):
+    m = onnx.load(str(path), load_external_data=False)
+    return Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
+                   for n in m.graph.node)
+
+
+def _histogram(ins):
+    bar = ins.op_figure.data[0]
+    return dict(zip(bar.y, bar.x))
+
+
+def test_histogram_equals_op_counts_and_updates_in_place():
+    ins = Inspector(SAMPLES / "bert_tiny.onnx")
+    assert ins.error is None and ins.summary is not None
+    assert isinstance(ins.op_figure, go.FigureWidget)
+    assert _histogram(ins) == dict(_proto_ops(SAMPLES / "bert_tiny.onnx"))
+    assert list(ins.op_figure.data[0].x) == sorted(ins.op_figure.data[0].x, reverse=True)
+    fig = ins.op_figure
+    ins.load(SAMPLES / "resnet_tiny.onnx")
+    assert ins.op_figure is fig and len(fig.data) == 1  # same figure, new data
+    assert _histogram(ins) == dict(_proto_ops(SAMPLES / "resnet_tiny.onnx"))
+    cards = " ".join(c.value for c in ins.cards.children)
+    assert f"{ins.summary.parameter_count:,}" in cards and "29" in cards
+
+
+def test_io_table_marks_dynamic_dims():
+    ins = Inspector(SAMPLES / "bert_tiny.onnx", static_check=False)
+    rows = {r["name"]: r for r in ins.io_rows}
+    assert rows["input_ids"]["dynamic"] == [0, 1] and rows["input_ids"]["dtype"] == "int64"
+    assert rows["last_hidden_state"]["dynamic"] == [0, 1]
+    assert rows["pooler_output"]["dynamic"] == [0]
+    marked = re.findall(r'class="wb-dyn"[^>]*>([^<]+)<', ins.io_table.value)
+    assert marked == ["batch", "seq", "batch", "seq", "batch", "seq", "batch"]
+    ins.load(SAMPLES / "resnet_tiny.onnx", static_check=False)
+    marked = re.findall(r'class="wb-dyn"[^>]*>([^<]+)<', ins.io_table.value)
+    assert marked == ["batch", "batch"]  # 3, 32, 32 and 10 are not highlighted
+    assert "[<span" in ins.io_table.value and ", 3, 32, 32]" in ins.io_table.value
+
+
+def test_static_report_on_open_lists_failing_nodes_and_detail():
+    ins = Inspector(SAMPLES / "needs_fixing.onnx")
+    assert ins.report is not None and ins.report.backend == "static"
+    assert not ins.report.supported
+    failing = [v for _, v in ins.failing_select.options]
+    assert failing == ["/crop/CenterCropPad", "/flatten/Compress", "/act/FastGelu"]
+    for name in failing:
+        assert name in ins.support_html.value
+    ins.failing_select.value = "/act/FastGelu"
+    detail = ins.detail_pane.children[0].value
+    assert "FastGelu" in detail and "com.microsoft" in detail
+    text = re.sub(r"<[^>]+>", "", detail)
+    assert "/flatten/Reshape_output_0float32" in text and "act.biasfloat32[512]" in text
+    assert "plugin" in detail  # the reason is shown with the node
+
+
+def test_check_with_tensorrt_rtx_parser_in_a_thread():
+    ins = Inspector(SAMPLES / "needs_fixing.onnx", backend="tensorrt-rtx")
+    ins.run_check(wait=True)
+    assert ins.check_error is None, ins.check_error
+    assert not ins.busy and not ins.check_button.disabled
+    r = ins.report
+    assert r.backend == "tensorrt-rtx" and r.backend_version
+    assert sorted(r.unsupported_nodes) == ["/act/FastGelu", "/crop/CenterCropPad",
+                                           "/flatten/Compress"]
+    assert "tensorrt-rtx" in ins.support_html.value and "done" in ins.check_status.value
+    ok = Inspector(SAMPLES / "resnet_tiny.onnx", backend="tensorrt-rtx")
+    ok.run_check(wait=True)
+    assert ok.report.supported and ok.failing_select.options == ()
+    assert "every node is supported" in ok.support_html.value
+
+
+def test_bad_file_shows_the_error_without_raising(tmp_path):
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"\x89PNG not a model")
+    ins = Inspector(bad)
+    assert ins.summary is None and ins.report is None
+    assert "broken.onnx" in ins.error
+    assert "broken.onnx" in ins.status.value and "Cannot inspect" in ins.status.value
+    assert ins.body.layout.display == "none" and ins.check_button.disabled
+    assert _histogram(ins) == {}
+    ins.run_check(wait=True)  # nothing to check: no thread, no exception
+    assert ins.report is None
+    ins.load(SAMPLES / "fp16_overflow.onnx")  # recovers
+    assert ins.error is None and ins.status.value == "" and ins.body.layout.display is None
+    assert _histogram(ins) == dict(_proto_ops(SAMPLES / "fp16_overflow.onnx"))
+    missing = Inspector(tmp_path / "nope.onnx")
+    assert "not found" in missing.error
+
+
+def test_missing_weights_are_shown_and_slots_exist(tmp_path):
+    p = tmp_path / "resnet50.structure.onnx"
+    shutil.copy(H200 / "resnet50.structure.onnx", p)
+    ins = Inspector(p, static_check=False)
+    assert ins.error is None
+    assert "missing" in " ".join(c.value for c in ins.cards.children)
+    assert "resnet50.weights.bin" in ins.warnings_html.value
+    assert ins.graph_slot.children == () and ins.graph_slot in ins.body.children
+    assert ins.show_node("/conv1/Conv").op == "Conv"
+    assert "[N, 64, 112, 112]" in re.sub(r"<[^>]+>", "", ins.detail_pane.children[0].value)
+    assert ins.show_node("no-such-node") is None

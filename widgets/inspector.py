@@ -1,0 +1,341 @@
+"""The Inspector panel: what is in a model and what TensorRT will refuse.
+
+    from widgets import Inspector
+    Inspector("model.onnx")
+
+Summary cards, an op histogram (one plotly FigureWidget, updated in place), the inputs/outputs
+table with dynamic dims highlighted, and the support report (static rules on open; the real
+parser on "Check with TensorRT", run in a thread that only assigns widget values). Failing nodes
+open their detail (op, attributes, tensors with shapes) in `detail_pane`. `graph_slot` is the
+container where the graph view is mounted. All facts come from `workbench.inspect` and
+`workbench.support`; a bad file shows its one-line error in the panel instead of raising.
+"""
+from __future__ import annotations
+
+import html
+import json
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from workbench.errors import WorkbenchError
+from workbench.inspect import (NodeDetail, Summary, TensorInfo, format_bytes, node_details,
+                               summarize)
+from workbench.model import Model, open_model
+
+DYN_STYLE = "background:#fff3cd;color:#7a5b00;border-radius:3px;padding:0 3px;font-weight:600"
+CARD_STYLE = ("border:1px solid #ddd;border-radius:6px;padding:6px 10px;margin:2px 6px 2px 0;"
+              "min-width:110px")
+BACKENDS = ["tensorrt-rtx", "tensorrt", "auto", "static"]
+
+
+def _esc(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def shape_html(t: TensorInfo) -> str:
+    """A shape with its dynamic dims highlighted (class `wb-dyn`)."""
+    if t.shape is None:
+        return f'<span class="wb-dyn" style="{DYN_STYLE}">unknown rank</span>'
+    parts = [f'<span class="wb-dyn" style="{DYN_STYLE}" title="dynamic dim">{_esc(d)}</span>'
+             if not isinstance(d, int) else str(d) for d in t.shape]
+    return "[" + ", ".join(parts) + "]"
+
+
+class Inspector(W.VBox):
+    """Inspect a model: summary, op histogram, I/O, support report, node detail."""
+
+    def __init__(self, model_or_path: Union[str, Path, Model], *, backend: str = "tensorrt-rtx",
+                 static_check: bool = True, client: Any = None, timeout: float = 600.0) -> None:
+        self.model: Optional[Model] = None
+        self.summary: Optional[Summary] = None
+        self.report: Any = None  # workbench.support.SupportReport
+        self.error: Optional[str] = None
+        self.check_error: Optional[str] = None
+        self.io_rows: List[Dict[str, Any]] = []
+        self.details: Dict[str, NodeDetail] = {}
+        self._client = client
+        self._timeout = timeout
+        self._thread: Optional[threading.Thread] = None
+
+        self.title = W.HTML()
+        self.status = W.HTML()
+        self.cards = W.HBox(layout=W.Layout(flex_flow="row wrap"))
+        self.op_figure = go.FigureWidget(
+            data=[go.Bar(x=[], y=[], orientation="h", marker_color="#4c78a8",
+                         hovertemplate="%{y}: %{x}<extra></extra>")],
+            layout=go.Layout(title="Op histogram", height=300, margin=dict(l=10, r=10, t=40, b=30),
+                             yaxis=dict(autorange="reversed", automargin=True),
+                             xaxis=dict(title="nodes")))
+        self.io_table = W.HTML()
+        self.warnings_html = W.HTML()
+        self.backend_dd = W.Dropdown(options=BACKENDS, value=backend if backend in BACKENDS
+                                     else "tensorrt-rtx", description="backend",
+                                     layout=W.Layout(width="230px"))
+        self.check_button = W.Button(description="Check with TensorRT", icon="search",
+                                     button_style="primary", layout=W.Layout(width="200px"))
+        self.check_button.on_click(lambda _: self.run_check())
+        self.check_status = W.HTML()
+        self.support_html = W.HTML()
+        self.failing_select = W.Select(options=[], rows=6, description="failing",
+                                       layout=W.Layout(width="100%"))
+        self.failing_select.observe(self._on_failing, names="value")
+        self.node_picker = W.Combobox(placeholder="node name or id", description="node",
+                                      ensure_option=True, layout=W.Layout(width="100%"))
+        self.node_picker.observe(self._on_pick, names="value")
+        self.detail_pane = W.VBox([W.HTML("<i>select a node to see its detail</i>")])
+        self.graph_slot = W.VBox(layout=W.Layout(width="100%"))
+
+        support_box = W.VBox([W.HTML("<b>TensorRT support</b>"),
+                              W.HBox([self.backend_dd, self.check_button, self.check_status]),
+                              self.support_html, self.failing_select])
+        self.body = W.VBox([
+            self.cards,
+            W.HBox([W.Box([self.op_figure], layout=W.Layout(width="50%")),
+                    W.VBox([self.io_table, self.warnings_html], layout=W.Layout(width="50%"))]),
+            support_box, self.graph_slot,
+            W.VBox([self.node_picker, self.detail_pane])])
+        super().__init__([self.title, self.status, self.body])
+        self.load(model_or_path, static_check=static_check)
+
+    # ------------------------------------------------------------------ loading
+    def load(self, model_or_path: Union[str, Path, Model], *, static_check: bool = True) -> None:
+        """(Re)load a model into the panel; errors are shown, not raised."""
+        self.model = self.summary = self.report = None
+        self.error = self.check_error = None
+        self.details = {}
+        label = getattr(model_or_path, "path", None) or model_or_path
+        self.title.value = f"<h3 style='margin:4px 0'>Inspector: {_esc(Path(str(label)).name)}</h3>"
+        try:
+            model = model_or_path if isinstance(model_or_path, Model) else open_model(model_or_path)
+            summary = summarize(model)
+        except WorkbenchError as e:
+            self._show_error(str(e))
+            return
+        except Exception as e:  # a bug of ours: still a message in the panel
+            self._show_error(f"internal error: {type(e).__name__}: {e}")
+            return
+        self.model, self.summary = model, summary
+        self.details = {d.id: d for d in node_details(model, summary.shapes)}
+        self.status.value = ""
+        self.body.layout.display = None
+        self.check_button.disabled = False
+        self._render_cards()
+        self._render_ops()
+        self._render_io()
+        self._render_warnings()
+        self.node_picker.options = tuple(self.details)
+        self.support_html.value = ""
+        self.failing_select.options = []
+        if static_check:
+            self._static_check()
+
+    def _show_error(self, msg: str) -> None:
+        self.error = msg
+        self.status.value = (f"<div class='wb-error' style='color:#a00;border:1px solid #e99;"
+                             f"padding:6px;border-radius:4px'><b>Cannot inspect:</b> "
+                             f"{_esc(msg)}</div>")
+        self.body.layout.display = "none"
+        self.check_button.disabled = True
+        with self.op_figure.batch_update():
+            self.op_figure.data[0].x, self.op_figure.data[0].y = [], []
+
+    # ------------------------------------------------------------------ rendering
+    def _card(self, title: str, value: str, sub: str = "") -> W.HTML:
+        return W.HTML(f"<div style='{CARD_STYLE}'><div style='color:#666;font-size:11px'>"
+                      f"{_esc(title)}</div><div style='font-size:18px;font-weight:600'>"
+                      f"{_esc(value)}</div><div style='color:#888;font-size:11px'>{_esc(sub)}"
+                      "</div></div>")
+
+    def _render_cards(self) -> None:
+        s = self.summary
+        assert s is not None
+        opsets = ", ".join(f"{k} {v}" for k, v in s.opsets.items())
+        weights = "external, missing" if not s.weights_available else (
+            "external" if s.external_data_bytes else "embedded")
+        self.cards.children = [
+            self._card("nodes", f"{s.node_count:,}", f"{len(s.ops)} op types"
+                       + (f", +{s.subgraph_node_count} in subgraphs" if s.subgraph_node_count
+                          else "")),
+            self._card("parameters", f"{s.parameter_count:,}",
+                       f"{format_bytes(s.parameter_bytes)}, weights {weights}"),
+            self._card("opset", str(s.opset if s.opset is not None else "?"), opsets),
+            self._card("IR version", str(s.ir_version), s.producer or ""),
+            self._card("inputs / outputs", f"{len(s.inputs)} / {len(s.outputs)}",
+                       f"{len(s.dynamic_inputs)} with dynamic dims"),
+            self._card("file", format_bytes(s.size_bytes),
+                       f"+ {format_bytes(s.external_data_bytes)} data"
+                       if s.external_data_bytes else ""),
+        ]
+
+    def _render_ops(self) -> None:
+        s = self.summary
+        assert s is not None
+        ops = list(s.ops.items())
+        with self.op_figure.batch_update():
+            bar = self.op_figure.data[0]
+            bar.y = [k for k, _ in ops]
+            bar.x = [v for _, v in ops]
+            self.op_figure.layout.height = max(220, 60 + 20 * len(ops))
+
+    def _render_io(self) -> None:
+        s = self.summary
+        assert s is not None
+        self.io_rows = [{"kind": kind, "name": t.name, "dtype": t.dtype, "shape": t.shape,
+                         "dynamic": t.dynamic_dims, "unknown_rank": t.shape is None}
+                        for kind, ts in (("input", s.inputs), ("output", s.outputs)) for t in ts]
+        rows = "".join(
+            f"<tr><td>{r['kind']}</td><td><code>{_esc(r['name'])}</code></td>"
+            f"<td>{_esc(r['dtype'])}</td><td>{shape_html(t)}</td></tr>"
+            for r, t in zip(self.io_rows, list(s.inputs) + list(s.outputs)))
+        self.io_table.value = ("<table class='wb-io' style='border-collapse:collapse'>"
+                               "<tr><th align=left>kind</th><th align=left>name</th>"
+                               "<th align=left>dtype</th><th align=left>shape</th></tr>"
+                               f"{rows}</table>")
+
+    def _render_warnings(self) -> None:
+        s = self.summary
+        assert s is not None
+        items = [f"<li><b>{_esc(w.severity)}</b> {_esc(w.message)}"
+                 + (f" <i>({_esc(w.hint)})</i>" if w.hint else "") + "</li>"
+                 for w in s.warnings if w.severity != "info"]
+        self.warnings_html.value = f"<ul class='wb-warnings'>{''.join(items)}</ul>" if items \
+            else ""
+
+    def _render_report(self, report: Any) -> None:
+        """Show a SupportReport (assigns widget values only: safe from a thread)."""
+        version = f" {report.backend_version}" if report.backend_version else ""
+        head = (f"<div class='wb-support'><b>{_esc(report.backend)}{_esc(version)}</b> "
+                f"({_esc(getattr(report, 'mode', ''))}): ")
+        if report.supported:
+            head += "<span style='color:#070'>every node is supported</span>"
+        else:
+            head += (f"<span style='color:#a00'>{len(report.unsupported)} node(s) "
+                     "refused</span>")
+        rows = "".join(
+            f"<tr><td><code>{_esc(u.get('node') or '-')}</code></td><td>{_esc(u.get('op') or '')}"
+            f"</td><td>{_esc(u.get('reason') or '')}</td><td>{_esc(u.get('source') or '')}</td>"
+            f"<td>{_esc(u.get('hint') or '')}</td></tr>" for u in report.unsupported)
+        table = ("<table class='wb-unsupported'><tr><th align=left>node</th><th align=left>op"
+                 "</th><th align=left>reason</th><th align=left>source</th><th align=left>next "
+                 f"step</th></tr>{rows}</table>") if rows else ""
+        notes = "".join(f"<div style='color:#666'>{_esc(n)}</div>"
+                        for n in getattr(report, "notes", []) or [])
+        self.support_html.value = head + "</div>" + table + notes
+        opts = []
+        for u in report.unsupported:
+            nid = self._node_id(u.get("node"))
+            if nid is not None:
+                opts.append((f"{u.get('node')}  ({u.get('op')})", nid))
+        self.failing_select.options = opts
+
+    # ------------------------------------------------------------------ support
+    def _static_check(self) -> None:
+        try:
+            from workbench.support import check
+        except ImportError as e:
+            self.support_html.value = f"<i>support check not available: {_esc(e)}</i>"
+            return
+        try:
+            self.report = check(self.model, backend="static")
+        except WorkbenchError as e:
+            self.check_error = str(e)
+            self.support_html.value = f"<span class='wb-error' style='color:#a00'>{_esc(e)}</span>"
+            return
+        self._render_report(self.report)
+
+    def run_check(self, backend: Optional[str] = None, *, wait: bool = False) -> None:
+        """Ask the real parser (in the worker, from a thread); `wait=True` blocks until done."""
+        if self.model is None or self.busy:
+            return
+        backend = backend or self.backend_dd.value
+        self.check_button.disabled = True
+        self.check_status.value = f"<i>checking with {_esc(backend)}...</i>"
+        self.check_error = None
+        self._thread = threading.Thread(target=self._check_worker, args=(backend,), daemon=True)
+        self._thread.start()
+        if wait:
+            self.wait()
+
+    def _check_worker(self, backend: str) -> None:
+        try:
+            from workbench.support import check
+
+            report = check(self.model, backend=backend, client=self._client,
+                           timeout=self._timeout)
+        except WorkbenchError as e:
+            self.check_error = str(e)
+            self.check_status.value = (f"<span class='wb-error' style='color:#a00'>"
+                                       f"{_esc(e)}</span>")
+        except Exception as e:  # still shown, never lost in a thread
+            self.check_error = f"internal error: {type(e).__name__}: {e}"
+            self.check_status.value = f"<span style='color:#a00'>{_esc(self.check_error)}</span>"
+        else:
+            self.report = report
+            self._render_report(report)
+            self.check_status.value = "<span style='color:#070'>done</span>"
+        finally:
+            self.check_button.disabled = False
+
+    @property
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        """Block until a running check finishes (for scripts and tests)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ node detail
+    def _node_id(self, name_or_id: Optional[str]) -> Optional[str]:
+        if not name_or_id or self.model is None:
+            return None
+        if name_or_id in self.details:
+            return name_or_id
+        for nid, d in self.details.items():
+            if d.name == name_or_id:
+                return nid
+        return None
+
+    def _on_failing(self, change: Dict[str, Any]) -> None:
+        if change["new"]:
+            self.show_node(change["new"])
+
+    def _on_pick(self, change: Dict[str, Any]) -> None:
+        if change["new"] in self.details:
+            self.show_node(change["new"])
+
+    def show_node(self, node: str) -> Optional[NodeDetail]:
+        """Show one node's detail (by id or name) in `detail_pane`."""
+        nid = self._node_id(node)
+        if nid is None:
+            self.detail_pane.children = [W.HTML(f"<i>no node '{_esc(node)}'</i>")]
+            return None
+        d = self.details[nid]
+
+        def tensors(names: List[str], infos: List[Optional[TensorInfo]]) -> str:
+            return "".join(
+                f"<tr><td><code>{_esc(n or '(none)')}</code></td>"
+                f"<td>{_esc(t.dtype) if t else '?'}</td>"
+                f"<td>{shape_html(t) if t else '?'}</td></tr>" for n, t in zip(names, infos))
+
+        attrs = "".join(f"<tr><td>{_esc(k)}</td><td><code>{_esc(json.dumps(v))}</code></td></tr>"
+                        for k, v in d.attributes.items())
+        problems = [u for u in (self.report.unsupported if self.report else [])
+                    if self._node_id(u.get("node")) == nid]
+        why = "".join(f"<div style='color:#a00'>{_esc(u.get('source'))}: "
+                      f"{_esc(u.get('reason'))}</div>" for u in problems)
+        self.detail_pane.children = [W.HTML(
+            f"<div class='wb-node'><b>{_esc(d.name or d.id)}</b> &middot; {_esc(d.op)} "
+            f"<span style='color:#666'>({_esc(d.domain)})</span> &middot; id <code>{_esc(d.id)}"
+            f"</code>{' &middot; scope ' + _esc(d.scope) if d.scope else ''}{why}"
+            f"<table><tr><th align=left>input</th><th>dtype</th><th>shape</th></tr>"
+            f"{tensors(d.inputs, d.input_info)}"
+            f"<tr><th align=left>output</th><th>dtype</th><th>shape</th></tr>"
+            f"{tensors(d.outputs, d.output_info)}</table>"
+            + (f"<table><tr><th align=left>attribute</th><th align=left>value</th></tr>{attrs}"
+               "</table>" if attrs else "") + "</div>")]
+        return d
