@@ -14,7 +14,8 @@ from workbench.timing.capture import CaptureResult, capture, capture_onnx
 from workbench.timing.layers import (EngineLayer, EngineLayers, TensorInfo, load_layers,
                                      parse_layers, parse_precision)
 from workbench.timing.mapping import OnnxIndex
-from workbench.timing.profile import Profile, latency_stats, load_profile, parse_profile
+from workbench.timing.profile import (Profile, latency_stats, load_profile, load_run_metadata,
+                                      parse_profile)
 from workbench.timing.summary import (by_precision, by_type, compare, fusion_stats, lint,
                                       node_comparison, reformat_overhead, same_layers, summarize,
                                       top_layers)
@@ -23,5 +24,5 @@ from workbench.timing.table import LayerTable, build_layer_table
 __all__ = ["CaptureResult", "EngineLayer", "EngineLayers", "LayerTable", "OnnxIndex", "Profile",
            "TensorInfo", "build_layer_table", "by_precision", "by_type", "capture",
            "capture_onnx", "compare", "fusion_stats", "latency_stats", "lint", "load_layers",
-           "load_profile", "node_comparison", "parse_layers", "parse_precision", "parse_profile",
+           "load_profile", "load_run_metadata", "node_comparison", "parse_layers", "parse_precision", "parse_profile",
            "reformat_overhead", "same_layers", "summarize", "top_layers"]

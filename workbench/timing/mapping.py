@@ -37,6 +37,7 @@ class OnnxIndex:
     ops: List[str]
     position: Dict[str, int] = field(default_factory=dict)
     producer: Dict[str, str] = field(default_factory=dict)
+    consumers: Dict[str, List[str]] = field(default_factory=dict)
     path: str = ""
 
     @classmethod
@@ -54,6 +55,9 @@ class OnnxIndex:
             for out in n.output:
                 if out:
                     idx.producer.setdefault(out, key)
+            for inp in n.input:
+                if inp:
+                    idx.consumers.setdefault(inp, []).append(key)
         return idx
 
     def has(self, name: str) -> bool:
@@ -71,8 +75,19 @@ class OnnxIndex:
             return token
         return self.producer.get(token)
 
+    def _endpoint(self, token: str, first: bool) -> Optional[int]:
+        """Position of a node name, of a tensor's producer, or (weights/graph inputs, which
+        Myelin also names its subgraphs after) of the tensor's first/last consumer."""
+        r = self.resolve(token)
+        if r is not None:
+            return self.position[r]
+        cons = [self.position[c] for c in self.consumers.get(token, ())]
+        if not cons:
+            return None
+        return min(cons) if first else max(cons)
+
     def between(self, first: str, last: str) -> List[str]:
-        a, b = self.position.get(first), self.position.get(last)
+        a, b = self._endpoint(first, True), self._endpoint(last, False)
         if a is None or b is None:
             return []
         if a > b:

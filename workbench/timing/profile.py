@@ -156,3 +156,20 @@ def parse_profile(data: Any, source: str = "<memory>") -> Profile:
 def load_profile(path: PathLike) -> Profile:
     """Read a per-layer profile or an --exportTimes trace (form detected from the content)."""
     return parse_profile(read_json(path, "profile"), source=str(path))
+
+
+def load_run_metadata(path: PathLike) -> Dict[str, Any]:
+    """trtexec/TREx build or profile metadata (`*.build.metadata.json`,
+    `*.profile.metadata.json`): model/build options, device information, performance summary."""
+    data = read_json(path, "run metadata")
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        data = data[0]
+    if not isinstance(data, dict):
+        raise WorkbenchError(f"expected a JSON object, got {type(data).__name__}", file=str(path),
+                             field="performance_summary")
+    known = ("model_options", "build_options", "performance_summary", "inference_options",
+             "device_information")
+    if not any(k in data for k in known):
+        raise WorkbenchError(f"no known section ({', '.join(known)})", file=str(path),
+                             field="performance_summary", hint="pass trtexec/TREx metadata JSON")
+    return data
