@@ -262,3 +262,52 @@ def custom_domain_op() -> onnx.ModelProto:
 
 def nonzero() -> onnx.ModelProto:
     return single("NonZero", [("x", F, [4, 4])], [("y", I64)])
+
+
+# --- where TensorRT-RTX departs from the published matrix (support_rules.DISAGREEMENTS) --------
+def deform_conv() -> onnx.ModelProto:
+    return single("DeformConv", [("x", F, [1, 1, 4, 4]),
+                                 _const("w", np.ones((1, 1, 2, 2)), np.float32),
+                                 ("off", F, [1, 8, 3, 3])], [("y", F)])
+
+
+def roi_align() -> onnx.ModelProto:
+    return single("RoiAlign", [("x", F, [1, 1, 8, 8]), ("r", F, [2, 4]), ("bi", I64, [2])],
+                  [("y", F)])
+
+
+def lstm_batch_first() -> onnx.ModelProto:
+    return single("LSTM", [("x", F, [1, 2, 3]), _const("w", np.ones((1, 16, 3)), np.float32),
+                           _const("r", np.ones((1, 16, 4)), np.float32)], [("y", F)],
+                  hidden_size=4, layout=1)
+
+
+def onehot_runtime_depth() -> onnx.ModelProto:
+    return single("OneHot", [("i", I64, [3]), ("depth", I64, [1]),
+                             _const("v", [0, 1], np.float32)], [("y", F)])
+
+
+def maxpool_1d() -> onnx.ModelProto:
+    return single("MaxPool", [("x", F, [1, 1, 8])], [("y", F)], kernel_shape=[2])
+
+
+def grid_sample_5d() -> onnx.ModelProto:
+    return single("GridSample", [("x", F, [1, 1, 2, 4, 4]), ("g", F, [1, 2, 4, 4, 3])],
+                  [("y", F)])
+
+
+def swish() -> onnx.ModelProto:
+    return single("Swish", [("x", F, [4])], [("y", F)], opset=24)
+
+
+def bitcast() -> onnx.ModelProto:
+    return single("BitCast", [("x", F, [4])], [("y", I32)], opset=26, to=int(I32))
+
+
+def cumprod() -> onnx.ModelProto:
+    return single("CumProd", [("x", F, [4, 5]), _const("axis", 1, np.int64)], [("y", F)],
+                  opset=26)
+
+
+def swiglu() -> onnx.ModelProto:
+    return single("SwiGLU", [("a", F, [2, 4]), ("b", F, [2, 4])], [("y", F)], opset=28)

@@ -145,6 +145,18 @@ ATTR_CASES = {
     "cumsum_const_axis": (S.cumsum_const_axis, "CumSum", False, None, False),
     "custom_domain": (S.custom_domain_op, "my_custom", True, "parse", True),
     "nonzero": (S.nonzero, "NonZero", True, "parse", False),
+    # where TensorRT-RTX departs from the matrix (support_rules.DISAGREEMENTS)
+    "deform_conv": (S.deform_conv, "DeformConv", True, "parse", False),
+    "roi_align": (S.roi_align, "RoiAlign", True, "parse", False),
+    "topk_unsorted": (lambda: S.topk(5, sorted=0), "TopK", False, None, True),
+    "lstm_batch_first": (S.lstm_batch_first, "LSTM", False, None, True),
+    "onehot_runtime_depth": (S.onehot_runtime_depth, "OneHot", True, "build", True),
+    "maxpool_1d": (S.maxpool_1d, "MaxPool", False, None, False),
+    "grid_sample_5d": (S.grid_sample_5d, "GridSample", False, None, False),
+    "swish_opset24": (S.swish, "Swish", False, None, False),
+    "bitcast_opset26": (S.bitcast, "BitCast", True, "parse", False),
+    "cumprod_opset26": (S.cumprod, "CumProd", True, "parse", False),
+    "swiglu_opset28": (S.swiglu, "SwiGLU", True, "parse", False),
 }
 
 

@@ -175,7 +175,8 @@ RULES: Dict[str, Dict[str, Any]] = {
     "onehot-depth-runtime": {
         "op": "OneHot", "check": "input_not_const", "input": 1,
         "reason": "OneHot depth must be a build-time constant",
-        "hint": "make depth a constant: `workbench fix {model} --recipe fold_constants`"},
+        "hint": "make depth a constant: `workbench fix {model} --recipe fold_constants`",
+        "stage": "build"},
     "reduce-axes-runtime": {
         "op": ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
                "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"],
@@ -249,7 +250,6 @@ BACKENDS: Dict[str, Dict[str, Any]] = {
                              "build-time limit (K <= 3840)"},
             "topk-sorted": None,        # sorted=0 parses and builds
             "lstm-layout": None,        # layout=1 parses and builds
-            "onehot-depth-runtime": None,  # builds with a shape-input profile
         }),
         "graph_rules": {rid: {} for rid in GRAPH_RULES},
         "unknown_op_severity": "error",
@@ -268,11 +268,9 @@ DISAGREEMENTS: List[Dict[str, str]] = [
      "tensorrt-rtx": "K=3840 builds; K > 3840 parses but fails at build time"},
     {"op": "TopK", "matrix": "sorted must be 1", "tensorrt-rtx": "sorted=0 parses and builds"},
     {"op": "LSTM", "matrix": "layout must be 0", "tensorrt-rtx": "layout=1 parses and builds"},
-    {"op": "OneHot", "matrix": "depth must be a build-time constant",
-     "tensorrt-rtx": "a runtime depth (shape input with a profile) builds"},
-    {"op": "CumSum", "matrix": "axis must be a build-time constant",
-     "tensorrt-rtx": "a runtime axis parses; the build fails"},
-    {"op": "MaxPool/AveragePool", "matrix": "2D or 3D pooling only",
+    {"op": "CumSum, OneHot", "matrix": "axis / depth must be a build-time constant",
+     "tensorrt-rtx": "agrees, but only the build fails: a runtime axis/depth parses"},
+    {"op": "MaxPool", "matrix": "2D or 3D pooling only",
      "tensorrt-rtx": "1D MaxPool parses and builds"},
     {"op": "GridSample", "matrix": "input must be 4D", "tensorrt-rtx": "5D input builds"},
     {"op": "BitCast, CumProd, SwiGLU", "matrix": "not listed (newer than opset 24)",

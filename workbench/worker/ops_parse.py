@@ -186,7 +186,8 @@ def parse(ctx: Context, paths: Any = None, path: Optional[str] = None, backend: 
             "plugins": loaded, "results": results}
 
 
-_LAYER_IN_MSG = re.compile(r"\bI\w*Layer\s+(?P<name>[^:()]+?):")
+_LAYER_IN_MSG = re.compile(r"\((?P<cls>I[A-Z]\w*Layer) (?P<name>[^:()]+?):")
+_LAYER_CLASS = re.compile(r"\b(?P<cls>I[A-Z]\w*Layer)\b")
 _CC_NAMES = {"sm75": "SM75", "sm80": "SM80", "sm86": "SM86", "sm89": "SM89", "sm120": "SM120",
              "sm121": "SM121"}
 
@@ -245,15 +246,40 @@ def _default_profile(trt: Any, builder: Any, network: Any,
     return (profile if needed else None), notes
 
 
-def _layer_nodes(network: Any) -> Dict[str, List[str]]:
-    """Layer name -> ONNX node names (from layer metadata where TensorRT records it)."""
-    out: Dict[str, List[str]] = {}
+def _norm(kind: str) -> str:
+    return kind.replace("_", "").lower()
+
+
+def _layer_nodes(network: Any) -> Dict[str, Dict[str, Any]]:
+    """Layer name -> its type and ONNX node names (from metadata where TensorRT records it)."""
+    out: Dict[str, Dict[str, Any]] = {}
     for i in range(network.num_layers):
         layer = network.get_layer(i)
         meta = str(getattr(layer, "metadata", "") or "")
-        nodes = re.findall(r"\[ONNX Layer: ([^\]]+)\]", meta)
-        out[layer.name] = nodes
+        kind = getattr(getattr(layer, "type", None), "name", str(getattr(layer, "type", "")))
+        out[layer.name] = {"nodes": re.findall(r"\[ONNX Layer: ([^\]]+)\]", meta),
+                           "type": _norm(kind.split(".")[-1])}
     return out
+
+
+def _blame(msg: str, layers: Dict[str, Dict[str, Any]]) -> Tuple[Optional[str], List[str]]:
+    """The layer a build error names: `(ITopKLayer TopK: ...)`, else a known layer name in the
+    text, else the only layer of the class it names (`IOneHotLayer must be ...`)."""
+    m = _LAYER_IN_MSG.search(msg)
+    if m and m.group("name").strip() in layers:
+        name = m.group("name").strip()
+        return name, layers[name]["nodes"]
+    for name in sorted(layers, key=len, reverse=True):
+        if name and re.search(r"(^|[\s(\[])" + re.escape(name) + r"([\s:)\]]|$)", msg):
+            return name, layers[name]["nodes"]
+    for c in _LAYER_CLASS.finditer(msg):
+        kind = _norm(c.group("cls")[1:-len("Layer")])
+        same = [n for n, info in layers.items() if info["type"] == kind]
+        if len(same) == 1:
+            return same[0], layers[same[0]]["nodes"]
+        if same:
+            return None, sorted({x for n in same for x in (layers[n]["nodes"] or [n])})
+    return None, []
 
 
 @op("check_build")
@@ -301,17 +327,8 @@ def check_build(ctx: Context, path: str, backend: str = "auto",
         msgs.append(exc)
     build_errors = []
     for msg in msgs:
-        layer = None
-        m = _LAYER_IN_MSG.search(msg)
-        if m:
-            layer = m.group("name").strip()
-        else:
-            for lname in layer_nodes:
-                if lname and re.search(r"(^|[\s(\[])" + re.escape(lname) + r"([\s:)\]]|$)", msg):
-                    layer = lname
-                    break
-        build_errors.append({"layer": layer, "nodes": layer_nodes.get(layer or "", []),
-                             "message": msg})
+        layer, nodes = _blame(msg, layer_nodes)
+        build_errors.append({"layer": layer, "nodes": nodes, "message": msg})
     base.update(built=built, build_errors=build_errors if not built else [], notes=notes,
                 target=target_set, seconds=seconds,
                 engine_bytes=int(blob.nbytes) if built and hasattr(blob, "nbytes") else None,
