@@ -136,3 +136,15 @@ def test_named_plugin_library_is_loaded_and_reported(capsys):
                       "--plugin", str(lib), "--json")
     d = json.loads(out)
     assert rc == 0 and any(str(lib.resolve()) in n and "loaded" in n for n in d["notes"])
+
+
+def test_list_rules_shows_tables_and_measured_disagreements(capsys):
+    rc, out, _ = _run(capsys, "check", "--list-rules", "--json")
+    d = json.loads(out)
+    assert rc == 0 and set(d["tables"]) == {"tensorrt", "tensorrt-rtx"}
+    assert "NonZero" in d["tables"]["tensorrt-rtx"]["plugin_ops"]
+    assert any(x["op"] == "Resize" and "cubic" in x["tensorrt-rtx"] for x in d["disagreements"])
+    rc, out, _ = _run(capsys, "check", "--list-rules")
+    assert rc == 0 and "departs from the published matrix" in out
+    rc, out, err = _run(capsys, "check")
+    assert rc == 2 and "no MODEL given" in err and len(err.strip().splitlines()) == 1

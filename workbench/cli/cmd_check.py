@@ -14,7 +14,7 @@ HELP = ("Will TensorRT take this model? Real ONNX parser (and --build) in the wo
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from workbench.support import BACKEND_CHOICES
 
-    p.add_argument("model", help="the ONNX file")
+    p.add_argument("model", nargs="?", help="the ONNX file")
     p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
                    help="auto: the real parser if the worker can import TensorRT, else static "
                         "rules (default); static: rules only; tensorrt / tensorrt-rtx: that "
@@ -32,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compute capability for TensorRT-RTX ahead-of-time builds (sm89)")
     p.add_argument("--timeout", type=float, default=600.0, help="worker time limit, seconds")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    p.add_argument("--list-rules", action="store_true",
+                   help="show the static rule tables and where TensorRT-RTX departs from the "
+                        "published matrix, then exit")
 
 
 def _table(rows: List[List[str]], headers: List[str], widths: List[int]) -> str:
@@ -98,7 +101,14 @@ def _human(d: Dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
+    from workbench.errors import WorkbenchError
     from workbench.support import check
+
+    if args.list_rules:
+        return _list_rules(args.json)
+    if not args.model:
+        raise WorkbenchError("no MODEL given", field="model",
+                             hint="usage: workbench check MODEL [--backend ...] [--json]")
 
     report = check(args.model, backend=args.backend, build=args.build, target=args.target,
                    plugins=args.plugin, rules=args.rules, timeout=args.timeout)
@@ -108,3 +118,26 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(_human(d) + "\n")
     return 0 if report.supported else 1
+
+
+def _list_rules(as_json: bool) -> int:
+    from workbench.cli.common import print_json
+    from workbench.support_rules import BACKENDS, DISAGREEMENTS, backend_table
+
+    tables = {name: backend_table(name) for name in BACKENDS}
+    if as_json:
+        print_json({"tables": tables, "disagreements": DISAGREEMENTS})
+        return 0
+    for name, t in tables.items():
+        sys.stdout.write(f"{name}: {t['label']}\n  source: {t['source']}\n")
+        sys.stdout.write("  unsupported ops: " + ", ".join(sorted(t["unsupported_ops"])) + "\n")
+        if t["plugin_ops"]:
+            sys.stdout.write("  need a plugin: " + ", ".join(sorted(t["plugin_ops"])) + "\n")
+        for rule in t["rules"]:
+            ops = rule["op"] if isinstance(rule["op"], list) else [rule["op"]]
+            sys.stdout.write(f"  rule {rule['id']} ({'/'.join(ops[:3])}"
+                             f"{'...' if len(ops) > 3 else ''}, {rule.get('stage', 'parse')})\n")
+    sys.stdout.write("\nWhere TensorRT-RTX 1.7 departs from the published matrix (measured):\n")
+    rows = [[d["op"], d["matrix"], d["tensorrt-rtx"]] for d in DISAGREEMENTS]
+    sys.stdout.write(_table(rows, ["op", "matrix says", "TensorRT-RTX does"], [22, 36, 50]) + "\n")
+    return 0
