@@ -344,3 +344,23 @@ def test_suggested_fix_command_really_fixes_the_model(worker, tmp_path, make, na
     out = tmp_path / "fixed.onnx"
     assert main(shlex.split(cmd)[1:] + ["-o", str(out)]) == 0
     assert check(out, backend="tensorrt-rtx", client=worker).supported
+
+
+def test_missing_external_data(tmp_path):
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((8, 8), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8])],
+                          [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "m.onnx"), save_as_external_data=True, location="m.data",
+              size_threshold=0)
+    (tmp_path / "m.data").unlink()
+    with pytest.raises(WorkbenchError, match="m.data.*--backend static"):
+        check(tmp_path / "m.onnx", backend="tensorrt-rtx")
+    rep = check(tmp_path / "m.onnx", backend="static")  # structure needs no weights
+    assert rep.supported and any(f.code == "external-data-missing" for f in rep.findings)

@@ -503,6 +503,11 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
             raise WorkbenchError("--build needs a TensorRT backend, not static rules",
                                  field="build", hint="use --backend tensorrt-rtx or tensorrt")
         return _static_report(model, rules or "tensorrt", label)
+    if model.missing_external:
+        raise WorkbenchError(
+            "external-data file(s) missing: " + ", ".join(sorted(set(model.missing_external))),
+            file=label, hint="the TensorRT parser needs the weights: put the data file(s) next "
+            "to the model, or use --backend static (rules need no weights)")
     plugin_paths = []
     for p in plugins:
         pp = Path(p).expanduser()
@@ -647,7 +652,8 @@ def _static_report(model: Model, rules: str, label: str) -> SupportReport:
     table = backend_table(rules)
     entries, extra = static_check(model, rules)
     return SupportReport(backend="static", backend_version=None, supported=not entries,
-                         findings=[_finding(u) for u in entries] + extra, unsupported=entries,
+                         findings=[_finding(u) for u in entries] + extra + list(model.warnings),
+                         unsupported=entries,
                          mode="static", rules=table["name"], model=label,
                          notes=[f"static rules: {table['label']} ({table['source']})"])
 

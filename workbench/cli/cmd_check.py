@@ -68,7 +68,10 @@ def _human(d: Dict[str, Any]) -> str:
     lines = [f"{d['model']}: checked by {who}"]
     for n in d.get("notes") or []:
         lines.append(f"  note: {n}")
-    if d["supported"]:
+    if d["supported"] and d["mode"] == "static":
+        lines.append("SUPPORTED by the static rules: no node matched a rule (the real parser "
+                     "is the judge: run with a TensorRT backend to confirm)")
+    elif d["supported"]:
         lines.append("SUPPORTED: every node parsed" +
                      (" and the engine built" if d["mode"] == "parser+build" else ""))
     else:
