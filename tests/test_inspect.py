@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import math
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -18,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import H200, POLY, SAMPLES
-from workbench.inspect import (inspect_model, node_detail, node_details, render_attribute,
+from workbench.inspect import (node_detail, node_details, render_attribute,
                                scope_tree, summarize)
 from workbench.model import open_model, save_model
 
