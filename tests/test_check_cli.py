@@ -148,3 +148,24 @@ def test_list_rules_shows_tables_and_measured_disagreements(capsys):
     assert rc == 0 and "departs from the published matrix" in out
     rc, out, err = _run(capsys, "check")
     assert rc == 2 and "no MODEL given" in err and len(err.strip().splitlines()) == 1
+
+
+def test_build_with_profile(capsys, tmp_path):
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    p = tmp_path / "relu.onnx"
+    onnx.save(m, str(p))
+    rc, out, _ = _run(capsys, "check", str(p), "--backend", "tensorrt-rtx", "--build",
+                      "--profile", "x:1x8:4x8:16x8", "--json")
+    d = json.loads(out)
+    assert rc == 0 and d["build"]["built"] and not any("dynamic input" in n for n in d["notes"])
+    rc, out, err = _run(capsys, "check", str(p), "--backend", "tensorrt-rtx", "--build",
+                        "--profile", "x:1x8x2:4x8:16x8")
+    assert rc == 2 and "rank" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = _run(capsys, "check", str(p), "--profile", "x:1x8:4x8:16x8")
+    assert rc == 2 and "--build" in err

@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", choices=["tensorrt", "tensorrt-rtx"], default=None,
                    help="static rule table (default: the backend's own; the published "
                         "TensorRT matrix for --backend static)")
+    p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
+                   help="shapes for dynamic inputs in the --build check (repeatable; default: "
+                        "every dynamic dim 1); shape-tensor inputs take values, e.g. axis:0:0:1")
     p.add_argument("--target", default="sm89",
                    help="compute capability for TensorRT-RTX ahead-of-time builds (sm89)")
     p.add_argument("--timeout", type=float, default=600.0, help="worker time limit, seconds")
@@ -113,8 +116,20 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("no MODEL given", field="model",
                              hint="usage: workbench check MODEL [--backend ...] [--json]")
 
+    profiles = None
+    if args.profile:
+        if not args.build:
+            raise WorkbenchError("--profile is used by the build check", field="--profile",
+                                 hint="add --build")
+        from workbench.model import open_model
+        from workbench.profiles import parse_profiles, validate_profiles
+
+        [prof] = validate_profiles(open_model(args.model), parse_profiles(
+            [a.lstrip("+") for a in args.profile]))[:1]
+        profiles = prof.to_dict()
     report = check(args.model, backend=args.backend, build=args.build, target=args.target,
-                   plugins=args.plugin, rules=args.rules, timeout=args.timeout)
+                   plugins=args.plugin, rules=args.rules, timeout=args.timeout,
+                   profiles=profiles)
     d = report.to_dict()
     if args.json:
         print_json(d)
