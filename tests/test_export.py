@@ -15,7 +15,7 @@ from workbench.export import (MIGRATION, config_from_trtexec, export_for, migrat
 
 # what trtexec can express (precision of a strongly typed build lives in the ONNX itself)
 TRTEXEC_FIELDS = ("profiles", "workspace_bytes", "builder_optimization_level", "timing_cache",
-                  "plugins", "extra_flags", "route")
+                  "plugins", "extra_flags", "route", "tactic_sources")
 
 
 def _strongly_typed() -> BuildConfig:
@@ -26,7 +26,8 @@ def _strongly_typed() -> BuildConfig:
                    "attention_mask": [[1, 1], [1, 1], [1, 1]]}],
         workspace_bytes=512 << 20, builder_optimization_level=2,
         timing_cache="/tmp/my cache/t.cache", plugins=["/opt/plugins/libmy.so"],
-        extra_flags=["REFIT"], route="strongly-typed", backend="tensorrt")
+        extra_flags=["REFIT"], route="strongly-typed", backend="tensorrt",
+        tactic_sources=["EDGE_MASK_CONVOLUTIONS", "JIT_CONVOLUTIONS"])
 
 
 def test_trtexec_line_round_trips_a_strongly_typed_config():
@@ -37,6 +38,7 @@ def test_trtexec_line_round_trips_a_strongly_typed_config():
                  "--builderOptimizationLevel=2", "--profilingVerbosity=detailed",
                  "--exportLayerInfo=/m/bert.engine.layers.json", "--refit",
                  "--staticPlugins=/opt/plugins/libmy.so",
+                 "--tacticSources=+EDGE_MASK_CONVOLUTIONS,+JIT_CONVOLUTIONS",
                  "--minShapes=input_ids:1x8,attention_mask:1x8",
                  "--maxShapes=input_ids:64x128,attention_mask:64x128"):
         assert flag in line, flag

@@ -39,7 +39,8 @@ CACHE_SCHEMA = 1
 _NOT_IN_KEY = ("timing_cache",)
 # Worker error codes that mean "the user's input is wrong" (CLI exit 2), not "the build failed".
 _BAD_INPUT_CODES = {"bad-profile", "bad-target", "bad-plugin", "bad-calibration", "no-flag",
-                    "bad-precision", "no-backend", "no-calibrator", "unknown-op"}
+                    "bad-precision", "no-backend", "no-calibrator", "unknown-op", "no-gpu",
+                    "no-cuda"}
 
 PathLike = Union[str, "os.PathLike[str]"]
 Shape = List[int]
@@ -122,6 +123,7 @@ class BuildConfig:
     route: str = "auto"
     plugins: List[str] = field(default_factory=list)
     extra_flags: List[str] = field(default_factory=list)
+    tactic_sources: Optional[List[str]] = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -165,6 +167,8 @@ class BuildConfig:
         self.exclude_ops = [str(n) for n in self.exclude_ops]
         self.plugins = [str(p) for p in self.plugins]
         self.extra_flags = [str(f).upper() for f in self.extra_flags]
+        if self.tactic_sources is not None:
+            self.tactic_sources = [str(t).upper() for t in self.tactic_sources]
         if self.calibration is not None:
             self.calibration = str(self.calibration)
         if self.timing_cache is not None:
@@ -327,6 +331,24 @@ def _memo_store(p: Path, h: str, external: Sequence[Path]) -> None:
             pass
 
 
+def _hash_if_self_contained(path: Path) -> Optional[str]:
+    """sha256 of the file when it cannot hold external-data references (the protobuf key
+    'location' never occurs in it), else None. Same value as Model.content_hash, without
+    importing onnx: the CLI's cold start stays short."""
+    if path.stat().st_size == 0:
+        raise WorkbenchError("file is empty (0 bytes)", file=str(path),
+                             hint="re-export the model; the write may have failed")
+    h = hashlib.sha256()
+    tail = b""
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+            if b"location" in tail + chunk:
+                return None
+            tail = chunk[-8:]
+    return h.hexdigest()
+
+
 class _ModelRef:
     """A model given as path / Model / ModelProto, with its content hash and lazy opening."""
 
@@ -370,8 +392,11 @@ class _ModelRef:
                     self._model is None or self._model.path == self.path):
                 h = _memo_lookup(self.path)
                 if h is None:
-                    h = self.model.content_hash
-                    _memo_store(self.path, h, self.model.external_files)
+                    h = _hash_if_self_contained(self.path)
+                    if h is None:  # external data: the Model knows its files
+                        h = self.model.content_hash
+                    _memo_store(self.path, h, self.model.external_files if
+                                self._model is not None else [])
                 self._hash = h
             else:
                 self._hash = self.model.content_hash
@@ -623,9 +648,25 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     config = (config or BuildConfig()).validate()
     client = client or default_client()
     ref = _ModelRef(model_or_path)
+    # start the worker (and learn its TensorRT) while this process hashes the model
+    box: Dict[str, Any] = {}
+
+    def _fetch() -> None:
+        try:
+            box["info"] = backend_info(config.backend, client)
+        except BaseException as e:  # re-raised on the calling thread
+            box["error"] = e
+
+    fetcher = threading.Thread(target=_fetch, daemon=True)
+    fetcher.start()
     _emit(on_event, "hashing", 0.0, str(ref.path or "<in-memory model>"))
-    model_hash = ref.content_hash
-    info = backend_info(config.backend, client)
+    try:
+        model_hash = ref.content_hash
+    finally:
+        fetcher.join()
+    if "error" in box:
+        raise box["error"]
+    info = box["info"]
     backend, version = info["backend"], info["version"]
     route = resolve_route(config, info.get("capabilities", {}))
     calib_hash = (_hash_calibration(config.calibration)
@@ -667,7 +708,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         workspace_bytes=config.workspace_bytes,
         optimization_level=config.builder_optimization_level, timing_cache=timing_cache,
         target=config.target, plugins=[str(Path(p).resolve()) for p in config.plugins],
-        extra_flags=config.extra_flags, report_layers=True,
+        extra_flags=config.extra_flags, tactic_sources=config.tactic_sources,
+        report_layers=True,
         test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0))
     if route == "legacy-flags":
         args["fp32_layers"] = _expand_exclude_ops(ref, config)
@@ -678,6 +720,16 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     tmp = ws.engines_dir / f".{key[:32]}.{os.getpid()}.{threading.get_ident()}.partial"
     args["engine_path"] = str(tmp)
     remaining = None if timeout is None else max(0.1, timeout - (time.monotonic() - t0))
+    names_box: Dict[str, Any] = {}
+
+    def _prefetch_names() -> None:  # onnx import + graph load overlap the TensorRT build
+        try:
+            names_box["names"] = NameIndex.from_graph(_graph_of(onnx_path, ref))
+        except BaseException as e:
+            names_box["error"] = e
+
+    prefetch = threading.Thread(target=_prefetch_names, daemon=True)
+    prefetch.start()
     done = False
     try:
         out = client.call("build", args, timeout=remaining, on_event=on_event, cancel=cancel)
@@ -695,6 +747,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
             field_name = (e.details or {}).get("field")
             raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
                                  field=field_name, node=e.node, hint=e.hint) from None
+        if e.code == "parse-failed" and not e.node:
+            ref.model  # a file that is not ONNX at all: WorkbenchError naming it (exit 2)
         node = e.node
         errs = (e.details or {}).get("errors") or []
         if not node and errs and errs[0].get("node_index") is not None:
@@ -710,8 +764,10 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                     stale.unlink()
                 except OSError:
                     pass
-    names = NameIndex.from_graph(_graph_of(onnx_path, ref))
-    findings += findings_from_log(out.get("log", []), names)
+    prefetch.join()
+    if "error" in names_box:
+        raise names_box["error"]
+    findings += findings_from_log(out.get("log", []), names_box["names"])
     for n in out.get("unmatched_fp32_layers", []):
         findings.append(Finding("warning", "exclusion-not-found",
                                 f"no TensorRT layer matches excluded node '{n}'", nodes=[n],

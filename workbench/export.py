@@ -127,6 +127,8 @@ def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
     for f in config.extra_flags:
         if f in _FLAG_TO_TRTEXEC:
             a.append(_FLAG_TO_TRTEXEC[f])
+    if config.tactic_sources is not None:
+        a.append("--tacticSources=" + ",".join("+" + t for t in config.tactic_sources))
     a.append("--profilingVerbosity=detailed")
     a.append(f"--exportLayerInfo={_q(str(engine_path) + '.layers.json')}")
     return " ".join(a)
@@ -169,6 +171,8 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
                 name, _, prec = part.rpartition(":")
                 if prec == "fp32":
                     d["exclude_nodes"].append(name)
+        elif key == "--tacticSources":
+            d["tactic_sources"] = [t[1:] for t in val.split(",") if t.startswith("+")]
         elif key in ("--plugins", "--staticPlugins", "--dynamicPlugins"):
             d["plugins"].append(val)
         elif key in _TRTEXEC_TO_FLAG or arg in _TRTEXEC_TO_FLAG:
@@ -223,6 +227,8 @@ def polygraphy_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
         a.append("--strongly-typed")
     if config.plugins:
         a += ["--plugins"] + [_q(p) for p in config.plugins]
+    if config.tactic_sources is not None:
+        a += ["--tactic-sources"] + list(config.tactic_sources)
     a += ["--profiling-verbosity", "detailed"]
     return " ".join(a)
 
@@ -259,6 +265,7 @@ WORKSPACE_BYTES = {workspace!r}
 OPT_LEVEL = {opt_level!r}
 TARGETS = {targets!r}                 # TensorRT-RTX ahead-of-time compute capabilities
 PLUGINS = {plugins!r}
+TACTIC_SOURCES = {tactics!r}          # None = TensorRT's default set
 LOGGER = trt.Logger(trt.Logger.WARNING)
 
 
@@ -285,6 +292,11 @@ def build():
     if OPT_LEVEL is not None:
         config.builder_optimization_level = OPT_LEVEL
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    if TACTIC_SOURCES is not None:
+        mask = 0
+        for t in TACTIC_SOURCES:
+            mask |= 1 << int(getattr(trt.TacticSource, t))
+        config.set_tactic_sources(mask)
     if TARGETS and hasattr(trt, "ComputeCapability"):
         config.num_compute_capabilities = len(TARGETS)
         for i, t in enumerate(TARGETS):
@@ -422,7 +434,7 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
         legacy_precision=legacy, calib_cache=calib_cache,
         profiles=[{n: [list(s) for s in v] for n, v in p.items()} for p in config.profiles],
         workspace=config.workspace_bytes, opt_level=config.builder_optimization_level,
-        targets=targets, plugins=list(config.plugins))
+        targets=targets, plugins=list(config.plugins), tactics=config.tactic_sources)
 
 
 def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,

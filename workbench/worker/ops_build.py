@@ -524,6 +524,7 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
           plugins: Optional[List[str]] = None, extra_flags: Optional[List[str]] = None,
           fp32_layers: Optional[List[str]] = None, calib_npz: Optional[str] = None,
           calib_cache: Optional[str] = None, calibrate_method: str = "entropy",
+          tactic_sources: Optional[List[str]] = None,
           keep_log: str = "info", report_layers: bool = True,
           test_step_delay: float = 0.0) -> Dict[str, Any]:
     """Build `onnx_path` into `engine_path` (the client renames it into the cache)."""
@@ -533,7 +534,13 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
     logger = _make_logger(trt, ctx, keep_log, phases_from_log=not have_monitor)
     notes: List[str] = []
     ctx.progress("parsing", 0.0, os.path.basename(onnx_path))
-    builder = trt.Builder(logger)
+    try:
+        builder = trt.Builder(logger)
+    except TypeError as e:  # 8.x returns nullptr without a usable CUDA device
+        raise OpError("%s %s could not create a builder (%s)" % (name, version_of(trt), e),
+                      code="no-gpu", hint="this TensorRT needs a usable NVIDIA GPU and driver "
+                      "to build; TensorRT-RTX builds ahead of time on a CPU (--backend "
+                      "tensorrt-rtx --target sm89)")
     _load_plugins(trt, logger, plugins or [])
     network, parser, ninfo = _parse(trt, builder, logger, onnx_path,
                                     strongly_typed=(route == "strongly-typed"))
@@ -556,6 +563,19 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
 
     for flag in extra_flags or []:
         _set_flag(trt, config, flag.upper())
+    if tactic_sources is not None:
+        ts = getattr(trt, "TacticSource", None)
+        if ts is None or not hasattr(config, "set_tactic_sources"):
+            raise OpError("this TensorRT has no tactic sources to choose", code="no-flag")
+        mask = 0
+        for t in tactic_sources:
+            v = getattr(ts, t.upper(), None)
+            if v is None:
+                raise OpError("unknown tactic source '%s'" % t, code="no-flag",
+                              hint="one of: %s" % ", ".join(a for a in dir(ts)
+                                                            if a.isupper()))
+            mask |= 1 << int(v)
+        config.set_tactic_sources(mask)
 
     calibrator = None
     unmatched: List[str] = []
@@ -573,6 +593,9 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
                 batches = load_calibration_npz(calib_npz)
                 if not batches:
                     raise OpError("calibration file has no batches", code="bad-calibration")
+                if calibrate_method == "percentile":
+                    notes.append("TensorRT has no percentile calibrator: entropy calibration "
+                                 "used (the strongly typed route supports percentile)")
                 calibrator = _make_calibrator(trt, ctx, batches, calib_cache, calibrate_method)
                 config.int8_calibrator = calibrator
                 if hasattr(config, "set_calibration_profile"):

@@ -1,0 +1,139 @@
+"""Overhead of building through the workbench vs a minimal direct TensorRT-RTX script.
+
+For each sample (resnet_tiny, bert_tiny; FP32, same profile, sm89 ahead of time, same
+optimization level), runs side by side and interleaved, `repeats` times:
+  baseline  `python direct_build.py ...`: parse + config + build_serialized_network + write
+            (a fresh interpreter, as a user's own script would run)
+  cli       `workbench build MODEL -o ENGINE --target sm89 --profile ...` with a fresh
+            WORKBENCH_HOME each time (no engine cache, no hash memo; worker start included)
+  api       `build_engine(...)` in one process with a warm worker and use_cache=False (the
+            notebook case: the TensorRT process is already up)
+and prints medians and the ratios cli/baseline and api/baseline. Target: overhead < 10%.
+Last line: one JSON object with the figures.
+
+    python benchmarks/build_overhead.py [--repeats 3] [--opt-level 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "sample_models"
+PROFILES = {
+    "resnet_tiny": {"input": [[1, 3, 32, 32], [4, 3, 32, 32], [32, 3, 32, 32]]},
+    "bert_tiny": {"input_ids": [[1, 8], [4, 32], [64, 32]],
+                  "attention_mask": [[1, 8], [4, 32], [64, 32]]},
+}
+
+DIRECT = r'''
+import json, sys
+try:
+    import tensorrt_rtx as trt
+except ImportError:
+    import tensorrt_rtx_bindings as trt
+onnx_path, engine_path, level, profile = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+logger = trt.Logger(trt.Logger.WARNING)
+builder = trt.Builder(logger)
+network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+parser = trt.OnnxParser(network, logger)
+assert parser.parse_from_file(onnx_path)
+config = builder.create_builder_config()
+config.builder_optimization_level = level
+config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+config.num_compute_capabilities = 1
+config.set_compute_capability(trt.ComputeCapability.SM89, 0)
+p = builder.create_optimization_profile()
+for name, (mn, opt, mx) in profile.items():
+    p.set_shape(name, mn, opt, mx)
+config.add_optimization_profile(p)
+plan = builder.build_serialized_network(network, config)
+assert plan is not None
+with open(engine_path, "wb") as f:
+    f.write(plan)
+'''
+
+
+def _timed(cmd, env=None) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        sys.exit(f"command failed ({r.returncode}): {' '.join(map(str, cmd))}\n{r.stderr[-2000:]}")
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--opt-level", type=int, default=3)
+    args = ap.parse_args()
+
+    from workbench.build import BuildConfig, build_engine
+    from workbench.worker.client import WorkerClient
+
+    tmp = Path(tempfile.mkdtemp(prefix="wb-bench-"))
+    direct = tmp / "direct_build.py"
+    direct.write_text(DIRECT)
+    os.environ["WORKBENCH_HOME"] = str(tmp / "api-home")
+    client = WorkerClient()
+    client.call("ping", timeout=60)  # the API case measures a warm worker
+    exe = ["workbench"]
+    rows = {}
+    for model, prof in PROFILES.items():
+        onnx_path = SAMPLES / f"{model}.onnx"
+        times = {"baseline": [], "cli": [], "api": []}
+        prof_args = []
+        for name, (mn, opt, mx) in prof.items():
+            prof_args += ["--profile", f"{name}:" + ":".join("x".join(map(str, s))
+                                                            for s in (mn, opt, mx))]
+        for i in range(args.repeats):
+            times["baseline"].append(_timed(
+                [sys.executable, str(direct), str(onnx_path), str(tmp / f"d-{model}.engine"),
+                 str(args.opt_level), json.dumps(prof)]))
+            env = dict(os.environ, WORKBENCH_HOME=str(tmp / f"cli-home-{model}-{i}"))
+            times["cli"].append(_timed(
+                exe + ["build", str(onnx_path), "-o", str(tmp / f"c-{model}.engine"),
+                       "--target", "sm89", "--opt-level", str(args.opt_level), "--json"]
+                + prof_args, env=env))
+            cfg = BuildConfig(profiles=[prof], target="sm89",
+                              builder_optimization_level=args.opt_level)
+            t0 = time.perf_counter()
+            build_engine(onnx_path, cfg, client=client, use_cache=False)
+            times["api"].append(time.perf_counter() - t0)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        rows[model] = {k: round(v, 3) for k, v in med.items()}
+        rows[model]["cli_ratio"] = round(med["cli"] / med["baseline"], 3)
+        rows[model]["api_ratio"] = round(med["api"] / med["baseline"], 3)
+    client.close()
+
+    print(f"TensorRT-RTX AOT build (sm89, opt level {args.opt_level}), median of "
+          f"{args.repeats}, seconds; baseline = minimal direct script in a fresh interpreter")
+    print(f"{'model':<12} {'baseline':>9} {'cli':>9} {'api(warm)':>10} {'cli/base':>9} "
+          f"{'api/base':>9}")
+    for model, r in rows.items():
+        print(f"{model:<12} {r['baseline']:>9.3f} {r['cli']:>9.3f} {r['api']:>10.3f} "
+              f"{r['cli_ratio']:>9.3f} {r['api_ratio']:>9.3f}")
+    tot = {k: sum(r[k] for r in rows.values()) for k in ("baseline", "cli", "api")}
+    summary = {
+        "benchmark": "build_overhead", "baseline": "direct tensorrt_rtx script (fresh python)",
+        "opt_level": args.opt_level, "repeats": args.repeats, "models": rows,
+        "total_baseline_s": round(tot["baseline"], 3), "total_cli_s": round(tot["cli"], 3),
+        "total_api_s": round(tot["api"], 3),
+        "cli_overhead_pct": round(100 * (tot["cli"] / tot["baseline"] - 1), 1),
+        "api_overhead_pct": round(100 * (tot["api"] / tot["baseline"] - 1), 1),
+        "target_overhead_pct": 10.0,
+    }
+    summary["cli_within_target"] = summary["cli_overhead_pct"] < 10.0
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
