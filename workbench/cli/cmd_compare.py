@@ -1,0 +1,114 @@
+"""`workbench compare`: layer-by-layer comparison against onnxruntime FP32, and the search for
+the nodes that must stay in higher precision."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from workbench.cli.common import print_json
+from workbench.errors import WorkbenchError
+
+NAME = "compare"
+HELP = ("compare a candidate model (FP16/INT8/fixed) with the FP32 reference tensor by tensor, "
+        "or find which nodes must stay FP32 for a target precision (--to)")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("reference", help="the FP32 reference ONNX model")
+    p.add_argument("candidate", nargs="?", help="the candidate ONNX model (omit with --to)")
+    p.add_argument("--to", choices=["fp16", "bf16", "int8", "fp8"],
+                   help="convert the reference to this precision and search for the nodes to "
+                        "keep in FP32 until the outputs are within tolerance")
+    p.add_argument("--inputs", metavar="PATH",
+                   help="representative inputs: .npz (keys = input names), .npy, or a folder")
+    p.add_argument("--allow-random", action="store_true",
+                   help="compare on random inputs when no --inputs (a warning is reported)")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-3; 1e-2 with --to)")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-3; 1e-2 with --to)")
+    p.add_argument("--runner", choices=["auto", "onnxruntime", "reference"], default="auto",
+                   help="how to run the candidate: reference = onnx's numpy evaluator, which "
+                        "computes FP16 in float16 like a GPU (auto picks it for FP16/BF16 models)")
+    p.add_argument("--samples", type=int, default=8, help="at most this many samples (default 8)")
+    p.add_argument("--save-results", metavar="RUN.json",
+                   help="save both runs' outputs as Polygraphy RunResults JSON")
+    p.add_argument("--top", type=int, default=10, help="rows of the per-tensor table (default 10)")
+    p.add_argument("--json", action="store_true", help="print JSON to stdout")
+
+
+def _fmt(x: float) -> str:
+    return "inf" if not math.isfinite(x) else f"{x:.3g}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench import compare
+
+    if args.to and args.candidate:
+        raise WorkbenchError("give either a candidate model or --to, not both", field="--to")
+    if not args.to and not args.candidate:
+        raise WorkbenchError("nothing to compare with", field="candidate",
+                             hint="pass a candidate model, or --to fp16|bf16|int8|fp8")
+    calib = args.inputs
+    if calib is None and not args.allow_random:
+        raise WorkbenchError("no inputs to compare on", field="--inputs",
+                             hint="pass representative inputs with --inputs PATH, or "
+                                  "--allow-random to accept random data")
+    feeds = None
+    if calib is None:
+        from workbench.equivalence import make_inputs
+        from workbench.model import open_model
+
+        feeds = [make_inputs(open_model(args.reference).load_weights(), seed=0)]
+    atol = args.atol if args.atol is not None else (1e-2 if args.to else 1e-3)
+    rtol = args.rtol if args.rtol is not None else (1e-2 if args.to else 1e-3)
+    if args.to:
+        search = compare.find_exclusions(args.reference, args.to, calibration=calib, feeds=feeds,
+                                         atol=atol, rtol=rtol)
+        if args.json:
+            print_json(search.to_dict())
+        else:
+            for r in search.rounds:
+                print(f"round {r['round']}: {len(r['excluded'])} node(s) in FP32, worst output "
+                      f"relative error {r['worst_output_rel'] if isinstance(r['worst_output_rel'], str) else _fmt(r['worst_output_rel'])}"
+                      f"{'  PASS' if r['outputs_pass'] else ''}")
+            verdict = "within tolerance" if search.passed else "NOT within tolerance"
+            print(f"{args.to}: {verdict} with {len(search.excluded)} node(s) kept in FP32")
+            if search.excluded:
+                print("  workbench precision " + args.reference + f" --to {args.to} " +
+                      " ".join(f"--exclude {n}" for n in search.excluded) + " -o OUT.onnx")
+        return 0 if search.passed else 1
+    report = compare.layerwise(args.reference, args.candidate, feeds, calibration=calib,
+                               atol=atol, rtol=rtol, candidate_runner=args.runner,
+                               max_samples=args.samples,
+                               allow_random=args.allow_random)
+    if args.save_results:
+        ref_p = compare._as_proto(args.reference)
+        cand_p = compare._as_proto(args.candidate)
+        from workbench.calibration import load_calibration
+
+        fs = feeds or load_calibration(calib, ref_p)
+        fs = compare._limit(list(fs), args.samples)
+        outs = [o.name for o in ref_p.graph.output]
+        runs = {"onnxruntime-fp32": [{k: v for k, v in r.items() if k in outs}
+                                     for r in compare.run_all(ref_p, fs, "onnxruntime")],
+                f"{report.candidate_runner}-candidate":
+                    [{k: v for k, v in r.items() if k in outs}
+                     for r in compare.run_all(cand_p, fs, report.candidate_runner)]}
+        compare.save_run_results(args.save_results, runs)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        print(f"reference: {args.reference} (onnxruntime)  candidate: {args.candidate} "
+              f"({report.candidate_runner})  samples: {report.samples}  atol {atol:g} rtol {rtol:g}")
+        print(f"{len(report.tensors)} tensors compared, {report.unmatched} only in one model")
+        print("outputs: " + ", ".join(f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} "
+                                      f"cos {t.cosine:.6f} {'PASS' if t.passed else 'FAIL'}"
+                                      for t in report.outputs))
+        worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)
+        print(f"\n{'tensor':48} {'op':14} {'max abs':>10} {'rel':>10} {'added':>10}")
+        for t in worst[:args.top]:
+            print(f"{t.tensor[:48]:48} {t.op[:14]:14} {_fmt(t.max_abs):>10} {_fmt(t.rel):>10} "
+                  f"{_fmt(t.added):>10}")
+        for f in report.findings:
+            print(str(f))
+    return 0 if report.outputs_pass else 1
