@@ -21,6 +21,10 @@ step "precision: INT8 Q/DQ calibrated on representative data (resnet_tiny)"
 workbench precision sample_models/resnet_tiny.onnx --to int8 \
   --calib sample_models/calib/resnet_tiny.npz -o "$OUT/resnet_tiny.int8.onnx"
 
+step "compare: where FP16 loses fp16_overflow.onnx, and which nodes must stay FP32"
+python3 -c "import numpy as np; np.savez('$OUT/overflow_inputs.npz', input=np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32))"
+workbench compare sample_models/fp16_overflow.onnx --to fp16 --inputs "$OUT/overflow_inputs.npz"
+
 step "build: FP16 engine, dynamic batch profile, TensorRT-RTX ahead of time for sm89 (CPU)"
 workbench build sample_models/resnet_tiny.onnx --precision fp16 --backend tensorrt-rtx \
   --target sm89 --profile input:1x3x32x32:8x3x32x32:32x3x32x32 -o "$OUT/resnet_tiny.fp16.engine"
