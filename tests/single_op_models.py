@@ -111,7 +111,8 @@ def _qlinear_matmul() -> onnx.ModelProto:
 def _sequence_map() -> onnx.ModelProto:
     body = helper.make_graph(
         [helper.make_node("Relu", ["bi"], ["bo"], name="body_relu")], "body",
-        [helper.make_tensor_value_info("bi", F, None)], [helper.make_tensor_value_info("bo", F, None)])
+        [helper.make_tensor_value_info("bi", F, None)],
+        [helper.make_tensor_value_info("bo", F, None)])
     mk = helper.make_node("SequenceConstruct", ["x", "y"], ["seq"], name="SequenceConstruct")
     node = helper.make_node("SequenceMap", ["seq"], ["seq2"], name="SequenceMap", body=body)
     ln = helper.make_node("SequenceLength", ["seq2"], ["n"], name="SequenceLength")
@@ -133,8 +134,8 @@ def _tfidf() -> onnx.ModelProto:
 
 # Ops the onnx-tensorrt matrix (10.15) marks "N": one well-formed model each.
 UNSUPPORTED_CASES: Dict[str, Any] = {
-    "AffineGrid": lambda: single("AffineGrid", [("theta", F, [1, 2, 3]),
-                                                _const("size", [1, 1, 4, 4], np.int64)], [("g", F)]),
+    "AffineGrid": lambda: single("AffineGrid", [
+        ("theta", F, [1, 2, 3]), _const("size", [1, 1, 4, 4], np.int64)], [("g", F)]),
     "Bernoulli": lambda: single("Bernoulli", [("x", F, [2, 3])], [("y", F)]),
     "BitShift": lambda: single("BitShift", [("a", TensorProto.UINT32, [4]),
                                             ("b", TensorProto.UINT32, [4])],
@@ -145,8 +146,8 @@ UNSUPPORTED_CASES: Dict[str, Any] = {
     "BitwiseXor": lambda: single("BitwiseXor", [("a", I32, [4]), ("b", I32, [4])], [("y", I32)]),
     "Col2Im": lambda: single("Col2Im", [("x", F, [1, 4, 4]), _const("img", [3, 3], np.int64),
                                         _const("blk", [2, 2], np.int64)], [("y", F)]),
-    "CenterCropPad": lambda: single("CenterCropPad", [("x", F, [4, 5]),
-                                                      _const("shape", [3, 3], np.int64)], [("y", F)]),
+    "CenterCropPad": lambda: single("CenterCropPad", [
+        ("x", F, [4, 5]), _const("shape", [3, 3], np.int64)], [("y", F)]),
     "Compress": lambda: single("Compress", [("x", F, [4]), ("c", B, [4])], [("y", F)]),
     "ConcatFromSequence": lambda: _seq_then("ConcatFromSequence", [], [("out", F)], axis=0),
     "ConvInteger": lambda: single("ConvInteger", [("x", U8, [1, 1, 4, 4]),

@@ -53,7 +53,8 @@ def test_dup_name_reason_in_json(capsys):
     rc, out, _ = _run(capsys, "check", str(POLY / "bad_graph_with_dup_value_info.onnx"),
                       "--backend", "tensorrt-rtx", "--json")
     assert rc == 1
-    assert "ONNX graph has duplicate tensor name: inp" in json.loads(out)["unsupported"][0]["reason"]
+    reason = json.loads(out)["unsupported"][0]["reason"]
+    assert "ONNX graph has duplicate tensor name: inp" in reason
 
 
 def test_human_table_names_nodes_reasons_and_next_steps(capsys):

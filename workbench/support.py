@@ -366,12 +366,14 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
             fill = {k: v for k, v in values.items() if k not in ("op", "node", "model")}
             if rule.get("severity") == "warning":
                 extra.append(Finding("warning", rule["id"], _fmt(rule["reason"], **values),
-                                     nodes=[nid], op=op, hint=_hint(rule["hint"], model, nid, **fill),
+                                     nodes=[nid], op=op,
+                                     hint=_hint(rule["hint"], model, nid, **fill),
                                      source="static"))
                 continue
             out.append(_entry(nid, op, _fmt(rule["reason"], **values), "static",
                               hint=_hint(rule["hint"], model, nid, **fill), code=rule["id"],
-                              stage=rule.get("stage", "parse"), subgraph=sub, local_function_stack=stack))
+                              stage=rule.get("stage", "parse"), subgraph=sub,
+                              local_function_stack=stack))
     out.extend(_graph_checks(model, table))
     return out, extra
 
