@@ -331,3 +331,22 @@ def test_light_onnx_path_matches_full_and_onnx_still_imports_after():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {"same": True}
+
+
+def test_cli_node_and_tree():
+    r = subprocess.run([WORKBENCH, "inspect", str(SAMPLES / "bert_tiny.onnx"), "--json",
+                        "--node", "/encoder/layer.1/attention/self/Softmax"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = _strict_json(r.stdout)
+    assert d["op"] == "Softmax" and d["attributes"] == {"axis": -1}
+    assert d["output_info"][0]["shape"][:2] == ["batch", 2]
+    r = subprocess.run([WORKBENCH, "inspect", str(SAMPLES / "bert_tiny.onnx"), "--tree", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [ln.split()[0] for ln in lines] == ["/", "/embeddings", "/encoder", "/pooler"]
+    r = subprocess.run([WORKBENCH, "inspect", str(SAMPLES / "bert_tiny.onnx"), "--node", "nope"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "no node with id or name 'nope'" in r.stderr and "bert_tiny.onnx" in r.stderr

@@ -258,6 +258,9 @@ def test_node_ids_unique_and_stable_with_duplicate_and_empty_names(tmp_path):
     assert m.node_by_id("Relu#2") is m.graph.node[4]
     with pytest.raises(WorkbenchError, match="no node with id"):
         m.node_by_id("zzz")
+    assert m.node_by_id("b") is m.graph.node[5]
+    with pytest.raises(WorkbenchError, match=r"used by 3 nodes.*a#0, a#1, a#2"):
+        m.node_by_id("a")
     # same ids after a save and re-open
     p = save_model(model, tmp_path / "dups.onnx")
     assert open_model(p).node_ids == ids

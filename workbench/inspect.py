@@ -459,8 +459,7 @@ def node_details(model: Model, shapes: Optional[Dict[str, TensorInfo]] = None,
 def node_detail(model: Model, node_id: str, shapes: Optional[Dict[str, TensorInfo]] = None,
                 ) -> NodeDetail:
     """Detail of one node by stable id or unique name (WorkbenchError if absent)."""
-    model.node_by_id(node_id)  # raises a clear error
-    idx = model.node_ids.index(node_id)
+    idx = model.node_index(node_id)  # raises a clear error
     if shapes is None:
         shapes, _ = infer_shapes(model)
     return node_details(model, shapes)[idx]

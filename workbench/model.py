@@ -123,12 +123,23 @@ class Model:
             self._node_ids = stable_node_ids(self.proto.graph)
         return self._node_ids
 
+    def node_index(self, node_id: str) -> int:
+        """Index in graph.node of a node given by stable id or by a name only it has."""
+        ids = self.node_ids
+        if node_id in ids:
+            return ids.index(node_id)
+        named = [i for i, n in enumerate(self.proto.graph.node) if n.name == node_id]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise WorkbenchError(
+                f"node name '{node_id}' is used by {len(named)} nodes", file=self.name,
+                hint="use one of their ids: " + ", ".join(ids[i] for i in named[:5]))
+        raise WorkbenchError(f"no node with id or name '{node_id}'", file=self.name,
+                             hint="list node names with `workbench inspect MODEL --json`")
+
     def node_by_id(self, node_id: str) -> "onnx.NodeProto":
-        try:
-            return self.proto.graph.node[self.node_ids.index(node_id)]
-        except ValueError:
-            raise WorkbenchError(f"no node with id or name '{node_id}'", file=self.name,
-                                 hint="list node names with `workbench inspect MODEL --json`") from None
+        return self.proto.graph.node[self.node_index(node_id)]
 
     @property
     def content_hash(self) -> str:

@@ -1,4 +1,5 @@
-"""`workbench inspect MODEL [--json]`: what is in an ONNX model (no weight bytes are read)."""
+"""`workbench inspect MODEL [--json] [--node NAME] [--tree [DEPTH]]`: what is in an ONNX model
+(no weight bytes are read)."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print the full report as JSON on stdout (model, ops, inputs, "
                         "outputs, parameters, nodes, tensors, scopes, warnings)")
+    parser.add_argument("--node", metavar="NAME",
+                        help="show one node (name or id): op, attributes, tensors with shapes")
+    parser.add_argument("--tree", nargs="?", type=int, const=3, default=None, metavar="DEPTH",
+                        help="show the name-scope tree (default depth 3)")
     parser.add_argument("--top", type=int, default=15, metavar="N",
                         help="ops to list in the human summary (default 15)")
 
@@ -20,14 +25,45 @@ def run(args: argparse.Namespace) -> int:
     from workbench import onnx_light
 
     onnx_light.enable()  # protobuf + C++ shape inference only: no numpy import (startup time)
-    from workbench.inspect import format_summary, inspect_model, summarize
+    from workbench.cli.common import print_json
+    from workbench.inspect import (format_summary, infer_shapes, inspect_model, node_detail,
+                                   scope_tree, summarize)
     from workbench.model import open_model
 
     model = open_model(args.model)
+    if args.node is not None:
+        shapes, _ = infer_shapes(model)
+        d = node_detail(model, args.node, shapes)
+        if args.json:
+            print_json(d.to_dict())
+        else:
+            print(f"{d.name or d.id}  op {d.op} ({d.domain})  id {d.id}"
+                  + (f"  scope {d.scope}" if d.scope else ""))
+            for kind, names, infos in (("in ", d.inputs, d.input_info),
+                                       ("out", d.outputs, d.output_info)):
+                for n, t in zip(names, infos):
+                    print(f"  {kind} {n or '(none)':<48} {t.dtype if t else '?':<9} "
+                          f"{t.shape_str() if t else '?'}")
+            for k, v in d.attributes.items():
+                print(f"  attr {k} = {v}")
+        return 0
+    if args.tree is not None:
+        tree = scope_tree(model)
+        if args.json:
+            print_json(tree.to_dict())
+        else:
+            _print_tree(tree, args.tree)
+        return 0
     if args.json:
-        from workbench.cli.common import print_json
-
         print_json(inspect_model(model))
     else:
         print(format_summary(summarize(model), top_ops=args.top))
     return 0
+
+
+def _print_tree(scope, max_depth: int, depth: int = 0) -> None:
+    top = ", ".join(f"{op} {n}" for op, n in sorted(scope.ops.items(), key=lambda kv: -kv[1])[:4])
+    print(f"{'  ' * depth}{scope.path:<48} {scope.node_count:>5} nodes  ({top})")
+    if depth < max_depth:
+        for child in scope.children:
+            _print_tree(child, max_depth, depth + 1)
