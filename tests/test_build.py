@@ -311,3 +311,12 @@ def test_cli_timeout_exits_1_and_leaves_nothing(tmp_path, _isolated_home):
     assert r.returncode == 1 and "time limit" in r.stderr
     assert not (tmp_path / "t.engine").exists()
     assert engines_dir_files(_isolated_home) == []
+
+
+def test_tactic_sources_are_probed_and_checked(client):
+    res = build_engine(RESNET, cfg(tactic_sources=["JIT_CONVOLUTIONS"]), client=client)
+    assert Path(res.engine_path).is_file()
+    assert "--tacticSources=+JIT_CONVOLUTIONS" in res.export["trtexec"]
+    with pytest.raises(WorkbenchError) as e:
+        build_engine(RESNET, cfg(tactic_sources=["CUBLAS_LT_MAGIC"]), client=client)
+    assert "CUBLAS_LT_MAGIC" in str(e.value) and "JIT_CONVOLUTIONS" in str(e.value)

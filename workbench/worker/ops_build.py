@@ -5,8 +5,8 @@ TensorRT: parse, network flags, optimization profiles, memory pool, optimization
 cache, compute-capability targets (TensorRT-RTX ahead-of-time builds), DETAILED profiling
 verbosity, progress through IProgressMonitor (phases from the log where it is missing), cancel,
 and the legacy builder-flag route (FP16/INT8 flags, entropy calibrator) on TensorRT <= 10.
-Every feature is probed with getattr. Stdlib + numpy + tensorrt (+ polygraphy.cuda or
-cuda-python for calibration buffers) only; Python 3.9 syntax.
+Every feature is probed with getattr. Stdlib + numpy + tensorrt (+ polygraphy.cuda for
+calibration buffers) only; Python 3.9 syntax.
 """
 from __future__ import annotations
 
@@ -297,42 +297,25 @@ def _add_profiles(trt: Any, builder: Any, config: Any, network: Any,
 # legacy route: builder flags + calibrator
 # --------------------------------------------------------------------------------------------
 class _DeviceBuffers:
-    """Device memory through polygraphy.cuda (ctypes over libcudart) or cuda-python."""
+    """Device memory through polygraphy.cuda (ctypes over libcudart: no compiled package).
+    The worker's import rules allow polygraphy but not cuda-python; the exported standalone
+    script uses cuda-python when the user has it."""
 
     def __init__(self) -> None:
         self.ptrs: List[int] = []
-        self.kind = ""
         try:
             from polygraphy import cuda as pcuda  # type: ignore
 
-            self._pcuda = pcuda
             pcuda.wrapper()
-            self.kind = "polygraphy"
-            return
-        except Exception:
-            self._pcuda = None
-        try:
-            try:
-                from cuda.bindings import runtime as cudart  # type: ignore
-            except ImportError:
-                from cuda import cudart  # type: ignore
-            self._cudart = cudart
-            self.kind = "cuda-python"
-        except Exception:
-            raise OpError("INT8 calibration needs device buffers: neither polygraphy.cuda nor "
-                          "cuda-python is usable in the worker's interpreter",
-                          code="no-cuda", hint="pip install polygraphy (or cuda-python) in the "
-                          "TensorRT interpreter")
+        except Exception as e:
+            raise OpError("INT8 calibration needs device buffers: polygraphy.cuda is not "
+                          "usable in the worker's interpreter (%s)" % e, code="no-cuda",
+                          hint="pip install polygraphy in the TensorRT interpreter, and check "
+                               "the CUDA runtime is found")
+        self._pcuda = pcuda
 
     def alloc(self, nbytes: int) -> int:
-        nbytes = max(int(nbytes), 1)
-        if self.kind == "polygraphy":
-            ptr = int(self._pcuda.wrapper().malloc(nbytes))
-        else:
-            err, ptr = self._cudart.cudaMalloc(nbytes)
-            if int(err) != 0:
-                raise OpError("cudaMalloc(%d) failed: %s" % (nbytes, err), code="cuda-error")
-            ptr = int(ptr)
+        ptr = int(self._pcuda.wrapper().malloc(max(int(nbytes), 1)))
         self.ptrs.append(ptr)
         return ptr
 
@@ -340,23 +323,13 @@ class _DeviceBuffers:
         import numpy as np
 
         arr = np.ascontiguousarray(arr)
-        if self.kind == "polygraphy":
-            self._pcuda.wrapper().memcpy(dst=ptr, src=arr.ctypes.data, nbytes=arr.nbytes,
-                                         kind=self._pcuda.MemcpyKind.HostToDevice)
-        else:
-            (err,) = self._cudart.cudaMemcpy(
-                ptr, arr.ctypes.data, arr.nbytes,
-                self._cudart.cudaMemcpyKind.cudaMemcpyHostToDevice)
-            if int(err) != 0:
-                raise OpError("cudaMemcpy failed: %s" % (err,), code="cuda-error")
+        self._pcuda.wrapper().memcpy(dst=ptr, src=arr.ctypes.data, nbytes=arr.nbytes,
+                                     kind=self._pcuda.MemcpyKind.HostToDevice)
 
     def free(self) -> None:
         for ptr in self.ptrs:
             try:
-                if self.kind == "polygraphy":
-                    self._pcuda.wrapper().free(ptr)
-                else:
-                    self._cudart.cudaFree(ptr)
+                self._pcuda.wrapper().free(ptr)
             except Exception:
                 pass
         self.ptrs = []
