@@ -18,6 +18,7 @@ _LAZY = {
     "PrecisionPanel": "widgets.precision",
     "BuildPanel": "widgets.build",
     "TimingPanel": "widgets.timing",
+    "ComparePanel": "widgets.compare",
 }
 
 __all__ = sorted(_LAZY)

@@ -1,0 +1,42 @@
+"""Compare panel state without a browser: chart data, culprits, errors, exclusion search."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from conftest import SAMPLES
+from widgets.compare import BANDS, ComparePanel
+from workbench.precision import convert
+
+OVERFLOW = SAMPLES / "fp16_overflow.onnx"
+
+
+def test_panel_shows_per_tensor_errors_and_culprit(tmp_path):
+    fp16 = tmp_path / "o16.onnx"
+    onnx.save(convert(OVERFLOW, "fp16").proto, str(fp16))
+    np.savez(tmp_path / "in.npz", input=np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32))
+    p = ComparePanel(OVERFLOW, fp16, inputs=tmp_path / "in.npz")
+    assert p.error is None and p.report is not None
+    bar = p.figure.data[0]
+    assert len(bar.x) == len(p.report.tensors) > 5
+    # the overflowing node is drawn in the worst band and named as the culprit
+    idx = [t.node for t in p.report.tensors].index("/scale/Mul")
+    assert bar.marker.color[idx] == BANDS[-1][1]
+    assert p.culprit_nodes() == ["/scale/Mul"]
+    assert "FAIL" in p.status.value and "/scale/Mul" in p.findings_html.value
+
+
+def test_panel_search_names_fp32_nodes(tmp_path):
+    np.savez(tmp_path / "in.npz", input=np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32))
+    p = ComparePanel(OVERFLOW, target="fp16", inputs=tmp_path / "in.npz")
+    assert p.report is None  # nothing to compare until asked
+    s = p.run_search()
+    assert s.passed and "/scale/Mul" in s.excluded
+    assert "within tolerance" in p.status.value and "--exclude /scale/Mul" in p.status.value
+
+
+def test_panel_without_inputs_shows_a_clear_error():
+    p = ComparePanel(OVERFLOW, target="fp16", run=False)
+    p.run_search()
+    assert p.error and "no inputs" in p.error and "inputs" in p.status.value
+    assert not p.search_btn.disabled  # usable again

@@ -1,0 +1,167 @@
+"""The Compare panel: where precision is lost, layer by layer, and which nodes must stay FP32.
+
+    from widgets import ComparePanel
+    ComparePanel("model.onnx", "model.fp16.onnx", inputs="data.npz")   # compare two models
+    ComparePanel("model.onnx", target="fp16", inputs="data.npz")        # + "Find FP32 nodes"
+
+A plain view over `workbench.compare`: a plotly chart of each tensor's relative error in
+topological order (log scale, culprits marked), a table of the worst tensors, the findings, and,
+when a GraphView is given, the graph coloured by error. Work runs in a thread; the thread only
+assigns widget values.
+"""
+from __future__ import annotations
+
+import html
+import math
+import threading
+from typing import Any, Dict, List, Optional
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from workbench import compare
+from workbench.errors import WorkbenchError
+
+BANDS = [(1e-3, "#2ca02c", "rel < 1e-3"), (1e-2, "#bcbd22", "1e-3 .. 1e-2"),
+         (1e-1, "#ff7f0e", "1e-2 .. 1e-1"), (math.inf, "#d62728", ">= 1e-1 or inf/NaN")]
+
+
+def band_color(rel: float) -> str:
+    for limit, color, _ in BANDS:
+        if rel < limit:
+            return color
+    return BANDS[-1][1]
+
+
+class ComparePanel(W.VBox):
+    """Per-tensor error chart + worst-tensor table + culprits; optional exclusion search."""
+
+    def __init__(self, reference: Any, candidate: Any = None, *, inputs: Any = None,
+                 target: Optional[str] = None, atol: float = 1e-2, rtol: float = 1e-2,
+                 allow_random: bool = False, graph_view: Any = None, run: bool = True) -> None:
+        self.reference, self.candidate, self.inputs = reference, candidate, inputs
+        self.target, self.atol, self.rtol = target, atol, rtol
+        self.allow_random = allow_random
+        self.graph_view = graph_view
+        self.report: Optional[compare.LayerwiseReport] = None
+        self.search: Optional[compare.ExclusionSearch] = None
+        self.error: Optional[str] = None
+        self._thread: Optional[threading.Thread] = None
+
+        self.status = W.HTML()
+        self.compare_btn = W.Button(description="Compare", icon="balance-scale",
+                                    disabled=candidate is None)
+        self.search_btn = W.Button(description=f"Find FP32 nodes ({target})" if target else
+                                   "Find FP32 nodes", icon="search", disabled=target is None)
+        self.figure = go.FigureWidget(layout=dict(
+            height=320, margin=dict(l=50, r=10, t=30, b=40), yaxis=dict(type="log", title="relative error"),
+            xaxis=dict(title="tensor (topological order)"), title="error per tensor vs FP32"))
+        self.figure.add_bar(x=[], y=[], marker=dict(color=[]), name="relative error",
+                            hovertemplate="%{customdata}<br>rel %{y:.3g}<extra></extra>")
+        self.table = W.HTML()
+        self.findings_html = W.HTML()
+        self.compare_btn.on_click(lambda _: self.start(self.run_compare))
+        self.search_btn.on_click(lambda _: self.start(self.run_search))
+        super().__init__([W.HBox([self.compare_btn, self.search_btn]), self.status, self.figure,
+                          self.table, self.findings_html])
+        if run and candidate is not None:
+            self.run_compare()
+
+    # -- work ------------------------------------------------------------------------------
+    def start(self, fn: Any) -> threading.Thread:
+        """Run `fn` in a thread (buttons); tests may call the methods directly."""
+        self._thread = threading.Thread(target=fn, daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def _busy(self, text: str) -> None:
+        self.compare_btn.disabled = self.search_btn.disabled = True
+        self.status.value = f"<i>{html.escape(text)}</i>"
+
+    def _idle(self) -> None:
+        self.compare_btn.disabled = self.candidate is None
+        self.search_btn.disabled = self.target is None
+
+    def run_compare(self) -> Optional[compare.LayerwiseReport]:
+        self._busy("comparing layer by layer ...")
+        try:
+            self.report = compare.layerwise(self.reference, self.candidate, calibration=self.inputs,
+                                            atol=self.atol, rtol=self.rtol,
+                                            allow_random=self.allow_random)
+            self.error = None
+            self.show(self.report)
+        except WorkbenchError as e:
+            self.error = e.one_line()
+            self.status.value = f"<span style='color:#d62728'>{html.escape(self.error)}</span>"
+        finally:
+            self._idle()
+        return self.report
+
+    def run_search(self) -> Optional[compare.ExclusionSearch]:
+        self._busy(f"searching the nodes to keep in FP32 for {self.target} ...")
+        try:
+            feeds = None
+            if self.inputs is None:
+                if not self.allow_random:
+                    raise WorkbenchError("no inputs to compare on", field="inputs",
+                                         hint="pass inputs=PATH (representative data)")
+                from workbench.equivalence import make_inputs
+
+                feeds = [make_inputs(compare._as_proto(self.reference), seed=0)]
+            self.search = compare.find_exclusions(self.reference, self.target, feeds=feeds,
+                                                  calibration=self.inputs, atol=self.atol,
+                                                  rtol=self.rtol)
+            self.error = None
+            if self.search.final is not None:
+                self.report = self.search.final
+                self.show(self.search.final)
+            verdict = "within tolerance" if self.search.passed else "NOT within tolerance"
+            self.status.value += (f"<br><b>{self.target}: {verdict}</b> with "
+                                  f"{len(self.search.excluded)} node(s) kept in FP32: "
+                                  f"<code>{html.escape(' '.join('--exclude ' + n for n in self.search.excluded))}</code>")
+        except WorkbenchError as e:
+            self.error = e.one_line()
+            self.status.value = f"<span style='color:#d62728'>{html.escape(self.error)}</span>"
+        finally:
+            self._idle()
+        return self.search
+
+    # -- view ------------------------------------------------------------------------------
+    def show(self, rep: compare.LayerwiseReport) -> None:
+        rels = [t.rel if math.isfinite(t.rel) else 1e6 for t in rep.tensors]
+        with self.figure.batch_update():
+            bar = self.figure.data[0]
+            bar.x = list(range(len(rep.tensors)))
+            bar.y = [max(r, 1e-12) for r in rels]
+            bar.marker.color = [band_color(t.rel) for t in rep.tensors]
+            bar.customdata = [f"{t.tensor} ({t.op}, node {t.node})" for t in rep.tensors]
+        ok = "PASS" if rep.outputs_pass else "FAIL"
+        outs = ", ".join(f"{html.escape(t.tensor)}: rel {t.rel:.3g}" for t in rep.outputs)
+        self.status.value = (f"<b>outputs {ok}</b> ({outs}); {len(rep.tensors)} tensors, "
+                             f"{rep.samples} sample(s), candidate run by {rep.candidate_runner}")
+        worst = sorted(rep.tensors, key=lambda t: -(t.rel if math.isfinite(t.rel) else 1e300))[:10]
+        rows = "".join(
+            f"<tr><td>{html.escape(t.tensor)}</td><td>{html.escape(t.op)}</td>"
+            f"<td>{t.max_abs:.3g}</td><td style='color:{band_color(t.rel)}'>{t.rel:.3g}</td>"
+            f"<td>{t.added:.3g}</td></tr>" for t in worst)
+        self.table.value = ("<table><tr><th>tensor</th><th>op</th><th>max abs</th><th>rel</th>"
+                            f"<th>added</th></tr>{rows}</table>")
+        self.findings_html.value = "<br>".join(html.escape(str(f)) for f in rep.findings)
+        if self.graph_view is not None:
+            self.color_graph(rep)
+
+    def error_by_node(self, rep: Optional[compare.LayerwiseReport] = None) -> Dict[str, float]:
+        rep = rep or self.report
+        out: Dict[str, float] = {}
+        for t in (rep.tensors if rep else []):
+            out[t.node] = max(out.get(t.node, 0.0), t.rel)
+        return out
+
+    def color_graph(self, rep: compare.LayerwiseReport) -> None:
+        mapping = {n: band_color(r) for n, r in self.error_by_node(rep).items()}
+        if mapping:
+            self.graph_view.color_by(mapping, legend=[(lbl, c) for _, c, lbl in reversed(BANDS)])
+            self.graph_view.highlight([t.node for t in rep.culprits()])
+
+    def culprit_nodes(self) -> List[str]:
+        return [t.node for t in self.report.culprits()] if self.report else []
