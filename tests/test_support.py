@@ -357,3 +357,28 @@ def test_missing_external_data(tmp_path):
         check(tmp_path / "m.onnx", backend="tensorrt-rtx")
     rep = check(tmp_path / "m.onnx", backend="static")  # structure needs no weights
     assert rep.supported and any(f.code == "external-data-missing" for f in rep.findings)
+
+
+def test_unsupported_op_inside_an_if_branch(worker, tmp_path):
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    def branch(name, op, out):
+        return helper.make_graph([helper.make_node(op, ["x"], [out], name=name)], name, [],
+                                 [helper.make_tensor_value_info(out, T.FLOAT, [3, 3])])
+
+    node = helper.make_node("If", ["c"], ["y"], name="the_if",
+                            then_branch=branch("then_relu", "Relu", "t"),
+                            else_branch=branch("else_unique", "Unique", "e"))
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("c", T.BOOL, []),
+                                        helper.make_tensor_value_info("x", T.FLOAT, [3, 3])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [3, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    p = tmp_path / "if.onnx"
+    onnx.save(m, str(p))
+    real = check(p, backend="tensorrt-rtx", client=worker)
+    static, _ = static_check(p, "tensorrt-rtx")
+    want = [("else_unique", "Unique", "the_if/else_branch")]
+    assert [(u["node"], u["op"], u["subgraph"]) for u in real.unsupported] == want
+    assert [(u["node"], u["op"], u["subgraph"]) for u in static] == want

@@ -479,13 +479,13 @@ def _layer_to_node(model: Model, layer: Optional[str], nodes: Sequence[str]) -> 
     return base if base in names else layer
 
 
-def _node_map(model: Model) -> Dict[str, Any]:
-    """Name and id -> node, over the graph, bodies and local functions (first wins)."""
-    out: Dict[str, Any] = {}
+def _node_map(model: Model) -> Dict[str, "_Site"]:
+    """Name and id -> where the node sits (graph, bodies, local functions; first wins)."""
+    out: Dict[str, _Site] = {}
     for site in _walk(model.graph, model.node_ids, functions=_functions(model)):
         for key in (site.nid, site.node.name):
             if key and key not in out:
-                out[key] = site.node
+                out[key] = site
     return out
 
 
@@ -565,7 +565,8 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
     unsupported: List[Dict[str, Any]] = []
     for err in rec["errors"]:
         node = _node_label(model, err)
-        proto_node = nodes.get(node) if node else None
+        site = nodes.get(node) if node else None
+        proto_node = site.node if site is not None else None
         op = err.get("op") or (proto_node.op_type if proto_node is not None else None)
         reason, code, hint = _parser_reason(dict(err, op=op), table)
         hint = _hint(hint, model, node, op, proto_node.domain if proto_node is not None else "")
@@ -579,6 +580,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
         unsupported.append(_entry(node, op, reason, "parser", hint=hint,
                                   code=code, message=err.get("message"),
                                   error_code=err.get("code"),
+                                  subgraph=(site.path.rstrip("/") or None) if site else None,
                                   local_function_stack=err.get("local_function_stack") or None))
     report = SupportReport(backend=name, backend_version=version, supported=rec["parsed"],
                            mode="parser", rules=table["name"], model=label)
@@ -600,7 +602,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
                 node = _layer_to_node(model, be.get("layer"), be.get("nodes") or [])
                 known = by_node.get(node) if node else None
                 unsupported.append(_entry(
-                    node, nodes[node].op_type if node in nodes else None,
+                    node, nodes[node].node.op_type if node in nodes else None,
                     _clean_message(be["message"]), "build",
                     hint=(known or {}).get("hint") or "change the node as the message says, "
                     "or keep it out of the engine (`workbench fix`)",
