@@ -361,7 +361,7 @@ class _ModelRef:
             self._model = model_or_path
             self.path = model_or_path.path
         elif isinstance(model_or_path, (str, os.PathLike)):
-            self.path = Path(model_or_path).absolute()
+            self.path = Path(model_or_path).resolve()
             if not self.path.is_file():
                 raise WorkbenchError("file not found" if not self.path.exists() else
                                      "not a file", file=str(self.path), hint="check the path")
