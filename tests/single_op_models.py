@@ -312,3 +312,11 @@ def cumprod() -> onnx.ModelProto:
 
 def swiglu() -> onnx.ModelProto:
     return single("SwiGLU", [("a", F, [2, 4]), ("b", F, [2, 4])], [("y", F)], opset=28)
+
+
+def avgpool_1d() -> onnx.ModelProto:
+    return single("AveragePool", [("x", F, [1, 1, 8])], [("y", F)], kernel_shape=[2])
+
+
+def lppool_1d() -> onnx.ModelProto:
+    return single("LpPool", [("x", F, [1, 1, 8])], [("y", F)], kernel_shape=[2])

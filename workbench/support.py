@@ -63,10 +63,21 @@ class SupportReport:
 
 # --- static rules ------------------------------------------------------------------------------
 class _Scope:
-    """Constants visible to a graph (its initializers and Constant outputs, plus outer scopes)."""
+    """Constants visible to a graph (its initializers and Constant outputs, plus outer scopes),
+    and the ranks of tensors where the model declares them."""
 
     def __init__(self, graph: Any, outer: Optional["_Scope"] = None) -> None:
         self.outer = outer
+        self.ranks: Dict[str, int] = {}
+        for vi in list(getattr(graph, "input", [])) + list(getattr(graph, "value_info", [])) + \
+                list(getattr(graph, "output", [])):
+            if not hasattr(vi, "type"):  # a FunctionProto's inputs are plain names
+                continue
+            tt = vi.type.tensor_type
+            if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+                self.ranks[vi.name] = len(tt.shape.dim)
+        for t in getattr(graph, "initializer", []):
+            self.ranks[t.name] = len(t.dims)
         self.consts: Dict[str, Any] = {t.name: t for t in getattr(graph, "initializer", [])}
         for node in graph.node:
             if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.output:
@@ -85,6 +96,14 @@ class _Scope:
                     return numpy_helper.to_array(scope.consts[name])
                 except Exception:  # external data not loaded, odd type: treat as unknown
                     return None
+            scope = scope.outer
+        return None
+
+    def rank(self, name: str) -> Optional[int]:
+        scope: Optional[_Scope] = self
+        while scope is not None:
+            if name in scope.ranks:
+                return scope.ranks[name]
             scope = scope.outer
         return None
 
@@ -162,6 +181,13 @@ def _nonzero_const_input(rule: Dict[str, Any], node: Any,
     return {"value": _short(arr), "tensor": name} if bool((arr != 0).any()) else None
 
 
+def _input_rank_not_in(rule: Dict[str, Any], node: Any,
+                       scope: _Scope) -> Optional[Dict[str, Any]]:
+    name = _input(node, rule["input"])
+    r = scope.rank(name) if name else None
+    return {"value": r, "tensor": name} if r is not None and r not in rule["ranks"] else None
+
+
 def _output_count_gt(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
     n = sum(1 for o in node.output if o)
     return {"value": n} if n > rule["count"] else None
@@ -171,6 +197,7 @@ CHECKS: Dict[str, Callable[[Dict[str, Any], Any, _Scope], Optional[Dict[str, Any
     "attr_not_in": _attr_not_in, "attr_not_all": _attr_not_all, "attr_present": _attr_present,
     "const_input_gt": _const_input_gt, "input_not_const": _input_not_const,
     "nonzero_const_input": _nonzero_const_input, "output_count_gt": _output_count_gt,
+    "input_rank_not_in": _input_rank_not_in,
 }
 
 

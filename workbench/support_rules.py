@@ -134,6 +134,14 @@ RULES: Dict[str, Dict[str, Any]] = {
         "op": ["MaxPool", "AveragePool", "LpPool"], "check": "attr_not_all", "attr": "dilations",
         "value": 1, "reason": "{op} dilations {value} are not supported (must be all ones)",
         "hint": "export the pooling without dilation"},
+    "pool-rank": {
+        "op": ["AveragePool", "MaxPool"], "check": "input_rank_not_in", "input": 0,
+        "ranks": [4, 5], "reason": "{op} supports 2D or 3D pooling only (input rank {value})",
+        "hint": "reshape to 2D pooling (Unsqueeze a spatial dim, pool, Squeeze)"},
+    "gridsample-rank": {
+        "op": "GridSample", "check": "input_rank_not_in", "input": 0, "ranks": [4],
+        "reason": "GridSample input must be 4D (rank {value})",
+        "hint": "fold the extra dimension into the batch with Reshape"},
     "layernorm-extra-outputs": {
         "op": "LayerNormalization", "check": "output_count_gt", "count": 1,
         "reason": "LayerNormalization's Mean/InvStdDev outputs are not supported",
@@ -250,6 +258,10 @@ BACKENDS: Dict[str, Dict[str, Any]] = {
                              "build-time limit (K <= 3840)"},
             "topk-sorted": None,        # sorted=0 parses and builds
             "lstm-layout": None,        # layout=1 parses and builds
+            # measured: 1D MaxPool/AveragePool build; 1D LpPool is rejected (addPoolingNd)
+            "pool-rank": {"op": ["LpPool"], "reason": "{op} supports 2D or 3D pooling only "
+                          "(input rank {value})"},
+            "gridsample-rank": None,    # 5D input builds
         }),
         "graph_rules": {rid: {} for rid in GRAPH_RULES},
         "unknown_op_severity": "error",
@@ -270,8 +282,10 @@ DISAGREEMENTS: List[Dict[str, str]] = [
     {"op": "LSTM", "matrix": "layout must be 0", "tensorrt-rtx": "layout=1 parses and builds"},
     {"op": "CumSum, OneHot", "matrix": "axis / depth must be a build-time constant",
      "tensorrt-rtx": "agrees, but only the build fails: a runtime axis/depth parses"},
-    {"op": "MaxPool", "matrix": "2D or 3D pooling only",
-     "tensorrt-rtx": "1D MaxPool parses and builds"},
+    {"op": "MaxPool, AveragePool", "matrix": "2D or 3D pooling only",
+     "tensorrt-rtx": "1D pooling parses and builds"},
+    {"op": "LpPool", "matrix": "no rank restriction listed",
+     "tensorrt-rtx": "1D LpPool rejected at parse time (addPoolingNd: 2D or 3D only)"},
     {"op": "GridSample", "matrix": "input must be 4D", "tensorrt-rtx": "5D input builds"},
     {"op": "BitCast, CumProd, SwiGLU", "matrix": "not listed (newer than opset 24)",
      "tensorrt-rtx": "rejected (no importer)"},
