@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from workbench.errors import WorkbenchError
-from workbench.model import Model, model_from_proto, open_model, save_model
+from workbench.model import Model, open_model
 from workbench.recipes.base import _pause_hook
 from workbench.workspace import ModelWorkspace, workspace_for
 
@@ -34,8 +34,11 @@ class History:
         self.ws: ModelWorkspace = workspace_for(self.model, home)
         self._proto_cache: Dict[str, Any] = {}
         if not self._records():
-            data = self.model.load_weights().SerializeToString()
+            proto = self.model.load_weights()
+            data = proto.SerializeToString()
             vid = self.ws.add_version(data)
+            del data
+            self._proto_cache = {vid: proto}
             self._log({"event": "init", "version": vid,
                        "source": str(self.model.path) if self.model.path else None})
 
@@ -155,15 +158,33 @@ class History:
 
     def apply(self, name: str, params: Optional[Dict[str, Any]] = None, *, force: bool = False,
               inputs: Optional[Dict[str, Any]] = None, verify_outputs: bool = True) -> Any:
-        """Apply a recipe to the current version; kept changes become the new current version."""
-        from workbench.surgery import apply_recipe
+        """Apply a recipe to the current version; kept changes become the new current version.
 
-        change = apply_recipe(self.current_proto(), name, params, force=force, inputs=inputs,
-                              verify_outputs=verify_outputs)
-        if change.kept:
-            self.commit(change)
-        else:
-            change.parent = self.current
+        The new model is serialised once: written as its version file, then onnxruntime loads
+        both versions from disk to verify; a change that is not kept leaves no file behind."""
+        from workbench.equivalence import verify
+        from workbench.surgery import judge, prepare_change
+
+        before = self.current
+        change = prepare_change(self.current_proto(), name, params)
+        data = change.proto.SerializeToString()
+        vid = self.ws.add_version(data)
+        del data
+        if verify_outputs:
+            judge(change, verify(self.proto(before), change.proto, inputs,
+                                 paths=(self.version_path(before), self.ws.version_path(vid))),
+                  force)
+        if not change.kept:
+            if vid not in {r["version"] for r in self._state()["made"]}:
+                self.ws.version_path(vid).unlink(missing_ok=True)
+            change.parent = before
+            return change
+        _pause_hook("commit", change.recipe)
+        rec = change.to_dict()
+        rec.update({"event": "apply", "version": vid, "parent": before})
+        self._log(rec)
+        change.version, change.parent = vid, before
+        self._proto_cache = {vid: change.proto}
         return change
 
     def undo(self) -> str:
@@ -190,8 +211,26 @@ class History:
         return vid
 
     def export(self, path: Any, vid: Optional[str] = None) -> Path:
-        """Save a version (default: current) to `path`; never over the original model."""
-        import onnx
+        """Write a version (default: current) to `path` (atomic copy of the stored file); never
+        over the original model."""
+        import os
+        import shutil
+        import tempfile
 
-        proto = onnx.load(str(self.version_path(vid or self.current)))
-        return save_model(proto, path, source=self.model.path)
+        src = self.version_path(vid or self.current)
+        out = Path(path)
+        if self.model.path is not None and out.resolve() == Path(self.model.path).resolve():
+            raise WorkbenchError("refusing to overwrite the original model", file=str(out),
+                                 hint="choose another output path (-o)")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        try:
+            with os.fdopen(fd, "wb") as f, open(src, "rb") as g:
+                shutil.copyfileobj(g, f, 1 << 22)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, out)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return out

@@ -21,7 +21,8 @@ from workbench.recipes import Precondition, as_proto, get_recipe, list_recipes  
 from workbench.recipes.base import (find_node_index, infer_structure_shapes, infer_types, node_ids,
                                     tensor_types)
 
-__all__ = ["Change", "Proposal", "AutoFixResult", "apply_recipe", "diff_models", "propose",
+__all__ = ["Change", "Proposal", "AutoFixResult", "apply_recipe", "prepare_change", "judge",
+           "diff_models", "propose",
            "auto_fix", "list_recipes", "get_recipe", "parse_recipe_arg"]
 
 
@@ -62,8 +63,16 @@ def apply_recipe(model: Any, name: str, params: Optional[Dict[str, Any]] = None,
 
     The change is `kept` unless the recipe should preserve semantics and onnxruntime shows the
     outputs differ beyond `tol` (then only `force=True` keeps it)."""
-    recipe = get_recipe(name)
     proto = as_proto(model)
+    change = prepare_change(proto, name, params)
+    if verify_outputs:
+        judge(change, verify(proto, change.proto, inputs, seed=seed, tol=tol), force)
+    return change
+
+
+def prepare_change(proto: Any, name: str, params: Optional[Dict[str, Any]] = None) -> Change:
+    """Precondition, apply and diff (no verification yet): a kept, unverified Change."""
+    recipe = get_recipe(name)
     p = recipe.bind(dict(params or {}))
     pre = recipe.precondition(proto, **p)
     if not pre.applies:
@@ -71,25 +80,29 @@ def apply_recipe(model: Any, name: str, params: Optional[Dict[str, Any]] = None,
                              node=pre.nodes[0] if pre.nodes else None,
                              hint="pick another recipe, or see the proposals (`workbench fix --json`)")
     after = recipe.apply(proto, **p)
-    exact = _semantics(recipe, proto, p)
-    ver = verify(proto, after, inputs, seed=seed, tol=tol) if verify_outputs else None
-    kept, note = True, ""
-    if ver is not None and ver.status == "different":
-        if exact and not force:
-            kept, note = False, ("not kept: the recipe should preserve the outputs but "
-                                 f"{ver.reason or f'they differ by {ver.max_abs_diff:.3g}'}; "
-                                 "use force=True (--force) to keep it anyway")
-        elif exact:
-            note = "kept because forced, although the outputs differ"
-        else:
-            note = "this recipe changes what the model computes (expected)"
-    elif ver is not None and ver.status == "unverified":
-        note = f"kept unverified: {ver.reason}"
     return Change(recipe=name, params=_jsonable(p), precondition=pre.to_dict(),
-                  preserves_semantics=exact, verification=ver, diff=diff_models(proto, after),
-                  kept=kept, note=note, forced=bool(force and exact and ver is not None
-                                                    and ver.status == "different"),
-                  proto=after)
+                  preserves_semantics=_semantics(recipe, proto, p), verification=None,
+                  diff=diff_models(proto, after), kept=True, proto=after)
+
+
+def judge(change: Change, ver: Verification, force: bool = False) -> Change:
+    """Record the verification and decide whether the change is kept."""
+    change.verification = ver
+    exact = change.preserves_semantics
+    change.kept, change.note, change.forced = True, "", False
+    if ver.status == "different":
+        if exact and not force:
+            change.kept = False
+            change.note = ("not kept: the recipe should preserve the outputs but "
+                           f"{ver.reason or f'they differ by {ver.max_abs_diff:.3g}'}; "
+                           "use force=True (--force) to keep it anyway")
+        elif exact:
+            change.note, change.forced = "kept because forced, although the outputs differ", True
+        else:
+            change.note = "this recipe changes what the model computes (expected)"
+    elif ver.status == "unverified":
+        change.note = f"kept unverified: {ver.reason}"
+    return change
 
 
 def _jsonable(d: Dict[str, Any]) -> Dict[str, Any]:
@@ -360,8 +373,11 @@ def auto_fix(model: Any, *, backend: str = "tensorrt-rtx", history: Any = None,
     result.support_after = _report_dict(report)
     result.remaining = _unsupported(report)
     result.version = hist.current
-    if any(s.get("kept") for s in result.steps):
-        result.verification = verify(hist.original_proto(), hist.current_proto())
+    kept = [s for s in result.steps if s.get("kept")]
+    if len(kept) == 1 and kept[0].get("verification"):
+        result.verification = Verification.from_dict(kept[0]["verification"])
+    elif kept:
+        result.verification = verify(hist.version_path(hist.original), hist.current_path())
     return result
 
 

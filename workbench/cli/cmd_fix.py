@@ -119,8 +119,14 @@ def run(args: argparse.Namespace) -> int:
     if checking and not report["supported"]:
         report["proposals"] = [p.to_dict() for p in propose(report["support_after"],
                                                             hist.current_proto())]
-    report["verification"] = (verify(hist.original_proto(), hist.current_proto()).to_dict()
-                              if hist.current != hist.original else None)
+    kept = report["applied"]
+    if hist.current == hist.original:
+        report["verification"] = None
+    elif len(kept) == 1 and kept[0].get("verification") and len(hist.lineage()) == 2:
+        report["verification"] = kept[0]["verification"]  # the one change is the whole change
+    else:
+        report["verification"] = verify(hist.version_path(hist.original),
+                                        hist.current_path()).to_dict()
     report["versions"] = hist.lineage()
     report["workspace"] = str(hist.ws.dir)
     hist.export(args.output)

@@ -122,9 +122,24 @@ def _fold_passes(proto: Any, size_threshold: Optional[int], passes: int) -> Any:
         g = gs_import(infer_structure_shapes(cur, inplace=True))
         g.fold_constants(size_threshold=size_threshold, error_ok=True).cleanup().toposort()
         cur = gs_export(g, proto)
-        if len(cur.graph.node) == before:
+        if len(cur.graph.node) == before or not _could_fold_more(cur, size_threshold):
             break
     return cur
+
+
+def _could_fold_more(proto: Any, size_threshold: Optional[int]) -> bool:
+    """Cheap check before another (full-copy) pass: constant-input nodes under the threshold
+    left, or a Shape whose input has a static dim (graphsurgeon folds Shape->Gather/Slice)."""
+    for f in foldable_nodes(proto):
+        if size_threshold is None or f["bytes"] is None or f["bytes"] <= size_threshold:
+            return True
+    types = tensor_types(infer_types(proto))
+    for n in proto.graph.node:
+        if n.op_type == "Shape" and n.input:
+            shp = types.get(n.input[0], (0, None))[1]
+            if shp and any(isinstance(d, int) for d in shp):
+                return True
+    return False
 
 
 @register
