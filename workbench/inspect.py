@@ -112,19 +112,20 @@ class ScopeNode:
     children: List["ScopeNode"] = field(default_factory=list)
     node_count: int = 0  # all nodes at or below this scope
     ops: Dict[str, int] = field(default_factory=dict)  # histogram at or below
+    _by_name: Dict[str, "ScopeNode"] = field(default_factory=dict, repr=False, compare=False)
 
     def child(self, name: str) -> "ScopeNode":
-        for c in self.children:
-            if c.name == name:
-                return c
-        c = ScopeNode(name=name, path=f"{self.path.rstrip('/')}/{name}")
-        self.children.append(c)
+        c = self._by_name.get(name)
+        if c is None:
+            c = ScopeNode(name=name, path=f"{self.path.rstrip('/')}/{name}")
+            self.children.append(c)
+            self._by_name[name] = c
         return c
 
     def find(self, path: str) -> Optional["ScopeNode"]:
         node = self
         for part in [p for p in path.split("/") if p]:
-            node = next((c for c in node.children if c.name == part), None)
+            node = node._by_name.get(part)
             if node is None:
                 return None
         return node
@@ -445,13 +446,14 @@ def node_details(model: Model, shapes: Optional[Dict[str, TensorInfo]] = None,
     shapes = shapes or {}
     out = []
     for i, (nid, n) in enumerate(zip(model.node_ids, model.graph.node)):
+        scope = node_scope(n.name)
         out.append(NodeDetail(
             id=nid, index=i, name=n.name, op=n.op_type, domain=n.domain or "ai.onnx",
             inputs=list(n.input), outputs=list(n.output),
             attributes={a.name: render_attribute(a) for a in n.attribute},
             input_info=[shapes.get(x) if x else None for x in n.input],
             output_info=[shapes.get(x) if x else None for x in n.output],
-            scope="/" + "/".join(node_scope(n.name)) if node_scope(n.name) else "",
+            scope="/" + "/".join(scope) if scope else "",
             doc=_text(n.doc_string.encode(), 300) if n.doc_string else ""))
     return out
 
