@@ -69,6 +69,21 @@ class GraphData:
     expanded: List[str]
     findings: List[Finding] = field(default_factory=list)
     total_nodes: int = 0
+    visible_of: Optional[np.ndarray] = None  # per structure element: its visible index
+
+    def visible_index(self, element_ids: Iterable[str], structure: "GraphStructure") -> List[int]:
+        """Visible indices showing the given node/input/output ids (a group when hidden)."""
+        out = []
+        for e in element_ids:
+            k = structure.element_index(e)
+            if k is not None and self.visible_of is not None:
+                out.append(int(self.visible_of[k]))
+            elif e in self._id_set():
+                out.append(self.ids.index(e))
+        return sorted(set(out))
+
+    def _id_set(self) -> Set[str]:
+        return set(self.ids)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -287,6 +302,7 @@ class GraphStructure:
                 members[p] += members[k]
         self.scope_members = members
         self.scope_index = paths
+        self._index: Optional[Dict[str, int]] = None
 
     # -- expand/collapse -------------------------------------------------------------------
     def default_expanded(self, max_visible: int = DEFAULT_MAX_VISIBLE) -> Set[str]:
@@ -409,7 +425,16 @@ class GraphStructure:
             edges=np.stack([es, ed], axis=1).astype(np.int32).reshape(-1, 2),
             scopes=self.scopes, scope_parent=self.scope_parent.astype(np.int32),
             expanded=sorted(exp_set & set(self.scopes)), findings=list(self.findings),
-            total_nodes=self.n_nodes)
+            total_nodes=self.n_nodes, visible_of=vis)
+
+    def element_index(self, element_id: str) -> Optional[int]:
+        """Structure index of a node id (or unique node name, input:/output: id); None if unknown."""
+        if self._index is None:
+            self._index = {e: i for i, e in enumerate(self.ids)}
+            for i, nm in enumerate(self.names[: self.n_nodes]):
+                if nm and nm not in self._index:
+                    self._index[nm] = i
+        return self._index.get(element_id)
 
     def members(self, scope: str) -> List[str]:
         """Ids of the elements inside a scope (any depth)."""

@@ -1,0 +1,316 @@
+"""GraphView: the interactive ONNX graph (sigma.js + graphology, WebGL) as one anywidget.
+
+Python owns the state: the layout (`workbench.graph`), which scopes are open, search matches,
+colours and highlights; the front end (widgets/js, bundled to widgets/static/graphview.js) draws
+it and reports clicks. Traits: `selected` (visible element ids, two-way), `search` (two-way),
+`highlighted`, `colors`/`legend` (aligned with the drawn elements), `first_paint_ms` (reported by
+the browser).
+
+    view = GraphView("model.onnx")
+    view.color_by_op()
+    view.highlight(["/encoder/layer.0/attention/self/Softmax"])
+"""
+from __future__ import annotations
+
+import colorsys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+import anywidget
+import numpy as np
+import traitlets
+
+from workbench.errors import Finding, WorkbenchError
+from workbench.graph import (DEFAULT_MAX_VISIBLE, GROUP, GROUP_PREFIX, GraphData, GraphStructure,
+                             ModelLike)
+
+_BUNDLE = Path(__file__).parent / "static" / "graphview.js"
+SEVERITY_COLORS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
+OK_COLOR = "#2ca02c"
+OTHER_COLOR = "#9e9e9e"
+
+
+def _bundle() -> Path:
+    if not _BUNDLE.exists():
+        raise WorkbenchError("the graph view's JavaScript bundle is missing", file=str(_BUNDLE),
+                             hint="run `npm ci && npm run build` in widgets/js (scripts/setup.sh does)")
+    return _BUNDLE
+
+
+def palette(n: int) -> List[str]:
+    """n distinguishable colours (golden-angle hues, two lightness levels)."""
+    out = []
+    for i in range(n):
+        h = (i * 0.618033988749895) % 1.0
+        light = 0.45 if i % 2 == 0 else 0.6
+        r, g, b = colorsys.hls_to_rgb(h, light, 0.65)
+        out.append("#%02x%02x%02x" % (int(r * 255), int(g * 255), int(b * 255)))
+    return out
+
+
+SEP = "\x1f"  # joins id/label strings on the wire (ASCII unit separator)
+
+
+def wire_payload(data: GraphData, focus: Sequence[str] = ()) -> Dict[str, Any]:
+    """GraphData as the front end receives it: numeric arrays as little-endian binary buffers
+    (sent beside the JSON, not inside it) and string arrays joined by SEP."""
+    le = lambda a, t: np.ascontiguousarray(a, dtype=t).tobytes()  # noqa: E731
+    return {
+        "n": len(data), "ids": SEP.join(data.ids), "labels": SEP.join(data.labels),
+        "ops": data.ops, "op": le(data.op, "<i4"), "kind": le(data.kind, "u1"),
+        "x": le(data.x, "<f4"), "y": le(data.y, "<f4"), "size": le(data.size, "<i4"),
+        "flags": le(data.flags, "<i4"), "scope": le(data.scope, "<i4"),
+        "edges": le(data.edges.reshape(-1), "<i4"), "scopes": SEP.join(data.scopes),
+        "expanded": data.expanded, "total_nodes": data.total_nodes,
+        "findings": [f.to_dict() for f in data.findings], "focus": list(focus),
+    }
+
+
+class GraphView(anywidget.AnyWidget):
+    """Interactive graph of an ONNX model (or of a prepared `GraphStructure`).
+
+    Scopes start collapsed so that about `max_visible` elements show (`expanded` names the open
+    scopes instead; `expand_all` shows every node). Click a group to open it.
+    """
+
+    _esm = traitlets.Unicode().tag(sync=True)
+    graph = traitlets.Dict().tag(sync=True)
+    colors = traitlets.List().tag(sync=True)
+    legend = traitlets.List().tag(sync=True)
+    highlighted = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    selected = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    search = traitlets.Unicode("").tag(sync=True)
+    height = traitlets.Int(600).tag(sync=True)
+    first_paint_ms = traitlets.Float(None, allow_none=True)
+
+    def __init__(self, model_or_graph: Union[ModelLike, GraphStructure], *,
+                 max_visible: int = DEFAULT_MAX_VISIBLE, expanded: Optional[Iterable[str]] = None,
+                 expand_all: bool = False, height: int = 600, **kwargs: Any):
+        esm = _bundle().read_text(encoding="utf-8")
+        self.structure = (model_or_graph if isinstance(model_or_graph, GraphStructure)
+                          else GraphStructure(model_or_graph))
+        self.max_visible = max_visible
+        if expand_all:
+            self._expanded = set(self.structure.scopes)
+        elif expanded is not None:
+            self._expanded = set(expanded)
+        else:
+            self._expanded = self.structure.default_expanded(max_visible)
+        self._color_map: Optional[Dict[int, str]] = None  # structure element -> colour
+        self._color_priority: List[str] = []
+        self._highlight_elems: List[int] = []
+        self.data: GraphData = self.structure.view(self._expanded)
+        super().__init__(_esm=esm, height=height, graph=self._payload([]), **kwargs)
+        self.on_msg(self._on_front_msg)
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def findings(self) -> List[Finding]:
+        """Structural problems found while laying out (cycles, dangling inputs, duplicates)."""
+        return list(self.structure.findings)
+
+    @property
+    def expanded(self) -> List[str]:
+        return sorted(self._expanded)
+
+    def _payload(self, focus: Sequence[str]) -> Dict[str, Any]:
+        return wire_payload(self.data, focus)
+
+    def _relayout(self, focus: Sequence[str] = ()) -> None:
+        self.data = self.structure.view(self._expanded)
+        visible = set(self.data.ids)
+        with self.hold_sync():
+            self.graph = self._payload(focus)
+            self.colors = self._visible_colors()
+            self.highlighted = self._visible_ids(self._highlight_elems)
+            self.selected = [s for s in self.selected if s in visible]
+
+    def expand(self, scope: str) -> None:
+        """Open a scope (path like '/encoder/layer.0' or its group id 'scope:/encoder/layer.0')."""
+        path = scope[len(GROUP_PREFIX):] if scope.startswith(GROUP_PREFIX) else scope
+        if path not in self.structure.scope_index:
+            raise WorkbenchError(f"no scope '{path}' in this graph", field="scope",
+                                 hint="group ids are listed in view.data.ids (prefix 'scope:')")
+        k = self.structure.scope_index[path]
+        while k >= 0:  # opening a scope opens its parents too
+            self._expanded.add(self.structure.scopes[k])
+            k = int(self.structure.scope_parent[k])
+        old = set(self.data.ids)
+        self._relayout()
+        new = [i for i in self.data.ids if i not in old]
+        self.graph = self._payload(new)
+
+    def collapse(self, scope: str) -> None:
+        """Close a scope: its members are drawn as one group node again."""
+        path = scope[len(GROUP_PREFIX):] if scope.startswith(GROUP_PREFIX) else scope
+        self._expanded.discard(path)
+        self._relayout([GROUP_PREFIX + path])
+
+    def reset(self) -> None:
+        """Back to the default collapsed view."""
+        self._expanded = self.structure.default_expanded(self.max_visible)
+        self._relayout()
+
+    def expand_all(self) -> None:
+        self._expanded = set(self.structure.scopes)
+        self._relayout()
+
+    # -- colours, highlight, selection -------------------------------------------------------
+    def _elements(self, ids: Iterable[str]) -> List[int]:
+        out = []
+        for i in ids:
+            k = self.structure.element_index(i)
+            if k is not None:
+                out.append(k)
+            elif i.startswith(GROUP_PREFIX) and i[len(GROUP_PREFIX):] in self.structure.scope_index:
+                out.extend(self.structure.element_index(m) for m in self.structure.members(i[len(GROUP_PREFIX):]))
+        return out
+
+    def _visible_ids(self, elems: Sequence[int]) -> List[str]:
+        vis = self.data.visible_of
+        return sorted({self.data.ids[int(vis[k])] for k in elems})
+
+    def _visible_colors(self) -> List[Optional[str]]:
+        if self._color_map is None:
+            return []
+        vis = self.data.visible_of
+        per: List[List[str]] = [[] for _ in self.data.ids]
+        for k, c in self._color_map.items():
+            per[int(vis[k])].append(c)
+        rank = {c: i for i, c in enumerate(self._color_priority)}
+        out: List[Optional[str]] = []
+        for i, cs in enumerate(per):
+            if not cs:
+                out.append(None)
+            elif self.data.kind[i] != GROUP or len(set(cs)) == 1:
+                out.append(cs[0])
+            elif rank:  # a group shows its most important member colour (legend order)
+                out.append(min(cs, key=lambda c: rank.get(c, len(rank))))
+            else:
+                out.append(Counter(cs).most_common(1)[0][0])
+        return out
+
+    def color_by(self, mapping: Mapping[str, str], legend: Union[Mapping[str, str], Sequence, None] = None) -> None:
+        """Colour nodes: `mapping` node id (or name, or 'scope:<path>') -> CSS colour. `legend`
+        (label -> colour, in priority order) is drawn in a corner; a collapsed group takes the
+        colour of its member that comes first in the legend (else the most common)."""
+        cmap: Dict[int, str] = {}
+        unknown = []
+        for key, col in mapping.items():
+            ks = self._elements([key])
+            if not ks:
+                unknown.append(key)
+            for k in ks:
+                cmap[k] = str(col)
+        if unknown and len(unknown) == len(mapping) and mapping:
+            raise WorkbenchError(f"none of the {len(mapping)} ids in the colour mapping is in this graph "
+                                 f"(first: '{unknown[0]}')", field="mapping",
+                                 hint="use node ids from view.structure.ids or node names")
+        items = list(legend.items()) if isinstance(legend, Mapping) else [tuple(x) for x in (legend or [])]
+        self._color_map = cmap
+        self._color_priority = [c for _, c in items]
+        self.unknown_color_ids = unknown
+        with self.hold_sync():
+            self.legend = [[str(lbl), str(c)] for lbl, c in items]
+            self.colors = self._visible_colors()
+
+    def clear_colors(self) -> None:
+        self._color_map = None
+        with self.hold_sync():
+            self.legend = []
+            self.colors = []
+
+    def color_by_op(self, max_legend: int = 12) -> Dict[str, str]:
+        """Colour by op type (the most frequent ops get their own colour, the rest grey)."""
+        s = self.structure
+        counts = Counter(s.ops[o] for o in s.op[: s.n_nodes].tolist())
+        top = [op for op, _ in counts.most_common(max_legend)]
+        colours = dict(zip(top, palette(len(top))))
+        mapping = {s.ids[i]: colours.get(s.ops[o], OTHER_COLOR) for i, o in enumerate(s.op.tolist())
+                   if i < s.n_nodes}
+        legend = [(f"{op} ({counts[op]})", colours[op]) for op in top]
+        if len(counts) > len(top):
+            legend.append(("other", OTHER_COLOR))
+        self.color_by(mapping, legend=legend)
+        return colours
+
+    def color_by_findings(self, findings: Iterable[Union[Finding, Mapping[str, Any]]],
+                          ok_color: str = OK_COLOR) -> None:
+        """Colour by the worst Finding severity on each node (nodes without one: `ok_color`)."""
+        worst: Dict[str, str] = {}
+        order = {"error": 0, "warning": 1, "info": 2}
+        for f in findings:
+            f = Finding.from_dict(dict(f)) if isinstance(f, Mapping) else f
+            for n in f.nodes:
+                if n not in worst or order[f.severity] < order[worst[n]]:
+                    worst[n] = f.severity
+        s = self.structure
+        mapping = {s.ids[i]: ok_color for i in range(s.n_nodes)}
+        for n, sev in worst.items():
+            mapping[n] = SEVERITY_COLORS[sev]
+        counts = Counter(worst.values())
+        legend = [(f"{sev} ({counts[sev]})", SEVERITY_COLORS[sev]) for sev in ("error", "warning", "info")]
+        legend.append(("no finding", ok_color))
+        self.color_by(mapping, legend=legend)
+
+    def highlight(self, node_ids: Iterable[str]) -> List[str]:
+        """Highlight nodes (hidden ones light up their group); returns the visible ids lit."""
+        self._highlight_elems = self._elements(list(node_ids))
+        self.highlighted = self._visible_ids(self._highlight_elems)
+        return list(self.highlighted)
+
+    def select(self, node_ids: Iterable[str]) -> None:
+        self.selected = self._visible_ids(self._elements(list(node_ids)))
+
+    def fit(self, node_ids: Optional[Iterable[str]] = None) -> None:
+        """Zoom to these nodes (default: the selection; empty: the whole graph)."""
+        ids = list(self.selected if node_ids is None else self._visible_ids(self._elements(list(node_ids))))
+        self.send({"type": "fit", "ids": ids})
+
+    def matches(self, query: str) -> List[int]:
+        """Structure elements whose id, name or op contains `query` (case-insensitive)."""
+        q = query.strip().lower()
+        if not q:
+            return []
+        s = self.structure
+        ops = [o.lower() for o in s.ops]
+        return [i for i, (e, o) in enumerate(zip(s.ids, s.op.tolist())) if q in e.lower() or q == ops[o]
+                or (q in ops[o] and len(q) >= 3)]
+
+    @traitlets.observe("search")
+    def _on_search(self, change: Dict[str, Any]) -> None:
+        self._highlight_elems = self.matches(change["new"])
+        self.highlighted = self._visible_ids(self._highlight_elems)
+
+    def _on_front_msg(self, _widget: Any, content: Dict[str, Any], _buffers: Any) -> None:
+        kind = content.get("type")
+        if kind == "toggle":
+            gid = str(content.get("id", ""))
+            if gid.startswith(GROUP_PREFIX):
+                self.expand(gid)
+        elif kind == "collapse":
+            for i in content.get("ids", []):
+                k = self.structure.element_index(i)
+                if k is not None:
+                    sc = int(self.structure.node_scope[k])
+                    if sc >= 0:
+                        self.collapse(self.structure.scopes[sc])
+                elif i.startswith(GROUP_PREFIX):
+                    k = self.structure.scope_index.get(i[len(GROUP_PREFIX):])
+                    if k is not None and self.structure.scope_parent[k] >= 0:
+                        self.collapse(self.structure.scopes[int(self.structure.scope_parent[k])])
+        elif kind == "reset":
+            self.reset()
+        elif kind == "painted":
+            self.first_paint_ms = float(content.get("ms", 0.0))
+
+    # -- details --------------------------------------------------------------------------------
+    def selected_nodes(self) -> List[str]:
+        """The ONNX node ids selected (members of selected groups included)."""
+        out: List[str] = []
+        s = self.structure
+        for k in self._elements(self.selected):
+            if k < s.n_nodes:
+                out.append(s.ids[k])
+        return list(dict.fromkeys(out))
