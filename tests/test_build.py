@@ -320,3 +320,23 @@ def test_tactic_sources_are_probed_and_checked(client):
     with pytest.raises(WorkbenchError) as e:
         build_engine(RESNET, cfg(tactic_sources=["CUBLAS_LT_MAGIC"]), client=client)
     assert "CUBLAS_LT_MAGIC" in str(e.value) and "JIT_CONVOLUTIONS" in str(e.value)
+
+
+def test_cache_key_covers_external_data(client, tmp_path):
+    import numpy as np
+    import onnx
+    proto = onnx.load(str(RESNET))
+    m = tmp_path / "ext.onnx"
+    onnx.save_model(proto, str(m), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="ext.onnx.data", size_threshold=0)
+    assert (tmp_path / "ext.onnx.data").is_file()
+    r1 = build_engine(m, cfg(), client=client)
+    assert build_engine(m, cfg(), client=client).cache_hit
+    # same graph file, different weights in the data file: a different engine
+    graph_bytes = m.read_bytes()
+    data = bytearray((tmp_path / "ext.onnx.data").read_bytes())
+    data[:4] = np.float32(0.125).tobytes()  # one weight changed, same size
+    (tmp_path / "ext.onnx.data").write_bytes(bytes(data))
+    assert m.read_bytes() == graph_bytes
+    r2 = build_engine(m, cfg(), client=client)
+    assert not r2.cache_hit and r2.key != r1.key
