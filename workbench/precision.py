@@ -15,6 +15,7 @@ run against FP32 on onnxruntime CPU and the errors go into the report.
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -315,9 +316,12 @@ def _fp16(proto: Any, exclude_nodes: List[str], exclude_ops: List[str],
 
     block_ops = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(exclude_ops))
     try:
-        out = float16.convert_float_to_float16(
-            proto, keep_io_types=keep_io_types, op_block_list=block_ops,
-            node_block_list=list(exclude_nodes), max_finite_val=FP16_MAX, min_positive_val=6e-8)
+        with warnings.catch_warnings():  # clipping is reported as findings, not stderr noise
+            warnings.simplefilter("ignore", UserWarning)
+            out = float16.convert_float_to_float16(
+                proto, keep_io_types=keep_io_types, op_block_list=block_ops,
+                node_block_list=list(exclude_nodes), max_finite_val=FP16_MAX,
+                min_positive_val=6e-8)
     except Exception as e:
         raise WorkbenchError(f"FP16 conversion failed: {type(e).__name__}: {e}",
                              hint="exclude the node named in the message (--exclude NODE) "

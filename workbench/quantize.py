@@ -71,8 +71,9 @@ def calibrate(proto: Any, batches: List[Dict[str, np.ndarray]], ops: Sequence[st
 
     We drive the calibrator ourselves because quantize_static does not pass bin counts through:
     its entropy default of 128 histogram bins / 128 quantized bins leaves one candidate
-    threshold (plain minmax). Entropy here uses 2048 -> 128 bins like TensorRT's
-    IInt8EntropyCalibrator2; percentile keeps 99.999."""
+    threshold (plain minmax). Entropy here searches 512 histogram bins down to 128 quantized
+    bins (the KL search of TensorRT's entropy calibrator, which uses 2048 bins; 512 keeps the
+    pure-Python search 4x cheaper); percentile uses 2048 bins at 99.999%."""
     import onnx
     from onnxruntime.quantization import CalibrationMethod
     from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
@@ -85,7 +86,7 @@ def calibrate(proto: Any, batches: List[Dict[str, np.ndarray]], ops: Sequence[st
                "percentile": CalibrationMethod.Percentile}
     opts: Dict[str, Any] = {"symmetric": True}
     if method == "entropy":
-        opts.update({"num_bins": 2048, "num_quantized_bins": 128})
+        opts.update({"num_bins": 512, "num_quantized_bins": 128})
     elif method == "percentile":
         opts.update({"num_bins": 2048, "percentile": 99.999})
     cal = create_calibrator(src, list(ops), augmented_model_path=str(tmp / "augmented.onnx"),
@@ -138,6 +139,7 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
             raise WorkbenchError(f"{target.upper()} quantization failed in onnxruntime: "
                                  f"{type(e).__name__}: {text}", hint=hint) from None
         q = onnx.load(str(out_path))
+    _unquantize_inputs(q, skip)
     findings: List[Finding] = []
     if target == "fp8":
         q, f8 = _int8_to_fp8(q, proto)
@@ -149,6 +151,34 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
                              hint="TensorRT needs zero point 0; please report this model")
     findings += _quant_findings(proto, q, skip)
     return q, findings, report
+
+
+def _unquantize_inputs(q: Any, skip: Sequence[str]) -> None:
+    """Excluded nodes read the original FP32 activations, not the shared Q/DQ copy that
+    onnxruntime gives every consumer of a quantized tensor (so they see no INT8 rounding and
+    TensorRT has no Q/DQ to fuse into them)."""
+    skip = set(skip)
+    if not skip:
+        return
+    q_in = {n.output[0]: n.input[0] for n in q.graph.node if n.op_type == "QuantizeLinear"}
+    dq_src = {n.output[0]: q_in[n.input[0]] for n in q.graph.node
+              if n.op_type == "DequantizeLinear" and n.input[0] in q_in}
+    for n in q.graph.node:
+        if n.name in skip:
+            for k, name in enumerate(n.input):
+                if name in dq_src:
+                    n.input[k] = dq_src[name]
+    used = {i for n in q.graph.node for i in n.input} | {o.name for o in q.graph.output}
+    keep = []
+    for n in q.graph.node:  # drop Q/DQ pairs nobody reads any more
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.output[0] not in used:
+            continue
+        keep.append(n)
+    if len(keep) != len(q.graph.node):
+        used = {i for n in keep for i in n.input} | {o.name for o in q.graph.output}
+        keep = [n for n in keep if not (n.op_type == "QuantizeLinear" and n.output[0] not in used)]
+        del q.graph.node[:]
+        q.graph.node.extend(keep)
 
 
 def _qdq_report(q: Any, target: str) -> Dict[str, Any]:
