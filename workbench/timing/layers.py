@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence
 
 from workbench.errors import Finding, WorkbenchError
@@ -29,11 +30,9 @@ _META_ONNX = re.compile(r"^\s*\[ONNX Layer:\s*(.*?)\]\s*$", re.S)
 _PROFILE_SUFFIX = re.compile(r"\s*\[profile\s*(\d+)\]")
 
 
-def parse_precision(desc: Optional[str]) -> str:
-    """'Channel major FP16 format where channel % 8 == 0' -> 'FP16'; 'Half' -> 'FP16'."""
-    if not desc:
-        return ""
-    low = str(desc).lower()
+@lru_cache(maxsize=4096)
+def _precision_of(desc: str) -> str:
+    low = desc.lower()
     if "n/a" in low and "dynamic" in low:
         return ""
     for word, prec in _DTYPE_WORDS:
@@ -42,19 +41,32 @@ def parse_precision(desc: Optional[str]) -> str:
     return ""
 
 
-@dataclass
-class TensorInfo:
-    """One input or output of an engine layer."""
+def parse_precision(desc: Optional[str]) -> str:
+    """'Channel major FP16 format where channel % 8 == 0' -> 'FP16'; 'Half' -> 'FP16'."""
+    if not desc:
+        return ""
+    return _precision_of(str(desc))
 
-    name: str
-    shape: List[int] = field(default_factory=list)
-    format: str = ""
-    precision: str = ""
-    location: str = ""
+
+class TensorInfo:
+    """One input or output of an engine layer (a slotted class: engines have 10^4-10^5)."""
+
+    __slots__ = ("name", "shape", "format", "precision", "location")
+
+    def __init__(self, name: str, shape: Optional[List[int]] = None, format: str = "",
+                 precision: str = "", location: str = "") -> None:
+        self.name = name
+        self.shape = shape if shape is not None else []
+        self.format = format
+        self.precision = precision
+        self.location = location
 
     @property
     def shape_str(self) -> str:
-        return "x".join(str(d) for d in self.shape) if self.shape else "?"
+        return "x".join(map(str, self.shape)) if self.shape else "?"
+
+    def __repr__(self) -> str:
+        return f"TensorInfo({self.name!r}, {self.shape_str}, {self.precision or '?'})"
 
 
 @dataclass
@@ -84,8 +96,12 @@ class EngineLayer:
     def precision(self) -> str:
         """The compute precision: the narrowest float/int8 type among inputs, else outputs
         (index tensors such as INT32 ids do not count unless nothing else is there)."""
-        return self.in_precision or self.out_precision or _any([t.precision for t in self.inputs
-                                                                + self.outputs])
+        return self.precisions()[0]
+
+    def precisions(self) -> "tuple":
+        """(compute precision, input precision, output precision) in one pass."""
+        ip, op = self.in_precision, self.out_precision
+        return (ip or op or _any([t.precision for t in self.inputs + self.outputs]), ip, op)
 
     @property
     def is_reformat(self) -> bool:
@@ -158,11 +174,14 @@ def _tensor(d: Any, where: str, source: str) -> TensorInfo:
     dims = d.get("Dimensions", d.get("Shape", []))
     shape: List[int] = []
     if isinstance(dims, list):
-        for x in dims:
-            try:
-                shape.append(int(x))
-            except (TypeError, ValueError):
-                shape.append(-1)
+        if all(type(x) is int for x in dims):
+            shape = dims
+        else:
+            for x in dims:
+                try:
+                    shape.append(int(x))
+                except (TypeError, ValueError):
+                    shape.append(-1)
     fmt = d.get("Format/Datatype")
     if fmt is None:  # newer split fields
         parts = [d.get(k) for k in ("Format", "Datatype", "DataType", "Type") if d.get(k)]

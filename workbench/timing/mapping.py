@@ -43,22 +43,39 @@ class OnnxIndex:
     @classmethod
     def from_model(cls, model: "Model") -> "OnnxIndex":
         g = model.graph
-        names = [n.name for n in g.node]
         ids = list(model.node_ids)
-        idx = cls(names=names, ids=ids, ops=[n.op_type for n in g.node],
-                  path=str(model.path or ""))
+        names = [n.name for n in g.node]
+        ops = [n.op_type for n in g.node]
+        position: Dict[str, int] = {}
+        for i, (name, nid) in enumerate(zip(names, ids)):
+            key = name or nid
+            if key not in position:
+                position[key] = i
+            if nid not in position:
+                position[nid] = i
+        idx = cls(names=names, ids=ids, ops=ops, position=position, path=str(model.path or ""))
+        idx._graph = g
+        return idx
+
+    def _edges(self) -> None:
+        """Tensor producers and consumers, built on first need (fused names, ForeignNode ends)."""
+        g = getattr(self, "_graph", None)
+        if g is None or self.producer or self.consumers:
+            return
+        producer, consumers = self.producer, self.consumers
         for i, n in enumerate(g.node):
-            key = n.name or ids[i]
-            idx.position.setdefault(key, i)
-            if ids[i] not in idx.position:
-                idx.position[ids[i]] = i
+            key = self.names[i] or self.ids[i]
             for out in n.output:
-                if out:
-                    idx.producer.setdefault(out, key)
+                if out and out not in producer:
+                    producer[out] = key
             for inp in n.input:
                 if inp:
-                    idx.consumers.setdefault(inp, []).append(key)
-        return idx
+                    c = consumers.get(inp)
+                    if c is None:
+                        consumers[inp] = [key]
+                    else:
+                        c.append(key)
+        self._graph = None
 
     def has(self, name: str) -> bool:
         return name in self.position
@@ -73,6 +90,7 @@ class OnnxIndex:
         """A node name, or the node producing a tensor of that name."""
         if token in self.position:
             return token
+        self._edges()
         return self.producer.get(token)
 
     def _endpoint(self, token: str, first: bool) -> Optional[int]:
@@ -81,6 +99,7 @@ class OnnxIndex:
         r = self.resolve(token)
         if r is not None:
             return self.position[r]
+        self._edges()
         cons = [self.position[c] for c in self.consumers.get(token, ())]
         if not cons:
             return None

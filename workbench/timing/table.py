@@ -104,38 +104,51 @@ class LayerTable:
                                     "the profile has no medians; using mean times",
                                     source="timing"))
         total = float(np.nansum(time)) if n else 0.0
-        by_name = {}
-        rows: List[Dict[str, Any]] = []
+        by_name: Dict[str, int] = {}
+        cols: Dict[str, List[Any]] = {c: [] for c in COLUMNS if c not in
+                                       ("time_ms", "time_mean_ms", "time_median_ms", "pct", "count")}
         for i, layer in enumerate(el.layers):
             by_name.setdefault(layer.name, i)
-            nodes, how = ([], "") if layer.is_constant else map_layer(layer, index)
-            rows.append({
-                "index": layer.index, "name": layer.name, "type": layer.type,
-                "time_ms": time[i], "time_mean_ms": mean[i], "time_median_ms": median[i],
-                "pct": (time[i] / total * 100.0) if total > 0 else np.nan, "count": count[i],
-                "precision": layer.precision, "in_precision": layer.in_precision,
-                "out_precision": layer.out_precision, "tactic": layer.tactic,
-                "input_shapes": ", ".join(t.shape_str for t in layer.inputs),
-                "output_shapes": ", ".join(t.shape_str for t in layer.outputs),
-                "input_formats": "; ".join(t.format for t in layer.inputs),
-                "output_formats": "; ".join(t.format for t in layer.outputs),
-                "onnx_nodes": nodes, "n_onnx": len(nodes), "mapping": how, "attributed_to": "",
-                "is_reformat": layer.is_reformat, "is_constant": layer.is_constant,
-                "is_noop": layer.type == "NoOp"})
+            const = layer.is_constant
+            nodes, how = ([], "") if const else map_layer(layer, index)
+            prec, ip, op = layer.precisions()
+            ins, outs = layer.inputs, layer.outputs
+            cols["index"].append(layer.index)
+            cols["name"].append(layer.name)
+            cols["type"].append(layer.type)
+            cols["precision"].append(prec)
+            cols["in_precision"].append(ip)
+            cols["out_precision"].append(op)
+            cols["tactic"].append(layer.tactic)
+            cols["input_shapes"].append(", ".join([t.shape_str for t in ins]))
+            cols["output_shapes"].append(", ".join([t.shape_str for t in outs]))
+            cols["input_formats"].append("; ".join([t.format for t in ins]))
+            cols["output_formats"].append("; ".join([t.format for t in outs]))
+            cols["onnx_nodes"].append(nodes)
+            cols["n_onnx"].append(len(nodes))
+            cols["mapping"].append(how)
+            cols["attributed_to"].append("")
+            cols["is_reformat"].append(layer.is_reformat)
+            cols["is_constant"].append(const)
+            cols["is_noop"].append(layer.type == "NoOp")
         # reformat layers: attribute to the layer they feed / are fed by
-        for row in rows:
-            if row["mapping"] or row["is_constant"]:
+        onnx_nodes, mapping = cols["onnx_nodes"], cols["mapping"]
+        for i, name in enumerate(cols["name"]):
+            if mapping[i] or cols["is_constant"][i] or not name.startswith("Reformatting"):
                 continue
-            target = reformat_target(row["name"])
+            target = reformat_target(name)
             if target is None:
                 continue
             j = by_name.get(target)
-            if j is not None and rows[j]["onnx_nodes"]:
-                row["onnx_nodes"] = list(rows[j]["onnx_nodes"])
-                row["n_onnx"] = 0  # attributed, not fused into this layer
-                row["mapping"] = "reformat-for"
-                row["attributed_to"] = target
-        df = pd.DataFrame(rows, columns=COLUMNS)
+            if j is not None and onnx_nodes[j]:
+                onnx_nodes[i] = list(onnx_nodes[j])
+                cols["n_onnx"][i] = 0  # attributed, not fused into this layer
+                mapping[i] = "reformat-for"
+                cols["attributed_to"][i] = target
+        cols["time_ms"], cols["time_mean_ms"], cols["time_median_ms"] = time, mean, median
+        cols["pct"] = time / total * 100.0 if total > 0 else np.full(n, np.nan)
+        cols["count"] = count
+        df = pd.DataFrame(cols, columns=COLUMNS)
         return cls(df, el, prof, index, "median" if use_median else "mean", warnings)
 
     # -- derived views -----------------------------------------------------------------------
