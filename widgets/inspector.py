@@ -128,6 +128,7 @@ class Inspector(W.VBox):
         self._render_io()
         self._render_warnings()
         self.node_picker.options = tuple(self.details)
+        self._mount_graph(model)
         self.support_html.value = ""
         self.failing_select.options = []
         if static_check:
@@ -139,6 +140,7 @@ class Inspector(W.VBox):
                              f"padding:6px;border-radius:4px'><b>Cannot inspect:</b> "
                              f"{_esc(msg)}</div>")
         self.body.layout.display = "none"
+        self.graph_slot.children = []
         self.check_button.disabled = True
         with self.op_figure.batch_update():
             self.op_figure.data[0].x, self.op_figure.data[0].y = [], []
@@ -231,6 +233,8 @@ class Inspector(W.VBox):
             if nid is not None:
                 opts.append((f"{u.get('node')}  ({u.get('op')})", nid))
         self.failing_select.options = opts
+        if getattr(self, "graph_view", None) is not None:
+            self.graph_view.color_by_findings(report.findings)
 
     # ------------------------------------------------------------------ support
     def _static_check(self) -> None:
@@ -300,9 +304,42 @@ class Inspector(W.VBox):
                 return nid
         return None
 
+    # ------------------------------------------------------------------ graph view
+    def _mount_graph(self, model: Model) -> None:
+        """The graph view in `graph_slot`; clicking a node there shows it in `detail_pane`."""
+        from widgets.graphview import GraphView
+
+        self.graph_view = None
+        try:
+            view = GraphView(model, height=520)
+        except WorkbenchError as e:
+            self.graph_slot.children = [W.HTML(f"<span class='wb-error' style='color:#a00'>"
+                                               f"graph view unavailable: {_esc(e)}</span>")]
+            return
+        view.observe(self._on_graph_select, names="selected")
+        self.graph_view = view
+        self.graph_slot.children = [view]
+
+    def _on_graph_select(self, change: Dict[str, Any]) -> None:
+        sel = list(change["new"])
+        if not sel:
+            return
+        nid = sel[-1]
+        if nid in self.details:
+            self.show_node(nid)
+            return
+        view = self.graph_view
+        members = view.selected_nodes() if view is not None else []
+        self.detail_pane.children = [W.HTML(
+            f"<div class='wb-node'><b>{_esc(nid)}</b> &middot; {len(members)} node(s): "
+            + ", ".join(f"<code>{_esc(m)}</code>" for m in members[:20])
+            + (" ..." if len(members) > 20 else "") + "</div>")]
+
     def _on_failing(self, change: Dict[str, Any]) -> None:
         if change["new"]:
             self.show_node(change["new"])
+            if getattr(self, "graph_view", None) is not None:
+                self.graph_view.highlight([change["new"]])
 
     def _on_pick(self, change: Dict[str, Any]) -> None:
         if change["new"] in self.details:

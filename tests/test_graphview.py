@@ -1,0 +1,164 @@
+"""GraphView widget state without a browser: wire format, search, expand/collapse messages,
+colours, highlight, and the Inspector's detail pane bound to the selection."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import SAMPLES
+from workbench.errors import Finding, WorkbenchError
+from workbench.model import model_from_proto, open_model
+from widgets import graphview as gvmod
+from widgets.graphview import SEP, GraphView, wire_payload
+
+BERT = SAMPLES / "bert_tiny.onnx"
+
+
+@pytest.fixture(scope="module")
+def bert():
+    return open_model(BERT)
+
+
+def _front(view, **msg):
+    """What the browser sends on a click/button."""
+    view._on_front_msg(view, msg, [])
+
+
+def test_wire_payload_is_binary_and_round_trips(bert):
+    v = GraphView(bert)
+    w = v.graph
+    d = v.data
+    assert w["n"] == len(d) and w["ids"].split(SEP) == d.ids and w["labels"].split(SEP) == d.labels
+    assert np.array_equal(np.frombuffer(w["x"], "<f4"), d.x)
+    assert np.array_equal(np.frombuffer(w["y"], "<f4"), d.y)
+    assert np.array_equal(np.frombuffer(w["edges"], "<i4").reshape(-1, 2), d.edges)
+    assert np.array_equal(np.frombuffer(w["kind"], "u1"), d.kind)
+    assert all(isinstance(w[k], bytes) for k in ("x", "y", "op", "kind", "size", "flags", "edges"))
+    # the default view of the BERT sample keeps scopes collapsed
+    assert any(i.startswith("scope:") for i in d.ids) and len(d) < len(bert.graph.node)
+
+
+def test_search_highlights_groups_hiding_matches_and_clears(bert):
+    v = GraphView(bert)
+    v.search = "Softmax"
+    softmax = [i for i in bert.node_ids if bert.node_by_id(i).op_type == "Softmax"]
+    assert softmax
+    expect = {v.data.ids[int(v.data.visible_of[v.structure.element_index(s)])] for s in softmax}
+    assert set(v.highlighted) == expect
+    assert all(h.startswith("scope:") for h in v.highlighted)  # hidden in collapsed scopes
+    v.search = ""
+    assert v.highlighted == []
+
+
+def test_toggle_collapse_reset_messages(bert):
+    v = GraphView(bert)
+    group = next(i for i in v.data.ids if i.startswith("scope:"))
+    n0 = len(v.data)
+    _front(v, type="toggle", id=group)
+    assert group not in v.data.ids and group[6:] in v.expanded
+    assert len(v.data) > n0 and v.graph["n"] == len(v.data)
+    assert v.graph["focus"] and all(f in v.data.ids for f in v.graph["focus"])
+    member = v.structure.members(group[6:])[0]
+    assert member in v.data.ids or any(d.startswith(group + "/") for d in v.data.ids)
+    _front(v, type="toggle", id=bert.node_ids[0])  # a node: nothing to expand
+    assert len(v.data) > n0
+    # "Collapse" on a child (a node directly in the scope, or a sub-scope) closes the scope
+    child = next(i for i in v.data.ids if i.startswith(group + "/") or (
+        i in bert.node_ids and v.structure.scope_path_of(i)[-1:] == [group[6:]]))
+    _front(v, type="collapse", ids=[child])
+    assert group in v.data.ids and len(v.data) == n0
+    _front(v, type="reset")
+    assert len(v.data) == n0
+    _front(v, type="painted", ms=123.0)
+    assert v.first_paint_ms == 123.0
+    with pytest.raises(WorkbenchError, match="no scope"):
+        v.expand("/no/such/scope")
+
+
+def test_color_by_group_takes_legend_priority(bert):
+    v = GraphView(bert)
+    group = next(i for i in v.data.ids if i.startswith("scope:"))
+    members = v.structure.members(group[6:])
+    mapping = {m: "#00ff00" for m in members}
+    mapping[members[-1]] = "#ff0000"
+    v.color_by(mapping, legend={"bad": "#ff0000", "good": "#00ff00"})
+    assert len(v.colors) == len(v.data)
+    assert v.colors[v.data.index(group)] == "#ff0000"  # one red member colours the group red
+    assert v.legend == [["bad", "#ff0000"], ["good", "#00ff00"]]
+    # without a legend: the most common member colour
+    v.color_by(mapping)
+    assert v.colors[v.data.index(group)] == "#00ff00"
+    # colours follow re-layouts
+    v.expand(group)
+    assert len(v.colors) == len(v.data)
+    assert v.colors[v.data.index(members[-1])] == "#ff0000" if members[-1] in v.data.ids else True
+    v.clear_colors()
+    assert v.colors == [] and v.legend == []
+    with pytest.raises(WorkbenchError, match="none of the"):
+        v.color_by({"nope": "#000000"})
+
+
+def test_color_by_op_and_findings(bert):
+    v = GraphView(bert, expand_all=True)
+    colours = v.color_by_op()
+    for nid in bert.node_ids[:20]:
+        op = bert.node_by_id(nid).op_type
+        if op in colours:
+            assert v.colors[v.data.index(nid)] == colours[op]
+    assert v.legend[0][0].startswith(next(iter(colours)))
+    target = bert.node_ids[3]
+    v.color_by_findings([Finding("error", "x", "m", nodes=[target]),
+                         Finding("warning", "y", "m", nodes=[target, bert.node_ids[4]]).to_dict()])
+    assert v.colors[v.data.index(target)] == gvmod.SEVERITY_COLORS["error"]
+    assert v.colors[v.data.index(bert.node_ids[4])] == gvmod.SEVERITY_COLORS["warning"]
+    assert v.colors[v.data.index(bert.node_ids[5])] == gvmod.OK_COLOR
+    assert [x[0] for x in v.legend] == ["error (1)", "warning (1)", "info (0)", "no finding"]
+
+
+def test_highlight_and_select_map_hidden_nodes_to_groups(bert):
+    v = GraphView(bert)
+    hidden = next(i for i in bert.node_ids if i not in v.data.ids)
+    lit = v.highlight([hidden])
+    assert len(lit) == 1 and lit[0].startswith("scope:") and hidden in v.structure.members(lit[0][6:])
+    v.select([hidden])
+    assert v.selected == lit
+    assert hidden in v.selected_nodes()
+
+
+def test_flags_survive_on_broken_graph():
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [1])  # noqa: E731
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="n"),
+             helper.make_node("Add", ["a", "ghost"], ["y"], name="n")]
+    g = helper.make_graph(nodes, "g", [vi("x")], [vi("y")])
+    v = GraphView(model_from_proto(helper.make_model(g)), expand_all=True)
+    flags = dict(zip(v.data.ids, np.frombuffer(v.graph["flags"], "<i4").tolist()))
+    assert flags["n#0"] and flags["n#1"]
+    assert {f.code for f in v.findings} == {"duplicate-node-name", "dangling-input"}
+
+
+def test_missing_bundle_is_a_clear_error(bert, monkeypatch, tmp_path):
+    monkeypatch.setattr(gvmod, "_BUNDLE", tmp_path / "graphview.js")
+    with pytest.raises(WorkbenchError, match="npm run build"):
+        GraphView(bert)
+
+
+def test_inspector_detail_pane_follows_graph_selection(bert):
+    from widgets import Inspector
+
+    ins = Inspector(BERT, static_check=False)
+    view = ins.graph_view
+    assert view is not None and ins.graph_slot.children == (view,)
+    nid = next(i for i in view.data.ids if i in ins.details and ins.details[i].op == "Gather")
+    view.selected = [nid]  # what a click in the browser does
+    text = re.sub(r"<[^>]+>", " ", ins.detail_pane.children[0].value)
+    d = ins.details[nid]
+    assert nid in text and "Gather" in text
+    assert all(t.dtype in text for t in d.output_info if t)
+    # a group: the pane lists its members
+    group = next(i for i in view.data.ids if i.startswith("scope:"))
+    view.selected = [group]
+    text = ins.detail_pane.children[0].value
+    assert group in text and view.structure.members(group[6:])[0] in text
