@@ -76,7 +76,8 @@ def parse_profile_arg(arg: str, into: Optional[Profile] = None) -> Profile:
         while len(segs) > 1 and len(shapes) < 3 and _SHAPE.match(segs[-1].strip().lower()):
             shapes.insert(0, segs.pop())
         name = ":".join(segs).strip()
-        if not name or len(shapes) not in (1, 3):
+        tf_suffix_ok = ":" not in name or name.rsplit(":", 1)[1].isdigit()  # TF-style 'x:0'
+        if not name or len(shapes) not in (1, 3) or not tf_suffix_ok:
             raise WorkbenchError(f"cannot read profile '{part}'", field="--profile",
                                  hint="write INPUT:MIN:OPT:MAX, e.g. input_ids:1x16:4x64:8x128, "
                                  "or INPUT:SHAPE for a fixed shape")

@@ -1,0 +1,153 @@
+"""Shape profiles: parsing, validation errors naming profile/input/axis, and the advisor."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import SAMPLES
+from workbench.calibration import load_calibration
+from workbench.errors import WorkbenchError
+from workbench.profiles import (Profile, advise, check_samples, parse_profile_arg,
+                                parse_profiles, shape_tensor_inputs, validate_profiles)
+
+RESNET = SAMPLES / "resnet_tiny.onnx"
+BERT = SAMPLES / "bert_tiny.onnx"
+BERT_CAL = SAMPLES / "calib" / "bert_tiny.npz"
+
+
+def _err(fn, *args) -> str:
+    with pytest.raises(WorkbenchError) as e:
+        fn(*args)
+    return str(e.value)
+
+
+def test_parse_forms():
+    p = parse_profile_arg("input_ids:1x16:4x64:8x128")
+    assert p == {"input_ids": ((1, 16), (4, 64), (8, 128))}
+    assert parse_profile_arg("x:2x3") == {"x": ((2, 3), (2, 3), (2, 3))}
+    two = parse_profile_arg("a:1x8:2x8:4x8, b:1:2:3")
+    assert two["b"] == ((1,), (2,), (3,))
+    tf = parse_profile_arg("input:0:1x3:2x3:4x3")  # TF-style name with a colon
+    assert list(tf) == ["input:0"]
+    assert p.arg_strings() == ["input_ids:1x16:4x64:8x128"]
+    assert p.trtexec()["maxShapes"] == "input_ids:8x128"
+    assert Profile.from_dict(p.to_dict()) == p
+    profs = parse_profiles(["input:1x3x32x32:4x3x32x32:8x3x32x32",
+                            "+input:9x3x32x32:16x3x32x32:32x3x32x32"])
+    assert len(profs) == 2 and profs[1]["input"][0] == (9, 3, 32, 32)
+    for bad in ("input_ids", "input_ids:1x16:4x64", "input_ids:1x16:abc:8x128", ":1:2:3"):
+        msg = _err(parse_profile_arg, bad)
+        assert "MIN:OPT:MAX" in msg
+    assert "twice" in _err(parse_profile_arg, "a:1:1:1,a:2:2:2")
+
+
+def test_valid_profiles_pass():
+    ok = validate_profiles(BERT, [parse_profile_arg(
+        "input_ids:1x16:4x64:8x128,attention_mask:1x16:4x64:8x128")])
+    assert ok[0]["attention_mask"][2] == (8, 128)
+    several = validate_profiles(RESNET, parse_profiles(
+        ["input:1x3x32x32:2x3x32x32:4x3x32x32", "+input:8x3x32x32:16x3x32x32:32x3x32x32"]))
+    assert len(several) == 2
+    assert validate_profiles(RESNET, {"input": [[1, 3, 32, 32]] * 3})[0]["input"][0] == (1, 3, 32, 32)
+
+
+@pytest.mark.parametrize("arg,needles", [
+    ("input:4x3x32x32:2x3x32x32:8x3x32x32", ["profile #1", "'input' axis 0", "4 <= 2 <= 8"]),
+    ("input:1x3x32x32:2x3x64x32:8x3x32x32", ["'input' axis 2", "32 <= 64 <= 32"]),
+    ("input:1x3x16x16:2x3x16x16:8x3x16x16", ["'input' axis 2 is fixed to 32", "16..16..16"]),
+    ("input:1x3x32:2x3x32:8x3x32", ["rank 4", "rank 3"]),
+    ("image:1x3x32x32:2x3x32x32:8x3x32x32", ["unknown input 'image'", "input"]),
+])
+def test_invalid_resnet_profiles(arg, needles):
+    msg = _err(validate_profiles, RESNET, [parse_profile_arg(arg)])
+    for n in needles:
+        assert n in msg, (n, msg)
+
+
+def test_bert_shared_dims_and_coverage():
+    msg = _err(validate_profiles, BERT, [parse_profile_arg(
+        "input_ids:1x16:4x64:8x128,attention_mask:1x16:4x32:8x128")])
+    assert "dimension 'seq'" in msg and "attention_mask" in msg and "input_ids" in msg
+    msg = _err(validate_profiles, BERT, [parse_profile_arg("input_ids:1x16:4x64:8x128")])
+    assert "'attention_mask'" in msg and "no shape" in msg
+    msg = _err(validate_profiles, BERT, [])
+    assert "no profile" in msg
+    good = "input_ids:1x16:4x64:8x128,attention_mask:1x16:4x64:8x128"
+    msg = _err(validate_profiles, BERT, [parse_profile_arg(good),
+                                         parse_profile_arg("input_ids:1x1:1x1:1x1")])
+    assert msg.startswith("field 'attention_mask': profile #2")
+
+
+def _shape_tensor_model():
+    """x [N, 6] reshaped by an int64 shape-tensor input `shape` [2] (a TensorRT shape tensor)."""
+    g = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_shape_tensor_inputs_take_values():
+    m = _shape_tensor_model()
+    assert shape_tensor_inputs(m) == ["shape"]
+    ok = validate_profiles(m, [parse_profile_arg("x:1x6:2x6:4x6,shape:1x6:2x6:4x6")])
+    assert ok[0]["shape"] == ((1, 6), (2, 6), (4, 6))
+    msg = _err(validate_profiles, m, [parse_profile_arg("x:1x6:2x6:4x6,shape:1x6:4x3:8x3")])
+    assert "'shape' value 1" in msg and "6 <= 3 <= 3" in msg
+    msg = _err(validate_profiles, m, [parse_profile_arg("x:1x6:2x6:4x6,shape:1x6x1:2x6x1:4x6x1")])
+    assert "shape-tensor input 'shape'" in msg and "VALUES" in msg
+    msg = _err(validate_profiles, m, [parse_profile_arg("x:1x6:2x6:4x6")])
+    assert "'shape'" in msg
+
+
+def test_advisor_on_bert_calibration_uses_real_lengths_and_shares_dims():
+    samples = load_calibration(BERT_CAL, BERT)
+    profs, findings = advise(BERT, samples)
+    p = profs[0]
+    assert p["input_ids"] == p["attention_mask"]
+    (mn, op, mx) = p["input_ids"]
+    mask = samples[0]["attention_mask"]
+    lengths = mask.sum(1)
+    assert mn == (1, int(lengths.min())) and mx == (64, 32)
+    assert op[1] % 8 == 0 and op[1] >= np.percentile(lengths, 75)
+    assert op[0] == 64
+    validate_profiles(BERT, profs)  # the proposal is itself valid
+    pad = next(f for f in findings if f.code == "padded-lengths")
+    assert pad.extra["max"] == int(lengths.max())
+    assert any(f.code == "profile-proposal" for f in findings)
+
+
+def test_advisor_distribution_rounding_and_wide_range_warning():
+    rng = np.random.default_rng(0)
+    samples = []
+    for L in list(rng.integers(20, 40, 30)) + [1, 200]:
+        samples.append({"input_ids": np.ones((1, L), np.int64) * 5,
+                        "attention_mask": np.ones((1, L), np.int64)})
+    profs, findings = advise(BERT, samples)
+    (mn, op, mx) = profs[0]["input_ids"]
+    assert (mn[1], mx[1]) == (1, 200) and op[1] % 8 == 0 and 24 <= op[1] <= 40
+    assert any(f.code == "wide-profile" and "seq" in f.message for f in findings)
+
+
+def test_advisor_checks_user_profiles_against_data():
+    samples = load_calibration(BERT_CAL, BERT)
+    user = [parse_profile_arg("input_ids:1x4:2x8:64x16,attention_mask:1x4:2x8:64x16")]
+    _, findings = advise(BERT, samples, profiles=user)
+    out = [f for f in findings if f.code == "sample-outside-profile"]
+    assert out and "1..16" not in out[0].message and "4..16" in out[0].message
+    wide = parse_profile_arg("input:1x3x32x32:64x3x32x32:128x3x32x32")
+    f2 = check_samples([wide], [{"input": np.zeros((2, 3, 32, 32), np.float32)}] * 5)
+    assert any(f.code == "opt-far-from-data" for f in f2)
+
+
+def test_advisor_static_model_needs_no_profile():
+    m = _shape_tensor_model()
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    static = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    profs, findings = advise(static, [{"x": np.zeros((1, 4), np.float32)}])
+    assert profs == [] and findings[0].code == "static-model"
+    assert m is not None
