@@ -1,0 +1,205 @@
+"""The Timing panel: where the time goes in an engine, mapped onto the ONNX graph.
+
+    from widgets import TimingPanel, GraphView
+    view = GraphView("model.onnx")
+    panel = TimingPanel("fp16.layers.json", "fp16.profile.json", onnx="model.onnx",
+                        vs=("fp32.layers.json", "fp32.profile.json"), graph_view=view)
+    panel.heatmap()            # colour the graph view by time
+    panel.select_layer(name)   # what a click on a bar does
+
+Tabs: per-layer bars (colour by type or precision; click = select the layer and its ONNX nodes in
+the graph view), a treemap by ONNX name scope, engine vs engine, latency, findings. Figures are
+plotly FigureWidgets updated in place (no new figure per change).
+"""
+from __future__ import annotations
+
+import html
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from workbench.errors import WorkbenchError
+from workbench.timing import LayerTable, compare, lint, node_comparison, summarize
+from workbench.timing import figures
+
+HEAT_COLORS = ["#fff5d6", "#fdd49e", "#fc8d59", "#e34a33", "#b30000"]
+NO_TIME_COLOR = "#d9d9d9"
+LayersArg = Union[str, Any, LayerTable]
+
+
+def _esc(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _as_table(layers: Any, profile: Any, onnx: Any) -> LayerTable:
+    if isinstance(layers, LayerTable):
+        return layers
+    if isinstance(layers, (tuple, list)):
+        layers, profile = layers[0], (layers[1] if len(layers) > 1 else profile)
+    return LayerTable.build(layers, profile, onnx=onnx)
+
+
+def heat_mapping(t: LayerTable, bins: int = 5) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:
+    """node id -> colour by per-node time (log-spaced bins), and the legend."""
+    nt = t.node_times(include_attributed=True)
+    nt = nt[nt["time_ms"] > 0]
+    if nt.empty:
+        return {}, []
+    lo, hi = float(nt["time_ms"].min()), float(nt["time_ms"].max())
+    colors = HEAT_COLORS[:bins]
+    if hi <= lo:
+        edges = [lo, hi]
+        colors = colors[-1:]
+    else:
+        a, b = math.log10(lo), math.log10(hi)
+        edges = [10 ** (a + (b - a) * k / len(colors)) for k in range(len(colors) + 1)]
+    mapping: Dict[str, str] = {}
+    for nid, ms in zip(nt["node_id"], nt["time_ms"]):
+        k = 0
+        while k < len(colors) - 1 and ms > edges[k + 1]:
+            k += 1
+        mapping[str(nid)] = colors[k]
+    legend = [(f"{edges[k]:.4f}-{edges[k + 1]:.4f} ms", colors[k]) for k in range(len(colors))][::-1]
+    if t.index is not None:
+        for nid in t.index.ids:
+            mapping.setdefault(nid, NO_TIME_COLOR)
+        legend.append(("no time", NO_TIME_COLOR))
+    return mapping, legend
+
+
+class TimingPanel(W.VBox):
+    """Per-layer timing of an engine with its ONNX mapping (see module docstring)."""
+
+    def __init__(self, layers: LayersArg, profile: Any = None, onnx: Any = None, vs: Any = None,
+                 graph_view: Any = None, *, vs_profile: Any = None,
+                 names: Sequence[str] = ("engine", "baseline"), top: int = 60) -> None:
+        self.table = _as_table(layers, profile, onnx)
+        self.vs_table = None if vs is None else _as_table(vs, vs_profile, onnx)
+        self.graph_view = graph_view
+        self.names = (str(names[0]), str(names[1]))
+        self.selected_layer: Optional[str] = None
+        self.selected_nodes: List[str] = []
+        self.summary_data = summarize(self.table)
+        self.findings = lint(self.table)
+        self.comparison = (None if self.vs_table is None
+                           else compare(self.vs_table, self.table, (self.names[1], self.names[0])))
+
+        self.color_by = W.ToggleButtons(options=["type", "precision"], value="type",
+                                        description="colour by")
+        self.top = W.BoundedIntText(value=top, min=5, max=max(5, len(self.table)), description="layers")
+        self.header = W.HTML(self._header_html())
+        self.detail = W.HTML("<i>click a bar to see the layer and its ONNX nodes</i>")
+        self.bars = go.FigureWidget(figures.layer_bars(self.table, "type", top))
+        self._wire_clicks()
+        self.treemap = go.FigureWidget(figures.scope_treemap(self.table)) if self.table.has_times else None
+        self.heat_btn = W.Button(description="heat map on graph", icon="fire",
+                                 disabled=graph_view is None)
+        self.heat_btn.on_click(lambda _b: self.heatmap())
+        self.compare_fig = self.nodes_fig = None
+        if self.comparison is not None and self.table.has_times and self.vs_table.has_times:
+            self.compare_fig = go.FigureWidget(figures.compare_types(self.comparison))
+            nc = node_comparison(self.vs_table, self.table, (self.names[1], self.names[0]))
+            self.nodes_fig = go.FigureWidget(figures.compare_nodes(nc, (self.names[1], self.names[0])))
+        prof = self.table.profile
+        self.latency_fig = None
+        if prof is not None and prof.latency_ms is not None and len(prof.latency_ms):
+            self.latency_fig = go.FigureWidget(figures.latency_figure(prof.latency_ms, prof.throughput))
+        self.findings_html = W.HTML(self._findings_html())
+        self.color_by.observe(lambda ch: self.refresh(), names="value")
+        self.top.observe(lambda ch: self.refresh(), names="value")
+
+        pages: List[Tuple[str, Any]] = [("Layers", W.VBox([W.HBox([self.color_by, self.top]),
+                                                           self.bars, self.detail]))]
+        if self.treemap is not None:
+            pages.append(("Scopes", W.VBox([self.heat_btn, self.treemap])))
+        if self.compare_fig is not None:
+            pages.append(("Compare", W.VBox([self.compare_fig, self.nodes_fig])))
+        if self.latency_fig is not None:
+            pages.append(("Latency", self.latency_fig))
+        pages.append(("Findings", self.findings_html))
+        self.tabs = W.Tab(children=[p for _, p in pages])
+        for i, (title, _) in enumerate(pages):
+            self.tabs.set_title(i, title)
+        self.tab_titles = [t for t, _ in pages]
+        super().__init__([self.header, self.tabs])
+
+    # -- views -------------------------------------------------------------------------------
+    def _header_html(self) -> str:
+        s = self.summary_data
+        cov = s["onnx_mapping"]
+        total = "no profile" if s["total_ms"] is None else f"{s['total_ms']:.4f} ms ({s['statistic']})"
+        parts = [f"<b>{_esc(self.table.source.rsplit('/', 1)[-1])}</b>: {s['layers']} layers, {total}"]
+        if cov["mapped_pct"] is not None:
+            parts.append(f"{cov['mapped_pct']:.1f}% of time mapped to ONNX nodes")
+        if s.get("latency"):
+            la = s["latency"]
+            parts.append(f"P50 {la['p50_ms']:.3f} / P90 {la['p90_ms']:.3f} / P99 {la['p99_ms']:.3f} ms")
+        if self.comparison and self.comparison.get("speedup"):
+            parts.append(f"x{self.comparison['speedup']:.2f} vs {_esc(self.names[1])}")
+        return " &middot; ".join(parts)
+
+    def _findings_html(self) -> str:
+        if not self.findings:
+            return "<i>no lint findings</i>"
+        return "<ul>" + "".join(
+            f"<li><b>{_esc(f.severity)} {_esc(f.code)}</b>: {_esc(f.message)}"
+            + (f" &rarr; {_esc(f.hint)}" if f.hint else "") + "</li>" for f in self.findings) + "</ul>"
+
+    def _wire_clicks(self) -> None:
+        for tr in self.bars.data:
+            tr.on_click(self._on_bar_click)
+
+    def _on_bar_click(self, trace: Any, points: Any, _state: Any = None) -> None:
+        if not points.point_inds:
+            return
+        name = trace.customdata[points.point_inds[0]]
+        self.select_layer(str(name))
+
+    def refresh(self) -> None:
+        """Redraw the bars for the current colour-by and layer count, in place."""
+        fig = figures.layer_bars(self.table, self.color_by.value, int(self.top.value))
+        with self.bars.batch_update():
+            self.bars.data = ()
+            self.bars.add_traces(list(fig.data))
+            self.bars.layout = fig.layout
+        self._wire_clicks()
+
+    # -- actions -----------------------------------------------------------------------------
+    def select_layer(self, name: str) -> List[str]:
+        """Select a layer: show its details and select/highlight its ONNX nodes in the graph
+        view. Returns the node ids selected."""
+        row = self.table.row(name)
+        ids = self.table.node_ids_of(name)
+        self.selected_layer, self.selected_nodes = name, ids
+        how = row["mapping"] or "not mapped"
+        if row["mapping"] == "reformat-for":
+            how += f" (reformat serving '{row['attributed_to']}')"
+        time_txt = "n/a" if row["time_ms"] != row["time_ms"] else f"{row['time_ms']:.4f} ms ({row['pct']:.1f}%)"
+        nodes = ", ".join(_esc(n) for n in row["onnx_nodes"][:20])
+        if len(row["onnx_nodes"]) > 20:
+            nodes += f" ... ({len(row['onnx_nodes'])} nodes)"
+        self.detail.value = (
+            f"<b>{_esc(name)}</b><br>type {_esc(row['type'])} &middot; precision "
+            f"{_esc(row['precision'] or '?')} &middot; {time_txt}<br>tactic {_esc(row['tactic'])}<br>"
+            f"in {_esc(row['input_shapes'])} &rarr; out {_esc(row['output_shapes'])}<br>"
+            f"ONNX ({_esc(how)}): {nodes or '<i>none</i>'}")
+        for tr in self.bars.data:
+            names = list(tr.customdata) if tr.customdata is not None else []
+            tr.selectedpoints = [names.index(name)] if name in names else []
+        gv = self.graph_view
+        if gv is not None and ids:
+            lit = gv.highlight(ids)
+            gv.selected = lit
+        return ids
+
+    def heatmap(self) -> Dict[str, str]:
+        """Colour the graph view by per-node time (log bins). Returns node id -> colour."""
+        mapping, legend = heat_mapping(self.table)
+        if not mapping:
+            raise WorkbenchError("no per-layer times to draw", file=self.table.source,
+                                 field="profile", hint="pass the engine's profile JSON")
+        if self.graph_view is not None:
+            self.graph_view.color_by(mapping, legend=legend)
+        return mapping
