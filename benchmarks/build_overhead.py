@@ -1,7 +1,8 @@
 """Overhead of building through the workbench vs a minimal direct TensorRT-RTX script.
 
 For each sample (resnet_tiny, bert_tiny; FP32, same profile, sm89 ahead of time, same
-optimization level), runs side by side and interleaved, `repeats` times:
+optimization level), plus a synthetic deeper CNN (deep_cnn*, reported apart) to show how the
+fixed cost amortises, runs side by side and interleaved, `repeats` times:
   baseline  `python direct_build.py ...`: parse + config + build_serialized_network + write
             (a fresh interpreter, as a user's own script would run)
   cli       `workbench build MODEL -o ENGINE --target sm89 --profile ...` with a fresh
@@ -61,6 +62,34 @@ with open(engine_path, "wb") as f:
 '''
 
 
+def make_deep_cnn(path: Path, blocks: int = 24, ch: int = 64) -> None:
+    """A deeper synthetic CNN (seeded; not a sample) whose build takes seconds, to show how the
+    fixed overhead amortises."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "input"
+    cin = 3
+    for i in range(blocks):
+        w = numpy_helper.from_array((rng.standard_normal((ch, cin, 3, 3)) * 0.05)
+                                    .astype(np.float32), f"w{i}")
+        b = numpy_helper.from_array(np.zeros(ch, np.float32), f"b{i}")
+        inits += [w, b]
+        nodes.append(helper.make_node("Conv", [x, w.name, b.name], [f"c{i}"], name=f"/b{i}/Conv",
+                                      pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"/b{i}/Relu"))
+        x, cin = f"r{i}", ch
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["output"], name="/pool"))
+    g = helper.make_graph(nodes, "deep_cnn", [helper.make_tensor_value_info(
+        "input", TensorProto.FLOAT, ["batch", 3, 64, 64])], [helper.make_tensor_value_info(
+            "output", TensorProto.FLOAT, ["batch", ch, 1, 1])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+
+
 def _timed(cmd, env=None) -> float:
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -74,6 +103,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--opt-level", type=int, default=3)
+    ap.add_argument("--samples-only", action="store_true",
+                    help="skip the synthetic deeper CNN (deep_cnn*, not a sample)")
     args = ap.parse_args()
 
     from workbench.build import BuildConfig, build_engine
@@ -87,8 +118,14 @@ def main() -> None:
     client.call("ping", timeout=60)  # the API case measures a warm worker
     exe = ["workbench"]
     rows = {}
-    for model, prof in PROFILES.items():
-        onnx_path = SAMPLES / f"{model}.onnx"
+    models = {m: SAMPLES / f"{m}.onnx" for m in PROFILES}
+    profiles = dict(PROFILES)
+    if not args.samples_only:
+        make_deep_cnn(tmp / "deep_cnn.onnx")
+        models["deep_cnn*"] = tmp / "deep_cnn.onnx"
+        profiles["deep_cnn*"] = {"input": [[1, 3, 64, 64], [8, 3, 64, 64], [16, 3, 64, 64]]}
+    for model, onnx_path in models.items():
+        prof = profiles[model]
         times = {"baseline": [], "cli": [], "api": []}
         prof_args = []
         for name, (mn, opt, mx) in prof.items():
@@ -122,15 +159,19 @@ def main() -> None:
     for model, r in rows.items():
         print(f"{model:<12} {r['baseline']:>9.3f} {r['cli']:>9.3f} {r['api']:>10.3f} "
               f"{r['cli_ratio']:>9.3f} {r['api_ratio']:>9.3f} {r['cli_overhead_s']:>11.3f}")
-    print("cli overhead is a fixed cost (a second interpreter: the worker, started in parallel "
-          "with hashing); it does not grow with the build")
-    tot = {k: sum(r[k] for r in rows.values()) for k in ("baseline", "cli", "api")}
+    print("totals and *_pct are over the samples; deep_cnn* is synthetic (24 conv blocks)")
+    print("cli-base s: the CLI's extra seconds (its own interpreter + the worker's, started in "
+          "parallel with hashing); compare it across models to see how much is fixed")
+    samples = {m: r for m, r in rows.items() if not m.endswith("*")}
+    tot = {k: sum(r[k] for r in samples.values()) for k in ("baseline", "cli", "api")}
     summary = {
         "benchmark": "build_overhead", "baseline": "direct tensorrt_rtx script (fresh python)",
         "opt_level": args.opt_level, "repeats": args.repeats, "models": rows,
         "total_baseline_s": round(tot["baseline"], 3), "total_cli_s": round(tot["cli"], 3),
         "total_api_s": round(tot["api"], 3),
         "cli_overhead_pct": round(100 * (tot["cli"] / tot["baseline"] - 1), 1),
+        "cli_overhead_pct_deep_cnn": (round(100 * (rows["deep_cnn*"]["cli_ratio"] - 1), 1)
+                                      if "deep_cnn*" in rows else None),
         "api_overhead_pct": round(100 * (tot["api"] / tot["baseline"] - 1), 1),
         "target_overhead_pct": 10.0,
         "load_average_1min": round(os.getloadavg()[0], 2),
