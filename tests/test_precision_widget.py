@@ -1,0 +1,107 @@
+"""PrecisionPanel widget state without a browser: exclusions from the table and the graph
+view, calibration validation, live profile validation and the advisor, Convert and its report."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from conftest import SAMPLES
+from widgets.precision import PrecisionPanel
+
+RESNET = SAMPLES / "resnet_tiny.onnx"
+BERT = SAMPLES / "bert_tiny.onnx"
+OVERFLOW = SAMPLES / "fp16_overflow.onnx"
+BERT_CAL = SAMPLES / "calib" / "bert_tiny.npz"
+
+
+def test_overflow_suggest_then_convert_shows_errors(tmp_path):
+    data = tmp_path / "d.npz"
+    np.savez(data, input=np.random.default_rng(7).standard_normal((16, 64)).astype(np.float32))
+    out = tmp_path / "o16.onnx"
+    p = PrecisionPanel(OVERFLOW, calibration=str(data), output=str(out))
+    assert p.target.value == "fp16"
+    p.validate_calibration()
+    assert "1 batch" in p.calib_status.value and "[16, 64]" in p.calib_status.value
+    # without exclusions: the error report shows non-finite output in FP16 arithmetic
+    res = p.convert()
+    assert res is not None and out.exists()
+    assert "non-finite-output" in p.report_html.value and "&#10007;" in p.status.value
+    nodes = p.suggest_exclusions()
+    assert "/scale/Mul" in nodes and set(p.excluded_nodes) == set(nodes)
+    res = p.convert()
+    assert not [f for f in res.findings if f.severity == "error"]
+    assert "&#10003;" in p.status.value and "true FP16 arithmetic" in p.report_html.value
+    assert set(res.report["exclude_nodes"]) == set(nodes)
+
+
+class _FakeGraphSelection:
+    """Stands in for widgets.graphview.GraphView's `selected` trait only (a plain list)."""
+
+    def __init__(self, selected):
+        self.selected = selected
+        self.lit = None
+
+    def highlight(self, ids):
+        self.lit = list(ids)
+        return self.lit
+
+
+def test_graph_view_selection_becomes_exclusions(tmp_path):
+    gv = _FakeGraphSelection(["/layer1/0/conv1/conv/Conv", "scope:/layer3"])
+    p = PrecisionPanel(RESNET, graph_view=gv, output=str(tmp_path / "r.onnx"))
+    picked = p.add_graph_selection()
+    assert "/layer1/0/conv1/conv/Conv" in picked
+    assert "/layer3/0/conv2/conv/Conv" in picked and all(
+        n == "/layer1/0/conv1/conv/Conv" or n.startswith("/layer3/") for n in picked)
+    res = p.convert()
+    assert set(res.report["exclude_nodes"]) == set(picked)
+    assert gv.lit == picked  # the exclusions light up in the graph
+    m = onnx.shape_inference.infer_shapes(res.proto)
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in m.graph.value_info}
+    conv = next(n for n in m.graph.node if n.name == "/layer1/0/conv1/conv/Conv")
+    assert types[conv.output[0]] == onnx.TensorProto.FLOAT
+
+
+def test_real_graph_view_selection_if_available(tmp_path):
+    from widgets.graphview import GraphView
+
+    gv = GraphView(RESNET)
+    gv.select(["/stem/conv/Conv"])
+    p = PrecisionPanel(RESNET, graph_view=gv, output=str(tmp_path / "r.onnx"))
+    picked = p.add_graph_selection()
+    assert "/stem/conv/Conv" in picked
+
+
+def test_profile_editor_live_validation_and_advisor(tmp_path):
+    p = PrecisionPanel(BERT, calibration=str(BERT_CAL), output=str(tmp_path / "b.onnx"))
+    assert "need one" in p.profile_status.value
+    p.profile_text.value = "input_ids:1x16:4x64:8x128\nattention_mask:1x16:4x32:8x128"
+    assert "&#10007;" in p.profile_status.value and "dimension" in p.profile_status.value
+    assert p.profiles == []
+    p.profile_text.value = "input_ids:1x16:4x64:8x128\nattention_mask:1x16:4x64:8x128"
+    assert "1 valid profile" in p.profile_status.value and len(p.profiles) == 1
+    p.profile_text.value = "input_ids:1x1:4x64:8x128\nattention_mask:1x1:4x64:8x128"
+    assert "wide-profile" in p.profile_status.value
+    profs = p.propose_profile()
+    assert len(profs) == 1 and "input_ids:" in p.profile_text.value
+    assert "1 valid profile" in p.profile_status.value
+    assert "padded-lengths" in p.profile_status.value
+    # calibration outside the profile is reported by Validate
+    p.profile_text.value = "input_ids:1x4:2x8:8x16\nattention_mask:1x4:2x8:8x16"
+    p.validate_calibration()
+    assert "&#10007;" in p.calib_status.value and "axis 0 is 64" in p.calib_status.value
+
+
+def test_bad_calibration_and_int8_without_data_are_shown_not_raised(tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, image=np.zeros((1, 3, 32, 32), np.float32))
+    p = PrecisionPanel(RESNET, calibration=str(bad), output=str(tmp_path / "r8.onnx"))
+    p.validate_calibration()
+    assert "unknown input" in p.calib_status.value and "bad.npz" in p.calib_status.value
+    p.calib_path.value = ""
+    p.target.value = "int8"
+    assert p.output.value.endswith(".int8.onnx") or p.output.value.endswith("r8.onnx")
+    p.convert_btn.click()
+    p._thread.join(60)
+    assert "calibration" in p.status.value and "--calib" in p.status.value
+    assert not (tmp_path / "r8.onnx").exists()

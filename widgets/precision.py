@@ -1,0 +1,323 @@
+"""The Precision & Profiles panel: target, per-node / per-op exclusions (from a table or the
+graph view's selection), calibration source with its validation, a profile editor with live
+validation and the advisor's proposal, and Convert with the error report.
+
+    from widgets import PrecisionPanel
+    PrecisionPanel("model.onnx", calibration="calib.npz", graph_view=view)
+
+All work is plain `workbench.precision` / `workbench.calibration` / `workbench.profiles` calls.
+"""
+from __future__ import annotations
+
+import html
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import ipywidgets as W
+
+from workbench.calibration import describe, load_calibration
+from workbench.errors import Finding, WorkbenchError
+from workbench.model import Model, open_model
+from workbench.precision import TARGETS, PrecisionResult, auto_exclusions, convert
+from workbench.profiles import Profile, advise, parse_profiles, validate_profiles, wide_findings
+
+GROUP_PREFIX = "scope:"
+_SEV_COLOR = {"error": "#d62728", "warning": "#ff7f0e", "info": "#555"}
+
+
+def _esc(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def findings_html(findings: List[Finding]) -> str:
+    if not findings:
+        return ""
+    rows = "".join(
+        f"<li style='color:{_SEV_COLOR.get(f.severity, '#000')}'><b>{_esc(f.severity)}</b> "
+        f"<code>{_esc(f.code)}</code>: {_esc(f.message)}"
+        + (f"<br><i>&rarr; {_esc(f.hint)}</i>" if f.hint else "") + "</li>" for f in findings)
+    return f"<ul style='margin:0'>{rows}</ul>"
+
+
+def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) -> str:
+    if not errors:
+        return ""
+    head = "<tr><th>output</th><th>max abs</th><th>rel</th><th>cosine</th><th>top-1</th></tr>"
+    rows = "".join(
+        f"<tr><td>{_esc(k)}</td><td>{v['max_abs_err']:.3g}</td><td>{v['rel_err']:.3g}</td>"
+        f"<td>{v['cosine']:.6f}</td><td>{v.get('top1_agreement', float('nan')):.3f}</td></tr>"
+        for k, v in errors.items())
+    return f"<b>{_esc(title)}</b><table>{head}{rows}</table>"
+
+
+class PrecisionPanel(W.VBox):
+    """Choose precision, exclusions, calibration and profiles; convert and see the errors."""
+
+    def __init__(self, model_or_path: Any, *, graph_view: Any = None, calibration: Any = None,
+                 output: Optional[str] = None) -> None:
+        self.model: Model = model_or_path if isinstance(model_or_path, Model) \
+            else open_model(model_or_path)
+        self.graph_view = graph_view
+        self.result: Optional[PrecisionResult] = None
+        self.output_path: Optional[Path] = None
+        self.profiles: List[Profile] = []
+        self.batches: Optional[List[Dict[str, Any]]] = None
+        self._thread: Optional[threading.Thread] = None
+        names = [n.name or nid for n, nid in zip(self.model.graph.node, self.model.node_ids)]
+        self._ops = {nm: n.op_type for nm, n in zip(names, self.model.graph.node)}
+
+        self.header = W.HTML(f"<b>Precision &amp; profiles</b> &mdash; {_esc(self.model.name)}")
+        self.target = W.ToggleButtons(options=list(TARGETS), value="fp16", description="Target")
+        self.keep_io = W.Checkbox(value=True, description="keep inputs/outputs FP32", indent=False)
+        self.node_filter = W.Text(placeholder="filter nodes (name or op)", description="Nodes")
+        self.node_table = W.SelectMultiple(options=self._node_options(""), rows=8,
+                                           layout=W.Layout(width="100%"))
+        self.op_table = W.SelectMultiple(options=sorted(set(self._ops.values())), rows=5,
+                                         description="Exclude ops")
+        self.from_graph_btn = W.Button(description="Add graph selection", icon="mouse-pointer",
+                                       disabled=graph_view is None)
+        self.suggest_btn = W.Button(description="Suggest (overflow)", icon="magic",
+                                    tooltip="nodes whose FP32 activations exceed FP16's range")
+        self.clear_btn = W.Button(description="Clear", icon="times")
+        self.excluded_html = W.HTML()
+        self.calib_path = W.Text(value="" if calibration is None or not isinstance(
+            calibration, (str, Path)) else str(calibration), placeholder=".npz / .npy / folder",
+            description="Calibration")
+        self._calib_obj = calibration if calibration is not None and not isinstance(
+            calibration, (str, Path)) else None
+        self.calib_method = W.Dropdown(options=["entropy", "minmax", "percentile"],
+                                       value="entropy", description="Method")
+        self.allow_random = W.Checkbox(value=False, description="allow random data (warns)",
+                                       indent=False)
+        self.validate_btn = W.Button(description="Validate", icon="check")
+        self.calib_status = W.HTML()
+        self.profile_text = W.Textarea(placeholder="input:MIN:OPT:MAX, one per line; a line "
+                                       "starting with + begins another profile",
+                                       layout=W.Layout(width="100%", height="70px"))
+        self.propose_btn = W.Button(description="Propose from data", icon="lightbulb-o")
+        self.profile_status = W.HTML()
+        default_out = (self.model.path.with_name(f"{self.model.path.stem}.{self.target.value}.onnx")
+                       if self.model.path else Path(f"model.{self.target.value}.onnx"))
+        self.output = W.Text(value=str(output or default_out), description="Output")
+        self.convert_btn = W.Button(description="Convert", icon="play", button_style="primary")
+        self.progress = W.HTML()
+        self.status = W.HTML()
+        self.report_html = W.HTML()
+
+        self.node_filter.observe(lambda c: self._refresh_nodes(), "value")
+        self.node_table.observe(lambda c: self._show_excluded(), "value")
+        self.op_table.observe(lambda c: self._show_excluded(), "value")
+        self.target.observe(self._on_target, "value")
+        self.profile_text.observe(lambda c: self.validate_profile_text(), "value")
+        self.from_graph_btn.on_click(lambda _: self._guard(self.add_graph_selection))
+        self.suggest_btn.on_click(lambda _: self._guard(self.suggest_exclusions))
+        self.clear_btn.on_click(lambda _: self._guard(self.clear_exclusions))
+        self.validate_btn.on_click(lambda _: self._guard(self.validate_calibration))
+        self.propose_btn.on_click(lambda _: self._guard(self.propose_profile))
+        self.convert_btn.on_click(lambda _: self._guard(lambda: self.convert(block=False)))
+
+        super().__init__([
+            self.header, W.HBox([self.target, self.keep_io]),
+            W.HTML("<b>Keep in FP32</b>"), self.node_filter, self.node_table,
+            W.HBox([self.from_graph_btn, self.suggest_btn, self.clear_btn]), self.op_table,
+            self.excluded_html,
+            W.HTML("<b>Calibration</b>"),
+            W.HBox([self.calib_path, self.calib_method, self.validate_btn]), self.allow_random,
+            self.calib_status,
+            W.HTML("<b>Shape profiles</b>"), self.profile_text, self.propose_btn,
+            self.profile_status,
+            W.HBox([self.output, self.convert_btn]), self.progress, self.status, self.report_html])
+        self._show_excluded()
+        self.validate_profile_text()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _guard(self, fn: Any) -> None:
+        try:
+            fn()
+        except WorkbenchError as e:
+            self.status.value = f"<span style='color:#d62728'>{_esc(e.one_line())}</span>"
+
+    def _node_options(self, query: str) -> List[Any]:
+        q = query.strip().lower()
+        return [(f"{n}  ({op})", n) for n, op in self._ops.items()
+                if not q or q in n.lower() or q in op.lower()]
+
+    def _refresh_nodes(self) -> None:
+        keep = set(self.node_table.value)
+        opts = self._node_options(self.node_filter.value)
+        values = {v for _, v in opts}
+        extra = [(f"{n}  ({self._ops[n]})", n) for n in keep if n not in values]
+        self.node_table.options = extra + opts
+        self.node_table.value = tuple(n for n in keep)
+
+    def _on_target(self, change: Dict[str, Any]) -> None:
+        out = Path(self.output.value)
+        old = change["old"]
+        if out.name.endswith(f".{old}.onnx"):
+            self.output.value = str(out.with_name(out.name[:-len(f".{old}.onnx")]
+                                                  + f".{change['new']}.onnx"))
+
+    @property
+    def excluded_nodes(self) -> List[str]:
+        return list(self.node_table.value)
+
+    @property
+    def excluded_ops(self) -> List[str]:
+        return list(self.op_table.value)
+
+    def set_exclusions(self, nodes: List[str]) -> None:
+        unknown = [n for n in nodes if n not in self._ops]
+        if unknown:
+            raise WorkbenchError(f"no node named '{unknown[0]}'", node=unknown[0])
+        self.node_filter.value = ""
+        self.node_table.value = tuple(dict.fromkeys(list(self.node_table.value) + list(nodes)))
+
+    def _show_excluded(self) -> None:
+        n, o = self.excluded_nodes, self.excluded_ops
+        self.excluded_html.value = (f"{len(n)} node(s) and {len(o)} op type(s) kept in FP32"
+                                    + (": " + _esc(", ".join(n[:10])) if n else ""))
+
+    # -- actions ------------------------------------------------------------------------------
+    def add_graph_selection(self) -> List[str]:
+        """Exclude the nodes selected in the graph view (a collapsed group = all its nodes)."""
+        if self.graph_view is None:
+            raise WorkbenchError("no graph view attached", hint="PrecisionPanel(m, graph_view=v)")
+        picked: List[str] = []
+        for sid in list(getattr(self.graph_view, "selected", []) or []):
+            if sid.startswith(GROUP_PREFIX):
+                scope = sid[len(GROUP_PREFIX):].rstrip("/") + "/"
+                picked += [n for n in self._ops if n.startswith(scope)]
+            elif sid in self._ops:
+                picked.append(sid)
+        if not picked:
+            self.status.value = "nothing selected in the graph view"
+            return []
+        self.set_exclusions(picked)
+        self.status.value = f"added {len(picked)} node(s) from the graph selection"
+        return picked
+
+    def clear_exclusions(self) -> None:
+        self.node_table.value = ()
+        self.op_table.value = ()
+
+    def _calibration_source(self) -> Any:
+        if self._calib_obj is not None:
+            return self._calib_obj
+        return self.calib_path.value.strip() or None
+
+    def validate_calibration(self) -> Optional[List[Dict[str, Any]]]:
+        src = self._calibration_source()
+        if src is None:
+            self.batches = None
+            self.calib_status.value = ("no calibration data" + (" (random data will be used, "
+                                       "with a warning)" if self.allow_random.value else ""))
+            return None
+        try:
+            prof = self.profiles[0] if self.profiles else None
+            self.batches = load_calibration(src, self.model, profile=prof)
+        except WorkbenchError as e:
+            self.batches = None
+            self.calib_status.value = f"<span style='color:#d62728'>&#10007; {_esc(e.one_line())}</span>"
+            return None
+        info = describe(self.batches)
+        parts = [f"{_esc(k)} {v['dtype']} {v['shapes'][0]}" for k, v in info["inputs"].items()]
+        self.calib_status.value = (f"<span style='color:#2ca02c'>&#10003;</span> {info['batches']} "
+                                   f"batch(es): " + "; ".join(parts))
+        return self.batches
+
+    def suggest_exclusions(self) -> List[str]:
+        src = self._calibration_source()
+        nodes, findings = auto_exclusions(self.model, src, allow_random=self.allow_random.value)
+        if nodes:
+            self.set_exclusions(nodes)
+        self.status.value = (f"suggested {len(nodes)} node(s) to keep in FP32"
+                             if nodes else "no FP32 activation exceeds the FP16 range")
+        self.report_html.value = findings_html(findings)
+        return nodes
+
+    def validate_profile_text(self) -> bool:
+        lines = [ln.strip() for ln in self.profile_text.value.splitlines() if ln.strip()]
+        try:
+            profs = parse_profiles(lines)
+            self.profiles = validate_profiles(self.model, profs) if profs else []
+        except WorkbenchError as e:
+            self.profiles = []
+            self.profile_status.value = f"<span style='color:#d62728'>&#10007; {_esc(e.one_line())}</span>"
+            return False
+        if not lines:
+            dyn = [vi.name for vi in self.model.graph.input
+                   if any(not d.dim_value for d in vi.type.tensor_type.shape.dim)]
+            self.profile_status.value = ("no profile: " + ("dynamic inputs " + _esc(", ".join(dyn))
+                                         + " need one to build" if dyn else "static model"))
+            return True
+        self.profile_status.value = (f"<span style='color:#2ca02c'>&#10003;</span> "
+                                     f"{len(self.profiles)} valid profile(s)"
+                                     + findings_html(wide_findings(self.profiles)))
+        return True
+
+    def propose_profile(self) -> List[Profile]:
+        src = self._calibration_source()
+        if src is None:
+            raise WorkbenchError("the advisor needs calibration data", field="calibration",
+                                 hint="set the calibration source first")
+        batches = load_calibration(src, self.model)  # the data decides, not the old profile
+        profs, findings = advise(self.model, batches)
+        lines: List[str] = []
+        for i, p in enumerate(profs):
+            args = p.arg_strings()
+            lines += (["+" + args[0]] + args[1:]) if i else args
+        self.profile_text.value = "\n".join(lines)
+        self.profile_status.value += findings_html(findings)
+        return profs
+
+    def convert(self, block: bool = True) -> Optional[PrecisionResult]:
+        """Run the conversion (in a thread when block=False, as the button does)."""
+        if self._thread is not None and self._thread.is_alive():
+            raise WorkbenchError("a conversion is already running")
+        args = dict(target=self.target.value, exclude_nodes=self.excluded_nodes,
+                    exclude_ops=self.excluded_ops, keep_io_types=self.keep_io.value,
+                    calibration=self._calibration_source(),
+                    calibrate_method=self.calib_method.value,
+                    allow_random=self.allow_random.value)
+        out = Path(self.output.value)
+        self.convert_btn.disabled = True
+        self.progress.value = f"converting to {_esc(args['target'])}..."
+        self.status.value = ""
+
+        def work() -> None:
+            try:
+                res = convert(self.model, **args)
+                path = res.save(out, source=self.model.path)
+                self.result, self.output_path = res, path
+                self._show_result(res, path)
+            except WorkbenchError as e:
+                self.status.value = f"<span style='color:#d62728'>{_esc(e.one_line())}</span>"
+            finally:
+                self.progress.value = ""
+                self.convert_btn.disabled = False
+
+        if block:
+            work()
+            return self.result
+        self._thread = threading.Thread(target=work, daemon=True)
+        self._thread.start()
+        return None
+
+    def _show_result(self, res: PrecisionResult, path: Path) -> None:
+        r = res.report
+        bad = [f for f in res.findings if f.severity == "error"]
+        icon = "&#10007;" if bad else "&#10003;"
+        self.status.value = (f"{icon} wrote <code>{_esc(path)}</code> ({res.target}): "
+                             f"{r['casts_inserted']} Cast(s), {r['qdq_pairs']} Q/DQ pair(s)")
+        self.report_html.value = (
+            error_table_html(r.get("error"), "vs FP32 on onnxruntime CPU")
+            + error_table_html(r.get("error_reference"),
+                               f"vs FP32 in true {res.target.upper()} arithmetic")
+            + findings_html(res.findings))
+        if self.graph_view is not None and hasattr(self.graph_view, "highlight"):
+            over = [n for f in res.findings if f.code.endswith("-overflow") for n in f.nodes]
+            try:
+                self.graph_view.highlight(over or self.excluded_nodes)
+            except WorkbenchError:
+                pass
