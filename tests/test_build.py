@@ -13,7 +13,7 @@ import pytest
 
 from conftest import SAMPLES
 from workbench.build import (BuildCancelled, BuildConfig, BuildFailed, BuildTimeout,
-                             build_engine)
+                             build_engine, inspect_engine)
 from workbench.errors import WorkbenchError
 from workbench.worker.client import WorkerClient
 
@@ -251,9 +251,7 @@ def test_unknown_target_is_a_clear_error(client):
 # --------------------------------------------------------------------------- inspect
 def test_inspect_engine_falls_back_to_network_dtypes(client):
     res = build_engine(RESNET, cfg(precision="fp16"), client=client)
-    info = client.call("inspect_engine", {"engine_path": res.engine_path,
-                                          "backend": "tensorrt-rtx",
-                                          "onnx_path": res.onnx_path}, timeout=60)
+    info = inspect_engine(res, client=client)
     # no GPU here: the sm89 engine cannot be deserialized, the reason says why
     assert info["source"] == "network" and info["reason"]
     convs = [la for la in info["layers"] if la["type"] == "CONVOLUTION"]

@@ -802,3 +802,21 @@ def _graph_of(onnx_path: Path, ref: _ModelRef) -> Any:
     import onnx
 
     return onnx.load(str(onnx_path), load_external_data=False).graph
+
+
+def inspect_engine(result: BuildResult, *, client: Any = None,
+                   timeout: Optional[float] = 300) -> Dict[str, Any]:
+    """The engine inspector's layer JSON where this machine can deserialize the engine
+    (`source` "engine-inspector", `info` = the parsed JSON); otherwise the built network's
+    per-layer dtypes (`source` "network", with the `reason`), e.g. for a TensorRT-RTX engine
+    built ahead of time on a machine without a suitable GPU."""
+    from workbench.worker.client import WorkerError, default_client
+
+    client = client or default_client()
+    try:
+        return client.call("inspect_engine", {
+            "engine_path": result.engine_path, "backend": result.backend,
+            "onnx_path": result.onnx_path or None,
+            "strongly_typed": result.route != "legacy-flags"}, timeout=timeout)
+    except WorkerError as e:
+        raise WorkbenchError(e.message, file=result.engine_path, hint=e.hint) from None
