@@ -69,21 +69,25 @@ class _Scope:
     def __init__(self, graph: Any, outer: Optional["_Scope"] = None) -> None:
         self.outer = outer
         self.ranks: Dict[str, int] = {}
+        self.dtypes: Dict[str, int] = {}
+        self.graph_outputs = {getattr(o, "name", o) for o in getattr(graph, "output", [])}
         for vi in list(getattr(graph, "input", [])) + list(getattr(graph, "value_info", [])) + \
                 list(getattr(graph, "output", [])):
             if not hasattr(vi, "type"):  # a FunctionProto's inputs are plain names
                 continue
             tt = vi.type.tensor_type
-            if vi.type.HasField("tensor_type") and tt.HasField("shape"):
-                self.ranks[vi.name] = len(tt.shape.dim)
+            if vi.type.HasField("tensor_type"):
+                self.dtypes[vi.name] = tt.elem_type
+                if tt.HasField("shape"):
+                    self.ranks[vi.name] = len(tt.shape.dim)
         for t in getattr(graph, "initializer", []):
             self.ranks[t.name] = len(t.dims)
+            self.dtypes[t.name] = t.data_type
+        # name -> TensorProto, or a numpy array (value_int(s)/value_float(s)), or None (unknown)
         self.consts: Dict[str, Any] = {t.name: t for t in getattr(graph, "initializer", [])}
         for node in graph.node:
             if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.output:
-                for a in node.attribute:
-                    if a.name == "value":
-                        self.consts[node.output[0]] = a.t
+                self.consts[node.output[0]] = _constant_value(node)
 
     def const(self, name: str) -> Optional[Any]:
         """The constant's values as a numpy array, or None if not a readable constant."""
@@ -92,10 +96,21 @@ class _Scope:
             if name in scope.consts:
                 from onnx import numpy_helper
 
+                value = scope.consts[name]
+                if value is None or not hasattr(value, "data_type"):
+                    return value
                 try:
-                    return numpy_helper.to_array(scope.consts[name])
+                    return numpy_helper.to_array(value)
                 except Exception:  # external data not loaded, odd type: treat as unknown
                     return None
+            scope = scope.outer
+        return None
+
+    def dtype(self, name: str) -> Optional[int]:
+        scope: Optional[_Scope] = self
+        while scope is not None:
+            if name in scope.dtypes:
+                return scope.dtypes[name]
             scope = scope.outer
         return None
 
@@ -114,6 +129,21 @@ class _Scope:
                 return True
             scope = scope.outer
         return False
+
+
+def _constant_value(node: Any) -> Any:
+    """A Constant node's value: its TensorProto, a numpy array, or None when not numeric."""
+    import numpy as np
+
+    for a in node.attribute:
+        if a.name == "value":
+            return a.t
+        if a.name in ("value_int", "value_ints"):
+            return np.array(a.i if a.name == "value_int" else list(a.ints), dtype=np.int64)
+        if a.name in ("value_float", "value_floats"):
+            return np.array(a.f if a.name == "value_float" else list(a.floats),
+                            dtype=np.float32)
+    return None
 
 
 def _attr(node: Any, name: str, default: Any = None) -> Any:
@@ -167,9 +197,39 @@ def _const_input_gt(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[
     return {"value": top, "limit": rule["limit"]} if top > rule["limit"] else None
 
 
+def _dtype_name(code: Optional[int]) -> Optional[str]:
+    import onnx
+
+    return onnx.TensorProto.DataType.Name(code) if code else None
+
+
 def _input_not_const(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
     name = _input(node, rule["input"])
-    return {"value": name, "tensor": name} if name and not scope.is_const(name) else None
+    if not name or scope.is_const(name):
+        return None
+    if _dtype_name(scope.dtype(name)) in rule.get("unless_dtype", ()):
+        return None
+    return {"value": name, "tensor": name}
+
+
+def _input_dtype_not_in(rule: Dict[str, Any], node: Any,
+                        scope: _Scope) -> Optional[Dict[str, Any]]:
+    for attr, (default, value) in rule.get("when_attr", {}).items():
+        if _attr(node, attr, default) != value:
+            return None
+    name = _input(node, rule["input"])
+    dt = _dtype_name(scope.dtype(name)) if name else None
+    if dt is None:
+        return None
+    bad = dt in rule["blocked"] if "blocked" in rule else dt not in rule["allowed"]
+    return {"value": dt, "tensor": name} if bad else None
+
+
+def _uint8_intermediate(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
+    if _dtype_name(_attr(node, "to", 0)) != "UINT8" or not node.output:
+        return None
+    out = node.output[0]
+    return None if out in scope.graph_outputs else {"value": out, "tensor": out}
 
 
 def _nonzero_const_input(rule: Dict[str, Any], node: Any,
@@ -188,6 +248,23 @@ def _input_rank_not_in(rule: Dict[str, Any], node: Any,
     return {"value": r, "tensor": name} if r is not None and r not in rule["ranks"] else None
 
 
+def _inputs_present(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
+    given = [_input(node, i) for i in rule["inputs"] if _input(node, i)]
+    return {"value": ", ".join(given)} if given else None
+
+
+def _dtype_attr_not_in(rule: Dict[str, Any], node: Any,
+                       scope: _Scope) -> Optional[Dict[str, Any]]:
+    import onnx
+
+    v = _attr(node, rule["attr"], None)
+    if v is None:
+        return None
+    name = onnx.TensorProto.DataType.Name(int(v))
+    return None if name in rule["allowed"] else {"value": name,
+                                                 "allowed": ", ".join(rule["allowed"])}
+
+
 def _output_count_gt(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
     n = sum(1 for o in node.output if o)
     return {"value": n} if n > rule["count"] else None
@@ -197,7 +274,9 @@ CHECKS: Dict[str, Callable[[Dict[str, Any], Any, _Scope], Optional[Dict[str, Any
     "attr_not_in": _attr_not_in, "attr_not_all": _attr_not_all, "attr_present": _attr_present,
     "const_input_gt": _const_input_gt, "input_not_const": _input_not_const,
     "nonzero_const_input": _nonzero_const_input, "output_count_gt": _output_count_gt,
-    "input_rank_not_in": _input_rank_not_in,
+    "input_rank_not_in": _input_rank_not_in, "inputs_present": _inputs_present,
+    "dtype_attr_not_in": _dtype_attr_not_in, "input_dtype_not_in": _input_dtype_not_in,
+    "uint8_intermediate": _uint8_intermediate,
 }
 
 
@@ -297,13 +376,29 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                                      tensor=vi.name)
                     seen.add(vi.name)
         elif kind == "io_dtypes":
-            for vi in list(g.input) + list(g.output):
-                et = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
-                name = onnx.TensorProto.DataType.Name(et) if et else None
-                if name in rule["blocked"]:
-                    yield _entry(None, None, _fmt(rule["reason"], tensor=vi.name, value=name),
-                                 "static", hint=_hint(rule["hint"], model, None),
-                                 code=rule["id"], tensor=vi.name)
+            allowed = ", ".join(rule["allowed"])
+            items = [("graph input", vi) for vi in g.input] + \
+                [("graph output", vi) for vi in g.output]
+            for where, vi in items:
+                kind_of = vi.type.WhichOneof("value")
+                if kind_of != "tensor_type":
+                    name = (kind_of or "untyped").replace("_type", "")
+                else:
+                    et = vi.type.tensor_type.elem_type
+                    name = onnx.TensorProto.DataType.Name(et) if et else None
+                    if name is None or name in rule["allowed"]:
+                        continue
+                yield _entry(None, None, _fmt(rule["reason"], where=where, tensor=vi.name,
+                                              value=name), "static",
+                             hint=_hint(rule["hint"], model, None, allowed=allowed),
+                             code=rule["id"], tensor=vi.name)
+            for t in g.initializer:
+                name = onnx.TensorProto.DataType.Name(t.data_type)
+                if t.data_type and name not in rule["allowed"]:
+                    yield _entry(None, None, _fmt(rule["reason"], where="initializer",
+                                                  tensor=t.name, value=name), "static",
+                                 hint=_hint(rule["hint"], model, None, allowed=allowed),
+                                 code=rule["id"], tensor=t.name)
         elif kind == "loop_unbounded_counter":
             for site in _walk(g, model.node_ids, functions=_functions(model)):
                 node, nid, path, scope = site.node, site.nid, site.path, site.scope
@@ -384,7 +479,7 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
             continue
         for rule in table["rules"]:
             ops = rule["op"] if isinstance(rule["op"], list) else [rule["op"]]
-            if op not in ops:
+            if op not in ops and not (ops == ["*"] and op not in rule.get("except", ())):
                 continue
             hit = CHECKS[rule["check"]](rule, node, scope)
             if hit is None:
@@ -510,7 +605,10 @@ def _node_map(model: Model) -> Dict[str, "_Site"]:
     """Name and id -> where the node sits (graph, bodies, local functions; first wins)."""
     out: Dict[str, _Site] = {}
     for site in _walk(model.graph, model.node_ids, functions=_functions(model)):
-        for key in (site.nid, site.node.name):
+        # TensorRT names layers of unnamed nodes "node_of_<first output>"
+        alias = f"node_of_{site.node.output[0]}" if not site.node.name and site.node.output \
+            else None
+        for key in (site.nid, site.node.name, alias):
             if key and key not in out:
                 out[key] = site
     return out
@@ -627,6 +725,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
                                               "message"}]
             for be in errs:
                 node = _layer_to_node(model, be.get("layer"), be.get("nodes") or [])
+                node = nodes[node].nid if node in nodes else node
                 known = by_node.get(node) if node else None
                 unsupported.append(_entry(
                     node, nodes[node].node.op_type if node in nodes else None,

@@ -82,6 +82,10 @@ Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh TensorScatter Threshol
 TopK Transpose Trilu Unsqueeze Upsample Where Xor
 """.split())
 
+# The data types the matrix lists (FP8 = FLOAT8E4M3FN, FP4 = FLOAT4E2M1).
+MATRIX_DTYPES = ["DOUBLE", "FLOAT", "FLOAT16", "BFLOAT16", "FLOAT8E4M3FN", "FLOAT4E2M1", "INT32",
+                 "INT64", "INT8", "INT4", "UINT8", "BOOL"]
+
 PLUGIN_HINT = ("needs a TensorRT plugin: load its library with --plugin LIB (plugins=[...] "
                "in Python); to map the node onto a plugin by another name: `workbench fix "
                "{model} --recipe replace_with_plugin:nodes={node},plugin=NAME`")
@@ -142,6 +146,89 @@ RULES: Dict[str, Dict[str, Any]] = {
         "op": "GridSample", "check": "input_rank_not_in", "input": 0, "ranks": [4],
         "reason": "GridSample input must be 4D (rank {value})",
         "hint": "fold the extra dimension into the batch with Reshape"},
+    "cast-dtype": {
+        "op": "Cast", "check": "dtype_attr_not_in", "attr": "to", "allowed": MATRIX_DTYPES,
+        "reason": "Cast to {value} is not supported", "hint": "cast to a supported type "
+        "({allowed}); do exotic conversions outside the engine"},
+    "attention-outputs": {
+        "op": "Attention", "check": "output_count_gt", "count": 1,
+        "reason": "Attention's present_key/present_value/qk_matmul_output outputs are not "
+                  "supported", "hint": "export without KV-cache outputs"},
+    "attention-kv-inputs": {
+        "op": "Attention", "check": "inputs_present", "inputs": [4, 5, 6],
+        "reason": "Attention past_key/past_value/nonpad_kv_seqlen inputs are not supported",
+        "hint": "export without the KV cache inputs"},
+    "attention-softcap": {
+        "op": "Attention", "check": "attr_not_in", "attr": "softcap", "default": 0.0,
+        "allowed": [0.0], "reason": "Attention softcap={value} is not supported",
+        "hint": "export without softcap"},
+    "attention-attrs": {
+        "op": "Attention", "check": "attr_present",
+        "attrs": ["qk_matmul_output_mode", "softmax_precision"],
+        "reason": "Attention {value} is not supported", "hint": "export without it"},
+    "batchnorm-training": {
+        "op": "BatchNormalization", "check": "output_count_gt", "count": 1,
+        "reason": "BatchNormalization in training mode (running mean/var outputs) is not "
+                  "supported", "hint": "export in eval mode (model.eval())"},
+    "lppool-p": {
+        "op": "LpPool", "check": "attr_not_in", "attr": "p", "default": 2, "allowed": [1, 2],
+        "reason": "LpPool p={value} is not supported (L1 and L2 only)",
+        "hint": "use p=1 or p=2, or compose Pow + AveragePool + Pow"},
+    "stft-frame-step": {
+        "op": "STFT", "check": "input_not_const", "input": 1,
+        "reason": "STFT frame_step must be an initializer",
+        "hint": "make it a constant: `workbench fix {model} --recipe fold_constants`"},
+    "tensorscatter-mode": {
+        "op": "TensorScatter", "check": "attr_not_in", "attr": "mode", "default": "linear",
+        "allowed": ["linear"], "reason": "TensorScatter mode '{value}' is not supported",
+        "hint": "use mode='linear'"},
+    "tensorscatter-rank": {
+        "op": "TensorScatter", "check": "input_rank_not_in", "input": 0, "ranks": [4],
+        "reason": "TensorScatter past_cache must be 4D (rank {value})",
+        "hint": "reshape the cache to 4D (batch, heads, seq, dim)"},
+    "resize-runtime-scales": {
+        "op": "Resize", "check": "input_not_const", "input": 2, "unless_dtype": ["INT32",
+                                                                               "INT64"],
+        "reason": "Resize scales '{tensor}' are computed at run time; TensorRT needs them "
+                  "constant (or integer sizes)",
+        "hint": "make the scales a constant (`workbench fix {model} --recipe fold_constants`) "
+                "or pass output sizes instead"},
+    "squeeze-axes-runtime": {
+        "op": ["Squeeze", "Unsqueeze"], "check": "input_not_const", "input": 1,
+        "reason": "{op} axes must resolve to a constant",
+        "hint": "make axes a constant: `workbench fix {model} --recipe fold_constants`"},
+    "scatterelements-reduction": {
+        "op": "ScatterElements", "check": "attr_not_in", "attr": "reduction", "default": "none",
+        "allowed": ["none"], "reason": "ScatterElements reduction '{value}' is not supported",
+        "hint": "gather, reduce and scatter with reduction=none, or use a plugin"},
+    "mod-fmod0-types": {
+        "op": "Mod", "check": "input_dtype_not_in", "input": 0, "allowed": ["INT32", "INT64"],
+        "when_attr": {"fmod": [0, 0]},
+        "reason": "Mod with fmod=0 on {value} is not supported (integer Mod needs INT32/INT64)",
+        "hint": "use fmod=1 for floating point, or cast to INT32 first"},
+    "clip-types": {
+        "op": "Clip", "check": "input_dtype_not_in", "input": 0,
+        "allowed": ["FLOAT", "FLOAT16", "BFLOAT16", "INT32", "INT64", "DOUBLE"],
+        "reason": "Clip on {value} is not supported (floating point, INT32 or INT64 only)",
+        "hint": "cast to FLOAT or INT32 around the Clip"},
+    "range-types": {
+        "op": "Range", "check": "input_dtype_not_in", "input": 0,
+        "allowed": ["INT32", "INT64", "FLOAT", "DOUBLE"],
+        "reason": "Range on {value} is not supported (INT32, INT64 or FLOAT only)",
+        "hint": "compute the Range in FLOAT and Cast the result"},
+    "uint8-compute": {
+        "op": "*", "except": ["Cast", "Identity", "Equal"], "check": "input_dtype_not_in",
+        "input": 0,
+        "blocked": ["UINT8"],
+        "reason": "{op} consumes UINT8 tensor '{tensor}'; TensorRT takes UINT8 only at the "
+                  "network boundary", "hint": "insert a Cast to FLOAT (or INT32) right after "
+                  "the input (`workbench fix {model} --recipe insert_cast:tensor={tensor},"
+                  "to=float32`)"},
+    "cast-uint8-intermediate": {
+        "op": "Cast", "check": "uint8_intermediate",
+        "reason": "Cast produces UINT8 tensor '{tensor}' inside the network; TensorRT allows "
+                  "UINT8 only as a network input or output",
+        "hint": "keep intermediate values in INT32/FLOAT; cast to UINT8 only at the output"},
     "layernorm-extra-outputs": {
         "op": "LayerNormalization", "check": "output_count_gt", "count": 1,
         "reason": "LayerNormalization's Mean/InvStdDev outputs are not supported",
@@ -156,7 +243,8 @@ RULES: Dict[str, Dict[str, Any]] = {
     "qdq-zero-point-runtime": {
         "op": ["QuantizeLinear", "DequantizeLinear"], "check": "input_not_const", "input": 2,
         "reason": "{op} zero point is computed at run time; it must be a constant 0",
-        "hint": "use constant scales and a zero point of 0"},
+        "hint": "use constant scales and a zero point of 0", "stage": "build",
+        "unless_dtype": ["FLOAT8E4M3FN"]},  # measured: an FP8 zero-point input builds
     "cumsum-axis-runtime": {
         "op": "CumSum", "check": "input_not_const", "input": 1,
         "reason": "CumSum axis is a run-time value; it must be a build-time constant",
@@ -208,10 +296,9 @@ GRAPH_RULES: Dict[str, Dict[str, Any]] = {
         "hint": "give the Loop a finite max trip count (an initializer), or stop reading the "
                 "iteration counter in the body"},
     "unsupported-io-dtype": {
-        "check": "io_dtypes",
-        "blocked": ["STRING", "UINT16", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128"],
-        "reason": "graph input/output '{tensor}' has type {value}, which TensorRT does not "
-                  "support", "hint": "cast to a supported type before the engine boundary"},
+        "check": "io_dtypes", "allowed": MATRIX_DTYPES,
+        "reason": "{where} '{tensor}' has type {value}, which TensorRT does not support",
+        "hint": "convert it to a supported type ({allowed}) outside the engine"},
 }
 
 _BASE_RULE_IDS = list(RULES)
@@ -248,6 +335,9 @@ BACKENDS: Dict[str, Dict[str, Any]] = {
                        "plugin with --plugin LIB",
             "DeformConv": PLUGIN_HINT,
             "RoiAlign": PLUGIN_HINT,
+            # newer than the matrix: the RTX parser looks for plugins of these names
+            "LinearAttention": PLUGIN_HINT,
+            "CausalConvWithState": PLUGIN_HINT,
         },
         "rules": dict({rid: {} for rid in _BASE_RULE_IDS}, **{
             "resize-mode": {"allowed": ["nearest", "linear", "cubic"],
@@ -257,6 +347,10 @@ BACKENDS: Dict[str, Dict[str, Any]] = {
             "topk-k-limit": {"limit": 3840, "reason": "TopK K={value} exceeds TensorRT-RTX's "
                              "build-time limit (K <= 3840)"},
             "topk-sorted": None,        # sorted=0 parses and builds
+            # nonpad_kv_seqlen is accepted; past_key/past_value are not
+            "attention-kv-inputs": {"inputs": [4, 5],
+                                    "reason": "Attention past_key/past_value inputs are not "
+                                              "supported"},
             "lstm-layout": None,        # layout=1 parses and builds
             # measured: 1D MaxPool/AveragePool build; 1D LpPool is rejected (addPoolingNd)
             "pool-rank": {"op": ["LpPool"], "reason": "{op} supports 2D or 3D pooling only "
@@ -290,6 +384,18 @@ DISAGREEMENTS: List[Dict[str, str]] = [
     {"op": "BitCast, CumProd, SwiGLU", "matrix": "not listed (newer than opset 24)",
      "tensorrt-rtx": "rejected (no importer)"},
     {"op": "Swish", "matrix": "not listed", "tensorrt-rtx": "opset-24 Swish parses and builds"},
+    {"op": "LinearAttention, CausalConvWithState", "matrix": "not listed (opset 27)",
+     "tensorrt-rtx": "routed to plugins it does not ship"},
+    {"op": "ScatterElements", "matrix": "no restriction listed",
+     "tensorrt-rtx": "reduction add/mul/min/max rejected ('Unsupported reduction type', no node "
+                     "named)"},
+    {"op": "Attention", "matrix": "nonpad_kv_seqlen input unsupported",
+     "tensorrt-rtx": "nonpad_kv_seqlen accepted"},
+    {"op": "Mod, Clip, Range", "matrix": "types listed per op",
+     "tensorrt-rtx": "Mod fmod=0 needs INT32/INT64; Clip rejects INT8; Range rejects FLOAT16/"
+                     "BFLOAT16"},
+    {"op": "Resize", "matrix": "scales may be a tensor input",
+     "tensorrt-rtx": "run-time FLOAT scales rejected (a shape tensor must be INT32/INT64)"},
 ]
 
 
