@@ -13,6 +13,9 @@ INT8, chosen by probing): builder flags, an entropy calibrator fed from the cali
 and a calibration cache. The engine cache key is sha256(model bytes incl. external data +
 config + calibration data + backend name/version + target); engines are renamed into the cache
 only when complete, so a cancelled, failed or timed-out build leaves nothing behind.
+
+WORKBENCH_BUILD_STEP_DELAY=S slows every TensorRT build step by S seconds (IProgressMonitor
+backends): for tests and classroom demos of progress and cancel on builds that take 0.1 s.
 """
 from __future__ import annotations
 
@@ -693,9 +696,11 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
             return res
 
     findings: List[Finding] = []
-    onnx_path, pfind = _transformed_onnx(ref, config, ws, on_event) if route == \
-        "strongly-typed" else (ref.path or _transformed_onnx(ref, config.replace(
-            precision="fp32"), ws, on_event)[0], [])
+    if route == "strongly-typed":  # precision lives in the ONNX TensorRT gets
+        onnx_path, pfind = _transformed_onnx(ref, config, ws, on_event)
+    else:  # legacy flags: the builder lowers precision; TensorRT gets the FP32 model
+        onnx_path, pfind = _transformed_onnx(ref, config.replace(precision="fp32"), ws,
+                                             on_event)
     findings += pfind
     if cancel is not None and cancel.is_set():
         raise BuildCancelled("the build was cancelled before TensorRT started", code="cancelled")
