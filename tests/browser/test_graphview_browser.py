@@ -85,12 +85,15 @@ def _has_color(pixels, hex_color, tol=24):
     return any(all(abs(p[c] - want[c]) <= tol for c in range(3)) for p in pixels)
 
 
-def test_bert_collapsed_select_search_expand_colour(lab):
+def test_inspector_bert_collapsed_select_search_expand_colour(lab):
+    """The Inspector on the BERT sample: graph with scopes collapsed; a click selects a node,
+    Python sees it and the detail pane shows it; search; a group expands; colours from Python."""
     _bert_into(lab.server.root)
     lab.open_notebook("graph_bert.ipynb", [
-        "from widgets.graphview import GraphView\n"
-        "view = GraphView('bert_tiny.onnx', height=560)\n"
-        "view"])
+        "from widgets import Inspector\n"
+        "ins = Inspector('bert_tiny.onnx')\n"
+        "view = ins.graph_view\n"
+        "ins"])
     lab.run_all()
     _wait_paint(lab)
     st = _state(lab)
@@ -110,6 +113,14 @@ def test_bert_collapsed_select_search_expand_colour(lab):
                                timeout=5000)
     assert _py(lab, "view.selected") == [node]
     assert node in _py(lab, "view.selected_nodes()")
+    # the Inspector's detail pane shows the clicked node: name, op, tensors with dtypes
+    op = _py(lab, f"ins.details[{node!r}].op")
+    lab.page.wait_for_function(
+        "([id, op]) => [...document.querySelectorAll('.wb-node')].some("
+        "(e) => e.innerText.includes(id) && e.innerText.includes(op))", arg=[node, op], timeout=10000)
+    pane = lab.page.inner_text(".wb-node")
+    assert "float32" in pane or "int64" in pane, pane
+    lab.screenshot_element(".wb-node", "inspector-bert-detail-pane.png")
     lab.screenshot_element(".wb-graph", "graphview-bert-selected.png")
 
     # search by op: matching nodes (or the groups hiding them) light up, the rest dims

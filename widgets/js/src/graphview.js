@@ -150,6 +150,8 @@ function render({ model, el: host }) {
     const d = decode(w);
     data = d;
     extentCache = null;
+    tip.style.display = "none";
+    hovered = null;
     graph.clear();
     const n = d.ids.length;
     const maxSize = d.size.reduce((m, v) => Math.max(m, v), 1);
