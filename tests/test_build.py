@@ -195,6 +195,7 @@ def test_progress_reaches_one_and_grows(client, monkeypatch):
     fr = [e["fraction"] for e in events if e.get("event") == "progress"
           and e.get("phase") == "building" and e.get("fraction") is not None]
     assert len(fr) >= 5
+    assert fr == sorted(fr)  # the bar never moves backwards
     assert fr[-1] > 0.5 and max(fr) <= 1.0
     assert events[-1]["phase"] == "done" and events[-1]["fraction"] == 1.0
 

@@ -129,6 +129,7 @@ class _StderrProgress:
     def __init__(self) -> None:
         self.last = ""
         self.tty = sys.stderr.isatty()
+        self.last_key: Any = None
 
     def __call__(self, ev: Dict[str, Any]) -> None:
         if ev.get("event") == "log":
@@ -140,9 +141,16 @@ class _StderrProgress:
         frac = ev.get("fraction")
         pct = f"{100 * frac:5.1f}%" if isinstance(frac, (int, float)) else "  ... "
         text = f"{pct} {ev.get('phase', '')}: {str(ev.get('message', ''))[:80]}"
-        if text != self.last:
-            self.last = text
-            self._line(text, newline=not self.tty)
+        if self.tty:
+            if text != self.last:
+                self.last = text
+                self._line(text, newline=False)
+            return
+        # a log file: one line per phase and per 10% of progress
+        key = (ev.get("phase"), int(frac * 10) if isinstance(frac, (int, float)) else None)
+        if key != self.last_key:
+            self.last_key = key
+            self._line(text, newline=True)
 
     def _line(self, text: str, newline: bool) -> None:
         if self.tty and not newline:

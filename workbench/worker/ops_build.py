@@ -75,6 +75,7 @@ def _make_progress_monitor(trt: Any, ctx: Context, step_delay: float) -> Any:
             self.stack: List[List[Any]] = []  # [name, num_steps, completed]
             self.last_sent = 0.0
             self.cancelled = False
+            self.best = 0.0  # TensorRT's nested phases can step back: never show that
 
         def _fraction(self) -> float:
             frac, scale = 0.0, 1.0
@@ -89,7 +90,8 @@ def _make_progress_monitor(trt: Any, ctx: Context, step_delay: float) -> Any:
             if force or now - self.last_sent > 0.05:
                 self.last_sent = now
                 names = " / ".join(s[0] for s in self.stack)
-                ctx.progress("building", round(self._fraction(), 4), names)
+                self.best = max(self.best, self._fraction())
+                ctx.progress("building", round(self.best, 4), names)
 
         def phase_start(self, phase_name: str, parent_phase: Optional[str],
                         num_steps: int) -> None:
