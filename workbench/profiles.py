@@ -298,6 +298,7 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
     for key, vals in observed.items():
         v = np.array(vals)
         mn, mx = int(v.min()), int(v.max())
+        seen_min = mn
         is_batch = any(s.dims and s.dims[0] == key or key == (s.name, 0) for s in dyn)
         if is_batch:  # a stacked calibration file says little about serving batch sizes
             mn, opt = 1, int(np.median(v))
@@ -313,7 +314,7 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
             p50, p75, lmax = np.percentile(lengths, 50), np.percentile(lengths, 75), lengths.max()
             findings.append(Finding(
                 "info", "padded-lengths",
-                f"'{key}' is {mn}..{mx} in the data but '{mask_name}' shows real lengths "
+                f"'{key}' is {seen_min}..{mx} in the data but '{mask_name}' shows real lengths "
                 f"p50={p50:g}, p75={p75:g}, max={lmax}: padding to {mx} costs compute",
                 tensors=[mask_name], source="profiles",
                 hint=f"feed unpadded batches and use {key} opt={_round8(p75, 1, int(lmax))}, "
