@@ -229,6 +229,11 @@ def test_parse_failure_names_the_node(client):
     assert e.value.code == "parse-failed"
     assert e.value.node in ("/crop/CenterCropPad", "/flatten/Compress", "/act/FastGelu")
     assert e.value.node in str(e.value)
+    # every refused node is a finding, the plugin one told apart
+    by_node = {f.nodes[0]: f for f in e.value.findings if f.source == "parser"}
+    assert set(by_node) == {"/crop/CenterCropPad", "/flatten/Compress", "/act/FastGelu"}
+    assert by_node["/act/FastGelu"].code == "missing-plugin"
+    assert by_node["/crop/CenterCropPad"].code == "parse-error"
 
 
 def test_legacy_route_is_refused_where_the_flags_do_not_exist(client):

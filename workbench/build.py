@@ -759,8 +759,19 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         if not node and errs and errs[0].get("node_index") is not None:
             node = _node_for_index(ref, errs[0]["node_index"])
         log = (e.details or {}).get("log") or []
+        found = findings_from_log(log, NameIndex.from_graph(ref.model.graph))
+        for err in errs:  # every node the parser refused, not only the first
+            n = err.get("node_name") or _node_for_index(ref, err.get("node_index"))
+            plugin = "plugin" in str(err.get("desc", "")).lower()
+            hint = ("pass the plugin library with --plugins, or replace the node "
+                    "(`workbench fix MODEL`)" if plugin else
+                    "see `workbench check MODEL`; `workbench fix MODEL` proposes recipes")
+            found.append(Finding(
+                "error", "missing-plugin" if plugin else "parse-error",
+                f"TensorRT's parser refused {err.get('op') or 'the node'}: {err.get('desc')}",
+                nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint))
         raise BuildFailed(e.message, node=node, op=e.op, hint=e.hint, code=e.code, log=log,
-                          findings=findings_from_log(log, NameIndex.from_graph(ref.model.graph)),
+                          findings=found,
                           file=str(ref.path) if ref.path else None) from None
     finally:
         if not done:  # the partial engine and the worker's own temp file, if any
