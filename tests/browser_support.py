@@ -14,6 +14,7 @@ root and Jupyter config/data/runtime/settings dirs, `overrides.json` with autoSt
 and no news; stopped by PID, its kernels too), `browser` (session: /usr/bin/chromium headless),
 `lab` (per test: a new context + page whose every non-loopback request is aborted and recorded in
 `lab.blocked`). `lab_server.root` is the notebook folder; write models/notebooks there.
+For a plain page (an HTML report), `browser.new_page()` then `loopback_only(page, blocked)`.
 """
 from __future__ import annotations
 
@@ -252,21 +253,27 @@ def launch_browser(playwright: Any) -> Any:
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
-def new_lab_page(browser: Any, server: LabServer, viewport=(1400, 1000)) -> LabPage:
-    """A page in a fresh context that aborts every request not to the loopback interface."""
-    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-    blocked: List[str] = []
+def loopback_only(target: Any, blocked: List[str]) -> None:
+    """Route a Playwright context or page so that every request that is not to the loopback
+    interface (or a data:/blob:/file: URL) is aborted and recorded in `blocked`."""
 
     def route(r: Any) -> None:
         url = r.request.url
         host = urlparse(url).hostname or ""
-        if url.startswith(("data:", "blob:", "about:")) or host in LOOPBACK:
+        if url.startswith(("data:", "blob:", "about:", "file:")) or host in LOOPBACK:
             r.continue_()
         else:
             blocked.append(url)
             r.abort()
 
-    ctx.route("**/*", route)
+    target.route("**/*", route)
+
+
+def new_lab_page(browser: Any, server: LabServer, viewport=(1400, 1000)) -> LabPage:
+    """A page in a fresh context that aborts every request not to the loopback interface."""
+    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+    blocked: List[str] = []
+    loopback_only(ctx, blocked)
     return LabPage(server, ctx.new_page(), blocked)
 
 
