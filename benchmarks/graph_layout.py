@@ -2,7 +2,8 @@
 
 Generates BERT-like encoders with onnx.helper (PyTorch-style scoped names, dynamic reshapes,
 attention, GELU, residuals; tiny initializers), then times `workbench.graph.layout` from an opened
-Model (no weights) with every node shown, and the default collapsed view. Baselines, run side by
+Model (no weights) with every node shown, and the default collapsed view. Payload: the JSON form
+(`GraphData.to_dict`) and what the widget sends (binary arrays + joined strings). Baselines, run side by
 side on the same graphs: networkx `topological_generations` + `multipartite_layout` (a layered
 layout without crossing reduction), when networkx is installed, and the issue's targets
 (10k < 1.5 s, 20k < 4 s, payload < 5 MB at 20k). Last line: one JSON object.
@@ -178,8 +179,13 @@ def main(argv: List[str] = None) -> int:
     except ImportError:
         have_nx = False
     results = []
+    try:
+        from widgets.graphview import wire_payload
+    except ImportError:  # the notebook extras are not installed: JSON figures only
+        wire_payload = None
     print(f"{'nodes':>7} {'full layout s':>13} {'collapsed s':>11} {'visible':>7} "
-          f"{'payload MB':>10} {'collapsed KB':>12} {'networkx s':>10} {'target s':>8}")
+          f"{'JSON MB':>8} {'wire MB':>8} {'collapsed KB':>12} {'networkx s':>10} "
+          f"{'vs networkx':>11} {'target s':>8}")
     for size in [int(s) for s in args.sizes.split(",")]:
         proto = transformer_like(size)
         model = model_from_proto(proto)
@@ -198,17 +204,28 @@ def main(argv: List[str] = None) -> int:
             coll_t.append(time.perf_counter() - t0)
         payload = len(json.dumps(full.to_dict(), separators=(",", ":")).encode())
         cpayload = len(json.dumps(coll.to_dict(), separators=(",", ":")).encode())
+        wire = None
+        if wire_payload is not None:
+            w = wire_payload(full)
+            wire = sum(len(v) if isinstance(v, (bytes, str)) else len(json.dumps(v)) for v in w.values())
         nx_s = _networkx_baseline(proto) if have_nx else None
         target = TARGET_S.get(size)
         row = {"nodes": n, "full_layout_s": round(min(full_t), 3),
                "collapsed_layout_s": round(min(coll_t), 3), "collapsed_visible": len(coll),
-               "payload_mb": round(payload / 1e6, 3), "collapsed_payload_kb": round(cpayload / 1e3, 1),
-               "networkx_s": None if nx_s is None else round(nx_s, 3), "target_s": target}
+               "payload_mb": round(payload / 1e6, 3),
+               "wire_payload_mb": None if wire is None else round(wire / 1e6, 3),
+               "collapsed_payload_kb": round(cpayload / 1e3, 1),
+               "networkx_s": None if nx_s is None else round(nx_s, 3),
+               "speedup_vs_networkx": None if nx_s is None else round(nx_s / min(full_t), 2),
+               "target_s": target}
         results.append(row)
         nx_txt = "n/a" if nx_s is None else f"{nx_s:.3f}"
+        sp_txt = "n/a" if nx_s is None else f"{row['speedup_vs_networkx']:.2f}x"
+        wire_txt = "n/a" if wire is None else f"{wire / 1e6:.3f}"
         print(f"{n:>7} {row['full_layout_s']:>13.3f} {row['collapsed_layout_s']:>11.3f} "
-              f"{len(coll):>7} {row['payload_mb']:>10.3f} {row['collapsed_payload_kb']:>12.1f} "
-              f"{nx_txt:>10} {target if target else '-':>8}")
+              f"{len(coll):>7} {row['payload_mb']:>8.3f} {wire_txt:>8} "
+              f"{row['collapsed_payload_kb']:>12.1f} {nx_txt:>10} {sp_txt:>11} "
+              f"{target if target else '-':>8}")
     ok = all(r["full_layout_s"] < TARGET_S[s] for r, s in
              zip(results, [int(s) for s in args.sizes.split(",")]) if s in TARGET_S)
     big = [r for r in results if r["nodes"] >= 19000]
