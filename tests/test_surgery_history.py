@@ -128,3 +128,32 @@ def test_sigkill_mid_recipe_keeps_history(point, tmp_path):
         onnx.checker.check_model(onnx.load(p))
     # the original file was never touched
     assert model.read_bytes() == (SAMPLES / "needs_fixing.onnx").read_bytes()
+
+
+def test_big_weights_are_shared_blobs_between_versions(tmp_path):
+    """Versions reference large initializers as content-addressed external blobs: a change
+    that leaves the weights alone adds a small file, onnxruntime and the real parser read the
+    versions from disk, and export writes a self-contained model."""
+    from workbench.support import check
+
+    src = tmp_path / "residual_block.onnx"
+    src.write_bytes((POLY / "residual_block.onnx").read_bytes())
+    h = History(src)
+    blobs = h.ws.versions_dir / "blobs"
+    n_blobs = len(list(blobs.glob("*.bin")))
+    assert n_blobs >= 3  # the 3x3/1x1 conv weights of 64+ channels
+    v0 = h.version_path(h.original)
+    blob_bytes = sum(b.stat().st_size for b in blobs.glob("*.bin"))
+    assert v0.stat().st_size * 4 < blob_bytes
+    ch = h.apply("set_input_shapes", {"batch": "N"})
+    assert ch.kept and ch.verification.equivalent and ch.verification.max_abs_diff == 0
+    assert len(list(blobs.glob("*.bin"))) == n_blobs  # same weights, no new blob
+    assert h.current_path().stat().st_size * 4 < blob_bytes
+    assert check(str(h.current_path()), backend="tensorrt-rtx").supported
+    out = h.export(tmp_path / "out.onnx")
+    m = onnx.load(str(out))
+    assert all(t.data_location == onnx.TensorProto.DEFAULT for t in m.graph.initializer)
+    assert m.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "N"
+    # a fresh History (new process after a restart) reads the versions with their weights
+    h2 = History(src)
+    assert len(h2.current_proto().graph.initializer) == len(m.graph.initializer)

@@ -13,11 +13,59 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from workbench.errors import WorkbenchError
-from workbench.model import Model, open_model
+from workbench.model import Model, open_model, save_model
 from workbench.recipes.base import _pause_hook
 from workbench.workspace import ModelWorkspace, workspace_for
 
 KIND = "surgery"
+BLOB_MIN_BYTES = 1 << 14  # initializers at least this big live in the shared blob store
+
+
+def _graphs(proto: Any) -> List[Any]:
+    from workbench.model import _iter_graphs
+
+    return list(_iter_graphs(proto.graph))
+
+
+def store_version(ws: ModelWorkspace, proto: Any) -> str:
+    """Write `proto` as a version: large initializers go to content-addressed blobs
+    (versions/blobs/<sha256>.bin, shared by every version that has the same tensor) and the
+    version file references them as external data. A version of a big model then costs only
+    what changed, and models over protobuf's 2 GB limit can be versioned. The version id hashes
+    the graph and the blob ids, so equal models get equal ids. Blobs are written (atomically)
+    before the version file that names them."""
+    import hashlib
+
+    import onnx
+
+    from workbench.fsutil import atomic_write_bytes
+
+    blobs = ws.versions_dir / "blobs"
+    moved = []
+    try:
+        for g in _graphs(proto):
+            for t in g.initializer:
+                if t.data_location == onnx.TensorProto.EXTERNAL or len(t.raw_data) < BLOB_MIN_BYTES:
+                    continue
+                raw = t.raw_data
+                sha = hashlib.sha256(raw).hexdigest()
+                path = blobs / f"{sha}.bin"
+                if not path.exists():
+                    atomic_write_bytes(path, raw)
+                moved.append((t, raw))
+                t.ClearField("raw_data")
+                t.data_location = onnx.TensorProto.EXTERNAL
+                for k, v in (("location", f"blobs/{sha}.bin"), ("offset", "0"),
+                             ("length", str(len(raw)))):
+                    e = t.external_data.add()
+                    e.key, e.value = k, v
+        data = proto.SerializeToString()
+    finally:  # give the caller its in-memory weights back
+        for t, raw in moved:
+            del t.external_data[:]
+            t.data_location = onnx.TensorProto.DEFAULT
+            t.raw_data = raw
+    return ws.add_version(data)
 
 
 class History:
@@ -35,9 +83,7 @@ class History:
         self._proto_cache: Dict[str, Any] = {}
         if not self._records():
             proto = self.model.load_weights()
-            data = proto.SerializeToString()
-            vid = self.ws.add_version(data)
-            del data
+            vid = store_version(self.ws, proto)
             self._proto_cache = {vid: proto}
             self._log({"event": "init", "version": vid,
                        "source": str(self.model.path) if self.model.path else None})
@@ -148,7 +194,7 @@ class History:
             raise WorkbenchError(f"refusing to record recipe '{change.recipe}': {change.note}",
                                  hint="re-run with force=True to keep a change that differs")
         parent = self.current
-        vid = self.ws.add_version(change.proto.SerializeToString())
+        vid = store_version(self.ws, change.proto)
         _pause_hook("commit", change.recipe)
         rec = change.to_dict()
         rec.update({"event": "apply", "version": vid, "parent": parent})
@@ -167,9 +213,7 @@ class History:
 
         before = self.current
         change = prepare_change(self.current_proto(), name, params)
-        data = change.proto.SerializeToString()
-        vid = self.ws.add_version(data)
-        del data
+        vid = store_version(self.ws, change.proto)
         if verify_outputs:
             judge(change, verify(self.proto(before), change.proto, inputs,
                                  paths=(self.version_path(before), self.ws.version_path(vid))),
@@ -211,26 +255,9 @@ class History:
         return vid
 
     def export(self, path: Any, vid: Optional[str] = None) -> Path:
-        """Write a version (default: current) to `path` (atomic copy of the stored file); never
-        over the original model."""
-        import os
-        import shutil
-        import tempfile
+        """Write a version (default: current) to `path` as a self-contained model (weights
+        inline; beside it as `<name>.data` over 1.8 GB); never over the original model."""
+        import onnx
 
-        src = self.version_path(vid or self.current)
-        out = Path(path)
-        if self.model.path is not None and out.resolve() == Path(self.model.path).resolve():
-            raise WorkbenchError("refusing to overwrite the original model", file=str(out),
-                                 hint="choose another output path (-o)")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-        try:
-            with os.fdopen(fd, "wb") as f, open(src, "rb") as g:
-                shutil.copyfileobj(g, f, 1 << 22)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return out
+        proto = onnx.load(str(self.version_path(vid or self.current)))
+        return save_model(proto, path, source=self.model.path)
