@@ -506,8 +506,11 @@ _PLUGIN_RE = re.compile(r"plugin (creator )?(was )?not found|Plugin not found|pl
 
 
 def _clean_message(msg: str) -> str:
-    msg = " ".join(str(msg).split())
+    """One line: drop the CPU-only CUDA noise TensorRT-RTX appends and assertion prefixes."""
+    lines = [ln for ln in str(msg).splitlines() if "catchCudaError" not in ln]
+    msg = " ".join(" ".join(lines).split())
     msg = re.sub(r"^Assertion failed:\s*", "", msg)
+    msg = re.sub(r"^Invalid Node - \S+\s+", "", msg)
     return msg
 
 

@@ -196,7 +196,8 @@ RULES: Dict[str, Dict[str, Any]] = {
     "squeeze-axes-runtime": {
         "op": ["Squeeze", "Unsqueeze"], "check": "input_not_const", "input": 1,
         "reason": "{op} axes must resolve to a constant",
-        "hint": "make axes a constant: `workbench fix {model} --recipe fold_constants`"},
+        "hint": "make axes an initializer (computed axes fold with `workbench fix {model} "
+                "--recipe fold_constants`)"},
     "scatterelements-reduction": {
         "op": "ScatterElements", "check": "attr_not_in", "attr": "reduction", "default": "none",
         "allowed": ["none"], "reason": "ScatterElements reduction '{value}' is not supported",
