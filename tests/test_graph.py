@@ -204,3 +204,37 @@ def test_accepts_path_and_proto(tmp_path, bert1k):
     a = wg.layout(str(p), collapse=False)
     b = wg.layout(bert1k.proto, collapse=False)
     assert a.ids == b.ids and np.allclose(a.x, b.x)
+
+
+def _cli(capsys, *argv):
+    from workbench.cli import main
+
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_cli_graph_layout_json_and_findings(tmp_path, capsys, bert1k):
+    p = tmp_path / "m.onnx"
+    p.write_bytes(bert1k.proto.SerializeToString())
+    out = tmp_path / "layout.json"
+    rc, text, _ = _cli(capsys, "graph", str(p), "-o", str(out))
+    assert rc == 0 and "collapsed scopes" in text and "/encoder/layer.0/attention" in text
+    d = json.loads(out.read_text())
+    assert len(d["ids"]) == len(d["x"]) <= wg.DEFAULT_MAX_VISIBLE
+    rc, text, _ = _cli(capsys, "graph", str(p), "--all", "--json")
+    assert rc == 0 and len(json.loads(text)["ids"]) == len(bert1k.graph.node) + 4
+    rc, text, _ = _cli(capsys, "graph", str(p), "--expand", "/encoder/layer.0/attention", "--json")
+    ids = json.loads(text)["ids"]
+    assert "scope:/encoder/layer.0/attention/self" in ids
+    rc, _, err = _cli(capsys, "graph", str(p), "--expand", "/nope")
+    assert rc == 2 and "no scope '/nope'" in err and "\n" not in err.strip()
+    # a broken model: findings printed, exit 1
+    nodes = [helper.make_node("Add", ["x", "ghost"], ["y"], name="reads_ghost")]
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(_model(nodes).proto.SerializeToString())
+    rc, text, _ = _cli(capsys, "graph", str(bad))
+    assert rc == 1 and "dangling-input" in text and "reads_ghost" in text
