@@ -162,3 +162,12 @@ def test_inspector_detail_pane_follows_graph_selection(bert):
     view.selected = [group]
     text = ins.detail_pane.children[0].value
     assert group in text and view.structure.members(group[6:])[0] in text
+
+
+def test_names_holding_the_wire_separator_travel_as_lists():
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [1])  # noqa: E731
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="a" + SEP + "b")], "g",
+                          [vi("x")], [vi("y")])
+    v = GraphView(model_from_proto(helper.make_model(g)))
+    assert v.graph["ids"] == ["a" + SEP + "b", "input:x", "output:y"]
+    assert isinstance(wire_payload(v.data)["labels"], list)

@@ -56,12 +56,18 @@ def wire_payload(data: GraphData, focus: Sequence[str] = ()) -> Dict[str, Any]:
     """GraphData as the front end receives it: numeric arrays as little-endian binary buffers
     (sent beside the JSON, not inside it) and string arrays joined by SEP."""
     le = lambda a, t: np.ascontiguousarray(a, dtype=t).tobytes()  # noqa: E731
+
+    def strings(xs: List[str]) -> Union[str, List[str]]:
+        joined = SEP.join(xs)
+        # a name holding the separator itself (never seen, but legal ONNX) travels as a list
+        return joined if joined.count(SEP) == max(0, len(xs) - 1) else list(xs)
+
     return {
-        "n": len(data), "ids": SEP.join(data.ids), "labels": SEP.join(data.labels),
+        "n": len(data), "ids": strings(data.ids), "labels": strings(data.labels),
         "ops": data.ops, "op": le(data.op, "<i4"), "kind": le(data.kind, "u1"),
         "x": le(data.x, "<f4"), "y": le(data.y, "<f4"), "size": le(data.size, "<i4"),
         "flags": le(data.flags, "<i4"), "scope": le(data.scope, "<i4"),
-        "edges": le(data.edges.reshape(-1), "<i4"), "scopes": SEP.join(data.scopes),
+        "edges": le(data.edges.reshape(-1), "<i4"), "scopes": strings(data.scopes),
         "expanded": data.expanded, "total_nodes": data.total_nodes,
         "findings": [f.to_dict() for f in data.findings], "focus": list(focus),
     }

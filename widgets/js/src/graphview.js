@@ -136,7 +136,7 @@ function render({ model, el: host }) {
   }
 
   function decode(w) {
-    const split = (s) => (s === "" ? [] : s.split("\x1f"));
+    const split = (s) => (Array.isArray(s) ? s : s === "" ? [] : s.split("\x1f"));
     return {
       ids: w.n ? split(w.ids) : [], labels: w.n ? split(w.labels) : [], ops: w.ops,
       op: typed(w.op, Int32Array), kind: typed(w.kind, Uint8Array), x: typed(w.x, Float32Array),
