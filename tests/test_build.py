@@ -202,24 +202,46 @@ def test_progress_reaches_one_and_grows(client, monkeypatch):
 
 # --------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("profiles,needle", [
-    ([{"image": [[1, 3, 32, 32], [4, 3, 32, 32], [8, 3, 32, 32]]}], "not a network input"),
+    ([{"image": [[1, 3, 32, 32], [4, 3, 32, 32], [8, 3, 32, 32]]}], "unknown input 'image'"),
     ([{"input": [[1, 3, 32], [4, 3, 32], [8, 3, 32]]}], "rank"),
-    ([{"input": [[1, 3, 64, 64], [4, 3, 64, 64], [8, 3, 64, 64]]}], "static dim"),
+    ([{"input": [[1, 3, 64, 64], [4, 3, 64, 64], [8, 3, 64, 64]]}], "fixed to 32"),
     ([], "dynamic dims"),
 ])
-def test_invalid_profile_is_a_clear_error(client, profiles, needle):
+def test_invalid_profile_is_a_clear_error(client, profiles, needle, _isolated_home):
     with pytest.raises(WorkbenchError) as e:
         build_engine(RESNET, cfg(profiles=profiles), client=client)
     assert not isinstance(e.value, BuildFailed)
     msg = str(e.value)
-    assert needle in msg and "input" in msg and "\n" not in msg
+    assert needle in msg and "\n" not in msg and "resnet_tiny.onnx" in msg
     assert e.value.field and e.value.field.startswith("profiles")
+    assert engines_dir_files(_isolated_home) == []
+
+
+def test_worker_checks_profiles_against_the_parsed_network(client, tmp_path):
+    """Second line of defence (e.g. a shape the ONNX leaves symbolic but TensorRT fixes)."""
+    from workbench.worker.client import WorkerError
+
+    with pytest.raises(WorkerError) as e:
+        client.call("build", {"onnx_path": str(RESNET), "engine_path": str(tmp_path / "x"),
+                              "backend": "tensorrt-rtx", "target": "sm89",
+                              "profiles": [{"input": [[1, 3, 32, 32], [4, 3, 32, 32],
+                                                      [2, 3, 32, 32]]}]}, timeout=60)
+    assert e.value.code == "bad-profile" and "min <= opt <= max" in e.value.message
+    assert not (tmp_path / "x").exists()
 
 
 def test_bert_profile_missing_one_input_names_it(client):
     p = [{"input_ids": [[1, 8], [4, 32], [64, 32]]}]
     with pytest.raises(WorkbenchError, match="attention_mask"):
         build_engine(BERT, cfg("bert_tiny", profiles=p), client=client)
+
+
+def test_bert_inputs_sharing_a_dim_must_agree(client):
+    p = [{"input_ids": [[1, 8], [4, 32], [64, 32]], "attention_mask": [[1, 8], [4, 16],
+                                                                       [64, 32]]}]
+    with pytest.raises(WorkbenchError) as e:
+        build_engine(BERT, cfg("bert_tiny", profiles=p), client=client)
+    assert "attention_mask" in str(e.value) or "input_ids" in str(e.value)
 
 
 def test_parse_failure_names_the_node(client):
@@ -294,10 +316,12 @@ def test_cli_build_json_and_exit_codes(tmp_path):
     # bad input: exit 2, one line
     r4 = _cli("build", RESNET, "-o", out, "--profile", "input:8x3x32x32:4x3x32x32:1x3x32x32",
               "--target", "sm89")
-    assert r4.returncode == 2 and "min <= opt <= max" in r4.stderr
+    assert r4.returncode == 2 and "min <= opt <= max" in r4.stderr, r4.stderr
     assert len(r4.stderr.strip().splitlines()) == 1
-    r5 = _cli("build", RESNET, "-o", out, "--profile", "input:1x3x32x32", "--target", "sm89")
-    assert r5.returncode == 2 and "INPUT:MIN:OPT:MAX" in r5.stderr
+    r5 = _cli("build", RESNET, "-o", out, "--profile", "input:1x3x32", "--target", "sm89")
+    assert r5.returncode == 2 and "rank" in r5.stderr, r5.stderr
+    r5b = _cli("build", RESNET, "-o", out, "--profile", "input:1x3x32x32:4", "--target", "sm89")
+    assert r5b.returncode == 2 and "INPUT:MIN:OPT:MAX" in r5b.stderr, r5b.stderr
     # TensorRT refuses: exit 1 with the node named
     r6 = _cli("build", SAMPLES / "needs_fixing.onnx", "-o", tmp_path / "n.engine",
               "--profile", "input:1x4x12x12:1x4x12x12:1x4x12x12", "--target", "sm89", "--json")

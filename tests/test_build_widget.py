@@ -80,7 +80,7 @@ def test_bad_profile_is_shown_in_the_panel(client):
     panel.start()
     panel.wait(60)
     assert panel.state == "failed"
-    assert "not a network input" in panel.status.value and "image" in panel.status.value
+    assert "unknown input" in panel.status.value and "image" in panel.status.value
 
 
 def test_invalid_target_in_the_text_box_is_refused_before_building(client):

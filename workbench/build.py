@@ -695,6 +695,16 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                                "config_hash": config.config_hash, "engine": str(engine)})
             return res
 
+    # profiles against the model's inputs (symbolic dims shared between inputs included);
+    # the worker checks them again against the parsed network
+    from workbench.profiles import validate_profiles
+
+    try:
+        validate_profiles(ref.model, config.profiles)
+    except WorkbenchError as e:
+        raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
+                             field=f"profiles.{e.field}" if e.field else "profiles",
+                             hint=e.hint) from None
     findings: List[Finding] = []
     if route == "strongly-typed":  # precision lives in the ONNX TensorRT gets
         onnx_path, pfind = _transformed_onnx(ref, config, ws, on_event)

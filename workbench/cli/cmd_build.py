@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                                  "percentile"])
     p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
                    help="shape range of a dynamic input, e.g. input:1x3x32x32:8x3x32x32:"
-                        "32x3x32x32 (repeat per input; naming an input again starts a new "
+                        "32x3x32x32 (repeat per input; a leading '+' starts another "
                         "profile)")
     p.add_argument("--backend", default="auto", choices=["auto", "tensorrt", "tensorrt-rtx"])
     p.add_argument("--route", default="auto", choices=["auto", "strongly-typed",
@@ -63,25 +63,11 @@ def _parse_size(text: str) -> int:
 
 
 def parse_profiles(items: List[str]) -> List[Dict[str, List[List[int]]]]:
-    """INPUT:MIN:OPT:MAX args -> profiles; naming an input twice starts the next profile."""
-    profiles: List[Dict[str, List[List[int]]]] = []
-    for item in items:
-        parts = item.rsplit(":", 3)
-        if len(parts) != 4 or not parts[0]:
-            raise WorkbenchError(f"bad --profile '{item}'", field="profile",
-                                 hint="use INPUT:MIN:OPT:MAX, e.g. input:1x3x32x32:"
-                                      "8x3x32x32:32x3x32x32")
-        name = parts[0]
-        try:
-            shapes = [[int(x) for x in s.lower().split("x")] for s in parts[1:]]
-        except ValueError:
-            raise WorkbenchError(f"bad --profile '{item}': dims must be integers like "
-                                 "1x3x32x32", field="profile") from None
-        shapes = [list(s) for s in shapes]
-        if not profiles or name in profiles[-1]:
-            profiles.append({})
-        profiles[-1][name] = shapes
-    return profiles
+    """--profile args -> profiles (workbench.profiles syntax: an argument starting with '+'
+    starts the next profile)."""
+    from workbench.profiles import parse_profiles as _parse
+
+    return [p.to_dict() for p in _parse(items)]
 
 
 def _config(args: argparse.Namespace) -> Any:
