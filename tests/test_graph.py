@@ -238,3 +238,14 @@ def test_cli_graph_layout_json_and_findings(tmp_path, capsys, bert1k):
     bad.write_bytes(_model(nodes).proto.SerializeToString())
     rc, text, _ = _cli(capsys, "graph", str(bad))
     assert rc == 1 and "dangling-input" in text and "reads_ghost" in text
+
+
+def test_single_wrapping_scope_is_opened_by_default():
+    # every node under one scope (e.g. Caffe2's gpu_0/...): showing one group would be useless
+    nodes = [helper.make_node("Relu", ["x" if i == 0 else f"t{i - 1}"], [f"t{i}" if i < 99 else "y"],
+                              name=f"gpu_0/relu_{i}") for i in range(100)]
+    gs = wg.GraphStructure(_model(nodes))
+    d = gs.view()
+    assert "gpu_0" in d.expanded and len(d) == 100 + 2
+    # a small default budget still wins when the first level is big enough on its own
+    assert len(wg.GraphStructure(_model(nodes)).view(max_visible=5)) == 102

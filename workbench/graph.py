@@ -37,6 +37,8 @@ FLAG_NAMES = {FLAG_CYCLE: "graph-cycle", FLAG_DANGLING: "dangling-input",
               FLAG_DUPLICATE_OUTPUT: "duplicate-tensor-producer"}
 GROUP_PREFIX = "scope:"
 DEFAULT_MAX_VISIBLE = 60
+MIN_VISIBLE = 8       # a default view this small is opened further, up to HARD_MAX_VISIBLE
+HARD_MAX_VISIBLE = 2000
 
 ModelLike = Union["Model", "onnx.ModelProto", str, "os.PathLike[str]"]
 
@@ -306,8 +308,9 @@ class GraphStructure:
 
     # -- expand/collapse -------------------------------------------------------------------
     def default_expanded(self, max_visible: int = DEFAULT_MAX_VISIBLE) -> Set[str]:
-        """Open scopes level by level while the whole level fits in `max_visible` elements;
-        scopes whose expansion adds nothing (a single child) are always opened."""
+        """Open scopes level by level while the whole level fits in `max_visible` elements
+        (or while fewer than MIN_VISIBLE show, up to HARD_MAX_VISIBLE: one scope wrapping the
+        whole model is opened); scopes whose expansion adds nothing are always opened."""
         ns = len(self.scopes)
         expanded = np.zeros(ns, dtype=bool)
         if ns == 0:
@@ -327,7 +330,8 @@ class GraphStructure:
             expanded[free] = True
             rest = level[children[level] > 1]
             extra = int((children[rest] - 1).sum())
-            if visible + extra <= max_visible:
+            if visible + extra <= max_visible or (
+                    visible < MIN_VISIBLE and visible + extra <= HARD_MAX_VISIBLE):
                 expanded[rest] = True
                 visible += extra
             else:
