@@ -86,11 +86,11 @@ class EngineLayer:
 
     @property
     def in_precision(self) -> str:
-        return _lowest([t.precision for t in self.inputs])
+        return _lowest(tuple([t.precision for t in self.inputs]))
 
     @property
     def out_precision(self) -> str:
-        return _lowest([t.precision for t in self.outputs])
+        return _lowest(tuple([t.precision for t in self.outputs]))
 
     @property
     def precision(self) -> str:
@@ -135,6 +135,7 @@ class EngineLayers:
         return {layer.name: layer for layer in self.layers}
 
 
+@lru_cache(maxsize=1024)
 def _lowest(precs: Sequence[str]) -> str:
     found = [p for p in precs if p in FLOAT_ORDER]
     if not found:

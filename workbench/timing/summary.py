@@ -17,7 +17,7 @@ def _group(t: LayerTable, col: str) -> List[Dict[str, Any]]:
     d = t.df[~t.df["is_constant"]]
     total = t.total_ms
     g = d.groupby(d[col].replace("", "unknown"), sort=False).agg(
-        time_ms=("time_ms", lambda s: float(np.nansum(s))), layers=("name", "size"))
+        time_ms=("time_ms", "sum"), layers=("name", "size"))  # sum skips NaN
     g = g.sort_values("time_ms", ascending=False)
     return [{col: k, "time_ms": float(r.time_ms), "layers": int(r.layers),
              "pct": float(r.time_ms / total * 100) if total > 0 else None}
