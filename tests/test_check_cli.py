@@ -60,9 +60,10 @@ def test_dup_name_reason_in_json(capsys):
 def test_human_table_names_nodes_reasons_and_next_steps(capsys):
     rc, out, _ = _run(capsys, "check", str(POLY / "qdq_conv.onnx"), "--backend", "tensorrt-rtx")
     assert rc == 1
-    assert "NOT SUPPORTED" in out and "next step" in out
-    assert "onnx_graphsurgeon_node" in out
-    assert "QuantizeLinear" in out and "symmetric" in out
+    assert "NOT SUPPORTED" in out and "Next steps:" in out
+    assert "onnx_graphsurgeon_node_1" in out and "QuantizeLinear" in out
+    step = [ln for ln in out.splitlines() if ln.strip().startswith("onnx_graphsurgeon_node_1:")]
+    assert step and "--recipe symmetric_qdq:node=onnx_graphsurgeon_node_1" in step[0]
     rc, out, _ = _run(capsys, "check", str(POLY / "conv.onnx"), "--backend", "tensorrt-rtx")
     assert rc == 0 and "SUPPORTED" in out and "NOT" not in out
 

@@ -455,7 +455,7 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
             continue
         if op in table["unsupported_ops"]:
             out.append(_entry(nid, op, f"{op} is not supported by {table['short']}", "static",
-                              hint=_hint("replace it: " + table["unsupported_ops"][op], model,
+                              hint=_hint(table["unsupported_ops"][op], model,
                                          nid, op, node.domain),
                               code="unsupported-op", subgraph=sub, local_function_stack=stack))
             continue
@@ -524,7 +524,7 @@ def _parser_reason(err: Dict[str, Any], table: Dict[str, Any]) -> Tuple[str, str
     if clean in ("false", "") and code == "UNSUPPORTED_NODE":
         hint = table["unsupported_ops"].get(op)
         return (f"{op} is not supported by this TensorRT (no importer)", "unsupported-op",
-                "replace it: " + hint if hint else PLUGIN_HINT)
+                hint if hint else PLUGIN_HINT)
     if "duplicate tensor name" in clean:
         from workbench.support_rules import GRAPH_RULES
 

@@ -79,10 +79,13 @@ def _human(d: Dict[str, Any]) -> str:
                      (" and the engine built" if d["mode"] == "parser+build" else ""))
     else:
         lines.append(f"NOT SUPPORTED: {len(d['unsupported'])} problem(s)")
-        rows = [[_where(u), u.get("op") or "-", u.get("source") or "",
-                 u.get("reason") or "", u.get("hint") or ""] for u in d["unsupported"]]
-        lines.append(_table(rows, ["node", "op", "found by", "reason", "next step"],
-                            [22, 16, 8, 44, 44]))
+        rows = [[_where(u), u.get("op") or "-", u.get("source") or "", u.get("reason") or ""]
+                for u in d["unsupported"]]
+        lines.append(_table(rows, ["node", "op", "found by", "reason"], [28, 16, 8, 70]))
+        lines.append("")
+        lines.append("Next steps:")
+        for u in d["unsupported"]:
+            lines.append(f"  {u.get('node') or '(graph)'}: {u.get('hint') or '-'}")
     warnings = [f for f in d["findings"] if f["severity"] != "error"]
     if warnings:
         lines.append("")
