@@ -368,3 +368,12 @@ def test_cache_key_covers_external_data(client, tmp_path):
     assert m.read_bytes() == graph_bytes
     r2 = build_engine(m, cfg(), client=client)
     assert not r2.cache_hit and r2.key != r1.key
+
+
+@pytest.mark.parametrize("prec,dtype", [("bf16", "BF16"), ("fp8", "FP8")])
+def test_bf16_and_fp8_builds_carry_their_dtype(client, prec, dtype):
+    res = build_engine(RESNET, cfg(precision=prec, calibration=str(
+        SAMPLES / "calib" / "resnet_tiny.npz")), client=client)
+    counts = res.dtype_counts()
+    print(prec, counts)
+    assert counts.get(dtype, 0) > 0 and Path(res.engine_path).is_file()
