@@ -109,6 +109,14 @@ def test_color_by_op_and_findings(bert):
         if op in colours:
             assert v.colors[v.data.index(nid)] == colours[op]
     assert v.legend[0][0].startswith(next(iter(colours)))
+    # collapsed: a scope of one op takes that op's colour, a mixed scope the group colour
+    c = GraphView(bert)
+    c.color_by_op()
+    for i, gid in enumerate(c.data.ids):
+        if gid.startswith("scope:"):
+            ops = {bert.node_by_id(m).op_type for m in c.structure.members(gid[6:])}
+            want = colours.get(ops.pop(), gvmod.OTHER_COLOR) if len(ops) == 1 else gvmod.MIXED_COLOR
+            assert c.colors[i] == want, gid
     target = bert.node_ids[3]
     v.color_by_findings([Finding("error", "x", "m", nodes=[target]),
                          Finding("warning", "y", "m", nodes=[target, bert.node_ids[4]]).to_dict()])

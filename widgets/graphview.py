@@ -29,6 +29,7 @@ _BUNDLE = Path(__file__).parent / "static" / "graphview.js"
 SEVERITY_COLORS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
 OK_COLOR = "#2ca02c"
 OTHER_COLOR = "#9e9e9e"
+MIXED_COLOR = "#8e6bb8"  # the group colour of the front end
 
 
 def _bundle() -> Path:
@@ -105,6 +106,7 @@ class GraphView(anywidget.AnyWidget):
             self._expanded = self.structure.default_expanded(max_visible)
         self._color_map: Optional[Dict[int, str]] = None  # structure element -> colour
         self._color_priority: List[str] = []
+        self._mixed_color: Optional[str] = None
         self._highlight_elems: List[int] = []
         self.data: GraphData = self.structure.view(self._expanded)
         super().__init__(_esm=esm, height=height, graph=self._payload([]), **kwargs)
@@ -191,16 +193,20 @@ class GraphView(anywidget.AnyWidget):
                 out.append(None)
             elif self.data.kind[i] != GROUP or len(set(cs)) == 1:
                 out.append(cs[0])
+            elif self._mixed_color is not None:
+                out.append(self._mixed_color)
             elif rank:  # a group shows its most important member colour (legend order)
                 out.append(min(cs, key=lambda c: rank.get(c, len(rank))))
             else:
                 out.append(Counter(cs).most_common(1)[0][0])
         return out
 
-    def color_by(self, mapping: Mapping[str, str], legend: Union[Mapping[str, str], Sequence, None] = None) -> None:
+    def color_by(self, mapping: Mapping[str, str], legend: Union[Mapping[str, str], Sequence, None] = None,
+                 *, mixed: Optional[str] = None) -> None:
         """Colour nodes: `mapping` node id (or name, or 'scope:<path>') -> CSS colour. `legend`
-        (label -> colour, in priority order) is drawn in a corner; a collapsed group takes the
-        colour of its member that comes first in the legend (else the most common)."""
+        (label -> colour, in priority order) is drawn in a corner. A collapsed group whose
+        members differ takes `mixed` when given, else the colour of its member that comes first
+        in the legend (else the most common)."""
         cmap: Dict[int, str] = {}
         unknown = []
         for key, col in mapping.items():
@@ -215,6 +221,7 @@ class GraphView(anywidget.AnyWidget):
                                  hint="use node ids from view.structure.ids or node names")
         items = list(legend.items()) if isinstance(legend, Mapping) else [tuple(x) for x in (legend or [])]
         self._color_map = cmap
+        self._mixed_color = mixed
         self._color_priority = [c for _, c in items]
         self.unknown_color_ids = unknown
         with self.hold_sync():
@@ -238,7 +245,8 @@ class GraphView(anywidget.AnyWidget):
         legend = [(f"{op} ({counts[op]})", colours[op]) for op in top]
         if len(counts) > len(top):
             legend.append(("other", OTHER_COLOR))
-        self.color_by(mapping, legend=legend)
+        legend.append(("scope of mixed ops", MIXED_COLOR))
+        self.color_by(mapping, legend=legend, mixed=MIXED_COLOR)
         return colours
 
     def color_by_findings(self, findings: Iterable[Union[Finding, Mapping[str, Any]]],
