@@ -377,3 +377,21 @@ def test_bf16_and_fp8_builds_carry_their_dtype(client, prec, dtype):
     counts = res.dtype_counts()
     print(prec, counts)
     assert counts.get(dtype, 0) > 0 and Path(res.engine_path).is_file()
+
+
+def test_cli_config_file_with_flag_overrides(tmp_path):
+    c = cfg(precision="fp16", workspace_bytes=64 << 20)
+    (tmp_path / "build.json").write_text(c.to_json())
+    r = _cli("build", RESNET, "-o", tmp_path / "a.engine", "--config", tmp_path / "build.json",
+             "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["config_hash"] == c.config_hash and d["dtypes"].get("HALF", 0) > 0
+    assert "--memPoolSize=workspace:64M" in d["export"]["trtexec"]
+    r2 = _cli("build", RESNET, "-o", tmp_path / "b.engine", "--config", tmp_path / "build.json",
+              "--precision", "bf16", "--json")
+    d2 = json.loads(r2.stdout)
+    assert d2["config"]["precision"] == "bf16" and d2["config"]["workspace_bytes"] == 64 << 20
+    (tmp_path / "bad.json").write_text('{"precision": "fp16", "max_workspace_size": 1}')
+    r3 = _cli("build", RESNET, "-o", tmp_path / "c.engine", "--config", tmp_path / "bad.json")
+    assert r3.returncode == 2 and "max_workspace_size" in r3.stderr
