@@ -88,3 +88,33 @@ def test_invalid_target_in_the_text_box_is_refused_before_building(client):
     panel.target.value = "ampere"
     assert panel.start() is False
     assert panel.state == "failed" and "ampere" in panel.status.value
+
+
+def test_build_panel_from_the_precision_panel(client):
+    from widgets import BuildPanel, PrecisionPanel
+
+    pp = PrecisionPanel(SAMPLES / "resnet_tiny.onnx")
+    pp.target.value = "int8"
+    pp.calib_path.value = str(SAMPLES / "calib" / "resnet_tiny.npz")
+    head = next(n.name for n in pp.model.graph.node if n.op_type == "Gemm")
+    pp.set_exclusions([head])
+    pp.profile_text.value = "input:1x3x32x32:4x3x32x32:32x3x32x32"
+    bp = BuildPanel.from_precision_panel(pp, target="sm89", builder_optimization_level=0)
+    bp.client = client
+    cfg = bp.current_config()
+    assert cfg.precision == "int8" and cfg.exclude_nodes == [head]
+    assert cfg.profiles == [{"input": [[1, 3, 32, 32], [4, 3, 32, 32], [32, 3, 32, 32]]}]
+    bp.start()
+    bp.wait(120)
+    assert bp.state == "done", bp.status.value
+    assert bp.result.dtype_counts().get("INT8", 0) > 0
+    # the excluded Gemm gets no Q/DQ: fewer quantize layers than the same build without it
+    from workbench.build import build_engine
+
+    plain = build_engine(SAMPLES / "resnet_tiny.onnx", cfg.replace(exclude_nodes=[]),
+                         client=client)
+
+    def quant(r):
+        return sum(1 for la in r.layers if la["type"] == "QUANTIZE")
+
+    assert 0 < quant(bp.result) < quant(plain)

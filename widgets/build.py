@@ -82,6 +82,26 @@ class BuildPanel(W.VBox):
             self.engine_card, W.HTML("<b>Findings</b>"), self.findings_html,
             W.HTML("<b>Export</b>"), exports, W.HTML("<b>Log</b>"), self.log_view])
 
+    @classmethod
+    def from_precision_panel(cls, panel: Any, **config: Any) -> "BuildPanel":
+        """A Build panel for what a PrecisionPanel holds (target, exclusions, calibration,
+        validated profiles); `config` adds build settings such as target="sm89"."""
+        calib = panel._calibration_source()
+        if calib is not None and not isinstance(calib, (str, bytes)) and not hasattr(
+                calib, "__fspath__"):
+            raise WorkbenchError("the Build panel needs calibration data as a file or folder "
+                                 "path (a BuildConfig is JSON)", field="calibration",
+                                 hint="save the batches with workbench.calibration."
+                                      "write_batches and pass the folder")
+        panel.validate_profile_text()
+        cfg = BuildConfig(precision=panel.target.value, exclude_nodes=panel.excluded_nodes,
+                          exclude_ops=panel.excluded_ops, keep_io_types=panel.keep_io.value,
+                          calibration=str(calib) if calib is not None else None,
+                          calibrate_method=panel.calib_method.value,
+                          allow_random_calibration=panel.allow_random.value,
+                          profiles=[p.to_dict() for p in panel.profiles], **config)
+        return cls(panel.model, cfg)
+
     # -- actions --------------------------------------------------------------------------
     def current_config(self) -> BuildConfig:
         """The panel's config with the controls applied (raises WorkbenchError if invalid)."""
