@@ -121,6 +121,19 @@ def test_inspector_bert_collapsed_select_search_expand_colour(lab):
     pane = lab.page.inner_text(".wb-node")
     assert "float32" in pane or "int64" in pane, pane
     lab.screenshot_element(".wb-node", "inspector-bert-detail-pane.png")
+
+    # fit-to-selection from Python: the camera centres on the selected node
+    lab.page.evaluate(f"() => {VIEW}.fitTo([], false)")
+    lab.run_cell("view.fit()")
+    lab.page.evaluate(f"() => {VIEW}.root.scrollIntoView({{block: 'center'}})")
+    lab.page.wait_for_function(
+        f"""(id) => {{
+            const h = {VIEW}, p = h.nodeClientXY(id);
+            const r = h.root.querySelector('.wb-stage').getBoundingClientRect();
+            const cam = h.sigma.getCamera();
+            return !cam.isAnimated() && Math.abs(p.x - (r.left + r.width / 2)) < 25
+                && Math.abs(p.y - (r.top + r.height / 2)) < 25 && cam.ratio < 0.9;
+        }}""", arg=node, timeout=10000)
     lab.screenshot_element(".wb-graph", "graphview-bert-selected.png")
 
     # search by op: matching nodes (or the groups hiding them) light up, the rest dims
