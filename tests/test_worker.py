@@ -88,8 +88,10 @@ def test_worker_code_is_python39_and_dependency_clean():
     import pathlib
     import sys
 
+    # cuda-python / pycuda are accepted where a user has them (imported under try), never required
     allowed = set(sys.stdlib_module_names) | {"numpy", "tensorrt", "tensorrt_rtx",
-                                              "tensorrt_rtx_bindings", "polygraphy", "workbench"}
+                                              "tensorrt_rtx_bindings", "polygraphy", "workbench",
+                                              "cuda", "pycuda"}
     pkg = pathlib.Path(__file__).resolve().parents[1] / "workbench" / "worker"
     for f in sorted(pkg.glob("*.py")):
         tree = ast.parse(f.read_text(), feature_version=(3, 9))
