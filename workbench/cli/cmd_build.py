@@ -5,11 +5,10 @@ Exit 0 built, 1 TensorRT refused (the node/layer is named) or the time limit hit
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from workbench.errors import WorkbenchError
 
