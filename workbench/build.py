@@ -660,11 +660,18 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         except BaseException as e:  # re-raised on the calling thread
             box["error"] = e
 
+    with _memo_lock:
+        cold = (client.python, config.backend) not in _backend_memo
     fetcher = threading.Thread(target=_fetch, daemon=True)
     fetcher.start()
     _emit(on_event, "hashing", 0.0, str(ref.path or "<in-memory model>"))
     try:
         model_hash = ref.content_hash
+        if cold:  # the worker is starting anyway: open the graph meanwhile (cold CLI runs)
+            try:
+                ref.model
+            except WorkbenchError:
+                pass  # reported where the model is needed
     finally:
         fetcher.join()
     if "error" in box:
