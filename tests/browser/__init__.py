@@ -1,0 +1,1 @@
+"""Real-browser tests (JupyterLab + Debian chromium); fixtures in conftest.py here."""
