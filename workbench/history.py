@@ -39,32 +39,32 @@ def store_version(ws: ModelWorkspace, proto: Any) -> str:
     import onnx
 
     from workbench.fsutil import atomic_write_bytes
+    from workbench.recipes.base import light_copy
 
     blobs = ws.versions_dir / "blobs"
-    moved = []
-    try:
-        for g in _graphs(proto):
-            for t in g.initializer:
-                if t.data_location == onnx.TensorProto.EXTERNAL or len(t.raw_data) < BLOB_MIN_BYTES:
-                    continue
-                raw = t.raw_data
-                sha = hashlib.sha256(raw).hexdigest()
-                path = blobs / f"{sha}.bin"
-                if not path.exists():
-                    atomic_write_bytes(path, raw)
-                moved.append((t, raw))
-                t.ClearField("raw_data")
-                t.data_location = onnx.TensorProto.EXTERNAL
-                for k, v in (("location", f"blobs/{sha}.bin"), ("offset", "0"),
-                             ("length", str(len(raw)))):
-                    e = t.external_data.add()
-                    e.key, e.value = k, v
-        data = proto.SerializeToString()
-    finally:  # give the caller its in-memory weights back
-        for t, raw in moved:
-            del t.external_data[:]
-            t.data_location = onnx.TensorProto.DEFAULT
-            t.raw_data = raw
+    # a copy that leaves out the big tensors' bytes (never the weights themselves), then point
+    # those tensors at blobs; the caller's proto is not touched
+    out = light_copy(proto, max_bytes=BLOB_MIN_BYTES - 1)
+    for g, lg in zip(_graphs(proto), _graphs(out)):
+        for t, lt in zip(g.initializer, lg.initializer):
+            if not (t.HasField("raw_data") and t.ByteSize() >= BLOB_MIN_BYTES):
+                if lt.ByteSize() != t.ByteSize():
+                    lt.CopyFrom(t)  # small or typed-field data stays inline, whole
+                continue
+            raw = t.raw_data
+            sha = hashlib.sha256(raw).hexdigest()
+            path = blobs / f"{sha}.bin"
+            if not path.exists():
+                atomic_write_bytes(path, raw)
+            lt.ClearField("raw_data")
+            lt.data_location = onnx.TensorProto.EXTERNAL
+            del lt.external_data[:]
+            for k, v in (("location", f"blobs/{sha}.bin"), ("offset", "0"),
+                         ("length", str(len(raw)))):
+                e = lt.external_data.add()
+                e.key, e.value = k, v
+            del raw
+    data = out.SerializeToString()
     return ws.add_version(data)
 
 

@@ -45,6 +45,7 @@ class Recipe:
     summary: str = ""
     params: Sequence[Param] = ()
     preserves_semantics: bool = True
+    mutates_input: bool = True  # False: _apply builds a new proto, so no defensive deep copy
 
     def precondition(self, model: Any, **params: Any) -> Precondition:  # pragma: no cover
         raise NotImplementedError
@@ -61,7 +62,7 @@ class Recipe:
             raise WorkbenchError(f"recipe '{self.name}' does not apply: {pre.reason}",
                                  node=(pre.nodes[0] if pre.nodes else None),
                                  hint="see `workbench fix MODEL --json` for proposals")
-        out = self._apply(copy.deepcopy(proto), **p)
+        out = self._apply(copy.deepcopy(proto) if self.mutates_input else proto, **p)
         _pause_hook("apply", self.name)
         return out
 

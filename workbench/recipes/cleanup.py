@@ -71,6 +71,7 @@ class FoldConstants(Recipe):
                     "largest folded tensor in bytes (0 = no limit)"),
               Param("passes", "int", 3, "fold+cleanup passes until nothing changes"))
     preserves_semantics = True
+    mutates_input = False
 
     def precondition(self, model: Any, size_threshold: int = MiB, passes: int = 3) -> Precondition:
         proto = as_proto(model)
@@ -102,8 +103,8 @@ class FoldConstants(Recipe):
 def fold_constants(proto: "onnx.ModelProto", size_threshold: Optional[int] = MiB,  # noqa: F821
                    passes: int = 3) -> "onnx.ModelProto":  # noqa: F821
     """Fold with graphsurgeon + onnxruntime; shapes are inferred first so the size threshold is
-    applied *before* evaluation (a bloater's huge tensor is never even computed). The input's
-    value_info is refreshed in place; the result is a new ModelProto."""
+    applied *before* evaluation (a bloater's huge tensor is never even computed). The input is
+    not modified; the result is a new ModelProto."""
     import onnx_graphsurgeon as gs
 
     log = gs.logger.G_LOGGER
@@ -119,12 +120,34 @@ def _fold_passes(proto: Any, size_threshold: Optional[int], passes: int) -> Any:
     cur = proto
     for _ in range(max(1, int(passes))):
         before = len(cur.graph.node)
-        g = gs_import(infer_structure_shapes(cur, inplace=True))
+        g = _gs_with_types(cur)
         g.fold_constants(size_threshold=size_threshold, error_ok=True).cleanup().toposort()
         cur = gs_export(g, proto)
         if len(cur.graph.node) == before or not _could_fold_more(cur, size_threshold):
             break
     return cur
+
+
+def _gs_with_types(proto: Any) -> Any:
+    """graphsurgeon graph of `proto` with dtypes/shapes from shape inference on a light copy
+    (so the size threshold can skip a tensor before computing it), leaving `proto` untouched."""
+    import onnx_graphsurgeon as gs
+    from onnx import helper
+
+    types = tensor_types(infer_types(proto))
+    g = gs_import(proto)
+    for name, t in g.tensors().items():
+        if not isinstance(t, gs.Variable) or name not in types:
+            continue
+        dt, shp = types[name]
+        if t.dtype is None and dt:
+            try:
+                t.dtype = helper.tensor_dtype_to_np_dtype(dt)
+            except (KeyError, ValueError):
+                pass
+        if t.shape is None and shp is not None:
+            t.shape = [d if d is not None else None for d in shp]
+    return g
 
 
 def _could_fold_more(proto: Any, size_threshold: Optional[int]) -> bool:
