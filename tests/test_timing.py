@@ -359,3 +359,13 @@ def test_missing_and_empty_files(tmp_path):
     (tmp_path / "empty.json").write_text("  \n")
     with pytest.raises(WorkbenchError, match="empty"):
         load_profile(tmp_path / "empty.json")
+
+
+def test_layer_info_without_execution_context_says_why_precision_is_unknown():
+    el = load_layers(DATA / "resnet_tiny_nocontext.layers.json")
+    assert len(el) > 5 and {x.precision for x in el.layers} == {""}
+    assert any(-1 in t.shape for x in el.layers for t in x.inputs)
+    assert [w.code for w in el.warnings] == ["layer-info-no-context"]
+    t = LayerTable.build(el, onnx=REPO / "sample_models" / "resnet_tiny.onnx")
+    assert t.coverage()["layers_mapped"] >= len(el) - 3  # Metadata still maps the layers
+    assert {r["precision"] for r in summarize(t)["by_precision"]} == {"unknown"}

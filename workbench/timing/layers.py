@@ -288,6 +288,15 @@ def parse_layers(data: Any, source: str = "<memory>",
             outputs=_tensors(rl.get("Outputs"), f"{where}.Outputs", source),
             tactic=str(tactic), origin=str(rl.get("Origin") or ""), metadata=meta,
             onnx_from_metadata=onnx_names_from_metadata(meta), raw=rl))
+    fmts = [t.format for x in layers for t in x.inputs + x.outputs]
+    if fmts and all("n/a" in f.lower() for f in fmts):
+        warnings.append(Finding(
+            "info", "layer-info-no-context",
+            "tensor formats and shapes are 'N/A due to dynamic shapes': the layer information was "
+            "exported without an execution context, so precisions are unknown",
+            hint="set inspector.execution_context after setting input shapes (the workbench's "
+                 "capture and trtexec --exportLayerInfo do) to get formats and precisions",
+            source="timing"))
     if unknown_fields:
         warnings.append(Finding("warning", "layer-info-field",
                                 f"{unknown_fields} layer(s) without a Name in {source}",
