@@ -413,7 +413,7 @@ def run(plan):
 
 if __name__ == "__main__":
     plan = build()
-    print("engine:", ENGINE, len(plan), "bytes")
+    print("engine:", ENGINE, plan.nbytes, "bytes")
     if "--build-only" not in sys.argv:
         run(plan)
 '''
