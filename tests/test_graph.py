@@ -88,7 +88,7 @@ def test_barycentre_sweeps_reduce_crossings():
 def test_collapsed_view_groups_and_expand(bert1k):
     gs = wg.GraphStructure(bert1k)
     d = gs.view()  # default: scopes opened level by level within the budget
-    assert len(d) <= wg.DEFAULT_MAX_VISIBLE
+    assert len(d) <= wg.default_budget(gs.n_nodes)
     groups = [i for i, k in enumerate(d.kind) if k == wg.GROUP]
     assert groups
     # sizes of visible elements add up to every element exactly once
@@ -224,7 +224,7 @@ def test_cli_graph_layout_json_and_findings(tmp_path, capsys, bert1k):
     rc, text, _ = _cli(capsys, "graph", str(p), "-o", str(out))
     assert rc == 0 and "collapsed scopes" in text and "/encoder/layer.0/attention" in text
     d = json.loads(out.read_text())
-    assert len(d["ids"]) == len(d["x"]) <= wg.DEFAULT_MAX_VISIBLE
+    assert len(d["ids"]) == len(d["x"]) <= wg.default_budget(len(bert1k.graph.node))
     rc, text, _ = _cli(capsys, "graph", str(p), "--all", "--json")
     assert rc == 0 and len(json.loads(text)["ids"]) == len(bert1k.graph.node) + 4
     rc, text, _ = _cli(capsys, "graph", str(p), "--expand", "/encoder/layer.0/attention", "--json")

@@ -22,7 +22,7 @@ import numpy as np
 import traitlets
 
 from workbench.errors import Finding, WorkbenchError
-from workbench.graph import (DEFAULT_MAX_VISIBLE, GROUP, GROUP_PREFIX, GraphData, GraphStructure,
+from workbench.graph import (GROUP, GROUP_PREFIX, GraphData, GraphStructure,
                              ModelLike)
 
 _BUNDLE = Path(__file__).parent / "static" / "graphview.js"
@@ -77,7 +77,8 @@ def wire_payload(data: GraphData, focus: Sequence[str] = ()) -> Dict[str, Any]:
 class GraphView(anywidget.AnyWidget):
     """Interactive graph of an ONNX model (or of a prepared `GraphStructure`).
 
-    Scopes start collapsed so that about `max_visible` elements show (`expanded` names the open
+    Scopes start collapsed so that about `max_visible` elements show (default: a tenth of the
+    nodes, 60 to 1500; `expanded` names the open
     scopes instead; `expand_all` shows every node). Click a group to open it.
     """
 
@@ -92,7 +93,7 @@ class GraphView(anywidget.AnyWidget):
     first_paint_ms = traitlets.Float(None, allow_none=True)
 
     def __init__(self, model_or_graph: Union[ModelLike, GraphStructure], *,
-                 max_visible: int = DEFAULT_MAX_VISIBLE, expanded: Optional[Iterable[str]] = None,
+                 max_visible: Optional[int] = None, expanded: Optional[Iterable[str]] = None,
                  expand_all: bool = False, height: int = 600, **kwargs: Any):
         esm = _bundle().read_text(encoding="utf-8")
         self.structure = (model_or_graph if isinstance(model_or_graph, GraphStructure)

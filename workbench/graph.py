@@ -36,7 +36,14 @@ FLAG_NAMES = {FLAG_CYCLE: "graph-cycle", FLAG_DANGLING: "dangling-input",
               FLAG_DUPLICATE_NAME: "duplicate-node-name",
               FLAG_DUPLICATE_OUTPUT: "duplicate-tensor-producer"}
 GROUP_PREFIX = "scope:"
-DEFAULT_MAX_VISIBLE = 60
+MIN_BUDGET, MAX_BUDGET = 60, 1500  # default view: about a tenth of the nodes, within these
+
+
+def default_budget(n_nodes: int) -> int:
+    """How many elements the default (collapsed) view aims to show for a graph of n nodes:
+    small models keep their scopes collapsed, big ones show ~1-2k elements (WebGL copes)."""
+    return int(min(MAX_BUDGET, max(MIN_BUDGET, n_nodes // 10)))
+
 MIN_VISIBLE = 8       # a default view this small is opened further, up to HARD_MAX_VISIBLE
 HARD_MAX_VISIBLE = 2000
 
@@ -307,10 +314,13 @@ class GraphStructure:
         self._index: Optional[Dict[str, int]] = None
 
     # -- expand/collapse -------------------------------------------------------------------
-    def default_expanded(self, max_visible: int = DEFAULT_MAX_VISIBLE) -> Set[str]:
+    def default_expanded(self, max_visible: Optional[int] = None) -> Set[str]:
         """Open scopes level by level while the whole level fits in `max_visible` elements
+        (default: `default_budget(n_nodes)`)
         (or while fewer than MIN_VISIBLE show, up to HARD_MAX_VISIBLE: one scope wrapping the
         whole model is opened); scopes whose expansion adds nothing are always opened."""
+        if max_visible is None:
+            max_visible = default_budget(self.n_nodes)
         ns = len(self.scopes)
         expanded = np.zeros(ns, dtype=bool)
         if ns == 0:
@@ -368,7 +378,7 @@ class GraphStructure:
         return rep
 
     def view(self, expanded: Optional[Iterable[str]] = None, *,
-             max_visible: int = DEFAULT_MAX_VISIBLE, sweeps: int = 4) -> GraphData:
+             max_visible: Optional[int] = None, sweeps: int = 4) -> GraphData:
         """Lay out the graph with the given scopes open (None: `default_expanded`)."""
         if expanded is None:
             exp_set = self.default_expanded(max_visible)
@@ -466,9 +476,9 @@ class GraphStructure:
 
 
 def layout(model: ModelLike, collapse: bool = True, *, expanded: Optional[Iterable[str]] = None,
-           max_visible: int = DEFAULT_MAX_VISIBLE) -> GraphData:
+           max_visible: Optional[int] = None) -> GraphData:
     """Layered layout of a model. collapse=True opens scopes only while about `max_visible`
-    elements are visible; collapse=False shows every node; `expanded` names the open scopes."""
+    (default: `default_budget`) elements are visible; collapse=False shows every node; `expanded` names the open scopes."""
     gs = GraphStructure(model)
     if expanded is not None:
         return gs.view(expanded)

@@ -15,7 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--expand", action="append", default=None, metavar="SCOPE",
                         help="open this name scope (repeatable), e.g. /encoder/layer.0")
     parser.add_argument("--max-visible", type=int, default=None, metavar="N",
-                        help="default view: open scopes while about N elements show (default 60)")
+                        help="default view: open scopes while about N elements show (default: a tenth "
+                        "of the nodes, 60 to 1500)")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="write the layout (ids, x, y, ops, edges, groups, findings) as JSON")
     parser.add_argument("--json", action="store_true", help="print the layout JSON on stdout")
@@ -27,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
     from workbench.errors import WorkbenchError
     from workbench.fsutil import atomic_write_text
-    from workbench.graph import DEFAULT_MAX_VISIBLE, GROUP, GraphStructure
+    from workbench.graph import GROUP, GraphStructure
 
     gs = GraphStructure(args.model)
     if args.expand:
@@ -39,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
     if args.all:
         data = gs.view(gs.scopes)
     elif args.expand:
-        data = gs.view(set(args.expand) | gs.default_expanded(args.max_visible or DEFAULT_MAX_VISIBLE))
+        data = gs.view(set(args.expand) | gs.default_expanded(args.max_visible))
     else:
-        data = gs.view(None, max_visible=args.max_visible or DEFAULT_MAX_VISIBLE)
+        data = gs.view(None, max_visible=args.max_visible)
     d = data.to_dict()
     if args.output:
         atomic_write_text(args.output, json.dumps(d, separators=(",", ":")))
