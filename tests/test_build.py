@@ -165,6 +165,11 @@ def test_cancelled_build_leaves_no_partial_engine(client, monkeypatch, _isolated
     assert len(fractions) >= 3
     assert client.alive  # cooperative: IProgressMonitor.step_complete returned False
     assert engines_dir_files(_isolated_home) == []
+    from workbench.workspace import read_jsonl
+
+    hist = read_jsonl(next(_isolated_home.glob("models/*/history.jsonl")))
+    assert hist[-1]["action"] == "build" and hist[-1]["ok"] is False
+    assert hist[-1]["code"] == "cancelled"
     # the worker is still usable and the next build completes into the cache
     monkeypatch.delenv("WORKBENCH_BUILD_STEP_DELAY")
     res = build_engine(BERT, cfg("bert_tiny"), client=client)

@@ -758,10 +758,12 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         os.replace(tmp, engine)  # complete engines only ever appear under their key
         done = True
     except WorkerTimeout as e:
+        _failed(ws, key, config, "timeout")
         raise BuildTimeout(f"the build exceeded its time limit of {timeout:g} s and was "
                            "stopped; nothing was cached", code="timeout", hint=e.hint,
                            log=[{"level": "info", "message": e.log_tail}]) from None
     except WorkerCancelled:
+        _failed(ws, key, config, "cancelled")
         raise BuildCancelled("the build was cancelled; nothing was cached",
                              code="cancelled") from None
     except WorkerError as e:
@@ -787,6 +789,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                 "error", "missing-plugin" if plugin else "parse-error",
                 f"TensorRT's parser refused {err.get('op') or 'the node'}: {err.get('desc')}",
                 nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint))
+        _failed(ws, key, config, e.code, node=node, message=e.message)
         raise BuildFailed(e.message, node=node, op=e.op, hint=e.hint, code=e.code, log=log,
                           findings=found,
                           file=str(ref.path) if ref.path else None) from None
@@ -827,6 +830,15 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                        "seconds": round(res.seconds, 3), "backend": res.backend,
                        "backend_version": res.backend_version, "precision": config.precision})
     return res
+
+
+def _failed(ws: Any, key: str, config: BuildConfig, code: str, **extra: Any) -> None:
+    """A failed, cancelled or timed-out build is part of the model's history too."""
+    try:
+        ws.append_history({"action": "build", "ok": False, "code": code, "key": key,
+                           "config_hash": config.config_hash, **extra})
+    except OSError:
+        pass
 
 
 def _graph_of(onnx_path: Path, ref: _ModelRef) -> Any:

@@ -154,3 +154,15 @@ def test_exported_script_builds_and_runs_on_the_gpu(legacy_worker, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("logits")]
     assert line and "(8, 10)" in line[0], r.stdout  # opt batch 8, 10 classes
+
+
+def test_timing_cache_is_saved_and_loaded(legacy_worker, tmp_path):
+    w, _ = legacy_worker
+    tc = tmp_path / "resnet.timing"
+    cfg = _cfg(timing_cache=str(tc))
+    first = build_engine(SAMPLES / "resnet_tiny.onnx", cfg, client=w, timeout=600)
+    assert tc.is_file() and tc.stat().st_size > 0, first.notes
+    second = build_engine(SAMPLES / "resnet_tiny.onnx", cfg, client=w, timeout=600,
+                          use_cache=False)
+    assert any(n.startswith("timing cache loaded") for n in second.notes), second.notes
+    assert "--timingCacheFile=" in second.export["trtexec"]
