@@ -369,3 +369,13 @@ def test_layer_info_without_execution_context_says_why_precision_is_unknown():
     t = LayerTable.build(el, onnx=REPO / "sample_models" / "resnet_tiny.onnx")
     assert t.coverage()["layers_mapped"] >= len(el) - 3  # Metadata still maps the layers
     assert {r["precision"] for r in summarize(t)["by_precision"]} == {"unknown"}
+
+
+def test_qat_lints_fp32_island_and_unaligned_convolutions():
+    t = LayerTable.build(A100 / "resnet-qat.engine.graph.json", A100 / "resnet-qat.engine.profile.json")
+    f = {x.code: x for x in lint(t)}
+    assert f["fp32-in-reduced-precision"].extra["layers"] == ["MaxPool_12"]  # conv1 writes FP32
+    conv = f["conv-channels-unaligned"]
+    assert conv.extra["layers"][0] == "conv1.weight + QuantizeLinear_7 + Conv_9"  # 3 RGB channels
+    assert len(conv.extra["layers"]) == 2 and "Gemm_257" in conv.nodes  # 1000 classes % 16 != 0
+    assert not any(n.startswith("(Unnamed Layer") for n in conv.nodes)

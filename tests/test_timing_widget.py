@@ -106,3 +106,25 @@ def test_latency_tab_from_a_live_capture_and_panel_without_profile():
     assert "no profile" in bare.header.value and "Scopes" not in bare.tab_titles
     with pytest.raises(WorkbenchError, match="no per-layer times"):
         bare.heatmap()
+
+
+def test_treemap_click_selects_a_scope_and_graph_selection_lights_layers(tables):
+    t16, _ = tables
+    gv = GraphView(R50, expand_all=True)
+    p = TimingPanel(t16, graph_view=gv, top=107)
+    tm = p.treemap.data[0]
+    k = list(tm.ids).index("/layer1/layer1.0")
+    tm._dispatch_on_click(Points(point_inds=[k], xs=[], ys=[], trace_name=None, trace_index=0),
+                          InputDeviceState())
+    nt = t16.node_times()
+    want = sorted(nt[nt["node"].str.startswith("/layer1/layer1.0/")]["node_id"])
+    assert p.selected_scope == "/layer1/layer1.0" and sorted(p.selected_nodes) == want
+    assert sorted(gv.selected) == want and len(want) == 8  # 3 convs, 3 relus, downsample, Add
+    # the reverse: selecting a node in the graph view lights the layer(s) that cover it
+    gv.selected = ["/layer2/layer2.1/relu_1/Relu"]
+    assert p.graph_layers == ["/layer2/layer2.1/conv2/Conv + /layer2/layer2.1/relu_1/Relu"]
+    lit = [tr.customdata[i] for tr in p.bars.data for i in (tr.selectedpoints or ())]
+    assert lit == p.graph_layers
+    # a selection pushed by the panel itself does not bounce back
+    p.select_layer("/maxpool/MaxPool")
+    assert p.graph_layers == ["/layer2/layer2.1/conv2/Conv + /layer2/layer2.1/relu_1/Relu"]

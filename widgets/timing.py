@@ -81,6 +81,9 @@ class TimingPanel(W.VBox):
         self.names = (str(names[0]), str(names[1]))
         self.selected_layer: Optional[str] = None
         self.selected_nodes: List[str] = []
+        self.selected_scope: Optional[str] = None
+        self._syncing = False
+        self.graph_layers: List[str] = []
         self.summary_data = summarize(self.table)
         self.findings = lint(self.table)
         self.comparison = (None if self.vs_table is None
@@ -94,6 +97,10 @@ class TimingPanel(W.VBox):
         self.bars = go.FigureWidget(figures.layer_bars(self.table, "type", top))
         self._wire_clicks()
         self.treemap = go.FigureWidget(figures.scope_treemap(self.table)) if self.table.has_times else None
+        if self.treemap is not None:
+            self.treemap.data[0].on_click(self._on_treemap_click)
+        if graph_view is not None and hasattr(graph_view, "observe"):
+            graph_view.observe(self._on_graph_select, names="selected")
         self.heat_btn = W.Button(description="heat map on graph", icon="fire",
                                  disabled=graph_view is None)
         self.heat_btn.on_click(lambda _b: self.heatmap())
@@ -190,9 +197,62 @@ class TimingPanel(W.VBox):
             tr.selectedpoints = [names.index(name)] if name in names else []
         gv = self.graph_view
         if gv is not None and ids:
-            lit = gv.highlight(ids)
-            gv.selected = lit
+            self._syncing = True
+            try:
+                gv.selected = gv.highlight(ids)
+            finally:
+                self._syncing = False
         return ids
+
+    def _on_treemap_click(self, trace: Any, points: Any, _state: Any = None) -> None:
+        if points.point_inds:
+            self.select_scope(str(trace.ids[points.point_inds[0]]))
+
+    def select_scope(self, scope_id: str) -> List[str]:
+        """Select every ONNX node under a treemap box ('/layer1/layer1.0', 'node:<name>') and
+        highlight them in the graph view. Returns their node ids."""
+        nt = self.table.node_times()
+        if scope_id.startswith("node:"):
+            hit = nt[nt["node"] == scope_id[5:]]
+        elif scope_id == "all":
+            hit = nt
+        else:
+            prefix = scope_id.rstrip("/") + "/"
+            hit = nt[nt["node"].str.startswith(prefix)]
+        ids = [str(i) for i in hit["node_id"]]
+        self.selected_scope, self.selected_nodes = scope_id, ids
+        ms = float(hit["time_ms"].sum())
+        self.detail.value = (f"<b>{_esc(scope_id)}</b>: {len(ids)} ONNX node(s), {ms:.4f} ms "
+                             f"({ms / self.table.total_ms * 100 if self.table.total_ms else 0:.1f}%)")
+        gv = self.graph_view
+        if gv is not None and ids:
+            self._syncing = True
+            try:
+                gv.selected = gv.highlight(ids)
+            finally:
+                self._syncing = False
+        return ids
+
+    def _on_graph_select(self, change: Dict[str, Any]) -> None:
+        """A selection made in the graph view lights up the layers covering those nodes."""
+        if self._syncing:
+            return
+        nodes = [n for n in (change.get("new") or []) if not str(n).startswith("scope:")]
+        layers: List[str] = []
+        for n in nodes:
+            name = n
+            if self.table.index is not None and n in self.table.index.position:
+                name = self.table.index.names[self.table.index.position[n]] or n
+            for lay in self.table.layers_of_node(name):
+                if lay not in layers:
+                    layers.append(lay)
+        for tr in self.bars.data:
+            names = list(tr.customdata) if tr.customdata is not None else []
+            tr.selectedpoints = [i for i, nm in enumerate(names) if nm in layers]
+        self.graph_layers = layers
+        if layers:
+            self.detail.value = ("<b>selected in the graph</b>: " + ", ".join(_esc(x) for x in nodes[:5])
+                                 + "<br>engine layer(s): " + "<br>".join(_esc(x) for x in layers[:10]))
 
     def heatmap(self) -> Dict[str, str]:
         """Colour the graph view by per-node time (log bins). Returns node id -> colour."""

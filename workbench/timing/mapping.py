@@ -23,6 +23,9 @@ _DERIVED_PREFIXES = ("copied_squeeze_after_", "squeeze_after_", "unsqueeze_after
                      "reshape_after_", "reshape_before_", "squeeze_before_",
                      "unsqueeze_before_", "shuffle_after_", "shuffle_before_")
 
+# generated TensorRT names that are never ONNX nodes
+_NOT_NODES = ("(Unnamed Layer", "[", "{", "__")
+
 # how a mapping was found (direct ones count towards coverage; "reformat-for" is attributed)
 DIRECT = ("metadata", "name", "foreign-range", "foreign-endpoints", "fused-name",
           "fused-name-unverified", "derived-name", "name-unverified")
@@ -182,11 +185,12 @@ def map_layer(layer: "EngineLayer", index: Optional[OnnxIndex]) -> Tuple[List[st
         derived_any = derived_any or derived
         tokens.append(base)
     if index is None:
+        tokens = [t for t in tokens if not t.startswith(_NOT_NODES)]
         if len(tokens) > 1:
             return list(dict.fromkeys(tokens)), "fused-name-unverified"
         if derived_any:
             return tokens, "derived-name"
-        if tokens and not tokens[0].startswith(("(Unnamed Layer", "[", "{", "__")):
+        if tokens:
             return tokens, "name-unverified"
         return [], ""
     found = []

@@ -92,6 +92,7 @@ def lint(t: LayerTable, reformat_pct: float = 10.0) -> List[Finding]:
                 hint="check why: a precision constraint, an unsupported FP16 kernel, or an "
                      "FP32 island from Q/DQ placement; exclude it on purpose or convert it",
                 source="timing-lint", extra={"layers": fp32["name"].tolist()[:20]}))
+    out.extend(_conv_alignment(t))
     cov = t.coverage()
     if cov["mapped_pct"] is not None and cov["mapped_pct"] < 90 and t.index is not None:
         out.append(Finding(
@@ -100,6 +101,37 @@ def lint(t: LayerTable, reformat_pct: float = 10.0) -> List[Finding]:
             hint="build with ProfilingVerbosity.DETAILED so layers carry ONNX Metadata",
             source="timing-lint"))
     return out
+
+
+_ALIGN = {"FP16": 8, "BF16": 8, "INT8": 16, "FP8": 16}
+
+
+def _conv_alignment(t: LayerTable) -> List[Finding]:
+    """Tensor-core convolutions want channel counts that are multiples of 8 (FP16/BF16) or 16
+    (INT8/FP8); other counts are padded, wasting work."""
+    rows = []
+    for layer, (prec, tm, nodes) in zip(t.layers.layers, zip(t.df["precision"], t.df["time_ms"],
+                                                             t.df["onnx_nodes"])):
+        need = _ALIGN.get(prec)
+        if need is None or layer.raw.get("ParameterType") != "Convolution":
+            continue
+        cin = layer.inputs[0].shape[1] if layer.inputs and len(layer.inputs[0].shape) > 1 else None
+        cout = layer.raw.get("OutMaps")
+        bad = [c for c in (cin, cout) if isinstance(c, int) and c > 0 and c % need]
+        if bad:
+            rows.append((layer.name, 0.0 if tm != tm else float(tm), nodes, cin, cout, need))
+    if not rows:
+        return []
+    ms = sum(r[1] for r in rows)
+    return [Finding(
+        "info", "conv-channels-unaligned",
+        f"{len(rows)} convolution(s) have channel counts that are not multiples of the tensor-core "
+        f"width ({ms:.3f} ms); e.g. '{rows[0][0]}' in={rows[0][3]} out={rows[0][4]} "
+        f"(wants multiples of {rows[0][5]})",
+        nodes=sorted({n for r in rows for n in r[2]})[:50],
+        hint="pad channels to a multiple of 8 (FP16) / 16 (INT8) where the model allows; the "
+             "first convolution of an RGB image (3 channels) is expected here",
+        source="timing-lint", extra={"layers": [r[0] for r in rows][:20]})]
 
 
 def summarize(t: LayerTable, top: int = 10) -> Dict[str, Any]:
