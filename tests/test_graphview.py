@@ -179,3 +179,18 @@ def test_names_holding_the_wire_separator_travel_as_lists():
     v = GraphView(model_from_proto(helper.make_model(g)))
     assert v.graph["ids"] == ["a" + SEP + "b", "input:x", "output:y"]
     assert isinstance(wire_payload(v.data)["labels"], list)
+
+
+def test_inspector_colours_the_graph_by_support_findings():
+    from widgets import Inspector
+
+    ins = Inspector(SAMPLES / "needs_fixing.onnx")  # static rules run on open
+    refused = {n for f in ins.report.findings if f.severity == "error" for n in f.nodes}
+    assert refused
+    view = ins.graph_view
+    red = {i for i, c in zip(view.data.ids, view.colors) if c == gvmod.SEVERITY_COLORS["error"]}
+    assert red == {view.data.ids[k] for k in view.data.visible_index(refused, view.structure)}
+    assert view.legend[0] == [f"error ({len(refused)})", gvmod.SEVERITY_COLORS["error"]]
+    # picking a failing node highlights it in the graph
+    ins.failing_select.value = ins.failing_select.options[0][1]
+    assert view.highlighted == view._visible_ids(view._elements([ins.failing_select.value]))

@@ -234,7 +234,8 @@ class Inspector(W.VBox):
                 opts.append((f"{u.get('node')}  ({u.get('op')})", nid))
         self.failing_select.options = opts
         if getattr(self, "graph_view", None) is not None:
-            self.graph_view.color_by_findings(report.findings)
+            # support findings plus the graph's own (cycles, dangling inputs, duplicate names)
+            self.graph_view.color_by_findings(list(report.findings) + self.graph_view.findings)
 
     # ------------------------------------------------------------------ support
     def _static_check(self) -> None:
@@ -340,6 +341,7 @@ class Inspector(W.VBox):
             self.show_node(change["new"])
             if getattr(self, "graph_view", None) is not None:
                 self.graph_view.highlight([change["new"]])
+                self.graph_view.fit([change["new"]])
 
     def _on_pick(self, change: Dict[str, Any]) -> None:
         if change["new"] in self.details:
