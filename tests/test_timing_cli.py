@@ -89,3 +89,21 @@ def test_capture_without_gpu_says_it_needs_one(tmp_path):
         capture(tmp_path / "missing.engine")
     with pytest.raises(WorkbenchError, match="iterations"):
         capture(eng, iterations=0)
+
+
+def test_timing_capture_verb_without_gpu_and_its_argument_checks(capsys, tmp_path):
+    from workbench.cli.cmd_timing_capture import parse_profile_shapes, parse_shapes
+
+    assert parse_shapes("input:8x3x224x224,mask:8x128") == {"input": [8, 3, 224, 224], "mask": [8, 128]}
+    assert parse_profile_shapes("input:1x3:8x3:32x3") == {"input": [[1, 3], [8, 3], [32, 3]]}
+    eng = tmp_path / "m.engine"
+    eng.write_bytes(b"x")
+    rc = main(["timing-capture", str(eng), "--iterations", "2", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "needs an NVIDIA GPU" in err and err.count("\n") == 1
+    for argv, needle in ((["--shapes", "input:8xAx3"], "bad shape"),
+                         (["--fp16"], "only apply when building from ONNX"),
+                         (["--batch-sizes", "1,b"], "bad batch sizes")):
+        rc = main(["timing-capture", str(eng)] + argv)
+        err = capsys.readouterr().err
+        assert rc == 2 and needle in err, (argv, err)

@@ -1,0 +1,118 @@
+"""`workbench timing-capture`: time an engine (or build one from ONNX) on this machine's GPU."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from workbench.errors import WorkbenchError
+
+NAME = "timing-capture"
+HELP = ("time a TensorRT engine on the GPU (per-layer IProfiler times, P50/P90/P99 latency, "
+        "throughput per batch size) and write layers/profile JSON; needs an NVIDIA GPU")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="ENGINE|MODEL.onnx",
+                   help="a serialized engine, or an ONNX model to build first (--fp16 for the flag)")
+    p.add_argument("--onnx", metavar="MODEL", help="the ONNX the engine came from (for mapping)")
+    p.add_argument("--shapes", metavar="NAME:DxDxD[,NAME:...]",
+                   help="input shapes to time at (default: the profile's opt shapes)")
+    p.add_argument("--profile-shapes", metavar="NAME:MIN:OPT:MAX[,...]",
+                   help="optimization profile when building from ONNX, e.g. input:1x3x224x224:"
+                        "8x3x224x224:32x3x224x224")
+    p.add_argument("--inputs", metavar="DATA.npz", help="input arrays (cast to the engine's dtypes)")
+    p.add_argument("--batch-sizes", metavar="B,B,...", help="throughput at these batch sizes")
+    p.add_argument("--fp16", action="store_true", help="(ONNX only) build with the FP16 flag")
+    p.add_argument("--iterations", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--layer-iterations", type=int, default=50)
+    p.add_argument("--out", metavar="DIR", help="where to write layers.json / profile.json")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
+
+
+def _dims(text: str, what: str) -> List[int]:
+    try:
+        dims = [int(x) for x in text.lower().split("x")]
+    except ValueError:
+        raise WorkbenchError(f"bad shape '{text}'", field=what,
+                             hint="write shapes like 8x3x224x224") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise WorkbenchError(f"bad shape '{text}'", field=what, hint="dimensions must be > 0")
+    return dims
+
+
+def parse_shapes(text: Optional[str]) -> Optional[Dict[str, List[int]]]:
+    """'input:8x3x224x224,mask:8x128' -> {'input': [8, 3, 224, 224], 'mask': [8, 128]}."""
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        name, sep, shape = part.rpartition(":")
+        if not sep or not name:
+            raise WorkbenchError(f"bad shape spec '{part}'", field="--shapes",
+                                 hint="write NAME:8x3x224x224")
+        out[name] = _dims(shape, "--shapes")
+    return out
+
+
+def parse_profile_shapes(text: Optional[str]) -> Optional[Dict[str, List[List[int]]]]:
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        bits = part.split(":")
+        if len(bits) < 4:
+            raise WorkbenchError(f"bad profile spec '{part}'", field="--profile-shapes",
+                                 hint="write NAME:MIN:OPT:MAX, e.g. input:1x3x32x32:8x3x32x32:32x3x32x32")
+        name = ":".join(bits[:-3])
+        out[name] = [_dims(b, "--profile-shapes") for b in bits[-3:]]
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.common import print_json
+    from workbench.timing import capture, capture_onnx, summarize
+
+    src = Path(args.model)
+    if not src.is_file():
+        raise WorkbenchError("file not found", file=str(src), hint="pass an engine or an ONNX model")
+    shapes = parse_shapes(args.shapes)
+    batches = None
+    if args.batch_sizes:
+        try:
+            batches = [int(b) for b in args.batch_sizes.split(",")]
+        except ValueError:
+            raise WorkbenchError(f"bad batch sizes '{args.batch_sizes}'", field="--batch-sizes",
+                                 hint="write 1,8,32") from None
+    common = dict(shapes=shapes, inputs=args.inputs, batch_sizes=batches,
+                  iterations=args.iterations, warmup=args.warmup,
+                  layer_iterations=args.layer_iterations, out_dir=args.out)
+    if src.suffix.lower() == ".onnx":
+        res = capture_onnx(src, fp16=args.fp16, profiles=parse_profile_shapes(args.profile_shapes),
+                           **common)
+    else:
+        if args.fp16 or args.profile_shapes:
+            raise WorkbenchError("--fp16/--profile-shapes only apply when building from ONNX",
+                                 field="--fp16", hint="the engine's precision is fixed at build time")
+        res = capture(src, onnx=args.onnx, **common)
+    out = summarize(res.table) if res.table is not None else {}
+    out["capture"] = {"layers_json": res.layers_json, "profile_json": res.profile_json,
+                      "latency": res.latency, "throughput": res.throughput,
+                      "shapes": res.raw.get("shapes")}
+    if args.html and res.table is not None:
+        from workbench.timing.report import write_report
+
+        out["html"] = str(write_report(args.html, res.table))
+    if args.json:
+        print_json(out)
+    else:
+        la = res.latency
+        print(f"{src}: P50 {la.get('p50_ms', float('nan')):.4f}  P90 {la.get('p90_ms', float('nan')):.4f}"
+              f"  P99 {la.get('p99_ms', float('nan')):.4f} ms; layers -> {res.layers_json}, "
+              f"profile -> {res.profile_json}")
+        for r in res.throughput:
+            print(f"  batch {r['batch']}: {r['items_per_s']:.0f} items/s (P50 {r['p50_ms']:.4f} ms)")
+        print(f"  then: workbench timing {res.layers_json} --profile {res.profile_json}")
+    return 0
