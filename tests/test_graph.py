@@ -164,6 +164,7 @@ def test_dangling_input_and_duplicate_names_flagged():
     assert flags["reads_ghost"] & wg.FLAG_DANGLING
     assert flags["dup#0"] & wg.FLAG_DUPLICATE_NAME and flags["dup#1"] & wg.FLAG_DUPLICATE_NAME
     assert flags["makes_b_again"] & wg.FLAG_DUPLICATE_OUTPUT
+    assert d.labels[d.index("dup#1")] == "dup#1"  # same-named nodes are told apart
     assert all(f.severity in ("error", "warning") and f.hint for f in d.findings)
 
 

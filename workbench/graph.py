@@ -415,7 +415,9 @@ class GraphStructure:
             if k >= 0:
                 ids.append(self.ids[k])
                 nm = self.names[k]
-                labels.append(nm[nm.rfind("/") + 1:] if nm else self.ids[k])
+                if not nm or self.flags[k] & FLAG_DUPLICATE_NAME:
+                    nm = self.ids[k]  # 'dup#1': tell same-named nodes apart
+                labels.append(nm[nm.rfind("/") + 1:])
             else:
                 path = self.scopes[sk]
                 ids.append(GROUP_PREFIX + path)
