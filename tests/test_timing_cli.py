@@ -107,3 +107,14 @@ def test_timing_capture_verb_without_gpu_and_its_argument_checks(capsys, tmp_pat
         rc = main(["timing-capture", str(eng)] + argv)
         err = capsys.readouterr().err
         assert rc == 2 and needle in err, (argv, err)
+
+
+def test_profile_alone_gives_a_names_only_table(capsys):
+    """trtexec users often only have --exportProfile: the layers come from its names."""
+    s = _json(capsys, ["timing", str(A100 / "resnet-fp16.engine.profile.json"), "--json"])
+    raw = json.loads((A100 / "resnet-fp16.engine.profile.json").read_text())
+    assert s["schema"] == "from-profile" and s["layers"] == len(raw) - 1
+    assert s["total_ms"] == pytest.approx(sum(r["medianMs"] for r in raw[1:]))
+    assert any(w["code"] == "layer-info-from-profile" for w in s["warnings"])
+    types = {r["type"] for r in s["by_type"]}
+    assert "Reformat" in types  # guessed from 'Reformatting CopyNode ...' names

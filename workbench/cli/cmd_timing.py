@@ -14,7 +14,8 @@ HELP = ("summarise engine layer timings (trtexec/IProfiler/inspector JSON), map 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("layers", metavar="LAYERS.json",
-                   help="engine layer information (trtexec --exportLayerInfo / IEngineInspector)")
+                   help="engine layer information (trtexec --exportLayerInfo / IEngineInspector); "
+                        "a per-layer profile alone also works (names only)")
     p.add_argument("--profile", metavar="PROFILE.json",
                    help="per-layer times (trtexec --exportProfile, IProfiler capture)")
     p.add_argument("--times", metavar="TIMES.json",
@@ -37,6 +38,8 @@ def _table(layers: str, profile: Optional[str], onnx: Any, stat: str, profile_id
     from workbench.timing import LayerTable, load_profile
 
     prof = load_profile(profile) if profile else None
+    if prof is None and _looks_like_profile(layers):  # `workbench timing PROFILE.json`
+        prof, layers = load_profile(layers), None
     if times:
         tr = load_profile(times)
         if tr.latency_ms is None:
@@ -47,6 +50,18 @@ def _table(layers: str, profile: Optional[str], onnx: Any, stat: str, profile_id
         else:
             prof.latency_ms = tr.latency_ms
     return LayerTable.build(layers, prof, onnx=onnx, stat=stat, profile_id=profile_id)
+
+
+def _looks_like_profile(path: str) -> bool:
+    """A per-layer profile passed where layer information was expected (trtexec users often
+    have only --exportProfile): peek at the first bytes."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False
+    start = head.lstrip()[:1]
+    return start == "[" and ('"averageMs"' in head or '"count"' in head) and '"LayerType"' not in head
 
 
 def run(args: argparse.Namespace) -> int:

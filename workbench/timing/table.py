@@ -52,15 +52,23 @@ class LayerTable:
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
-    def build(cls, layers: LayersLike, profile: ProfileLike = None, onnx: Any = None,
+    def build(cls, layers: Optional[LayersLike], profile: ProfileLike = None, onnx: Any = None,
               stat: str = "median", profile_id: Optional[int] = None) -> "LayerTable":
         """Join layer info, profile times (k-th record of a name <-> k-th layer of that name)
         and ONNX nodes. `stat`: "median" (falls back to mean when absent) or "mean"."""
         if stat not in ("median", "mean"):
             raise WorkbenchError(f"unknown statistic '{stat}'", field="stat",
                                  hint="use 'median' or 'mean'")
-        el = layers if isinstance(layers, EngineLayers) else load_layers(layers, profile_id)
         prof = profile if (profile is None or isinstance(profile, Profile)) else load_profile(profile)
+        if layers is None:
+            if prof is None or not prof.has_layers:
+                raise WorkbenchError("need layer information or a per-layer profile",
+                                     field="layers", hint="pass LAYERS.json and/or PROFILE.json")
+            el = layers_from_profile(prof)
+        elif isinstance(layers, EngineLayers):
+            el = layers
+        else:
+            el = load_layers(layers, profile_id)
         index = _as_index(onnx)
         warnings = list(el.warnings) + (list(prof.warnings) if prof else [])
         n = len(el.layers)
@@ -232,6 +240,21 @@ class LayerTable:
 
     def layers_of_node(self, node: str) -> List[str]:
         return [nm for nm, nodes in zip(self.df["name"], self.df["onnx_nodes"]) if node in nodes]
+
+
+def layers_from_profile(prof: Profile) -> EngineLayers:
+    """Names-only layer information from a profile's records (trtexec --exportProfile alone):
+    types are guessed from names, precisions are unknown."""
+    from workbench.timing.layers import parse_layers
+
+    el = parse_layers({"Layers": prof.layers["name"].tolist()}, source=prof.source)
+    el.schema = "from-profile"
+    el.warnings = [Finding("info", "layer-info-from-profile",
+                           "no layer information: layer names come from the profile, so types, "
+                           "precisions and tactics are unknown",
+                           hint="export it too (trtexec --exportLayerInfo "
+                                "--profilingVerbosity=detailed)", source="timing")]
+    return el
 
 
 def scope_of(node_name: str) -> List[str]:
