@@ -69,6 +69,21 @@ def test_cli_recipes_check_exit_codes(tmp_path):
     assert r.returncode == 2 and "file not found" in r.stderr
 
 
+def test_cli_verifies_on_given_inputs(tmp_path):
+    import numpy as np
+
+    x = np.random.default_rng(5).standard_normal((3, 4, 12, 12)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=x)
+    r = _cli("fix", NF, "-o", tmp_path / "o.onnx", "--auto", "--inputs", tmp_path / "in.npz", "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["verification"]["input_shapes"] == {"input": [3, 4, 12, 12]}
+    assert all(a["verification"]["input_shapes"] == {"input": [3, 4, 12, 12]} for a in rep["applied"])
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    r = _cli("fix", NF, "-o", tmp_path / "o.onnx", "--auto", "--inputs", tmp_path / "bad.npz")
+    assert r.returncode == 2 and "cannot read inputs" in r.stderr
+
+
 def test_auto_fix_fixtures_dup_names_and_qdq():
     for name, recipe in (("bad_graph_with_dup_value_info.onnx", "rename_duplicates"),
                          ("qdq_conv.onnx", "symmetric_qdq")):

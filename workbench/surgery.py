@@ -330,7 +330,7 @@ def default_checker(backend: str = "tensorrt-rtx", client: Any = None) -> Callab
 def auto_fix(model: Any, *, backend: str = "tensorrt-rtx", history: Any = None,
              check: Optional[Callable[[Any], Any]] = None, max_steps: int = 20,
              force: bool = False, on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
-             client: Any = None) -> AutoFixResult:
+             client: Any = None, inputs: Optional[Dict[str, Any]] = None) -> AutoFixResult:
     """Propose, apply (one at a time), re-check with the real parser; stop when supported or
     out of proposals. Every kept step is a new version in the model's history."""
     from workbench.history import History
@@ -352,7 +352,7 @@ def auto_fix(model: Any, *, backend: str = "tensorrt-rtx", history: Any = None,
         p = props[0]
         tried.add((p.key, p.node))
         try:
-            change = hist.apply(p.recipe, p.params, force=force)
+            change = hist.apply(p.recipe, p.params, force=force, inputs=inputs)
         except WorkbenchError as e:
             step = {"proposal": p.to_dict(), "kept": False, "error": e.one_line()}
             result.steps.append(step)
@@ -377,7 +377,7 @@ def auto_fix(model: Any, *, backend: str = "tensorrt-rtx", history: Any = None,
     if len(kept) == 1 and kept[0].get("verification"):
         result.verification = Verification.from_dict(kept[0]["verification"])
     elif kept:
-        result.verification = verify(hist.version_path(hist.original), hist.current_path())
+        result.verification = verify(hist.version_path(hist.original), hist.current_path(), inputs)
     return result
 
 

@@ -32,10 +32,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="tensorrt-rtx",
                         choices=["auto", "tensorrt", "tensorrt-rtx", "static"],
                         help="whose parser judges support (default tensorrt-rtx)")
+    parser.add_argument("--inputs", metavar="NPZ",
+                        help="verify on these inputs (.npz keyed by input name, loaded with "
+                        "allow_pickle=False) instead of generated ones")
     parser.add_argument("--force", action="store_true",
                         help="keep a semantics-preserving change even if outputs differ")
     parser.add_argument("--list-recipes", action="store_true", help="list recipes and exit")
     parser.add_argument("--json", action="store_true", help="print a JSON report on stdout")
+
+
+def _load_inputs(path: str) -> Dict[str, Any]:
+    """Sample inputs from an .npz (never pickle); the first axis is not special here."""
+    import numpy as np
+
+    from workbench.errors import WorkbenchError
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise WorkbenchError("inputs file not found", file=path, field="inputs") from None
+    except Exception as e:
+        raise WorkbenchError(f"cannot read inputs ({type(e).__name__}: {e})", file=path,
+                             field="inputs", hint="save arrays with numpy.savez(path, name=array)") from None
 
 
 def _strip(change: Dict[str, Any]) -> Dict[str, Any]:
@@ -77,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
                                    parse_recipe_arg, propose)
 
     recipes = [parse_recipe_arg(r) for r in args.recipe]  # bad syntax -> exit 2 before any work
+    inputs = _load_inputs(args.inputs) if args.inputs else None
     hist = History(args.model)
     if hist.current != hist.original:
         hist.checkout(hist.original)  # the CLI always starts from the original file
@@ -91,14 +111,14 @@ def run(args: argparse.Namespace) -> int:
         before = checker(hist.current_path())
         report["support_before"] = _report_dict(before)
     for name, params in recipes:
-        change = hist.apply(name, params, force=args.force)
+        change = hist.apply(name, params, force=args.force, inputs=inputs)
         d = _strip(change.to_dict())
         (report["applied"] if change.kept else report["not_kept"]).append(d)
         log(f"{name}: {'kept' if change.kept else 'NOT kept'} - {change.diff['summary']}; "
             f"{change.verification or 'not verified'}" + (f" ({change.note})" if change.note else ""))
         problem = problem or not change.kept
     if args.auto:
-        res = auto_fix(args.model, history=hist, check=checker, force=args.force,
+        res = auto_fix(args.model, history=hist, check=checker, force=args.force, inputs=inputs,
                        on_step=lambda s: log(
                            f"{s['proposal']['recipe']} on {s['proposal']['node']}: "
                            f"{'kept' if s.get('kept') else 'NOT kept'}"
@@ -126,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         report["verification"] = kept[0]["verification"]  # the one change is the whole change
     else:
         report["verification"] = verify(hist.version_path(hist.original),
-                                        hist.current_path()).to_dict()
+                                        hist.current_path(), inputs).to_dict()
     report["versions"] = hist.lineage()
     report["workspace"] = str(hist.ws.dir)
     hist.export(args.output)
