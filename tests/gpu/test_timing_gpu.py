@@ -153,13 +153,13 @@ def test_timing_capture_cli_builds_and_times_onnx(gpu_worker, tmp_path, capsys):
     from workbench.cli import main
 
     rc = main(["timing-capture", str(SAMPLES / "resnet_tiny.onnx"), "--fp16", "--profile-shapes",
-               "input:1x3x32x32:8x3x32x32:32x3x32x32", "--batch-sizes", "1,32", "--iterations", "30",
+               "input:1x3x32x32:8x3x32x32:32x3x32x32", "--batch-sizes", "profile", "--iterations", "30",
                "--layer-iterations", "10", "--out", str(tmp_path), "--json",
                "--html", str(tmp_path / "r.html")])
     out = capsys.readouterr()
     assert rc == 0, out.err
     s = json.loads(out.out)
     assert s["capture"]["shapes"] == {"input": [8, 3, 32, 32]}
-    assert [r["batch"] for r in s["capture"]["throughput"]] == [1, 32]
+    assert [r["batch"] for r in s["capture"]["throughput"]] == [1, 8, 32]
     assert s["total_ms"] > 0 and s["latency"]["p50_ms"] <= s["latency"]["p99_ms"]
     assert (tmp_path / "r.html").stat().st_size > 3_000_000

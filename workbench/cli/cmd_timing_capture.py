@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from workbench.errors import WorkbenchError
 
@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="optimization profile when building from ONNX, e.g. input:1x3x224x224:"
                         "8x3x224x224:32x3x224x224")
     p.add_argument("--inputs", metavar="DATA.npz", help="input arrays (cast to the engine's dtypes)")
-    p.add_argument("--batch-sizes", metavar="B,B,...", help="throughput at these batch sizes")
+    p.add_argument("--batch-sizes", metavar="B,B,...|profile",
+                   help="throughput at these batch sizes ('profile': its min, opt and max)")
     p.add_argument("--fp16", action="store_true", help="(ONNX only) build with the FP16 flag")
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--warmup", type=int, default=20)
@@ -79,8 +80,10 @@ def run(args: argparse.Namespace) -> int:
     if not src.is_file():
         raise WorkbenchError("file not found", file=str(src), hint="pass an engine or an ONNX model")
     shapes = parse_shapes(args.shapes)
-    batches = None
-    if args.batch_sizes:
+    batches: Any = None
+    if args.batch_sizes == "profile":
+        batches = "profile"
+    elif args.batch_sizes:
         try:
             batches = [int(b) for b in args.batch_sizes.split(",")]
         except ValueError:

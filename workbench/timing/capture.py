@@ -13,7 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from workbench.errors import WorkbenchError
 from workbench.timing.profile import Profile, load_profile
@@ -52,7 +52,7 @@ def _finish(res: Dict[str, Any], onnx: Any) -> CaptureResult:
 
 
 def _common(shapes: Optional[Dict[str, Sequence[int]]], inputs: Optional[str],
-            batch_sizes: Optional[Sequence[int]], iterations: int, warmup: int,
+            batch_sizes: Any, iterations: int, warmup: int,
             layer_iterations: int, out_dir: Optional[str]) -> Dict[str, Any]:
     if inputs is not None and not Path(inputs).is_file():
         raise WorkbenchError("input data file not found", file=str(inputs),
@@ -63,19 +63,21 @@ def _common(shapes: Optional[Dict[str, Sequence[int]]], inputs: Optional[str],
     os.makedirs(out, exist_ok=True)
     return {"shapes": {k: [int(d) for d in v] for k, v in (shapes or {}).items()} or None,
             "inputs_npz": str(Path(inputs).resolve()) if inputs else None,
-            "batch_sizes": [int(b) for b in batch_sizes] if batch_sizes else None,
+            "batch_sizes": ("profile" if batch_sizes == "profile"
+                            else [int(b) for b in batch_sizes] if batch_sizes else None),
             "iterations": int(iterations), "warmup": int(warmup),
             "layer_iterations": int(layer_iterations), "out_dir": str(Path(out).resolve())}
 
 
 def capture(engine_path: Any, *, onnx: Any = None, shapes: Optional[Dict[str, Sequence[int]]] = None,
-            inputs: Optional[str] = None, batch_sizes: Optional[Sequence[int]] = None,
+            inputs: Optional[str] = None, batch_sizes: Union[Sequence[int], str, None] = None,
             iterations: int = 100, warmup: int = 20, layer_iterations: int = 50,
             profile_index: int = 0, backend: str = "auto", out_dir: Optional[str] = None,
             client: Any = None, timeout: Optional[float] = 600,
             on_event: Optional[Callable[[Dict[str, Any]], None]] = None) -> CaptureResult:
     """Time a serialized engine on the GPU: per-layer times, latency percentiles, throughput
-    per batch size, and the engine's layer information (see module docstring)."""
+    per batch size (`batch_sizes`: a list, or "profile" for the profile's min/opt/max batch),
+    and the engine's layer information (see module docstring)."""
     p = Path(engine_path)
     if not p.is_file():
         raise WorkbenchError("engine file not found", file=str(p), hint="build the engine first")
@@ -90,7 +92,7 @@ def capture_onnx(onnx_path: Any, *, fp16: bool = False,
                  profiles: Optional[Dict[str, Sequence[Sequence[int]]]] = None,
                  tactic_sources: Optional[Sequence[str]] = None, workspace_mb: int = 2048,
                  shapes: Optional[Dict[str, Sequence[int]]] = None, inputs: Optional[str] = None,
-                 batch_sizes: Optional[Sequence[int]] = None, iterations: int = 100,
+                 batch_sizes: Union[Sequence[int], str, None] = None, iterations: int = 100,
                  warmup: int = 20, layer_iterations: int = 50, backend: str = "auto",
                  out_dir: Optional[str] = None, client: Any = None,
                  timeout: Optional[float] = 1800,

@@ -267,7 +267,7 @@ def _layer_records(runs: List[List[Tuple[str, float]]]) -> List[Dict[str, Any]]:
 
 
 def _profile(ctx: Context, trt: Any, cuda: _Cuda, engine: Any, *, shapes: Optional[Dict[str, Any]],
-             inputs_npz: Optional[str], batch_sizes: Optional[Sequence[int]], iterations: int,
+             inputs_npz: Optional[str], batch_sizes: Any, iterations: int,
              warmup: int, profile_index: int, out_dir: str, layer_iterations: int) -> Dict[str, Any]:
     runner = _Runner(trt, cuda, engine, profile_index)
     try:
@@ -307,6 +307,9 @@ def _profile(ctx: Context, trt: Any, cuda: _Cuda, engine: Any, *, shapes: Option
         out_shapes = runner.set_inputs(feeds_for(chosen))
         lat = runner.timed(iterations, warmup, ctx, "latency")
         throughput = []
+        if batch_sizes == "profile":  # min, opt and max batch of the optimization profile
+            dyn = [p for p in profiles.values() if p is not None and p[0] and p[0][0] != p[2][0]]
+            batch_sizes = sorted({dyn[0][0][0], dyn[0][1][0], dyn[0][2][0]}) if dyn else []
         for b in batch_sizes or []:
             sh = {}
             for name in runner.inputs:
@@ -385,7 +388,7 @@ def _out_dir(out_dir: Optional[str]) -> str:
 
 @op("profile_engine")
 def profile_engine(ctx: Context, engine_path: str, shapes: Optional[Dict[str, Any]] = None,
-                   inputs_npz: Optional[str] = None, batch_sizes: Optional[List[int]] = None,
+                   inputs_npz: Optional[str] = None, batch_sizes: Any = None,
                    iterations: int = 100, warmup: int = 20, layer_iterations: int = 50,
                    profile_index: int = 0, backend: str = "auto",
                    out_dir: Optional[str] = None) -> Dict[str, Any]:
@@ -428,7 +431,7 @@ def build_and_profile(ctx: Context, onnx_path: str, out_dir: Optional[str] = Non
                       fp16: bool = False, profiles: Optional[Dict[str, List[List[int]]]] = None,
                       workspace_mb: int = 2048, tactic_sources: Optional[List[str]] = None,
                       shapes: Optional[Dict[str, Any]] = None, inputs_npz: Optional[str] = None,
-                      batch_sizes: Optional[List[int]] = None, iterations: int = 100,
+                      batch_sizes: Any = None, iterations: int = 100,
                       warmup: int = 20, layer_iterations: int = 50,
                       backend: str = "auto") -> Dict[str, Any]:
     """Build an engine from ONNX (DETAILED profiling verbosity, optional FP16 builder flag,
