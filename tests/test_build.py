@@ -308,6 +308,7 @@ def test_cli_build_json_and_exit_codes(tmp_path):
     assert d["ok"] and d["engine_path"] == str(out) and out.stat().st_size == d["size_bytes"]
     assert d["backend"] == "tensorrt-rtx" and d["backend_version"]
     assert d["dtypes"]["HALF"] > 0 and d["cache_hit"] is False
+    assert d["memory"]["activation_bytes"] > 0 and d["memory"]["weights_bytes"] > 0
     assert d["export"]["trtexec"].startswith("tensorrt_rtx --onnx=")
     assert "--minShapes=input:1x3x32x32" in d["export"]["trtexec"]
     assert "polygraphy convert" in d["export"]["polygraphy"]
@@ -440,3 +441,13 @@ def test_exported_script_builds_with_the_modern_api(client, tmp_path):
     r2 = subprocess.run(["python3", str(script)], capture_output=True, text=True, env=env,
                         timeout=300)
     assert r2.returncode != 0 and "cannot run the engine" in r2.stderr
+
+
+def test_wider_profile_costs_activation_memory(client):
+    small = build_engine(RESNET, cfg(profiles=[{"input": [[1, 3, 32, 32], [4, 3, 32, 32],
+                                                          [8, 3, 32, 32]]}]), client=client)
+    wide = build_engine(RESNET, cfg(profiles=[{"input": [[1, 3, 32, 32], [4, 3, 32, 32],
+                                                         [128, 3, 32, 32]]}]), client=client)
+    a, b = small.memory["activation_bytes"], wide.memory["activation_bytes"]
+    print(f"activation memory: max batch 8 -> {a} B, max batch 128 -> {b} B")
+    assert b > 4 * a

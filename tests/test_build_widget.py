@@ -44,7 +44,7 @@ def test_build_shows_progress_card_findings_and_exports(client, monkeypatch):
     assert len(moving) >= 3 and panel.progress.value == 1.0
     assert panel.progress.bar_style == "success"
     assert "engine" in panel.engine_card.value and "tensorrt-rtx" in panel.engine_card.value
-    assert "HALF" in panel.engine_card.value
+    assert "HALF" in panel.engine_card.value and "activation" in panel.engine_card.value
     assert panel.trtexec.value.startswith("tensorrt_rtx --onnx=")
     assert "polygraphy convert" in panel.polygraphy.value
     compile(panel.script.value, "script.py", "exec")

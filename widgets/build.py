@@ -238,6 +238,9 @@ class BuildPanel(W.VBox):
 
     def _show_card(self, r: BuildResult) -> None:
         dtypes = ", ".join(f"{k}: {v}" for k, v in sorted(r.dtype_counts().items()))
+        mem = ", ".join(f"{k.replace('_bytes', '')} {v / 2**20:.1f} MiB"
+                        for k, v in r.memory.items() if k in ("activation_bytes",
+                                                              "weights_bytes", "scratch_bytes"))
         self.engine_card.value = (
             "<div style='border:1px solid #ccc;padding:6px'>"
             f"<b>engine</b> <code>{_esc(r.engine_path)}</code><br>"
@@ -245,4 +248,5 @@ class BuildPanel(W.VBox):
             f" &middot; route {_esc(r.route)} &middot; targets {_esc(', '.join(r.targets) or '-')}"
             f"<br>build {r.build_seconds:.2f} s &middot; cache "
             f"{'hit' if r.cache_hit else 'miss'} &middot; config {_esc(r.config_hash)}<br>"
-            f"network tensor dtypes: {_esc(dtypes)}</div>")
+            f"network tensor dtypes: {_esc(dtypes)}"
+            + (f"<br>memory: {_esc(mem)}" if mem else "") + "</div>")

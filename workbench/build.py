@@ -245,6 +245,13 @@ class BuildResult:
     def size(self) -> int:
         return self.size_bytes
 
+    @property
+    def memory(self) -> Dict[str, int]:
+        """Activation / weights / scratch bytes as the build log reported them."""
+        from workbench.buildlog import memory_from_log
+
+        return memory_from_log(self.log)
+
     def dtype_counts(self) -> Dict[str, int]:
         """How many layer outputs of the built network carry each dtype (FLOAT, HALF, INT8...)."""
         counts: Dict[str, int] = {}
@@ -261,7 +268,7 @@ class BuildResult:
             "backend_version": self.backend_version, "config_hash": self.config_hash,
             "cache_hit": self.cache_hit, "cache_key": self.key, "route": self.route,
             "onnx_path": self.onnx_path, "targets": self.targets,
-            "dtypes": self.dtype_counts(), "notes": self.notes,
+            "dtypes": self.dtype_counts(), "memory": self.memory, "notes": self.notes,
             "findings": [f.to_dict() for f in self.findings],
             "export": {k: v for k, v in self.export.items() if k != "script"},
             "config": self.config,

@@ -168,3 +168,25 @@ def findings_from_log(messages: List[Dict[str, str]], names: Optional[NameIndex]
         by_key[key] = f
         order.append(key)
     return [by_key[k] for k in order]
+
+
+_MEMORY = {
+    "activation_bytes": re.compile(r"Total Activation Memory: (\d+)"),
+    "weights_bytes": re.compile(r"Total Weights Memory: (\d+)"),
+    "scratch_bytes": re.compile(r"Max Scratch Memory: (\d+)"),
+    "host_persistent_bytes": re.compile(r"Total Host Persistent Memory: (\d+)"),
+    "device_persistent_bytes": re.compile(r"Total Device Persistent Memory: (\d+)"),
+}
+
+
+def memory_from_log(messages: List[Dict[str, str]]) -> Dict[str, int]:
+    """The engine's memory figures as TensorRT reports them at the end of a build (bytes;
+    the last value wins when several profiles report)."""
+    out: Dict[str, int] = {}
+    for m in messages:
+        text = m.get("message", "")
+        for key, rx in _MEMORY.items():
+            hit = rx.search(text)
+            if hit:
+                out[key] = int(hit.group(1))
+    return out

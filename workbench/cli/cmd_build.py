@@ -195,6 +195,10 @@ def run(args: argparse.Namespace) -> int:
           f"config: {res.config_hash}")
     dt = ", ".join(f"{k} {v}" for k, v in sorted(d["dtypes"].items()))
     print(f"network tensor dtypes: {dt}")
+    mem = d.get("memory") or {}
+    if mem:
+        print("memory: " + ", ".join(f"{k.replace('_bytes', '')} {v / 2**20:.1f} MiB"
+                                     for k, v in mem.items()))
     for f in res.findings:
         print(f"  {f}")
     print("trtexec:    " + res.export.get("trtexec", ""))
