@@ -271,6 +271,90 @@ class _Det:
         e.op("Add", [t, mul(a[0][2], c2)], out=ctx.node.output[0])
 
 
+def _elements(ctx: Context, e: Emit, x: str, n: int) -> List[List[str]]:
+    """a[i][j] = x[..., i, j] as tensors of shape [...] (Gather twice)."""
+    r = len(ctx.shape(x))
+    rows = [e.op("Gather", [x, e.const(i, np.int64, "i")], axis=r - 2) for i in range(n)]
+    return [[e.op("Gather", [rows[i], e.const(j, np.int64, "j")], axis=r - 2) for j in range(n)]
+            for i in range(n)]
+
+
+def _unsqueeze(ctx: Context, e: Emit, x: str, axes: List[int]) -> str:
+    if ctx.opset >= 13:
+        return e.op("Unsqueeze", [x, e.const(axes, np.int64, "axes")])
+    return e.op("Unsqueeze", [x], axes=axes)
+
+
+def _square_check(ctx: Context, what: str) -> Tuple[bool, str]:
+    shp = ctx.shape(ctx.node.input[0])
+    if shp is None or len(shp) < 2:
+        return False, "the input's rank is unknown (run infer_shapes)"
+    if shp[-1] not in (2, 3) or shp[-2] != shp[-1]:
+        return False, (f"matrices are {shp[-2]}x{shp[-1]}: only static 2x2 and 3x3 have a "
+                       f"closed-form {what} here")
+    return _float_input(ctx)
+
+
+@decomposition("com.microsoft", "Inverse", "closed-form inverse of 2x2 / 3x3 matrices (adjugate / det)")
+class _Inverse:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        return _square_check(ctx, "inverse")
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        x = ctx.node.input[0]
+        n = ctx.shape(x)[-1]
+        a = _elements(ctx, e, x, n)
+        mul = lambda p, q: e.op("Mul", [p, q])  # noqa: E731
+        sub = lambda p, q: e.op("Sub", [p, q])  # noqa: E731
+        neg = lambda p: e.op("Neg", [p])  # noqa: E731
+        if n == 2:
+            det = sub(mul(a[0][0], a[1][1]), mul(a[0][1], a[1][0]))
+            adj = [[a[1][1], neg(a[0][1])], [neg(a[1][0]), a[0][0]]]
+        else:
+            def cof(i: int, j: int) -> str:
+                r = [k for k in range(3) if k != i]
+                c = [k for k in range(3) if k != j]
+                m = sub(mul(a[r[0]][c[0]], a[r[1]][c[1]]), mul(a[r[0]][c[1]], a[r[1]][c[0]]))
+                return m if (i + j) % 2 == 0 else neg(m)
+            cofs = [[cof(i, j) for j in range(3)] for i in range(3)]
+            det = e.op("Add", [e.op("Add", [mul(a[0][0], cofs[0][0]), mul(a[0][1], cofs[0][1])]),
+                               mul(a[0][2], cofs[0][2])])
+            adj = [[cofs[j][i] for j in range(3)] for i in range(3)]  # transpose of cofactors
+        rows = [e.op("Concat", [_unsqueeze(ctx, e, v, [-1]) for v in row], axis=-1) for row in adj]
+        m = e.op("Concat", [_unsqueeze(ctx, e, r_, [-2]) for r_ in rows], axis=-2)
+        e.op("Div", [m, _unsqueeze(ctx, e, det, [-1, -2])], out=ctx.node.output[0])
+
+
+@decomposition("", "AffineGrid", "2D affine grid: constant base grid MatMul theta^T, reshaped")
+class _AffineGrid:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        size = constant_value(ctx.proto, ctx.node.input[1])
+        if size is None:
+            return False, "the output size is not a constant"
+        if len(size) != 4:
+            return False, f"only 2D grids (size of length 4) are decomposed, got length {len(size)}"
+        return _float_input(ctx)
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        n, _, h, w = (int(v) for v in constant_value(ctx.proto, ctx.node.input[1]))
+        align = bool(ctx.attr("align_corners", 0))
+
+        def coords(k: int) -> np.ndarray:
+            if align:
+                return np.linspace(-1.0, 1.0, k) if k > 1 else np.zeros(1)
+            return (2.0 * np.arange(k) + 1.0) / k - 1.0
+
+        ys, xs = np.meshgrid(coords(h), coords(w), indexing="ij")
+        base = np.stack([xs.ravel(), ys.ravel(), np.ones(h * w)], axis=1)[None]  # [1, HW, 3]
+        theta_t = e.op("Transpose", [ctx.node.input[0]], perm=[0, 2, 1])  # [N, 3, 2]
+        g = e.op("MatMul", [e.const(base, tag="base_grid"), theta_t])  # [N, HW, 2]
+        e.op("Reshape", [g, e.const([n, h, w, 2], np.int64, "shape")], out=ctx.node.output[0])
+
+
 @decomposition("", "CenterCropPad", "Slice (crop) + Pad with zeros, for static input shapes")
 class _CenterCropPad:
     @staticmethod
