@@ -16,6 +16,7 @@ Tolerances (stated and why):
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -377,3 +378,38 @@ def test_cli_refuses_to_overwrite_model_and_bad_input_exits_2(tmp_path):
                         str(tmp_path / "missing.npz"), "-o", str(tmp_path / "o.onnx")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "missing.npz" in p.stderr and "Traceback" not in p.stderr
+
+
+# --------------------------------------------------------------------------- model zoo
+LIGHT = sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("*.onnx"))
+
+
+def test_model_zoo_architectures_are_in_the_onnx_wheel():
+    assert len(LIGHT) >= 9, "onnx's backend test data (light model-zoo models) is missing"
+
+
+@pytest.mark.parametrize("path", LIGHT, ids=[p.stem for p in LIGHT])
+def test_model_zoo_fp16_bf16_valid_and_parsed_low_precision(path, worker, tmp_path):
+    """Real architectures (ResNet-50, DenseNet-121, Inception, VGG-19, ShuffleNet...), IR 3 with
+    initializers listed as inputs: FP16 and BF16 must stay valid ONNX and reach TensorRT-RTX
+    as HALF / BF16 convolutions and matrix multiplies."""
+    for target, want in (("fp16", "HALF"), ("bf16", "BF16")):
+        r = convert(path, target, measure=False)
+        onnx.checker.check_model(r.proto, full_check=True)
+        net = _net(worker, r.proto, tmp_path, f"{target}.onnx")
+        heavy = [l for l in net["layers"] if l["type"] in ("CONVOLUTION", "MATRIX_MULTIPLY")]
+        assert heavy and all(l["outputs"][0]["dtype"] == want for l in heavy), (target, path.name)
+
+
+@pytest.mark.parametrize("name", ["light_squeezenet", "light_bvlc_alexnet"])
+def test_model_zoo_int8_parsed_with_int8_inputs(name, worker, tmp_path):
+    path = next(p for p in LIGHT if p.stem == name)
+    r = convert(path, "int8", allow_random=True, calibrate_method="minmax", measure=False)
+    onnx.checker.check_model(r.proto, full_check=True)
+    net = _net(worker, r.proto, tmp_path, "i8.onnx")
+    producer = {o["name"]: l for l in net["layers"] for o in l["outputs"]}
+    convs = [l for l in net["layers"] if l["type"] == "CONVOLUTION"]
+    assert convs
+    for l in convs:
+        src = producer[l["inputs"][0]["name"]]
+        assert src["type"] == "DEQUANTIZE" and src["inputs"][0]["dtype"] == "INT8", l["name"]

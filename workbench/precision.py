@@ -65,6 +65,25 @@ def load_fp32(model_or_path: Any) -> Tuple[Any, Optional[Path]]:
     return m.load_weights(), m.path
 
 
+def modernize_ir(proto: Any) -> Optional[Finding]:
+    """Old exporters (IR < 4) list every initializer as a graph input. Retyping a weight to
+    FP16 then contradicts its input declaration, and new Q/DQ initializers would have to be
+    inputs too. Drop initializer inputs and raise the IR version to 4 (which allows that)."""
+    inits = {t.name for t in proto.graph.initializer}
+    dup = [vi for vi in proto.graph.input if vi.name in inits]
+    if not dup and proto.ir_version >= 4:
+        return None
+    keep = [vi for vi in proto.graph.input if vi.name not in inits]
+    del proto.graph.input[:]
+    proto.graph.input.extend(keep)
+    old = proto.ir_version
+    proto.ir_version = max(proto.ir_version, 4)
+    return Finding("info", "ir-modernized",
+                   f"{len(dup)} initializer(s) were also listed as graph inputs (IR {old} style): "
+                   f"removed from the inputs, IR version {old} -> {proto.ir_version}",
+                   source="precision")
+
+
 def name_unnamed_nodes(proto: Any) -> int:
     """Give unnamed nodes their stable id as name (exclusion lists need names). Returns count."""
     from workbench.model import stable_node_ids
@@ -524,6 +543,9 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     proto, path = load_fp32(model_or_path)
     label = str(path) if path else "<in-memory model>"
     findings: List[Finding] = []
+    modern = modernize_ir(proto)
+    if modern:
+        findings.append(modern)
     renamed = name_unnamed_nodes(proto)
     if renamed:
         findings.append(Finding("info", "nodes-named", f"{renamed} unnamed node(s) got their "
