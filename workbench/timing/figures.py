@@ -101,7 +101,9 @@ def treemap_data(t: LayerTable, include_attributed: bool = True) -> pd.DataFrame
         vals[key] = vals.get(key, 0.0) + v
 
     for r in nt.itertuples():
-        add(list(r.scope), r.node, float(r.time_ms))
+        # unscoped nodes (e.g. exporter-made Identity_12) are grouped by op type
+        path = list(r.scope) if r.scope else ["(top level)", r.op or "node"]
+        add(path, r.node, float(r.time_ms))
     d = t.df[(t.df["mapping"] == "") & ~t.df["is_constant"] & (t.df["time_ms"].fillna(0) > 0)]
     if len(d):
         for r in d.itertuples():
