@@ -82,17 +82,18 @@ class GraphData:
 
     def visible_index(self, element_ids: Iterable[str], structure: "GraphStructure") -> List[int]:
         """Visible indices showing the given node/input/output ids (a group when hidden)."""
-        out = []
+        out = set()
+        where = None
         for e in element_ids:
             k = structure.element_index(e)
             if k is not None and self.visible_of is not None:
-                out.append(int(self.visible_of[k]))
-            elif e in self._id_set():
-                out.append(self.ids.index(e))
-        return sorted(set(out))
-
-    def _id_set(self) -> Set[str]:
-        return set(self.ids)
+                out.add(int(self.visible_of[k]))
+                continue
+            if where is None:
+                where = {i: n for n, i in enumerate(self.ids)}
+            if e in where:  # a group id
+                out.add(where[e])
+        return sorted(out)
 
     def __len__(self) -> int:
         return len(self.ids)
