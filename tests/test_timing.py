@@ -379,3 +379,17 @@ def test_qat_lints_fp32_island_and_unaligned_convolutions():
     assert conv.extra["layers"][0] == "conv1.weight + QuantizeLinear_7 + Conv_9"  # 3 RGB channels
     assert len(conv.extra["layers"]) == 2 and "Gemm_257" in conv.nodes  # 1000 classes % 16 != 0
     assert not any(n.startswith("(Unnamed Layer") for n in conv.nodes)
+
+
+def test_treemap_by_scope_conserves_engine_time(h200):
+    from workbench.timing.figures import treemap_data
+
+    t = h200["fp16"]
+    d = treemap_data(t).set_index("id")
+    assert d.loc["all", "value"] == pytest.approx(t.total_ms)
+    kids = d[d["parent"] == "all"]
+    assert kids["value"].sum() == pytest.approx(t.total_ms)
+    l1 = t.node_times()
+    assert d.loc["/layer1", "value"] == pytest.approx(l1[l1["node"].str.startswith("/layer1/")]["time_ms"].sum())
+    assert d.loc["/(top level)/Identity", "value"] == pytest.approx(
+        l1[l1["op"] == "Identity"]["time_ms"].sum())
