@@ -106,3 +106,14 @@ def test_parse_recipe_arg():
     assert parse_recipe_arg("set_input_shapes:shapes=input/Nx3x32x32") == (
         "set_input_shapes", {"shapes": {"input": "Nx3x32x32"}})
     assert parse_recipe_arg("insert_cast:tensor=a,to=float16,round_trip=true")[1]["round_trip"] is True
+
+
+def test_cli_list_recipes_and_human_output(tmp_path):
+    r = _cli("fix", "--list-recipes", "--json")
+    assert r.returncode == 0
+    names = {x["name"] for x in json.loads(r.stdout)}
+    assert {"fold_constants", "decompose", "symmetric_qdq", "replace_with_plugin"} <= names
+    r = _cli("fix", NF, "-o", tmp_path / "o.onnx", "--auto")
+    assert r.returncode == 0, r.stderr
+    assert "supported by tensorrt-rtx: True" in r.stdout and "end-to-end equivalent" in r.stdout
+    assert "decompose on /act/FastGelu: kept" in r.stderr
