@@ -29,7 +29,7 @@ TARGET_PAYLOAD_MB = 5.0
 
 def _layer_nodes(i: int, x: str, mask: str, hid: int, P: str):
     """One encoder layer (~62 nodes) reading `x`; returns (nodes, inits, output name)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     nodes, inits = [], []
     s = f"/encoder/layer.{i}"

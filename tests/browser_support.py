@@ -28,7 +28,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Iterator, List, Optional, Sequence
 from urllib.parse import urlparse
 
 import pytest

@@ -6,7 +6,6 @@ import base64
 import importlib.util
 import json
 import shutil
-import time
 
 import onnx
 import pytest
