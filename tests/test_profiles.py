@@ -151,3 +151,25 @@ def test_advisor_static_model_needs_no_profile():
     profs, findings = advise(static, [{"x": np.zeros((1, 4), np.float32)}])
     assert profs == [] and findings[0].code == "static-model"
     assert m is not None
+
+
+def test_profiles_cli(capsys):
+    import json
+
+    from workbench.cli import main
+
+    rc = main(["profiles", str(BERT), "--calib", str(BERT_CAL), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["proposed"][0]["input_ids"] == doc["proposed"][0]["attention_mask"]
+    assert any(f["code"] == "padded-lengths" for f in doc["findings"])
+    rc = main(["profiles", str(BERT), "--profile", "input_ids:1x4:2x8:8x16",
+               "--profile", "attention_mask:1x4:2x8:8x16", "--calib", str(BERT_CAL), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 1 and any(f["code"] == "sample-outside-profile" for f in doc["findings"])
+    assert doc["trtexec"][0]["minShapes"] == "input_ids:1x4,attention_mask:1x4"
+    rc = main(["profiles", str(BERT), "--profile", "input_ids:1x4:2x8:8x16"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "attention_mask" in err and "Traceback" not in err
+    rc = main(["profiles", str(RESNET), "--profile", "input:1x3x32x32:8x3x32x32:256x3x32x32"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "profile #1 valid" in out and "wide-profile" in out

@@ -1,0 +1,63 @@
+"""`workbench profiles MODEL [--profile ...] [--calib PATH]`: validate shape profiles and let the
+advisor propose one from sample data."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workbench.errors import WorkbenchError
+
+NAME = "profiles"
+HELP = ("validate min/opt/max shape profiles for the model's dynamic inputs, and propose one "
+        "from sample data (--calib)")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="the ONNX model")
+    p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
+                   help="shape range of a dynamic input (repeat per input; a leading '+' starts "
+                        "another profile)")
+    p.add_argument("--calib", metavar="PATH",
+                   help="sample data (.npz/.npy or a folder): the advisor proposes a profile "
+                        "and checks the given ones against it")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.calibration import load_calibration, model_inputs
+    from workbench.cli.common import print_json
+    from workbench.model import open_model
+    from workbench.profiles import advise, parse_profiles, validate_profiles, wide_findings
+
+    model = open_model(args.model)
+    given = validate_profiles(model, parse_profiles(args.profile)) if args.profile else []
+    findings = wide_findings(given)
+    proposed = []
+    if args.calib:
+        samples = load_calibration(args.calib, model)
+        proposed, more = advise(model, samples, profiles=given or None)
+        findings += [f for f in more if f.code != "wide-profile" or not given]
+    elif not given:
+        dyn = [s for s in model_inputs(model) if s.dynamic_axes]
+        if dyn:
+            raise WorkbenchError(
+                "nothing to do: give --profile INPUT:MIN:OPT:MAX to validate, or --calib PATH "
+                "for a proposal", hint="dynamic inputs: " + ", ".join(
+                    f"{s.name} {s.shape_str()}" for s in dyn))
+    doc = {"model": str(args.model), "valid": True,
+           "profiles": [p.to_dict() for p in given],
+           "proposed": [p.to_dict() for p in proposed],
+           "proposed_args": [p.arg_strings() for p in proposed],
+           "trtexec": [p.trtexec() for p in (given or proposed)],
+           "findings": [f.to_dict() for f in findings]}
+    if args.json:
+        print_json(doc)
+    else:
+        w = sys.stdout.write
+        for i, p in enumerate(given, 1):
+            w(f"profile #{i} valid: {' '.join(p.arg_strings())}\n")
+        for p in proposed:
+            w("proposed: " + " ".join(f"--profile {a}" for a in p.arg_strings()) + "\n")
+        for f in findings:
+            w(f"  {f}\n")
+    return 1 if any(f.severity == "error" for f in findings) else 0
