@@ -170,6 +170,10 @@ def test_inspector_detail_pane_follows_graph_selection(bert):
     view.selected = [group]
     text = ins.detail_pane.children[0].value
     assert group in text and view.structure.members(group[6:])[0] in text
+    # a graph input: its dtype and shape (dynamic dims marked)
+    view.selected = ["input:input_ids"]
+    text = re.sub(r"<[^>]+>", "", ins.detail_pane.children[0].value)
+    assert "graph input input_ids" in text and "int64" in text and "batch" in text
 
 
 def test_names_holding_the_wire_separator_travel_as_lists():

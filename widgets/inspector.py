@@ -329,6 +329,15 @@ class Inspector(W.VBox):
         if nid in self.details:
             self.show_node(nid)
             return
+        kind, _, tensor = nid.partition(":")
+        if kind in ("input", "output") and self.summary is not None:
+            infos = self.summary.inputs if kind == "input" else self.summary.outputs
+            t = next((x for x in infos if x.name == tensor), None)
+            if t is not None:
+                self.detail_pane.children = [W.HTML(
+                    f"<div class='wb-node'><b>graph {kind}</b> <code>{_esc(t.name)}</code> "
+                    f"&middot; {_esc(t.dtype)} {shape_html(t)}</div>")]
+                return
         view = self.graph_view
         members = view.selected_nodes() if view is not None else []
         self.detail_pane.children = [W.HTML(
