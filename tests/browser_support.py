@@ -1,19 +1,25 @@
 """Real-browser test support: a JupyterLab server and Debian's chromium driven by Playwright.
 
-Reuse from any test module (tests/browser/conftest.py already exposes the fixtures there):
+Put browser tests in tests/browser/ (a package, so its conftest.py does not shadow
+tests/conftest.py): that conftest provides the fixtures below, one JupyterLab and one chromium
+for the whole session. Mark tests `@pytest.mark.browser` (they run in CI).
 
     @pytest.mark.browser
     def test_panel(lab):                      # lab: a LabPage (fresh page, shared server)
+        (lab.server.root / "m.onnx").write_bytes(...)       # the notebook folder
         lab.open_notebook("t.ipynb", ["from widgets import Inspector", "Inspector('m.onnx')"])
         lab.run_all()                          # waits until every code cell has executed
-        print(lab.run_cell("print(1 + 1)"))    # '2' (the cell's output text)
-        lab.screenshot("panel.png")            # saved under test-artifacts/
+        print(lab.run_cell("print(1 + 1)"))    # '2' (appends a cell, returns its output text)
+        lab.screenshot("panel.png")            # whole page, under test-artifacts/
+        lab.screenshot_element(".my-widget", "widget.png")
+        assert not lab.blocked                 # URLs the no-network routing aborted
 
-Fixtures: `lab_server` (session: one JupyterLab on a random 127.0.0.1 port, token known, temp
-root and Jupyter config/data/runtime/settings dirs, `overrides.json` with autoStartDefaultKernel
-and no news; stopped by PID, its kernels too), `browser` (session: /usr/bin/chromium headless),
-`lab` (per test: a new context + page whose every non-loopback request is aborted and recorded in
-`lab.blocked`). `lab_server.root` is the notebook folder; write models/notebooks there.
+Fixtures: `lab_server` (session: one JupyterLab on a random 127.0.0.1 port, known token, temp
+root and Jupyter config/data/runtime/settings/workspaces dirs, `overrides.json` with
+autoStartDefaultKernel and no news fetch, `window.jupyterapp` exposed; stopped by PID, its
+kernels too), `browser` (session: /usr/bin/chromium headless with the CI flags), `lab` (per
+test: a new context + page whose every non-loopback request is aborted and recorded in
+`lab.blocked`; on failure a FAILED-<test>.png, the console and the server log tail are kept).
 For a plain page (an HTML report), `browser.new_page()` then `loopback_only(page, blocked)`.
 """
 from __future__ import annotations
