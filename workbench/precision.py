@@ -588,7 +588,16 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     elif target in ("fp16", "bf16"):
         limit = FP16_MAX if target == "fp16" else BF16_MAX
         if batches is not None:
-            ranges = activation_ranges(proto, batches)
+            try:
+                ranges = activation_ranges(proto, batches)
+            except Exception as e:  # e.g. a custom-domain op onnxruntime does not know
+                ranges = {}
+                findings.append(Finding(
+                    "warning", "overflow-check-failed",
+                    f"onnxruntime could not run the FP32 model to check activations against "
+                    f"the {target.upper()} range ({' '.join(str(e).split())[:200]})",
+                    hint="fix the model first (`workbench fix`), or check on the GPU with "
+                    "`workbench compare`", source="precision"))
             over = overflow_findings(proto, ranges, limit, target.upper(), skip_nodes=ex_nodes)
             findings += over
             report["activation_max_abs"] = max(ranges.values()) if ranges else None
