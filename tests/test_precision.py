@@ -413,3 +413,17 @@ def test_model_zoo_int8_parsed_with_int8_inputs(name, worker, tmp_path):
     for l in convs:
         src = producer[l["inputs"][0]["name"]]
         assert src["type"] == "DEQUANTIZE" and src["inputs"][0]["dtype"] == "INT8", l["name"]
+
+
+def test_no_keep_io_retypes_inputs_and_is_still_measured(tmp_path, capsys):
+    out = tmp_path / "io16.onnx"
+    rc, text = _cli(["precision", str(RESNET), "--to", "fp16", "--no-keep-io", "--calib",
+                     str(RESNET_CAL), "-o", str(out), "--json"], capsys)
+    doc = json.loads(text)
+    m = onnx.load(str(out))
+    onnx.checker.check_model(m, full_check=True)
+    assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    assert m.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    # the FP32 calibration data is fed as FP16, so onnxruntime measures it too
+    assert rc == 0 and doc["error"]["logits"]["rel_err"] < 1e-2
+    assert doc["error_reference"]["logits"]["rel_err"] < 1e-2

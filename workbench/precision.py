@@ -284,11 +284,25 @@ def compare_outputs(ref: List[Dict[str, np.ndarray]],
     return stats
 
 
+def feeds_for(proto: Any, batches: List[Dict[str, np.ndarray]]) -> List[Dict[str, np.ndarray]]:
+    """Cast float feeds to the model's declared input types (FP16/BF16 inputs when the
+    conversion did not keep I/O types), so the converted model sees what a user would feed."""
+    import ml_dtypes
+
+    np_of = {10: np.float16, 16: ml_dtypes.bfloat16, 1: np.float32}
+    want = {vi.name: np_of.get(vi.type.tensor_type.elem_type) for vi in proto.graph.input}
+    out = []
+    for b in batches:
+        out.append({k: (v.astype(want[k]) if want.get(k) is not None and
+                        np.asarray(v).dtype.kind == "f" else v) for k, v in b.items()})
+    return out
+
+
 def measure_error(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]]
                   ) -> Dict[str, Dict[str, Any]]:
     """Run both models on onnxruntime CPU over the batches and compare their outputs."""
     ref = run_ort(fp32, batches)
-    got = run_ort(converted, batches)
+    got = run_ort(converted, feeds_for(converted, batches))
     return compare_outputs(ref, got)
 
 
@@ -317,7 +331,7 @@ def measure_error_reference(fp32: Any, converted: Any, batches: List[Dict[str, n
     names = [o.name for o in converted.graph.output]
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        got = [dict(zip(names, ev.run(None, b))) for b in small]
+        got = [dict(zip(names, ev.run(None, b))) for b in feeds_for(converted, small)]
     return compare_outputs(ref, got)
 
 
