@@ -309,7 +309,7 @@ def parse_layers(data: Any, source: str = "<memory>",
 
 
 def _keep_name(name: str, profile_id: Optional[int]) -> bool:
-    m = _PROFILE_SUFFIX.search(name)
+    m = _PROFILE_SUFFIX.search(name) if "[profile" in name else None
     if not profile_id:
         return m is None
     return m is not None and int(m.group(1)) == profile_id
@@ -319,7 +319,7 @@ def _filter_profile(layers: List[EngineLayer], profile_id: Optional[int],
                     source: str) -> List[EngineLayer]:
     """Engines with several optimization profiles repeat every layer with a `[profile N]`
     suffix; keep one profile's layers (profile 0 carries no suffix)."""
-    if not any(_PROFILE_SUFFIX.search(x.name) for x in layers):
+    if not any("[profile" in x.name and _PROFILE_SUFFIX.search(x.name) for x in layers):
         if profile_id:
             raise WorkbenchError(f"the engine has no layers for optimization profile {profile_id}",
                                  file=source, field="Layers", hint="use profile 0")

@@ -178,6 +178,13 @@ class LayerTable:
     def coverage(self) -> Dict[str, Any]:
         """How much of the non-constant engine time maps to ONNX nodes (direct, and with
         reformat layers attributed to the layer they serve)."""
+        cached = getattr(self, "_coverage", None)
+        if cached is not None:
+            return dict(cached)
+        self._coverage = self._compute_coverage()
+        return dict(self._coverage)
+
+    def _compute_coverage(self) -> Dict[str, Any]:
         d = self.df[~self.df["is_constant"]]
         t = d["time_ms"].fillna(0.0)
         total = float(t.sum())
