@@ -665,6 +665,27 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
     }
 
 
+def _attach_context(trt: Any, engine: Any, inspector: Any) -> Tuple[Any, str]:
+    """Give the inspector an execution context with every dynamic input at profile 0's opt
+    shape: without one, formats and shapes of dynamic engines read "N/A due to dynamic shapes".
+    Returns a note when that was not possible (the JSON is still returned)."""
+    try:
+        context = engine.create_execution_context()
+        n = getattr(engine, "num_io_tensors", 0)
+        for i in range(n):
+            tname = engine.get_tensor_name(i)
+            if engine.get_tensor_mode(tname) != trt.TensorIOMode.INPUT:
+                continue
+            if -1 in tuple(engine.get_tensor_shape(tname)):
+                opt = engine.get_tensor_profile_shape(tname, 0)[1]
+                context.set_input_shape(tname, tuple(opt))
+        inspector.execution_context = context
+        return context, ""
+    except Exception as e:  # e.g. no device memory for a context: info without shapes
+        return None, "no execution context (%s: %s): dynamic shapes and formats read N/A" % (
+            type(e).__name__, e)
+
+
 @op("inspect_engine")
 def inspect_engine(ctx: Context, engine_path: str, backend: str = "auto",
                    onnx_path: Optional[str] = None, strongly_typed: bool = True
@@ -686,10 +707,15 @@ def inspect_engine(ctx: Context, engine_path: str, backend: str = "auto",
         reason = "%s: %s" % (type(e).__name__, e)
     if engine is not None and hasattr(engine, "create_engine_inspector"):
         inspector = engine.create_engine_inspector()
+        context, context_note = _attach_context(trt, engine, inspector)
         text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
+        del context  # kept alive until the inspector has read it
         info = json.loads(text, strict=False)
-        return {"source": "engine-inspector", "backend": name,
-                "backend_version": version_of(trt), "info": info}
+        out = {"source": "engine-inspector", "backend": name,
+               "backend_version": version_of(trt), "info": info}
+        if context_note:
+            out["note"] = context_note
+        return out
     if not reason:
         errs = [m["message"] for m in logger.messages if m["level"] == "error"]
         reason = errs[-1] if errs else "the engine did not deserialize"
