@@ -679,6 +679,9 @@ def _attach_context(trt: Any, engine: Any, inspector: Any) -> Tuple[Any, str]:
             if -1 in tuple(engine.get_tensor_shape(tname)):
                 opt = engine.get_tensor_profile_shape(tname, 0)[1]
                 context.set_input_shape(tname, tuple(opt))
+        infer = getattr(context, "infer_shapes", None)
+        if infer is not None:  # 8.6/10.x: shapes propagate only when asked (seen on the rig)
+            infer()
         inspector.execution_context = context
         return context, ""
     except Exception as e:  # e.g. no device memory for a context: info without shapes
