@@ -16,7 +16,6 @@ np.save, loaded with allow_pickle=False).
 from __future__ import annotations
 
 import base64
-import copy
 import io
 import json
 import math
@@ -45,34 +44,6 @@ def _as_proto(model: Any) -> Any:
     return m.load_weights()
 
 
-def mark_all(proto: Any) -> Tuple[Any, List[str]]:
-    """A copy of `proto` whose graph outputs are every node output (in topological order)."""
-    import onnx
-
-    m = copy.deepcopy(proto)
-    try:
-        typed = onnx.shape_inference.infer_shapes(m)
-    except Exception:
-        typed = m
-    types = {vi.name: vi.type.tensor_type.elem_type
-             for vi in list(typed.graph.value_info) + list(typed.graph.output)}
-    existing = {o.name for o in m.graph.output}
-    order: List[str] = []
-    for node in m.graph.node:
-        for o in node.output:
-            if not o:
-                continue
-            order.append(o)
-            if o in existing:
-                continue
-            if types.get(o):
-                m.graph.output.append(onnx.helper.make_tensor_value_info(o, types[o], None))
-            else:
-                m.graph.output.append(onnx.ValueInfoProto(name=o))
-            existing.add(o)
-    return m, order
-
-
 def has_low_float(proto: Any) -> bool:
     """Does the graph compute in FP16/BF16 (initializers, casts or value infos)?"""
     for t in proto.graph.initializer:
@@ -90,17 +61,13 @@ def run_all(proto: Any, feeds: Sequence[Feed], runner: str = "onnxruntime") -> L
     """Every node output of `proto` for each feed. runner: onnxruntime | reference."""
     import warnings
 
-    marked, order = mark_all(proto)
+    from workbench.equivalence import mark_all_outputs, session
+
+    marked, order, _types = mark_all_outputs(proto)
     results: List[Feed] = []
     if runner == "onnxruntime":
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
-            sess = ort.InferenceSession(marked.SerializeToString(), so,
-                                        providers=["CPUExecutionProvider"])
+            sess = session(marked, threads=None)
         except Exception as e:
             raise WorkbenchError(f"onnxruntime cannot load the model: {' '.join(str(e).split())[:300]}",
                                  hint="check it with `workbench inspect`; try --runner reference") from None

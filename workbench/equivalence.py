@@ -10,7 +10,7 @@ small values, relative for large ones); NaNs must match NaNs.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import os
 
@@ -120,17 +120,51 @@ def _structure(model: Any) -> Any:
     return model
 
 
-def session(proto: Any) -> Any:
-    """An onnxruntime CPU session; a path is handed to onnxruntime as is (no re-serialising)."""
+def session(proto: Any, threads: Optional[int] = 1) -> Any:
+    """An onnxruntime CPU session running the graph as written (no graph optimisations);
+    a path is handed to onnxruntime as is (no re-serialising). threads=None: ORT's default."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare the graph as written
-    so.intra_op_num_threads = 1
+    if threads is not None:
+        so.intra_op_num_threads = threads
     so.enable_cpu_mem_arena = False  # one-off runs: do not keep a grown arena around
     src = str(proto) if isinstance(proto, (str, os.PathLike)) else proto.SerializeToString()
     return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+
+
+def mark_all_outputs(proto: Any) -> Tuple[Any, List[str], Dict[str, int]]:
+    """A copy of `proto` whose graph outputs are every node output (Polygraphy's `mark all`).
+    Returns (marked model, node outputs in topological order, inferred elem types by name)."""
+    import copy
+
+    import onnx
+
+    m = copy.deepcopy(proto)
+    try:
+        typed = onnx.shape_inference.infer_shapes(m)
+    except Exception:
+        typed = m
+    types = {vi.name: vi.type.tensor_type.elem_type
+             for vi in list(typed.graph.value_info) + list(typed.graph.output)
+             + list(typed.graph.input)}
+    existing = {o.name for o in m.graph.output}
+    order: List[str] = []
+    for node in m.graph.node:
+        for o in node.output:
+            if not o:
+                continue
+            order.append(o)
+            if o in existing:
+                continue
+            if types.get(o):
+                m.graph.output.append(onnx.helper.make_tensor_value_info(o, types[o], None))
+            else:
+                m.graph.output.append(onnx.ValueInfoProto(name=o))
+            existing.add(o)
+    return m, order, types
 
 
 def run(proto: Any, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:

@@ -138,12 +138,9 @@ def _producers(graph: Any) -> Dict[str, Any]:
 def run_ort(proto: Any, batches: List[Dict[str, np.ndarray]],
             outputs: Optional[List[str]] = None) -> List[Dict[str, np.ndarray]]:
     """Run a ModelProto on onnxruntime CPU over the batches; one dict of outputs per batch."""
-    import onnxruntime as ort
+    from workbench.equivalence import session
 
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = session(proto, threads=None)
     names = outputs or [o.name for o in sess.get_outputs()]
     return [dict(zip(names, sess.run(names, b))) for b in batches]
 
@@ -152,26 +149,10 @@ def activation_ranges(proto: Any, batches: List[Dict[str, np.ndarray]]) -> Dict[
     """Max |value| of every float node output in FP32 over the batches (onnxruntime CPU)."""
     import onnx
 
-    m = copy.deepcopy(proto)
-    try:
-        m = onnx.shape_inference.infer_shapes(m)
-    except Exception:
-        pass
-    types = {vi.name: vi.type.tensor_type.elem_type
-             for vi in list(m.graph.value_info) + list(m.graph.output) + list(m.graph.input)}
-    existing = {o.name for o in m.graph.output}
-    wanted = []
-    for node in m.graph.node:
-        for o in node.output:
-            if o and types.get(o, onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT:
-                wanted.append(o)
-                if o not in existing:
-                    if o in types:
-                        m.graph.output.append(onnx.helper.make_tensor_value_info(
-                            o, types[o], None))
-                    else:
-                        m.graph.output.append(onnx.ValueInfoProto(name=o))
-                    existing.add(o)
+    from workbench.equivalence import mark_all_outputs
+
+    m, order, types = mark_all_outputs(proto)
+    wanted = [o for o in order if types.get(o, onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT]
     ranges: Dict[str, float] = {}
     for res in run_ort(m, batches, wanted):
         for k, v in res.items():
