@@ -26,24 +26,27 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
-def _verbs() -> list:
+def _verbs(only: Optional[str] = None) -> list:
+    """The verb modules; with `only`, just that verb's module when it exists (a CLI call then
+    imports one verb, not all of them: start-up time matters in CI/CD loops)."""
     import workbench.cli as pkg
 
-    mods = []
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        if info.name.startswith("cmd_"):
-            mods.append(importlib.import_module(f"workbench.cli.{info.name}"))
-    return mods
+    names = sorted(i.name for i in pkgutil.iter_modules(pkg.__path__) if i.name.startswith("cmd_"))
+    if only is not None:
+        want = "cmd_" + only.replace("-", "_")
+        if want in names:
+            names = [want]
+    return [importlib.import_module(f"workbench.cli.{n}") for n in names]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(verb: Optional[str] = None) -> argparse.ArgumentParser:
     from workbench import __version__
 
     parser = _Parser(prog="workbench", description="Turn ONNX models into fast, correct "
                      "TensorRT engines: inspect, check, fix, precision, build, timing.")
     parser.add_argument("--version", action="version", version=f"trt-workbench {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
-    for mod in _verbs():
+    for mod in _verbs(verb):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
@@ -51,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None) if argv else None
+    verb = first if argv and argv[0] == first else None  # `workbench VERB ...` only
+    parser = build_parser(verb)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
