@@ -150,6 +150,9 @@ class _StderrProgress:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.worker.client import default_client
+
+    default_client().warm_up()  # TensorRT's interpreter starts while we parse the config
     from workbench.build import BuildFailed, build_engine
 
     config = _config(args)

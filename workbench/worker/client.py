@@ -75,7 +75,7 @@ class WorkerClient:
         self._events: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
         self._stderr: Deque[str] = collections.deque(maxlen=stderr_lines)
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # start() may run from a warm-up thread
 
     # -- process management -------------------------------------------------------------------
     @property
@@ -87,6 +87,24 @@ class WorkerClient:
         return self._proc.pid if self._proc else None
 
     def start(self, timeout: float = 60.0) -> None:
+        """Start the worker process (no-op if running); safe to call from any thread."""
+        with self._lock:
+            self._start(timeout)
+
+    def warm_up(self) -> threading.Thread:
+        """Start the worker in the background (errors surface on the next call)."""
+
+        def _go() -> None:
+            try:
+                self.start()
+            except Exception:
+                pass
+
+        t = threading.Thread(target=_go, daemon=True)
+        t.start()
+        return t
+
+    def _start(self, timeout: float) -> None:
         if self.alive:
             return
         env = dict(os.environ)
