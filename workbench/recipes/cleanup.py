@@ -25,11 +25,13 @@ def _fmt_bytes(n: float) -> str:
     return str(n)  # pragma: no cover
 
 
-def foldable_nodes(proto: "onnx.ModelProto") -> List[Dict[str, Any]]:  # noqa: F821
+def foldable_nodes(proto: "onnx.ModelProto",  # noqa: F821
+                   types: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """Nodes whose every input is constant (or a Shape of a static-shaped tensor), in order, with
-    their output size in bytes where shape inference knows it."""
-    inferred = infer_types(proto)
-    types = tensor_types(inferred)
+    their output size in bytes where shape inference knows it. `types`: the result of
+    `tensor_types(infer_types(proto))` when the caller already has it."""
+    if types is None:
+        types = tensor_types(infer_types(proto))
     g = proto.graph
     const = {t.name for t in g.initializer} | {""}
     ids = node_ids(proto)
@@ -153,10 +155,10 @@ def _gs_with_types(proto: Any) -> Any:
 def _could_fold_more(proto: Any, size_threshold: Optional[int]) -> bool:
     """Cheap check before another (full-copy) pass: constant-input nodes under the threshold
     left, or a Shape whose input has a static dim (graphsurgeon folds Shape->Gather/Slice)."""
-    for f in foldable_nodes(proto):
+    types = tensor_types(infer_types(proto))  # one shape inference for both checks
+    for f in foldable_nodes(proto, types):
         if size_threshold is None or f["bytes"] is None or f["bytes"] <= size_threshold:
             return True
-    types = tensor_types(infer_types(proto))
     for n in proto.graph.node:
         if n.op_type == "Shape" and n.input:
             shp = types.get(n.input[0], (0, None))[1]
