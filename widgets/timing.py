@@ -195,6 +195,11 @@ class TimingPanel(W.VBox):
         for tr in self.bars.data:
             names = list(tr.customdata) if tr.customdata is not None else []
             tr.selectedpoints = [names.index(name)] if name in names else []
+        self._show_in_graph(ids)
+        return ids
+
+    def _show_in_graph(self, ids: List[str]) -> None:
+        """Highlight and select `ids` in the graph view without echoing back into this panel."""
         gv = self.graph_view
         if gv is not None and ids:
             self._syncing = True
@@ -202,7 +207,6 @@ class TimingPanel(W.VBox):
                 gv.selected = gv.highlight(ids)
             finally:
                 self._syncing = False
-        return ids
 
     def _on_treemap_click(self, trace: Any, points: Any, _state: Any = None) -> None:
         if points.point_inds:
@@ -224,13 +228,7 @@ class TimingPanel(W.VBox):
         ms = float(hit["time_ms"].sum())
         self.detail.value = (f"<b>{_esc(scope_id)}</b>: {len(ids)} ONNX node(s), {ms:.4f} ms "
                              f"({ms / self.table.total_ms * 100 if self.table.total_ms else 0:.1f}%)")
-        gv = self.graph_view
-        if gv is not None and ids:
-            self._syncing = True
-            try:
-                gv.selected = gv.highlight(ids)
-            finally:
-                self._syncing = False
+        self._show_in_graph(ids)
         return ids
 
     def _on_graph_select(self, change: Dict[str, Any]) -> None:
