@@ -120,10 +120,16 @@ def test_cli_compare_and_exit_codes(tmp_path):
     fp16 = tmp_path / "o16.onnx"
     onnx.save(convert(OVERFLOW, "fp16").proto, str(fp16))
     np.savez(tmp_path / "in.npz", input=np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32))
-    r = _cli("compare", str(OVERFLOW), str(fp16), "--inputs", str(tmp_path / "in.npz"), "--json")
+    r = _cli("compare", str(OVERFLOW), str(fp16), "--inputs", str(tmp_path / "in.npz"), "--json",
+             "--save-results", str(tmp_path / "run.json"))
     assert r.returncode == 1, r.stderr
     d = json.loads(r.stdout)
     assert d["outputs_pass"] is False and d["culprits"][0]["node"] == "/scale/Mul"
+    saved = compare.load_run_results(tmp_path / "run.json")
+    assert list(saved) == ["onnxruntime-fp32", "reference-candidate"]
+    ref_out = saved["onnxruntime-fp32"][0]["output"]
+    assert ref_out.shape == (4, 8) and np.isfinite(ref_out).all()
+    assert not np.isfinite(saved["reference-candidate"][0]["output"]).all()  # FP16 overflowed
     r = _cli("compare", str(OVERFLOW), "--to", "fp16", "--inputs", str(tmp_path / "in.npz"), "--json")
     assert r.returncode == 0, r.stderr
     assert set(json.loads(r.stdout)["excluded"]) == OVERFLOW_CHAIN

@@ -149,6 +149,8 @@ class LayerwiseReport:
     outputs: List[TensorError] = field(default_factory=list)
     unmatched: int = 0
     findings: List[Finding] = field(default_factory=list)
+    # graph outputs of each run, per sample batch: {"reference": [...], "candidate": [...]}
+    runs: Dict[str, List[Feed]] = field(default_factory=dict, repr=False)
 
     @property
     def outputs_pass(self) -> bool:
@@ -260,6 +262,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
             report.outputs.append(TensorError(name, producer.get(name).name if name in producer
                                               else "", "", list(np.shape(ref_out[0][name])), mx,
                                               mean, rel, cos, finite, ok))
+    report.runs = {name: [{k: v for k, v in r.items() if k in outs} for r in res]
+                   for name, res in (("reference", ref_out), ("candidate", cand_out))}
     fd = report.first_divergence
     if fd is not None:
         report.findings.append(Finding(

@@ -82,18 +82,8 @@ def run(args: argparse.Namespace) -> int:
                                max_samples=args.samples,
                                allow_random=args.allow_random)
     if args.save_results:
-        ref_p = compare._as_proto(args.reference)
-        cand_p = compare._as_proto(args.candidate)
-        from workbench.calibration import load_calibration
-
-        fs = feeds or load_calibration(calib, ref_p)
-        fs = compare._limit(list(fs), args.samples)
-        outs = [o.name for o in ref_p.graph.output]
-        runs = {"onnxruntime-fp32": [{k: v for k, v in r.items() if k in outs}
-                                     for r in compare.run_all(ref_p, fs, "onnxruntime")],
-                f"{report.candidate_runner}-candidate":
-                    [{k: v for k, v in r.items() if k in outs}
-                     for r in compare.run_all(cand_p, fs, report.candidate_runner)]}
+        runs = {"onnxruntime-fp32": report.runs["reference"],
+                f"{report.candidate_runner}-candidate": report.runs["candidate"]}
         compare.save_run_results(args.save_results, runs)
     if args.json:
         print_json(report.to_dict())
