@@ -1,3 +1,3 @@
-from workbench.worker.main import main
+from workbench.worker.boot import run
 
-main()
+run()

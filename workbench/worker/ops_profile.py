@@ -13,14 +13,24 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from workbench.worker.registry import Context, OpError, op
 from workbench.worker.trt import import_backend, make_logger, network_flags, version_of
+
+
+class _LazyNumpy:
+    """numpy on first use: the worker starts (and builds) without paying for its import."""
+
+    def __getattr__(self, name: str) -> Any:
+        import numpy
+
+        globals()["np"] = numpy
+        return getattr(numpy, name)
+
+
+np: Any = _LazyNumpy()
 
 NEEDS_GPU_HINT = ("run it on a machine with an NVIDIA GPU and driver (e.g. set "
                   "WORKBENCH_TRT_PYTHON to a Python with tensorrt there); on this machine, analyse "
@@ -381,6 +391,8 @@ def _profile(ctx: Context, trt: Any, cuda: _Cuda, engine: Any, *, shapes: Option
 
 
 def _out_dir(out_dir: Optional[str]) -> str:
+    import tempfile
+
     d = out_dir or tempfile.mkdtemp(prefix="wb-profile-")
     os.makedirs(d, exist_ok=True)
     return d

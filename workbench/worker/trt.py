@@ -4,6 +4,7 @@ getattr, never by comparing version strings."""
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.worker.registry import OpError
@@ -21,6 +22,20 @@ def import_backend(backend: str = "auto") -> Tuple[str, Any]:
     """Return (backend name, module). `backend` is auto | tensorrt | tensorrt-rtx."""
     if backend in _cache:
         return _cache[backend]
+    try:
+        return _import_backend(backend)
+    except OpError:
+        if not sys.flags.no_site:
+            raise
+    # started with -S (see client.worker_command): a backend installed through a .pth hook
+    # only becomes importable once site has run
+    import site
+
+    site.main()
+    return _import_backend(backend)
+
+
+def _import_backend(backend: str) -> Tuple[str, Any]:
     names = AUTO_ORDER if backend == "auto" else (backend,)
     errors: List[str] = []
     for name in names:
