@@ -16,18 +16,42 @@ import json
 import os
 import queue
 import signal
-import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
-from typing import Any, Callable, Deque, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional
 
 from workbench.errors import WorkbenchError
 
-ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding the workbench package
+if TYPE_CHECKING:  # pragma: no cover
+    import subprocess
+
+# the folder holding the workbench package (os.path: pathlib and subprocess are imported only
+# when needed, so that a CLI reaches its worker's fork in as few milliseconds as it can)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 _BOOT = ("import sys; sys.path.insert(0, %r); "
-         "from workbench.worker.main import main; main()")
+         "from workbench.worker.boot import run; run()")
+# Same interpreter: start without `site` (-S) and hand over this process's import path instead.
+# site's .pth processing costs 30-60 ms per start (editable-install finders, vendor hooks) and
+# the worker needs none of it; if the backend still does not import, the worker runs site then.
+_BOOT_NO_SITE = ("import sys; sys.path.insert(0, %r); "
+                 "sys.path.extend(p for p in %r if p not in sys.path); "
+                 "from workbench.worker.boot import run; run()")
+
+
+def same_interpreter(python: str) -> bool:
+    """Is `python` this very interpreter *and environment*? Compared as paths, not as files:
+    a venv's bin/python is a symlink to the same binary but has its own site-packages."""
+    return os.path.abspath(python) == os.path.abspath(sys.executable)
+
+
+def worker_command(python: str) -> list:
+    """argv that starts the worker under `python` (lean start-up when it is this interpreter;
+    WORKBENCH_WORKER_SITE=1 turns that off)."""
+    if same_interpreter(python) and not os.environ.get("WORKBENCH_WORKER_SITE"):
+        paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)]
+        return [python, "-S", "-c", _BOOT_NO_SITE % (ROOT, paths)]
+    return [python, "-c", _BOOT % ROOT]
 
 
 class WorkerError(WorkbenchError):
@@ -76,6 +100,10 @@ class WorkerClient:
         self._stderr: Deque[str] = collections.deque(maxlen=stderr_lines)
         self._ids = itertools.count(1)
         self._lock = threading.RLock()  # start() may run from a warm-up thread
+        self._preload: Optional[str] = None  # backend the next start imports at once
+        self._preloaded: Optional[str] = None  # ... and the one the running worker did
+        self._ready = threading.Event()
+        self._ready_msg: Optional[Dict[str, Any]] = None
 
     # -- process management -------------------------------------------------------------------
     @property
@@ -91,12 +119,29 @@ class WorkerClient:
         with self._lock:
             self._start(timeout)
 
-    def warm_up(self) -> threading.Thread:
-        """Start the worker in the background (errors surface on the next call)."""
+    def warm_up(self, backend: Optional[str] = None, *, fork: bool = False
+                ) -> Optional[threading.Thread]:
+        """Start the worker in the background (errors surface on the next call) and return
+        the thread doing it; with `backend`, a worker started now imports that TensorRT right
+        away, so the first request does not wait for the import. With `fork`, and when this
+        process is plain enough (see `forked.can_fork`: the CLI before it starts threads),
+        the worker is forked here and now instead of starting a second interpreter (returns
+        None: nothing is left to wait for)."""
+        from workbench.worker import forked
+
+        if fork and forked.can_fork(self.python):
+            with self._lock:
+                if not self.alive:
+                    self._preload = backend
+                    self._spawn(fork=True)  # its "ready" is skipped by the first call
+            return None
 
         def _go() -> None:
             try:
-                self.start()
+                with self._lock:
+                    if not self.alive:
+                        self._preload = backend
+                    self._start(60.0)
             except Exception:
                 pass
 
@@ -107,39 +152,83 @@ class WorkerClient:
     def _start(self, timeout: float) -> None:
         if self.alive:
             return
-        env = dict(os.environ)
-        if self.env:
-            env.update(self.env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        self._events = queue.Queue()
-        self._stderr.clear()
-        try:
-            self._proc = subprocess.Popen(
-                [self.python, "-c", _BOOT % ROOT], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                start_new_session=True, text=True, encoding="utf-8", errors="replace", bufsize=1)
-        except OSError as e:
-            raise WorkerError(f"cannot start the TensorRT worker with '{self.python}': {e}",
-                              code="worker-start",
-                              hint="set WORKBENCH_TRT_PYTHON to a Python that exists") from None
-        proc = self._proc
-        threading.Thread(target=self._read_stdout, args=(proc,), daemon=True).start()
-        threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
+        proc = self._spawn(fork=False)
         msg = self._next_event(proc, time.monotonic() + timeout)
         if msg is None or msg.get("event") != "ready":
             self._raise_crash("starting")
 
-    def _read_stdout(self, proc: subprocess.Popen) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.strip()
-            if not line:
-                continue
+    def _spawn(self, fork: bool) -> Any:
+        """Start the process and its reader threads (without waiting for "ready")."""
+        env = dict(os.environ)
+        if self.env:
+            env.update(self.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self._preloaded = self._preload
+        if self._preload:
+            env["WORKBENCH_WORKER_PRELOAD"] = self._preload
+            self._preload = None
+        self._ready = threading.Event()
+        self._ready_msg = None
+        self._events = queue.Queue()
+        self._stderr.clear()
+        if fork:
+            from workbench.worker.forked import fork_worker
+
+            self._proc = fork_worker(env)  # type: ignore[assignment]
+        else:
+            import subprocess
+
             try:
-                self._events.put(json.loads(line))
-            except json.JSONDecodeError:
-                self._stderr.append("[stdout] " + line)
-        self._events.put(None)
+                self._proc = subprocess.Popen(
+                    worker_command(self.python), stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                    start_new_session=True, text=True, encoding="utf-8", errors="replace",
+                    bufsize=1)
+            except OSError as e:
+                raise WorkerError(f"cannot start the TensorRT worker with '{self.python}': {e}",
+                                  code="worker-start",
+                                  hint="set WORKBENCH_TRT_PYTHON to a Python that exists"
+                                  ) from None
+        proc = self._proc
+        threading.Thread(target=self._read_stdout, args=(proc, self._ready),
+                         daemon=True).start()
+        threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
+        return proc
+
+    def preloaded_backend_info(self, backend: str, timeout: float = 120.0
+                               ) -> Optional[Dict[str, Any]]:
+        """What `backend_info` would answer, from the "ready" event of a worker started with
+        warm_up(backend=...); None when it was not preloaded (or failed to: ask it then)."""
+        with self._lock:
+            ready, wanted = self._ready, self._preloaded
+        if wanted != backend or not self.alive:
+            return None
+        ready.wait(timeout)  # set on "ready" and when the worker's stdout closes
+        msg = self._ready_msg
+        if not msg or msg.get("preloaded") != backend:
+            return None
+        return msg.get("backend_info")
+
+    def _read_stdout(self, proc: subprocess.Popen, ready: threading.Event) -> None:
+        assert proc.stdout is not None
+        events = self._events
+        try:
+            for line in proc.stdout:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    msg = json.loads(line)
+                except json.JSONDecodeError:
+                    self._stderr.append("[stdout] " + line)
+                    continue
+                if msg.get("event") == "ready" and not ready.is_set():
+                    self._ready_msg = msg
+                    ready.set()
+                events.put(msg)
+        finally:
+            ready.set()
+            events.put(None)
 
     def _read_stderr(self, proc: subprocess.Popen) -> None:
         assert proc.stderr is not None
@@ -171,6 +260,23 @@ class WorkerClient:
             except Exception:
                 self.kill()
         self._proc = None
+
+    def release(self) -> None:
+        """Let the worker go without waiting for it to exit (a CLI's last step: TensorRT's
+        teardown is of no use to anyone). Its process group is killed; the OS reaps it."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            assert proc.stdin is not None
+            proc.stdin.close()
+        except Exception:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
 
     def __enter__(self) -> "WorkerClient":
         return self
@@ -213,8 +319,11 @@ class WorkerClient:
     def call(self, op: str, args: Optional[Dict[str, Any]] = None, *,
              timeout: Optional[float] = None,
              on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
-             cancel: Optional[threading.Event] = None, grace: float = 5.0) -> Any:
-        """Run `op` in the worker and return its result; events go to `on_event`."""
+             cancel: Optional[threading.Event] = None, grace: float = 5.0,
+             sent: Optional[threading.Event] = None) -> Any:
+        """Run `op` in the worker and return its result; events go to `on_event`; `sent` is
+        set once the request is on its way (work meant to run beside the op can wait for it,
+        rather than compete with sending it)."""
         with self._lock:
             self.start()
             proc = self._proc
@@ -225,6 +334,8 @@ class WorkerClient:
                 proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 self._raise_crash(f"receiving '{op}'")
+            if sent is not None:
+                sent.set()
             t0 = time.monotonic()
             deadline = t0 + timeout if timeout else float("inf")
             cancel_sent_at: Optional[float] = None
@@ -286,3 +397,9 @@ def default_client() -> WorkerClient:
     if _default is None:
         _default = WorkerClient()
     return _default
+
+
+def release_default_client() -> None:
+    """Let the shared worker go without waiting (a CLI process about to exit)."""
+    if _default is not None:
+        _default.release()
