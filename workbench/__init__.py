@@ -9,6 +9,14 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from workbench.errors import Finding, WorkbenchError  # noqa: E402  (both stdlib-only)
-
 __all__ = ["Finding", "WorkbenchError", "__version__"]
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    """`workbench.Finding` / `workbench.WorkbenchError` on first use: the worker process
+    imports `workbench.worker` and should not pay for dataclasses and pathlib at start-up."""
+    if name in ("Finding", "WorkbenchError"):
+        from workbench import errors
+
+        return getattr(errors, name)
+    raise AttributeError(f"module 'workbench' has no attribute {name!r}")

@@ -18,68 +18,12 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from workbench.errors import Finding, WorkbenchError
+from workbench.inputs import InputSpec, model_inputs  # noqa: F401  (re-exported)
+from workbench.inputs import proto_of as _proto_of
 
 Batch = Dict[str, np.ndarray]
 DATA_SUFFIXES = (".npz", ".npy")
 IMAGE_SUFFIXES = (".ppm", ".pgm", ".pnm", ".npy", ".png", ".jpg", ".jpeg", ".bmp")
-
-# ONNX TensorProto elem type -> numpy dtype (only types a model input can sensibly have)
-_ONNX_TO_NP = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32,
-               7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32,
-               13: np.uint64}
-
-
-@dataclass
-class InputSpec:
-    """One model input: name, numpy dtype (None if exotic), dims (int, or str symbol, or None)."""
-
-    name: str
-    dtype: Any
-    elem_type: int
-    dims: List[Union[int, str, None]]
-
-    @property
-    def dynamic_axes(self) -> List[int]:
-        return [i for i, d in enumerate(self.dims) if not isinstance(d, int)]
-
-    def shape_str(self) -> str:
-        return "[" + ", ".join("?" if d is None else str(d) for d in self.dims) + "]"
-
-
-def _proto_of(model: Any) -> Any:
-    """ModelProto from a Model, a ModelProto or a path (graph only; weights not needed)."""
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    if hasattr(model, "proto") and hasattr(model, "node_ids"):
-        return model.proto
-    from workbench.model import open_model
-
-    return open_model(model).proto
-
-
-def model_inputs(model: Any) -> List[InputSpec]:
-    """The real inputs of the model (graph inputs that are not initializers)."""
-    proto = _proto_of(model)
-    inits = {i.name for i in proto.graph.initializer}
-    specs = []
-    for vi in proto.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        dims: List[Union[int, str, None]] = []
-        if tt.HasField("shape"):
-            for d in tt.shape.dim:
-                if d.HasField("dim_value") and d.dim_value > 0:
-                    dims.append(int(d.dim_value))
-                elif d.HasField("dim_param") and d.dim_param:
-                    dims.append(d.dim_param)
-                else:
-                    dims.append(None)
-        specs.append(InputSpec(vi.name, _ONNX_TO_NP.get(tt.elem_type), tt.elem_type, dims))
-    return specs
-
 
 # --------------------------------------------------------------------------- image folders
 @dataclass

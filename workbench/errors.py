@@ -4,14 +4,13 @@ Every failure a user can cause (bad file, bad node, bad field) is raised as a Wo
 names *where* (file / node / field) and *what to do next*. The CLI prints `str(err)` on one line
 and exits 2; widgets show it in their status area. Findings are the non-fatal equivalent: one
 record per thing worth telling the user about a node or tensor. Stdlib only (the worker imports
-nothing from here, but keep it cheap anyway).
+nothing from here, but keep it cheap anyway). `Finding` lives in `workbench.findings` and is
+loaded on first use: a CLI that only needs WorkbenchError (to start its TensorRT worker as early
+as it can) does not pay for dataclasses.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional
-
-SEVERITIES = ("error", "warning", "info")
+from typing import Any, Dict, Optional
 
 
 class WorkbenchError(Exception):
@@ -51,37 +50,10 @@ class WorkbenchError(Exception):
                 "field": self.field, "hint": self.hint}
 
 
-@dataclass
-class Finding:
-    """Anything worth telling the user about a node or tensor.
+def __getattr__(name: str) -> Any:
+    """`Finding` and `SEVERITIES` from `workbench.findings`, imported on first use."""
+    if name in ("Finding", "SEVERITIES"):
+        from workbench import findings
 
-    severity: "error" | "warning" | "info"; code: a stable machine-readable id such as
-    "unsupported-op" or "fp16-overflow"; source: who said it ("static", "parser", "build-log", ...).
-    """
-
-    severity: str
-    code: str
-    message: str
-    nodes: List[str] = field(default_factory=list)
-    tensors: List[str] = field(default_factory=list)
-    hint: Optional[str] = None
-    source: str = ""
-    op: Optional[str] = None
-    extra: Dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
-
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "Finding":
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
-
-    def __str__(self) -> str:
-        where = f" [{', '.join(self.nodes)}]" if self.nodes else ""
-        nxt = f" -> {self.hint}" if self.hint else ""
-        return f"{self.severity.upper()} {self.code}{where}: {self.message}{nxt}"
+        return getattr(findings, name)
+    raise AttributeError(f"module 'workbench.errors' has no attribute {name!r}")

@@ -8,10 +8,9 @@ sequence lengths of calibration batches) and warns when ranges are wide enough t
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
-
-import numpy as np
 
 from workbench.errors import Finding, WorkbenchError
 
@@ -104,9 +103,9 @@ def parse_profiles(args: Iterable[str]) -> List[Profile]:
 # --------------------------------------------------------------------------- validation
 def shape_tensor_inputs(model: Any) -> List[str]:
     """Int inputs of rank <= 1 that feed a shape slot (Reshape shape, Expand shape, ...)."""
-    from workbench.calibration import _proto_of, model_inputs
+    from workbench.inputs import model_inputs, proto_of
 
-    proto = _proto_of(model)
+    proto = proto_of(model)
     specs = {s.name: s for s in model_inputs(proto)}
     out = []
     for node in proto.graph.node:
@@ -124,7 +123,7 @@ def validate_profiles(model: Any, profiles: Any) -> List[Profile]:
     Errors (WorkbenchError naming profile #, input and axis): unknown input, wrong rank,
     min <= opt <= max broken, static dims not respected, dynamic input not covered, inputs
     sharing a symbolic dim given different ranges, shape-tensor values of the wrong length."""
-    from workbench.calibration import model_inputs
+    from workbench.inputs import model_inputs
 
     if isinstance(profiles, Mapping):
         profiles = [profiles]
@@ -218,6 +217,8 @@ def _check_shared(where: str, prof: Profile, specs: Sequence[Any], shape_inputs:
 def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, Any]]
                   ) -> List[Finding]:
     """Do sample shapes fall inside some profile, and is opt near where the data lives?"""
+    import numpy as np
+
     findings: List[Finding] = []
     for idx, prof in enumerate(profiles, 1):
         for name, (mn, op, mx) in prof.items():
@@ -248,12 +249,14 @@ def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, An
 
 # --------------------------------------------------------------------------- advisor
 def _round8(v: float, lo: int, hi: int) -> int:
-    r = int(np.ceil(v / 8.0) * 8) if v >= 8 else int(np.ceil(v))
+    r = int(math.ceil(v / 8.0) * 8) if v >= 8 else int(math.ceil(v))
     return int(min(max(r, lo), hi))
 
 
 def _real_lengths(samples: Sequence[Mapping[str, Any]], specs: Sequence[Any]) -> Dict[str, Any]:
     """Sequence lengths hidden under padding: row sums of a 0/1 `*mask*` input [batch, seq]."""
+    import numpy as np
+
     out: Dict[str, Any] = {}
     for s in specs:
         if "mask" not in s.name.lower() or len(s.dims) != 2 or not isinstance(s.dims[1], str):
@@ -274,7 +277,9 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
     opt = median rounded up to a multiple of 8, max = largest; batch axes (axis 0): min 1,
     opt the median batch seen; padded sequences (0/1 `*mask*` input): min and opt (p75, rounded
     to 8) from the real lengths. Inputs sharing a symbolic dim get the same range. Warns about wide ranges; with `profiles`, also checks them."""
-    from workbench.calibration import model_inputs
+    import numpy as np
+
+    from workbench.inputs import model_inputs
 
     specs = model_inputs(model)
     findings: List[Finding] = []

@@ -4,19 +4,43 @@ Exit 0 built, 1 TensorRT refused (the node/layer is named) or the time limit hit
 """
 from __future__ import annotations
 
-import argparse
 import sys
-import threading
-from pathlib import Path
-from typing import Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import argparse
 
 NAME = "build"
 HELP = "build a TensorRT engine (progress, time limit, cache) and print the equivalent commands"
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+BACKENDS = ("auto", "tensorrt", "tensorrt-rtx")
+
+
+def start_early(argv: List[str]) -> None:
+    """Fork the TensorRT worker before the rest of the CLI is even imported (called with the
+    raw arguments after `build`); the worker imports the backend `--backend` names."""
+    if "-h" in argv or "--help" in argv:
+        return
+    backend = "auto"
+    for i, a in enumerate(argv):
+        if a == "--backend" and i + 1 < len(argv):
+            backend = argv[i + 1]
+        elif a.startswith("--backend="):
+            backend = a.split("=", 1)[1]
+    if backend not in BACKENDS:
+        return  # argparse refuses it in a moment
+    # messages between the two processes are passed on by reader threads: hand them the GIL
+    # within 0.5 ms rather than Python's default 5 ms (the forked worker inherits it too)
+    sys.setswitchinterval(0.0005)
+    from workbench.worker.client import default_client
+
+    default_client().warm_up(backend=backend, fork=True)
+
+
+def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("model", metavar="MODEL", help="ONNX model")
     p.add_argument("-o", "--output", metavar="ENGINE", required=True, help="engine file to write")
     p.add_argument("--precision", default="fp32",
@@ -32,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="shape range of a dynamic input, e.g. input:1x3x32x32:8x3x32x32:"
                         "32x3x32x32 (repeat per input; a leading '+' starts another "
                         "profile)")
-    p.add_argument("--backend", default="auto", choices=["auto", "tensorrt", "tensorrt-rtx"])
+    p.add_argument("--backend", default="auto", choices=list(BACKENDS))
     p.add_argument("--route", default="auto", choices=["auto", "strongly-typed",
                                                        "legacy-flags"])
     p.add_argument("--target", metavar="SM", help="TensorRT-RTX ahead-of-time target, e.g. sm89")
@@ -69,11 +93,13 @@ def parse_profiles(items: List[str]) -> List[Dict[str, List[List[int]]]]:
     return [p.to_dict() for p in _parse(items)]
 
 
-def _config(args: argparse.Namespace) -> Any:
+def _config(args: "argparse.Namespace") -> Any:
     from workbench.build import BuildConfig
 
     base: Dict[str, Any] = {}
     if args.config:
+        from pathlib import Path
+
         p = Path(args.config)
         if not p.is_file():
             raise WorkbenchError("config file not found", file=str(p))
@@ -149,14 +175,17 @@ class _StderrProgress:
             sys.stderr.write("\n")
 
 
-def run(args: argparse.Namespace) -> int:
-    from workbench.worker.client import default_client
+def run(args: "argparse.Namespace") -> int:
+    start_early(["--backend", args.backend])  # a no-op when main() did it already
+    from workbench import onnx_light
 
-    default_client().warm_up()  # TensorRT's interpreter starts while we parse the config
+    onnx_light.enable()  # an FP32 build reads the graph with protobuf only (no numpy, no onnx)
     from workbench.build import BuildFailed, build_engine
 
     config = _config(args)
     progress = None if args.json else _StderrProgress()
+    import threading
+
     cancel = threading.Event()
     try:
         res = build_engine(args.model, config, on_event=progress, timeout=args.timeout,
