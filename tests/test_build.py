@@ -222,6 +222,34 @@ def test_invalid_profile_is_a_clear_error(client, profiles, needle, _isolated_ho
     assert engines_dir_files(_isolated_home) == []
 
 
+def test_profile_check_beside_a_running_build_stops_it(client, monkeypatch, _isolated_home):
+    """FP32 from the user's file: TensorRT starts at once and the profile check (which needs
+    the graph) runs beside it. A check failing mid-build stops the build; its message is what
+    the user gets, and nothing is cached."""
+    import workbench.build as wb_build
+
+    monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.05")  # a full build: ~5 s
+    real = wb_build._validate_profiles
+    seen = []
+
+    def slow_failing_check(ref, config):
+        real(ref, config)  # the real check passes...
+        time.sleep(0.5)  # ...and then, with TensorRT well into the build, a failure
+        raise WorkbenchError("injected profile problem", field="profiles.input")
+
+    monkeypatch.setattr(wb_build, "_validate_profiles", slow_failing_check)
+    t0 = time.monotonic()
+    with pytest.raises(WorkbenchError) as e:
+        build_engine(BERT, cfg("bert_tiny"), client=client,
+                     on_event=lambda ev: seen.append(ev.get("phase")))
+    assert "injected profile problem" in str(e.value)
+    assert not isinstance(e.value, (BuildFailed, BuildCancelled))
+    assert "building" in seen  # TensorRT had started
+    assert time.monotonic() - t0 < 3.5
+    assert engines_dir_files(_isolated_home) == []
+    assert client.call("ping")  # stopped cooperatively: the worker lives on
+
+
 def test_worker_checks_profiles_against_the_parsed_network(client, tmp_path):
     """Second line of defence (e.g. a shape the ONNX leaves symbolic but TensorRT fixes)."""
     from workbench.worker.client import WorkerError

@@ -454,7 +454,8 @@ def backend_info(backend: str = "auto", client: Any = None) -> Dict[str, Any]:
         if key in _backend_memo:
             return _backend_memo[key]
     try:
-        info = client.call("backend_info", {"backend": backend}, timeout=120)
+        info = getattr(client, "preloaded_backend_info", lambda b: None)(backend) or \
+            client.call("backend_info", {"backend": backend}, timeout=120)
     except WorkerError as e:
         raise WorkbenchError(str(e.message), field="backend", hint=e.hint) from None
     with _memo_lock:
@@ -649,8 +650,6 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     Raises WorkbenchError for bad input, BuildFailed (with node/op) when TensorRT refuses,
     BuildCancelled / BuildTimeout when stopped; none of them leaves an engine in the cache.
     """
-    from workbench.buildlog import NameIndex, findings_from_log
-    from workbench.export import export_for
     from workbench.worker.client import (WorkerCancelled, WorkerError, WorkerTimeout,
                                          default_client)
 
@@ -674,11 +673,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     _emit(on_event, "hashing", 0.0, str(ref.path or "<in-memory model>"))
     try:
         model_hash = ref.content_hash
-        if cold:  # the worker is starting anyway: open the graph meanwhile (cold CLI runs)
-            try:
-                ref.model
-            except WorkbenchError:
-                pass  # reported where the model is needed
+        if cold:
+            ref.workspace()  # while TensorRT may still be importing
     finally:
         fetcher.join()
     if "error" in box:
@@ -709,16 +705,13 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                                "config_hash": config.config_hash, "engine": str(engine)})
             return res
 
-    # profiles against the model's inputs (symbolic dims shared between inputs included);
-    # the worker checks them again against the parsed network
-    from workbench.profiles import validate_profiles
-
-    try:
-        validate_profiles(ref.model, config.profiles)
-    except WorkbenchError as e:
-        raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
-                             field=f"profiles.{e.field}" if e.field else "profiles",
-                             hint=e.hint) from None
+    # The profile check needs the graph (protobuf import + parse: tens of ms on a cold CLI).
+    # When TensorRT gets the user's own FP32 file, the build starts at once and the check runs
+    # beside it: a failing check stops the build and is what the user sees; nothing is cached.
+    speculative = (ref.path is not None and config.precision == "fp32" and
+                   not config.exclude_ops)
+    if not speculative:
+        _validate_profiles(ref, config)
     findings: List[Finding] = []
     if route == "strongly-typed":  # precision lives in the ONNX TensorRT gets
         onnx_path, pfind = _transformed_onnx(ref, config, ws, on_event)
@@ -749,31 +742,58 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     tmp = ws.engines_dir / f".{key[:32]}.{os.getpid()}.{threading.get_ident()}.partial"
     args["engine_path"] = str(tmp)
     remaining = None if timeout is None else max(0.1, timeout - (time.monotonic() - t0))
-    names_box: Dict[str, Any] = {}
+    side: Dict[str, Any] = {}  # what the thread beside the build found: names, invalid, error
+    invalid = threading.Event()  # the speculative profile check failed: stop the build
+    sent = threading.Event()
 
-    def _prefetch_names() -> None:  # onnx import + graph load overlap the TensorRT build
+    def _during_build() -> None:  # graph load, profile check, name index: beside TensorRT
+        # after the request is out: protobuf's import holds the GIL for ms at a time
+        sent.wait(5.0)
+        if speculative:
+            try:
+                _validate_profiles(ref, config)
+            except WorkbenchError as e:
+                side["invalid"] = e
+                invalid.set()
+                return
         try:
-            names_box["names"] = NameIndex.from_graph(_graph_of(onnx_path, ref))
-        except BaseException as e:
-            names_box["error"] = e
+            import workbench.export  # noqa: F401  (needed as soon as the build returns)
+            from workbench.buildlog import NameIndex
 
-    prefetch = threading.Thread(target=_prefetch_names, daemon=True)
+            side["names"] = NameIndex.from_graph(_graph_of(onnx_path, ref))
+        except BaseException as e:
+            side["error"] = e
+
+    def _raise_if_invalid() -> None:
+        sent.set()  # (the request may never have gone out)
+        prefetch.join()
+        if "invalid" in side:
+            raise side["invalid"]
+
+    prefetch = threading.Thread(target=_during_build, daemon=True)
     prefetch.start()
     done = False
     try:
-        out = client.call("build", args, timeout=remaining, on_event=on_event, cancel=cancel)
+        out = client.call("build", args, timeout=remaining, on_event=on_event,
+                          cancel=_AnyEvent(cancel, invalid), sent=sent)
+        _raise_if_invalid()
         os.replace(tmp, engine)  # complete engines only ever appear under their key
         done = True
     except WorkerTimeout as e:
+        _raise_if_invalid()
         _failed(ws, key, config, "timeout")
         raise BuildTimeout(f"the build exceeded its time limit of {timeout:g} s and was "
                            "stopped; nothing was cached", code="timeout", hint=e.hint,
                            log=[{"level": "info", "message": e.log_tail}]) from None
     except WorkerCancelled:
+        _raise_if_invalid()
         _failed(ws, key, config, "cancelled")
         raise BuildCancelled("the build was cancelled; nothing was cached",
                              code="cancelled") from None
     except WorkerError as e:
+        _raise_if_invalid()
+        from workbench.buildlog import NameIndex, findings_from_log
+
         if e.code in _BAD_INPUT_CODES:
             field_name = (e.details or {}).get("field")
             raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
@@ -808,9 +828,12 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                 except OSError:
                     pass
     prefetch.join()
-    if "error" in names_box:
-        raise names_box["error"]
-    findings += findings_from_log(out.get("log", []), names_box["names"])
+    if "error" in side:
+        raise side["error"]
+    from workbench.buildlog import findings_from_log
+    from workbench.export import export_for
+
+    findings += findings_from_log(out.get("log", []), side["names"])
     for n in out.get("unmatched_fp32_layers", []):
         findings.append(Finding("warning", "exclusion-not-found",
                                 f"no TensorRT layer matches excluded node '{n}'", nodes=[n],
@@ -828,7 +851,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         "log": out.get("log", [])[-4000:], "layers": out.get("layers", []),
         "created": time.time(),
     }
-    atomic_write_json(meta_path, meta)
+    atomic_write_json(meta_path, meta, indent=None)  # cache internals: compact, fast
     res = _result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=False)
     if output is not None:
         res.output_path = _copy_out(engine, output, ref.path)
@@ -837,6 +860,30 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                        "seconds": round(res.seconds, 3), "backend": res.backend,
                        "backend_version": res.backend_version, "precision": config.precision})
     return res
+
+
+class _AnyEvent:
+    """Set when any of its events is (the worker client only asks is_set())."""
+
+    def __init__(self, *events: Optional[threading.Event]) -> None:
+        self.events = [e for e in events if e is not None]
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
+
+
+def _validate_profiles(ref: _ModelRef, config: BuildConfig) -> None:
+    """Profiles against the model's inputs (symbolic dims shared between inputs included);
+    the worker checks them again against the parsed network."""
+    from workbench.profiles import validate_profiles
+
+    model = ref.model  # an unreadable file is reported as such, not as a profile problem
+    try:
+        validate_profiles(model, config.profiles)
+    except WorkbenchError as e:
+        raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
+                             field=f"profiles.{e.field}" if e.field else "profiles",
+                             hint=e.hint) from None
 
 
 def _failed(ws: Any, key: str, config: BuildConfig, code: str, **extra: Any) -> None:
