@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -479,3 +480,21 @@ def test_wider_profile_costs_activation_memory(client):
     a, b = small.memory["activation_bytes"], wide.memory["activation_bytes"]
     print(f"activation memory: max batch 8 -> {a} B, max batch 128 -> {b} B")
     assert b > 2 * a  # measured 2.3x (18 MB -> 42 MB) with TensorRT-RTX 1.7
+
+
+def test_build_overhead_benchmark_runs_and_reports(tmp_path):
+    """The benchmark itself stays runnable (its figures are read from its own output, not
+    asserted here): one pair per sample, last line one JSON object."""
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, str(repo / "benchmarks" / "build_overhead.py"),
+                        "--repeats", "1", "--samples-only", "--opt-level", "0"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert d["benchmark"] == "build_overhead" and d["target_overhead_pct"] == 10.0
+    assert set(d["models"]) == {"resnet_tiny", "bert_tiny"}
+    for row in d["models"].values():
+        assert row["baseline"] > 0 and row["cli"] > 0 and row["api"] > 0
+        assert row["cli_ratio"] == pytest.approx(1 + row["cli_overhead_s"] / row["baseline"],
+                                                 abs=0.01)
+    assert isinstance(d["cli_within_target"], bool)

@@ -39,11 +39,16 @@ _LOG_PHASES = (
 # logging and progress
 # --------------------------------------------------------------------------------------------
 def _make_logger(trt: Any, ctx: Context, keep: str, phases_from_log: bool) -> Any:
-    """ILogger that keeps messages down to `keep`, streams warnings/errors and log phases."""
+    """ILogger that keeps messages down to `keep`, streams warnings/errors and log phases.
+
+    TensorRT calls it for every message, verbose ones included (thousands per build), so the
+    common case, a message below `keep`, returns after one int() of the severity."""
     sev = trt.ILogger.Severity
-    names = {sev.INTERNAL_ERROR: "error", sev.ERROR: "error", sev.WARNING: "warning",
-             sev.INFO: "info", sev.VERBOSE: "verbose"}
+    names = {int(sev.INTERNAL_ERROR): "error", int(sev.ERROR): "error",
+             int(sev.WARNING): "warning", int(sev.INFO): "info", int(sev.VERBOSE): "verbose"}
     keep_rank = LEVELS.index(keep) if keep in LEVELS else 2
+    kept = {v for v, name in names.items() if LEVELS.index(name) <= keep_rank}
+    streamed = {v for v, name in names.items() if name in ("error", "warning")}
 
     class _Logger(trt.ILogger):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:
@@ -52,11 +57,12 @@ def _make_logger(trt: Any, ctx: Context, keep: str, phases_from_log: bool) -> An
             self.phases_from_log = phases_from_log
 
         def log(self, severity: Any, msg: str) -> None:  # noqa: A003
-            level = names.get(severity, "info")
-            if LEVELS.index(level) <= keep_rank:
+            v = int(severity)
+            if v in kept:
+                level = names[v]
                 self.messages.append({"level": level, "message": msg})
-            if level in ("error", "warning"):
-                ctx.log(level, msg)
+                if v in streamed:
+                    ctx.log(level, msg)
             if self.phases_from_log:
                 for rx, phase, frac in _LOG_PHASES:
                     if rx.search(msg):
