@@ -210,18 +210,13 @@ class WorkerClient:
         return msg.get("backend_info")
 
     def _read_stdout(self, proc: subprocess.Popen, ready: threading.Event) -> None:
+        from workbench.worker.registry import read_json_lines
+
         assert proc.stdout is not None
         events = self._events
         try:
-            for line in proc.stdout:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    msg = json.loads(line)
-                except json.JSONDecodeError:
-                    self._stderr.append("[stdout] " + line)
-                    continue
+            for msg in read_json_lines(proc.stdout, lambda line: self._stderr.append(
+                    "[stdout] " + line)):
                 if msg.get("event") == "ready" and not ready.is_set():
                     self._ready_msg = msg
                     ready.set()

@@ -12,7 +12,7 @@ import sys
 import threading
 from typing import Any, Dict, Optional
 
-from workbench.worker.registry import OPS, Cancelled, Context, OpError, op
+from workbench.worker.registry import OPS, Cancelled, Context, OpError, op, read_json_lines
 
 _ops_loaded = False
 
@@ -103,17 +103,12 @@ def main(ready: Optional[Dict[str, Any]] = None) -> None:
     requests: "queue.Queue[Any]" = queue.Queue()
     current: Dict[str, Context] = {}
 
+    def bad_request(line: str) -> None:
+        send({"id": None, "event": "error",
+              "error": {"type": "protocol", "message": "bad JSON request"}})
+
     def reader() -> None:
-        for line in sys.stdin:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                send({"id": None, "event": "error",
-                      "error": {"type": "protocol", "message": "bad JSON request"}})
-                continue
+        for msg in read_json_lines(sys.stdin, bad_request):
             if msg.get("op") == "cancel":
                 ctx = current.get(str(msg.get("id")))
                 if ctx is not None:

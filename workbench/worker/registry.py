@@ -1,8 +1,9 @@
 """Op registry and the per-request context handed to ops (progress, logs, cancel)."""
 from __future__ import annotations
 
+import json
 import threading
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional
 
 OPS: Dict[str, Callable[..., Any]] = {}
 
@@ -59,3 +60,20 @@ class Context:
     def check_cancel(self) -> None:
         if self.cancel_event.is_set():
             raise Cancelled()
+
+
+def read_json_lines(lines: Iterable[str], on_bad: Callable[[str], None]) -> Iterator[Any]:
+    """The protocol's framing, for both ends: one JSON object per non-empty line; a line that
+    is not one goes to `on_bad` and the stream goes on."""
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            msg = json.loads(line)
+        except ValueError:  # json.JSONDecodeError
+            msg = None
+        if isinstance(msg, dict):
+            yield msg
+        else:
+            on_bad(line)
