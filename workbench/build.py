@@ -32,10 +32,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_json
+from workbench.worker.trt import BUILD_BACKENDS
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "fp8")
 ROUTES = ("auto", "strongly-typed", "legacy-flags")
-BACKENDS = ("auto", "tensorrt", "tensorrt-rtx")
+BACKENDS = BUILD_BACKENDS
 CALIBRATE_METHODS = ("entropy", "minmax", "percentile")
 CACHE_SCHEMA = 1
 # Fields that do not change the engine (they are left out of the cache key).

@@ -8,15 +8,13 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from workbench.errors import WorkbenchError
+from workbench.worker.trt import BUILD_BACKENDS as BACKENDS  # light: TensorRT is not imported
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
 
 NAME = "build"
 HELP = "build a TensorRT engine (progress, time limit, cache) and print the equivalent commands"
-
-
-BACKENDS = ("auto", "tensorrt", "tensorrt-rtx")
 
 
 def start_early(argv: List[str]) -> None:

@@ -14,6 +14,7 @@ CANDIDATES = {
     "tensorrt-rtx": ("tensorrt_rtx", "tensorrt_rtx_bindings"),
 }
 AUTO_ORDER = ("tensorrt", "tensorrt-rtx")
+BUILD_BACKENDS = ("auto",) + AUTO_ORDER  # what `backend=` accepts wherever TensorRT builds
 
 _cache: Dict[str, Tuple[str, Any]] = {}
 
