@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Union
 
 from workbench.errors import Finding
-from workbench.model import Model, external_location, open_model
+from workbench.model import Model, external_location, model_skeleton, open_model
 from workbench.onnx_light import has_schema, onnx_proto
 from workbench.onnx_light import infer_shapes as _onnx_infer_shapes
 
@@ -262,17 +262,8 @@ def _tensor_value_info(name: str, elem_type: int, dims: List[int]) -> "onnx.Valu
 
 def _inference_copy(proto: "onnx.ModelProto") -> "onnx.ModelProto":
     """A light copy for shape inference: big or external initializers become typed inputs."""
-    m = onnx_proto().ModelProto()
-    for fname in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
-        setattr(m, fname, getattr(proto, fname))
-    m.opset_import.extend(proto.opset_import)
-    m.functions.extend(proto.functions)
+    m = model_skeleton(proto)
     src, g = proto.graph, m.graph
-    g.name = src.name
-    g.node.extend(src.node)
-    g.input.extend(src.input)
-    g.output.extend(src.output)
-    g.value_info.extend(src.value_info)
     declared = {i.name for i in src.input}
     for t in src.initializer:
         if _has_inline_data(t) and tensor_nbytes(t) <= _KEEP_FOR_INFERENCE_BYTES:

@@ -192,6 +192,24 @@ def _hash_file(h: "hashlib._Hash", path: Path) -> None:
             h.update(chunk)
 
 
+def model_skeleton(proto: "onnx.ModelProto") -> "onnx.ModelProto":
+    """A new ModelProto of the same class with everything but the initializers: metadata,
+    opsets, functions, nodes, inputs, outputs, value_info. Callers decide what becomes of the
+    weights (kept when small, dims-only placeholders, typed inputs, ...)."""
+    m = type(proto)()
+    for fname in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
+        setattr(m, fname, getattr(proto, fname))
+    m.opset_import.extend(proto.opset_import)
+    m.functions.extend(proto.functions)
+    src, g = proto.graph, m.graph
+    g.name = src.name
+    g.node.extend(src.node)
+    g.input.extend(src.input)
+    g.output.extend(src.output)
+    g.value_info.extend(src.value_info)
+    return m
+
+
 def open_model(path: PathLike) -> Model:
     """Open an ONNX file for inspection (no weight bytes). Raises WorkbenchError on bad input."""
     onnx = onnx_proto()

@@ -262,17 +262,10 @@ def light_copy(proto: "onnx.ModelProto", max_bytes: int = 4096) -> "onnx.ModelPr
     kept whole for shape data propagation). Never copies the big weights."""
     import onnx
 
-    light = onnx.ModelProto()
-    for f in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
-        setattr(light, f, getattr(proto, f))
-    light.opset_import.extend(proto.opset_import)
-    light.functions.extend(proto.functions)
+    from workbench.model import model_skeleton
+
+    light = model_skeleton(proto)
     g, lg = proto.graph, light.graph
-    lg.name = g.name
-    lg.node.extend(g.node)
-    lg.input.extend(g.input)
-    lg.output.extend(g.output)
-    lg.value_info.extend(g.value_info)
     for t in g.initializer:
         if _nbytes(t) <= max_bytes and t.data_location != onnx.TensorProto.EXTERNAL:
             lg.initializer.append(t)
