@@ -34,7 +34,7 @@ FIXTURE = REPO.parent / "shared" / "fixtures" / "polygraphy-models" / "constant_
 
 _CORE = """import sys
 import onnx
-from workbench.recipes.cleanup import fold_constants
+from workbench.surgery.recipes.cleanup import fold_constants
 from workbench.model import save_model
 m = onnx.load(sys.argv[1])
 save_model(fold_constants(m), sys.argv[2])

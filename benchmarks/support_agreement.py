@@ -46,7 +46,7 @@ def make_cases(out: Path, limit: int = 0) -> List[Path]:
 
 def score(paths: List[Path], table: str, reports: List[Any], client: Any) -> Dict[str, Any]:
     """Compare one static table with the parser's reports (and builds where rules say so)."""
-    from workbench.support import check, static_check
+    from workbench.support.checker import check, static_check
 
     caught = missed = false_alarm = agree_ok = build_ok = build_wrong = 0
     alarms: List[str] = []
@@ -80,7 +80,7 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0, help="only the first N cases")
     ap.add_argument("--out", default=None, help="keep the generated models here")
     args = ap.parse_args()
-    from workbench.support import check_files
+    from workbench.support.checker import check_files
     from workbench.worker.client import WorkerClient
 
     tmp = tempfile.TemporaryDirectory(prefix="wb-support-agreement-")

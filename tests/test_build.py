@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLES
-from workbench.build import (BuildCancelled, BuildConfig, BuildFailed, BuildTimeout,
+from workbench.build.engine import (BuildCancelled, BuildConfig, BuildFailed, BuildTimeout,
                              build_engine, inspect_engine)
 from workbench.errors import WorkbenchError
 from workbench.worker.client import WorkerClient
@@ -136,7 +136,7 @@ def test_second_identical_build_is_a_cache_hit_under_half_a_second(client):
 
 
 def test_model_hash_is_memoised_by_path_size_mtime(client, tmp_path):
-    import workbench.build as b
+    import workbench.build.engine as b
 
     m = tmp_path / "m.onnx"
     m.write_bytes(RESNET.read_bytes())
@@ -227,7 +227,7 @@ def test_profile_check_beside_a_running_build_stops_it(client, monkeypatch, _iso
     """FP32 from the user's file: TensorRT starts at once and the profile check (which needs
     the graph) runs beside it. A check failing mid-build stops the build; its message is what
     the user gets, and nothing is cached."""
-    import workbench.build as wb_build
+    import workbench.build.engine as wb_build
 
     monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.05")  # a full build: ~5 s
     real = wb_build._validate_profiles

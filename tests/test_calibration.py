@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES
-from workbench.calibration import (ImagePreprocess, describe, load_calibration, ort_reader,
+from workbench.precision.calibration import (ImagePreprocess, describe, load_calibration, ort_reader,
                                    random_calibration, write_batches)
 from workbench.errors import WorkbenchError
-from workbench.profiles import parse_profile_arg
+from workbench.precision.profiles import parse_profile_arg
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
 BERT = SAMPLES / "bert_tiny.onnx"

@@ -12,7 +12,7 @@ import pytest
 from conftest import SAMPLES
 from workbench import compare
 from workbench.equivalence import make_inputs
-from workbench.precision import convert
+from workbench.precision.transform import convert
 
 OVERFLOW = SAMPLES / "fp16_overflow.onnx"
 # sample_models/README.md: the nodes from /scale/Mul through /norm/Div must stay in FP32

@@ -8,9 +8,9 @@ import onnx
 import pytest
 
 from conftest import SAMPLES
-from workbench.build import BuildConfig
-from workbench.buildlog import NameIndex, findings_from_log
-from workbench.export import (MIGRATION, config_from_trtexec, export_for, migration_markdown,
+from workbench.build.engine import BuildConfig
+from workbench.build.log import NameIndex, findings_from_log
+from workbench.build.export import (MIGRATION, config_from_trtexec, export_for, migration_markdown,
                               polygraphy_command, python_script, trtexec_command)
 
 # what trtexec can express (precision of a strongly typed build lives in the ONNX itself)

@@ -64,7 +64,7 @@ def test_auto_fix_button_reaches_supported(panel):
 
 
 def test_errors_show_in_status_not_as_exceptions(panel):
-    from workbench.surgery import Proposal
+    from workbench.surgery.changes import Proposal
 
     panel._guard(lambda: panel.apply(Proposal("/fc/Gemm", "Gemm", "decompose",
                                               {"node": "/fc/Gemm"}, "")))

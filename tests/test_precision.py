@@ -28,7 +28,7 @@ from onnx import numpy_helper
 from conftest import SAMPLES
 from workbench.cli import main as cli_main
 from workbench.errors import WorkbenchError
-from workbench.precision import auto_exclusions, convert, run_ort
+from workbench.precision.transform import auto_exclusions, convert, run_ort
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
 BERT = SAMPLES / "bert_tiny.onnx"

@@ -6,9 +6,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from conftest import SAMPLES
-from workbench.calibration import load_calibration
+from workbench.precision.calibration import load_calibration
 from workbench.errors import WorkbenchError
-from workbench.profiles import (Profile, advise, check_samples, parse_profile_arg,
+from workbench.precision.profiles import (Profile, advise, check_samples, parse_profile_arg,
                                 parse_profiles, shape_tensor_inputs, validate_profiles)
 
 RESNET = SAMPLES / "resnet_tiny.onnx"

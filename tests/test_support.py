@@ -1,4 +1,4 @@
-"""workbench.support against the REAL TensorRT-RTX parser and builder (no fakes).
+"""workbench.support.checker against the REAL TensorRT-RTX parser and builder (no fakes).
 
 The real parser is the judge: the static rule tables must agree with it on Polygraphy's
 fixtures, on one single-op model for every op the onnx-tensorrt matrix marks unsupported, and on
@@ -15,8 +15,8 @@ import pytest
 import single_op_models as S
 from conftest import POLY
 from workbench.errors import WorkbenchError
-from workbench.support import SupportReport, check, check_files, static_check
-from workbench.support_rules import BACKENDS, MATRIX_UNSUPPORTED, backend_table
+from workbench.support.checker import SupportReport, check, check_files, static_check
+from workbench.support.rules import BACKENDS, MATRIX_UNSUPPORTED, backend_table
 from workbench.worker.client import WorkerClient
 
 # The known real-parser results (shared/fixtures/README.md): model -> [(node, op)]

@@ -9,9 +9,9 @@ import onnx
 import pytest
 
 from conftest import POLY, REPO, SAMPLES
-from workbench.history import History
-from workbench.support import check
-from workbench.surgery import auto_fix, parse_recipe_arg, propose
+from workbench.surgery.history import History
+from workbench.support.checker import check
+from workbench.surgery.changes import auto_fix, parse_recipe_arg, propose
 
 NF = SAMPLES / "needs_fixing.onnx"
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import POLY, REPO, SAMPLES
 from workbench.errors import WorkbenchError
-from workbench.history import History
+from workbench.surgery.history import History
 from workbench.model import open_model
 
 
@@ -53,7 +53,7 @@ def test_versions_undo_redo_and_original_untouched(tmp_path):
 
 def test_not_kept_change_is_not_a_version(tmp_path, monkeypatch):
     from surgery_models import single_op_cases
-    from workbench.recipes import decompose as dec
+    from workbench.surgery.recipes import decompose as dec
 
     p = tmp_path / "quick.onnx"
     onnx.save(single_op_cases()["QuickGelu"], str(p))
@@ -71,7 +71,7 @@ def test_not_kept_change_is_not_a_version(tmp_path, monkeypatch):
 _CHILD = r"""
 import sys
 sys.path.insert(0, {repo!r})
-from workbench.history import History
+from workbench.surgery.history import History
 h = History({model!r})
 for name, params in [("fold_constants", {{}}), ("decompose", {{"node": "/act/FastGelu"}})]:
     ch = h.apply(name, params)
@@ -111,7 +111,7 @@ def test_sigkill_mid_recipe_keeps_history(point, tmp_path):
     made = [ln.split()[1] for ln in out.splitlines() if ln.startswith("VERSION")]
     assert len(made) == 2 and "UNREACHABLE" not in out
     # a fresh process reads the history
-    code = ("import sys, json; sys.path.insert(0, %r); from workbench.history import History; "
+    code = ("import sys, json; sys.path.insert(0, %r); from workbench.surgery.history import History; "
             "h = History(%r); print(json.dumps({'versions': [v['version'] for v in h.versions()], "
             "'exists': [v['exists'] for v in h.versions()], 'current': h.current, "
             "'log': str(h.ws.history_path)}))" % (str(REPO), str(model)))
@@ -134,7 +134,7 @@ def test_big_weights_are_shared_blobs_between_versions(tmp_path):
     """Versions reference large initializers as content-addressed external blobs: a change
     that leaves the weights alone adds a small file, onnxruntime and the real parser read the
     versions from disk, and export writes a self-contained model."""
-    from workbench.support import check
+    from workbench.support.checker import check
 
     src = tmp_path / "residual_block.onnx"
     src.write_bytes((POLY / "residual_block.onnx").read_bytes())

@@ -1,5 +1,5 @@
 """Each recipe on real models (samples, Polygraphy fixtures), including a refusal per recipe.
-Parser verdicts come from the real TensorRT-RTX 1.7 parser through workbench.support.check."""
+Parser verdicts come from the real TensorRT-RTX 1.7 parser through workbench.support.checker.check."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +11,8 @@ from surgery_models import (bloater, det4, nonzero_dynamic, qdq_conv_runtime_inp
                             qdq_uint8_128, resnet_baked_batch, single_op_cases)
 from workbench.equivalence import run, verify
 from workbench.errors import WorkbenchError
-from workbench.recipes import get_recipe, list_recipes
-from workbench.surgery import apply_recipe
+from workbench.surgery.recipes import get_recipe, list_recipes
+from workbench.surgery.changes import apply_recipe
 
 
 def load(name):
@@ -20,7 +20,7 @@ def load(name):
 
 
 def rtx(proto, tmp_path, name="m.onnx"):
-    from workbench.support import check
+    from workbench.support.checker import check
 
     p = tmp_path / name
     onnx.save(proto, str(p))
@@ -301,7 +301,7 @@ def test_symmetric_qdq_uint8_128_is_exact_for_any_input():
 
 def test_not_equivalent_change_is_refused_unless_forced(monkeypatch):
     """A 'semantics-preserving' recipe that breaks the outputs is not kept (force keeps it)."""
-    from workbench.recipes import decompose as dec
+    from workbench.surgery.recipes import decompose as dec
 
     orig = dec.REGISTRY[("com.microsoft", "QuickGelu")]
     broken = dec.Decomposition(orig.domain, orig.op, orig.summary, orig.check,

@@ -382,7 +382,7 @@ def test_qat_lints_fp32_island_and_unaligned_convolutions():
 
 
 def test_treemap_by_scope_conserves_engine_time(h200):
-    from workbench.timing.figures import treemap_data
+    from workbench.render.timing_figures import treemap_data
 
     t = h200["fp16"]
     d = treemap_data(t).set_index("id")

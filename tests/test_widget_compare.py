@@ -6,7 +6,7 @@ import onnx
 
 from conftest import SAMPLES
 from widgets.compare import BANDS, ComparePanel
-from workbench.precision import convert
+from workbench.precision.transform import convert
 
 OVERFLOW = SAMPLES / "fp16_overflow.onnx"
 

@@ -6,7 +6,7 @@ the engine card.
     panel = BuildPanel("model.onnx", BuildConfig(precision="fp16", target="sm89", profiles=[...]))
     panel                      # click Build, or panel.start(); panel.wait()
 
-The blocking work (`workbench.build.build_engine`, which talks to the worker process) runs in a
+The blocking work (`workbench.build.engine.build_engine`, which talks to the worker process) runs in a
 thread that only assigns trait values; nothing is printed or displayed from it.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
 
-from workbench.build import (BuildCancelled, BuildConfig, BuildFailed, BuildResult,
+from workbench.build.engine import (BuildCancelled, BuildConfig, BuildFailed, BuildResult,
                              BuildTimeout, build_engine)
 from workbench.errors import WorkbenchError
 
@@ -91,7 +91,7 @@ class BuildPanel(W.VBox):
                 calib, "__fspath__"):
             raise WorkbenchError("the Build panel needs calibration data as a file or folder "
                                  "path (a BuildConfig is JSON)", field="calibration",
-                                 hint="save the batches with workbench.calibration."
+                                 hint="save the batches with workbench.precision.calibration."
                                       "write_batches and pass the folder")
         panel.validate_profile_text()
         cfg = BuildConfig(precision=panel.target.value, exclude_nodes=panel.excluded_nodes,

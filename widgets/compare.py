@@ -4,7 +4,7 @@
     ComparePanel("model.onnx", "model.fp16.onnx", inputs="data.npz")   # compare two models
     ComparePanel("model.onnx", target="fp16", inputs="data.npz")        # + "Find FP32 nodes"
 
-A plain view over `workbench.compare`: a plotly chart of each tensor's relative error in
+A plain view over `workbench.compare.layer_compare`: a plotly chart of each tensor's relative error in
 topological order (log scale, culprits marked), a table of the worst tensors, the findings, and,
 when a GraphView is given, the graph coloured by error. Work runs in a thread; the thread only
 assigns widget values.

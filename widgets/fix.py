@@ -4,7 +4,7 @@ view when it is available), apply / undo / redo / auto-fix, and the verification
     from widgets import FixPanel
     FixPanel("model.onnx")          # every kept change is a version in the model's history
 
-All work is plain `workbench.surgery` / `workbench.history` calls; the panel only shows state.
+All work is plain `workbench.surgery.changes` / `workbench.surgery.history` calls; the panel only shows state.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any, Callable, Dict, List, Optional
 import ipywidgets as W
 
 from workbench.errors import WorkbenchError
-from workbench.history import History
-from workbench.surgery import (Change, Proposal, _report_dict, _supported, _unsupported,
+from workbench.surgery.history import History
+from workbench.surgery.changes import (Change, Proposal, _report_dict, _supported, _unsupported,
                                apply_recipe, auto_fix, default_checker, propose)
 
 ADDED, REMOVED, CHANGED = "#2ca02c", "#d62728", "#ff7f0e"

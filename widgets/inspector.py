@@ -8,7 +8,7 @@ table with dynamic dims highlighted, and the support report (static rules on ope
 parser on "Check with TensorRT", run in a thread that only assigns widget values). Failing nodes
 open their detail (op, attributes, tensors with shapes) in `detail_pane`. `graph_slot` is the
 container where the graph view is mounted. All facts come from `workbench.inspect` and
-`workbench.support`; a bad file shows its one-line error in the panel instead of raising.
+`workbench.support.checker`; a bad file shows its one-line error in the panel instead of raising.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class Inspector(W.VBox):
                  static_check: bool = True, client: Any = None, timeout: float = 600.0) -> None:
         self.model: Optional[Model] = None
         self.summary: Optional[Summary] = None
-        self.report: Any = None  # workbench.support.SupportReport
+        self.report: Any = None  # workbench.support.checker.SupportReport
         self.error: Optional[str] = None
         self.check_error: Optional[str] = None
         self.io_rows: List[Dict[str, Any]] = []
@@ -240,7 +240,7 @@ class Inspector(W.VBox):
     # ------------------------------------------------------------------ support
     def _static_check(self) -> None:
         try:
-            from workbench.support import check
+            from workbench.support.checker import check
         except ImportError as e:
             self.support_html.value = f"<i>support check not available: {_esc(e)}</i>"
             return
@@ -267,7 +267,7 @@ class Inspector(W.VBox):
 
     def _check_worker(self, backend: str) -> None:
         try:
-            from workbench.support import check
+            from workbench.support.checker import check
 
             report = check(self.model, backend=backend, client=self._client,
                            timeout=self._timeout)

@@ -5,7 +5,7 @@ validation and the advisor's proposal, and Convert with the error report.
     from widgets import PrecisionPanel
     PrecisionPanel("model.onnx", calibration="calib.npz", graph_view=view)
 
-All work is plain `workbench.precision` / `workbench.calibration` / `workbench.profiles` calls.
+All work is plain `workbench.precision.transform` / `workbench.precision.calibration` / `workbench.precision.profiles` calls.
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
 
-from workbench.calibration import describe, load_calibration
+from workbench.precision.calibration import describe, load_calibration
 from workbench.errors import Finding, WorkbenchError
 from workbench.model import Model, open_model
-from workbench.precision import TARGETS, PrecisionResult, auto_exclusions, convert
-from workbench.profiles import Profile, advise, parse_profiles, validate_profiles, wide_findings
+from workbench.precision.transform import TARGETS, PrecisionResult, auto_exclusions, convert
+from workbench.precision.profiles import Profile, advise, parse_profiles, validate_profiles, wide_findings
 
 GROUP_PREFIX = "scope:"
 _SEV_COLOR = {"error": "#d62728", "warning": "#ff7f0e", "info": "#555"}

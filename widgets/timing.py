@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 
 from workbench.errors import WorkbenchError
 from workbench.timing import LayerTable, compare, lint, node_comparison, summarize
-from workbench.timing import figures
+from workbench.render import timing_figures as figures
 
 HEAT_COLORS = ["#fff5d6", "#fdd49e", "#fc8d59", "#e34a33", "#b30000"]
 NO_TIME_COLOR = "#d9d9d9"

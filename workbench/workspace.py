@@ -4,7 +4,7 @@
         source.json          where the original came from (never modified)
         versions/<sha>.onnx  content-addressed model versions (atomic writes)
         history.jsonl        append-only log of what was done (one JSON object a line)
-        engines/             engine cache (see workbench.build)
+        engines/             engine cache (see workbench.build.engine)
         timing-caches/       TensorRT timing caches
         runs/                saved run results
 Home is $WORKBENCH_HOME, else ~/.trt-workbench. Everything survives a kernel restart or a kill:

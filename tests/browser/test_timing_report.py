@@ -6,8 +6,8 @@ import pytest
 from browser_support import loopback_only
 from conftest import H200
 from workbench.timing import LayerTable
-from workbench.timing.figures import layer_bar_data
-from workbench.timing.report import write_report
+from workbench.render.timing_figures import layer_bar_data
+from workbench.render.timing_report import write_report
 
 pytestmark = pytest.mark.browser
 

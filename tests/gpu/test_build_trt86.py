@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.build import BuildConfig, build_engine
+from workbench.build.engine import BuildConfig, build_engine
 from workbench.worker.client import WorkerClient, WorkerError
 
 REPO = Path(__file__).resolve().parents[2]

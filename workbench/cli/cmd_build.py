@@ -74,7 +74,7 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
 
 
 def _parse_size(text: str) -> int:
-    from workbench.export import _parse_mem
+    from workbench.build.export import _parse_mem
 
     try:
         return _parse_mem(text)
@@ -84,15 +84,15 @@ def _parse_size(text: str) -> int:
 
 
 def parse_profiles(items: List[str]) -> List[Dict[str, List[List[int]]]]:
-    """--profile args -> profiles (workbench.profiles syntax: an argument starting with '+'
+    """--profile args -> profiles (workbench.precision.profiles syntax: an argument starting with '+'
     starts the next profile)."""
-    from workbench.profiles import parse_profiles as _parse
+    from workbench.precision.profiles import parse_profiles as _parse
 
     return [p.to_dict() for p in _parse(items)]
 
 
 def _config(args: "argparse.Namespace") -> Any:
-    from workbench.build import BuildConfig
+    from workbench.build.engine import BuildConfig
 
     base: Dict[str, Any] = {}
     if args.config:
@@ -178,7 +178,7 @@ def run(args: "argparse.Namespace") -> int:
     from workbench import onnx_light
 
     onnx_light.enable()  # an FP32 build reads the graph with protobuf only (no numpy, no onnx)
-    from workbench.build import BuildFailed, build_engine
+    from workbench.build.engine import BuildFailed, build_engine
 
     config = _config(args)
     progress = None if args.json else _StderrProgress()

@@ -12,7 +12,7 @@ HELP = ("Will TensorRT take this model? Real ONNX parser (and --build) in the wo
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from workbench.support import BACKEND_CHOICES
+    from workbench.support.checker import BACKEND_CHOICES
 
     p.add_argument("model", nargs="?", help="the ONNX file")
     p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
@@ -111,7 +111,7 @@ def _human(d: Dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
     from workbench.errors import WorkbenchError
-    from workbench.support import check
+    from workbench.support.checker import check
 
     if args.list_rules:
         return _list_rules(args.json)
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             raise WorkbenchError("--profile is used by the build check", field="--profile",
                                  hint="add --build")
         from workbench.model import open_model
-        from workbench.profiles import parse_profiles, validate_profiles
+        from workbench.precision.profiles import parse_profiles, validate_profiles
 
         [prof] = validate_profiles(open_model(args.model), parse_profiles(
             [a.lstrip("+") for a in args.profile]))[:1]
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _list_rules(as_json: bool) -> int:
     from workbench.cli.common import print_json
-    from workbench.support_rules import BACKENDS, DISAGREEMENTS, backend_table
+    from workbench.support.rules import BACKENDS, DISAGREEMENTS, backend_table
 
     tables = {name: backend_table(name) for name in BACKENDS}
     if as_json:

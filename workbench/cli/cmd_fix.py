@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.errors import WorkbenchError
 
     if args.list_recipes:
-        from workbench.recipes import list_recipes
+        from workbench.surgery.recipes import list_recipes
 
         recipes = list_recipes()
         if args.json:
@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("--auto needs a real parser", field="backend",
                              hint="use --backend tensorrt-rtx (or tensorrt)")
     from workbench.equivalence import verify
-    from workbench.history import History
-    from workbench.surgery import (_report_dict, _supported, auto_fix, default_checker,
+    from workbench.surgery.history import History
+    from workbench.surgery.changes import (_report_dict, _supported, auto_fix, default_checker,
                                    parse_recipe_arg, propose)
 
     recipes = [parse_recipe_arg(r) for r in args.recipe]  # bad syntax -> exit 2 before any work

@@ -41,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
-    from workbench.precision import auto_exclusions, convert
+    from workbench.precision.transform import auto_exclusions, convert
 
     src, out = Path(args.model), Path(args.output)
     if out.exists() and src.exists() and out.resolve() == src.resolve():

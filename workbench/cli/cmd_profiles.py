@@ -24,10 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.calibration import load_calibration, model_inputs
+    from workbench.precision.calibration import load_calibration, model_inputs
     from workbench.cli.common import print_json
     from workbench.model import open_model
-    from workbench.profiles import advise, parse_profiles, validate_profiles, wide_findings
+    from workbench.precision.profiles import advise, parse_profiles, validate_profiles, wide_findings
 
     model = open_model(args.model)
     given = validate_profiles(model, parse_profiles(args.profile)) if args.profile else []

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             a, b = "baseline", "engine"
         out["comparison"] = compare(vs, t, (a, b))
     if args.html:
-        from workbench.timing.report import write_report
+        from workbench.render.timing_report import write_report
 
         names = (_name(args.layers), _name(args.vs) if args.vs else "baseline")
         if names[0] == names[1]:

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
                       "latency": res.latency, "throughput": res.throughput,
                       "shapes": res.raw.get("shapes")}
     if args.html and res.table is not None:
-        from workbench.timing.report import write_report
+        from workbench.render.timing_report import write_report
 
         out["html"] = str(write_report(args.html, res.table))
     if args.json:

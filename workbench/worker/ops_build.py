@@ -1,6 +1,6 @@
 """Worker ops `build` and `inspect_engine`: ONNX -> serialized engine, in the TensorRT process.
 
-The client (workbench.build) decides the route and prepares the ONNX; this side only talks to
+The client (workbench.build.engine) decides the route and prepares the ONNX; this side only talks to
 TensorRT: parse, network flags, optimization profiles, memory pool, optimization level, timing
 cache, compute-capability targets (TensorRT-RTX ahead-of-time builds), DETAILED profiling
 verbosity, progress through IProgressMonitor (phases from the log where it is missing), cancel,

@@ -5,7 +5,7 @@ parsers disagree with it in places, so every backend has its own table; the `ten
 table records what TensorRT-RTX 1.7's parser and CPU ahead-of-time builder actually did on
 single-op models (tests/test_support.py re-asks the real parser and is the judge).
 
-A rule is a dict: `id`, `op`, `check` (a predicate name from `workbench.support.CHECKS`) with
+A rule is a dict: `id`, `op`, `check` (a predicate name from `workbench.support.checker.CHECKS`) with
 its parameters, `reason`, `hint` (the next step in users' terms) and `stage` ("parse" or
 "build": when TensorRT rejects it). Backends pick rules by id and may override fields.
 """
@@ -90,7 +90,7 @@ PLUGIN_HINT = ("needs a TensorRT plugin: load its library with --plugin LIB (plu
                "in Python); to map the node onto a plugin by another name: `workbench fix "
                "{model} --recipe replace_with_plugin:nodes={node},plugin=NAME`")
 
-# Attribute/input restrictions. `check` names a predicate in workbench.support.CHECKS.
+# Attribute/input restrictions. `check` names a predicate in workbench.support.checker.CHECKS.
 RULES: Dict[str, Dict[str, Any]] = {
     "resize-mode": {
         "op": "Resize", "check": "attr_not_in", "attr": "mode", "default": "nearest",
@@ -282,7 +282,7 @@ RULES: Dict[str, Dict[str, Any]] = {
         "hint": "make axes a constant: `workbench fix {model} --recipe fold_constants`"},
 }
 
-# Graph-level checks (not tied to one op): predicate names in workbench.support.GRAPH_CHECKS.
+# Graph-level checks (not tied to one op): predicate names in workbench.support.checker.GRAPH_CHECKS.
 GRAPH_RULES: Dict[str, Dict[str, Any]] = {
     "duplicate-tensor-name": {
         "check": "duplicate_tensor_names",

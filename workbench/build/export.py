@@ -11,7 +11,7 @@ import re
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
-from workbench.build import BuildConfig
+from workbench.build.engine import BuildConfig
 from workbench.errors import WorkbenchError
 
 # tutorial-era call -> what it became, and why

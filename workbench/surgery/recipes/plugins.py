@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from workbench.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
+from workbench.surgery.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
                                     find_node_index, gs_export, gs_import, infer_structure_shapes, infer_types,
                                     node_ids, register, tensor_types)
-from workbench.recipes.cleanup import _as_list
+from workbench.surgery.recipes.cleanup import _as_list
 
 
 def _standard_ops() -> set:

@@ -4,10 +4,10 @@
 inspect, diff, run on CPU with onnxruntime and hand to any TensorRT:
 - FP16: Casts + FP16 weights via onnxconverter-common (what `polygraphy convert --fp-to-fp16` uses),
   with per-node / per-op-type exclusions kept in FP32 and I/O kept FP32 on request.
-- BF16: our own cast pass (workbench.casts), same exclusions.
+- BF16: our own cast pass (workbench.precision.casts), same exclusions.
 - INT8: Q/DQ pairs (zero point 0, symmetric, per-channel weights) from onnxruntime.quantization's
   quantize_static with entropy / minmax / percentile calibration on CPU.
-- FP8 (E4M3FN): the same Q/DQ placement, scales re-derived as amax/448 (workbench.quantize).
+- FP8 (E4M3FN): the same Q/DQ placement, scales re-derived as amax/448 (workbench.precision.quantize).
 Findings tell the user what matters: FP32 activations that overflow FP16 (with the nodes to
 exclude), nodes kept in FP32, random calibration. With calibration data the converted model is
 run against FP32 on onnxruntime CPU and the errors go into the report.
@@ -215,7 +215,7 @@ def auto_exclusions(model_or_path: Any, calibration: Any, *, target: str = "fp16
                     allow_random: bool = False) -> Tuple[List[str], List[Finding]]:
     """Nodes that must stay FP32 for FP16 (activations beyond 65504 on the calibration data):
     producers and consumers of each overflowing tensor. Returns (node names, findings)."""
-    from workbench.calibration import load_calibration, random_calibration
+    from workbench.precision.calibration import load_calibration, random_calibration
 
     proto, path = load_fp32(model_or_path)
     name_unnamed_nodes(proto)
@@ -434,10 +434,10 @@ def fold_round_trip_casts(proto: Any) -> int:
 
 def _bf16(proto: Any, exclude_nodes: List[str], exclude_ops: List[str],
           keep_io_types: bool) -> Tuple[Any, List[Finding]]:
-    """BF16 via workbench.casts; raises the opset when an op only takes bfloat16 later
+    """BF16 via workbench.precision.casts; raises the opset when an op only takes bfloat16 later
     (Conv, pooling: opset 22), and keeps nodes FP32 when that is impossible."""
-    from workbench.casts import DEFAULT_BLOCK_OPS, lower_float, min_opset_for, opset_of
-    from workbench.quantize import ensure_opset
+    from workbench.precision.casts import DEFAULT_BLOCK_OPS, lower_float, min_opset_for, opset_of
+    from workbench.precision.quantize import ensure_opset
 
     findings: List[Finding] = []
     need = min_opset_for(proto, "tensor(bfloat16)", sorted(DEFAULT_BLOCK_OPS | set(exclude_ops)))
@@ -517,11 +517,11 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
             profile: Any = None) -> PrecisionResult:
     """Convert an FP32 ONNX model to `target` precision. See the module docstring.
 
-    `calibration`: anything `workbench.calibration.load_calibration` takes; required for int8/fp8
+    `calibration`: anything `workbench.precision.calibration.load_calibration` takes; required for int8/fp8
     unless `allow_random=True` (then every report carries a warning). `route="modelopt"` uses
     nvidia-modelopt when installed. Raises WorkbenchError on bad input.
     """
-    from workbench.calibration import load_calibration, random_calibration
+    from workbench.precision.calibration import load_calibration, random_calibration
 
     target = str(target).lower()
     aliases = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
@@ -575,7 +575,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     before_ops = _count_ops(proto)
 
     if route == "modelopt":
-        from workbench.quantize import convert_modelopt
+        from workbench.precision.quantize import convert_modelopt
 
         out = convert_modelopt(proto, target, batches, ex_nodes, ex_ops, calibrate_method)
     elif target == "fp32":
@@ -611,14 +611,14 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
         else:
             out, bf_findings = _bf16(proto, ex_nodes, ex_ops, keep_io_types)
             findings += bf_findings
-            from workbench.casts import DEFAULT_BLOCK_OPS
+            from workbench.precision.casts import DEFAULT_BLOCK_OPS
 
             default_ops = DEFAULT_BLOCK_OPS
         kept, f = _kept_fp32(proto, out, target, ex_nodes, ex_ops, default_ops)
         report["kept_fp32"] = kept
         findings.append(f)
     else:
-        from workbench.quantize import quantize
+        from workbench.precision.quantize import quantize
 
         assert batches is not None
         out, qfind, qinfo = quantize(proto, target, batches, ex_nodes, ex_ops,

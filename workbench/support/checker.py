@@ -1,7 +1,7 @@
 """Will TensorRT take this graph? Static rules, the real ONNX parser, and an optional build.
 
     report = check("model.onnx")                       # real parser if TensorRT is there
-    report = check("model.onnx", backend="static")     # rules only (workbench/support_rules.py)
+    report = check("model.onnx", backend="static")     # rules only (workbench/support/rules.py)
     report = check("model.onnx", backend="tensorrt-rtx", build=True)
 
 Every failing node comes back as `{node, op, reason, source}` in `report.unsupported` and as a
@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.model import Model, model_from_proto, open_model, save_model
-from workbench.support_rules import BACKENDS, MATRIX_SUPPORTED, PLUGIN_HINT, backend_table
+from workbench.support.rules import BACKENDS, MATRIX_SUPPORTED, PLUGIN_HINT, backend_table
 
 BACKEND_CHOICES = ("auto", "static", "tensorrt", "tensorrt-rtx")
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -333,7 +333,7 @@ def _entry(node: Optional[str], op: Optional[str], reason: str, source: str, *,
 def _decomposable(domain: str, op: str) -> bool:
     """Whether `workbench fix --recipe decompose` knows an exact replacement for this op."""
     try:
-        from workbench.recipes.decompose import REGISTRY
+        from workbench.surgery.recipes.decompose import REGISTRY
     except ImportError:  # the surgery area is optional for support checks
         return False
     return (domain or "", op) in REGISTRY or (("", op) in REGISTRY and domain == "ai.onnx")
@@ -526,7 +526,7 @@ def _parser_reason(err: Dict[str, Any], table: Dict[str, Any]) -> Tuple[str, str
         return (f"{op} is not supported by this TensorRT (no importer)", "unsupported-op",
                 hint if hint else PLUGIN_HINT)
     if "duplicate tensor name" in clean:
-        from workbench.support_rules import GRAPH_RULES
+        from workbench.support.rules import GRAPH_RULES
 
         return clean, "duplicate-tensor-name", GRAPH_RULES["duplicate-tensor-name"]["hint"]
     if "convertDtype" in clean or "data type" in clean.lower():

@@ -78,7 +78,7 @@ def calibrate(proto: Any, batches: List[Dict[str, np.ndarray]], ops: Sequence[st
     from onnxruntime.quantization import CalibrationMethod
     from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
 
-    from workbench.calibration import ort_reader
+    from workbench.precision.calibration import ort_reader
 
     src = tmp / "calib_in.onnx"
     onnx.save(proto, str(src))
@@ -104,7 +104,7 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    from workbench.calibration import ort_reader
+    from workbench.precision.calibration import ort_reader
 
     if target == "fp8":
         proto = ensure_opset(proto, 19)

@@ -204,7 +204,7 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     findings: List[Finding] = []
     if feeds is None:
         if calibration is not None:
-            from workbench.calibration import load_calibration
+            from workbench.precision.calibration import load_calibration
 
             feeds = load_calibration(calibration, ref_p)
         elif allow_random:
@@ -362,7 +362,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
                     start: Sequence[str] = ()) -> ExclusionSearch:
     """Convert to `target`, compare layer by layer, keep the worst culprit(s) in FP32, repeat
     until the outputs are within tolerance (or no culprit is left / max_rounds is reached)."""
-    from workbench.precision import convert
+    from workbench.precision.transform import convert
 
     ref = _as_proto(model)
     excluded: List[str] = list(start)

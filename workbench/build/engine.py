@@ -7,7 +7,7 @@ of the worker's `build` op.
     res.engine_path, res.cache_hit, res.findings, res.export["trtexec"]
 
 Strongly typed route (TensorRT 11, TensorRT-RTX; the default where the STRONGLY_TYPED flag
-exists): precision is an ONNX transform first (`workbench.precision.convert`), stored as a model
+exists): precision is an ONNX transform first (`workbench.precision.transform.convert`), stored as a model
 version in the workspace, then built as is. Legacy route (TensorRT <= 10 with BuilderFlag.FP16 /
 INT8, chosen by probing): builder flags, an entropy calibrator fed from the calibration data,
 and a calibration cache. The engine cache key is sha256(model bytes incl. external data +
@@ -249,7 +249,7 @@ class BuildResult:
     @property
     def memory(self) -> Dict[str, int]:
         """Activation / weights / scratch bytes as the build log reported them."""
-        from workbench.buildlog import memory_from_log
+        from workbench.build.log import memory_from_log
 
         return memory_from_log(self.log)
 
@@ -567,7 +567,7 @@ def _transformed_onnx(ref: _ModelRef, config: BuildConfig, ws: Any, on_event: An
             return ref.path, []
         data = ref.model.proto.SerializeToString()
         return ws.version_path(ws.add_version(data)), []
-    from workbench.precision import convert
+    from workbench.precision.transform import convert
 
     _emit(on_event, "precision", None, f"converting to {config.precision}")
     kwargs: Dict[str, Any] = dict(exclude_nodes=config.exclude_nodes,
@@ -578,7 +578,7 @@ def _transformed_onnx(ref: _ModelRef, config: BuildConfig, ws: Any, on_event: An
                                   allow_random=config.allow_random_calibration)
     if config.profiles and config.calibration is not None:
         try:
-            import workbench.profiles  # noqa: F401  (calibration checks shapes against it)
+            import workbench.precision.profiles  # noqa: F401  (calibration checks shapes against it)
 
             kwargs["profile"] = {k: tuple(v) for k, v in config.profiles[0].items()}
         except ImportError:
@@ -600,7 +600,7 @@ def _write_calibration(ref: _ModelRef, config: BuildConfig, ws: Any, calib_hash:
     """Legacy INT8: validated batches -> one .npz the worker reads (keys 'b<i>:<input>')."""
     import numpy as np
 
-    from workbench.calibration import load_calibration
+    from workbench.precision.calibration import load_calibration
     from workbench.fsutil import atomic_write_bytes
 
     batches = load_calibration(config.calibration, ref.model)
@@ -758,8 +758,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                 invalid.set()
                 return
         try:
-            import workbench.export  # noqa: F401  (needed as soon as the build returns)
-            from workbench.buildlog import NameIndex
+            import workbench.build.export  # noqa: F401  (needed as soon as the build returns)
+            from workbench.build.log import NameIndex
 
             side["names"] = NameIndex.from_graph(_graph_of(onnx_path, ref))
         except BaseException as e:
@@ -793,7 +793,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                              code="cancelled") from None
     except WorkerError as e:
         _raise_if_invalid()
-        from workbench.buildlog import NameIndex, findings_from_log
+        from workbench.build.log import NameIndex, findings_from_log
 
         if e.code in _BAD_INPUT_CODES:
             field_name = (e.details or {}).get("field")
@@ -831,8 +831,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     prefetch.join()
     if "error" in side:
         raise side["error"]
-    from workbench.buildlog import findings_from_log
-    from workbench.export import export_for
+    from workbench.build.log import findings_from_log
+    from workbench.build.export import export_for
 
     findings += findings_from_log(out.get("log", []), side["names"])
     for n in out.get("unmatched_fp32_layers", []):
@@ -876,7 +876,7 @@ class _AnyEvent:
 def _validate_profiles(ref: _ModelRef, config: BuildConfig) -> None:
     """Profiles against the model's inputs (symbolic dims shared between inputs included);
     the worker checks them again against the parsed network."""
-    from workbench.profiles import validate_profiles
+    from workbench.precision.profiles import validate_profiles
 
     model = ref.model  # an unreadable file is reported as such, not as a profile problem
     try:

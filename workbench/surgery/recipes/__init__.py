@@ -1,6 +1,6 @@
 """The recipe registry: every graph edit the workbench can apply, by name.
 
-    from workbench.recipes import get_recipe, list_recipes
+    from workbench.surgery.recipes import get_recipe, list_recipes
     applies, reason, nodes = get_recipe("fold_constants").precondition(proto)
 """
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Dict, List
 
 from workbench.errors import WorkbenchError
-from workbench.recipes.base import REGISTRY, Param, Precondition, Recipe, as_proto
-from workbench.recipes import cleanup as _cleanup  # noqa: F401  (registers)
-from workbench.recipes import decompose as _decompose  # noqa: F401
-from workbench.recipes import plugins as _plugins  # noqa: F401
-from workbench.recipes import qdq as _qdq  # noqa: F401
+from workbench.surgery.recipes.base import REGISTRY, Param, Precondition, Recipe, as_proto
+from workbench.surgery.recipes import cleanup as _cleanup  # noqa: F401  (registers)
+from workbench.surgery.recipes import decompose as _decompose  # noqa: F401
+from workbench.surgery.recipes import plugins as _plugins  # noqa: F401
+from workbench.surgery.recipes import qdq as _qdq  # noqa: F401
 
 __all__ = ["Param", "Precondition", "Recipe", "get_recipe", "list_recipes", "REGISTRY", "as_proto"]
 

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from workbench.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
+from workbench.surgery.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
                                     constant_value, node_ids, register, unique_name)
 
 RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}

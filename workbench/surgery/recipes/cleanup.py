@@ -6,7 +6,7 @@ import copy
 from typing import Any, Dict, List, Optional, Sequence
 
 from workbench.errors import WorkbenchError
-from workbench.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
+from workbench.surgery.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
                                     constant_value, find_node_index, gs_export, gs_import,
                                     infer_structure_shapes, infer_types, label, node_ids, register,
                                     tensor_types, unique_name)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from workbench.fsutil import atomic_write_text
-from workbench.timing import figures
+from workbench.render import timing_figures as figures
 from workbench.timing.summary import compare, node_comparison, summarize
 from workbench.timing.table import LayerTable
 

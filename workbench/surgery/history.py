@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.model import Model, open_model, save_model
-from workbench.recipes.base import _pause_hook
+from workbench.surgery.recipes.base import _pause_hook
 from workbench.workspace import ModelWorkspace, workspace_for
 
 KIND = "surgery"
@@ -39,7 +39,7 @@ def store_version(ws: ModelWorkspace, proto: Any) -> str:
     import onnx
 
     from workbench.fsutil import atomic_write_bytes
-    from workbench.recipes.base import light_copy
+    from workbench.surgery.recipes.base import light_copy
 
     blobs = ws.versions_dir / "blobs"
     # a copy that leaves out the big tensors' bytes (never the weights themselves), then point
@@ -209,7 +209,7 @@ class History:
         The new model is serialised once: written as its version file, then onnxruntime loads
         both versions from disk to verify; a change that is not kept leaves no file behind."""
         from workbench.equivalence import verify
-        from workbench.surgery import judge, prepare_change
+        from workbench.surgery.changes import judge, prepare_change
 
         before = self.current
         change = prepare_change(self.current_proto(), name, params)

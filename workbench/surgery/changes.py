@@ -1,13 +1,13 @@
 """Fix what TensorRT cannot parse: apply recipes with verification, diff and proposals.
 
-    from workbench.surgery import apply_recipe, propose, auto_fix
+    from workbench.surgery.changes import apply_recipe, propose, auto_fix
     change = apply_recipe("model.onnx", "fold_constants")        # -> Change (not saved)
     result = auto_fix("model.onnx", backend="tensorrt-rtx")      # every step saved in history
 
 `apply_recipe` checks the recipe's precondition, applies it, runs before/after with onnxruntime
 (recipes that preserve semantics must stay within 1e-5, else the change is not kept unless
-`force=True`), and diffs the graphs. `workbench.history.History` stores kept changes as versions.
-`auto_fix` asks the real parser (`workbench.support.check`), proposes a recipe per failing node,
+`force=True`), and diffs the graphs. `workbench.surgery.history.History` stores kept changes as versions.
+`auto_fix` asks the real parser (`workbench.support.checker.check`), proposes a recipe per failing node,
 applies one at a time and re-checks after each, until the model is supported or nothing is left.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from workbench.equivalence import Verification, verify
 from workbench.errors import WorkbenchError
-from workbench.recipes import Precondition, as_proto, get_recipe, list_recipes  # noqa: F401
-from workbench.recipes.base import (find_node_index, infer_structure_shapes, infer_types, node_ids,
+from workbench.surgery.recipes import Precondition, as_proto, get_recipe, list_recipes  # noqa: F401
+from workbench.surgery.recipes.base import (find_node_index, infer_structure_shapes, infer_types, node_ids,
                                     tensor_types)
 
 __all__ = ["Change", "Proposal", "AutoFixResult", "apply_recipe", "prepare_change", "judge",
@@ -217,8 +217,8 @@ def _resolve(proto: Any, node: str, op: str) -> Optional[int]:
 def propose(report: Any, model: Any) -> List[Proposal]:
     """Recipes for each failing node of a support report, most specific first; only proposals
     whose precondition applies are returned (manual ones, like plugins, have auto=False)."""
-    from workbench.recipes.cleanup import foldable_nodes
-    from workbench.recipes.decompose import find_decomposition
+    from workbench.surgery.recipes.cleanup import foldable_nodes
+    from workbench.surgery.recipes.decompose import find_decomposition
 
     proto = as_proto(model)
     ids = node_ids(proto)
@@ -316,12 +316,12 @@ def _supported(report: Any) -> bool:
 
 
 def default_checker(backend: str = "tensorrt-rtx", client: Any = None) -> Callable[[Any], Any]:
-    """`workbench.support.check` with the real parser of `backend`."""
+    """`workbench.support.checker.check` with the real parser of `backend`."""
     def check(path: Any) -> Any:
         try:
-            from workbench.support import check as support_check
+            from workbench.support.checker import check as support_check
         except ImportError as e:  # the support module is part of this package
-            raise WorkbenchError(f"workbench.support is not available ({e})",
+            raise WorkbenchError(f"workbench.support.checker is not available ({e})",
                                  hint="reinstall trt-workbench") from None
         return support_check(path, backend=backend, client=client)
     return check
@@ -333,7 +333,7 @@ def auto_fix(model: Any, *, backend: str = "tensorrt-rtx", history: Any = None,
              client: Any = None, inputs: Optional[Dict[str, Any]] = None) -> AutoFixResult:
     """Propose, apply (one at a time), re-check with the real parser; stop when supported or
     out of proposals. Every kept step is a new version in the model's history."""
-    from workbench.history import History
+    from workbench.surgery.history import History
 
     hist = history if history is not None else History(model)
     checker = check or default_checker(backend, client)

@@ -339,7 +339,7 @@ def load_calibration(source: Any, model: Any, *, profile: Optional[Mapping[str, 
     specs = model_inputs(model)
     values_inputs: Sequence[str] = ()
     if profile is not None:
-        from workbench.profiles import shape_tensor_inputs
+        from workbench.precision.profiles import shape_tensor_inputs
 
         values_inputs = shape_tensor_inputs(model)
     raw: List[Tuple[str, Any]] = []

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from workbench.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
+from workbench.surgery.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
                                     constant_value, find_node_index, infer_structure_shapes, infer_types,
                                     node_ids, opset_of, register, tensor_types, unique_name,
                                     _dom)

@@ -1,0 +1,186 @@
+"""The small base every panel stands on: one severity colour map, one HTML escape, a status
+line, a findings list and a background task that keeps long work off the kernel thread.
+
+Why: ipykernel answers comms (button clicks, the next cell) only between messages, so a
+panel that parses, builds or verifies on the kernel thread freezes the notebook. Work runs in
+a daemon thread; the thread only assigns trait values (never `display`, `print` or tqdm from
+it: ipykernel 7 routes such output to the wrong cell), and errors end up in the status line
+instead of vanishing with the thread.
+
+    class MyPanel(PanelBase, W.VBox):
+        def run(self):
+            self.task.start(self._work, done=self._show, busy="checking ...")
+"""
+from __future__ import annotations
+
+import html
+import threading
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+import ipywidgets as W
+
+SEVERITY_COLOURS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
+OK_COLOUR = "#2ca02c"
+MUTED_COLOUR = "#777"
+
+
+def esc(x: Any) -> str:
+    """HTML-escape any value for an ipywidgets HTML trait."""
+    return html.escape(str(x))
+
+
+def severity_colour(severity: str) -> str:
+    return SEVERITY_COLOURS.get(str(severity), "#333")
+
+
+def error_text(e: BaseException) -> str:
+    """One line for the user: WorkbenchError's own line, otherwise the exception's type and text."""
+    one_line = getattr(e, "one_line", None)
+    if callable(one_line):
+        return str(one_line())
+    return f"{type(e).__name__}: {e}"
+
+
+class StatusLine(W.HTML):
+    """One line of state: busy (italic), ok (green), warn (orange) or error (red)."""
+
+    def busy(self, text: str) -> None:
+        self.value = f"<i>{esc(text)}</i>"
+
+    def ok(self, text: str) -> None:
+        self.value = f"<span style='color:{OK_COLOUR}'>{esc(text)}</span>"
+
+    def warn(self, text: str) -> None:
+        self.value = f"<span style='color:{SEVERITY_COLOURS['warning']}'>{esc(text)}</span>"
+
+    def error(self, e: Any) -> None:
+        text = error_text(e) if isinstance(e, BaseException) else str(e)
+        self.value = f"<span style='color:{SEVERITY_COLOURS['error']}'>{esc(text)}</span>"
+
+    def clear(self) -> None:
+        self.value = ""
+
+
+def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
+                  limit: Optional[int] = None) -> str:
+    """Findings (objects or dicts) as one table: severity, code, message, nodes, next step."""
+    rows = []
+    items = list(findings)
+    shown = items if limit is None else items[:limit]
+    for f in shown:
+        get = (lambda k, f=f: f.get(k)) if isinstance(f, dict) else (lambda k, f=f: getattr(f, k, None))
+        sev = get("severity") or "info"
+        nodes = get("nodes") or []
+        node_text = ", ".join(map(str, nodes[:6])) + (f" (+{len(nodes) - 6})" if len(nodes) > 6 else "")
+        hint = get("hint") or ""
+        rows.append(
+            f"<tr><td style='color:{severity_colour(sev)};white-space:nowrap'>{esc(sev)}</td>"
+            f"<td style='white-space:nowrap'><code>{esc(get('code') or '')}</code></td>"
+            f"<td style='overflow-wrap:anywhere'>{esc(get('message') or '')}</td>"
+            f"<td style='overflow-wrap:anywhere'>{esc(node_text)}</td>"
+            f"<td style='overflow-wrap:anywhere'>{esc(hint)}</td></tr>")
+    if not rows:
+        return f"<i style='color:{MUTED_COLOUR}'>{esc(empty)}</i>"
+    more = "" if limit is None or len(items) <= limit else \
+        f"<div style='color:{MUTED_COLOUR}'>... and {len(items) - limit} more</div>"
+    return ("<table style='width:100%;table-layout:auto;border-collapse:collapse'>"
+            "<tr><th align=left>severity</th><th align=left>code</th><th align=left>message</th>"
+            "<th align=left>nodes</th><th align=left>next step</th></tr>"
+            + "".join(rows) + "</table>" + more)
+
+
+class FindingsList(W.HTML):
+    """A findings table that wraps inside its container (no overflow past the right edge)."""
+
+    def __init__(self, **kw: Any) -> None:
+        kw.setdefault("layout", W.Layout(width="100%", overflow="auto"))
+        super().__init__(**kw)
+
+    def show(self, findings: Sequence[Any], *, empty: str = "no findings",
+             limit: Optional[int] = 50) -> None:
+        self.value = findings_html(findings, empty=empty, limit=limit)
+
+
+class BackgroundTask:
+    """Run one piece of work at a time in a daemon thread; report through callbacks.
+
+    `done(result)` and `failed(exc)` run in the worker thread and must only assign traits.
+    `cancel` is an Event the work may poll; `wait()` joins (tests and notebooks)."""
+
+    def __init__(self, status: Optional[StatusLine] = None) -> None:
+        self.status = status
+        self.cancel = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+        self.error: Optional[BaseException] = None
+        self.result: Any = None
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def start(self, work: Callable[[], Any], *, done: Optional[Callable[[Any], None]] = None,
+              failed: Optional[Callable[[BaseException], None]] = None,
+              busy: Optional[str] = None) -> Optional[threading.Thread]:
+        """Start `work` unless a task is already running (then say so and return None)."""
+        if self.running:
+            if self.status is not None:
+                self.status.warn("still working on the previous request ...")
+            return None
+        self.cancel = threading.Event()
+        self.error = None
+        self.result = None
+        if busy and self.status is not None:
+            self.status.busy(busy)
+
+        def _run() -> None:
+            try:
+                self.result = work()
+            except BaseException as e:  # shown in the panel, never raised in a thread
+                self.error = e
+                if failed is not None:
+                    try:
+                        failed(e)
+                    except Exception as e2:  # pragma: no cover - a bug in the view itself
+                        if self.status is not None:
+                            self.status.error(e2)
+                elif self.status is not None:
+                    self.status.error(e)
+                return
+            if done is not None:
+                try:
+                    done(self.result)
+                except Exception as e:
+                    self.error = e
+                    if self.status is not None:
+                        self.status.error(e)
+
+        self.thread = threading.Thread(target=_run, daemon=True)
+        self.thread.start()
+        return self.thread
+
+    def wait(self, timeout: Optional[float] = None) -> Any:
+        """Join the running task; return its result (None if it failed or none ran)."""
+        if self.thread is not None:
+            self.thread.join(timeout)
+        return self.result
+
+
+class PanelBase:
+    """Mixin for panels: `self.status` (StatusLine) and `self.task` (BackgroundTask).
+
+    Call `self._init_base()` before building the layout."""
+
+    status: StatusLine
+    task: BackgroundTask
+
+    def _init_base(self) -> None:
+        self.status = StatusLine()
+        self.task = BackgroundTask(self.status)
+
+    def wait(self, timeout: Optional[float] = None) -> Any:
+        """Block until the panel's background work ends (notebooks and tests)."""
+        return self.task.wait(timeout)
+
+    @property
+    def busy(self) -> bool:
+        return self.task.running

@@ -1,0 +1,35 @@
+"""Static HTML/plotly rendering of workbench results (the one core package that may import plotly).
+
+Public names resolve lazily (PEP 562): importing the package costs nothing until a name is
+used, which keeps CLI start-up lean."""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Dict
+
+_EXPORTS: Dict[str, str] = {
+    'PALETTE': 'workbench.render.timing_figures',
+    'PRECISION_COLORS': 'workbench.render.timing_figures',
+    'color_map': 'workbench.render.timing_figures',
+    'layer_bar_data': 'workbench.render.timing_figures',
+    'layer_bars': 'workbench.render.timing_figures',
+    'breakdown': 'workbench.render.timing_figures',
+    'treemap_data': 'workbench.render.timing_figures',
+    'scope_treemap': 'workbench.render.timing_figures',
+    'compare_types': 'workbench.render.timing_figures',
+    'compare_nodes': 'workbench.render.timing_figures',
+    'latency_figure': 'workbench.render.timing_figures',
+    'report_html': 'workbench.render.timing_report',
+    'write_report': 'workbench.render.timing_report',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
