@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+FIXTURES = REPO / "tests" / "data" / "fixtures"  # real TensorRT data, copied in with its licences
 POLY = FIXTURES / "polygraphy-models"
 H200 = FIXTURES / "trt86-h200"
 A100 = FIXTURES / "trex-a100-resnet"
