@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from workbench.errors import Finding, WorkbenchError
+from workbench.support import codes
 from workbench.model import Model, model_from_proto, open_model, save_model
 from workbench.support.rules import BACKENDS, MATRIX_SUPPORTED, PLUGIN_HINT, backend_table
 
@@ -28,7 +29,11 @@ INT32_MAX = 2 ** 31 - 1
 
 @dataclass
 class SupportReport:
-    """The answer to "will TensorRT take this?" for one model."""
+    """The answer to "will TensorRT take this?" for one model.
+
+    `unsupported` holds one entry per failing node or graph problem: a dict with `node`, `op`,
+    `reason`, `source`, `hint`, `code` (a `workbench.support.codes` constant or a rule id),
+    `stage`, and where known `error_code`/`message` (the parser's) and `subgraph`."""
 
     backend: str                      # "static", "tensorrt" or "tensorrt-rtx"
     backend_version: Optional[str]
@@ -59,6 +64,23 @@ class SupportReport:
             "build": self.build,
             "notes": list(self.notes),
         }
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "SupportReport":
+        """The report `to_dict` wrote (a JSON report read back, e.g. by `workbench fix`)."""
+        b = d.get("backend") or {}
+        return cls(backend=b.get("name"), backend_version=b.get("version"),
+                   supported=bool(d.get("supported")),
+                   findings=[Finding.from_dict(f) for f in d.get("findings") or []],
+                   unsupported=[dict(u) for u in d.get("unsupported") or []],
+                   partition=d.get("partition"), mode=d.get("mode", "static"),
+                   rules=b.get("rules"), model=d.get("model"), notes=list(d.get("notes") or []),
+                   build=d.get("build"))
+
+    @property
+    def problems(self) -> List[Finding]:
+        """One error Finding per unsupported entry, in order: what a fix has to address."""
+        return [_finding(u) for u in self.unsupported]
 
 
 # --- static rules ------------------------------------------------------------------------------
@@ -330,27 +352,15 @@ def _entry(node: Optional[str], op: Optional[str], reason: str, source: str, *,
     return out
 
 
-def _decomposable(domain: str, op: str) -> bool:
-    """Whether `workbench fix --recipe decompose` knows an exact replacement for this op."""
-    try:
-        from workbench.surgery.recipes.decompose import REGISTRY
-    except ImportError:  # the surgery area is optional for support checks
-        return False
-    return (domain or "", op) in REGISTRY or (("", op) in REGISTRY and domain == "ai.onnx")
-
-
 def _hint(text: Optional[str], model: Model, node: Optional[str], op: Optional[str] = None,
           domain: str = "", **values: Any) -> Optional[str]:
-    """A next step with the real model path and node filled in, decomposition first."""
+    """A next step with the real model path and node filled in. (`op`/`domain` stay for the
+    callers; steps that name a graph-surgery recipe are added above this layer, by
+    `workbench.surgery.propose.advise`.)"""
     import shlex
 
     path = shlex.quote(str(model.path)) if model.path else "MODEL"
-    out = _fmt(text, **dict(values, model=path, node=node or "NODE")) if text else text
-    if node and op and _decomposable(domain, op):
-        first = (f"`workbench fix {path} --recipe decompose:node={node}` replaces it with "
-                 "standard ops")
-        out = f"{first}; or {out}" if out else first
-    return out
+    return _fmt(text, **dict(values, model=path, node=node or "NODE")) if text else text
 
 
 def _fmt(text: str, **values: Any) -> str:
@@ -450,20 +460,20 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
             out.append(_entry(nid, op, f"custom op '{node.domain}::{op}' is not an ONNX "
                               "standard op; TensorRT needs a plugin for it", "static",
                               hint=_hint(PLUGIN_HINT, model, nid, op, node.domain),
-                              code="custom-op", subgraph=sub, local_function_stack=stack,
+                              code=codes.CUSTOM_OP, subgraph=sub, local_function_stack=stack,
                               domain=node.domain))
             continue
         if op in table["unsupported_ops"]:
             out.append(_entry(nid, op, f"{op} is not supported by {table['short']}", "static",
                               hint=_hint(table["unsupported_ops"][op], model,
                                          nid, op, node.domain),
-                              code="unsupported-op", subgraph=sub, local_function_stack=stack))
+                              code=codes.UNSUPPORTED_OP, subgraph=sub, local_function_stack=stack))
             continue
         if op in table["plugin_ops"]:
             out.append(_entry(nid, op, f"{op} is implemented by a plugin {table['short']} does "
                               "not ship", "static",
                               hint=_hint(table["plugin_ops"][op], model, nid, op, node.domain),
-                              code="plugin-missing", subgraph=sub, local_function_stack=stack))
+                              code=codes.PLUGIN_MISSING, subgraph=sub, local_function_stack=stack))
             continue
         if op not in MATRIX_SUPPORTED and op not in table["unsupported_ops"]:
             if onnx.defs.has(op):
@@ -475,7 +485,7 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
                 out.append(_entry(nid, op, f"'{op}' is not an ONNX op; TensorRT looks for a "
                                   "plugin of that name", "static",
                                   hint=_hint(PLUGIN_HINT, model, nid, op, node.domain),
-                                  code="unknown-op", subgraph=sub, local_function_stack=stack))
+                                  code=codes.UNKNOWN_OP, subgraph=sub, local_function_stack=stack))
             continue
         for rule in table["rules"]:
             ops = rule["op"] if isinstance(rule["op"], list) else [rule["op"]]
@@ -501,10 +511,6 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
 
 
 # --- the real parser (in the worker) -----------------------------------------------------------
-_PLUGIN_RE = re.compile(r"plugin (creator )?(was )?not found|Plugin not found|plugin creato",
-                        re.I)
-
-
 def _clean_message(msg: str) -> str:
     """One line: drop the CPU-only CUDA noise TensorRT-RTX appends and assertion prefixes."""
     lines = [ln for ln in str(msg).splitlines() if "catchCudaError" not in ln]
@@ -514,27 +520,34 @@ def _clean_message(msg: str) -> str:
     return msg
 
 
-def _parser_reason(err: Dict[str, Any], table: Dict[str, Any]) -> Tuple[str, str, str]:
-    """(reason, code, hint) for one parser error, in users' terms."""
+def _has_importer(op: str, domain: str, table: Dict[str, Any]) -> bool:
+    """Whether the parser has a built-in importer for the op: a standard ONNX op that this
+    backend does not route to a plugin (TensorRT looks up a plugin for every other op)."""
+    import onnx
+
+    if (domain or "") not in DEFAULT_DOMAINS or op in table["plugin_ops"]:
+        return False
+    return bool(onnx.defs.has(op))
+
+
+def _parser_reason(err: Dict[str, Any], table: Dict[str, Any],
+                   domain: str = "") -> Tuple[str, str, str]:
+    """(reason, code, hint) for one parser error, in users' terms. The code comes from the
+    record's structure (error code, op, whether the op has an importer), not its wording."""
     op, msg, code = err.get("op") or "", err.get("message") or "", err.get("code") or ""
     clean = _clean_message(msg)
-    if _PLUGIN_RE.search(msg):
+    if op and not _has_importer(op, domain, table):
         return (f"no built-in importer for op '{op}' and no plugin of that name is registered",
-                "plugin-missing", table["plugin_ops"].get(op, PLUGIN_HINT))
-    if clean in ("false", "") and code == "UNSUPPORTED_NODE":
+                codes.PLUGIN_MISSING, table["plugin_ops"].get(op, PLUGIN_HINT))
+    if op and code == "UNSUPPORTED_NODE" and (op in table["unsupported_ops"]
+                                              or clean in ("false", "")):
         hint = table["unsupported_ops"].get(op)
-        return (f"{op} is not supported by this TensorRT (no importer)", "unsupported-op",
+        return (f"{op} is not supported by this TensorRT (no importer)", codes.UNSUPPORTED_OP,
                 hint if hint else PLUGIN_HINT)
-    if "duplicate tensor name" in clean:
-        from workbench.support.rules import GRAPH_RULES
-
-        return clean, "duplicate-tensor-name", GRAPH_RULES["duplicate-tensor-name"]["hint"]
     if "convertDtype" in clean or "data type" in clean.lower():
         return ("a tensor has a data type TensorRT does not support (" + clean + ")",
-                "unsupported-dtype", "cast to a supported type before the engine boundary")
-    kind = {"UNSUPPORTED_NODE_ATTR": "unsupported-attribute",
-            "UNSUPPORTED_NODE": "unsupported-node", "INVALID_NODE": "invalid-node",
-            "INVALID_GRAPH": "invalid-graph"}.get(code, "parser-error")
+                codes.UNSUPPORTED_DTYPE, "cast to a supported type before the engine boundary")
+    kind = codes.PARSER_ERROR_CODES.get(code, codes.PARSER_ERROR)
     return clean, kind, ("change the node's attributes/inputs as the message says, or "
                          "replace the node via `workbench fix`")
 
@@ -689,6 +702,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
     table = backend_table(rules or name)
     static_entries, extra = static_check(model, table["name"])
     by_node = {s["node"]: s for s in static_entries if s.get("node")}
+    graph_level = [s for s in static_entries if not s.get("node") and s["stage"] == "parse"]
     nodes = _node_map(model)
     unsupported: List[Dict[str, Any]] = []
     for err in rec["errors"]:
@@ -696,14 +710,17 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
         site = nodes.get(node) if node else None
         proto_node = site.node if site is not None else None
         op = err.get("op") or (proto_node.op_type if proto_node is not None else None)
-        reason, code, hint = _parser_reason(dict(err, op=op), table)
-        hint = _hint(hint, model, node, op, proto_node.domain if proto_node is not None else "")
-        known = by_node.get(node) if node else None
+        domain = proto_node.domain if proto_node is not None else ""
+        reason, code, hint = _parser_reason(dict(err, op=op), table, domain)
+        hint = _hint(hint, model, node, op, domain)
+        # the static rule that predicted it (same node; for an error that names no node, the
+        # graph-level rule that fired) explains the cause, the code and the next step better
+        known = by_node.get(node) if node else (graph_level[0] if graph_level else None)
         if known is not None and known["stage"] == "parse":
-            # the rule that predicted it explains the cause and the next step better
-            generic = ("unsupported-op", "unknown-op", "custom-op", "plugin-missing")
-            if known["code"] not in generic and known["reason"] not in reason:
+            if node and known["code"] not in codes.OP_REJECTED and known["reason"] not in reason:
                 reason = f"{reason} (likely cause: {known['reason']})"
+            if code in codes.GENERIC_PARSER_CODES or not node:
+                code = known["code"]
             hint = known.get("hint") or hint
         unsupported.append(_entry(node, op, reason, "parser", hint=hint,
                                   code=code, message=err.get("message"),
@@ -735,7 +752,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
                     _clean_message(be["message"]), "build",
                     hint=(known or {}).get("hint") or "change the node as the message says, "
                     "or keep it out of the engine (`workbench fix`)",
-                    code="build-failed", stage="build", layer=be.get("layer")))
+                    code=codes.BUILD_FAILED, stage="build", layer=be.get("layer")))
     # static rules add what the parser cannot see yet (build-time limits) or stopped before
     report.findings.extend(extra)
     named = {u["node"] for u in unsupported if u.get("node")}
