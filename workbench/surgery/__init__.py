@@ -1,4 +1,5 @@
-"""Graph surgery: recipes, changes verified against onnxruntime, the fix history.
+"""Graph surgery: self-describing recipes, changes verified against onnxruntime, the fix
+session (check -> propose -> apply -> verify -> re-check) and the version history.
 
 Public names resolve lazily (PEP 562): importing the package costs nothing until a name is
 used, which keeps CLI start-up lean."""
@@ -10,15 +11,19 @@ from typing import Any, Dict
 _EXPORTS: Dict[str, str] = {
     'Change': 'workbench.surgery.changes',
     'apply_recipe': 'workbench.surgery.changes',
+    'apply_in_history': 'workbench.surgery.changes',
     'prepare_change': 'workbench.surgery.changes',
     'judge': 'workbench.surgery.changes',
+    'verify_models': 'workbench.surgery.changes',
     'diff_models': 'workbench.surgery.changes',
-    'Proposal': 'workbench.surgery.changes',
-    'propose': 'workbench.surgery.changes',
-    'AutoFixResult': 'workbench.surgery.changes',
-    'default_checker': 'workbench.surgery.changes',
-    'auto_fix': 'workbench.surgery.changes',
     'parse_recipe_arg': 'workbench.surgery.changes',
+    'Proposal': 'workbench.surgery.recipes',
+    'propose': 'workbench.surgery.propose',
+    'advise': 'workbench.surgery.propose',
+    'FixSession': 'workbench.surgery.session',
+    'AutoFixResult': 'workbench.surgery.session',
+    'default_checker': 'workbench.surgery.session',
+    'auto_fix': 'workbench.surgery.session',
     'KIND': 'workbench.surgery.history',
     'BLOB_MIN_BYTES': 'workbench.surgery.history',
     'store_version': 'workbench.surgery.history',

@@ -1,29 +1,36 @@
-"""Fix what TensorRT cannot parse: apply recipes with verification, diff and proposals.
+"""Apply recipes with verification and diff: one `Change` per recipe run.
 
-    from workbench.surgery.changes import apply_recipe, propose, auto_fix
+    from workbench.surgery.changes import apply_recipe, apply_in_history
     change = apply_recipe("model.onnx", "fold_constants")        # -> Change (not saved)
-    result = auto_fix("model.onnx", backend="tensorrt-rtx")      # every step saved in history
+    change = apply_in_history(history, "decompose", {"node": "/act/FastGelu"})  # a version
 
 `apply_recipe` checks the recipe's precondition, applies it, runs before/after with onnxruntime
 (recipes that preserve semantics must stay within 1e-5, else the change is not kept unless
-`force=True`), and diffs the graphs. `workbench.surgery.history.History` stores kept changes as versions.
-`auto_fix` asks the real parser (`workbench.support.checker.check`), proposes a recipe per failing node,
-applies one at a time and re-checks after each, until the model is supported or nothing is left.
+`force=True`), and diffs the graphs. `apply_in_history` does the same on a History's current
+version and stores a kept change as its new version. `verify_models` is the one place that
+compares two models' outputs (checking, proposing and the whole loop are
+`workbench.surgery.session.FixSession`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
 
 from workbench.equivalence import Verification, verify
 from workbench.errors import WorkbenchError
-from workbench.surgery.recipes import Precondition, as_proto, get_recipe, list_recipes  # noqa: F401
-from workbench.surgery.recipes.base import (find_node_index, infer_structure_shapes, infer_types, node_ids,
-                                    tensor_types)
+from workbench.surgery.recipes import Precondition, Proposal, as_proto, get_recipe, list_recipes  # noqa: F401
+from workbench.surgery.recipes.base import infer_types, node_ids, tensor_types
 
-__all__ = ["Change", "Proposal", "AutoFixResult", "apply_recipe", "prepare_change", "judge",
-           "diff_models", "propose",
-           "auto_fix", "list_recipes", "get_recipe", "parse_recipe_arg"]
+__all__ = ["Change", "Proposal", "apply_recipe", "apply_in_history", "prepare_change", "judge",
+           "verify_models", "diff_models", "list_recipes", "get_recipe", "parse_recipe_arg"]
+
+
+def verify_models(before: Any, after: Any, inputs: Optional[Dict[str, Any]] = None, *,
+                  paths: Optional[tuple] = None, seed: int = 0,
+                  tol: float = 1e-5) -> Verification:
+    """Run both models (onnxruntime) on the same inputs and compare their outputs: every
+    verification of surgery goes through here."""
+    return verify(before, after, inputs, seed=seed, tol=tol, paths=paths)
 
 
 @dataclass
@@ -66,7 +73,28 @@ def apply_recipe(model: Any, name: str, params: Optional[Dict[str, Any]] = None,
     proto = as_proto(model)
     change = prepare_change(proto, name, params)
     if verify_outputs:
-        judge(change, verify(proto, change.proto, inputs, seed=seed, tol=tol), force)
+        judge(change, verify_models(proto, change.proto, inputs, seed=seed, tol=tol), force)
+    return change
+
+
+def apply_in_history(history: Any, name: str, params: Optional[Dict[str, Any]] = None, *,
+                     force: bool = False, inputs: Optional[Dict[str, Any]] = None,
+                     verify_outputs: bool = True) -> Change:
+    """Apply a recipe to the history's current version; a kept change becomes the new current
+    version. The new model is serialised once: staged as its version file, then onnxruntime
+    loads both versions from disk to verify; a change that is not kept leaves no file."""
+    before = history.current
+    change = prepare_change(history.current_proto(), name, params)
+    vid = history.stage(change.proto)
+    if verify_outputs:
+        judge(change, verify_models(history.proto(before), change.proto, inputs,
+                                    paths=(history.version_path(before),
+                                           history.ws.version_path(vid))), force)
+    if not change.kept:
+        history.discard(vid)
+        change.parent = before
+        return change
+    history.record(change, vid)
     return change
 
 
@@ -165,220 +193,6 @@ def diff_models(before: Any, after: Any) -> Dict[str, Any]:
             "outputs": [[o.name for o in a.output], [o.name for o in b.output]],
             "summary": f"+{len(added)} -{len(removed)} ~{len(changed)} nodes, "
                        f"{len(tensors)} tensor(s) changed type/shape"}
-
-
-# ------------------------------------------------------------------------------- proposals
-
-@dataclass
-class Proposal:
-    """A recipe suggested for a failing node; `auto` proposals are safe to apply unattended."""
-
-    node: str
-    op: str
-    recipe: str
-    params: Dict[str, Any]
-    reason: str
-    auto: bool = True
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"node": self.node, "op": self.op, "recipe": self.recipe, "params": self.params,
-                "reason": self.reason, "auto": self.auto}
-
-    @property
-    def key(self) -> str:
-        return f"{self.recipe}:{sorted(self.params.items())}"
-
-
-def _unsupported(report: Any) -> List[Dict[str, Any]]:
-    items = getattr(report, "unsupported", None)
-    if items is None and isinstance(report, dict):
-        items = report.get("unsupported", [])
-    out = []
-    for it in items or []:
-        d = it if isinstance(it, dict) else getattr(it, "__dict__", {})
-        out.append({"node": d.get("node") or "", "op": d.get("op") or "",
-                    "reason": d.get("reason") or "", "source": d.get("source") or ""})
-    return out
-
-
-def _resolve(proto: Any, node: str, op: str) -> Optional[int]:
-    if node:
-        try:
-            return find_node_index(proto, node)
-        except WorkbenchError:
-            pass
-    if op:
-        hits = [i for i, n in enumerate(proto.graph.node) if n.op_type == op]
-        if len(hits) == 1:
-            return hits[0]
-    return None
-
-
-def propose(report: Any, model: Any) -> List[Proposal]:
-    """Recipes for each failing node of a support report, most specific first; only proposals
-    whose precondition applies are returned (manual ones, like plugins, have auto=False)."""
-    from workbench.surgery.recipes.cleanup import foldable_nodes
-    from workbench.surgery.recipes.decompose import find_decomposition
-
-    proto = as_proto(model)
-    ids = node_ids(proto)
-    fold = None
-    out: List[Proposal] = []
-    seen = set()
-
-    def add(p: Proposal) -> None:
-        if (p.key, p.node) not in seen:
-            seen.add((p.key, p.node))
-            out.append(p)
-
-    for item in _unsupported(report):
-        idx = _resolve(proto, item["node"], item["op"])
-        reason_l = item["reason"].lower()
-        if "duplicate" in reason_l:
-            pre = get_recipe("rename_duplicates").precondition(proto)
-            if pre.applies:
-                add(Proposal(item["node"], item["op"], "rename_duplicates", {}, pre.reason))
-            continue
-        if idx is None:
-            continue
-        n = proto.graph.node[idx]
-        nid = ids[idx]
-        if n.op_type in ("QuantizeLinear", "DequantizeLinear"):
-            q = n
-            if n.op_type == "DequantizeLinear":
-                prod = [m for m in proto.graph.node if n.input[0] in m.output]
-                q = prod[0] if prod else n
-            qid = ids[list(proto.graph.node).index(q)]
-            pre = get_recipe("symmetric_qdq").precondition(proto, node=qid)
-            add(Proposal(qid, q.op_type, "symmetric_qdq", {"node": qid}, pre.reason,
-                         auto=pre.applies))
-            if pre.applies:
-                continue
-        if fold is None:
-            fold = {f["node"] for f in foldable_nodes(proto)}
-        if nid in fold:
-            pre = get_recipe("fold_constants").precondition(proto)
-            if pre.applies and nid in pre.nodes:
-                add(Proposal(nid, n.op_type, "fold_constants", {},
-                             f"node {nid} has only constant inputs: folding replaces it by its value"))
-                continue
-        if find_decomposition(n) is not None:
-            pre = get_recipe("decompose").precondition(proto, node=nid, op=None)
-            if pre.applies:
-                add(Proposal(nid, n.op_type, "decompose", {"node": nid}, pre.reason))
-                continue
-            blocked = pre.reason
-            # a static-shape precondition may be met by fixing the input shapes first
-            if "dynamic" in blocked:
-                add(Proposal(nid, n.op_type, "set_input_shapes", {"shapes": None}, blocked,
-                             auto=False))
-        if "plugin" in reason_l or n.domain not in ("", "ai.onnx"):
-            add(Proposal(nid, n.op_type, "replace_with_plugin",
-                         {"nodes": [nid], "plugin": n.op_type, "version": "1", "namespace": ""},
-                         "no exact rewrite is registered; if you have a TensorRT plugin that "
-                         "implements it, replace the node and load the plugin library",
-                         auto=False))
-    return out
-
-
-# -------------------------------------------------------------------------------- auto-fix
-
-@dataclass
-class AutoFixResult:
-    """What auto_fix did: every step, the support verdict before/after, end-to-end check."""
-
-    supported: bool
-    steps: List[Dict[str, Any]] = field(default_factory=list)
-    support_before: Optional[Dict[str, Any]] = None
-    support_after: Optional[Dict[str, Any]] = None
-    verification: Optional[Verification] = None
-    remaining: List[Dict[str, Any]] = field(default_factory=list)
-    version: Optional[str] = None
-    stop_reason: str = ""
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"supported": self.supported, "steps": self.steps,
-                "support_before": self.support_before, "support_after": self.support_after,
-                "verification": self.verification.to_dict() if self.verification else None,
-                "remaining": self.remaining, "version": self.version,
-                "stop_reason": self.stop_reason}
-
-
-def _report_dict(report: Any) -> Dict[str, Any]:
-    if hasattr(report, "to_dict"):
-        return report.to_dict()
-    return dict(report) if isinstance(report, dict) else {"report": str(report)}
-
-
-def _supported(report: Any) -> bool:
-    return bool(getattr(report, "supported", None) if not isinstance(report, dict)
-                else report.get("supported"))
-
-
-def default_checker(backend: str = "tensorrt-rtx", client: Any = None) -> Callable[[Any], Any]:
-    """`workbench.support.checker.check` with the real parser of `backend`."""
-    def check(path: Any) -> Any:
-        try:
-            from workbench.support.checker import check as support_check
-        except ImportError as e:  # the support module is part of this package
-            raise WorkbenchError(f"workbench.support.checker is not available ({e})",
-                                 hint="reinstall trt-workbench") from None
-        return support_check(path, backend=backend, client=client)
-    return check
-
-
-def auto_fix(model: Any, *, backend: str = "tensorrt-rtx", history: Any = None,
-             check: Optional[Callable[[Any], Any]] = None, max_steps: int = 20,
-             force: bool = False, on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
-             client: Any = None, inputs: Optional[Dict[str, Any]] = None) -> AutoFixResult:
-    """Propose, apply (one at a time), re-check with the real parser; stop when supported or
-    out of proposals. Every kept step is a new version in the model's history."""
-    from workbench.surgery.history import History
-
-    hist = history if history is not None else History(model)
-    checker = check or default_checker(backend, client)
-    report = checker(hist.current_path())
-    result = AutoFixResult(supported=_supported(report), support_before=_report_dict(report))
-    tried: set = set()
-    for _ in range(max_steps):
-        if _supported(report):
-            result.stop_reason = "supported"
-            break
-        props = [p for p in propose(report, hist.current_proto())
-                 if p.auto and (p.key, p.node) not in tried]
-        if not props:
-            result.stop_reason = "no more proposals"
-            break
-        p = props[0]
-        tried.add((p.key, p.node))
-        try:
-            change = hist.apply(p.recipe, p.params, force=force, inputs=inputs)
-        except WorkbenchError as e:
-            step = {"proposal": p.to_dict(), "kept": False, "error": e.one_line()}
-            result.steps.append(step)
-            if on_step:
-                on_step(step)
-            continue
-        step = {"proposal": p.to_dict(), **change.to_dict()}
-        if change.kept:
-            report = checker(hist.current_path())
-            step["supported_after"] = _supported(report)
-            step["unsupported_after"] = _unsupported(report)
-        result.steps.append(step)
-        if on_step:
-            on_step(step)
-    else:
-        result.stop_reason = "step limit reached"
-    result.supported = _supported(report)
-    result.support_after = _report_dict(report)
-    result.remaining = _unsupported(report)
-    result.version = hist.current
-    kept = [s for s in result.steps if s.get("kept")]
-    if len(kept) == 1 and kept[0].get("verification"):
-        result.verification = Verification.from_dict(kept[0]["verification"])
-    elif kept:
-        result.verification = verify(hist.version_path(hist.original), hist.current_path(), inputs)
-    return result
 
 
 def parse_recipe_arg(text: str) -> tuple:

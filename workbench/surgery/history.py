@@ -1,5 +1,7 @@
 """Versions of a model under surgery: every kept change is a content-addressed file in the
 model's Workspace plus one line in its append-only history log; undo/redo are log lines too.
+History only stores and replays versions: making a change (recipe, verification, verdict) is
+`workbench.surgery.changes.apply_in_history`, which stages, then records or discards.
 
 The state (current version, redo stack) is rebuilt by replaying the log, so a new process (a
 restarted kernel, the CLI) sees exactly what the last one left, and a kill at any point leaves
@@ -193,43 +195,31 @@ class History:
         if not change.kept:
             raise WorkbenchError(f"refusing to record recipe '{change.recipe}': {change.note}",
                                  hint="re-run with force=True to keep a change that differs")
-        parent = self.current
-        vid = store_version(self.ws, change.proto)
-        _pause_hook("commit", change.recipe)
-        rec = change.to_dict()
-        rec.update({"event": "apply", "version": vid, "parent": parent})
-        self._log(rec)
-        change.version, change.parent = vid, parent
-        return vid
+        return self.record(change, self.stage(change.proto))
 
-    def apply(self, name: str, params: Optional[Dict[str, Any]] = None, *, force: bool = False,
-              inputs: Optional[Dict[str, Any]] = None, verify_outputs: bool = True) -> Any:
-        """Apply a recipe to the current version; kept changes become the new current version.
+    def stage(self, proto: Any) -> str:
+        """Write `proto` as a version file (no log line yet): verification can then load it
+        from disk; `record` makes it current, `discard` removes it again."""
+        return store_version(self.ws, proto)
 
-        The new model is serialised once: written as its version file, then onnxruntime loads
-        both versions from disk to verify; a change that is not kept leaves no file behind."""
-        from workbench.equivalence import verify
-        from workbench.surgery.changes import judge, prepare_change
+    def discard(self, vid: str) -> None:
+        """Remove a staged version file that was never recorded (a change not kept)."""
+        if vid not in {r["version"] for r in self._state()["made"]}:
+            self.ws.version_path(vid).unlink(missing_ok=True)
 
-        before = self.current
-        change = prepare_change(self.current_proto(), name, params)
-        vid = store_version(self.ws, change.proto)
-        if verify_outputs:
-            judge(change, verify(self.proto(before), change.proto, inputs,
-                                 paths=(self.version_path(before), self.ws.version_path(vid))),
-                  force)
+    def record(self, change: Any, vid: str) -> str:
+        """The log line that makes staged version `vid` (holding `change.proto`) current."""
         if not change.kept:
-            if vid not in {r["version"] for r in self._state()["made"]}:
-                self.ws.version_path(vid).unlink(missing_ok=True)
-            change.parent = before
-            return change
+            raise WorkbenchError(f"refusing to record recipe '{change.recipe}': {change.note}",
+                                 hint="re-run with force=True to keep a change that differs")
+        before = self.current
         _pause_hook("commit", change.recipe)
         rec = change.to_dict()
         rec.update({"event": "apply", "version": vid, "parent": before})
         self._log(rec)
         change.version, change.parent = vid, before
         self._proto_cache = {vid: change.proto}
-        return change
+        return vid
 
     def undo(self) -> str:
         cur = self.current

@@ -2,22 +2,59 @@
 
     from workbench.surgery.recipes import get_recipe, list_recipes
     applies, reason, nodes = get_recipe("fold_constants").precondition(proto)
+
+Recipes are discovered like CLI verbs: every module of this package (every folder on its
+`__path__`, except `base` and names starting with `_`) is imported once, on first use, and
+registers its recipes with `@register`. Adding a recipe is adding a module; nothing else
+imports it by name.
 """
 from __future__ import annotations
 
-from typing import Dict, List
+import importlib
+import os
+from typing import Dict, List, Optional
 
 from workbench.errors import WorkbenchError
-from workbench.surgery.recipes.base import REGISTRY, Param, Precondition, Recipe, as_proto
-from workbench.surgery.recipes import cleanup as _cleanup  # noqa: F401  (registers)
-from workbench.surgery.recipes import decompose as _decompose  # noqa: F401
-from workbench.surgery.recipes import plugins as _plugins  # noqa: F401
-from workbench.surgery.recipes import qdq as _qdq  # noqa: F401
+from workbench.surgery.recipes.base import (REGISTRY, Param, Precondition, Proposal,
+                                            ProposeContext, Recipe, as_proto)
 
-__all__ = ["Param", "Precondition", "Recipe", "get_recipe", "list_recipes", "REGISTRY", "as_proto"]
+__all__ = ["Param", "Precondition", "Proposal", "ProposeContext", "Recipe", "get_recipe",
+           "list_recipes", "all_recipes", "discover", "REGISTRY", "as_proto"]
+
+_discovered: Dict[str, bool] = {}
+
+
+def discover(package: str = __name__, paths: Optional[List[str]] = None) -> List[str]:
+    """Import every recipe module of `package` (once); returns the module names imported now.
+
+    `paths` defaults to the package's `__path__`, so a folder appended there (or another
+    package named here) contributes recipes without any other change."""
+    pkg = importlib.import_module(package)
+    found = []
+    for here in (paths if paths is not None else list(getattr(pkg, "__path__", []))):
+        try:
+            files = sorted(os.listdir(here))  # (pkgutil would import inspect: 5 ms)
+        except OSError:
+            continue
+        for f in files:
+            if not f.endswith(".py") or f.startswith("_") or f == "base.py":
+                continue
+            mod = f"{package}.{f[:-3]}"
+            if not _discovered.get(mod):
+                importlib.import_module(mod)
+                _discovered[mod] = True
+                found.append(mod)
+    return found
+
+
+def all_recipes() -> List[Recipe]:
+    """Every registered recipe, in proposal order (priority, then name)."""
+    discover()
+    return sorted(REGISTRY.values(), key=lambda r: (r.priority, r.name))
 
 
 def get_recipe(name: str) -> Recipe:
+    discover()
     if name not in REGISTRY:
         raise WorkbenchError(f"unknown recipe '{name}'", field="recipe",
                              hint=f"recipes: {', '.join(sorted(REGISTRY))}")
@@ -25,4 +62,5 @@ def get_recipe(name: str) -> Recipe:
 
 
 def list_recipes() -> List[Dict]:
+    discover()
     return [REGISTRY[k].describe() for k in sorted(REGISTRY)]

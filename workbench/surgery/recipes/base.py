@@ -5,6 +5,12 @@ returns a `Precondition` (unpacks as `applies, reason, nodes`) saying *why* it a
 nodes, or why not; `apply(model, **params)` returns a new ModelProto and never mutates its input.
 `preserves_semantics` says whether the result must compute the same outputs (then the caller
 verifies it with onnxruntime and refuses to keep a change that differs).
+
+A recipe also describes what it is for: `fixes` lists the Finding codes
+(`workbench.support.codes` constants or static rule ids) it can address, `ops` narrows that to
+nodes of those op types, and `propose(finding, ctx)` returns the `Proposal`s it makes for one
+finding (with parameters), so `workbench.surgery.propose` routes on codes and knows no recipe
+by name. Recipes register themselves with `@register` in any module of this package.
 """
 from __future__ import annotations
 
@@ -37,15 +43,87 @@ class Param:
     required: bool = False
 
 
+@dataclass
+class Proposal:
+    """A recipe suggested for a failing node; `auto` proposals are safe to apply unattended."""
+
+    node: str
+    op: str
+    recipe: str
+    params: Dict[str, Any]
+    reason: str
+    auto: bool = True
+    code: str = ""  # the Finding code it answers
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"node": self.node, "op": self.op, "recipe": self.recipe, "params": self.params,
+                "reason": self.reason, "auto": self.auto, "code": self.code}
+
+    @property
+    def key(self) -> str:
+        return f"{self.recipe}:{sorted(self.params.items())}"
+
+
+class ProposeContext:
+    """What recipes look at while proposing for one model: the proto, its node ids, the node a
+    finding names, and a per-model cache for analyses several findings share."""
+
+    def __init__(self, proto: Any) -> None:
+        self.proto = proto
+        self.ids = node_ids(proto)
+        self.cache: Dict[str, Any] = {}
+
+    def node_index(self, finding: Any) -> Optional[int]:
+        """Index of the finding's node (by id or name; else the only node of its op)."""
+        node = finding.nodes[0] if finding.nodes else ""
+        if node:
+            try:
+                return find_node_index(self.proto, node)
+            except WorkbenchError:
+                pass
+        if finding.op:
+            hits = [i for i, n in enumerate(self.proto.graph.node) if n.op_type == finding.op]
+            if len(hits) == 1:
+                return hits[0]
+        return None
+
+    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
+
 class Recipe:
     """Base class; subclasses set name/summary/params/preserves_semantics and implement
-    `precondition` and `_apply`."""
+    `precondition` and `_apply`; recipes that can fix findings set `fixes` (and `ops`) and
+    implement `propose`."""
 
     name: str = ""
     summary: str = ""
     params: Sequence[Param] = ()
     preserves_semantics: bool = True
     mutates_input: bool = True  # False: _apply builds a new proto, so no defensive deep copy
+    fixes: Tuple[str, ...] = ()   # Finding codes it can fix (codes.ANY_NODE: any node's)
+    ops: Tuple[str, ...] = ()     # only findings on nodes of these op types (empty: any)
+    priority: int = 50            # proposals of lower numbers are tried first
+
+    def can_fix(self, finding: Any, ctx: "ProposeContext") -> bool:
+        """Whether this recipe is one to ask about `finding` (by code, then op)."""
+        if finding.code not in self.fixes and not ("*" in self.fixes and finding.nodes):
+            return False
+        if not self.ops:
+            return True
+        idx = ctx.node_index(finding)
+        return idx is not None and ctx.proto.graph.node[idx].op_type in self.ops
+
+    def propose(self, finding: Any, ctx: "ProposeContext") -> List["Proposal"]:
+        """Proposals for one finding (an auto one ends the search for it); none by default."""
+        return []
+
+    def next_step(self, finding: Any, ctx: "ProposeContext", model: str) -> Optional[str]:
+        """A `workbench fix` command line for the finding's next-step hint, if this recipe has
+        one to offer whatever its precondition says (see `workbench.surgery.propose.advise`)."""
+        return None
 
     def precondition(self, model: Any, **params: Any) -> Precondition:  # pragma: no cover
         raise NotImplementedError
@@ -87,7 +165,7 @@ class Recipe:
 
     def describe(self) -> Dict[str, Any]:
         return {"name": self.name, "summary": self.summary,
-                "preserves_semantics": self.preserves_semantics,
+                "preserves_semantics": self.preserves_semantics, "fixes": list(self.fixes),
                 "params": [{"name": p.name, "type": p.type, "default": p.default, "help": p.help,
                             "required": p.required} for p in self.params]}
 
@@ -324,6 +402,8 @@ REGISTRY: Dict[str, Recipe] = {}
 
 
 def register(cls: type) -> type:
+    """Class decorator: make the recipe known by its name (a module defining one needs no
+    import anywhere else: `workbench.surgery.recipes` imports every module of the package)."""
     inst = cls()
     REGISTRY[inst.name] = inst
     return cls

@@ -6,7 +6,8 @@ import copy
 from typing import Any, Dict, List, Optional, Sequence
 
 from workbench.errors import WorkbenchError
-from workbench.surgery.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
+from workbench.support import codes
+from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names, as_proto,
                                     constant_value, find_node_index, gs_export, gs_import,
                                     infer_structure_shapes, infer_types, label, node_ids, register,
                                     tensor_types, unique_name)
@@ -74,6 +75,23 @@ class FoldConstants(Recipe):
               Param("passes", "int", 3, "fold+cleanup passes until nothing changes"))
     preserves_semantics = True
     mutates_input = False
+    fixes = (codes.ANY_NODE,)  # a node with only constant inputs goes, whatever was wrong
+    priority = 20
+
+    def propose(self, finding: Any, ctx: Any) -> List[Proposal]:
+        idx = ctx.node_index(finding)
+        if idx is None:
+            return []
+        nid, n = ctx.ids[idx], ctx.proto.graph.node[idx]
+        fold = ctx.cached("foldable", lambda: {f["node"] for f in foldable_nodes(ctx.proto)})
+        if nid not in fold:
+            return []
+        pre = ctx.cached("fold_constants.pre", lambda: self.precondition(ctx.proto))
+        if not (pre.applies and nid in pre.nodes):
+            return []
+        return [Proposal(nid, n.op_type, self.name, {},
+                         f"node {nid} has only constant inputs: folding replaces it by its value",
+                         code=finding.code)]
 
     def precondition(self, model: Any, size_threshold: int = MiB, passes: int = 3) -> Precondition:
         proto = as_proto(model)
@@ -465,6 +483,15 @@ class RenameDuplicates(Recipe):
                "declarations, suffix repeated node names, rename re-produced tensors")
     params = ()
     preserves_semantics = True
+    fixes = (codes.DUPLICATE_TENSOR_NAME,)
+    priority = 10
+
+    def propose(self, finding: Any, ctx: Any) -> List[Proposal]:
+        pre = self.precondition(ctx.proto)
+        if not pre.applies:
+            return []
+        return [Proposal(finding.nodes[0] if finding.nodes else "", finding.op or "", self.name,
+                         {}, pre.reason, code=finding.code)]
 
     def _scan(self, proto: Any) -> Dict[str, List[str]]:
         g = proto.graph

@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from workbench.surgery.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
+from workbench.support import codes
+from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names, as_proto,
                                     constant_value, find_node_index, infer_structure_shapes, infer_types,
                                     node_ids, opset_of, register, tensor_types, unique_name,
                                     _dom)
@@ -449,6 +450,33 @@ class Decompose(Recipe):
     params = (Param("node", "str", None, "node name or id"),
               Param("op", "str", None, "every node of this op type (instead of node)"))
     preserves_semantics = True
+    fixes = codes.OP_REJECTED + (codes.UNSUPPORTED_NODE, codes.INVALID_NODE,
+                                 codes.UNSUPPORTED_ATTRIBUTE)
+    priority = 30
+
+    def can_fix(self, finding: Any, ctx: Any) -> bool:
+        idx = ctx.node_index(finding)
+        return (super().can_fix(finding, ctx) and idx is not None
+                and find_decomposition(ctx.proto.graph.node[idx]) is not None)
+
+    def propose(self, finding: Any, ctx: Any) -> List[Proposal]:
+        idx = ctx.node_index(finding)
+        n, nid = ctx.proto.graph.node[idx], ctx.ids[idx]
+        pre = self.precondition(ctx.proto, node=nid, op=None)
+        if pre.applies:
+            return [Proposal(nid, n.op_type, self.name, {"node": nid}, pre.reason,
+                             code=finding.code)]
+        if "dynamic" in pre.reason:
+            # a static-shape precondition may be met by fixing the input shapes first
+            return [Proposal(nid, n.op_type, "set_input_shapes", {"shapes": None}, pre.reason,
+                             auto=False, code=finding.code)]
+        return []
+
+    def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
+        if not finding.nodes or not self.can_fix(finding, ctx):
+            return None
+        return (f"`workbench fix {model} --recipe decompose:node={finding.nodes[0]}` replaces "
+                "it with standard ops")
 
     def _targets(self, proto: Any, node: Optional[str], op: Optional[str]) -> List[int]:
         if node:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from workbench.surgery.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
+from workbench.support import codes
+from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names, as_proto,
                                     find_node_index, gs_export, gs_import, infer_structure_shapes, infer_types,
                                     node_ids, register, tensor_types)
 from workbench.surgery.recipes.cleanup import _as_list
@@ -33,6 +34,26 @@ class ReplaceWithPlugin(Recipe):
               Param("domain", "str", "trt.plugins", "ONNX domain of the new node"),
               Param("attrs", "dict", None, "extra plugin fields name=value"))
     preserves_semantics = False
+    fixes = (codes.PLUGIN_MISSING, codes.CUSTOM_OP, codes.UNKNOWN_OP)
+    priority = 90
+
+    def can_fix(self, finding: Any, ctx: Any) -> bool:
+        """Its codes, or any failure of a node of a custom domain (only a plugin runs those)."""
+        idx = ctx.node_index(finding)
+        if idx is None:
+            return False
+        custom = ctx.proto.graph.node[idx].domain not in ("", "ai.onnx")
+        return custom or super().can_fix(finding, ctx)
+
+    def propose(self, finding: Any, ctx: Any) -> List[Proposal]:
+        """Always manual: only the user knows which plugin implements the op."""
+        idx = ctx.node_index(finding)
+        n, nid = ctx.proto.graph.node[idx], ctx.ids[idx]
+        return [Proposal(nid, n.op_type, self.name,
+                         {"nodes": [nid], "plugin": n.op_type, "version": "1", "namespace": ""},
+                         "no exact rewrite is registered; if you have a TensorRT plugin that "
+                         "implements it, replace the node and load the plugin library",
+                         auto=False, code=finding.code)]
 
     def _boundary(self, proto: Any, idxs: List[int]) -> Dict[str, List[str]]:
         g = proto.graph

@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from workbench.surgery.recipes.base import (Param, Precondition, Recipe, all_names, as_proto,
+from workbench.support import codes
+from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names, as_proto,
                                     constant_value, node_ids, register, unique_name)
 
 RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
@@ -104,6 +105,23 @@ class SymmetricQDQ(Recipe):
     summary = "set Q/DQ zero points to 0 (int8) where provably exact; refuses otherwise"
     params = (Param("node", "str", None, "one QuantizeLinear node (default: all eligible)"),)
     preserves_semantics = True
+    fixes = (codes.QDQ_ZERO_POINT, codes.QDQ_ZERO_POINT_RUNTIME) + codes.GENERIC_PARSER_CODES
+    ops = ("QuantizeLinear", "DequantizeLinear")
+    priority = 15
+
+    def propose(self, finding: Any, ctx: Any) -> List[Proposal]:
+        """For the Q (or the DQ's producing Q) node; a manual proposal when it is not exact."""
+        g = ctx.proto.graph
+        idx = ctx.node_index(finding)
+        q = g.node[idx]
+        if q.op_type == "DequantizeLinear":
+            prod = [i for i, m in enumerate(g.node) if q.input and q.input[0] in m.output]
+            idx = prod[0] if prod else idx
+            q = g.node[idx]
+        qid = ctx.ids[idx]
+        pre = self.precondition(ctx.proto, node=qid)
+        return [Proposal(qid, q.op_type, self.name, {"node": qid}, pre.reason, auto=pre.applies,
+                         code=finding.code)]
 
     def _select(self, proto: Any, node: Optional[str]) -> List[Tuple[int, List[int], bool, str]]:
         ids = node_ids(proto)

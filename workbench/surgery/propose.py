@@ -1,0 +1,92 @@
+"""Which recipe fixes which finding: route a support report's problems to the recipes that
+declare their codes, and add the recipes' next steps to the report's hints.
+
+    proposals = propose(report, model)     # report: workbench.support.checker.SupportReport
+    report = advise(report)                # hints name `workbench fix ... --recipe ...`
+
+Routing uses only the Finding's code, node and op (and the model): each recipe says what it
+fixes (`Recipe.fixes`/`ops`) and proposes itself (`Recipe.propose`). Recipes are asked in
+priority order; the first one with an applicable (auto) proposal ends the search for that
+finding, manual proposals (plugins, set shapes first) are listed along the way.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any, List, Optional
+
+from workbench.errors import WorkbenchError
+from workbench.support.checker import SupportReport
+from workbench.surgery.recipes import Proposal, ProposeContext, all_recipes, as_proto
+
+__all__ = ["propose", "advise"]
+
+
+def _report(report: Any) -> SupportReport:
+    if not isinstance(report, SupportReport):
+        raise WorkbenchError(f"propose needs a SupportReport, not a {type(report).__name__}",
+                             hint="use workbench.support.checker.check(...), or "
+                             "SupportReport.from_dict(d) for a JSON report")
+    return report
+
+
+def _structure(model: Any) -> Any:
+    import onnx
+
+    from workbench.model import Model, open_model
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    return (model if isinstance(model, Model) else open_model(model)).proto
+
+
+def propose(report: SupportReport, model: Any) -> List[Proposal]:
+    """Recipes for each problem of a support report, most specific first; only proposals
+    whose precondition applies are `auto` (manual ones, like plugins, have auto=False)."""
+    report = _report(report)
+    ctx = ProposeContext(as_proto(model))
+    recipes = all_recipes()
+    out: List[Proposal] = []
+    seen = set()
+    for finding in report.problems:
+        for recipe in recipes:
+            if not recipe.can_fix(finding, ctx):
+                continue
+            props = recipe.propose(finding, ctx)
+            for p in props:
+                if (p.key, p.node) not in seen:
+                    seen.add((p.key, p.node))
+                    out.append(p)
+            if any(p.auto for p in props):
+                break
+    return out
+
+
+def advise(report: SupportReport, model: Optional[Any] = None) -> SupportReport:
+    """Put the recipes' next steps first in the hints of the problems they can fix (e.g.
+    "`workbench fix M --recipe decompose:node=N` replaces it with standard ops; or ...").
+    Changes `report` in place and returns it; applying it twice adds nothing."""
+    report = _report(report)
+    source = model if model is not None else report.model
+    if not report.unsupported or source is None or (
+            model is None and not os.path.isfile(str(source))):
+        return report  # an in-memory model: no file to point a command at
+    ctx = ProposeContext(_structure(source))  # op types and names: no weights needed
+    path = shlex.quote(str(report.model)) if report.model else "MODEL"
+    recipes = all_recipes()
+    problems = report.problems
+    errors = [f for f in report.findings if f.severity == "error"]
+    for entry, finding in zip(report.unsupported, problems):
+        steps = [s for s in (r.next_step(finding, ctx, path) for r in recipes
+                             if r.can_fix(finding, ctx)) if s]
+        hint = entry.get("hint")
+        new = [s for s in steps if not hint or s not in hint]
+        if not new:
+            continue
+        first = "; or ".join(new)
+        entry["hint"] = f"{first}; or {hint}" if hint else first
+        for f in errors:  # the Finding made from this entry carries the same hint
+            if f.code == finding.code and f.nodes == finding.nodes and f.hint == hint:
+                f.hint = entry["hint"]
+                break
+    return report
