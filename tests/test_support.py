@@ -331,10 +331,11 @@ def test_suggested_fix_command_really_fixes_the_model(worker, tmp_path, make, na
     import shlex
 
     from workbench.cli import main
+    from workbench.surgery.propose import advise  # recipe steps are surgery's (as in `check`)
 
     src = tmp_path / name
     src.write_bytes(make().SerializeToString() if make else (POLY / name).read_bytes())
-    rep = check(src, backend="tensorrt-rtx", client=worker)
+    rep = advise(check(src, backend="tensorrt-rtx", client=worker))
     cmd = re.search(r"`(workbench fix [^`]+)`", rep.unsupported[0]["hint"]).group(1)
     out = tmp_path / "fixed.onnx"
     assert main(shlex.split(cmd)[1:] + ["-o", str(out)]) == 0

@@ -11,7 +11,9 @@ import pytest
 from conftest import POLY, REPO, SAMPLES
 from workbench.surgery.history import History
 from workbench.support.checker import check
-from workbench.surgery.changes import auto_fix, parse_recipe_arg, propose
+from workbench.surgery.changes import parse_recipe_arg
+from workbench.surgery.propose import propose
+from workbench.surgery.session import auto_fix
 
 NF = SAMPLES / "needs_fixing.onnx"
 

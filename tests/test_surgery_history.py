@@ -13,6 +13,7 @@ import pytest
 
 from conftest import POLY, REPO, SAMPLES
 from workbench.errors import WorkbenchError
+from workbench.surgery.changes import apply_in_history
 from workbench.surgery.history import History
 from workbench.model import open_model
 
@@ -22,8 +23,8 @@ def test_versions_undo_redo_and_original_untouched(tmp_path):
     before = src.read_bytes()
     h = History(src)
     v0 = h.current
-    c1 = h.apply("fold_constants")
-    c2 = h.apply("decompose", {"node": "/act/FastGelu"})
+    c1 = apply_in_history(h, "fold_constants")
+    c2 = apply_in_history(h, "decompose", {"node": "/act/FastGelu"})
     assert [v["recipe"] for v in h.versions()] == ["(original)", "fold_constants", "decompose"]
     assert h.lineage() == [v0, c1.version, c2.version]
     assert c2.parent == c1.version and c1.parent == v0
@@ -36,7 +37,7 @@ def test_versions_undo_redo_and_original_untouched(tmp_path):
         h.undo()
     assert h.redo() == c1.version
     # a new change after undo drops the redo stack
-    c3 = h.apply("decompose", {"node": "/crop/CenterCropPad"})
+    c3 = apply_in_history(h, "decompose", {"node": "/crop/CenterCropPad"})
     assert not h.can_redo() and h.current == c3.version
     with pytest.raises(WorkbenchError, match="nothing to redo"):
         h.redo()
@@ -62,23 +63,24 @@ def test_not_kept_change_is_not_a_version(tmp_path, monkeypatch):
     monkeypatch.setitem(dec.REGISTRY, ("com.microsoft", "QuickGelu"), dec.Decomposition(
         orig.domain, orig.op, orig.summary, orig.check,
         lambda ctx, e: e.op("Sigmoid", [ctx.node.input[0]], out=ctx.node.output[0])))
-    ch = h.apply("decompose")
+    ch = apply_in_history(h, "decompose")
     assert not ch.kept and len(h.versions()) == 1 and h.current == h.original
-    forced = h.apply("decompose", force=True)
+    forced = apply_in_history(h, "decompose", force=True)
     assert forced.kept and h.versions()[1]["forced"] is True
 
 
 _CHILD = r"""
 import sys
 sys.path.insert(0, {repo!r})
+from workbench.surgery.changes import apply_in_history
 from workbench.surgery.history import History
 h = History({model!r})
 for name, params in [("fold_constants", {{}}), ("decompose", {{"node": "/act/FastGelu"}})]:
-    ch = h.apply(name, params)
+    ch = apply_in_history(h, name, params)
     print("VERSION", ch.version, flush=True)
 import os
 os.environ["WORKBENCH_SURGERY_PAUSE"] = {point!r} + ":120"
-h.apply("decompose", {{"node": "/crop/CenterCropPad"}})
+apply_in_history(h, "decompose", {{"node": "/crop/CenterCropPad"}})
 print("UNREACHABLE", flush=True)
 """
 
@@ -145,7 +147,7 @@ def test_big_weights_are_shared_blobs_between_versions(tmp_path):
     v0 = h.version_path(h.original)
     blob_bytes = sum(b.stat().st_size for b in blobs.glob("*.bin"))
     assert v0.stat().st_size * 4 < blob_bytes
-    ch = h.apply("set_input_shapes", {"batch": "N"})
+    ch = apply_in_history(h, "set_input_shapes", {"batch": "N"})
     assert ch.kept and ch.verification.equivalent and ch.verification.max_abs_diff == 0
     assert len(list(blobs.glob("*.bin"))) == n_blobs  # same weights, no new blob
     assert h.current_path().stat().st_size * 4 < blob_bytes

@@ -2,55 +2,58 @@
 view when it is available), apply / undo / redo / auto-fix, and the verification verdict.
 
     from widgets import FixPanel
-    FixPanel("model.onnx")          # every kept change is a version in the model's history
+    panel = FixPanel("model.onnx")   # every kept change is a version in the model's history
+    panel.wait()                     # (notebooks and tests) until the parser has answered
 
-All work is plain `workbench.surgery.changes` / `workbench.surgery.history` calls; the panel only shows state.
+All work is one `workbench.surgery.session.FixSession`; it runs in the panel's background task,
+so the kernel keeps answering (other cells, button clicks) while the parser, onnxruntime or
+auto-fix work. Actions return at once; `panel.wait()` joins and returns the action's result.
 """
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 import ipywidgets as W
 
+from widgets.base import OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, esc
 from workbench.errors import WorkbenchError
-from workbench.surgery.history import History
-from workbench.surgery.changes import (Change, Proposal, _report_dict, _supported, _unsupported,
-                               apply_recipe, auto_fix, default_checker, propose)
+from workbench.support.checker import SupportReport
+from workbench.surgery.changes import Change
+from workbench.surgery.recipes import Proposal
+from workbench.surgery.session import AutoFixResult, Checker, FixSession
 
-ADDED, REMOVED, CHANGED = "#2ca02c", "#d62728", "#ff7f0e"
-
-
-def _esc(x: Any) -> str:
-    return html.escape(str(x))
+ADDED, REMOVED, CHANGED = OK_COLOUR, SEVERITY_COLOURS["error"], SEVERITY_COLOURS["warning"]
 
 
-class FixPanel(W.VBox):
+class FixPanel(PanelBase, W.VBox):
     """Fix what TensorRT cannot parse, one verified, undoable recipe at a time."""
 
     def __init__(self, model_or_path: Any, *, backend: str = "tensorrt-rtx",
-                 check: Optional[Callable[[Any], Any]] = None, graph: bool = True,
-                 check_on_open: bool = True) -> None:
+                 check: Optional[Checker] = None, graph: bool = True,
+                 check_on_open: bool = True, client: Any = None) -> None:
         path = getattr(model_or_path, "path", None) or model_or_path
         if not isinstance(path, (str, Path)):
             raise WorkbenchError("FixPanel needs a model file (path or opened Model with a path)",
                                  hint="save the ModelProto with workbench.model.save_model first")
-        self.history = History(path)
+        self._init_base()
+        self.session = FixSession(path, backend=backend, check=check, client=client)
+        self.history = self.session.history
         self.backend = backend
-        self._check = check or default_checker(backend)
-        self.report: Any = None
         self.proposals: List[Proposal] = []
         self.pending: Optional[Change] = None
+        self.pending_proposal: Optional[Proposal] = None
         self.last_change: Optional[Change] = None
-        self.auto_result: Any = None
+        self.auto_result: Optional[AutoFixResult] = None
         self.graph: Any = None
         self._want_graph = graph
+        self._working = False
 
         self.header = W.HTML()
-        self.failing = W.HTML()
+        self.failing = FindingsList()
         self.proposal_list = W.Select(options=[], rows=6, layout=W.Layout(width="100%"))
-        self.check_btn = W.Button(description="Check", icon="check", tooltip=f"ask {backend}'s parser")
+        self.check_btn = W.Button(description="Check", icon="check",
+                                  tooltip=f"ask {backend}'s parser")
         self.preview_btn = W.Button(description="Preview", icon="eye")
         self.apply_btn = W.Button(description="Apply", icon="wrench", button_style="primary")
         self.auto_btn = W.Button(description="Auto-fix", icon="magic")
@@ -60,15 +63,14 @@ class FixPanel(W.VBox):
                                 indent=False)
         self.diff_html = W.HTML()
         self.verification_html = W.HTML()
-        self.status = W.HTML()
         self.versions = W.HTML()
         self.graph_box = W.Box(layout=W.Layout(width="100%"))
-        self.check_btn.on_click(lambda _: self._guard(self.run_check))
-        self.preview_btn.on_click(lambda _: self._guard(self.preview))
-        self.apply_btn.on_click(lambda _: self._guard(self.apply))
-        self.auto_btn.on_click(lambda _: self._guard(self.auto_fix))
-        self.undo_btn.on_click(lambda _: self._guard(self.undo))
-        self.redo_btn.on_click(lambda _: self._guard(self.redo))
+        self.check_btn.on_click(lambda _: self.run_check())
+        self.preview_btn.on_click(lambda _: self.preview())
+        self.apply_btn.on_click(lambda _: self.apply())
+        self.auto_btn.on_click(lambda _: self.auto_fix())
+        self.undo_btn.on_click(lambda _: self.undo())
+        self.redo_btn.on_click(lambda _: self.redo())
         super().__init__([
             self.header,
             W.HBox([self.check_btn, self.auto_btn, self.undo_btn, self.redo_btn]),
@@ -76,20 +78,30 @@ class FixPanel(W.VBox):
             W.HTML("<b>Proposed recipes</b>"), self.proposal_list,
             W.HBox([self.preview_btn, self.apply_btn, self.force]),
             self.status, self.verification_html, self.diff_html, self.graph_box, self.versions])
-        self._new_graph()
+        if self._want_graph:  # widgets are made here, on the kernel thread; the task updates it
+            try:
+                from widgets.graphview import GraphView
+            except ImportError:  # the graph view is optional here
+                self._want_graph = False
+            else:
+                self.graph = GraphView(self.history.current_model(), height=420)
+                self.graph_box.children = (self.graph,)
+        self._sync()
         if check_on_open:
-            self._guard(self.run_check)
-        self._sync()
+            self.run_check()
 
-    # ------------------------------------------------------------------ actions (plain calls)
-    def run_check(self) -> Any:
-        """Ask the real parser about the current version and refresh the proposals."""
-        self.report = self._check(self.history.current_path())
-        self.proposals = propose(self.report, self.history.current_proto()) \
-            if not _supported(self.report) else []
-        self.pending = None
-        self._sync()
-        return self.report
+    # ------------------------------------------------------------------ state
+    @property
+    def report(self) -> Optional[SupportReport]:
+        """The parser's answer about the current version (None before the first check)."""
+        return self.session.report
+
+    @property
+    def failing_nodes(self) -> List[str]:
+        return [u.get("node") or "" for u in self.report.unsupported] if self.report else []
+
+    def report_dict(self) -> Optional[Dict[str, Any]]:
+        return self.report.to_dict() if self.report is not None else None
 
     def selected_proposal(self) -> Optional[Proposal]:
         i = self.proposal_list.index
@@ -97,88 +109,119 @@ class FixPanel(W.VBox):
             return self.proposals[0] if self.proposals else None
         return self.proposals[i] if i < len(self.proposals) else None
 
-    def preview(self, proposal: Optional[Proposal] = None) -> Change:
-        """Compute (not keep) the change a proposal makes: diff, verification, graph colours."""
+    # ------------------------------------------------------------------ actions (background)
+    def _start(self, work: Callable[[], Any], busy: str) -> Any:
+        """Run `work` in the background task; the view is redrawn when it ends."""
+        if self.task.running:
+            self.status.warn("still working on the previous request ...")
+            return None
+        self._working = True
+        self._sync()
+
+        def done(result: Any) -> None:
+            self._working = False
+            self._sync()
+
+        def failed(e: BaseException) -> None:
+            self._working = False
+            self.status.error(e)
+            self._sync()
+
+        return self.task.start(work, done=done, failed=failed, busy=busy)
+
+    def run_check(self) -> Any:
+        """Ask the real parser about the current version and refresh the proposals."""
+        return self._start(self._check_now, f"asking {self.backend}'s parser ...")
+
+    def preview(self, proposal: Optional[Proposal] = None) -> Any:
+        """Compute (not keep) the change a proposal makes: diff, verification, graph colours;
+        `wait()` returns the Change."""
         p = proposal or self.selected_proposal()
+        return self._start(lambda: self._preview_now(p), "computing and verifying the change ...")
+
+    def apply(self, proposal: Optional[Proposal] = None) -> Any:
+        """Apply (and keep, when verified) the proposal; re-check with the parser; `wait()`
+        returns the Change."""
+        p = proposal or self.selected_proposal()
+        return self._start(lambda: self._apply_now(p), "applying, verifying, re-checking ...")
+
+    def auto_fix(self) -> Any:
+        """Propose, apply, re-check until supported or out of proposals; `wait()` returns the
+        AutoFixResult."""
+        return self._start(self._auto_fix_now, "auto-fix: proposing, applying, re-checking ...")
+
+    def undo(self) -> Any:
+        return self._start(lambda: self._move(self.session.undo), "undo, re-checking ...")
+
+    def redo(self) -> Any:
+        return self._start(lambda: self._move(self.session.redo), "redo, re-checking ...")
+
+    # ------------------------------------------------------------------ the work (in the task)
+    def _check_now(self) -> SupportReport:
+        self.session.check()
+        self.proposals = self.session.proposals
+        self.pending = None
+        self.status.clear()
+        return self.report
+
+    def _preview_now(self, p: Optional[Proposal]) -> Change:
         if p is None:
             raise WorkbenchError("no proposal selected", hint="run Check first")
-        self.pending = apply_recipe(self.history.current_proto(), p.recipe, p.params,
-                                    force=self.force.value)
-        self.pending_proposal = p
-        self._show_change(self.pending, preview=True)
+        self.session.force = self.force.value
+        change = self.session.preview(p)
+        self.pending, self.pending_proposal = change, p
+        self._show_change(change, preview=True)
         if self.graph is not None:
-            d = self.pending.diff
+            d = change.diff
             colours = {n: REMOVED for n in d["nodes_removed"]}
             colours.update({n: CHANGED for n in d["nodes_changed"] if n not in colours})
             if colours:
                 self.graph.color_by(colours, legend=[("removed", REMOVED), ("changed", CHANGED)])
             self.graph.highlight(list(colours))
-        return self.pending
+        return change
 
-    def apply(self, proposal: Optional[Proposal] = None) -> Change:
-        """Apply (and keep, when verified) the selected proposal; re-check with the parser."""
-        p = proposal or self.selected_proposal()
+    def _apply_now(self, p: Optional[Proposal]) -> Change:
         if p is None:
             raise WorkbenchError("no proposal selected", hint="run Check first")
-        change = self.history.apply(p.recipe, p.params, force=self.force.value)
+        self.session.force = self.force.value
+        change = self.session.apply(p, recheck=False)
         self.last_change = change
         if change.kept:
             self._new_graph(added=change.diff["nodes_added"], changed=change.diff["nodes_changed"])
-            self.run_check()
+            self._check_now()
         self._show_change(change, preview=False)
-        self._sync()
         return change
 
-    def auto_fix(self) -> Any:
-        res = auto_fix(self.history.model, history=self.history, check=self._check,
-                       force=self.force.value)
+    def _auto_fix_now(self) -> AutoFixResult:
+        self.session.force = self.force.value
+        res = self.session.auto_fix(cancel=self.task.cancel)
         self.auto_result = res
-        self.report = None
+        self.proposals = self.session.proposals
+        self.pending = None
         added = [n for s in res.steps if s.get("kept") for n in s["diff"]["nodes_added"]]
         self._new_graph(added=added)
-        self.run_check()
-        v = res.verification
         self.status.value = (f"<b>auto-fix</b>: {len(res.steps)} step(s), stopped: "
-                             f"{_esc(res.stop_reason)}; supported: <b>{res.supported}</b>")
+                             f"{esc(res.stop_reason)}; supported: <b>{res.supported}</b>")
+        v = res.verification
         if v is not None:
             self.verification_html.value = self._verification_html(v.to_dict(), "end to end")
         return res
 
-    def undo(self) -> str:
-        vid = self.history.undo()
-        self._after_move()
-        return vid
-
-    def redo(self) -> str:
-        vid = self.history.redo()
-        self._after_move()
-        return vid
-
-    # ------------------------------------------------------------------ display
-    def _after_move(self) -> None:
+    def _move(self, step: Callable[[], str]) -> str:
+        vid = step()
         self.pending = None
         self.diff_html.value = ""
         self.verification_html.value = ""
         self._new_graph()
-        self.run_check()
+        self._check_now()
+        return vid
 
-    def _guard(self, fn: Callable[[], Any]) -> None:
-        try:
-            fn()
-        except WorkbenchError as e:
-            self.status.value = f"<span style='color:{REMOVED}'>{_esc(e.one_line())}</span>"
-        self._sync()
-
+    # ------------------------------------------------------------------ display
     def _new_graph(self, added: Optional[List[str]] = None,
                    changed: Optional[List[str]] = None) -> None:
-        if not self._want_graph:
+        if self.graph is None:
             return
-        try:
-            from widgets.graphview import GraphView
-        except ImportError:  # the graph view is optional here
-            self.graph = None
-            return
-        self.graph = GraphView(self.history.current_model(), height=420)
+        self.graph.show(self.history.current_model())
         colours = {n: ADDED for n in (added or [])}
         colours.update({n: CHANGED for n in (changed or []) if n not in colours})
         if colours:
@@ -187,65 +230,63 @@ class FixPanel(W.VBox):
             except WorkbenchError:
                 pass  # ids of an earlier version (e.g. auto-fix steps) may be gone again
             self.graph.highlight(list(colours))
-        self.graph_box.children = (self.graph,)
 
     def _verification_html(self, v: Optional[Dict[str, Any]], what: str) -> str:
         if not v:
-            return f"<i>{what}: not verified</i>"
+            return f"<i>{esc(what)}: not verified</i>"
         colour = {"equivalent": ADDED, "different": REMOVED}.get(v["status"], CHANGED)
-        txt = v["status"]
+        txt = esc(v["status"])
         if v.get("max_abs_diff") is not None:
             txt += f", max abs diff {v['max_abs_diff']:.3g} (tolerance {v['tolerance']:g})"
         if v.get("reason"):
-            txt += f": {_esc(v['reason'])}"
-        return f"<b>{what}</b>: <span style='color:{colour}'>{txt}</span>"
+            txt += f": {esc(v['reason'])}"
+        return f"<b>{esc(what)}</b>: <span style='color:{colour}'>{txt}</span>"
 
     def _show_change(self, ch: Change, preview: bool) -> None:
         d = ch.diff
         rows = []
-        for key, label, col in (("nodes_added", "added", ADDED), ("nodes_removed", "removed", REMOVED),
+        for key, label, col in (("nodes_added", "added", ADDED),
+                                ("nodes_removed", "removed", REMOVED),
                                 ("nodes_changed", "changed", CHANGED)):
             if d[key]:
-                rows.append(f"<li style='color:{col}'>{label}: {_esc(', '.join(d[key][:12]))}"
+                rows.append(f"<li style='color:{col}'>{label}: {esc(', '.join(d[key][:12]))}"
                             f"{' ...' if len(d[key]) > 12 else ''}</li>")
         for t in d["tensors_changed"][:8]:
-            rows.append(f"<li>tensor {_esc(t['tensor'])}: {_esc(t['before'])} -> {_esc(t['after'])}</li>")
-        self.diff_html.value = (f"<b>{'preview' if preview else 'applied'}: {_esc(ch.recipe)}</b> "
-                                f"({_esc(d['summary'])})<ul>{''.join(rows)}</ul>")
+            rows.append(f"<li>tensor {esc(t['tensor'])}: {esc(t['before'])} -> "
+                        f"{esc(t['after'])}</li>")
+        self.diff_html.value = (f"<b>{'preview' if preview else 'applied'}: {esc(ch.recipe)}</b> "
+                                f"({esc(d['summary'])})<ul>{''.join(rows)}</ul>")
         self.verification_html.value = self._verification_html(
             ch.verification.to_dict() if ch.verification else None, "verification")
         kept = "would be kept" if preview else "kept"
         if not ch.kept:
             kept = "would NOT be kept" if preview else "NOT kept"
-        self.status.value = f"{_esc(ch.recipe)}: {kept}" + (f" ({_esc(ch.note)})" if ch.note else "")
+        text = f"{ch.recipe}: {kept}" + (f" ({ch.note})" if ch.note else "")
+        (self.status.ok if ch.kept else self.status.warn)(text)
 
     def _sync(self) -> None:
         h = self.history
         vers = h.versions()
         cur = h.current
-        sup = "unknown" if self.report is None else ("supported" if _supported(self.report)
-                                                     else "NOT supported")
-        self.header.value = (f"<b>{_esc(h.model.name)}</b> &middot; version {cur} "
+        rep = self.report if self.session.fresh else None
+        sup = "unknown" if rep is None else ("supported" if rep.supported else "NOT supported")
+        self.header.value = (f"<b>{esc(h.model.name)}</b> &middot; version {esc(cur)} "
                              f"({len(h.lineage()) - 1} change(s) from the original) &middot; "
-                             f"{_esc(self.backend)}: <b>{sup}</b>")
-        items = _unsupported(self.report) if self.report is not None else []
-        self.failing.value = ("<b>Failing nodes</b><ul>" + "".join(
-            f"<li><code>{_esc(u['node'] or '(graph)')}</code> ({_esc(u['op'] or '-')}): "
-            f"{_esc(u['reason'])}</li>" for u in items) + "</ul>") if items else ""
+                             f"{esc(self.backend)}: <b>{sup}</b>")
+        if rep is None or rep.supported:
+            self.failing.value = ""
+        else:
+            self.failing.show(rep.problems, empty="no failing nodes")
         opts = [f"{p.recipe} on {p.node}{'' if p.auto else ' (manual)'}" for p in self.proposals]
         if list(self.proposal_list.options) != opts:
             self.proposal_list.options = opts
             self.proposal_list.index = 0 if opts else None
-        self.preview_btn.disabled = self.apply_btn.disabled = not self.proposals
-        self.undo_btn.disabled = not h.can_undo()
-        self.redo_btn.disabled = not h.can_redo()
+        working = self._working
+        self.check_btn.disabled = self.auto_btn.disabled = working
+        self.preview_btn.disabled = self.apply_btn.disabled = working or not self.proposals
+        self.undo_btn.disabled = working or not h.can_undo()
+        self.redo_btn.disabled = working or not h.can_redo()
         self.versions.value = "<b>History</b><ol start='0'>" + "".join(
-            f"<li>{'<b>' if v['version'] == cur else ''}{_esc(v['recipe'])} {_esc(v['params'] or '')}"
-            f" [{v['version']}]{'</b>' if v['version'] == cur else ''}</li>" for v in vers) + "</ol>"
-
-    @property
-    def failing_nodes(self) -> List[str]:
-        return [u["node"] for u in _unsupported(self.report)] if self.report is not None else []
-
-    def report_dict(self) -> Optional[Dict[str, Any]]:
-        return _report_dict(self.report) if self.report is not None else None
+            f"<li>{'<b>' if v['version'] == cur else ''}{esc(v['recipe'])} "
+            f"{esc(v['params'] or '')} [{esc(v['version'])}]"
+            f"{'</b>' if v['version'] == cur else ''}</li>" for v in vers) + "</ol>"

@@ -156,6 +156,18 @@ class GraphView(anywidget.AnyWidget):
         self._expanded.discard(path)
         self._relayout([GROUP_PREFIX + path])
 
+    def show(self, model_or_graph: Union[ModelLike, GraphStructure]) -> None:
+        """Show another model in this view (default collapse, no colours or highlight). Only
+        assigns traits, so a panel may call it from its background task."""
+        self.structure = (model_or_graph if isinstance(model_or_graph, GraphStructure)
+                          else GraphStructure(model_or_graph))
+        self._expanded = self.structure.default_expanded(self.max_visible)
+        self._color_map, self._color_priority, self._mixed_color = None, [], None
+        self._highlight_elems = []
+        with self.hold_sync():
+            self.legend = []
+            self._relayout()
+
     def reset(self) -> None:
         """Back to the default collapsed view."""
         self._expanded = self.structure.default_expanded(self.max_visible)

@@ -133,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
     report = check(args.model, backend=args.backend, build=args.build, target=args.target,
                    plugins=args.plugin, rules=args.rules, timeout=args.timeout,
                    profiles=profiles)
+    if report.unsupported:  # next steps that name a recipe (e.g. decompose) come from surgery
+        from workbench.surgery.propose import advise
+
+        advise(report)
     d = report.to_dict()
     if args.json:
         print_json(d)

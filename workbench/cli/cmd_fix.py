@@ -90,36 +90,32 @@ def run(args: argparse.Namespace) -> int:
     if args.auto and args.backend == "static":
         raise WorkbenchError("--auto needs a real parser", field="backend",
                              hint="use --backend tensorrt-rtx (or tensorrt)")
-    from workbench.equivalence import verify
-    from workbench.surgery.history import History
-    from workbench.surgery.changes import (_report_dict, _supported, auto_fix, default_checker,
-                                   parse_recipe_arg, propose)
+    from workbench.surgery.changes import parse_recipe_arg
+    from workbench.surgery.session import FixSession
 
     recipes = [parse_recipe_arg(r) for r in args.recipe]  # bad syntax -> exit 2 before any work
     inputs = _load_inputs(args.inputs) if args.inputs else None
-    hist = History(args.model)
+    session = FixSession(args.model, backend=args.backend, inputs=inputs, force=args.force)
+    hist = session.history
     if hist.current != hist.original:
         hist.checkout(hist.original)  # the CLI always starts from the original file
     log = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr))
     checking = args.auto or args.check
-    checker = default_checker(args.backend) if checking else None
     report: Dict[str, Any] = {"model": str(args.model), "output": str(args.output),
                               "applied": [], "not_kept": [], "support_before": None,
                               "support_after": None, "supported": None}
     problem = False
     if checking:
-        before = checker(hist.current_path())
-        report["support_before"] = _report_dict(before)
+        report["support_before"] = session.check().to_dict()
     for name, params in recipes:
-        change = hist.apply(name, params, force=args.force, inputs=inputs)
+        change = session.apply(name, params, recheck=False)
         d = _strip(change.to_dict())
         (report["applied"] if change.kept else report["not_kept"]).append(d)
         log(f"{name}: {'kept' if change.kept else 'NOT kept'} - {change.diff['summary']}; "
             f"{change.verification or 'not verified'}" + (f" ({change.note})" if change.note else ""))
         problem = problem or not change.kept
     if args.auto:
-        res = auto_fix(args.model, history=hist, check=checker, force=args.force, inputs=inputs,
-                       on_step=lambda s: log(
+        res = session.auto_fix(on_step=lambda s: log(
                            f"{s['proposal']['recipe']} on {s['proposal']['node']}: "
                            f"{'kept' if s.get('kept') else 'NOT kept'}"
                            + (f", max abs diff {s['verification']['max_abs_diff']:.3g}"
@@ -129,24 +125,17 @@ def run(args: argparse.Namespace) -> int:
         for s in res.steps:
             (report["applied"] if s.get("kept") else report["not_kept"]).append(_strip(s))
         report["stop_reason"] = res.stop_reason
-        report["support_after"] = res.support_after
+        report["support_after"] = res.support_after.to_dict()
         report["supported"] = res.supported
         report["remaining"] = res.remaining
     elif checking:
-        after = checker(hist.current_path())
-        report["support_after"] = _report_dict(after)
-        report["supported"] = _supported(after)
+        after = session.check()
+        report["support_after"] = after.to_dict()
+        report["supported"] = after.supported
     if checking and not report["supported"]:
-        report["proposals"] = [p.to_dict() for p in propose(report["support_after"],
-                                                            hist.current_proto())]
-    kept = report["applied"]
-    if hist.current == hist.original:
-        report["verification"] = None
-    elif len(kept) == 1 and kept[0].get("verification") and len(hist.lineage()) == 2:
-        report["verification"] = kept[0]["verification"]  # the one change is the whole change
-    else:
-        report["verification"] = verify(hist.version_path(hist.original),
-                                        hist.current_path(), inputs).to_dict()
+        report["proposals"] = [p.to_dict() for p in session.proposals]
+    v = session.end_to_end(report["applied"])
+    report["verification"] = v.to_dict() if v is not None else None
     report["versions"] = hist.lineage()
     report["workspace"] = str(hist.ws.dir)
     hist.export(args.output)
