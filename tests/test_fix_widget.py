@@ -77,3 +77,72 @@ def test_errors_show_in_status_not_as_exceptions(panel):
     assert panel.wait(120) is None and panel.task.error is not None
     assert "does not apply" in panel.status.value and "no decomposition" in panel.status.value
     assert len(panel.history.versions()) == 1
+
+
+def test_check_on_open_and_auto_fix_run_in_the_background(tmp_path):
+    """The parser check and auto-fix run in the panel's BackgroundTask: the call returns at
+    once with the panel busy (buttons off, status says so), a second request is refused, and
+    the result lands in the panel when the task ends."""
+    from widgets import FixPanel
+    from workbench.surgery.session import AutoFixResult
+
+    p = tmp_path / "needs_fixing.onnx"
+    shutil.copy(SAMPLES / "needs_fixing.onnx", p)
+    panel = FixPanel(p, graph=False)
+    assert panel.busy and "parser" in panel.status.value and "unknown" in panel.header.value
+    assert panel.wait(120) is panel.report and not panel.busy
+    assert "NOT supported" in panel.header.value and not panel.auto_btn.disabled
+    panel.auto_btn.click()
+    assert panel.busy and panel.auto_btn.disabled and panel.apply_btn.disabled
+    assert "auto-fix" in panel.status.value
+    panel.check_btn.click()  # refused while auto-fix runs
+    assert "still working" in panel.status.value
+    res = panel.wait(120)
+    assert isinstance(res, AutoFixResult) and res.supported and res is panel.auto_result
+    assert not panel.busy and not panel.check_btn.disabled and not panel.undo_btn.disabled
+    assert "supported: <b>True</b>" in panel.status.value
+    assert len(panel.history.versions()) == 4
+
+
+def test_kernel_answers_while_auto_fix_runs(tmp_path):
+    """Acceptance: in a real kernel, a cell that opens a FixPanel and starts auto-fix returns,
+    the next cell (`1+1`) is answered while the panel is still busy, and auto-fix then ends
+    supported."""
+    import os
+
+    from jupyter_client.manager import start_new_kernel
+
+    from conftest import REPO
+
+    p = tmp_path / "needs_fixing.onnx"
+    shutil.copy(SAMPLES / "needs_fixing.onnx", p)
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(REPO), env=dict(os.environ))
+
+    def run(code, timeout=180):
+        out = []
+
+        def hook(msg):
+            c = msg["content"]
+            if msg["msg_type"] == "stream":
+                out.append(c["text"])
+            elif msg["msg_type"] == "execute_result":
+                out.append(c["data"]["text/plain"])
+            elif msg["msg_type"] == "error":
+                out.append("ERROR " + c["ename"] + ": " + c["evalue"])
+        reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
+        assert reply["content"]["status"] == "ok", out
+        return "".join(out).strip()
+
+    try:
+        assert run("from widgets import FixPanel\n"
+                   f"panel = FixPanel({str(p)!r})\n"
+                   "panel.wait(120)\n"
+                   "panel.auto_btn.click()\n"
+                   "print(panel.busy)") == "True"
+        assert run("1+1, panel.busy", timeout=10) == "(2, True)"
+        assert run("res = panel.wait(180)\n"
+                   "print(res.supported, res.stop_reason, len(panel.history.versions()), "
+                   "panel.busy, 'NOT' in panel.header.value)") == "True supported 4 False False"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
