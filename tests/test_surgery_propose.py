@@ -7,13 +7,12 @@ import subprocess
 import sys
 import textwrap
 
-import onnx
 import pytest
 
 from conftest import POLY, REPO, SAMPLES
 from workbench.errors import WorkbenchError
 from workbench.support import codes
-from workbench.support.checker import SupportReport, check, check_files
+from workbench.support.checker import SupportReport, check_files
 from workbench.surgery import recipes as recipes_pkg
 from workbench.surgery.propose import advise, propose
 from workbench.surgery.recipes import REGISTRY, all_recipes, get_recipe

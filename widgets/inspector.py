@@ -36,6 +36,15 @@ def _esc(x: Any) -> str:
     return html.escape(str(x))
 
 
+def _advise(report: Any, model: Any) -> Any:
+    """Next steps that name a graph-surgery recipe (e.g. decompose) join the report's hints."""
+    if report.unsupported:
+        from workbench.surgery.propose import advise
+
+        advise(report, model)
+    return report
+
+
 def shape_html(t: TensorInfo) -> str:
     """A shape with its dynamic dims highlighted (class `wb-dyn`)."""
     if t.shape is None:
@@ -245,7 +254,7 @@ class Inspector(W.VBox):
             self.support_html.value = f"<i>support check not available: {_esc(e)}</i>"
             return
         try:
-            self.report = check(self.model, backend="static")
+            self.report = _advise(check(self.model, backend="static"), self.model)
         except WorkbenchError as e:
             self.check_error = str(e)
             self.support_html.value = f"<span class='wb-error' style='color:#a00'>{_esc(e)}</span>"
@@ -269,8 +278,8 @@ class Inspector(W.VBox):
         try:
             from workbench.support.checker import check
 
-            report = check(self.model, backend=backend, client=self._client,
-                           timeout=self._timeout)
+            report = _advise(check(self.model, backend=backend, client=self._client,
+                                   timeout=self._timeout), self.model)
         except WorkbenchError as e:
             self.check_error = str(e)
             self.check_status.value = (f"<span class='wb-error' style='color:#a00'>"

@@ -72,7 +72,8 @@ def advise(report: SupportReport, model: Optional[Any] = None) -> SupportReport:
             model is None and not os.path.isfile(str(source))):
         return report  # an in-memory model: no file to point a command at
     ctx = ProposeContext(_structure(source))  # op types and names: no weights needed
-    path = shlex.quote(str(report.model)) if report.model else "MODEL"
+    path = shlex.quote(str(report.model)) if report.model and os.path.isfile(str(report.model)) \
+        else "MODEL"
     recipes = all_recipes()
     problems = report.problems
     errors = [f for f in report.findings if f.severity == "error"]
