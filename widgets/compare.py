@@ -76,7 +76,11 @@ class ComparePanel(PanelBase, W.VBox):
 
     # -- work ------------------------------------------------------------------------------
     def start(self, fn: Any) -> Any:
-        """Run `fn` in the panel's background task (buttons, the initial compare)."""
+        """Run `fn` in the panel's background task (buttons, the initial compare); the panel
+        shows busy before this returns."""
+        if not self.task.running:
+            self._busy("comparing layer by layer ..." if fn == self.run_compare else
+                       f"searching the nodes to keep in FP32 for {self.target} ...")
         return self.task.start(fn)
 
     def _busy(self, text: str) -> None:

@@ -44,10 +44,10 @@ def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) ->
     """The measured figures per output (`workbench.comparison`'s, as the Compare panel shows)."""
     if not errors:
         return ""
+    import math
 
     def fmt(x: Any) -> str:
-        return f"{x:.3g}" if isinstance(x, (int, float)) and x == x and abs(x) != float("inf") \
-            else "inf"
+        return f"{x:.3g}" if isinstance(x, (int, float)) and math.isfinite(x) else str(x)
 
     head = ("<tr><th>output</th><th>max abs</th><th>mean abs</th><th>rel</th><th>cosine</th>"
             "<th>top-1</th><th>at atol/rtol</th></tr>")
