@@ -202,8 +202,8 @@ def test_fp16_pair_reports_identical_figures_in_all_five_places(tmp_path, capsys
 
 
 def test_compare_pair_passes_like_to_and_never_blames_a_pass_through_op(tmp_path, capsys):
-    """The FP16 pair `compare --to fp16` passes, passes `compare REF CAND` too (same defaults), and even
-    at a strict tolerance no Relu (which does no rounding) is suggested for exclusion."""
+    """The FP16 pair `compare --to fp16` passes, passes `compare REF CAND` too (same defaults),
+    and even at a strict tolerance no Relu (which does no rounding) is suggested for exclusion."""
     cand = tmp_path / "r16.onnx"
     onnx.save(convert(RESNET, "fp16").proto, str(cand))
     rc, d = _cli_json(["compare", str(RESNET), str(cand), "--inputs", str(RESNET_CAL), "--json"],

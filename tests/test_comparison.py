@@ -55,7 +55,8 @@ def test_sentinels_saturating_in_fp16_still_mask_but_not_in_same_precision_check
     assert c.passed and c.max_abs == 0 and c.finite and c.inf == 0 and c.scale == 2.0
     strict = comparison.compare_tensor("mask", ref, got, 1e-2, 1e-2, sentinels=False)
     assert not strict.passed and strict.inf == 1 and not strict.finite
-    flipped = comparison.compare_tensor("mask", ref, np.array([65504, 1, 2], np.float16), 1e-2, 1e-2)
+    flipped = comparison.compare_tensor("mask", ref, np.array([65504, 1, 2], np.float16),
+                                        1e-2, 1e-2)
     assert not flipped.passed  # a sign flip is an error, sentinel or not
 
 

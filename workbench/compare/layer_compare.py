@@ -42,7 +42,7 @@ from workbench.runners import (Feed, has_low_float, limit_samples, load_proto, m
                                samples_in)
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
-           "LayerwiseReport", "layerwise", "save_run_results", "load_run_results",
+           "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
            "ExclusionSearch", "find_exclusions"]
 
 # ops whose output values are input values, selected or moved (exact in every float type)
