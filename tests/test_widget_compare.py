@@ -16,6 +16,7 @@ def test_panel_shows_per_tensor_errors_and_culprit(tmp_path):
     onnx.save(convert(OVERFLOW, "fp16").proto, str(fp16))
     np.savez(tmp_path / "in.npz", input=np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32))
     p = ComparePanel(OVERFLOW, fp16, inputs=tmp_path / "in.npz")
+    p.wait(300)  # the first compare runs in the panel's background task
     assert p.error is None and p.report is not None
     bar = p.figure.data[0]
     assert len(bar.x) == len(p.report.tensors) > 5
@@ -40,3 +41,31 @@ def test_panel_without_inputs_shows_a_clear_error():
     p.run_search()
     assert p.error and "no inputs" in p.error and "inputs" in p.status.value
     assert not p.search_btn.disabled  # usable again
+
+
+def test_panel_compares_off_the_kernel_thread(tmp_path, monkeypatch):
+    """The constructor returns while the compare runs in the background task; the kernel thread
+    stays free, the buttons are disabled meanwhile and the result lands when the work ends."""
+    import threading
+
+    from workbench import compare
+
+    fp16 = tmp_path / "o16.onnx"
+    onnx.save(convert(OVERFLOW, "fp16").proto, str(fp16))
+    np.savez(tmp_path / "in.npz", input=np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32))
+    gate, seen = threading.Event(), {}
+    real = compare.layerwise
+
+    def gated(*a, **k):
+        seen["thread"] = threading.get_ident()
+        assert gate.wait(60)
+        return real(*a, **k)
+
+    monkeypatch.setattr(compare, "layerwise", gated)
+    p = ComparePanel(OVERFLOW, fp16, inputs=tmp_path / "in.npz")
+    assert p.busy and p.compare_btn.disabled and "comparing" in p.status.value
+    assert p.report is None
+    gate.set()
+    p.wait(300)
+    assert seen["thread"] != threading.get_ident()
+    assert not p.busy and not p.compare_btn.disabled and p.culprit_nodes() == ["/scale/Mul"]

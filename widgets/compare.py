@@ -6,24 +6,26 @@
 
 A plain view over `workbench.compare.layer_compare`: a plotly chart of each tensor's relative error in
 topological order (log scale, culprits marked), a table of the worst tensors, the findings, and,
-when a GraphView is given, the graph coloured by error. Work runs in a thread; the thread only
-assigns widget values.
+when a GraphView is given, the graph coloured by error. The figures and the default tolerances
+are `workbench.comparison`'s, the same the CLI and the Precision panel show. Work runs in a
+background task (widgets/base.py); the thread only assigns widget values. `run_compare` and
+`run_search` are the work itself (tests and scripts may call them directly).
 """
 from __future__ import annotations
 
-import html
 import math
-import threading
 from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
 import plotly.graph_objects as go
 
+from widgets.base import OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, error_text, esc
 from workbench import compare
 from workbench.errors import WorkbenchError
 
-BANDS = [(1e-3, "#2ca02c", "rel < 1e-3"), (1e-2, "#bcbd22", "1e-3 .. 1e-2"),
-         (1e-1, "#ff7f0e", "1e-2 .. 1e-1"), (math.inf, "#d62728", ">= 1e-1 or inf/NaN")]
+BANDS = [(1e-3, OK_COLOUR, "rel < 1e-3"), (1e-2, "#bcbd22", "1e-3 .. 1e-2"),
+         (1e-1, SEVERITY_COLOURS["warning"], "1e-2 .. 1e-1"),
+         (math.inf, SEVERITY_COLOURS["error"], ">= 1e-1 or inf/NaN")]
 
 
 def band_color(rel: float) -> str:
@@ -33,12 +35,19 @@ def band_color(rel: float) -> str:
     return BANDS[-1][1]
 
 
-class ComparePanel(W.VBox):
-    """Per-tensor error chart + worst-tensor table + culprits; optional exclusion search."""
+def _fmt(x: float) -> str:
+    return f"{x:.3g}" if math.isfinite(x) else "inf"
+
+
+class ComparePanel(PanelBase, W.VBox):
+    """Per-tensor error chart + worst-tensor table + culprits; optional exclusion search.
+    atol/rtol None: the defaults of the candidate's (or the target's) precision."""
 
     def __init__(self, reference: Any, candidate: Any = None, *, inputs: Any = None,
-                 target: Optional[str] = None, atol: float = 1e-2, rtol: float = 1e-2,
-                 allow_random: bool = False, graph_view: Any = None, run: bool = True) -> None:
+                 target: Optional[str] = None, atol: Optional[float] = None,
+                 rtol: Optional[float] = None, allow_random: bool = False,
+                 graph_view: Any = None, run: bool = True) -> None:
+        self._init_base()
         self.reference, self.candidate, self.inputs = reference, candidate, inputs
         self.target, self.atol, self.rtol = target, atol, rtol
         self.allow_random = allow_random
@@ -46,9 +55,7 @@ class ComparePanel(W.VBox):
         self.report: Optional[compare.LayerwiseReport] = None
         self.search: Optional[compare.ExclusionSearch] = None
         self.error: Optional[str] = None
-        self._thread: Optional[threading.Thread] = None
 
-        self.status = W.HTML()
         self.compare_btn = W.Button(description="Compare", icon="balance-scale",
                                     disabled=candidate is None)
         self.search_btn = W.Button(description=f"Find FP32 nodes ({target})" if target else
@@ -59,28 +66,34 @@ class ComparePanel(W.VBox):
         self.figure.add_bar(x=[], y=[], marker=dict(color=[]), name="relative error",
                             hovertemplate="%{customdata}<br>rel %{y:.3g}<extra></extra>")
         self.table = W.HTML()
-        self.findings_html = W.HTML()
+        self.findings_html = FindingsList()
         self.compare_btn.on_click(lambda _: self.start(self.run_compare))
         self.search_btn.on_click(lambda _: self.start(self.run_search))
         super().__init__([W.HBox([self.compare_btn, self.search_btn]), self.status, self.figure,
                           self.table, self.findings_html])
         if run and candidate is not None:
-            self.run_compare()
+            self.start(self.run_compare)
 
     # -- work ------------------------------------------------------------------------------
-    def start(self, fn: Any) -> threading.Thread:
-        """Run `fn` in a thread (buttons); tests may call the methods directly."""
-        self._thread = threading.Thread(target=fn, daemon=True)
-        self._thread.start()
-        return self._thread
+    def start(self, fn: Any) -> Any:
+        """Run `fn` in the panel's background task (buttons, the initial compare); the panel
+        shows busy before this returns."""
+        if not self.task.running:
+            self._busy("comparing layer by layer ..." if fn == self.run_compare else
+                       f"searching the nodes to keep in FP32 for {self.target} ...")
+        return self.task.start(fn)
 
     def _busy(self, text: str) -> None:
         self.compare_btn.disabled = self.search_btn.disabled = True
-        self.status.value = f"<i>{html.escape(text)}</i>"
+        self.status.busy(text)
 
     def _idle(self) -> None:
         self.compare_btn.disabled = self.candidate is None
         self.search_btn.disabled = self.target is None
+
+    def _failed(self, e: Exception) -> None:
+        self.error = error_text(e)
+        self.status.error(self.error)
 
     def run_compare(self) -> Optional[compare.LayerwiseReport]:
         self._busy("comparing layer by layer ...")
@@ -91,8 +104,7 @@ class ComparePanel(W.VBox):
             self.error = None
             self.show(self.report)
         except WorkbenchError as e:
-            self.error = e.one_line()
-            self.status.value = f"<span style='color:#d62728'>{html.escape(self.error)}</span>"
+            self._failed(e)
         finally:
             self._idle()
         return self.report
@@ -100,28 +112,20 @@ class ComparePanel(W.VBox):
     def run_search(self) -> Optional[compare.ExclusionSearch]:
         self._busy(f"searching the nodes to keep in FP32 for {self.target} ...")
         try:
-            feeds = None
-            if self.inputs is None:
-                if not self.allow_random:
-                    raise WorkbenchError("no inputs to compare on", field="inputs",
-                                         hint="pass inputs=PATH (representative data)")
-                from workbench.equivalence import make_inputs
-
-                feeds = [make_inputs(compare._as_proto(self.reference), seed=0)]
-            self.search = compare.find_exclusions(self.reference, self.target, feeds=feeds,
+            self.search = compare.find_exclusions(self.reference, self.target,
                                                   calibration=self.inputs, atol=self.atol,
-                                                  rtol=self.rtol)
+                                                  rtol=self.rtol, allow_random=self.allow_random)
             self.error = None
             if self.search.final is not None:
                 self.report = self.search.final
                 self.show(self.search.final)
             verdict = "within tolerance" if self.search.passed else "NOT within tolerance"
-            self.status.value += (f"<br><b>{self.target}: {verdict}</b> with "
+            flags = " ".join("--exclude " + n for n in self.search.excluded)
+            self.status.value += (f"<br><b>{esc(self.target)}: {verdict}</b> with "
                                   f"{len(self.search.excluded)} node(s) kept in FP32: "
-                                  f"<code>{html.escape(' '.join('--exclude ' + n for n in self.search.excluded))}</code>")
+                                  f"<code>{esc(flags)}</code>")
         except WorkbenchError as e:
-            self.error = e.one_line()
-            self.status.value = f"<span style='color:#d62728'>{html.escape(self.error)}</span>"
+            self._failed(e)
         finally:
             self._idle()
         return self.search
@@ -136,17 +140,21 @@ class ComparePanel(W.VBox):
             bar.marker.color = [band_color(t.rel) for t in rep.tensors]
             bar.customdata = [f"{t.tensor} ({t.op}, node {t.node})" for t in rep.tensors]
         ok = "PASS" if rep.outputs_pass else "FAIL"
-        outs = ", ".join(f"{html.escape(t.tensor)}: rel {t.rel:.3g}" for t in rep.outputs)
-        self.status.value = (f"<b>outputs {ok}</b> ({outs}); {len(rep.tensors)} tensors, "
-                             f"{rep.samples} sample(s), candidate run by {rep.candidate_runner}")
+        colour = OK_COLOUR if rep.outputs_pass else SEVERITY_COLOURS["error"]
+        outs = ", ".join(f"{esc(t.tensor)}: max abs {_fmt(t.max_abs)}, rel {_fmt(t.rel)}, "
+                         f"cos {t.cosine:.6f}" for t in rep.outputs)
+        self.status.value = (f"<b style='color:{colour}'>outputs {ok}</b> ({outs}) at atol "
+                             f"{rep.atol:g} rtol {rep.rtol:g} ({esc(rep.precision)}); "
+                             f"{len(rep.tensors)} tensors, {rep.samples} sample(s), candidate "
+                             f"run by {esc(rep.candidate_runner)}")
         worst = sorted(rep.tensors, key=lambda t: -(t.rel if math.isfinite(t.rel) else 1e300))[:10]
         rows = "".join(
-            f"<tr><td>{html.escape(t.tensor)}</td><td>{html.escape(t.op)}</td>"
-            f"<td>{t.max_abs:.3g}</td><td style='color:{band_color(t.rel)}'>{t.rel:.3g}</td>"
-            f"<td>{t.added:.3g}</td></tr>" for t in worst)
+            f"<tr><td>{esc(t.tensor)}</td><td>{esc(t.op)}</td>"
+            f"<td>{_fmt(t.max_abs)}</td><td style='color:{band_color(t.rel)}'>{_fmt(t.rel)}</td>"
+            f"<td>{_fmt(t.added)}</td></tr>" for t in worst)
         self.table.value = ("<table><tr><th>tensor</th><th>op</th><th>max abs</th><th>rel</th>"
                             f"<th>added</th></tr>{rows}</table>")
-        self.findings_html.value = "<br>".join(html.escape(str(f)) for f in rep.findings)
+        self.findings_html.show(rep.findings)
         if self.graph_view is not None:
             self.color_graph(rep)
 

@@ -41,12 +41,22 @@ def findings_html(findings: List[Finding]) -> str:
 
 
 def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) -> str:
+    """The measured figures per output (`workbench.comparison`'s, as the Compare panel shows)."""
     if not errors:
         return ""
-    head = "<tr><th>output</th><th>max abs</th><th>rel</th><th>cosine</th><th>top-1</th></tr>"
+    import math
+
+    def fmt(x: Any) -> str:
+        return f"{x:.3g}" if isinstance(x, (int, float)) and math.isfinite(x) else str(x)
+
+    head = ("<tr><th>output</th><th>max abs</th><th>mean abs</th><th>rel</th><th>cosine</th>"
+            "<th>top-1</th><th>at atol/rtol</th></tr>")
     rows = "".join(
-        f"<tr><td>{_esc(k)}</td><td>{v['max_abs_err']:.3g}</td><td>{v['rel_err']:.3g}</td>"
-        f"<td>{v['cosine']:.6f}</td><td>{v.get('top1_agreement', float('nan')):.3f}</td></tr>"
+        f"<tr><td>{_esc(k)}</td><td>{fmt(v['max_abs_err'])}</td><td>{fmt(v['mean_abs_err'])}</td>"
+        f"<td>{fmt(v['rel_err'])}</td><td>{v['cosine']:.6f}</td>"
+        f"<td>{v.get('top1_agreement', float('nan')):.3f}</td>"
+        f"<td>{'PASS' if v.get('passed') else 'FAIL'} ({v.get('atol', 0):g}/{v.get('rtol', 0):g})"
+        "</td></tr>"
         for k, v in errors.items())
     return f"<b>{_esc(title)}</b><table>{head}{rows}</table>"
 

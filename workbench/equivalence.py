@@ -4,8 +4,10 @@ Inputs are the user's (a dict of arrays) or generated from the input specs with 
 float inputs ~ N(0, 1), integer inputs in a range that is valid for what they index (the
 embedding size when they feed a Gather on a constant), bools at random. Dynamic dims get a
 sensible size (2 for the first dim, 8 otherwise) unless the other model fixes them.
-A difference is "not equivalent" when |a - b| > atol * max(1, |a|) for some element (absolute for
-small values, relative for large ones); NaNs must match NaNs.
+A difference is "not equivalent" when |a - b| > tol * max(1, |a|) for some element (absolute for
+small values, relative for large ones); NaNs must match NaNs. The runs go through
+`workbench.runners` and the figures come from `workbench.comparison` (atol = rtol = tol, no
+sentinel policy), the same comparison every other capability uses.
 """
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import os
 
 import numpy as np
+
+from workbench import comparison
+from workbench.runners import mark_all_outputs, run, session  # noqa: F401 (public here too)
 
 DEFAULT_TOL = 1e-5
 
@@ -120,97 +125,26 @@ def _structure(model: Any) -> Any:
     return model
 
 
-def session(proto: Any, threads: Optional[int] = 1) -> Any:
-    """An onnxruntime CPU session running the graph as written (no graph optimisations);
-    a path is handed to onnxruntime as is (no re-serialising). threads=None: ORT's default."""
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare the graph as written
-    if threads is not None:
-        so.intra_op_num_threads = threads
-    so.enable_cpu_mem_arena = False  # one-off runs: do not keep a grown arena around
-    src = str(proto) if isinstance(proto, (str, os.PathLike)) else proto.SerializeToString()
-    return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
-
-
-def mark_all_outputs(proto: Any) -> Tuple[Any, List[str], Dict[str, int]]:
-    """A copy of `proto` whose graph outputs are every node output (Polygraphy's `mark all`).
-    Returns (marked model, node outputs in topological order, inferred elem types by name)."""
-    import copy
-
-    import onnx
-
-    m = copy.deepcopy(proto)
-    try:
-        typed = onnx.shape_inference.infer_shapes(m)
-    except Exception:
-        typed = m
-    types = {vi.name: vi.type.tensor_type.elem_type
-             for vi in list(typed.graph.value_info) + list(typed.graph.output)
-             + list(typed.graph.input)}
-    existing = {o.name for o in m.graph.output}
-    order: List[str] = []
-    for node in m.graph.node:
-        for o in node.output:
-            if not o:
-                continue
-            order.append(o)
-            if o in existing:
-                continue
-            if types.get(o):
-                m.graph.output.append(onnx.helper.make_tensor_value_info(o, types[o], None))
-            else:
-                m.graph.output.append(onnx.ValueInfoProto(name=o))
-            existing.add(o)
-    return m, order, types
-
-
-def run(proto: Any, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    sess = session(proto)
-    names = [o.name for o in sess.get_outputs()]
-    want = {i.name for i in sess.get_inputs()}
-    return dict(zip(names, sess.run(names, {k: v for k, v in feed.items() if k in want})))
-
-
 def compare_outputs(a: Dict[str, np.ndarray], b: Dict[str, np.ndarray],
                     tol: float = DEFAULT_TOL) -> Verification:
-    per: Dict[str, Dict[str, Any]] = {}
-    worst_abs, worst_rel, ok = 0.0, 0.0, True
-    for name, x in a.items():
-        if name not in b:
-            return Verification("different", reason=f"output '{name}' is missing after the change",
-                                tolerance=tol)
-        y = b[name]
-        if x.shape != y.shape:
-            return Verification("different", tolerance=tol,
-                                reason=f"output '{name}' shape {list(x.shape)} -> {list(y.shape)}")
-        if x.dtype != y.dtype:
-            per[name] = {"dtype": f"{x.dtype} -> {y.dtype}"}
-        if x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
-            per[name] = {**per.get(name, {}), "max_abs_diff": 0.0, "max_scaled_diff": 0.0,
-                         "shape": list(x.shape)}
-            continue  # identical (the common case for exact rewrites): no float64 copies
-        xf, yf = x.astype(np.float64), y.astype(np.float64)
-        nan_x, nan_y = np.isnan(xf), np.isnan(yf)
-        if np.any(nan_x != nan_y):
-            return Verification("different", tolerance=tol,
-                                reason=f"output '{name}': NaNs appear or disappear")
-        same_inf = np.isinf(xf) & (xf == yf)
-        mask = ~(nan_x | same_inf)
-        d = np.abs(xf - yf)[mask] if x.size else np.zeros(0)
-        mag = np.maximum(1.0, np.abs(xf[mask])) if x.size else np.zeros(0)
-        mad = float(d.max()) if d.size else 0.0
-        rel = float((d / mag).max()) if d.size else 0.0
-        if not np.isfinite(mad):
-            mad, rel = float("inf"), float("inf")
-        per[name] = {**per.get(name, {}), "max_abs_diff": mad, "max_scaled_diff": rel,
-                     "shape": list(x.shape)}
-        worst_abs, worst_rel = max(worst_abs, mad), max(worst_rel, rel)
-        ok = ok and rel <= tol
-    return Verification("equivalent" if ok else "different", max_abs_diff=worst_abs,
-                        max_rel_diff=worst_rel, tolerance=tol, per_output=per)
+    """The verdict for two output dicts: `workbench.comparison` with atol = rtol = tol and no
+    sentinel policy (a same-precision rewrite must keep mask constants exactly)."""
+    return _verdict(comparison.compare_outputs(a, b, tol, tol, sentinels=False, top1=False), tol)
+
+
+def _verdict(c: "comparison.Comparison", tol: float) -> Verification:
+    if c.reason:
+        return Verification("different", tolerance=tol,
+                            reason=c.reason.replace("from the candidate", "after the change"))
+    per = {k: v.to_dict() for k, v in c.outputs.items()}
+    for k, v in c.outputs.items():
+        per[k]["max_abs_diff"] = per[k]["max_abs"]  # the name verification records always had
+        if v.nan:
+            return Verification("different", tolerance=tol, per_output=per,
+                                max_abs_diff=c.max_abs, max_rel_diff=c.rel,
+                                reason=f"output '{k}': NaNs appear or disappear")
+    return Verification("equivalent" if c.passed else "different", max_abs_diff=c.max_abs,
+                        max_rel_diff=c.rel, tolerance=tol, per_output=per)
 
 
 def verify(before: Any, after: Any, inputs: Optional[Dict[str, np.ndarray]] = None, *,

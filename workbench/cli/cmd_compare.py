@@ -24,8 +24,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="representative inputs: .npz (keys = input names), .npy, or a folder")
     p.add_argument("--allow-random", action="store_true",
                    help="compare on random inputs when no --inputs (a warning is reported)")
-    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-3; 1e-2 with --to)")
-    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-3; 1e-2 with --to)")
+    p.add_argument("--atol", type=float, default=None,
+                   help="absolute tolerance (default: the precision's, the candidate's read from "
+                        "its graph or --to's: 1e-2 for fp16/bf16/int8/fp8, 1e-3 for fp32)")
+    p.add_argument("--rtol", type=float, default=None,
+                   help="relative tolerance (default: the precision's, as --atol)")
     p.add_argument("--runner", choices=["auto", "onnxruntime", "reference"], default="auto",
                    help="how to run the candidate: reference = onnx's numpy evaluator, which "
                         "computes FP16 in float16 like a GPU (auto picks it for FP16/BF16 models)")
@@ -53,17 +56,10 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("no inputs to compare on", field="--inputs",
                              hint="pass representative inputs with --inputs PATH, or "
                                   "--allow-random to accept random data")
-    feeds = None
-    if calib is None:
-        from workbench.equivalence import make_inputs
-        from workbench.model import open_model
-
-        feeds = [make_inputs(open_model(args.reference).load_weights(), seed=0)]
-    atol = args.atol if args.atol is not None else (1e-2 if args.to else 1e-3)
-    rtol = args.rtol if args.rtol is not None else (1e-2 if args.to else 1e-3)
     if args.to:
-        search = compare.find_exclusions(args.reference, args.to, calibration=calib, feeds=feeds,
-                                         atol=atol, rtol=rtol)
+        search = compare.find_exclusions(args.reference, args.to, calibration=calib,
+                                         atol=args.atol, rtol=args.rtol,
+                                         allow_random=args.allow_random)
         if args.json:
             print_json(search.to_dict())
         else:
@@ -77,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
                 print("  workbench precision " + args.reference + f" --to {args.to} " +
                       " ".join(f"--exclude {n}" for n in search.excluded) + " -o OUT.onnx")
         return 0 if search.passed else 1
-    report = compare.layerwise(args.reference, args.candidate, feeds, calibration=calib,
-                               atol=atol, rtol=rtol, candidate_runner=args.runner,
+    report = compare.layerwise(args.reference, args.candidate, calibration=calib,
+                               atol=args.atol, rtol=args.rtol, candidate_runner=args.runner,
                                max_samples=args.samples,
                                allow_random=args.allow_random)
     if args.save_results:
@@ -89,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_dict())
     else:
         print(f"reference: {args.reference} (onnxruntime)  candidate: {args.candidate} "
-              f"({report.candidate_runner})  samples: {report.samples}  atol {atol:g} rtol {rtol:g}")
+              f"({report.candidate_runner}, {report.precision})  samples: {report.samples}  "
+              f"atol {report.atol:g} rtol {report.rtol:g}")
         print(f"{len(report.tensors)} tensors compared, {report.unmatched} only in one model")
         print("outputs: " + ", ".join(f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} "
                                       f"cos {t.cosine:.6f} {'PASS' if t.passed else 'FAIL'}"

@@ -1,4 +1,6 @@
 """Where precision is lost: layer-wise comparison, run results, the FP32-exclusion search.
+The runners (`workbench.runners`) and the one output comparison (`workbench.comparison`) sit in
+the core, so surgery verification and precision measurement use them too.
 
 Public names resolve lazily (PEP 562): importing the package costs nothing until a name is
 used, which keeps CLI start-up lean."""
@@ -8,13 +10,18 @@ import importlib
 from typing import Any, Dict
 
 _EXPORTS: Dict[str, str] = {
-    'Feed': 'workbench.compare.layer_compare',
-    'SENTINEL': 'workbench.compare.layer_compare',
-    'has_low_float': 'workbench.compare.layer_compare',
+    'Feed': 'workbench.runners',
+    'SENTINEL': 'workbench.comparison',
+    'has_low_float': 'workbench.runners',
+    'TensorComparison': 'workbench.comparison',
+    'compare_tensor': 'workbench.comparison',
+    'default_tolerances': 'workbench.comparison',
+    'infer_precision': 'workbench.comparison',
+    'PASS_THROUGH_OPS': 'workbench.compare.layer_compare',
     'run_all': 'workbench.compare.layer_compare',
     'TensorError': 'workbench.compare.layer_compare',
-    'tensor_error': 'workbench.compare.layer_compare',
     'LayerwiseReport': 'workbench.compare.layer_compare',
+    'sample_feeds': 'workbench.compare.layer_compare',
     'layerwise': 'workbench.compare.layer_compare',
     'save_run_results': 'workbench.compare.layer_compare',
     'load_run_results': 'workbench.compare.layer_compare',

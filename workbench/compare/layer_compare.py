@@ -2,16 +2,25 @@
 
 Runs a reference model (FP32, onnxruntime) and a candidate (its FP16/BF16/INT8/FP8 transform, or a
 surgically changed model) on the same inputs with *every* intermediate tensor marked as an output
-(Polygraphy's `--mark all`), matches tensors by name, and reports per tensor: max/mean absolute
-error, error relative to the tensor's scale, cosine similarity, and pass/fail against
-|candidate - reference| <= atol + rtol * |reference|. From that it finds the first divergence in
-topological order and the nodes that *add* the most error (output error minus the worst input
-error), which are the ones to keep in FP32 (`workbench precision --exclude NODE`).
+(Polygraphy's `--mark all`), matches tensors by name, and reports per tensor the figures of
+`workbench.comparison` (max/mean absolute error, error relative to the tensor's scale, cosine,
+pass/fail at atol/rtol). Tolerances default to the candidate's precision (`infer_precision`), the
+same defaults `find_exclusions` uses for its target, so `compare REF CAND` and `compare --to`
+agree. From that it finds the first divergence in topological order and the nodes that *add*
+error, which are the ones to keep in FP32 (`workbench precision --exclude NODE`):
+- a node that computes (Conv, Add, Softmax ...) adds its output's relative error minus the worst
+  relative error among its inputs;
+- a node that only selects or moves values (Relu, MaxPool, Reshape, Concat ... `PASS_THROUGH_OPS`)
+  does no rounding in any float type, so it cannot add error; relative figures still change
+  across it (Relu drops the negative half and with it the tensor's scale), so it is judged on
+  absolute error: output max abs minus the worst input max abs, over the output's scale. An
+  initializer it reads (an FP16 embedding table) is not compared, so its rounding shows up here.
+- a node whose input is already non-finite only passes the inf/NaN on.
 
-Candidates holding FP16/BF16 tensors run on onnx's reference evaluator by default, which computes
-in float16 arithmetic like a GPU does; onnxruntime's CPU provider upcasts most FP16 ops to FP32 and
-would hide overflow. Results save as Polygraphy-compatible RunResults JSON (arrays stored with
-np.save, loaded with allow_pickle=False).
+Candidates holding FP16/BF16 tensors run on onnx's reference evaluator by default
+(`workbench.runners.ReferenceRunner`, float16 arithmetic like a GPU); onnxruntime's CPU provider
+upcasts most FP16 ops to FP32 and would hide overflow. Results save as Polygraphy-compatible
+RunResults JSON (arrays stored with np.save, loaded with allow_pickle=False).
 """
 from __future__ import annotations
 
@@ -19,121 +28,81 @@ import base64
 import io
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from workbench.comparison import (SENTINEL, TensorComparison, compare_tensor, infer_precision,
+                                  tolerances)
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
+from workbench.runners import (Feed, has_low_float, limit_samples, load_proto, make_runner,
+                               samples_in)
 
-Feed = Dict[str, np.ndarray]
-SENTINEL = 1e30
+__all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
+           "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
+           "ExclusionSearch", "find_exclusions"]
+
+# ops whose output values are input values, selected or moved (exact in every float type)
+PASS_THROUGH_OPS = frozenset({
+    "Relu", "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Clip", "Neg",
+    "Abs", "Identity", "Dropout", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
+    "Slice", "Gather", "GatherElements", "GatherND", "Concat", "Split", "Expand", "Tile", "Pad",
+    "DepthToSpace", "SpaceToDepth", "Where", "TopK",
+})
 
 
 # ----------------------------------------------------------------------------- running
-def _as_proto(model: Any) -> Any:
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    from workbench.model import Model, open_model
-
-    m = model if isinstance(model, Model) else open_model(model)
-    return m.load_weights()
-
-
-def has_low_float(proto: Any) -> bool:
-    """Does the graph compute in FP16/BF16 (initializers, casts or value infos)?"""
-    for t in proto.graph.initializer:
-        if t.data_type in (10, 16):
-            return True
-    for n in proto.graph.node:
-        if n.op_type == "Cast":
-            for a in n.attribute:
-                if a.name == "to" and a.i in (10, 16):
-                    return True
-    return any(vi.type.tensor_type.elem_type in (10, 16) for vi in proto.graph.value_info)
-
-
 def run_all(proto: Any, feeds: Sequence[Feed], runner: str = "onnxruntime") -> List[Feed]:
     """Every node output of `proto` for each feed. runner: onnxruntime | reference."""
-    import warnings
-
-    from workbench.equivalence import mark_all_outputs, session
-
-    marked, order, _types = mark_all_outputs(proto)
-    results: List[Feed] = []
-    if runner == "onnxruntime":
-        try:
-            sess = session(marked, threads=None)
-        except Exception as e:
-            raise WorkbenchError(f"onnxruntime cannot load the model: {' '.join(str(e).split())[:300]}",
-                                 hint="check it with `workbench inspect`; try --runner reference") from None
-        names = [o.name for o in sess.get_outputs()]
-        want = {i.name for i in sess.get_inputs()}
-        for feed in feeds:
-            outs = sess.run(names, {k: v for k, v in feed.items() if k in want})
-            results.append(dict(zip(names, outs)))
-    elif runner == "reference":
-        from onnx.reference import ReferenceEvaluator
-
-        ev = ReferenceEvaluator(proto)
-        want = set(ev.input_names)
-        for feed in feeds:
-            with warnings.catch_warnings(), np.errstate(all="ignore"):
-                warnings.simplefilter("ignore")
-                outs = ev.run(None, {k: v for k, v in feed.items() if k in want}, intermediate=True)
-            results.append({k: np.asarray(v) for k, v in outs.items()
-                            if k in set(order) and isinstance(v, (np.ndarray, np.generic))})
-    else:
-        raise WorkbenchError(f"unknown runner '{runner}'", field="runner",
-                             hint="use onnxruntime or reference")
-    return results
+    r = make_runner(runner, proto, mark_all=True)
+    try:
+        r.start()
+    except WorkbenchError:
+        raise
+    except Exception as e:
+        raise WorkbenchError(f"{r.name} cannot load the model: {' '.join(str(e).split())[:300]}",
+                             hint="check it with `workbench inspect`; try --runner reference"
+                             if r.name == "onnxruntime" else "check it with `workbench inspect`"
+                             ) from None
+    return r.infer_all(feeds)
 
 
 # ----------------------------------------------------------------------------- metrics
 @dataclass
-class TensorError:
-    """How far the candidate's tensor is from the reference's."""
+class TensorError(TensorComparison):
+    """One tensor's comparison (`workbench.comparison`) plus where it sits in the graph."""
 
-    tensor: str
-    node: str
-    op: str
-    shape: List[int]
-    max_abs: float
-    mean_abs: float
-    rel: float          # max_abs / max|reference| (error relative to the tensor's scale)
-    cosine: float
-    finite: bool
-    passed: bool
-    added: float = 0.0  # rel minus the worst rel among this node's inputs
+    node: str = ""
+    op: str = ""
+    added: float = 0.0  # error this node adds (see the module docstring)
+
+    @property
+    def tensor(self) -> str:
+        return self.name
+
+    @classmethod
+    def of(cls, c: TensorComparison, node: str, op: str, added: float = 0.0) -> "TensorError":
+        return cls(**{k: getattr(c, k) for k in TensorComparison.__dataclass_fields__},
+                   node=node, op=op, added=added)
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = super().to_dict()
+        return {"tensor": d.pop("name"), "node": d.pop("node"), "op": d.pop("op"), **d}
 
 
-def tensor_error(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float
-                 ) -> Tuple[float, float, float, float, bool, bool]:
-    r = np.asarray(ref, np.float64).reshape(-1)
-    g = np.asarray(got).astype(np.float64).reshape(-1)
-    if r.size == 0:
-        return 0.0, 0.0, 0.0, 1.0, True, True
-    finite = bool(np.isfinite(g).all() or not np.isfinite(r).all())
-    same = (np.isnan(r) & np.isnan(g)) | (np.isinf(r) & (r == g))
-    # additive-mask sentinels (float32's extreme ~3.4e38) that saturate to the low type's max
-    # with the same sign still mask: not an error
-    same |= (np.abs(r) >= SENTINEL) & (np.abs(g) >= 6e4) & (np.sign(r) == np.sign(g))
-    d = np.where(same, 0.0, np.abs(r - g))
-    d = np.where(np.isnan(d), np.inf, d)
-    max_abs = float(d.max())
-    mean_abs = float(d.mean()) if np.isfinite(d).all() else math.inf
-    normal = np.isfinite(r) & (np.abs(r) < SENTINEL)
-    scale = float(np.abs(r[normal]).max()) if normal.any() else 1.0
-    rel = max_abs / (scale or 1.0)
-    rf, gf = np.where(normal, r, 0), np.where(normal & np.isfinite(g), g, 0)
-    denom = float(np.linalg.norm(rf) * np.linalg.norm(gf))
-    cos = float(np.dot(rf, gf) / denom) if denom else (1.0 if max_abs == 0 else 0.0)
-    passed = bool(np.all(d <= atol + rtol * np.abs(np.where(normal, r, 0))))
-    return max_abs, mean_abs, rel, cos, finite, passed
+def added_error(node: Any, out: TensorComparison, inputs: Sequence[TensorComparison]) -> float:
+    """The error `node` adds to its output `out`, given its compared inputs."""
+    if any(not (math.isfinite(i.rel) and math.isfinite(i.max_abs)) for i in inputs):
+        return 0.0  # non-finite came in: this node only passes it on
+    if not math.isfinite(out.rel):
+        return math.inf
+    if node.op_type in PASS_THROUGH_OPS:
+        worst_abs = max((i.max_abs for i in inputs), default=0.0)
+        return (out.max_abs - worst_abs) / (out.scale or 1.0)
+    return out.rel - max((i.rel for i in inputs), default=0.0)
 
 
 @dataclass
@@ -151,6 +120,7 @@ class LayerwiseReport:
     findings: List[Finding] = field(default_factory=list)
     # graph outputs of each run, per sample batch: {"reference": [...], "candidate": [...]}
     runs: Dict[str, List[Feed]] = field(default_factory=dict, repr=False)
+    precision: str = "fp32"  # the candidate's precision (read from its graph)
 
     @property
     def outputs_pass(self) -> bool:
@@ -178,55 +148,65 @@ class LayerwiseReport:
         fd = self.first_divergence
         return {
             "reference_runner": self.reference_runner, "candidate_runner": self.candidate_runner,
+            "precision": self.precision,
             "atol": self.atol, "rtol": self.rtol, "samples": self.samples,
             "outputs_pass": self.outputs_pass,
-            "outputs": [_clean(asdict(t)) for t in self.outputs],
-            "first_divergence": _clean(asdict(fd)) if fd else None,
-            "culprits": [_clean(asdict(t)) for t in self.culprits()],
+            "outputs": [t.to_dict() for t in self.outputs],
+            "first_divergence": fd.to_dict() if fd else None,
+            "culprits": [t.to_dict() for t in self.culprits()],
             "suggested_exclusions": self.suggested_exclusions(),
-            "tensors": [_clean(asdict(t)) for t in self.tensors],
+            "tensors": [t.to_dict() for t in self.tensors],
             "unmatched_tensors": self.unmatched,
             "findings": [f.to_dict() for f in self.findings],
         }
 
 
-def _clean(d: Dict[str, Any]) -> Dict[str, Any]:
-    """JSON has no inf/NaN: write them as strings."""
-    return {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = None,
+                 allow_random: bool = False, findings: Optional[List[Finding]] = None
+                 ) -> List[Feed]:
+    """The inputs to compare on: the calibration data, or (only when allowed) random inputs
+    with a warning appended to `findings`."""
+    ref_p = load_proto(reference)
+    if calibration is not None:
+        from workbench.precision.calibration import load_calibration
+
+        return load_calibration(calibration, ref_p)
+    if not allow_random:
+        raise WorkbenchError("no inputs to compare on", field="inputs",
+                             hint="pass representative inputs (.npz with the model's input "
+                                  "names), or allow random inputs explicitly")
+    from workbench.equivalence import make_inputs
+
+    other = load_proto(candidate) if candidate is not None else None
+    if findings is not None:
+        findings.append(Finding(
+            "warning", "random-inputs", "compared on random inputs: errors on real data can "
+            "be very different", hint="pass representative inputs (--inputs PATH)",
+            source="compare"))
+    return [make_inputs(ref_p, seed=0, other=other)]
 
 
 def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = None, *,
-              calibration: Any = None, atol: float = 1e-3, rtol: float = 1e-3,
-              candidate_runner: str = "auto", max_samples: int = 8,
-              allow_random: bool = False) -> LayerwiseReport:
-    """Compare every tensor the two models share (by name). See the module docstring."""
-    ref_p, cand_p = _as_proto(reference), _as_proto(candidate)
+              calibration: Any = None, atol: Optional[float] = None,
+              rtol: Optional[float] = None, candidate_runner: str = "auto",
+              max_samples: int = 8, allow_random: bool = False) -> LayerwiseReport:
+    """Compare every tensor the two models share (by name). See the module docstring.
+    atol/rtol None: the defaults of the candidate's precision (`workbench.comparison`)."""
+    ref_p, cand_p = load_proto(reference), load_proto(candidate)
     findings: List[Finding] = []
     if feeds is None:
-        if calibration is not None:
-            from workbench.precision.calibration import load_calibration
-
-            feeds = load_calibration(calibration, ref_p)
-        elif allow_random:
-            from workbench.equivalence import make_inputs
-
-            feeds = [make_inputs(ref_p, seed=0, other=cand_p)]
-            findings.append(Finding(
-                "warning", "random-inputs", "compared on random inputs: errors on real data can "
-                "be very different", hint="pass representative inputs (--inputs PATH)",
-                source="compare"))
-        else:
-            raise WorkbenchError("no inputs to compare on", field="inputs",
-                                 hint="pass representative inputs (.npz with the model's input "
-                                      "names), or allow random inputs explicitly")
-    feeds = _limit(list(feeds), max_samples)
+        feeds = sample_feeds(ref_p, cand_p, calibration=calibration, allow_random=allow_random,
+                             findings=findings)
+    feeds = limit_samples(list(feeds), max_samples)
+    precision = infer_precision(cand_p)
+    atol, rtol = tolerances(precision, atol, rtol)
     if candidate_runner == "auto":
         candidate_runner = "reference" if has_low_float(cand_p) else "onnxruntime"
     ref_out = run_all(ref_p, feeds, "onnxruntime")
     cand_out = run_all(cand_p, feeds, candidate_runner)
-    n_samples = sum(min(len(v) if np.ndim(v) else 1 for v in f.values()) for f in feeds)
-    report = LayerwiseReport("onnxruntime", candidate_runner, atol, rtol, n_samples,
-                             findings=findings)
+    report = LayerwiseReport("onnxruntime", candidate_runner, atol, rtol,
+                             sum(samples_in(f) for f in feeds), findings=findings,
+                             precision=precision)
     producer = {o: n for n in ref_p.graph.node for o in n.output if o}
     node_name = {id(n): (n.name or f"{n.op_type}:{n.output[0]}") for n in ref_p.graph.node}
     errors: Dict[str, TensorError] = {}
@@ -240,28 +220,21 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
             ra, ga = ref_out[0][t], cand_out[0][t]
             if np.asarray(ra).dtype.kind not in "fc" or np.shape(ra) != np.shape(ga):
                 continue
-            r = np.concatenate([np.asarray(o[t]).reshape(-1) for o in ref_out])
-            g = np.concatenate([np.asarray(o[t]).reshape(-1) for o in cand_out])
-            mx, mean, rel, cos, finite, ok = tensor_error(r, g, atol, rtol)
-            worst_in = max((errors[i].rel for i in node.input if i in errors), default=0.0)
-            if not math.isfinite(worst_in):
-                added = 0.0  # non-finite came in: this node only passes it on
-            else:
-                added = rel - worst_in if math.isfinite(rel) else math.inf
-            te = TensorError(t, node_name[id(node)], node.op_type, list(np.shape(ra)), mx, mean,
-                             rel, cos, finite, ok, added)
+            c = compare_tensor(t, [o[t] for o in ref_out], [o[t] for o in cand_out], atol, rtol)
+            ins = [errors[i] for i in node.input if i in errors]
+            te = TensorError.of(c, node_name[id(node)], node.op_type, added_error(node, c, ins))
             errors[t] = te
             report.tensors.append(te)
     outs = [o.name for o in ref_p.graph.output]
     for name in outs:
-        if name in errors:
-            report.outputs.append(errors[name])
-        elif name in ref_out[0] and name in cand_out[0]:
-            mx, mean, rel, cos, finite, ok = tensor_error(ref_out[0][name], cand_out[0][name],
-                                                          atol, rtol)
-            report.outputs.append(TensorError(name, producer.get(name).name if name in producer
-                                              else "", "", list(np.shape(ref_out[0][name])), mx,
-                                              mean, rel, cos, finite, ok))
+        if name in ref_out[0] and name in cand_out[0]:
+            c = compare_tensor(name, [o[name] for o in ref_out], [o[name] for o in cand_out],
+                               atol, rtol, top1=True)
+            prev = errors.get(name)
+            report.outputs.append(TensorError.of(
+                c, prev.node if prev else (node_name[id(producer[name])] if name in producer
+                                           else ""),
+                prev.op if prev else "", prev.added if prev else 0.0))
     report.runs = {name: [{k: v for k, v in r.items() if k in outs} for r in res]
                    for name, res in (("reference", ref_out), ("candidate", cand_out))}
     fd = report.first_divergence
@@ -280,22 +253,6 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
             hint=f"keep it in higher precision: workbench precision --exclude {t.node}",
             source="compare"))
     return report
-
-
-def _limit(feeds: List[Feed], n: int) -> List[Feed]:
-    """At most `n` samples in total (the reference evaluator is slow), split along axis 0."""
-    out: List[Feed] = []
-    left = n
-    for f in feeds:
-        if left <= 0:
-            break
-        k = min(len(v) if np.ndim(v) else 1 for v in f.values())
-        if k > left:
-            f = {name: v[:left] for name, v in f.items()}
-            k = left
-        out.append(f)
-        left -= k
-    return out
 
 
 # ----------------------------------------------------------------------------- RunResults
@@ -357,20 +314,28 @@ class ExclusionSearch:
 
 
 def find_exclusions(model: Any, target: str, *, calibration: Any = None,
-                    feeds: Optional[Sequence[Feed]] = None, atol: float = 1e-2,
-                    rtol: float = 1e-2, max_rounds: int = 8, per_round: int = 1,
-                    start: Sequence[str] = ()) -> ExclusionSearch:
+                    feeds: Optional[Sequence[Feed]] = None, atol: Optional[float] = None,
+                    rtol: Optional[float] = None, max_rounds: int = 8, per_round: int = 1,
+                    start: Sequence[str] = (), allow_random: bool = False) -> ExclusionSearch:
     """Convert to `target`, compare layer by layer, keep the worst culprit(s) in FP32, repeat
-    until the outputs are within tolerance (or no culprit is left / max_rounds is reached)."""
+    until the outputs are within tolerance (or no culprit is left / max_rounds is reached).
+    atol/rtol None: the target's defaults (`workbench.comparison.default_tolerances`)."""
     from workbench.precision.transform import convert
 
-    ref = _as_proto(model)
+    ref = load_proto(model)
+    atol, rtol = tolerances(target, atol, rtol)
+    findings: List[Finding] = []
+    if feeds is None:
+        feeds = sample_feeds(ref, calibration=calibration, allow_random=allow_random,
+                             findings=findings)
     excluded: List[str] = list(start)
     rounds: List[Dict[str, Any]] = []
     report: Optional[LayerwiseReport] = None
     for k in range(max_rounds + 1):
-        res = convert(ref, target, exclude_nodes=excluded, calibration=calibration)
-        report = layerwise(ref, res.proto, feeds, calibration=calibration, atol=atol, rtol=rtol)
+        res = convert(ref, target, exclude_nodes=excluded, calibration=calibration,
+                      measure=False)
+        report = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol)
+        report.findings[:0] = findings
         worst = max((t.rel for t in report.outputs), default=0.0)
         rounds.append({"round": k, "excluded": list(excluded), "outputs_pass": report.outputs_pass,
                        "worst_output_rel": worst if math.isfinite(worst) else "inf"})

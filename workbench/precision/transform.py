@@ -138,11 +138,9 @@ def _producers(graph: Any) -> Dict[str, Any]:
 def run_ort(proto: Any, batches: List[Dict[str, np.ndarray]],
             outputs: Optional[List[str]] = None) -> List[Dict[str, np.ndarray]]:
     """Run a ModelProto on onnxruntime CPU over the batches; one dict of outputs per batch."""
-    from workbench.equivalence import session
+    from workbench.runners import OnnxRuntimeRunner
 
-    sess = session(proto, threads=None)
-    names = outputs or [o.name for o in sess.get_outputs()]
-    return [dict(zip(names, sess.run(names, b))) for b in batches]
+    return OnnxRuntimeRunner(proto, outputs=outputs).infer_all(batches)
 
 
 def activation_ranges(proto: Any, batches: List[Dict[str, np.ndarray]]) -> Dict[str, float]:
@@ -236,84 +234,67 @@ def auto_exclusions(model_or_path: Any, calibration: Any, *, target: str = "fp16
 
 
 # --------------------------------------------------------------------------- error metrics
-def compare_outputs(ref: List[Dict[str, np.ndarray]],
-                    got: List[Dict[str, np.ndarray]]) -> Dict[str, Dict[str, Any]]:
-    """Per output: max_abs_err, mean_abs_err, rel_err (= max_abs_err / max|ref|, the error
-    relative to the output's scale), cosine similarity, and top-1 agreement over the last axis
-    for outputs with a class axis. Non-finite outputs are reported, not hidden."""
-    stats: Dict[str, Dict[str, Any]] = {}
-    for name in ref[0]:
-        r = np.concatenate([np.asarray(b[name], np.float64).reshape(-1) for b in ref])
-        g = np.concatenate([np.asarray(b[name]).astype(np.float64).reshape(-1) for b in got])
-        finite = bool(np.isfinite(g).all())
-        d = np.abs(r - g)
-        scale = float(np.abs(r).max()) or 1.0
-        denom = float(np.linalg.norm(r) * np.linalg.norm(g))
-        s = {"max_abs_err": float(d.max()) if finite else float("inf"),
-             "mean_abs_err": float(d.mean()) if finite else float("inf"),
-             "rel_err": float(d.max() / scale) if finite else float("inf"),
-             "cosine": float(np.dot(r, g) / denom) if finite and denom else (1.0 if finite and
-                                                                            not denom else 0.0),
-             "finite": finite, "ref_max_abs": scale}
-        shp = np.asarray(ref[0][name]).shape
-        if len(shp) >= 2 and shp[-1] > 1 and np.asarray(ref[0][name]).dtype.kind == "f":
-            ra = np.concatenate([np.asarray(b[name]).reshape(-1, shp[-1]).argmax(-1) for b in ref])
-            ga = np.concatenate([np.asarray(b[name]).reshape(-1, np.asarray(b[name]).shape[-1])
-                                 .argmax(-1) for b in got])
-            s["top1_agreement"] = float((ra == ga).mean())
-        stats[name] = s
-    return stats
+def error_entry(c: Any) -> Dict[str, Any]:
+    """The precision report's entry for one output, from `workbench.comparison`'s result:
+    max_abs_err, mean_abs_err, rel_err (= max_abs_err / max|ref|), cosine, finite, ref_max_abs,
+    top1_agreement (outputs with a class axis), and pass/fail at atol/rtol."""
+    d = {"max_abs_err": c.max_abs, "mean_abs_err": c.mean_abs, "rel_err": c.rel,
+         "mean_rel_err": c.mean_rel, "cosine": c.cosine, "finite": c.finite,
+         "ref_max_abs": c.scale, "nan": c.nan, "inf": c.inf, "passed": c.passed}
+    if c.top1 is not None:
+        d["top1_agreement"] = c.top1
+    return d
+
+
+def compare_outputs(ref: List[Dict[str, np.ndarray]], got: List[Dict[str, np.ndarray]],
+                    target: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
+    """Per output: the figures of `workbench.comparison.compare_outputs` at the target's default
+    tolerances (`error_entry`, plus atol/rtol). Non-finite outputs are reported, not hidden."""
+    from workbench.comparison import compare_outputs as compare, default_tolerances
+
+    atol, rtol = default_tolerances(target)
+    res = compare(ref, got, atol, rtol)
+    return {k: {**error_entry(v), "atol": atol, "rtol": rtol} for k, v in res.outputs.items()}
 
 
 def feeds_for(proto: Any, batches: List[Dict[str, np.ndarray]]) -> List[Dict[str, np.ndarray]]:
     """Cast float feeds to the model's declared input types (FP16/BF16 inputs when the
-    conversion did not keep I/O types), so the converted model sees what a user would feed."""
-    import ml_dtypes
+    conversion did not keep I/O types), so the converted model sees what a user would feed.
+    Every runner does this itself (`workbench.runners.cast_feed`)."""
+    from workbench.runners import cast_feed, input_metadata_of
 
-    np_of = {10: np.float16, 16: ml_dtypes.bfloat16, 1: np.float32}
-    want = {vi.name: np_of.get(vi.type.tensor_type.elem_type) for vi in proto.graph.input}
-    out = []
-    for b in batches:
-        out.append({k: (v.astype(want[k]) if want.get(k) is not None and
-                        np.asarray(v).dtype.kind == "f" else v) for k, v in b.items()})
-    return out
+    meta = input_metadata_of(proto)
+    return [{**b, **cast_feed(meta, b)} for b in batches]
 
 
-def measure_error(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]]
-                  ) -> Dict[str, Dict[str, Any]]:
+def measure_error(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]],
+                  target: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
     """Run both models on onnxruntime CPU over the batches and compare their outputs."""
     ref = run_ort(fp32, batches)
-    got = run_ort(converted, feeds_for(converted, batches))
-    return compare_outputs(ref, got)
+    got = run_ort(converted, batches)
+    return compare_outputs(ref, got, target)
 
 
 def reference_batches(batches: List[Dict[str, np.ndarray]], limit: int = 8
                       ) -> List[Dict[str, np.ndarray]]:
-    """At most `limit` samples (first axis) of the first batch: the numpy evaluator is slow."""
-    b = batches[0]
-    n = min(len(v) if np.ndim(v) else 1 for v in b.values())
-    if n <= limit:
-        return [b]
-    return [{k: v[:limit] for k, v in b.items()}]
+    """At most `limit` samples in total (the numpy evaluator is slow); the same selection
+    layer-wise compare makes (`workbench.runners.limit_samples`)."""
+    from workbench.runners import limit_samples
+
+    return limit_samples(batches, limit)
 
 
-def measure_error_reference(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]]
-                            ) -> Dict[str, Dict[str, Any]]:
+def measure_error_reference(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]],
+                            target: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
     """Compare with onnx's reference evaluator (numpy), which computes FP16 tensors in float16
     arithmetic. onnxruntime's CPU provider upcasts most FP16 ops to FP32 and so hides overflow
     that TensorRT on a GPU would show; this run does not."""
-    import warnings
-
-    from onnx.reference import ReferenceEvaluator
+    from workbench.runners import ReferenceRunner
 
     small = reference_batches(batches)
     ref = run_ort(fp32, small)
-    ev = ReferenceEvaluator(converted)
-    names = [o.name for o in converted.graph.output]
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        got = [dict(zip(names, ev.run(None, b))) for b in feeds_for(converted, small)]
-    return compare_outputs(ref, got)
+    got = ReferenceRunner(converted).infer_all(small)
+    return compare_outputs(ref, got, target)
 
 
 # --------------------------------------------------------------------------- conversion
@@ -636,7 +617,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
 
     if batches is not None and measure and target != "fp32":
         try:
-            report["error"] = measure_error(proto, out, batches)
+            report["error"] = measure_error(proto, out, batches, target)
         except Exception as e:  # e.g. ORT CPU has no BF16/FP8 kernel for some op
             report["error"] = None
             findings.append(Finding(
@@ -647,7 +628,8 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                 source="precision"))
         if target in ("fp16", "bf16"):
             try:
-                report["error_reference"] = measure_error_reference(proto, out, batches)
+                report["error_reference"] = measure_error_reference(proto, out, batches,
+                                                                   target)
             except Exception as e:
                 report["error_reference"] = None
                 findings.append(Finding(

@@ -1,0 +1,124 @@
+"""The comparison core: runners (onnxruntime, float16 reference) and the one output comparison
+(metrics, pass rule, sentinel policy, per-precision defaults)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+
+from conftest import SAMPLES
+from workbench import comparison, runners
+from workbench.equivalence import compare_outputs as verdict_of
+from workbench.precision.transform import convert
+
+RESNET = SAMPLES / "resnet_tiny.onnx"
+OVERFLOW = SAMPLES / "fp16_overflow.onnx"
+CALIB = SAMPLES / "calib" / "resnet_tiny.npz"
+
+
+# ----------------------------------------------------------------------------- metrics
+def test_metrics_have_one_relative_definition():
+    ref = np.array([[4.0, -2.0, 1.0, 0.0]], np.float32)
+    got = np.array([[4.02, -2.0, 1.0, 0.01]], np.float32)
+    c = comparison.compare_tensor("y", ref, got, 1e-3, 1e-3, top1=True)
+    d = np.abs(got.astype(np.float64) - ref)
+    assert c.max_abs == pytest.approx(d.max()) and c.mean_abs == pytest.approx(d.mean())
+    assert c.scale == 4.0
+    assert c.rel == pytest.approx(d.max() / 4.0) and c.mean_rel == pytest.approx(d.mean() / 4.0)
+    cos = float(np.dot(ref.ravel(), got.ravel().astype(np.float64))
+                / (np.linalg.norm(ref) * np.linalg.norm(got.astype(np.float64))))
+    assert c.cosine == pytest.approx(cos)
+    assert c.mismatches == 2 and not c.passed  # 0.02 > 4e-3 and 0.01 > 1e-3 (|ref| = 0)
+    assert c.top1 == 1.0 and c.nan == 0 and c.inf == 0 and c.finite
+    assert c.to_dict()["rel"] == c.rel
+
+
+def test_pass_rule_is_polygraphys_elemwise_check():
+    """An element fails only when it exceeds atol AND rtol * |ref| (not their sum)."""
+    ref = np.array([100.0, 0.0])
+    ok = comparison.compare_tensor("y", ref, np.array([100.9, 0.009]), 1e-2, 1e-2)
+    assert ok.passed  # 0.9 <= 1e-2 * 100, 0.009 <= atol
+    bad = comparison.compare_tensor("y", ref, np.array([100.0, 0.011]), 1e-2, 1e-2)
+    assert not bad.passed and bad.mismatches == 1
+    # with atol = rtol = tol it is surgery verification's d <= tol * max(1, |ref|)
+    a = {"y": np.array([1e6, 1.0], np.float32)}
+    assert verdict_of(a, {"y": np.array([1e6 + 1.0, 1.0], np.float32)}).equivalent
+    assert not verdict_of(a, {"y": np.array([1e6, 1.0 + 1e-4], np.float32)}).equivalent
+
+
+def test_sentinels_saturating_in_fp16_still_mask_but_not_in_same_precision_checks():
+    ref = np.array([-3.4e38, 1.0, 2.0], np.float32)
+    got = np.array([-np.inf, 1.0, 2.0], np.float16)
+    c = comparison.compare_tensor("mask", ref, got, 1e-2, 1e-2)
+    assert c.passed and c.max_abs == 0 and c.finite and c.inf == 0 and c.scale == 2.0
+    strict = comparison.compare_tensor("mask", ref, got, 1e-2, 1e-2, sentinels=False)
+    assert not strict.passed and strict.inf == 1 and not strict.finite
+    flipped = comparison.compare_tensor("mask", ref, np.array([65504, 1, 2], np.float16),
+                                        1e-2, 1e-2)
+    assert not flipped.passed  # a sign flip is an error, sentinel or not
+
+
+def test_nan_and_inf_are_counted_not_hidden():
+    ref = np.array([1.0, 2.0, 3.0, np.nan])
+    got = np.array([np.nan, np.inf, 3.0, np.nan])
+    c = comparison.compare_tensor("y", ref, got, 1e-2, 1e-2)
+    assert c.nan == 1 and c.inf == 1 and not c.finite and not c.passed
+    assert math.isinf(c.max_abs) and math.isinf(c.rel) and c.to_dict()["max_abs"] == "inf"
+    v = verdict_of({"y": ref}, {"y": got})
+    assert v.status == "different" and "NaNs appear or disappear" in v.reason
+
+
+def test_structural_mismatch_is_a_reason_not_a_number():
+    ref = {"y": np.zeros((2, 3), np.float32)}
+    c = comparison.compare_outputs(ref, {"z": np.zeros((2, 3))}, 1e-3, 1e-3)
+    assert not c.passed and "missing" in c.reason
+    c = comparison.compare_outputs(ref, {"y": np.zeros((3, 2))}, 1e-3, 1e-3)
+    assert not c.passed and "[2, 3] -> [3, 2]" in c.reason
+    v = verdict_of(ref, {"z": np.zeros((2, 3))})
+    assert v.status == "different" and v.reason == "output 'y' is missing after the change"
+
+
+def test_default_tolerances_follow_the_candidates_precision():
+    fp16 = convert(RESNET, "fp16").proto
+    int8 = convert(RESNET, "int8", calibration=CALIB, calibrate_method="minmax",
+                   measure=False).proto
+    assert comparison.infer_precision(onnx.load(str(RESNET))) == "fp32"
+    assert comparison.infer_precision(fp16) == "fp16"
+    assert comparison.infer_precision(int8) == "int8"
+    assert comparison.default_tolerances("fp16") == (1e-2, 1e-2)
+    assert comparison.default_tolerances(None) == comparison.default_tolerances("fp32")
+    assert comparison.tolerances("fp16", atol=1e-4) == (1e-4, 1e-2)
+
+
+# ----------------------------------------------------------------------------- runners
+def test_reference_runner_computes_in_float16_onnxruntime_does_not():
+    fp16 = convert(OVERFLOW, "fp16").proto
+    feed = {"input": np.random.default_rng(1).standard_normal((2, 64)).astype(np.float32)}
+    ort = runners.OnnxRuntimeRunner(fp16).infer(feed)["output"]
+    ref = runners.ReferenceRunner(fp16).infer(feed)["output"]
+    assert np.isfinite(ort).all() and not np.isfinite(ref).all()
+    assert runners.make_runner("auto", fp16).name == "reference"
+    assert runners.make_runner("auto", OVERFLOW).name == "onnxruntime"
+
+
+def test_runners_cast_feeds_to_declared_types_and_mark_all():
+    io16 = convert(RESNET, "fp16", keep_io_types=False).proto
+    feed = {"input": np.load(CALIB)["input"][:2], "unused": np.zeros(1)}
+    for r in (runners.OnnxRuntimeRunner(io16), runners.ReferenceRunner(io16)):
+        assert r.input_metadata()["input"].dtype == np.float16
+        out = r.infer(feed)  # FP32 data in, an FP16 model: cast, extra key dropped
+        assert out["logits"].dtype == np.float16 and out["logits"].shape == (2, 10)
+    m = runners.OnnxRuntimeRunner(RESNET, mark_all=True)
+    out = m.infer(feed)
+    assert m.order[-1] == "logits" and set(m.order) <= set(out) and len(m.order) > 20
+    plain = runners.run(RESNET, feed)
+    assert np.array_equal(plain["logits"], out["logits"])  # marking changes no numbers
+
+
+def test_limit_samples_spans_batches_in_order():
+    feeds = [{"x": np.arange(5)}, {"x": np.arange(5, 10)}]
+    got = runners.limit_samples(feeds, 7)
+    assert [f["x"].tolist() for f in got] == [[0, 1, 2, 3, 4], [5, 6]]
+    assert runners.samples_in(got[1]) == 2

@@ -1,0 +1,238 @@
+"""ONE output comparison: the metrics, the pass rule, the sentinel policy and default tolerances.
+
+Every figure the workbench shows for "how far is the candidate from the reference" comes from
+`compare_tensor` / `compare_outputs`: surgery verification, precision measurement, layer-wise
+compare and its exclusion search, the Precision and Compare panels and the CLI.
+
+- Absolute error d = |candidate - reference| per element (float64); matching NaNs and matching
+  infinities count as 0, a NaN or infinity on one side only as inf.
+- Relative error has one definition: error / scale, where scale = max |reference| over its
+  finite, non-sentinel values (the error relative to the tensor's scale). `rel` = max_abs /
+  scale, `mean_rel` = mean_abs / scale. (A per-element |d| / |reference| explodes near zeros and
+  says nothing about FP16 activations.)
+- Pass rule (Polygraphy's `elemwise` check): an element fails when d > atol AND d > rtol *
+  |reference|; the tensor passes when no element fails. With atol = rtol = tol this is
+  d <= tol * max(1, |reference|), surgery verification's rule.
+- Sentinel policy: values with |x| >= 1e30 (float32's extreme, ~3.4e38, used as additive
+  masks) are masks, not data. A reference sentinel that the candidate holds saturated to the low
+  type's range (|x| >= 6e4, FP16's max or inf) with the same sign still masks: no error. Off for
+  same-precision checks (`sentinels=False`).
+- Cosine similarity over the normal values; NaN / Inf counts on the candidate side; top-1
+  agreement over the last axis for outputs with a class axis.
+
+Default tolerances per precision target sit in `DEFAULT_TOLERANCES` (to move into the precision
+table when it carries them); `infer_precision` reads a candidate's precision from its graph so
+`compare REF CAND` uses the same defaults as `compare REF --to TARGET`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+SENTINEL = 1e30     # |x| this large is a mask constant (float32's min/max), not data
+SATURATED = 6e4     # a low-precision value this large is a saturated sentinel (FP16 max 65504)
+
+# target -> (atol, rtol). fp32: a same-precision candidate (a fixed or re-exported model).
+DEFAULT_TOLERANCES: Dict[str, Tuple[float, float]] = {
+    "fp32": (1e-3, 1e-3), "fp16": (1e-2, 1e-2), "bf16": (1e-2, 1e-2),
+    "int8": (1e-2, 1e-2), "fp8": (1e-2, 1e-2),
+}
+FALLBACK = "fp16"   # a target not in the table compares like FP16
+
+Arrays = Union[np.ndarray, Sequence[np.ndarray]]
+Feed = Dict[str, np.ndarray]
+
+
+def default_tolerances(target: Optional[str]) -> Tuple[float, float]:
+    """(atol, rtol) for a precision target; None -> the same-precision (fp32) default."""
+    t = str(target or "fp32").lower()
+    return DEFAULT_TOLERANCES.get(t, DEFAULT_TOLERANCES[FALLBACK])
+
+
+def tolerances(target: Optional[str], atol: Optional[float] = None,
+               rtol: Optional[float] = None) -> Tuple[float, float]:
+    """The user's atol/rtol where given, the target's defaults otherwise."""
+    da, dr = default_tolerances(target)
+    return (da if atol is None else float(atol), dr if rtol is None else float(rtol))
+
+
+def infer_precision(proto: Any) -> str:
+    """The precision a candidate graph computes in: fp8 / int8 (Q/DQ by zero-point type),
+    bf16 / fp16 (low-float tensors present), else fp32."""
+    q = [n for n in proto.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    if q:
+        inits = {t.name: t.data_type for t in proto.graph.initializer}
+        zp = [inits.get(n.input[2]) for n in q if len(n.input) > 2 and n.input[2]]
+        return "fp8" if any(t in (17, 18, 19, 20) for t in zp) else "int8"
+    types = {t.data_type for t in proto.graph.initializer}
+    types |= {vi.type.tensor_type.elem_type for vi in proto.graph.value_info}
+    for n in proto.graph.node:
+        if n.op_type == "Cast":
+            types |= {a.i for a in n.attribute if a.name == "to"}
+    if 16 in types:
+        return "bf16"
+    if 10 in types:
+        return "fp16"
+    return "fp32"
+
+
+# ----------------------------------------------------------------------------- results
+def _json_float(v: Any) -> Any:
+    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
+
+
+@dataclass
+class TensorComparison:
+    """How far one candidate tensor is from the reference (see the module docstring)."""
+
+    name: str
+    shape: List[int]
+    dtype: str          # "float32", or "float32 -> float16" when they differ
+    size: int
+    max_abs: float
+    mean_abs: float
+    rel: float          # max_abs / scale: THE relative error
+    mean_rel: float     # mean_abs / scale
+    scale: float        # max |reference| over finite, non-sentinel values
+    cosine: float
+    nan: int            # elements NaN on one side only
+    inf: int            # candidate infinities where the reference is a finite value
+    mismatches: int     # elements beyond tolerance
+    finite: bool        # no NaN / inf appeared in the candidate
+    passed: bool
+    top1: Optional[float] = None  # argmax agreement over the last axis (outputs only)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {k: _json_float(v) for k, v in asdict(self).items()}
+
+    def figures(self) -> Tuple[float, float, float, float, bool]:
+        """(max_abs, mean_abs, rel, cosine, passed): what every report shows."""
+        return (self.max_abs, self.mean_abs, self.rel, self.cosine, self.passed)
+
+
+@dataclass
+class Comparison:
+    """Per-output results of one reference/candidate pair at one atol/rtol."""
+
+    atol: float
+    rtol: float
+    outputs: Dict[str, TensorComparison] = field(default_factory=dict)
+    reason: str = ""    # a structural mismatch (missing output, shape change): not comparable
+    samples: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return not self.reason and all(t.passed for t in self.outputs.values())
+
+    @property
+    def max_abs(self) -> float:
+        return max((t.max_abs for t in self.outputs.values()), default=0.0)
+
+    @property
+    def rel(self) -> float:
+        return max((t.rel for t in self.outputs.values()), default=0.0)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"atol": self.atol, "rtol": self.rtol, "passed": self.passed,
+                "reason": self.reason, "samples": self.samples,
+                "max_abs": _json_float(self.max_abs), "rel": _json_float(self.rel),
+                "outputs": {k: v.to_dict() for k, v in self.outputs.items()}}
+
+
+# ----------------------------------------------------------------------------- metrics
+def _flat(x: Arrays) -> np.ndarray:
+    if isinstance(x, (list, tuple)):
+        if len(x) == 1:
+            return np.asarray(x[0]).reshape(-1)
+        return np.concatenate([np.asarray(a).reshape(-1) for a in x])
+    return np.asarray(x).reshape(-1)
+
+
+def _top1(ref: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> Optional[float]:
+    shp = np.shape(ref[0])
+    if len(shp) < 2 or shp[-1] <= 1 or np.asarray(ref[0]).dtype.kind != "f":
+        return None
+    ra = np.concatenate([np.asarray(b).reshape(-1, np.shape(b)[-1]).argmax(-1) for b in ref])
+    ga = np.concatenate([np.asarray(b).astype(np.float64).reshape(-1, np.shape(b)[-1]).argmax(-1)
+                         for b in got])
+    return float((ra == ga).mean()) if ra.size == ga.size and ra.size else None
+
+
+def compare_tensor(name: str, ref: Arrays, got: Arrays, atol: float, rtol: float, *,
+                   sentinels: bool = True, top1: bool = False) -> TensorComparison:
+    """Compare one tensor; `ref`/`got` are arrays or lists of per-batch arrays (same order)."""
+    refs = list(ref) if isinstance(ref, (list, tuple)) else [ref]
+    gots = list(got) if isinstance(got, (list, tuple)) else [got]
+    shape = list(np.shape(refs[0]))
+    rdt, gdt = np.asarray(refs[0]).dtype, np.asarray(gots[0]).dtype
+    dtype = str(rdt) if rdt == gdt else f"{rdt} -> {gdt}"
+    t1 = _top1(refs, gots) if top1 else None
+    r0, g0 = _flat(refs), _flat(gots)
+    size = int(r0.size)
+    if size == 0:
+        return TensorComparison(name, shape, dtype, 0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0, 0, 0,
+                                True, True, t1)
+    if rdt == gdt and np.array_equal(r0, g0, equal_nan=rdt.kind in "fc"):
+        # identical (the common case for exact rewrites): no float64 copies
+        fin = np.abs(r0[np.isfinite(r0)]) if rdt.kind in "fc" else np.abs(r0)
+        if sentinels and rdt.kind in "fc":
+            fin = fin[fin < SENTINEL]
+        scale = float(fin.max()) if fin.size else 1.0
+        return TensorComparison(name, shape, dtype, size, 0.0, 0.0, 0.0, 0.0, scale or 1.0, 1.0,
+                                0, 0, 0, True, True, t1)
+    r = r0.astype(np.float64)
+    g = g0.astype(np.float64)
+    nan_r, nan_g = np.isnan(r), np.isnan(g)
+    same = (nan_r & nan_g) | (np.isinf(r) & (r == g))
+    if sentinels:
+        same |= (np.abs(r) >= SENTINEL) & (np.abs(g) >= SATURATED) & (np.sign(r) == np.sign(g))
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = np.where(same, 0.0, np.abs(r - g))
+    d = np.where(np.isnan(d), np.inf, d)
+    normal = np.isfinite(r) & ((np.abs(r) < SENTINEL) if sentinels else True)
+    scale = float(np.abs(r[normal]).max()) if normal.any() else 1.0
+    scale = scale or 1.0
+    max_abs = float(d.max())
+    mean_abs = float(d.mean()) if np.isfinite(d).all() else math.inf
+    allowed = np.maximum(atol, rtol * np.abs(np.where(normal, r, 0.0)))
+    mismatches = int(np.count_nonzero(d > allowed))
+    nan = int(np.count_nonzero(nan_r != nan_g))
+    inf = int(np.count_nonzero(np.isinf(g) & np.isfinite(r) & ~same))
+    rf = np.where(normal, r, 0.0)
+    gf = np.where(normal & np.isfinite(g), g, 0.0)
+    denom = float(np.linalg.norm(rf) * np.linalg.norm(gf))
+    cos = float(np.dot(rf, gf) / denom) if denom else (1.0 if max_abs == 0 else 0.0)
+    return TensorComparison(name, shape, dtype, size, max_abs, mean_abs, max_abs / scale,
+                            mean_abs / scale, scale, cos, nan, inf, mismatches,
+                            nan == 0 and inf == 0, mismatches == 0, t1)
+
+
+def _batches(x: Union[Feed, Sequence[Feed]]) -> List[Feed]:
+    return [x] if isinstance(x, dict) else list(x)
+
+
+def compare_outputs(ref: Union[Feed, Sequence[Feed]], got: Union[Feed, Sequence[Feed]],
+                    atol: float, rtol: float, *, names: Optional[Sequence[str]] = None,
+                    sentinels: bool = True, top1: bool = True) -> Comparison:
+    """Compare every output of the reference (or `names`) with the candidate's, over all batches.
+    A missing output or a changed shape makes the pair not comparable (`reason`)."""
+    refs, gots = _batches(ref), _batches(got)
+    res = Comparison(atol, rtol)
+    res.samples = sum(min((len(v) if np.ndim(v) else 1 for v in b.values()), default=0)
+                      for b in refs)
+    for name in (names if names is not None else list(refs[0]) if refs else []):
+        if any(name not in b for b in gots):
+            res.reason = f"output '{name}' is missing from the candidate"
+            return res
+        a = [b[name] for b in refs]
+        c = [b[name] for b in gots]
+        if any(np.shape(x) != np.shape(y) for x, y in zip(a, c)):
+            res.reason = (f"output '{name}' shape {list(np.shape(a[0]))} -> "
+                          f"{list(np.shape(c[0]))}")
+            return res
+        res.outputs[name] = compare_tensor(name, a, c, atol, rtol, sentinels=sentinels,
+                                           top1=top1)
+    return res

@@ -1,0 +1,302 @@
+"""Runners: one way to run a model on a feed and get its outputs (Polygraphy's BaseRunner, small).
+
+A `Runner` has a name, its input metadata and `infer(feed) -> {output name: array}`; with
+`mark_all=True` every node output comes back too (Polygraphy's `--mark all`), in topological order.
+`infer` feeds only the declared inputs and casts float feeds to the declared float type (FP16/BF16
+inputs of a model converted without keep-io), so every caller hands the same FP32 data to every
+runner. Two runners live here:
+- `OnnxRuntimeRunner`: onnxruntime CPU, the graph as written (no graph optimisations), one session
+  factory (`session`) with a threads setting;
+- `ReferenceRunner`: onnx's reference evaluator (numpy), which computes FP16/BF16 tensors in that
+  arithmetic like a GPU does; onnxruntime's CPU provider upcasts most FP16 ops to FP32 and would
+  hide overflow.
+A TensorRT engine run through the worker (issue 11) is a third `Runner` with the same interface.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+Feed = Dict[str, np.ndarray]
+RUNNERS = ("onnxruntime", "reference")
+LOW_FLOAT_TYPES = (10, 16)  # TensorProto.FLOAT16, BFLOAT16
+
+
+# ----------------------------------------------------------------------------- models
+def load_proto(model: Any) -> Any:
+    """A ModelProto with weights from a ModelProto, a workbench Model or a path."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    from workbench.model import Model, open_model
+
+    m = model if isinstance(model, Model) else open_model(model)
+    return m.load_weights()
+
+
+def has_low_float(proto: Any) -> bool:
+    """Does the graph compute in FP16/BF16 (initializers, casts or value infos)?"""
+    for t in proto.graph.initializer:
+        if t.data_type in LOW_FLOAT_TYPES:
+            return True
+    for n in proto.graph.node:
+        if n.op_type == "Cast":
+            for a in n.attribute:
+                if a.name == "to" and a.i in LOW_FLOAT_TYPES:
+                    return True
+    return any(vi.type.tensor_type.elem_type in LOW_FLOAT_TYPES for vi in proto.graph.value_info)
+
+
+def mark_all_outputs(proto: Any) -> Tuple[Any, List[str], Dict[str, int]]:
+    """A copy of `proto` whose graph outputs are every node output (Polygraphy's `mark all`).
+    Returns (marked model, node outputs in topological order, inferred elem types by name)."""
+    import copy
+
+    import onnx
+
+    m = copy.deepcopy(proto)
+    try:
+        typed = onnx.shape_inference.infer_shapes(m)
+    except Exception:
+        typed = m
+    types = {vi.name: vi.type.tensor_type.elem_type
+             for vi in list(typed.graph.value_info) + list(typed.graph.output)
+             + list(typed.graph.input)}
+    existing = {o.name for o in m.graph.output}
+    order: List[str] = []
+    for node in m.graph.node:
+        for o in node.output:
+            if not o:
+                continue
+            order.append(o)
+            if o in existing:
+                continue
+            if types.get(o):
+                m.graph.output.append(onnx.helper.make_tensor_value_info(o, types[o], None))
+            else:
+                m.graph.output.append(onnx.ValueInfoProto(name=o))
+            existing.add(o)
+    return m, order, types
+
+
+# ----------------------------------------------------------------------------- feeds
+@dataclass
+class TensorMeta:
+    """One input as a runner sees it: name, numpy dtype (None if exotic) and dims."""
+
+    name: str
+    dtype: Any
+    shape: List[Any]
+
+
+def _np_dtype(elem_type: int) -> Any:
+    if elem_type == 16:
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    try:
+        from onnx import helper
+
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        return None
+
+
+def input_metadata_of(proto: Any) -> Dict[str, TensorMeta]:
+    """The graph inputs that are not initializers, with their declared dtype and dims."""
+    inits = {t.name for t in proto.graph.initializer}
+    out: Dict[str, TensorMeta] = {}
+    for vi in proto.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tt.shape.dim] if tt.HasField("shape") else []
+        out[vi.name] = TensorMeta(vi.name, _np_dtype(tt.elem_type), dims)
+    return out
+
+
+def cast_feed(meta: Dict[str, TensorMeta], feed: Feed) -> Feed:
+    """Only the declared inputs; float arrays cast to the declared float type (FP16/BF16/FP32)."""
+    out: Feed = {}
+    for k, v in feed.items():
+        if k not in meta:
+            continue
+        want = meta[k].dtype
+        a = np.asarray(v)
+        if want is not None and a.dtype.kind == "f" and a.dtype != want and \
+                (want.kind == "f" or want.name == "bfloat16"):
+            a = a.astype(want)
+        out[k] = a
+    return out
+
+
+def samples_in(feed: Feed) -> int:
+    """Samples in one feed: the smallest first axis (1 for scalars)."""
+    return min((len(v) if np.ndim(v) else 1 for v in feed.values()), default=0)
+
+
+def limit_samples(feeds: Sequence[Feed], n: int) -> List[Feed]:
+    """At most `n` samples in total, in order, split along axis 0 (the reference evaluator is
+    slow). Every comparison that limits samples uses this, so they all see the same data."""
+    out: List[Feed] = []
+    left = n
+    for f in feeds:
+        if left <= 0:
+            break
+        k = samples_in(f)
+        if k > left:
+            f = {name: v[:left] for name, v in f.items()}
+            k = left
+        out.append(f)
+        left -= k
+    return out
+
+
+# ----------------------------------------------------------------------------- runners
+class Runner:
+    """Runs one model. Subclasses set `name` and implement `_start` and `_infer`."""
+
+    name = "runner"
+
+    def __init__(self, model: Any, *, mark_all: bool = False) -> None:
+        self.model = model
+        self.mark_all = mark_all
+        self.order: List[str] = []  # node outputs in topological order (mark_all)
+        self._started = False
+
+    def _start(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _infer(self, feed: Feed) -> Feed:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def start(self) -> "Runner":
+        """Load the model (sessions are built once, on first use)."""
+        if not self._started:
+            self._start()
+            self._started = True
+        return self
+
+    def input_metadata(self) -> Dict[str, TensorMeta]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def infer(self, feed: Feed) -> Feed:
+        """Outputs by name for one feed (declared inputs only, floats cast to their type)."""
+        self.start()
+        return self._infer(cast_feed(self.input_metadata(), feed))
+
+    def infer_all(self, feeds: Sequence[Feed]) -> List[Feed]:
+        return [self.infer(f) for f in feeds]
+
+
+def session(proto: Any, threads: Optional[int] = 1) -> Any:
+    """An onnxruntime CPU session running the graph as written (no graph optimisations);
+    a path is handed to onnxruntime as is (no re-serialising). threads=None: ORT's default."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare the graph as written
+    if threads is not None:
+        so.intra_op_num_threads = threads
+    so.enable_cpu_mem_arena = False  # one-off runs: do not keep a grown arena around
+    src = str(proto) if isinstance(proto, (str, os.PathLike)) else proto.SerializeToString()
+    return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+
+
+_ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16,
+              "tensor(double)": np.float64, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
+              "tensor(int8)": np.int8, "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
+
+
+class OnnxRuntimeRunner(Runner):
+    """onnxruntime CPU. `model`: a ModelProto, a Model or a path (a path is handed to
+    onnxruntime as is unless mark_all needs a changed copy). threads=None: ORT's default."""
+
+    name = "onnxruntime"
+
+    def __init__(self, model: Any, *, mark_all: bool = False, threads: Optional[int] = None,
+                 outputs: Optional[Sequence[str]] = None) -> None:
+        super().__init__(model, mark_all=mark_all)
+        self.threads = threads
+        self.outputs = list(outputs) if outputs else None
+        self.sess: Any = None
+
+    def _start(self) -> None:
+        src = self.model
+        if self.mark_all:
+            src, self.order, _ = mark_all_outputs(load_proto(self.model))
+        elif not isinstance(src, (str, os.PathLike)):
+            src = load_proto(src)
+        self.sess = session(src, threads=self.threads)
+        self._names = self.outputs or [o.name for o in self.sess.get_outputs()]
+
+    def input_metadata(self) -> Dict[str, TensorMeta]:
+        self.start()
+        out = {}
+        for i in self.sess.get_inputs():
+            dt = np.dtype(_ORT_TYPES[i.type]) if i.type in _ORT_TYPES else None
+            if i.type == "tensor(bfloat16)":
+                dt = _np_dtype(16)
+            out[i.name] = TensorMeta(i.name, dt, list(i.shape))
+        return out
+
+    def _infer(self, feed: Feed) -> Feed:
+        return dict(zip(self._names, self.sess.run(self._names, feed)))
+
+
+class ReferenceRunner(Runner):
+    """onnx's reference evaluator: FP16/BF16 computed in that arithmetic (overflow shows)."""
+
+    name = "reference"
+
+    def _start(self) -> None:
+        from onnx.reference import ReferenceEvaluator
+
+        self.proto = load_proto(self.model)
+        self.ev = ReferenceEvaluator(self.proto)
+        self._outputs = [o.name for o in self.proto.graph.output]
+        if self.mark_all:
+            self.order = [o for n in self.proto.graph.node for o in n.output if o]
+        self._meta = input_metadata_of(self.proto)
+
+    def input_metadata(self) -> Dict[str, TensorMeta]:
+        self.start()
+        return self._meta
+
+    def _infer(self, feed: Feed) -> Feed:
+        import warnings
+
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            if not self.mark_all:
+                return dict(zip(self._outputs, (np.asarray(v) for v in self.ev.run(None, feed))))
+            outs = self.ev.run(None, feed, intermediate=True)
+        keep = set(self.order) | set(self._outputs)
+        return {k: np.asarray(v) for k, v in outs.items()
+                if k in keep and isinstance(v, (np.ndarray, np.generic))}
+
+
+def make_runner(kind: str, model: Any, *, mark_all: bool = False,
+                threads: Optional[int] = None) -> Runner:
+    """A runner by name: onnxruntime | reference | auto (reference for FP16/BF16 graphs)."""
+    if kind == "auto":
+        kind = "reference" if has_low_float(load_proto(model)) else "onnxruntime"
+    if kind == "onnxruntime":
+        return OnnxRuntimeRunner(model, mark_all=mark_all, threads=threads)
+    if kind == "reference":
+        return ReferenceRunner(model, mark_all=mark_all)
+    from workbench.errors import WorkbenchError
+
+    raise WorkbenchError(f"unknown runner '{kind}'", field="runner",
+                         hint="use " + " or ".join(RUNNERS) + " (or auto)")
+
+
+def run(proto: Any, feed: Feed, threads: Optional[int] = 1) -> Feed:
+    """One feed through onnxruntime (a path is handed over as is): outputs by name."""
+    return OnnxRuntimeRunner(proto, threads=threads).infer(feed)
