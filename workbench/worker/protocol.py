@@ -135,7 +135,7 @@ def check_request(msg: Dict[str, Any]) -> Optional[str]:
     """What is wrong with a request, or None: `op` a string, `args` an object."""
     if not isinstance(msg.get("op"), str):
         return "request has no op name"
-    if not isinstance(msg.get("args", {}) or {}, dict):
+    if msg.get("args") is not None and not isinstance(msg["args"], dict):
         return "request args must be a JSON object"
     return None
 
