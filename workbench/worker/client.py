@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.worker import protocol
-from workbench.worker.launch import ROOT, same_interpreter, worker_command  # noqa: F401
+from workbench.worker.launch import same_interpreter, worker_command  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     import subprocess
