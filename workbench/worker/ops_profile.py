@@ -4,8 +4,9 @@ information JSON (with the execution context set, so shapes are concrete).
 
 `profile_engine` runs a serialized engine (an ONNX is built first by the one `build` op, on
 the client's side: workbench.timing.capture); `cuda_info` says whether there is a GPU. CUDA
-through the worker's one wrapper (worker.cuda). Python 3.9, stdlib + numpy + tensorrt +
-polygraphy only.
+through the worker's one wrapper (worker.cuda). numpy is imported with this module: op
+modules load on first use, so a build never pays for it (the lazy-numpy shim this module had
+is gone). Python 3.9, stdlib + numpy + tensorrt + polygraphy only.
 """
 from __future__ import annotations
 
@@ -13,23 +14,13 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from workbench.worker import loaders as L
 from workbench.worker.cuda import Cuda
 from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
 from workbench.worker.registry import Context, OpError, op
 
-
-class _LazyNumpy:
-    """numpy on first use: the worker starts (and builds) without paying for its import."""
-
-    def __getattr__(self, name: str) -> Any:
-        import numpy
-
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np: Any = _LazyNumpy()
 
 def _np_dtype(trt: Any, dt: Any) -> Any:
     fn = getattr(trt, "nptype", None)
