@@ -228,6 +228,47 @@ def test_timing_capture_builds_fp16_like_workbench_build(worker, tmp_path, monke
     assert cap32.dtype_counts().get("HALF", 0) == 0
 
 
+class _NoGpuHere:
+    """The real worker for everything but the two GPU-only requests: cuda_info answers as a
+    GPU machine would, profile_engine is recorded and stopped (profiling needs a GPU)."""
+
+    class Stop(Exception):
+        pass
+
+    def __init__(self, real):
+        self.real, self.python, self.profiled = real, real.python, None
+
+    def call(self, op, args=None, **kw):
+        if op == protocol.CUDA_INFO:
+            return {"device_count": 1, "compute_capability": "8.9"}
+        if op == protocol.PROFILE_ENGINE:
+            self.profiled = args
+            raise self.Stop()
+        return self.real.call(op, args, **kw)
+
+
+def test_capture_onnx_hands_the_build_route_engine_to_the_profiler(worker, tmp_path):
+    """capture_onnx (what `timing-capture MODEL.onnx --fp16` runs) builds through
+    build_engine and profiles that very engine: FP16 in the network on TensorRT-RTX."""
+    from workbench.build.engine import BuildConfig, build_engine
+    from workbench.timing.capture import capture_onnx
+
+    proxy = _NoGpuHere(worker)
+    with pytest.raises(_NoGpuHere.Stop):
+        capture_onnx(RESNET, fp16=True, profiles=RESNET_PROFILE, target="sm89",
+                     backend="tensorrt-rtx", out_dir=str(tmp_path / "out"), client=proxy,
+                     iterations=5, warmup=1, layer_iterations=2)
+    eng = Path(proxy.profiled["engine_path"])
+    assert eng == (tmp_path / "out" / "model.engine").resolve() and eng.stat().st_size > 0
+    assert proxy.profiled["backend"] == "tensorrt-rtx" and proxy.profiled["iterations"] == 5
+    # the engine is the one `workbench build --precision fp16` makes from the same settings
+    ref = build_engine(RESNET, BuildConfig(precision="fp16", profiles=[RESNET_PROFILE],
+                                           target="sm89", backend="tensorrt-rtx",
+                                           workspace_bytes=2048 << 20), client=worker)
+    assert ref.cache_hit and ref.size_bytes == eng.stat().st_size
+    assert ref.dtype_counts().get("HALF", 0) > 0
+
+
 def test_capture_fills_a_profile_for_dynamic_inputs_left_out():
     from workbench.timing.capture import capture_build_config
 

@@ -165,11 +165,12 @@ def capture_onnx(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = Non
                  shapes: Optional[Dict[str, Sequence[int]]] = None, inputs: Optional[str] = None,
                  batch_sizes: Union[Sequence[int], str, None] = None, iterations: int = 100,
                  warmup: int = 20, layer_iterations: int = 50, backend: str = "auto",
-                 out_dir: Optional[str] = None, client: Any = None,
-                 timeout: Optional[float] = 1800,
+                 target: Optional[str] = None, out_dir: Optional[str] = None,
+                 client: Any = None, timeout: Optional[float] = 1800,
                  on_event: Optional[Callable[[Dict[str, Any]], None]] = None) -> CaptureResult:
     """Build an engine from ONNX the way `workbench build` does (see build_for_capture) and
-    time it like `capture`; `timeout` covers both. `profiles`: {input: [min, opt, max]}."""
+    time it like `capture`; `timeout` covers both. `profiles`: {input: [min, opt, max]};
+    `target`: as `workbench build --target` (default: this machine's GPU)."""
     from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
 
     t0 = time.monotonic()
@@ -180,7 +181,7 @@ def capture_onnx(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = Non
     worker = _client(client)
     worker.call(CUDA_INFO, timeout=120)  # no GPU: say so now, not after a long build
     built = build_for_capture(p, fp16=fp16, profiles=profiles, tactic_sources=tactic_sources,
-                              workspace_mb=workspace_mb, backend=backend,
+                              workspace_mb=workspace_mb, backend=backend, target=target,
                               out_dir=args["out_dir"], client=worker, timeout=timeout,
                               on_event=on_event)
     engine_path = built.output_path or built.engine_path
