@@ -174,8 +174,8 @@ def test_lean_exec_worker_finds_a_backend_only_site_would_add():
     site_packages = [p for p in sys.path if p.endswith("-packages")]
     code = ("import sys; sys.path.insert(0, %r); "
             "sys.path[:] = [p for p in sys.path if not p.endswith('-packages')]; "
-            "from workbench.worker.trt import import_backend; "
-            "name, mod = import_backend('tensorrt-rtx'); print(name, mod.__name__)") % str(REPO)
+            "from workbench.worker.loaders import load_backend; "
+            "name, mod = load_backend('tensorrt-rtx'); print(name, mod.__name__)") % str(REPO)
     r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                        timeout=120)
     assert site_packages, "test needs a site-packages on sys.path"

@@ -78,11 +78,32 @@ def test_resnet_tiny_layers_latency_throughput(resnet_pair):
         thr = {r["batch"]: r["items_per_s"] for r in res.throughput}
         assert set(thr) == {1, 8, 32} and thr[32] > thr[1]
         precs = {r["precision"] for r in summarize(t)["by_precision"]}
-        if prec == "fp32":  # the FP16 flag only *allows* FP16: the builder kept TF32/FP32 kernels
+        if prec == "fp32":  # FP32 build; (8.6 builds FP16 by flag, which only *allows* FP16)
             assert precs == {"FP32"}, precs  # for this 32x32 model on the H200 (seen 2026-11-30)
         print(prec, "layers", len(t), "sum median ms", round(t.total_ms, 4), "latency",
               {k: round(v, 4) for k, v in res.latency.items() if k.endswith("_ms")},
               "throughput", thr, "mapped %", round(cov["mapped_pct"], 1))
+
+
+def test_capture_builds_exactly_like_workbench_build(gpu_worker):
+    """timing-capture of an ONNX goes through build_engine: the same route (builder flags on
+    8.6, strongly typed where the backend has it), the same cache key and the same per-layer
+    network dtypes as `workbench build --precision fp16` with the same settings."""
+    from workbench.build.engine import BuildConfig, build_engine
+    from workbench.timing.capture import build_for_capture
+
+    w, _ = gpu_worker
+    prof = {"input": [[1, 3, 32, 32], [8, 3, 32, 32], [32, 3, 32, 32]]}
+    cap = build_for_capture(SAMPLES / "resnet_tiny.onnx", fp16=True, profiles=prof,
+                            tactic_sources=TACTICS, backend="tensorrt", client=w, timeout=900)
+    ref = build_engine(SAMPLES / "resnet_tiny.onnx",
+                       BuildConfig(precision="fp16", profiles=[prof], tactic_sources=TACTICS,
+                                   workspace_bytes=2048 << 20, backend="tensorrt"),
+                       client=w, timeout=900, use_cache=False)
+    assert cap.route == ref.route and cap.key == ref.key
+    dtypes = lambda r: {la["name"]: [o["dtype"] for o in la["outputs"]] for la in r.layers}  # noqa: E731
+    assert dtypes(cap) == dtypes(ref)
+    print("capture route", cap.route, "dtypes", cap.dtype_counts())
 
 
 def test_profile_engine_on_built_engine(resnet_pair, gpu_worker, tmp_path):

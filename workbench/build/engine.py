@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_json
-from workbench.worker.trt import BUILD_BACKENDS
+from workbench.worker.protocol import BAD_INPUT_CODES, BUILD_BACKENDS
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "fp8")
 ROUTES = ("auto", "strongly-typed", "legacy-flags")
@@ -41,10 +41,6 @@ CALIBRATE_METHODS = ("entropy", "minmax", "percentile")
 CACHE_SCHEMA = 1
 # Fields that do not change the engine (they are left out of the cache key).
 _NOT_IN_KEY = ("timing_cache",)
-# Worker error codes that mean "the user's input is wrong" (CLI exit 2), not "the build failed".
-_BAD_INPUT_CODES = {"bad-profile", "bad-target", "bad-plugin", "bad-calibration", "no-flag",
-                    "bad-precision", "no-backend", "no-calibrator", "unknown-op", "no-gpu",
-                    "no-cuda"}
 
 PathLike = Union[str, "os.PathLike[str]"]
 Shape = List[int]
@@ -635,6 +631,8 @@ def _expand_exclude_ops(ref: _ModelRef, config: BuildConfig) -> List[str]:
 def _node_for_index(ref: _ModelRef, idx: Any) -> Optional[str]:
     try:
         i = int(idx)
+        if i < 0:  # the parser's "no node" (a graph-level error)
+            return None
         node = ref.model.graph.node[i]
         return node.name or ref.model.node_ids[i]
     except (TypeError, ValueError, IndexError):
@@ -795,7 +793,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         _raise_if_invalid()
         from workbench.build.log import NameIndex, findings_from_log
 
-        if e.code in _BAD_INPUT_CODES:
+        if e.code in BAD_INPUT_CODES:  # the user's input is wrong (CLI exit 2)
             field_name = (e.details or {}).get("field")
             raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
                                  field=field_name, node=e.node, hint=e.hint) from None
@@ -808,14 +806,14 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         log = (e.details or {}).get("log") or []
         found = findings_from_log(log, NameIndex.from_graph(ref.model.graph))
         for err in errs:  # every node the parser refused, not only the first
-            n = err.get("node_name") or _node_for_index(ref, err.get("node_index"))
-            plugin = "plugin" in str(err.get("desc", "")).lower()
+            n = err.get("node") or _node_for_index(ref, err.get("node_index"))
+            plugin = "plugin" in str(err.get("message", "")).lower()
             hint = ("pass the plugin library with --plugins, or replace the node "
                     "(`workbench fix MODEL`)" if plugin else
                     "see `workbench check MODEL`; `workbench fix MODEL` proposes recipes")
             found.append(Finding(
                 "error", "missing-plugin" if plugin else "parse-error",
-                f"TensorRT's parser refused {err.get('op') or 'the node'}: {err.get('desc')}",
+                f"TensorRT's parser refused {err.get('op') or 'the node'}: {err.get('message')}",
                 nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint))
         _failed(ws, key, config, e.code, node=node, message=e.message)
         raise BuildFailed(e.message, node=node, op=e.op, hint=e.hint, code=e.code, log=log,

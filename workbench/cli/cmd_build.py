@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from workbench.errors import WorkbenchError
-from workbench.worker.trt import BUILD_BACKENDS as BACKENDS  # light: TensorRT is not imported
+from workbench.worker.protocol import BUILD_BACKENDS as BACKENDS  # stdlib only: no TensorRT
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse

@@ -1,4 +1,7 @@
-"""`workbench timing-capture`: time an engine (or build one from ONNX) on this machine's GPU."""
+"""`workbench timing-capture`: time an engine (or build one from ONNX) on this machine's GPU.
+
+An ONNX is built exactly as `workbench build MODEL --precision fp16|fp32` would build it
+(workbench.timing.capture.build_for_capture), then timed."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +17,8 @@ HELP = ("time a TensorRT engine on the GPU (per-layer IProfiler times, P50/P90/P
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="ENGINE|MODEL.onnx",
-                   help="a serialized engine, or an ONNX model to build first (--fp16 for the flag)")
+                   help="a serialized engine, or an ONNX model to build first (as `workbench "
+                        "build` does)")
     p.add_argument("--onnx", metavar="MODEL", help="the ONNX the engine came from (for mapping)")
     p.add_argument("--shapes", metavar="NAME:DxDxD[,NAME:...]",
                    help="input shapes to time at (default: the profile's opt shapes)")
@@ -24,7 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inputs", metavar="DATA.npz", help="input arrays (cast to the engine's dtypes)")
     p.add_argument("--batch-sizes", metavar="B,B,...|profile",
                    help="throughput at these batch sizes ('profile': its min, opt and max)")
-    p.add_argument("--fp16", action="store_true", help="(ONNX only) build with the FP16 flag")
+    p.add_argument("--fp16", action="store_true",
+                   help="(ONNX only) build at FP16 like `workbench build --precision fp16`: "
+                        "FP16 in the ONNX, strongly typed where the backend is")
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--layer-iterations", type=int, default=50)

@@ -4,20 +4,31 @@
     res.table.df            # per-layer IProfiler times joined with the engine's layer info
     res.latency             # {"p50_ms", "p90_ms", "p99_ms", ...} from CUDA events
 
-On a machine without a usable GPU this raises a WorkbenchError saying so (the worker checks
-the CUDA runtime before anything else).
+    res = capture_onnx("model.onnx", fp16=True)   # built like `workbench build --precision fp16`
+
+An ONNX is built by workbench.build's build_engine (the worker's one build op, the same
+precision handling: FP16 as an ONNX transform on a strongly typed network where the backend
+has them, the builder flag only on TensorRT <= 10 without; the engine cache too), then timed
+like an engine. On a machine without a usable GPU this raises a WorkbenchError saying so (the
+worker checks the CUDA runtime before anything else, before any build).
 """
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
 from workbench.errors import WorkbenchError
 from workbench.timing.profile import Profile, load_profile
 from workbench.timing.table import LayerTable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.build.engine import BuildConfig, BuildResult
+
+Profiles = Optional[Dict[str, Sequence[Sequence[int]]]]
 
 
 @dataclass
@@ -78,34 +89,108 @@ def capture(engine_path: Any, *, onnx: Any = None, shapes: Optional[Dict[str, Se
     """Time a serialized engine on the GPU: per-layer times, latency percentiles, throughput
     per batch size (`batch_sizes`: a list, or "profile" for the profile's min/opt/max batch),
     and the engine's layer information (see module docstring)."""
+    from workbench.worker.protocol import PROFILE_ENGINE
+
     p = Path(engine_path)
     if not p.is_file():
         raise WorkbenchError("engine file not found", file=str(p), hint="build the engine first")
     args = _common(shapes, inputs, batch_sizes, iterations, warmup, layer_iterations, out_dir)
     args.update({"engine_path": str(p.resolve()), "profile_index": int(profile_index),
                  "backend": backend})
-    res = _client(client).call("profile_engine", args, timeout=timeout, on_event=on_event)
+    res = _client(client).call(PROFILE_ENGINE, args, timeout=timeout, on_event=on_event)
     return _finish(res, onnx)
 
 
-def capture_onnx(onnx_path: Any, *, fp16: bool = False,
-                 profiles: Optional[Dict[str, Sequence[Sequence[int]]]] = None,
+def capture_build_config(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = None,
+                         tactic_sources: Optional[Sequence[str]] = None,
+                         workspace_mb: int = 2048, backend: str = "auto",
+                         target: Optional[str] = None) -> "BuildConfig":
+    """The BuildConfig timing-capture builds `onnx_path` with: `workbench build --precision
+    fp16` (or fp32) with one profile. `profiles`: {input: [min, opt, max]}; a dynamic input
+    it leaves out is built at 1 on each dynamic axis (as timing-capture always did)."""
+    from workbench.build.engine import BuildConfig
+
+    prof = {k: [[int(d) for d in s] for s in v] for k, v in (profiles or {}).items()}
+    prof.update(_fixed_profile(onnx_path, exclude=prof))
+    return BuildConfig(precision="fp16" if fp16 else "fp32", profiles=[prof] if prof else [],
+                       tactic_sources=list(tactic_sources) if tactic_sources else None,
+                       workspace_bytes=int(workspace_mb) << 20, backend=backend, target=target)
+
+
+def _fixed_profile(onnx_path: Any, exclude: Dict[str, Any]) -> Dict[str, List[List[int]]]:
+    """min/opt/max for the dynamic inputs not in `exclude`: a symbolic dim another input's
+    profile covers takes that range (inputs sharing "batch" agree), any other dynamic dim 1."""
+    from workbench.inputs import model_inputs
+    from workbench.model import open_model
+
+    specs = model_inputs(open_model(onnx_path))
+    known: Dict[str, List[int]] = {}  # symbol -> [min, opt, max]
+    for spec in specs:
+        if spec.name in exclude:
+            trio = exclude[spec.name]
+            for axis, d in enumerate(spec.dims):
+                if isinstance(d, str) and all(len(s) > axis for s in trio):
+                    known.setdefault(d, [int(s[axis]) for s in trio])
+    out = {}
+    for spec in specs:
+        if spec.name in exclude or not spec.dynamic_axes:
+            continue
+        cols = [[d] * 3 if isinstance(d, int) else known.get(d, [1, 1, 1]) if isinstance(d, str)
+                else [1, 1, 1] for d in spec.dims]
+        out[spec.name] = [[c[i] for c in cols] for i in range(3)]
+    return out
+
+
+def build_for_capture(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = None,
+                      tactic_sources: Optional[Sequence[str]] = None, workspace_mb: int = 2048,
+                      backend: str = "auto", target: Optional[str] = None,
+                      out_dir: Optional[str] = None, client: Any = None,
+                      timeout: Optional[float] = 1800,
+                      on_event: Optional[Callable[[Dict[str, Any]], None]] = None
+                      ) -> "BuildResult":
+    """Build the engine capture_onnx times, through build_engine (engine cache included);
+    a copy lands in `out_dir`/model.engine when given."""
+    from workbench.build.engine import build_engine
+
+    cfg = capture_build_config(onnx_path, fp16=fp16, profiles=profiles,
+                               tactic_sources=tactic_sources, workspace_mb=workspace_mb,
+                               backend=backend, target=target)
+    output = Path(out_dir) / "model.engine" if out_dir else None
+    return build_engine(onnx_path, cfg, client=_client(client), timeout=timeout,
+                        on_event=on_event, output=output)
+
+
+def capture_onnx(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = None,
                  tactic_sources: Optional[Sequence[str]] = None, workspace_mb: int = 2048,
                  shapes: Optional[Dict[str, Sequence[int]]] = None, inputs: Optional[str] = None,
                  batch_sizes: Union[Sequence[int], str, None] = None, iterations: int = 100,
                  warmup: int = 20, layer_iterations: int = 50, backend: str = "auto",
-                 out_dir: Optional[str] = None, client: Any = None,
-                 timeout: Optional[float] = 1800,
+                 target: Optional[str] = None, out_dir: Optional[str] = None,
+                 client: Any = None, timeout: Optional[float] = 1800,
                  on_event: Optional[Callable[[Dict[str, Any]], None]] = None) -> CaptureResult:
-    """Build an engine from ONNX in the worker (builder-flag route, DETAILED verbosity) and
-    time it like `capture`. `profiles`: {input: [min, opt, max]}."""
+    """Build an engine from ONNX the way `workbench build` does (see build_for_capture) and
+    time it like `capture`; `timeout` covers both. `profiles`: {input: [min, opt, max]};
+    `target`: as `workbench build --target` (default: this machine's GPU)."""
+    from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
+
+    t0 = time.monotonic()
     p = Path(onnx_path)
     if not p.is_file():
         raise WorkbenchError("ONNX file not found", file=str(p))
     args = _common(shapes, inputs, batch_sizes, iterations, warmup, layer_iterations, out_dir)
-    args.update({"onnx_path": str(p.resolve()), "fp16": bool(fp16), "backend": backend,
-                 "profiles": {k: [list(map(int, s)) for s in v] for k, v in (profiles or {}).items()}
-                 or None, "tactic_sources": list(tactic_sources) if tactic_sources else None,
-                 "workspace_mb": int(workspace_mb)})
-    res = _client(client).call("build_and_profile", args, timeout=timeout, on_event=on_event)
+    worker = _client(client)
+    worker.call(CUDA_INFO, timeout=120)  # no GPU: say so now, not after a long build
+    built = build_for_capture(p, fp16=fp16, profiles=profiles, tactic_sources=tactic_sources,
+                              workspace_mb=workspace_mb, backend=backend, target=target,
+                              out_dir=args["out_dir"], client=worker, timeout=timeout,
+                              on_event=on_event)
+    engine_path = built.output_path or built.engine_path
+    args.update({"engine_path": engine_path, "profile_index": 0, "backend": built.backend})
+    left = None if timeout is None else max(1.0, timeout - (time.monotonic() - t0))
+    res = worker.call(PROFILE_ENGINE, args, timeout=left, on_event=on_event)
+    res.update({"backend": built.backend, "engine_path": engine_path,
+                "build_s": built.build_seconds, "engine_bytes": built.size_bytes,
+                "build_route": built.route, "build_cache_hit": built.cache_hit,
+                "build_warnings": [m["message"] for m in built.log
+                                   if m.get("level") == "warning"][:20]})
     return _finish(res, p)

@@ -6,7 +6,17 @@ time-limited, and TensorRT can live in another interpreter (``WORKBENCH_TRT_PYTH
 GPU rig's Python 3.9). Everything under this package imports only the stdlib, numpy, the
 TensorRT module and Polygraphy, and keeps Python 3.9 syntax.
 
-Protocol (JSON lines): request ``{"id", "op", "args"}`` on stdin; the worker answers with
-``{"id", "event": "progress"|"log"}`` events and exactly one ``{"id", "event": "result"}`` or
-``{"id", "event": "error"}``. ``{"op": "cancel", "id": X}`` asks request X to stop.
+    protocol      both ends: op names, message shapes, backend names, error codes, framing
+    client side   client (WorkerClient), launch (exec'd start, -S), forked (fork start, CLI)
+    server side   boot (entry, backend preload) -> main (loop, ping/backend_info/sleep/crash)
+                  registry (op registry, OpError, Context)
+                  loaders (backend, logger, plugins, network from ONNX, parser-error records,
+                  builder config, profiles, calibrator, build, runtime), cuda (the CUDA wrapper)
+                  ops_build (build, inspect_engine), ops_parse (parse, check_build),
+                  ops_precision (network_dtypes), ops_profile (profile_engine, cuda_info)
+
+Protocol (JSON lines, see protocol.py): request ``{"id", "op", "args"}`` on stdin; the worker
+answers with ``{"id", "event": "progress"|"log"}`` events and exactly one
+``{"id", "event": "result"}`` or ``{"id", "event": "error"}``. ``{"op": "cancel", "id": X}``
+asks request X to stop.
 """

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import json
 import os
 import queue
 import signal
@@ -22,37 +21,11 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional
 
 from workbench.errors import WorkbenchError
+from workbench.worker import protocol
+from workbench.worker.launch import same_interpreter, worker_command  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     import subprocess
-
-# the folder holding the workbench package (os.path: pathlib and subprocess are imported only
-# when needed, so that a CLI reaches its worker's fork in as few milliseconds as it can)
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-_BOOT = ("import sys; sys.path.insert(0, %r); "
-         "from workbench.worker.boot import run; run()")
-# Same interpreter: start without `site` (-S) and hand over this process's import path instead.
-# site's .pth processing costs 30-60 ms per start (editable-install finders, vendor hooks) and
-# the worker needs none of it; if the backend still does not import, the worker runs site then.
-_BOOT_NO_SITE = ("import sys; sys.path.insert(0, %r); "
-                 "sys.path.extend(p for p in %r if p not in sys.path); "
-                 "from workbench.worker.boot import run; run()")
-
-
-def same_interpreter(python: str) -> bool:
-    """Is `python` this very interpreter *and environment*? Compared as paths, not as files:
-    a venv's bin/python is a symlink to the same binary but has its own site-packages."""
-    return os.path.abspath(python) == os.path.abspath(sys.executable)
-
-
-def worker_command(python: str) -> list:
-    """argv that starts the worker under `python` (lean start-up when it is this interpreter;
-    WORKBENCH_WORKER_SITE=1 turns that off)."""
-    if same_interpreter(python) and not os.environ.get("WORKBENCH_WORKER_SITE"):
-        paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)]
-        return [python, "-S", "-c", _BOOT_NO_SITE % (ROOT, paths)]
-    return [python, "-c", _BOOT % ROOT]
-
 
 class WorkerError(WorkbenchError):
     """The worker reported an error for a request (parse failure, build failure, ...)."""
@@ -210,12 +183,10 @@ class WorkerClient:
         return msg.get("backend_info")
 
     def _read_stdout(self, proc: subprocess.Popen, ready: threading.Event) -> None:
-        from workbench.worker.registry import read_json_lines
-
         assert proc.stdout is not None
         events = self._events
         try:
-            for msg in read_json_lines(proc.stdout, lambda line: self._stderr.append(
+            for msg in protocol.read_json_lines(proc.stdout, lambda line: self._stderr.append(
                     "[stdout] " + line)):
                 if msg.get("event") == "ready" and not ready.is_set():
                     self._ready_msg = msg
@@ -325,7 +296,7 @@ class WorkerClient:
             assert proc is not None and proc.stdin is not None
             rid = next(self._ids)
             try:
-                proc.stdin.write(json.dumps({"id": rid, "op": op, "args": args or {}}) + "\n")
+                proc.stdin.write(protocol.encode(protocol.request(rid, op, args)))
                 proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 self._raise_crash(f"receiving '{op}'")
@@ -356,7 +327,7 @@ class WorkerClient:
                                           code="cancelled")
                 if cancel is not None and cancel.is_set() and cancel_sent_at is None:
                     try:
-                        proc.stdin.write(json.dumps({"op": "cancel", "id": rid}) + "\n")
+                        proc.stdin.write(protocol.encode(protocol.cancel(rid)))
                         proc.stdin.flush()
                     except (BrokenPipeError, OSError):
                         pass

@@ -1,44 +1,45 @@
-"""The worker's main loop: read JSON requests on stdin, run ops, write JSON events.
+"""The worker's main loop: read JSON requests on stdin, run ops, write JSON events (shapes:
+workbench.worker.protocol), and the ops that need no TensorRT (ping, backend_info, sleep, crash).
 
 The original stdout file descriptor is kept for the protocol and fd 1 is pointed at stderr,
-so that anything TensorRT's C++ code prints can never corrupt the message stream.
+so that anything TensorRT's C++ code prints can never corrupt the message stream. An op's
+module is imported when the op is first asked for (protocol.OP_MODULES says which).
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
 import sys
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
-from workbench.worker.registry import OPS, Cancelled, Context, OpError, op, read_json_lines
-
-_ops_loaded = False
-
-
-def _load_op_modules() -> None:
-    """Import every ops_* module once (they register their ops); a failing one is logged."""
-    global _ops_loaded
-    if _ops_loaded:
-        return
-    _ops_loaded = True
-    import importlib
-
-    here = os.path.dirname(os.path.abspath(__file__))  # (pkgutil would import inspect: 5 ms)
-    for fn in sorted(os.listdir(here)):
-        if fn.startswith("ops_") and fn.endswith(".py"):
-            try:
-                importlib.import_module("workbench.worker." + fn[:-3])
-            except Exception as e:  # an op module failing to import must not kill the worker
-                sys.stderr.write("worker: op module %s failed to import: %r\n" % (fn, e))
+from workbench.worker import protocol as P
+from workbench.worker.registry import OPS, Cancelled, Context, OpError, op
 
 
-@op("ping")
+def _find_op(name: Any) -> Optional[Callable[..., Any]]:
+    """The op registered under `name`, importing its module first when needed."""
+    if name not in OPS and name in P.OP_MODULES:
+        import importlib
+
+        importlib.import_module("workbench.worker." + P.OP_MODULES[name])
+    return OPS.get(name)
+
+
+def _load_all_ops() -> None:
+    """Import every op module (ping lists the ops); one that fails to import is logged."""
+    for name in sorted(P.OP_MODULES):
+        try:
+            _find_op(name)
+        except Exception as e:  # an op module failing to import must not kill the worker
+            sys.stderr.write("worker: op module for %s failed to import: %r\n" % (name, e))
+
+
+@op(P.PING)
 def _ping(ctx: Context) -> Dict[str, Any]:
     import platform
 
-    _load_op_modules()
+    _load_all_ops()
     out: Dict[str, Any] = {"python": platform.python_version(), "pid": os.getpid(),
                            "ops": sorted(OPS)}
     try:
@@ -50,16 +51,16 @@ def _ping(ctx: Context) -> Dict[str, Any]:
     return out
 
 
-@op("backend_info")
+@op(P.BACKEND_INFO)
 def _backend_info(ctx: Optional[Context], backend: str = "auto") -> Dict[str, Any]:
-    from workbench.worker.trt import capabilities, import_backend, version_of
+    from workbench.worker.loaders import capabilities, load_backend, version_of
 
-    name, trt = import_backend(backend)
+    name, trt = load_backend(backend)
     return {"backend": name, "module": trt.__name__, "version": version_of(trt),
             "capabilities": capabilities(trt)}
 
 
-@op("sleep")
+@op(P.SLEEP)
 def _sleep(ctx: Context, seconds: float = 1.0, step: float = 0.05) -> Dict[str, Any]:
     """A cancellable wait with progress: used to test timeouts, cancel and progress plumbing."""
     import time
@@ -72,7 +73,7 @@ def _sleep(ctx: Context, seconds: float = 1.0, step: float = 0.05) -> Dict[str, 
     return {"slept": seconds}
 
 
-@op("crash")
+@op(P.CRASH)
 def _crash(ctx: Context, how: str = "abort") -> None:
     """Die the way TensorRT sometimes does (for crash-containment tests)."""
     sys.stderr.write("worker: about to crash on purpose (%s)\n" % how)
@@ -95,21 +96,20 @@ def main(ready: Optional[Dict[str, Any]] = None) -> None:
     lock = threading.Lock()
 
     def send(msg: Dict[str, Any]) -> None:
-        line = json.dumps(msg, default=str)
+        line = P.encode(msg)
         with lock:
-            out.write(line + "\n")
+            out.write(line)
             out.flush()
 
     requests: "queue.Queue[Any]" = queue.Queue()
     current: Dict[str, Context] = {}
 
     def bad_request(line: str) -> None:
-        send({"id": None, "event": "error",
-              "error": {"type": "protocol", "message": "bad JSON request"}})
+        send(P.error(None, "bad JSON request", type="protocol", code="bad-args"))
 
     def reader() -> None:
-        for msg in read_json_lines(sys.stdin, bad_request):
-            if msg.get("op") == "cancel":
+        for msg in P.read_json_lines(sys.stdin, bad_request):
+            if msg.get("op") == P.CANCEL:
                 ctx = current.get(str(msg.get("id")))
                 if ctx is not None:
                     ctx.cancel_event.set()
@@ -118,39 +118,31 @@ def main(ready: Optional[Dict[str, Any]] = None) -> None:
         requests.put(None)
 
     threading.Thread(target=reader, daemon=True).start()
-    send(dict(ready or {}, id=None, event="ready", pid=os.getpid()))
+    send(P.ready(os.getpid(), **(ready or {})))
     while True:
-        try:
-            msg = requests.get_nowait()
-        except queue.Empty:  # idle: register the op modules now rather than on a request
-            _load_op_modules()
-            msg = requests.get()
+        msg = requests.get()
         if msg is None:
             break
         rid = msg.get("id")
         ctx = Context(rid, send)
         current[str(rid)] = ctx
         try:
-            fn = OPS.get(msg.get("op"))
-            if fn is None:
-                _load_op_modules()
-                fn = OPS.get(msg.get("op"))
+            problem = P.check_request(msg)
+            if problem:
+                raise OpError(problem, code="bad-args")
+            fn = _find_op(msg["op"])
             if fn is None:
                 raise OpError(f"unknown worker op '{msg.get('op')}'", code="unknown-op",
-                              details={"ops": sorted(OPS)})
-            result = fn(ctx, **(msg.get("args") or {}))
-            send({"id": rid, "event": "result", "result": result})
+                              details={"ops": sorted(P.OP_MODULES)})
+            send(P.result(rid, fn(ctx, **(msg.get("args") or {}))))
         except OpError as e:
-            send({"id": rid, "event": "error", "error": {
-                "type": "cancelled" if isinstance(e, Cancelled) else "op",
-                "code": e.code, "message": e.message, "node": e.node, "op": e.op,
-                "hint": e.hint, "details": e.details}})
+            send(P.error(rid, e.message, type="cancelled" if isinstance(e, Cancelled) else "op",
+                         code=e.code, node=e.node, op=e.op, hint=e.hint, details=e.details))
         except Exception as e:
             import traceback
 
-            send({"id": rid, "event": "error", "error": {
-                "type": "exception", "code": type(e).__name__, "message": str(e),
-                "traceback": traceback.format_exc()}})
+            send(P.error(rid, str(e), type="exception", code=type(e).__name__,
+                         traceback=traceback.format_exc()))
         finally:
             current.pop(str(rid), None)
 

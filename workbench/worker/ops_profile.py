@@ -2,103 +2,24 @@
 percentiles with CUDA events, throughput across batch sizes, and the engine's layer
 information JSON (with the execution context set, so shapes are concrete).
 
-`profile_engine` runs a serialized engine; `build_and_profile` builds one from ONNX with the
-TensorRT <= 10 builder-flag route (FP16 by flag when asked) and then profiles it, for rigs where
-no other build op is available. Device buffers come from polygraphy.cuda (pure Python over
-libcudart via ctypes), so no compiled CUDA binding is needed. Python 3.9, stdlib + numpy +
-tensorrt + polygraphy only.
+`profile_engine` runs a serialized engine (an ONNX is built first by the one `build` op, on
+the client's side: workbench.timing.capture); `cuda_info` says whether there is a GPU. CUDA
+through the worker's one wrapper (worker.cuda). numpy is imported with this module: op
+modules load on first use, so a build never pays for it (the lazy-numpy shim this module had
+is gone). Python 3.9, stdlib + numpy + tensorrt + polygraphy only.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
+from workbench.worker import loaders as L
+from workbench.worker.cuda import Cuda
+from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
 from workbench.worker.registry import Context, OpError, op
-from workbench.worker.trt import import_backend, make_logger, network_flags, version_of
-
-
-class _LazyNumpy:
-    """numpy on first use: the worker starts (and builds) without paying for its import."""
-
-    def __getattr__(self, name: str) -> Any:
-        import numpy
-
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np: Any = _LazyNumpy()
-
-NEEDS_GPU_HINT = ("run it on a machine with an NVIDIA GPU and driver (e.g. set "
-                  "WORKBENCH_TRT_PYTHON to a Python with tensorrt there); on this machine, analyse "
-                  "exported layer/profile JSON with `workbench timing LAYERS.json --profile P.json`")
-
-
-# -- CUDA through polygraphy.cuda --------------------------------------------------------------
-class _Cuda:
-    """libcudart via polygraphy.cuda (ctypes): device check, streams, events, buffers."""
-
-    def __init__(self) -> None:
-        try:
-            from polygraphy import cuda as pcuda  # type: ignore
-        except Exception as e:
-            raise OpError(f"profiling needs an NVIDIA GPU and the CUDA runtime: polygraphy.cuda "
-                          f"is not importable ({type(e).__name__}: {e})", code="no-gpu",
-                          hint="pip install polygraphy in the worker's Python; " + NEEDS_GPU_HINT)
-        self.pcuda = pcuda
-        try:
-            self.lib = pcuda.wrapper().handle
-        except Exception as e:
-            raise OpError(f"profiling needs an NVIDIA GPU: the CUDA runtime library could not be "
-                          f"loaded ({type(e).__name__}: {e})", code="no-gpu", hint=NEEDS_GPU_HINT)
-        if self.lib is None:
-            raise OpError("profiling needs an NVIDIA GPU: libcudart was not found",
-                          code="no-gpu", hint=NEEDS_GPU_HINT)
-        self.lib.cudaGetErrorString.restype = ctypes.c_char_p
-        n = ctypes.c_int(0)
-        rc = self.lib.cudaGetDeviceCount(ctypes.byref(n))
-        if rc != 0 or n.value < 1:
-            why = self.error_string(rc) if rc != 0 else "no CUDA device found"
-            raise OpError(f"profiling an engine needs an NVIDIA GPU, and this machine has none "
-                          f"usable (CUDA: {why})", code="no-gpu", hint=NEEDS_GPU_HINT)
-        self.device_count = n.value
-
-    def error_string(self, rc: int) -> str:
-        try:
-            return self.lib.cudaGetErrorString(rc).decode()
-        except Exception:
-            return f"cudaError {rc}"
-
-    def check(self, rc: int, what: str) -> None:
-        if rc != 0:
-            raise OpError(f"CUDA error in {what}: {self.error_string(rc)}", code="cuda-error")
-
-    def compute_capability(self) -> str:
-        major, minor = ctypes.c_int(0), ctypes.c_int(0)
-        self.lib.cudaDeviceGetAttribute(ctypes.byref(major), 75, 0)  # ComputeCapabilityMajor
-        self.lib.cudaDeviceGetAttribute(ctypes.byref(minor), 76, 0)
-        return "%d.%d" % (major.value, minor.value)
-
-    def event(self) -> ctypes.c_void_p:
-        ev = ctypes.c_void_p()
-        self.check(self.lib.cudaEventCreate(ctypes.byref(ev)), "cudaEventCreate")
-        return ev
-
-    def record(self, ev: ctypes.c_void_p, stream_ptr: int) -> None:
-        self.check(self.lib.cudaEventRecord(ev, ctypes.c_void_p(stream_ptr)), "cudaEventRecord")
-
-    def elapsed_ms(self, start: ctypes.c_void_p, end: ctypes.c_void_p) -> float:
-        self.check(self.lib.cudaEventSynchronize(end), "cudaEventSynchronize")
-        ms = ctypes.c_float(0.0)
-        self.check(self.lib.cudaEventElapsedTime(ctypes.byref(ms), start, end),
-                   "cudaEventElapsedTime")
-        return float(ms.value)
-
-    def destroy(self, ev: ctypes.c_void_p) -> None:
-        self.lib.cudaEventDestroy(ev)
 
 
 def _np_dtype(trt: Any, dt: Any) -> Any:
@@ -112,7 +33,7 @@ def _np_dtype(trt: Any, dt: Any) -> Any:
     table = {"FLOAT": np.float32, "HALF": np.float16, "INT8": np.int8, "INT32": np.int32,
              "INT64": np.int64, "BOOL": np.bool_, "UINT8": np.uint8}
     if name not in table:
-        raise OpError(f"cannot feed an input of TensorRT dtype {name}", code="dtype")
+        raise OpError(f"cannot feed an input of TensorRT dtype {name}", code="bad-input")
     return np.dtype(table[name])
 
 
@@ -150,17 +71,17 @@ def _feed(arr: np.ndarray, want: Any, name: str) -> np.ndarray:
         info = np.iinfo(want)
         if arr.size and (arr.min() < info.min or arr.max() > info.max):
             raise OpError(f"input '{name}' has values outside {want} range", node=name,
-                          code="input-range", hint="the engine takes %s for this input" % want)
+                          code="bad-input", hint="the engine takes %s for this input" % want)
     return np.ascontiguousarray(arr.astype(want))
 
 
 class _Runner:
     """One execution context with device buffers bound to its I/O tensors."""
 
-    def __init__(self, trt: Any, cuda: _Cuda, engine: Any, profile_index: int) -> None:
+    def __init__(self, trt: Any, cuda: Cuda, engine: Any, profile_index: int) -> None:
         self.trt, self.cuda, self.engine = trt, cuda, engine
         self.context = engine.create_execution_context()
-        self.stream = cuda.pcuda.Stream()
+        self.stream = cuda.stream()
         self.inputs, self.outputs = _io(engine, trt)
         self.buffers: Dict[str, Any] = {}
         self.profile_index = profile_index
@@ -192,7 +113,7 @@ class _Runner:
         if buf is None or buf.dtype != dtype:
             if buf is not None:
                 buf.free()
-            buf = self.cuda.pcuda.DeviceArray(shape=tuple(shape), dtype=dtype)
+            buf = self.cuda.array(shape, dtype)
             self.buffers[name] = buf
         else:
             buf.resize(tuple(shape))
@@ -276,7 +197,7 @@ def _layer_records(runs: List[List[Tuple[str, float]]]) -> List[Dict[str, Any]]:
             for name, k in order]
 
 
-def _profile(ctx: Context, trt: Any, cuda: _Cuda, engine: Any, *, shapes: Optional[Dict[str, Any]],
+def _profile(ctx: Context, trt: Any, cuda: Cuda, engine: Any, *, shapes: Optional[Dict[str, Any]],
              inputs_npz: Optional[str], batch_sizes: Any, iterations: int,
              warmup: int, profile_index: int, out_dir: str, layer_iterations: int) -> Dict[str, Any]:
     runner = _Runner(trt, cuda, engine, profile_index)
@@ -374,7 +295,7 @@ def _profile(ctx: Context, trt: Any, cuda: _Cuda, engine: Any, *, shapes: Option
                   "shapes": chosen, "output_shapes": out_shapes, "profile_index": profile_index,
                   "profile_shapes": profiles, "warmup": warmup,
                   "compute_capability": cuda.compute_capability(),
-                  "backend_version": version_of(trt)}
+                  "backend_version": L.version_of(trt)}
         prof_path = os.path.join(out_dir, "profile.json")
         with open(prof_path + ".tmp", "w", encoding="utf-8") as f:
             json.dump(record, f)
@@ -385,7 +306,7 @@ def _profile(ctx: Context, trt: Any, cuda: _Cuda, engine: Any, *, shapes: Option
                 "layers_timed": len(layers),
                 "layer_sum_median_ms": float(sum(r["medianMs"] for r in layers)),
                 "compute_capability": record["compute_capability"],
-                "backend_version": version_of(trt)}
+                "backend_version": L.version_of(trt)}
     finally:
         runner.free()
 
@@ -398,26 +319,23 @@ def _out_dir(out_dir: Optional[str]) -> str:
     return d
 
 
-@op("profile_engine")
+@op(PROFILE_ENGINE)
 def profile_engine(ctx: Context, engine_path: str, shapes: Optional[Dict[str, Any]] = None,
                    inputs_npz: Optional[str] = None, batch_sizes: Any = None,
                    iterations: int = 100, warmup: int = 20, layer_iterations: int = 50,
                    profile_index: int = 0, backend: str = "auto",
                    out_dir: Optional[str] = None) -> Dict[str, Any]:
     """Deserialize an engine and time it: see the module docstring."""
-    cuda = _Cuda()  # first: a clear "needs a GPU" before anything else
+    cuda = Cuda("profiling an engine")  # first: a clear "needs a GPU" before anything else
     if not os.path.isfile(engine_path):
         raise OpError(f"engine file not found: {engine_path}", code="not-found")
-    name, trt = import_backend(backend)
-    logger = make_logger(trt, ctx)
-    runtime = trt.Runtime(logger)
-    with open(engine_path, "rb") as f:
-        engine = runtime.deserialize_cuda_engine(f.read())
+    name, trt = L.load_backend(backend)
+    logger = L.make_logger(trt, ctx)
+    engine, reason = L.deserialize(trt, logger, L.read_engine(engine_path))
     if engine is None:
-        msgs = "; ".join(m["message"] for m in logger.messages[-3:])
-        raise OpError(f"could not deserialize the engine ({msgs or 'no message'})",
-                      code="deserialize", hint="engines only run with the TensorRT version and "
-                      "GPU family that built them; rebuild it here")
+        raise OpError(f"could not deserialize the engine ({reason})", code="cannot-deserialize",
+                      hint="engines only run with the TensorRT version and GPU family that "
+                      "built them; rebuild it here")
     res = _profile(ctx, trt, cuda, engine, shapes=shapes, inputs_npz=inputs_npz,
                    batch_sizes=batch_sizes, iterations=int(iterations), warmup=int(warmup),
                    profile_index=int(profile_index), out_dir=_out_dir(out_dir),
@@ -426,103 +344,8 @@ def profile_engine(ctx: Context, engine_path: str, shapes: Optional[Dict[str, An
     return res
 
 
-def _tactic_sources(trt: Any, names: Sequence[str]) -> Optional[int]:
-    ts = getattr(trt, "TacticSource", None)
-    if ts is None:
-        return None
-    mask = 0
-    for n in names:
-        v = getattr(ts, n, None)
-        if v is not None:
-            mask |= 1 << int(v)
-    return mask or None
-
-
-@op("build_and_profile")
-def build_and_profile(ctx: Context, onnx_path: str, out_dir: Optional[str] = None,
-                      fp16: bool = False, profiles: Optional[Dict[str, List[List[int]]]] = None,
-                      workspace_mb: int = 2048, tactic_sources: Optional[List[str]] = None,
-                      shapes: Optional[Dict[str, Any]] = None, inputs_npz: Optional[str] = None,
-                      batch_sizes: Any = None, iterations: int = 100,
-                      warmup: int = 20, layer_iterations: int = 50,
-                      backend: str = "auto") -> Dict[str, Any]:
-    """Build an engine from ONNX (DETAILED profiling verbosity, optional FP16 builder flag,
-    one optimization profile {input: [min, opt, max]}) and profile it like profile_engine."""
-    cuda = _Cuda()
-    if not os.path.isfile(onnx_path):
-        raise OpError(f"ONNX file not found: {onnx_path}", code="not-found")
-    name, trt = import_backend(backend)
-    logger = make_logger(trt, ctx)
-    builder = trt.Builder(logger)
-    network = builder.create_network(network_flags(trt))
-    parser = trt.OnnxParser(network, logger)
-    ctx.progress("parse", 0.0, onnx_path)
-    if not parser.parse_from_file(onnx_path):
-        e = parser.get_error(0)
-        node = getattr(e, "node_name", None)
-        oper = getattr(e, "node_operator", None)
-        raise OpError(f"the ONNX parser failed: {e.desc()}", node=(node() if node else None) or None,
-                      op=(oper() if oper else None) or None, code="parse-failed")
-    config = builder.create_builder_config()
-    verbosity = getattr(getattr(trt, "ProfilingVerbosity", None), "DETAILED", None)
-    if verbosity is not None:
-        config.profiling_verbosity = verbosity
-    pool = getattr(getattr(trt, "MemoryPoolType", None), "WORKSPACE", None)
-    if pool is not None:
-        config.set_memory_pool_limit(pool, int(workspace_mb) << 20)
-    if fp16:
-        flag = getattr(getattr(trt, "BuilderFlag", None), "FP16", None)
-        if flag is None:
-            raise OpError("this TensorRT has no FP16 builder flag (strongly typed only)",
-                          code="no-fp16-flag", hint="convert the ONNX to FP16 first "
-                          "(workbench precision) and build it as is")
-        config.set_flag(flag)
-    if tactic_sources:
-        mask = _tactic_sources(trt, tactic_sources)
-        if mask is not None:
-            config.set_tactic_sources(mask)
-    prof = builder.create_optimization_profile()
-    dynamic = False
-    for i in range(network.num_inputs):
-        t = network.get_input(i)
-        dims = list(t.shape)
-        if profiles and t.name in profiles:
-            mn, opt, mx = profiles[t.name]
-        elif any(d < 0 for d in dims):
-            fixed = [d if d >= 0 else 1 for d in dims]
-            mn = opt = mx = fixed
-        else:
-            continue
-        dynamic = True
-        prof.set_shape(t.name, tuple(mn), tuple(opt), tuple(mx))
-    if dynamic:
-        config.add_optimization_profile(prof)
-    ctx.progress("build", 0.1, "building the engine")
-    t0 = time.time()
-    data = builder.build_serialized_network(network, config)
-    if data is None:
-        msgs = "; ".join(m["message"] for m in logger.messages if m["level"] == "error")[-600:]
-        raise OpError(f"the engine build failed: {msgs or 'see the log'}", code="build-failed")
-    build_s = time.time() - t0
-    d = _out_dir(out_dir)
-    engine_path = os.path.join(d, "model.engine")
-    with open(engine_path + ".tmp", "wb") as f:
-        f.write(bytes(data))
-    os.replace(engine_path + ".tmp", engine_path)
-    runtime = trt.Runtime(logger)
-    engine = runtime.deserialize_cuda_engine(bytes(data))
-    res = _profile(ctx, trt, cuda, engine, shapes=shapes, inputs_npz=inputs_npz,
-                   batch_sizes=batch_sizes, iterations=int(iterations), warmup=int(warmup),
-                   profile_index=0, out_dir=d, layer_iterations=int(layer_iterations))
-    res.update({"backend": name, "engine_path": engine_path, "build_s": build_s,
-                "engine_bytes": len(bytes(data)),
-                "build_warnings": [m["message"] for m in logger.messages
-                                   if m["level"] == "warning"][:20]})
-    return res
-
-
-@op("cuda_info")
+@op(CUDA_INFO)
 def cuda_info(ctx: Context) -> Dict[str, Any]:
     """Is there a usable GPU for this worker? Raises the same 'no-gpu' error as profiling."""
-    cuda = _Cuda()
+    cuda = Cuda("profiling an engine")
     return {"device_count": cuda.device_count, "compute_capability": cuda.compute_capability()}

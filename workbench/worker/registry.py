@@ -1,15 +1,18 @@
-"""Op registry and the per-request context handed to ops (progress, logs, cancel)."""
+"""Op registry, the error ops raise, and the per-request context handed to ops (progress,
+logs, cancel). The message shapes are the protocol module's."""
 from __future__ import annotations
 
-import json
 import threading
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional
+from typing import Any, Callable, Dict, Optional
+
+from workbench.worker import protocol
 
 OPS: Dict[str, Callable[..., Any]] = {}
 
 
 class OpError(Exception):
-    """An error an op reports to the user: message plus optional node/op/hint/details."""
+    """An error an op reports to the user: message plus optional node/op/hint/details;
+    `code` is one of protocol.CODES."""
 
     def __init__(self, message: str, *, node: Optional[str] = None, op: Optional[str] = None,
                  hint: Optional[str] = None, code: str = "op-error",
@@ -47,11 +50,10 @@ class Context:
         self.cancel_event = threading.Event()
 
     def progress(self, phase: str, fraction: Optional[float] = None, message: str = "") -> None:
-        self._send({"id": self.id, "event": "progress", "phase": phase,
-                    "fraction": fraction, "message": message})
+        self._send(protocol.progress(self.id, phase, fraction, message))
 
     def log(self, level: str, message: str) -> None:
-        self._send({"id": self.id, "event": "log", "level": level, "message": message})
+        self._send(protocol.log(self.id, level, message))
 
     @property
     def cancelled(self) -> bool:
@@ -60,20 +62,3 @@ class Context:
     def check_cancel(self) -> None:
         if self.cancel_event.is_set():
             raise Cancelled()
-
-
-def read_json_lines(lines: Iterable[str], on_bad: Callable[[str], None]) -> Iterator[Any]:
-    """The protocol's framing, for both ends: one JSON object per non-empty line; a line that
-    is not one goes to `on_bad` and the stream goes on."""
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            msg = json.loads(line)
-        except ValueError:  # json.JSONDecodeError
-            msg = None
-        if isinstance(msg, dict):
-            yield msg
-        else:
-            on_bad(line)

@@ -1,0 +1,115 @@
+"""The worker's one CUDA wrapper: device check, streams, events, device memory.
+
+Built on polygraphy.cuda (pure Python over libcudart through ctypes), so the worker needs no
+compiled CUDA binding and runs the same on the 8.6 rig's Python 3.9 as on a user's machine.
+Used for profiling (streams, events, bound I/O buffers) and for the legacy INT8 calibrator
+(raw device buffers). Stdlib + numpy (lazily) + polygraphy only.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any, List, Sequence
+
+from workbench.worker.registry import OpError
+
+NEEDS_GPU_HINT = ("run it on a machine with an NVIDIA GPU and driver (e.g. set "
+                  "WORKBENCH_TRT_PYTHON to a Python with tensorrt there); on this machine, analyse "
+                  "exported layer/profile JSON with `workbench timing LAYERS.json --profile P.json`")
+
+
+class Cuda:
+    """libcudart for `purpose` ("profiling an engine", "INT8 calibration"...): raises OpError
+    'no-gpu' at once when there is no usable device, before any other work is done."""
+
+    def __init__(self, purpose: str = "profiling an engine") -> None:
+        try:
+            from polygraphy import cuda as pcuda  # type: ignore
+        except Exception as e:
+            raise OpError("%s needs an NVIDIA GPU and the CUDA runtime: polygraphy.cuda is not "
+                          "importable (%s: %s)" % (purpose, type(e).__name__, e), code="no-gpu",
+                          hint="pip install polygraphy in the worker's Python; " + NEEDS_GPU_HINT)
+        self.pcuda = pcuda
+        try:
+            self.lib = pcuda.wrapper().handle
+        except Exception as e:
+            raise OpError("%s needs an NVIDIA GPU: the CUDA runtime library could not be loaded "
+                          "(%s: %s)" % (purpose, type(e).__name__, e), code="no-gpu",
+                          hint=NEEDS_GPU_HINT)
+        if self.lib is None:
+            raise OpError("%s needs an NVIDIA GPU: libcudart was not found" % purpose,
+                          code="no-gpu", hint=NEEDS_GPU_HINT)
+        self.lib.cudaGetErrorString.restype = ctypes.c_char_p
+        n = ctypes.c_int(0)
+        rc = self.lib.cudaGetDeviceCount(ctypes.byref(n))
+        if rc != 0 or n.value < 1:
+            why = self.error_string(rc) if rc != 0 else "no CUDA device found"
+            raise OpError("%s needs an NVIDIA GPU, and this machine has none usable (CUDA: %s)"
+                          % (purpose, why), code="no-gpu", hint=NEEDS_GPU_HINT)
+        self.device_count = n.value
+        self._ptrs: List[int] = []
+
+    # -- device -------------------------------------------------------------------------------
+    def error_string(self, rc: int) -> str:
+        try:
+            return self.lib.cudaGetErrorString(rc).decode()
+        except Exception:
+            return "cudaError %d" % rc
+
+    def check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            raise OpError("CUDA error in %s: %s" % (what, self.error_string(rc)),
+                          code="cuda-error")
+
+    def compute_capability(self) -> str:
+        major, minor = ctypes.c_int(0), ctypes.c_int(0)
+        self.lib.cudaDeviceGetAttribute(ctypes.byref(major), 75, 0)  # ComputeCapabilityMajor
+        self.lib.cudaDeviceGetAttribute(ctypes.byref(minor), 76, 0)
+        return "%d.%d" % (major.value, minor.value)
+
+    # -- streams and events -------------------------------------------------------------------
+    def stream(self) -> Any:
+        return self.pcuda.Stream()
+
+    def event(self) -> ctypes.c_void_p:
+        ev = ctypes.c_void_p()
+        self.check(self.lib.cudaEventCreate(ctypes.byref(ev)), "cudaEventCreate")
+        return ev
+
+    def record(self, ev: ctypes.c_void_p, stream_ptr: int) -> None:
+        self.check(self.lib.cudaEventRecord(ev, ctypes.c_void_p(stream_ptr)), "cudaEventRecord")
+
+    def elapsed_ms(self, start: ctypes.c_void_p, end: ctypes.c_void_p) -> float:
+        self.check(self.lib.cudaEventSynchronize(end), "cudaEventSynchronize")
+        ms = ctypes.c_float(0.0)
+        self.check(self.lib.cudaEventElapsedTime(ctypes.byref(ms), start, end),
+                   "cudaEventElapsedTime")
+        return float(ms.value)
+
+    def destroy(self, ev: ctypes.c_void_p) -> None:
+        self.lib.cudaEventDestroy(ev)
+
+    # -- memory -------------------------------------------------------------------------------
+    def array(self, shape: Sequence[int], dtype: Any) -> Any:
+        """A device array with shape/dtype, copy_from(host, stream), resize, ptr, free."""
+        return self.pcuda.DeviceArray(shape=tuple(shape), dtype=dtype)
+
+    def malloc(self, nbytes: int) -> int:
+        """Raw device memory, freed by free_all()."""
+        ptr = int(self.pcuda.wrapper().malloc(max(int(nbytes), 1)))
+        self._ptrs.append(ptr)
+        return ptr
+
+    def upload(self, ptr: int, arr: Any) -> None:
+        import numpy as np
+
+        arr = np.ascontiguousarray(arr)
+        self.pcuda.wrapper().memcpy(dst=ptr, src=arr.ctypes.data, nbytes=arr.nbytes,
+                                    kind=self.pcuda.MemcpyKind.HostToDevice)
+
+    def free_all(self) -> None:
+        for ptr in self._ptrs:
+            try:
+                self.pcuda.wrapper().free(ptr)
+            except Exception:
+                pass
+        self._ptrs = []
