@@ -136,7 +136,7 @@ def test_second_identical_build_is_a_cache_hit_under_half_a_second(client):
 
 
 def test_model_hash_is_memoised_by_path_size_mtime(client, tmp_path):
-    import workbench.build.engine as b
+    import workbench.build.cache as b
 
     m = tmp_path / "m.onnx"
     m.write_bytes(RESNET.read_bytes())

@@ -102,6 +102,6 @@ def test_bad_calibration_and_int8_without_data_are_shown_not_raised(tmp_path):
     p.target.value = "int8"
     assert p.output.value.endswith(".int8.onnx") or p.output.value.endswith("r8.onnx")
     p.convert_btn.click()
-    p._thread.join(60)
+    p.wait(60)
     assert "calibration" in p.status.value and "--calib" in p.status.value
     assert not (tmp_path / "r8.onnx").exists()

@@ -5,32 +5,31 @@ the engine card.
     from widgets import BuildPanel
     panel = BuildPanel("model.onnx", BuildConfig(precision="fp16", target="sm89", profiles=[...]))
     panel                      # click Build, or panel.start(); panel.wait()
+    BuildPanel.from_spec("model.onnx", precision_panel.precision_spec(), target="sm89")
 
-The blocking work (`workbench.build.engine.build_engine`, which talks to the worker process) runs in a
-thread that only assigns trait values; nothing is printed or displayed from it.
+The blocking work (`workbench.build.engine.build_engine`, which talks to the worker process) runs
+in the panel's BackgroundTask (widgets.base): a thread that only assigns trait values. The
+precision choices are the precision table's.
 """
 from __future__ import annotations
 
-import html
-import threading
 import time
 from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
 
-from workbench.build.engine import (BuildCancelled, BuildConfig, BuildFailed, BuildResult,
-                             BuildTimeout, build_engine)
+from widgets.base import FindingsList, PanelBase, error_text, esc
+from workbench.build.engine import BuildCancelled, BuildFailed, BuildTimeout, build_engine
+from workbench.build.result import BuildResult
+from workbench.build.spec import BuildConfig
 from workbench.errors import WorkbenchError
+from workbench.precision import table
+from workbench.precision.spec import PrecisionSpec
 
-SEVERITY_COLOURS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
 LOG_LINES = 300
 
 
-def _esc(x: Any) -> str:
-    return html.escape(str(x))
-
-
-class BuildPanel(W.VBox):
+class BuildPanel(PanelBase, W.VBox):
     """Build a TensorRT engine from a notebook: progress, cancel, log, findings, export."""
 
     def __init__(self, model_or_path: Any, config: Optional[BuildConfig] = None, *,
@@ -42,13 +41,13 @@ class BuildPanel(W.VBox):
         self.error: Optional[BaseException] = None
         self.state = "idle"   # idle | running | done | failed | cancelled | timeout
         self.events: List[Dict[str, Any]] = []
-        self._cancel = threading.Event()
-        self._thread: Optional[threading.Thread] = None
         self._log_lines: List[str] = []
+        self._t0 = 0.0
+        self._init_base()
 
         name = getattr(model_or_path, "name", None) or str(model_or_path).rsplit("/", 1)[-1]
-        self.header = W.HTML(f"<b>Build</b> {_esc(name)}")
-        self.precision = W.Dropdown(options=["fp32", "fp16", "bf16", "int8", "fp8"],
+        self.header = W.HTML(f"<b>Build</b> {esc(name)}")
+        self.precision = W.Dropdown(options=list(table.names()),
                                     value=self.config.precision, description="precision")
         self.target = W.Text(value=self.config.target or "", description="target",
                              placeholder="sm89 (TensorRT-RTX AOT)")
@@ -62,10 +61,9 @@ class BuildPanel(W.VBox):
         self.progress = W.FloatProgress(value=0.0, min=0.0, max=1.0, description="",
                                         layout=W.Layout(width="100%"))
         self.phase = W.HTML("")
-        self.status = W.HTML("")
         self.log_view = W.Textarea(value="", layout=W.Layout(width="100%", height="160px"),
                               disabled=True)
-        self.findings_html = W.HTML("")
+        self.findings_html = FindingsList()
         self.engine_card = W.HTML("")
         self.trtexec = W.Textarea(value="", layout=W.Layout(width="100%", height="70px"))
         self.polygraphy = W.Textarea(value="", layout=W.Layout(width="100%", height="70px"))
@@ -83,24 +81,18 @@ class BuildPanel(W.VBox):
             W.HTML("<b>Export</b>"), exports, W.HTML("<b>Log</b>"), self.log_view])
 
     @classmethod
+    def from_spec(cls, model_or_path: Any, spec: PrecisionSpec, *,
+                  profiles: Optional[List[Any]] = None, **config: Any) -> "BuildPanel":
+        """A Build panel for a precision spec; `config` adds build settings (target="sm89")."""
+        return cls(model_or_path, BuildConfig.from_spec(spec, profiles=list(profiles or []),
+                                                        **config))
+
+    @classmethod
     def from_precision_panel(cls, panel: Any, **config: Any) -> "BuildPanel":
-        """A Build panel for what a PrecisionPanel holds (target, exclusions, calibration,
-        validated profiles); `config` adds build settings such as target="sm89"."""
-        calib = panel._calibration_source()
-        if calib is not None and not isinstance(calib, (str, bytes)) and not hasattr(
-                calib, "__fspath__"):
-            raise WorkbenchError("the Build panel needs calibration data as a file or folder "
-                                 "path (a BuildConfig is JSON)", field="calibration",
-                                 hint="save the batches with workbench.precision.calibration."
-                                      "write_batches and pass the folder")
-        panel.validate_profile_text()
-        cfg = BuildConfig(precision=panel.target.value, exclude_nodes=panel.excluded_nodes,
-                          exclude_ops=panel.excluded_ops, keep_io_types=panel.keep_io.value,
-                          calibration=str(calib) if calib is not None else None,
-                          calibrate_method=panel.calib_method.value,
-                          allow_random_calibration=panel.allow_random.value,
-                          profiles=[p.to_dict() for p in panel.profiles], **config)
-        return cls(panel.model, cfg)
+        """A Build panel for what a PrecisionPanel holds: its spec (target, exclusions,
+        calibration) and validated profiles, through its public API only."""
+        return cls.from_spec(panel.model, panel.precision_spec(),
+                             profiles=panel.validated_profiles(), **config)
 
     # -- actions --------------------------------------------------------------------------
     def current_config(self) -> BuildConfig:
@@ -113,17 +105,16 @@ class BuildPanel(W.VBox):
         """Start a build in the background; False (with a status message) if one is running
         or the settings are invalid."""
         if self.running:
-            self.status.value = "a build is already running"
+            self.status.warn("a build is already running")
             return False
         try:
             config = self.current_config()
         except WorkbenchError as e:
             self.state = "failed"
             self.error = e
-            self.status.value = f"<span style='color:#d62728'>{_esc(e)}</span>"
+            self.status.error(e)
             return False
         self.config = config
-        self._cancel = threading.Event()
         self.events = []
         self._log_lines = []
         self.result, self.error = None, None
@@ -131,31 +122,35 @@ class BuildPanel(W.VBox):
         self.progress.value = 0.0
         self.progress.bar_style = "info"
         self.phase.value = "starting"
-        self.status.value = ""
+        self.status.clear()
         self.log_view.value = ""
         self.findings_html.value = ""
         self.engine_card.value = ""
         self.build_btn.disabled, self.cancel_btn.disabled = True, False
         limit = float(self.timeout.value) or None
-        self._thread = threading.Thread(target=self._run, args=(config, limit), daemon=True)
-        self._thread.start()
-        return True
+        self._t0 = time.monotonic()
+        task = self.task
+
+        def work() -> BuildResult:
+            return build_engine(self.model, config, on_event=self._on_event,
+                                cancel=task.cancel, timeout=limit, client=self.client)
+
+        return self.task.start(work, done=self._done, failed=self._failed) is not None
 
     def cancel(self) -> None:
         """Ask the running build to stop (TensorRT's progress monitor, else the worker dies)."""
         if self.running:
-            self._cancel.set()
+            self.task.cancel.set()
             self.phase.value = "cancelling..."
 
     def wait(self, timeout: Optional[float] = None) -> Optional[BuildResult]:
-        """Block until the build thread ends (notebooks and tests)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+        """Block until the build ends (notebooks and tests)."""
+        self.task.wait(timeout)
         return self.result
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self.task.running
 
     # -- the build thread: trait assignments only -------------------------------------------
     def _on_event(self, ev: Dict[str, Any]) -> None:
@@ -165,76 +160,51 @@ class BuildPanel(W.VBox):
             if isinstance(frac, (int, float)):
                 self.progress.value = max(0.0, min(1.0, float(frac)))
             msg = ev.get("message") or ""
-            self.phase.value = f"{_esc(ev.get('phase', ''))} <small>{_esc(msg[:120])}</small>"
+            self.phase.value = f"{esc(ev.get('phase', ''))} <small>{esc(msg[:120])}</small>"
         elif ev.get("event") == "log":
             self._log_lines.append(f"[{ev.get('level')}] {ev.get('message', '')}")
             self.log_view.value = "\n".join(self._log_lines[-LOG_LINES:])
 
-    def _run(self, config: BuildConfig, limit: Optional[float]) -> None:
-        t0 = time.monotonic()
-        try:
-            res = build_engine(self.model, config, on_event=self._on_event, cancel=self._cancel,
-                               timeout=limit, client=self.client)
-        except BuildCancelled as e:
-            self._fail("cancelled", e, "warning")
-        except BuildTimeout as e:
-            self._fail("timeout", e, "danger")
-        except BuildFailed as e:
-            self._fail("failed", e, "danger")
-            self._show_findings(e.findings)
-            self._show_log(e.log)
-        except WorkbenchError as e:
-            self._fail("failed", e, "danger")
-        except Exception as e:  # a bug: still shown in the panel, never raised in a thread
-            self._fail("failed", e, "danger")
-        else:
-            self.result = res
-            self.state = "done"
-            self.progress.value = 1.0
-            self.progress.bar_style = "success"
-            hit = " (from the cache)" if res.cache_hit else ""
-            self.phase.value = f"done in {time.monotonic() - t0:.2f} s{hit}"
-            self._show_card(res)
-            self._show_findings(res.findings)
-            self._show_log(res.log)
-            self.trtexec.value = res.export.get("trtexec", "")
-            self.polygraphy.value = res.export.get("polygraphy", "")
-            self.script.value = res.export.get("script", "")
-        finally:
-            self.build_btn.disabled, self.cancel_btn.disabled = False, True
+    def _done(self, res: BuildResult) -> None:
+        self.result = res
+        self.state = "done"
+        self.progress.value = 1.0
+        self.progress.bar_style = "success"
+        hit = " (from the cache)" if res.cache_hit else ""
+        self.phase.value = f"done in {time.monotonic() - self._t0:.2f} s{hit}"
+        self._show_card(res)
+        self.findings_html.show(res.findings)
+        self._show_log(res.log)
+        self.trtexec.value = res.export.get("trtexec", "")
+        self.polygraphy.value = res.export.get("polygraphy", "")
+        self.script.value = res.export.get("script", "")
+        self.build_btn.disabled, self.cancel_btn.disabled = False, True
 
-    def _fail(self, state: str, e: BaseException, style: str) -> None:
+    def _failed(self, e: BaseException) -> None:
+        """Every failure is shown in the panel (a bug too), never raised in the thread."""
+        if isinstance(e, BuildCancelled):
+            state, style = "cancelled", "warning"
+        elif isinstance(e, BuildTimeout):
+            state, style = "timeout", "danger"
+        else:
+            state, style = "failed", "danger"
         self.error = e
         self.state = state
         self.progress.bar_style = style
         self.phase.value = state
         node = getattr(e, "node", None)
-        where = f" at node <code>{_esc(node)}</code>" if node else ""
-        self.status.value = (f"<span style='color:#d62728'><b>{_esc(state)}</b>{where}: "
-                             f"{_esc(e)}</span>")
+        where = f" at node '{node}'" if node else ""
+        self.status.error(f"{state}{where}: {error_text(e)}")
+        if isinstance(e, BuildFailed) and not isinstance(e, (BuildCancelled, BuildTimeout)):
+            self.findings_html.show(e.findings)
+            self._show_log(e.log)
+        self.build_btn.disabled, self.cancel_btn.disabled = False, True
 
     def _show_log(self, log: List[Dict[str, str]]) -> None:
         lines = [f"[{m.get('level')}] {m.get('message', '')}" for m in log
                  if m.get("level") in ("error", "warning", "info")]
         self._log_lines = (self._log_lines + lines)[-LOG_LINES:]
         self.log_view.value = "\n".join(self._log_lines)
-
-    def _show_findings(self, findings: List[Any]) -> None:
-        if not findings:
-            self.findings_html.value = "<i>no findings</i>"
-            return
-        rows = []
-        for f in findings:
-            colour = SEVERITY_COLOURS.get(f.severity, "#333")
-            nodes = ", ".join(f"<code>{_esc(n)}</code>" for n in f.nodes[:5])
-            if len(f.nodes) > 5:
-                nodes += f" (+{len(f.nodes) - 5})"
-            rows.append(f"<tr><td style='color:{colour}'>{_esc(f.severity)}</td>"
-                        f"<td>{_esc(f.code)}</td><td>{nodes}</td><td>{_esc(f.message[:300])}"
-                        f"{'<br><i>' + _esc(f.hint) + '</i>' if f.hint else ''}</td></tr>")
-        self.findings_html.value = ("<table><tr><th>severity</th><th>code</th><th>nodes</th>"
-                                    "<th>what / next step</th></tr>" + "".join(rows)
-                                    + "</table>")
 
     def _show_card(self, r: BuildResult) -> None:
         dtypes = ", ".join(f"{k}: {v}" for k, v in sorted(r.dtype_counts().items()))
@@ -243,10 +213,10 @@ class BuildPanel(W.VBox):
                                                               "weights_bytes", "scratch_bytes"))
         self.engine_card.value = (
             "<div style='border:1px solid #ccc;padding:6px'>"
-            f"<b>engine</b> <code>{_esc(r.engine_path)}</code><br>"
-            f"{r.size_bytes / 1e6:.2f} MB &middot; {_esc(r.backend)} {_esc(r.backend_version)}"
-            f" &middot; route {_esc(r.route)} &middot; targets {_esc(', '.join(r.targets) or '-')}"
+            f"<b>engine</b> <code>{esc(r.engine_path)}</code><br>"
+            f"{r.size_bytes / 1e6:.2f} MB &middot; {esc(r.backend)} {esc(r.backend_version)}"
+            f" &middot; route {esc(r.route)} &middot; targets {esc(', '.join(r.targets) or '-')}"
             f"<br>build {r.build_seconds:.2f} s &middot; cache "
-            f"{'hit' if r.cache_hit else 'miss'} &middot; config {_esc(r.config_hash)}<br>"
-            f"network tensor dtypes: {_esc(dtypes)}"
-            + (f"<br>memory: {_esc(mem)}" if mem else "") + "</div>")
+            f"{'hit' if r.cache_hit else 'miss'} &middot; config {esc(r.config_hash)}<br>"
+            f"network tensor dtypes: {esc(dtypes)}"
+            + (f"<br>memory: {esc(mem)}" if mem else "") + "</div>")

@@ -5,39 +5,35 @@ validation and the advisor's proposal, and Convert with the error report.
     from widgets import PrecisionPanel
     PrecisionPanel("model.onnx", calibration="calib.npz", graph_view=view)
 
-All work is plain `workbench.precision.transform` / `workbench.precision.calibration` / `workbench.precision.profiles` calls.
+All work is plain `workbench.precision.transform` / `workbench.precision.calibration` /
+`workbench.precision.profiles` calls; the targets are the precision table's, and what the panel
+holds is one `PrecisionSpec` (`precision_spec()`, which the Build panel reads). Conversion runs
+in the panel's BackgroundTask (widgets.base).
 """
 from __future__ import annotations
 
-import html
-import threading
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
 
-from workbench.precision.calibration import describe, load_calibration
+from widgets.base import OK_COLOUR, SEVERITY_COLOURS, PanelBase, esc
+from widgets.base import findings_html as _findings_table
 from workbench.errors import Finding, WorkbenchError
 from workbench.model import Model, open_model
-from workbench.precision.transform import TARGETS, PrecisionResult, auto_exclusions, convert
+from workbench.precision import table
+from workbench.precision.calibration import describe, load_calibration
 from workbench.precision.profiles import Profile, advise, parse_profiles, validate_profiles, wide_findings
+from workbench.precision.spec import PrecisionSpec
+from workbench.precision.transform import PrecisionResult, auto_exclusions, convert
 
 GROUP_PREFIX = "scope:"
-_SEV_COLOR = {"error": "#d62728", "warning": "#ff7f0e", "info": "#555"}
-
-
-def _esc(x: Any) -> str:
-    return html.escape(str(x))
+_ERR = SEVERITY_COLOURS["error"]
 
 
 def findings_html(findings: List[Finding]) -> str:
-    if not findings:
-        return ""
-    rows = "".join(
-        f"<li style='color:{_SEV_COLOR.get(f.severity, '#000')}'><b>{_esc(f.severity)}</b> "
-        f"<code>{_esc(f.code)}</code>: {_esc(f.message)}"
-        + (f"<br><i>&rarr; {_esc(f.hint)}</i>" if f.hint else "") + "</li>" for f in findings)
-    return f"<ul style='margin:0'>{rows}</ul>"
+    """The shared findings table (widgets.base), nothing when there are none."""
+    return _findings_table(findings) if findings else ""
 
 
 def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) -> str:
@@ -52,16 +48,16 @@ def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) ->
     head = ("<tr><th>output</th><th>max abs</th><th>mean abs</th><th>rel</th><th>cosine</th>"
             "<th>top-1</th><th>at atol/rtol</th></tr>")
     rows = "".join(
-        f"<tr><td>{_esc(k)}</td><td>{fmt(v['max_abs_err'])}</td><td>{fmt(v['mean_abs_err'])}</td>"
+        f"<tr><td>{esc(k)}</td><td>{fmt(v['max_abs_err'])}</td><td>{fmt(v['mean_abs_err'])}</td>"
         f"<td>{fmt(v['rel_err'])}</td><td>{v['cosine']:.6f}</td>"
         f"<td>{v.get('top1_agreement', float('nan')):.3f}</td>"
         f"<td>{'PASS' if v.get('passed') else 'FAIL'} ({v.get('atol', 0):g}/{v.get('rtol', 0):g})"
         "</td></tr>"
         for k, v in errors.items())
-    return f"<b>{_esc(title)}</b><table>{head}{rows}</table>"
+    return f"<b>{esc(title)}</b><table>{head}{rows}</table>"
 
 
-class PrecisionPanel(W.VBox):
+class PrecisionPanel(PanelBase, W.VBox):
     """Choose precision, exclusions, calibration and profiles; convert and see the errors."""
 
     def __init__(self, model_or_path: Any, *, graph_view: Any = None, calibration: Any = None,
@@ -73,12 +69,13 @@ class PrecisionPanel(W.VBox):
         self.output_path: Optional[Path] = None
         self.profiles: List[Profile] = []
         self.batches: Optional[List[Dict[str, Any]]] = None
-        self._thread: Optional[threading.Thread] = None
+        self._init_base()
         names = [n.name or nid for n, nid in zip(self.model.graph.node, self.model.node_ids)]
         self._ops = {nm: n.op_type for nm, n in zip(names, self.model.graph.node)}
 
-        self.header = W.HTML(f"<b>Precision &amp; profiles</b> &mdash; {_esc(self.model.name)}")
-        self.target = W.ToggleButtons(options=list(TARGETS), value="fp16", description="Target")
+        self.header = W.HTML(f"<b>Precision &amp; profiles</b> &mdash; {esc(self.model.name)}")
+        self.target = W.ToggleButtons(options=list(table.names()), value="fp16",
+                                      description="Target")
         self.keep_io = W.Checkbox(value=True, description="keep inputs/outputs FP32", indent=False)
         self.node_filter = W.Text(placeholder="filter nodes (name or op)", description="Nodes")
         self.node_table = W.SelectMultiple(options=self._node_options(""), rows=8,
@@ -96,7 +93,7 @@ class PrecisionPanel(W.VBox):
             description="Calibration")
         self._calib_obj = calibration if calibration is not None and not isinstance(
             calibration, (str, Path)) else None
-        self.calib_method = W.Dropdown(options=["entropy", "minmax", "percentile"],
+        self.calib_method = W.Dropdown(options=list(table.CALIBRATE_METHODS),
                                        value="entropy", description="Method")
         self.allow_random = W.Checkbox(value=False, description="allow random data (warns)",
                                        indent=False)
@@ -112,7 +109,6 @@ class PrecisionPanel(W.VBox):
         self.output = W.Text(value=str(output or default_out), description="Output")
         self.convert_btn = W.Button(description="Convert", icon="play", button_style="primary")
         self.progress = W.HTML()
-        self.status = W.HTML()
         self.report_html = W.HTML()
 
         self.node_filter.observe(lambda c: self._refresh_nodes(), "value")
@@ -146,7 +142,7 @@ class PrecisionPanel(W.VBox):
         try:
             fn()
         except WorkbenchError as e:
-            self.status.value = f"<span style='color:#d62728'>{_esc(e.one_line())}</span>"
+            self.status.error(e)
 
     def _node_options(self, query: str) -> List[Any]:
         q = query.strip().lower()
@@ -186,7 +182,7 @@ class PrecisionPanel(W.VBox):
     def _show_excluded(self) -> None:
         n, o = self.excluded_nodes, self.excluded_ops
         self.excluded_html.value = (f"{len(n)} node(s) and {len(o)} op type(s) kept in FP32"
-                                    + (": " + _esc(", ".join(n[:10])) if n else ""))
+                                    + (": " + esc(", ".join(n[:10])) if n else ""))
 
     # -- actions ------------------------------------------------------------------------------
     def add_graph_selection(self) -> List[str]:
@@ -201,10 +197,10 @@ class PrecisionPanel(W.VBox):
             elif sid in self._ops:
                 picked.append(sid)
         if not picked:
-            self.status.value = "nothing selected in the graph view"
+            self.status.warn("nothing selected in the graph view")
             return []
         self.set_exclusions(picked)
-        self.status.value = f"added {len(picked)} node(s) from the graph selection"
+        self.status.ok(f"added {len(picked)} node(s) from the graph selection")
         return picked
 
     def clear_exclusions(self) -> None:
@@ -215,6 +211,27 @@ class PrecisionPanel(W.VBox):
         if self._calib_obj is not None:
             return self._calib_obj
         return self.calib_path.value.strip() or None
+
+    def precision_spec(self) -> PrecisionSpec:
+        """What the panel holds, as one JSON-able spec (raises WorkbenchError if the
+        calibration source is in-memory data rather than a file or folder)."""
+        calib = self._calibration_source()
+        if calib is not None and not isinstance(calib, (str, bytes)) and not hasattr(
+                calib, "__fspath__"):
+            raise WorkbenchError("a precision spec needs calibration data as a file or folder "
+                                 "path (it is JSON)", field="calibration",
+                                 hint="save the batches with workbench.precision.calibration."
+                                      "write_batches and pass the folder")
+        return PrecisionSpec(target=self.target.value, exclude_nodes=self.excluded_nodes,
+                             exclude_ops=self.excluded_ops, keep_io_types=self.keep_io.value,
+                             calibration=str(calib) if calib is not None else None,
+                             calibrate_method=self.calib_method.value,
+                             allow_random=self.allow_random.value)
+
+    def validated_profiles(self) -> List[Dict[str, List[List[int]]]]:
+        """The profile editor's profiles after validation (none while the text is invalid)."""
+        self.validate_profile_text()
+        return [p.to_dict() for p in self.profiles]
 
     def validate_calibration(self) -> Optional[List[Dict[str, Any]]]:
         src = self._calibration_source()
@@ -228,11 +245,11 @@ class PrecisionPanel(W.VBox):
             self.batches = load_calibration(src, self.model, profile=prof)
         except WorkbenchError as e:
             self.batches = None
-            self.calib_status.value = f"<span style='color:#d62728'>&#10007; {_esc(e.one_line())}</span>"
+            self.calib_status.value = f"<span style='color:{_ERR}'>&#10007; {esc(e.one_line())}</span>"
             return None
         info = describe(self.batches)
-        parts = [f"{_esc(k)} {v['dtype']} {v['shapes'][0]}" for k, v in info["inputs"].items()]
-        self.calib_status.value = (f"<span style='color:#2ca02c'>&#10003;</span> {info['batches']} "
+        parts = [f"{esc(k)} {v['dtype']} {v['shapes'][0]}" for k, v in info["inputs"].items()]
+        self.calib_status.value = (f"<span style='color:{OK_COLOUR}'>&#10003;</span> {info['batches']} "
                                    f"batch(es): " + "; ".join(parts))
         return self.batches
 
@@ -241,8 +258,8 @@ class PrecisionPanel(W.VBox):
         nodes, findings = auto_exclusions(self.model, src, allow_random=self.allow_random.value)
         if nodes:
             self.set_exclusions(nodes)
-        self.status.value = (f"suggested {len(nodes)} node(s) to keep in FP32"
-                             if nodes else "no FP32 activation exceeds the FP16 range")
+        self.status.ok(f"suggested {len(nodes)} node(s) to keep in FP32"
+                       if nodes else "no FP32 activation exceeds the FP16 range")
         self.report_html.value = findings_html(findings)
         return nodes
 
@@ -253,15 +270,15 @@ class PrecisionPanel(W.VBox):
             self.profiles = validate_profiles(self.model, profs) if profs else []
         except WorkbenchError as e:
             self.profiles = []
-            self.profile_status.value = f"<span style='color:#d62728'>&#10007; {_esc(e.one_line())}</span>"
+            self.profile_status.value = f"<span style='color:{_ERR}'>&#10007; {esc(e.one_line())}</span>"
             return False
         if not lines:
             dyn = [vi.name for vi in self.model.graph.input
                    if any(not d.dim_value for d in vi.type.tensor_type.shape.dim)]
-            self.profile_status.value = ("no profile: " + ("dynamic inputs " + _esc(", ".join(dyn))
+            self.profile_status.value = ("no profile: " + ("dynamic inputs " + esc(", ".join(dyn))
                                          + " need one to build" if dyn else "static model"))
             return True
-        self.profile_status.value = (f"<span style='color:#2ca02c'>&#10003;</span> "
+        self.profile_status.value = (f"<span style='color:{OK_COLOUR}'>&#10003;</span> "
                                      f"{len(self.profiles)} valid profile(s)"
                                      + findings_html(wide_findings(self.profiles)))
         return True
@@ -282,27 +299,29 @@ class PrecisionPanel(W.VBox):
         return profs
 
     def convert(self, block: bool = True) -> Optional[PrecisionResult]:
-        """Run the conversion (in a thread when block=False, as the button does)."""
-        if self._thread is not None and self._thread.is_alive():
+        """Run the conversion (in the background task when block=False, as the button does)."""
+        if self.busy:
             raise WorkbenchError("a conversion is already running")
-        args = dict(target=self.target.value, exclude_nodes=self.excluded_nodes,
-                    exclude_ops=self.excluded_ops, keep_io_types=self.keep_io.value,
-                    calibration=self._calibration_source(),
-                    calibrate_method=self.calib_method.value,
-                    allow_random=self.allow_random.value)
+        calib = self._calibration_source()
+        spec = PrecisionSpec(target=self.target.value, exclude_nodes=self.excluded_nodes,
+                             exclude_ops=self.excluded_ops, keep_io_types=self.keep_io.value,
+                             calibrate_method=self.calib_method.value,
+                             allow_random=self.allow_random.value)
+        kwargs = spec.convert_kwargs()
+        kwargs["calibration"] = calib  # a path, or batches held in memory
         out = Path(self.output.value)
         self.convert_btn.disabled = True
-        self.progress.value = f"converting to {_esc(args['target'])}..."
-        self.status.value = ""
+        self.progress.value = f"converting to {esc(spec.target)}..."
+        self.status.clear()
 
         def work() -> None:
             try:
-                res = convert(self.model, **args)
+                res = convert(self.model, spec.target, **kwargs)
                 path = res.save(out, source=self.model.path)
                 self.result, self.output_path = res, path
                 self._show_result(res, path)
             except WorkbenchError as e:
-                self.status.value = f"<span style='color:#d62728'>{_esc(e.one_line())}</span>"
+                self.status.error(e)
             finally:
                 self.progress.value = ""
                 self.convert_btn.disabled = False
@@ -310,15 +329,14 @@ class PrecisionPanel(W.VBox):
         if block:
             work()
             return self.result
-        self._thread = threading.Thread(target=work, daemon=True)
-        self._thread.start()
+        self.task.start(work)
         return None
 
     def _show_result(self, res: PrecisionResult, path: Path) -> None:
         r = res.report
         bad = [f for f in res.findings if f.severity == "error"]
         icon = "&#10007;" if bad else "&#10003;"
-        self.status.value = (f"{icon} wrote <code>{_esc(path)}</code> ({res.target}): "
+        self.status.value = (f"{icon} wrote <code>{esc(path)}</code> ({res.target}): "
                              f"{r['casts_inserted']} Cast(s), {r['qdq_pairs']} Q/DQ pair(s)")
         self.report_html.value = (
             error_table_html(r.get("error"), "vs FP32 on onnxruntime CPU")

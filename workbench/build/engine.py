@@ -1,5 +1,6 @@
-"""Engine builds: `BuildConfig` (JSON), the content-addressed engine cache, and the client side
-of the worker's `build` op.
+"""Build orchestration: the client side of the worker's `build` op, engine inspection, progress
+events and failures. The spec lives in `workbench.build.spec`, the cache in
+`workbench.build.cache`, the exports in `workbench.build.export`.
 
     cfg = BuildConfig(precision="fp16", profiles=[{"input": [[1,3,32,32],[8,3,32,32],[32,3,32,32]]}],
                       target="sm89", builder_optimization_level=1)
@@ -7,43 +8,41 @@ of the worker's `build` op.
     res.engine_path, res.cache_hit, res.findings, res.export["trtexec"]
 
 Strongly typed route (TensorRT 11, TensorRT-RTX; the default where the STRONGLY_TYPED flag
-exists): precision is an ONNX transform first (`workbench.precision.transform.convert`), stored as a model
-version in the workspace, then built as is. Legacy route (TensorRT <= 10 with BuilderFlag.FP16 /
-INT8, chosen by probing): builder flags, an entropy calibrator fed from the calibration data,
-and a calibration cache. The engine cache key is sha256(model bytes incl. external data +
-config + calibration data + backend name/version + target); engines are renamed into the cache
-only when complete, so a cancelled, failed or timed-out build leaves nothing behind.
+exists): precision is an ONNX transform first (the precision table's transform, through
+`workbench.precision.transform.convert`), stored as a model version in the workspace, then
+built as is. Legacy route (TensorRT <= 10 with the table's builder flag, chosen by probing):
+builder flags, an entropy calibrator fed from the calibration data, and a calibration cache.
+Engines are renamed into the cache only when complete, so a cancelled, failed or timed-out
+build leaves nothing behind.
 
 WORKBENCH_BUILD_STEP_DELAY=S slows every TensorRT build step by S seconds (IProgressMonitor
 backends): for tests and classroom demos of progress and cancel on builds that take 0.1 s.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import threading
 import time
-import types
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
+from workbench.build.cache import (CACHE_SCHEMA, ModelRef, cache_key, hash_calibration,
+                                   load_cached, result_from_meta)
+from workbench.build.result import BuildResult
+from workbench.build.spec import BuildConfig, resolve_route
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_json
+from workbench.precision import table
 from workbench.worker.protocol import BAD_INPUT_CODES, BUILD_BACKENDS
 
-PRECISIONS = ("fp32", "fp16", "bf16", "int8", "fp8")
-ROUTES = ("auto", "strongly-typed", "legacy-flags")
 BACKENDS = BUILD_BACKENDS
-CALIBRATE_METHODS = ("entropy", "minmax", "percentile")
-CACHE_SCHEMA = 1
-# Fields that do not change the engine (they are left out of the cache key).
-_NOT_IN_KEY = ("timing_cache",)
+_backend_lock = threading.Lock()
+_backend_memo: Dict[Tuple[str, str], Dict[str, Any]] = {}
 
 PathLike = Union[str, "os.PathLike[str]"]
-Shape = List[int]
+__all__ = ["BuildCancelled", "BuildConfig", "BuildFailed", "BuildResult", "BuildTimeout",
+           "CACHE_SCHEMA", "backend_info", "build_engine", "inspect_engine"]
 
 
 class BuildFailed(WorkbenchError):
@@ -69,377 +68,7 @@ class BuildTimeout(BuildFailed):
 
 
 # --------------------------------------------------------------------------------------------
-# config
-# --------------------------------------------------------------------------------------------
-def _norm_profile(p: Any, k: int) -> Dict[str, List[Shape]]:
-    if hasattr(p, "to_dict") and not isinstance(p, dict):
-        p = p.to_dict()
-    if not isinstance(p, dict):
-        raise WorkbenchError(f"profile {k} must be a mapping input -> [min, opt, max]",
-                             field=f"profiles[{k}]")
-    out: Dict[str, List[Shape]] = {}
-    for name, shapes in p.items():
-        if isinstance(shapes, dict):
-            shapes = [shapes.get("min"), shapes.get("opt"), shapes.get("max")]
-        try:
-            trio = [[int(d) for d in s] for s in shapes]
-        except (TypeError, ValueError):
-            raise WorkbenchError(f"profile {k} for '{name}' must be [min, opt, max] shapes, "
-                                 f"got {shapes!r}", field=f"profiles[{k}].{name}") from None
-        if len(trio) != 3:
-            raise WorkbenchError(f"profile {k} for '{name}' needs exactly 3 shapes (min, opt, "
-                                 f"max), got {len(trio)}", field=f"profiles[{k}].{name}")
-        ranks = {len(s) for s in trio}
-        if len(ranks) != 1:
-            raise WorkbenchError(f"profile {k} for '{name}': min/opt/max have different ranks "
-                                 f"{[len(s) for s in trio]}", field=f"profiles[{k}].{name}")
-        for axis, (a, b, c) in enumerate(zip(*trio)):
-            if not (0 <= a <= b <= c):
-                raise WorkbenchError(
-                    f"profile {k} for '{name}' axis {axis}: need min <= opt <= max, got "
-                    f"{a}, {b}, {c}", field=f"profiles[{k}].{name}",
-                    hint="e.g. --profile %s:1x3x32x32:8x3x32x32:32x3x32x32" % name)
-        out[str(name)] = trio
-    return out
-
-
-@dataclass
-class BuildConfig:
-    """Everything that decides an engine, JSON-serialisable; `config_hash` is stable."""
-
-    precision: str = "fp32"
-    exclude_nodes: List[str] = field(default_factory=list)
-    exclude_ops: List[str] = field(default_factory=list)
-    keep_io_types: bool = True
-    calibration: Optional[str] = None
-    calibrate_method: str = "entropy"
-    allow_random_calibration: bool = False
-    profiles: List[Dict[str, List[Shape]]] = field(default_factory=list)
-    workspace_bytes: Optional[int] = None
-    builder_optimization_level: Optional[int] = None
-    timing_cache: Optional[str] = None
-    target: Optional[str] = None
-    backend: str = "auto"
-    route: str = "auto"
-    plugins: List[str] = field(default_factory=list)
-    extra_flags: List[str] = field(default_factory=list)
-    tactic_sources: Optional[List[str]] = None
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> "BuildConfig":
-        """Normalise and check every field; raises WorkbenchError naming the field."""
-        self.precision = str(self.precision).lower()
-        if self.precision not in PRECISIONS:
-            raise WorkbenchError(f"unknown precision '{self.precision}'", field="precision",
-                                 hint="one of " + ", ".join(PRECISIONS))
-        if self.route not in ROUTES:
-            raise WorkbenchError(f"unknown route '{self.route}'", field="route",
-                                 hint="one of " + ", ".join(ROUTES))
-        if self.backend not in BACKENDS:
-            raise WorkbenchError(f"unknown backend '{self.backend}'", field="backend",
-                                 hint="one of " + ", ".join(BACKENDS))
-        if self.calibrate_method not in CALIBRATE_METHODS:
-            raise WorkbenchError(f"unknown calibration method '{self.calibrate_method}'",
-                                 field="calibrate_method",
-                                 hint="one of " + ", ".join(CALIBRATE_METHODS))
-        if self.workspace_bytes is not None:
-            self.workspace_bytes = int(self.workspace_bytes)
-            if self.workspace_bytes <= 0:
-                raise WorkbenchError("workspace must be a positive number of bytes",
-                                     field="workspace_bytes")
-        if self.builder_optimization_level is not None:
-            self.builder_optimization_level = int(self.builder_optimization_level)
-            if not 0 <= self.builder_optimization_level <= 5:
-                raise WorkbenchError("builder optimization level must be 0..5",
-                                     field="builder_optimization_level")
-        if self.target is not None:
-            t = str(self.target).strip().lower()
-            parts = [p.strip() for p in t.replace(";", ",").split(",") if p.strip()]
-            for p in parts:
-                if not (p == "current" or (p.startswith("sm") and p[2:].isdigit())):
-                    raise WorkbenchError(f"target '{p}' is not a compute capability like 'sm89'",
-                                         field="target", hint="e.g. --target sm89 (RTX 40xx), "
-                                         "sm86, sm120; several as sm86,sm89")
-            self.target = ",".join(parts) or None
-        self.exclude_nodes = [str(n) for n in self.exclude_nodes]
-        self.exclude_ops = [str(n) for n in self.exclude_ops]
-        self.plugins = [str(p) for p in self.plugins]
-        self.extra_flags = [str(f).upper() for f in self.extra_flags]
-        if self.tactic_sources is not None:
-            self.tactic_sources = [str(t).upper() for t in self.tactic_sources]
-        if self.calibration is not None:
-            self.calibration = str(self.calibration)
-        if self.timing_cache is not None:
-            self.timing_cache = str(self.timing_cache)
-        self.profiles = [_norm_profile(p, k) for k, p in enumerate(self.profiles or [])]
-        return self
-
-    # -- JSON ---------------------------------------------------------------------------------
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "BuildConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise WorkbenchError(f"unknown build config field(s): {', '.join(unknown)}",
-                                 field=unknown[0], hint="known: " + ", ".join(sorted(known)))
-        return cls(**d)
-
-    @classmethod
-    def from_json(cls, text: str) -> "BuildConfig":
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise WorkbenchError(f"build config is not valid JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise WorkbenchError("build config JSON must be an object")
-        return cls.from_dict(d)
-
-    @property
-    def config_hash(self) -> str:
-        """sha256 of the canonical JSON (16 hex digits)."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
-
-    def replace(self, **changes: Any) -> "BuildConfig":
-        d = self.to_dict()
-        d.update(changes)
-        return BuildConfig.from_dict(d)
-
-
-# --------------------------------------------------------------------------------------------
-# result
-# --------------------------------------------------------------------------------------------
-@dataclass
-class BuildResult:
-    engine_path: str
-    size_bytes: int
-    seconds: float
-    backend: str
-    backend_version: str
-    config_hash: str
-    cache_hit: bool
-    findings: List[Finding] = field(default_factory=list)
-    export: Dict[str, Any] = field(default_factory=dict)
-    log: List[Dict[str, str]] = field(default_factory=list)
-    key: str = ""
-    route: str = ""
-    onnx_path: str = ""
-    output_path: Optional[str] = None
-    build_seconds: float = 0.0
-    targets: List[str] = field(default_factory=list)
-    layers: List[Dict[str, Any]] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
-    config: Optional[Dict[str, Any]] = None
-
-    @property
-    def size(self) -> int:
-        return self.size_bytes
-
-    @property
-    def memory(self) -> Dict[str, int]:
-        """Activation / weights / scratch bytes as the build log reported them."""
-        from workbench.build.log import memory_from_log
-
-        return memory_from_log(self.log)
-
-    def dtype_counts(self) -> Dict[str, int]:
-        """How many layer outputs of the built network carry each dtype (FLOAT, HALF, INT8...)."""
-        counts: Dict[str, int] = {}
-        for layer in self.layers:
-            for o in layer.get("outputs", []):
-                counts[o["dtype"]] = counts.get(o["dtype"], 0) + 1
-        return counts
-
-    def to_dict(self, *, with_log: bool = False, with_layers: bool = False) -> Dict[str, Any]:
-        d = {
-            "engine_path": self.output_path or self.engine_path, "cache_path": self.engine_path,
-            "size_bytes": self.size_bytes, "seconds": round(self.seconds, 4),
-            "build_seconds": round(self.build_seconds, 4), "backend": self.backend,
-            "backend_version": self.backend_version, "config_hash": self.config_hash,
-            "cache_hit": self.cache_hit, "cache_key": self.key, "route": self.route,
-            "onnx_path": self.onnx_path, "targets": self.targets,
-            "dtypes": self.dtype_counts(), "memory": self.memory, "notes": self.notes,
-            "findings": [f.to_dict() for f in self.findings],
-            "export": {k: v for k, v in self.export.items() if k != "script"},
-            "config": self.config,
-        }
-        if with_log:
-            d["log"] = self.log
-        if with_layers:
-            d["layers"] = self.layers
-        return d
-
-
-# --------------------------------------------------------------------------------------------
-# hashing (memoised by path, size and mtime: large models are hashed once)
-# --------------------------------------------------------------------------------------------
-_memo_lock = threading.Lock()
-_hash_memo: Dict[Tuple[str, int, int], Dict[str, Any]] = {}
-_backend_memo: Dict[Tuple[str, str], Dict[str, Any]] = {}
-
-
-def _stat_key(p: Path) -> Tuple[str, int, int]:
-    st = p.stat()
-    return (str(p.resolve()), st.st_size, st.st_mtime_ns)
-
-
-def _memo_file() -> Path:
-    from workbench.workspace import workbench_home
-
-    return workbench_home() / "hash-memo.json"
-
-
-def _memo_lookup(p: Path) -> Optional[str]:
-    key = _stat_key(p)
-    with _memo_lock:
-        rec = _hash_memo.get(key)
-    if rec is None:
-        try:
-            disk = json.loads(_memo_file().read_text())
-            rec = disk.get("|".join(map(str, key)))
-        except (OSError, ValueError):
-            rec = None
-    if rec is None:
-        return None
-    for ext in rec.get("external", []):
-        try:
-            if list(_stat_key(Path(ext[0]))) != list(ext):
-                return None
-        except OSError:
-            return None
-    with _memo_lock:
-        _hash_memo[key] = rec
-    return rec["hash"]
-
-
-def _memo_store(p: Path, h: str, external: Sequence[Path]) -> None:
-    key = _stat_key(p)
-    rec = {"hash": h, "external": [list(_stat_key(Path(e))) for e in external]}
-    with _memo_lock:
-        _hash_memo[key] = rec
-        try:
-            f = _memo_file()
-            try:
-                disk = json.loads(f.read_text())
-            except (OSError, ValueError):
-                disk = {}
-            disk["|".join(map(str, key))] = rec
-            if len(disk) > 2000:
-                disk = dict(list(disk.items())[-1000:])
-            atomic_write_json(f, disk)
-        except OSError:
-            pass
-
-
-def _hash_if_self_contained(path: Path) -> Optional[str]:
-    """sha256 of the file when it cannot hold external-data references (the protobuf key
-    'location' never occurs in it), else None. Same value as Model.content_hash, without
-    importing onnx: the CLI's cold start stays short."""
-    if path.stat().st_size == 0:
-        raise WorkbenchError("file is empty (0 bytes)", file=str(path),
-                             hint="re-export the model; the write may have failed")
-    h = hashlib.sha256()
-    tail = b""
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-            if b"location" in tail + chunk:
-                return None
-            tail = chunk[-8:]
-    return h.hexdigest()
-
-
-class _ModelRef:
-    """A model given as path / Model / ModelProto, with its content hash and lazy opening."""
-
-    def __init__(self, model_or_path: Any) -> None:
-        from workbench.model import Model, model_from_proto
-
-        self._model: Optional[Model] = None
-        self.path: Optional[Path] = None
-        if isinstance(model_or_path, Model):
-            self._model = model_or_path
-            self.path = model_or_path.path
-        elif isinstance(model_or_path, (str, os.PathLike)):
-            self.path = Path(model_or_path).resolve()
-            if not self.path.is_file():
-                raise WorkbenchError("file not found" if not self.path.exists() else
-                                     "not a file", file=str(self.path), hint="check the path")
-        else:
-            try:
-                import onnx
-            except ImportError:  # pragma: no cover
-                onnx = None
-            if onnx is not None and isinstance(model_or_path, onnx.ModelProto):
-                self._model = model_from_proto(model_or_path)
-            else:
-                raise WorkbenchError(f"cannot build from a {type(model_or_path).__name__}",
-                                     hint="pass an ONNX path, a workbench Model or a ModelProto")
-        self._hash: Optional[str] = None
-
-    @property
-    def model(self) -> Any:
-        if self._model is None:
-            from workbench.model import open_model
-
-            self._model = open_model(self.path)
-        return self._model
-
-    @property
-    def content_hash(self) -> str:
-        if self._hash is None:
-            if self.path is not None and self.path.is_file() and (
-                    self._model is None or self._model.path == self.path):
-                h = _memo_lookup(self.path)
-                if h is None:
-                    h = _hash_if_self_contained(self.path)
-                    if h is None:  # external data: the Model knows its files
-                        h = self.model.content_hash
-                    _memo_store(self.path, h, self.model.external_files if
-                                self._model is not None else [])
-                self._hash = h
-            else:
-                self._hash = self.model.content_hash
-        return self._hash
-
-    def workspace(self) -> Any:
-        from workbench.workspace import workspace_for
-
-        shim = types.SimpleNamespace(content_hash=self.content_hash, path=self.path)
-        return workspace_for(shim)
-
-
-def _hash_calibration(source: Optional[str]) -> Optional[str]:
-    if source is None:
-        return None
-    p = Path(source)
-    if not p.exists():
-        raise WorkbenchError("calibration source not found", file=str(p), hint="check the path")
-    h = hashlib.sha256()
-    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-    for f in files:
-        h.update(str(f.relative_to(p) if p.is_dir() else f.name).encode())
-        memo = _memo_lookup(f)
-        if memo is None:
-            fh = hashlib.sha256()
-            with open(f, "rb") as fp:
-                for chunk in iter(lambda: fp.read(1 << 20), b""):
-                    fh.update(chunk)
-            memo = fh.hexdigest()
-            _memo_store(f, memo, [])
-        h.update(memo.encode())
-    return h.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------
-# backend and route
+# backend
 # --------------------------------------------------------------------------------------------
 def backend_info(backend: str = "auto", client: Any = None) -> Dict[str, Any]:
     """Name, version and capabilities of the worker's TensorRT (memoised per interpreter)."""
@@ -447,7 +76,7 @@ def backend_info(backend: str = "auto", client: Any = None) -> Dict[str, Any]:
 
     client = client or default_client()
     key = (client.python, backend)
-    with _memo_lock:
+    with _backend_lock:
         if key in _backend_memo:
             return _backend_memo[key]
     try:
@@ -455,54 +84,9 @@ def backend_info(backend: str = "auto", client: Any = None) -> Dict[str, Any]:
             client.call("backend_info", {"backend": backend}, timeout=120)
     except WorkerError as e:
         raise WorkbenchError(str(e.message), field="backend", hint=e.hint) from None
-    with _memo_lock:
+    with _backend_lock:
         _backend_memo[key] = info
     return info
-
-
-def resolve_route(config: BuildConfig, caps: Dict[str, bool]) -> str:
-    """Pick the precision route by capability probing (never by version string)."""
-    p = config.precision
-    flag_for = {"fp16": "fp16_flag", "bf16": "bf16_flag", "int8": "int8_flag",
-                "fp8": "fp8_flag"}
-    if config.route == "auto":
-        if caps.get("strongly_typed_flag") or p == "fp32":
-            return "strongly-typed"
-        if caps.get(flag_for[p]):
-            return "legacy-flags"
-        raise WorkbenchError(f"this TensorRT has neither strongly typed networks nor "
-                             f"BuilderFlag.{p.upper()}", field="precision",
-                             hint="build in FP32, or use another TensorRT")
-    if config.route == "legacy-flags" and p != "fp32":
-        if not caps.get(flag_for[p]):
-            raise WorkbenchError(
-                f"this TensorRT has no BuilderFlag.{p.upper()} (TensorRT 11 and TensorRT-RTX "
-                "are strongly typed only)", field="route",
-                hint="use --route strongly-typed: precision goes into the ONNX as casts / Q/DQ")
-        if p == "fp8":
-            raise WorkbenchError("FP8 has no builder-flag calibration route", field="route",
-                                 hint="use --route strongly-typed (Q/DQ in the ONNX)")
-    if config.route == "strongly-typed" and p != "fp32" and not caps.get("strongly_typed_flag"):
-        raise WorkbenchError("this TensorRT has no strongly typed networks", field="route",
-                             hint="use --route legacy-flags (builder flags + calibrator)")
-    return config.route
-
-
-# --------------------------------------------------------------------------------------------
-# build
-# --------------------------------------------------------------------------------------------
-def cache_key(model_hash: str, config: BuildConfig, route: str, backend: str, version: str,
-              calib_hash: Optional[str]) -> Tuple[str, Dict[str, Any]]:
-    cfg = {k: v for k, v in config.to_dict().items() if k not in _NOT_IN_KEY}
-    uses_calib = config.precision in ("int8", "fp8")
-    cfg["calibration"] = calib_hash if uses_calib else None
-    if not uses_calib:
-        cfg.pop("calibrate_method", None)
-        cfg.pop("allow_random_calibration", None)
-    doc = {"schema": CACHE_SCHEMA, "model": model_hash, "config": cfg, "route": route,
-           "backend": backend, "backend_version": version, "target": config.target}
-    key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-    return key, doc
 
 
 def _emit(on_event: Optional[Callable[[Dict[str, Any]], None]], phase: str,
@@ -510,31 +94,6 @@ def _emit(on_event: Optional[Callable[[Dict[str, Any]], None]], phase: str,
     if on_event is not None:
         on_event({"event": "progress", "phase": phase, "fraction": fraction,
                   "message": message})
-
-
-def _load_cached(engine: Path, meta_path: Path, key: str) -> Optional[Dict[str, Any]]:
-    if not (engine.is_file() and meta_path.is_file()):
-        return None
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
-        return None
-    if meta.get("key") != key or meta.get("size_bytes") != engine.stat().st_size:
-        return None
-    return meta
-
-
-def _result_from_meta(meta: Dict[str, Any], engine: Path, seconds: float, cache_hit: bool
-                      ) -> BuildResult:
-    return BuildResult(
-        engine_path=str(engine), size_bytes=int(meta["size_bytes"]), seconds=seconds,
-        backend=meta["backend"], backend_version=meta["backend_version"],
-        config_hash=meta["config_hash"], cache_hit=cache_hit,
-        findings=[Finding.from_dict(f) for f in meta.get("findings", [])],
-        export=meta.get("export", {}), log=meta.get("log", []), key=meta["key"],
-        route=meta.get("route", ""), onnx_path=meta.get("onnx_path", ""),
-        build_seconds=float(meta.get("build_seconds", 0.0)), targets=meta.get("targets", []),
-        layers=meta.get("layers", []), notes=meta.get("notes", []), config=meta.get("config"))
 
 
 def _copy_out(src: Path, dst: PathLike, model_path: Optional[Path]) -> str:
@@ -553,12 +112,12 @@ def _copy_out(src: Path, dst: PathLike, model_path: Optional[Path]) -> str:
     return str(out)
 
 
-def _transformed_onnx(ref: _ModelRef, config: BuildConfig, ws: Any, on_event: Any
+def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
                       ) -> Tuple[Path, List[Finding]]:
     """The ONNX that goes to TensorRT: the original (FP32) or the precision transform."""
     from workbench.model import save_model
 
-    if config.precision == "fp32":
+    if config.entry.kind == "none":
         if ref.path is not None:
             return ref.path, []
         data = ref.model.proto.SerializeToString()
@@ -566,12 +125,7 @@ def _transformed_onnx(ref: _ModelRef, config: BuildConfig, ws: Any, on_event: An
     from workbench.precision.transform import convert
 
     _emit(on_event, "precision", None, f"converting to {config.precision}")
-    kwargs: Dict[str, Any] = dict(exclude_nodes=config.exclude_nodes,
-                                  exclude_ops=config.exclude_ops,
-                                  keep_io_types=config.keep_io_types,
-                                  calibration=config.calibration,
-                                  calibrate_method=config.calibrate_method,
-                                  allow_random=config.allow_random_calibration)
+    kwargs: Dict[str, Any] = config.spec.convert_kwargs()
     if config.profiles and config.calibration is not None:
         try:
             import workbench.precision.profiles  # noqa: F401  (calibration checks shapes against it)
@@ -591,7 +145,7 @@ def _transformed_onnx(ref: _ModelRef, config: BuildConfig, ws: Any, on_event: An
     return ws.version_path(vid), list(res.findings)
 
 
-def _write_calibration(ref: _ModelRef, config: BuildConfig, ws: Any, calib_hash: str,
+def _write_calibration(ref: ModelRef, config: BuildConfig, ws: Any, calib_hash: str,
                        backend: str, version: str) -> Tuple[str, str]:
     """Legacy INT8: validated batches -> one .npz the worker reads (keys 'b<i>:<input>')."""
     import numpy as np
@@ -620,7 +174,7 @@ def _write_calibration(ref: _ModelRef, config: BuildConfig, ws: Any, calib_hash:
     return str(npz), str(cache)
 
 
-def _expand_exclude_ops(ref: _ModelRef, config: BuildConfig) -> List[str]:
+def _expand_exclude_ops(ref: ModelRef, config: BuildConfig) -> List[str]:
     names = list(config.exclude_nodes)
     if config.exclude_ops:
         ops = set(config.exclude_ops)
@@ -628,7 +182,7 @@ def _expand_exclude_ops(ref: _ModelRef, config: BuildConfig) -> List[str]:
     return names
 
 
-def _node_for_index(ref: _ModelRef, idx: Any) -> Optional[str]:
+def _node_for_index(ref: ModelRef, idx: Any) -> Optional[str]:
     try:
         i = int(idx)
         if i < 0:  # the parser's "no node" (a graph-level error)
@@ -655,7 +209,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     t0 = time.monotonic()
     config = (config or BuildConfig()).validate()
     client = client or default_client()
-    ref = _ModelRef(model_or_path)
+    ref = ModelRef(model_or_path)
     # start the worker (and learn its TensorRT) while this process hashes the model
     box: Dict[str, Any] = {}
 
@@ -665,7 +219,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         except BaseException as e:  # re-raised on the calling thread
             box["error"] = e
 
-    with _memo_lock:
+    with _backend_lock:
         cold = (client.python, config.backend) not in _backend_memo
     fetcher = threading.Thread(target=_fetch, daemon=True)
     fetcher.start()
@@ -681,9 +235,9 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     info = box["info"]
     backend, version = info["backend"], info["version"]
     route = resolve_route(config, info.get("capabilities", {}))
-    calib_hash = (_hash_calibration(config.calibration)
-                  if config.precision in ("int8", "fp8") else None)
-    if config.precision in ("int8", "fp8") and calib_hash is None and not (
+    entry = config.entry
+    calib_hash = hash_calibration(config.calibration) if entry.needs_calibration else None
+    if entry.needs_calibration and calib_hash is None and not (
             config.allow_random_calibration and route == "strongly-typed"):
         raise WorkbenchError(f"{config.precision.upper()} needs calibration data",
                              field="calibration", hint="pass --calib PATH (.npz/.npy or a "
@@ -694,9 +248,9 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     meta_path = ws.engines_dir / f"{key[:32]}.json"
 
     if use_cache:
-        meta = _load_cached(engine, meta_path, key)
+        meta = load_cached(engine, meta_path, key)
         if meta is not None:
-            res = _result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=True)
+            res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=True)
             if output is not None:
                 res.output_path = _copy_out(engine, output, ref.path)
             _emit(on_event, "cache-hit", 1.0, str(engine))
@@ -707,7 +261,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     # The profile check needs the graph (protobuf import + parse: tens of ms on a cold CLI).
     # When TensorRT gets the user's own FP32 file, the build starts at once and the check runs
     # beside it: a failing check stops the build and is what the user sees; nothing is cached.
-    speculative = (ref.path is not None and config.precision == "fp32" and
+    speculative = (ref.path is not None and entry.kind == "none" and
                    not config.exclude_ops)
     if not speculative:
         _validate_profiles(ref, config)
@@ -715,7 +269,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     if route == "strongly-typed":  # precision lives in the ONNX TensorRT gets
         onnx_path, pfind = _transformed_onnx(ref, config, ws, on_event)
     else:  # legacy flags: the builder lowers precision; TensorRT gets the FP32 model
-        onnx_path, pfind = _transformed_onnx(ref, config.replace(precision="fp32"), ws,
+        onnx_path, pfind = _transformed_onnx(ref, config.replace(precision=table.BASE), ws,
                                              on_event)
     findings += pfind
     if cancel is not None and cancel.is_set():
@@ -734,7 +288,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0))
     if route == "legacy-flags":
         args["fp32_layers"] = _expand_exclude_ops(ref, config)
-        if config.precision == "int8":
+        if entry.flag_calibrator:
             args["calib_npz"], args["calib_cache"] = _write_calibration(
                 ref, config, ws, calib_hash or "", backend, version)
             args["calibrate_method"] = config.calibrate_method
@@ -851,7 +405,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         "created": time.time(),
     }
     atomic_write_json(meta_path, meta, indent=None)  # cache internals: compact, fast
-    res = _result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=False)
+    res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=False)
     if output is not None:
         res.output_path = _copy_out(engine, output, ref.path)
     ws.append_history({"action": "build", "cache_hit": False, "key": key,
@@ -871,7 +425,7 @@ class _AnyEvent:
         return any(e.is_set() for e in self.events)
 
 
-def _validate_profiles(ref: _ModelRef, config: BuildConfig) -> None:
+def _validate_profiles(ref: ModelRef, config: BuildConfig) -> None:
     """Profiles against the model's inputs (symbolic dims shared between inputs included);
     the worker checks them again against the parsed network."""
     from workbench.precision.profiles import validate_profiles
@@ -894,7 +448,7 @@ def _failed(ws: Any, key: str, config: BuildConfig, code: str, **extra: Any) -> 
         pass
 
 
-def _graph_of(onnx_path: Path, ref: _ModelRef) -> Any:
+def _graph_of(onnx_path: Path, ref: ModelRef) -> Any:
     if ref.path is not None and Path(onnx_path) == ref.path:
         return ref.model.graph
     import onnx

@@ -1,6 +1,8 @@
 """What a BuildConfig looks like outside the workbench: the equivalent `trtexec` line (and back),
 the `polygraphy convert` line, a standalone Python build-and-run script on the modern API, and a
-table of what tutorial-era calls became.
+table of what tutorial-era calls became. Precision flags come from the precision table
+(`workbench.precision.table`); this module depends on the build spec only, never on the
+orchestration.
 
     export_for(cfg, onnx_path="m.onnx", engine_path="m.engine")  # {"trtexec", "polygraphy", ...}
     config_from_trtexec(trtexec_command(cfg, "m.onnx", "m.engine"))  # -> (cfg', onnx, engine)
@@ -11,8 +13,9 @@ import re
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
-from workbench.build.engine import BuildConfig
+from workbench.build.spec import BuildConfig
 from workbench.errors import WorkbenchError
+from workbench.precision import table
 
 # tutorial-era call -> what it became, and why
 MIGRATION: List[Tuple[str, str, str]] = [
@@ -83,7 +86,8 @@ def _mem(n: int) -> str:
     return f"{n}B"
 
 
-def _parse_mem(text: str) -> int:
+def parse_mem(text: str) -> int:
+    """'512M', '2G', '1024' (MiB) -> bytes; WorkbenchError otherwise."""
     m = re.fullmatch(r"([0-9.]+)([BKMG]?)", text.strip(), re.I)
     if not m:
         raise WorkbenchError(f"bad memory size '{text}'", field="memPoolSize")
@@ -111,10 +115,11 @@ def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
         a.append(f"--builderOptimizationLevel={config.builder_optimization_level}")
     if config.timing_cache:
         a.append(f"--timingCacheFile={_q(config.timing_cache)}")
+    entry = config.entry
     if route == "legacy-flags":
-        if config.precision in ("fp16", "bf16", "int8"):
-            a.append(f"--{config.precision}")
-        if config.precision == "int8" and calib_cache:
+        if entry.trtexec:
+            a.append(entry.trtexec)
+        if entry.flag_calibrator and calib_cache:
             a.append(f"--calib={_q(calib_cache)}")
         if config.exclude_nodes:
             a.append("--precisionConstraints=obey")
@@ -145,6 +150,7 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
     onnx = engine = ""
     shapes: Dict[str, List[str]] = {"min": [], "opt": [], "max": []}
     legacy = False
+    by_flag = {p.trtexec: p.name for p in map(table.get, table.names()) if p.trtexec}
     for arg in argv[1:]:
         key, _, val = arg.partition("=")
         if key == "--onnx":
@@ -157,15 +163,15 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
             for part in val.split(","):
                 pool, _, size = part.partition(":")
                 if pool == "workspace":
-                    d["workspace_bytes"] = _parse_mem(size)
+                    d["workspace_bytes"] = parse_mem(size)
         elif key == "--builderOptimizationLevel":
             d["builder_optimization_level"] = int(val)
         elif key == "--timingCacheFile":
             d["timing_cache"] = val
         elif key == "--stronglyTyped":
             d["route"] = "strongly-typed"
-        elif key in ("--fp16", "--bf16", "--int8"):
-            d["precision"], legacy = key[2:], True
+        elif key in by_flag:
+            d["precision"], legacy = by_flag[key], True
         elif key == "--layerPrecisions":
             for part in val.split(","):
                 name, _, prec = part.rpartition(":")
@@ -215,10 +221,11 @@ def polygraphy_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
     if config.timing_cache:
         a += ["--load-timing-cache", _q(config.timing_cache),
               "--save-timing-cache", _q(config.timing_cache)]
+    entry = config.entry
     if route == "legacy-flags":
-        if config.precision in ("fp16", "bf16", "int8"):
-            a.append(f"--{config.precision}")
-        if config.precision == "int8" and calib_cache:
+        if entry.polygraphy:
+            a.append(entry.polygraphy)
+        if entry.flag_calibrator and calib_cache:
             a += ["--calibration-cache", _q(calib_cache)]
         if config.exclude_nodes:
             a += ["--precision-constraints", "obey", "--layer-precisions"]
@@ -259,6 +266,8 @@ ONNX = {onnx!r}
 ENGINE = {engine!r}
 STRONGLY_TYPED = {strongly_typed!r}
 LEGACY_PRECISION = {legacy_precision!r}   # builder flag route (TensorRT <= 10) or None
+LEGACY_FLAG = {legacy_flag!r}         # its BuilderFlag
+CALIBRATOR = {calibrator!r}           # the builder-flag route reads a calibration cache
 CALIB_CACHE = {calib_cache!r}
 PROFILES = {profiles!r}               # [{{input: [min, opt, max]}}]
 WORKSPACE_BYTES = {workspace!r}
@@ -301,9 +310,9 @@ def build():
         config.num_compute_capabilities = len(TARGETS)
         for i, t in enumerate(TARGETS):
             config.set_compute_capability(getattr(trt.ComputeCapability, t.upper()), i)
-    if LEGACY_PRECISION:
-        config.set_flag(getattr(trt.BuilderFlag, LEGACY_PRECISION.upper()))
-        if LEGACY_PRECISION == "int8":
+    if LEGACY_FLAG:
+        config.set_flag(getattr(trt.BuilderFlag, LEGACY_FLAG))
+        if CALIBRATOR:
             class CacheOnly(trt.IInt8EntropyCalibrator2):
                 def __init__(self):
                     trt.IInt8EntropyCalibrator2.__init__(self)
@@ -426,12 +435,15 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
     import os
 
     route = route or ("strongly-typed" if config.route == "auto" else config.route)
-    legacy = config.precision if route == "legacy-flags" and config.precision != "fp32" else None
+    entry = config.entry
+    legacy = entry if route == "legacy-flags" and entry.kind != "none" else None
     targets = [t for t in (config.target or "").split(",") if t and t != "current"]
     return _SCRIPT.format(
         onnx_name=os.path.basename(str(onnx_path)), config_hash=config.config_hash,
         onnx=str(onnx_path), engine=str(engine_path), strongly_typed=route != "legacy-flags",
-        legacy_precision=legacy, calib_cache=calib_cache,
+        legacy_precision=legacy and legacy.name,
+        legacy_flag=legacy and (legacy.builder_flag or legacy.name.upper()),
+        calibrator=bool(legacy and legacy.flag_calibrator), calib_cache=calib_cache,
         profiles=[{n: [list(s) for s in v] for n, v in p.items()} for p in config.profiles],
         workspace=config.workspace_bytes, opt_level=config.builder_optimization_level,
         targets=targets, plugins=list(config.plugins), tactics=config.tactic_sources)
@@ -450,8 +462,9 @@ def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
             notes.append(f"target compute capability {config.target}: set it with "
                          "config.set_compute_capability (see the script); check "
                          "`tensorrt_rtx --help` for the matching flag of your version")
-    if route == "legacy-flags" and config.precision == "int8" and not calib_cache:
-        notes.append("INT8 with builder flags needs a calibration cache (--calib)")
+    if route == "legacy-flags" and config.entry.flag_calibrator and not calib_cache:
+        notes.append(f"{config.precision.upper()} with builder flags needs a calibration "
+                     "cache (--calib)")
     return {"trtexec": trtexec_command(config, onnx_path, engine_path, **kw),
             "polygraphy": polygraphy_command(config, onnx_path, engine_path, **kw),
             "script": python_script(config, onnx_path, engine_path, **kw),

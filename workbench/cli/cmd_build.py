@@ -41,15 +41,15 @@ def start_early(argv: List[str]) -> None:
 def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("model", metavar="MODEL", help="ONNX model")
     p.add_argument("-o", "--output", metavar="ENGINE", required=True, help="engine file to write")
-    p.add_argument("--precision", default="fp32",
-                   choices=["fp32", "fp16", "bf16", "int8", "fp8"])
+    from workbench.precision import table  # (after the fork: plain module, no dataclasses)
+
+    p.add_argument("--precision", default=table.BASE, choices=list(table.names()))
     p.add_argument("--exclude", action="append", default=[], metavar="NODE",
                    help="keep this node in FP32 (repeatable)")
     p.add_argument("--exclude-op", action="append", default=[], metavar="OP",
                    help="keep every node of this op type in FP32 (repeatable)")
     p.add_argument("--calib", metavar="PATH", help="calibration data (.npz/.npy or a folder)")
-    p.add_argument("--calib-method", default="entropy", choices=["entropy", "minmax",
-                                                                 "percentile"])
+    p.add_argument("--calib-method", default="entropy", choices=list(table.CALIBRATE_METHODS))
     p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
                    help="shape range of a dynamic input, e.g. input:1x3x32x32:8x3x32x32:"
                         "32x3x32x32 (repeat per input; a leading '+' starts another "
@@ -74,10 +74,10 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
 
 
 def _parse_size(text: str) -> int:
-    from workbench.build.export import _parse_mem
+    from workbench.build.export import parse_mem
 
     try:
-        return _parse_mem(text)
+        return parse_mem(text)
     except WorkbenchError:
         raise WorkbenchError(f"bad --workspace '{text}'", field="workspace",
                              hint="e.g. 512M, 2G or a number of MiB") from None
@@ -92,7 +92,10 @@ def parse_profiles(items: List[str]) -> List[Dict[str, List[List[int]]]]:
 
 
 def _config(args: "argparse.Namespace") -> Any:
-    from workbench.build.engine import BuildConfig
+    """--config file, then the flags: the precision ones through one PrecisionSpec; with a
+    file, flags left at their defaults do not override it."""
+    from workbench.build.spec import SPEC_FIELDS, BuildConfig
+    from workbench.precision.spec import PrecisionSpec
 
     base: Dict[str, Any] = {}
     if args.config:
@@ -102,14 +105,13 @@ def _config(args: "argparse.Namespace") -> Any:
         if not p.is_file():
             raise WorkbenchError("config file not found", file=str(p))
         base = BuildConfig.from_json(p.read_text()).to_dict()
-    over: Dict[str, Any] = {"precision": args.precision, "backend": args.backend,
-                            "route": args.route, "calibrate_method": args.calib_method}
-    if args.exclude:
-        over["exclude_nodes"] = args.exclude
-    if args.exclude_op:
-        over["exclude_ops"] = args.exclude_op
-    if args.calib:
-        over["calibration"] = args.calib
+    flat = {v: k for k, v in SPEC_FIELDS.items()}
+    spec, default = PrecisionSpec.from_args(args, target_attr="precision"), PrecisionSpec()
+    over: Dict[str, Any] = {flat[k]: v for k, v in spec.to_dict().items()
+                            if not args.config or v != getattr(default, k)}
+    for name, value in (("backend", args.backend), ("route", args.route)):
+        if not args.config or value != "auto":
+            over[name] = value
     if args.profile:
         over["profiles"] = parse_profiles(args.profile)
     if args.target:
@@ -124,10 +126,6 @@ def _config(args: "argparse.Namespace") -> Any:
         over["plugins"] = args.plugins
     if args.flag:
         over["extra_flags"] = args.flag
-    if args.config:  # flags left at their defaults do not override the file
-        defaults = {"precision": "fp32", "backend": "auto", "route": "auto",
-                    "calibrate_method": "entropy"}
-        over = {k: v for k, v in over.items() if defaults.get(k, object()) != v}
     base.update(over)
     return BuildConfig.from_dict(base)
 

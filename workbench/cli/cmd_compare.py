@@ -17,7 +17,9 @@ HELP = ("compare a candidate model (FP16/INT8/fixed) with the FP32 reference ten
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("reference", help="the FP32 reference ONNX model")
     p.add_argument("candidate", nargs="?", help="the candidate ONNX model (omit with --to)")
-    p.add_argument("--to", choices=["fp16", "bf16", "int8", "fp8"],
+    from workbench.precision import table
+
+    p.add_argument("--to", choices=list(table.lowered()),
                    help="convert the reference to this precision and search for the nodes to "
                         "keep in FP32 until the outputs are within tolerance")
     p.add_argument("--inputs", metavar="PATH",

@@ -1,4 +1,7 @@
-"""`workbench precision MODEL --to fp16|bf16|int8|fp8 -o OUT.onnx`: precision as an ONNX transform."""
+"""`workbench precision MODEL --to fp16|bf16|int8|fp8 -o OUT.onnx`: precision as an ONNX transform.
+
+The targets and calibration methods are the precision table's (`workbench.precision.table`);
+the arguments become one `PrecisionSpec`."""
 from __future__ import annotations
 
 import argparse
@@ -6,6 +9,7 @@ import sys
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.precision import table
 
 NAME = "precision"
 HELP = ("convert an FP32 ONNX model to FP16/BF16 (Casts) or INT8/FP8 (Q/DQ, calibrated), "
@@ -15,14 +19,14 @@ HELP = ("convert an FP32 ONNX model to FP16/BF16 (Casts) or INT8/FP8 (Q/DQ, cali
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="the FP32 ONNX model (never overwritten)")
     p.add_argument("--to", required=True, dest="target",
-                   choices=["fp32", "fp16", "bf16", "int8", "fp8"], help="target precision")
+                   choices=list(table.names()), help="target precision")
     p.add_argument("--exclude", action="append", default=[], metavar="NODE",
                    help="keep this node in FP32 (repeatable)")
     p.add_argument("--exclude-op", action="append", default=[], metavar="OP",
                    help="keep every node of this op type in FP32 (repeatable)")
     p.add_argument("--calib", metavar="PATH",
                    help="calibration data: .npz (keys = input names), .npy, or a folder of them")
-    p.add_argument("--calib-method", default="entropy", choices=["entropy", "minmax", "percentile"])
+    p.add_argument("--calib-method", default="entropy", choices=list(table.CALIBRATE_METHODS))
     p.add_argument("--allow-random", action="store_true",
                    help="calibrate on random data when no --calib (scales will be meaningless)")
     p.add_argument("--keep-io", dest="keep_io", action="store_true", default=True,
@@ -41,25 +45,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
+    from workbench.precision.spec import PrecisionSpec
     from workbench.precision.transform import auto_exclusions, convert
 
     src, out = Path(args.model), Path(args.output)
     if out.exists() and src.exists() and out.resolve() == src.resolve():
         raise WorkbenchError("refusing to overwrite the original model", file=str(out),
                              hint="choose another output path (-o)")
-    excludes = list(args.exclude)
+    spec = PrecisionSpec.from_args(args)
     if args.auto_exclude:
-        if args.target not in ("fp16", "bf16"):
-            raise WorkbenchError("--auto-exclude applies to fp16/bf16", field="--auto-exclude")
+        floats = [n for n in table.names() if table.get(n).kind == "float"]
+        if spec.target not in floats:
+            raise WorkbenchError(f"--auto-exclude applies to {'/'.join(floats)}",
+                                 field="--auto-exclude")
         if not args.calib and not args.allow_random:
             raise WorkbenchError("--auto-exclude needs --calib PATH", field="--auto-exclude")
-        extra, _ = auto_exclusions(src, args.calib, target=args.target,
+        extra, _ = auto_exclusions(src, args.calib, target=spec.target,
                                    allow_random=args.allow_random)
-        excludes += [n for n in extra if n not in excludes]
-    res = convert(src, args.target, exclude_nodes=excludes, exclude_ops=args.exclude_op,
-                  keep_io_types=args.keep_io, calibration=args.calib,
-                  calibrate_method=args.calib_method, allow_random=args.allow_random,
-                  per_channel=args.per_channel, route=args.route)
+        spec.exclude_nodes += [n for n in extra if n not in spec.exclude_nodes]
+    res = convert(src, spec.target, route=args.route, **spec.convert_kwargs())
     path = res.save(out, source=src)
     doc = {"output": str(path), **res.to_dict()}
     if args.json:

@@ -1,4 +1,5 @@
-"""Precision as an ONNX transform: FP16/BF16 casts, INT8/FP8 Q/DQ, calibration data, profiles.
+"""Precision as an ONNX transform: the precision table and spec, FP16/BF16 casts, INT8/FP8 Q/DQ,
+calibration data, profiles.
 
 Public names resolve lazily (PEP 562): importing the package costs nothing until a name is
 used, which keeps CLI start-up lean."""
@@ -45,10 +46,19 @@ _EXPORTS: Dict[str, str] = {
     'extra_options': 'workbench.precision.quantize',
     'calibrate': 'workbench.precision.quantize',
     'convert_modelopt': 'workbench.precision.quantize',
-    'TARGETS': 'workbench.precision.transform',
-    'CALIBRATE_METHODS': 'workbench.precision.transform',
-    'FP16_MAX': 'workbench.precision.transform',
-    'BF16_MAX': 'workbench.precision.transform',
+    'TARGETS': 'workbench.precision.table',
+    'CALIBRATE_METHODS': 'workbench.precision.table',
+    'FP16_MAX': 'workbench.precision.table',
+    'BF16_MAX': 'workbench.precision.table',
+    'Precision': 'workbench.precision.table',
+    'register': 'workbench.precision.table',
+    'unregister': 'workbench.precision.table',
+    'PrecisionSpec': 'workbench.precision.spec',
+    'TransformJob': 'workbench.precision.transform',
+    'keep_fp32': 'workbench.precision.transform',
+    'fp16_casts': 'workbench.precision.transform',
+    'bf16_casts': 'workbench.precision.transform',
+    'qdq': 'workbench.precision.transform',
     'SENTINEL_ABS': 'workbench.precision.transform',
     'PrecisionResult': 'workbench.precision.transform',
     'load_fp32': 'workbench.precision.transform',
@@ -76,5 +86,6 @@ def __getattr__(name: str) -> Any:
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(mod), name)
-    globals()[name] = value
+    if name != "TARGETS":  # that one follows the table (tests may register a target)
+        globals()[name] = value
     return value

@@ -23,12 +23,16 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from workbench.errors import Finding, WorkbenchError
+from workbench.precision import table
+from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
 
-TARGETS = ("fp32", "fp16", "bf16", "int8", "fp8")
-CALIBRATE_METHODS = ("entropy", "minmax", "percentile")
-FP16_MAX = 65504.0
-BF16_MAX = 3.3895313892515355e38
 SENTINEL_ABS = 1.0e38  # |x| this large is float32's min/max used as a mask value, not data
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TARGETS":  # from the precision table (tests may register a target)
+        return table.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -226,7 +230,8 @@ def auto_exclusions(model_or_path: Any, calibration: Any, *, target: str = "fp16
         findings.append(warn)
     else:
         batches = load_calibration(calibration, proto)
-    limit = FP16_MAX if target == "fp16" else BF16_MAX
+    entry = table.get(target, field="target")
+    limit = entry.max_abs if entry.max_abs is not None else FP16_MAX
     found = overflow_findings(proto, activation_ranges(proto, batches), limit, target.upper())
     nodes = list(dict.fromkeys(n for f in found if f.code.endswith("-overflow")
                                for n in f.nodes))
@@ -504,13 +509,8 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     """
     from workbench.precision.calibration import load_calibration, random_calibration
 
-    target = str(target).lower()
-    aliases = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
-               "fp8e4m3": "fp8", "fp8_e4m3": "fp8"}
-    target = aliases.get(target, target)
-    if target not in TARGETS:
-        raise WorkbenchError(f"unknown precision target '{target}'", field="target",
-                             hint="choose one of " + ", ".join(TARGETS))
+    entry = _entry(target)
+    target = entry.name
     if calibrate_method not in CALIBRATE_METHODS:
         raise WorkbenchError(f"unknown calibration method '{calibrate_method}'",
                              field="calibrate_method", hint="choose " + ", ".join(CALIBRATE_METHODS))
@@ -534,7 +534,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     if calibration is not None:
         batches = load_calibration(calibration, proto, profile=profile,
                                    max_batches=max_calib_batches)
-    elif target in ("int8", "fp8"):
+    elif entry.needs_calibration:
         if not allow_random:
             raise WorkbenchError(f"{target.upper()} needs calibration data to compute scales",
                                  field="calibration", hint="pass representative inputs "
@@ -543,7 +543,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
         batches, warn = random_calibration(proto, profile=profile)
         findings.append(warn)
         random_used = True
-    elif allow_random and measure and target in ("fp16", "bf16"):
+    elif allow_random and measure and entry.kind == "float":
         batches, warn = random_calibration(proto, profile=profile)
         findings.append(warn)
         random_used = True
@@ -552,60 +552,21 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                               "exclude_nodes": ex_nodes, "exclude_ops": ex_ops,
                               "calibration": None if batches is None else
                               {"batches": len(batches), "random": random_used,
-                               "method": calibrate_method if target in ("int8", "fp8") else None}}
+                               "method": calibrate_method if entry.needs_calibration else None}}
     before_ops = _count_ops(proto)
 
     if route == "modelopt":
         from workbench.precision.quantize import convert_modelopt
 
         out = convert_modelopt(proto, target, batches, ex_nodes, ex_ops, calibrate_method)
-    elif target == "fp32":
-        out = copy.deepcopy(proto)
-    elif target in ("fp16", "bf16"):
-        limit = FP16_MAX if target == "fp16" else BF16_MAX
-        if batches is not None:
-            try:
-                ranges = activation_ranges(proto, batches)
-            except Exception as e:  # e.g. a custom-domain op onnxruntime does not know
-                ranges = {}
-                findings.append(Finding(
-                    "warning", "overflow-check-failed",
-                    f"onnxruntime could not run the FP32 model to check activations against "
-                    f"the {target.upper()} range ({' '.join(str(e).split())[:200]})",
-                    hint="fix the model first (`workbench fix`), or check on the GPU with "
-                    "`workbench compare`", source="precision"))
-            over = overflow_findings(proto, ranges, limit, target.upper(), skip_nodes=ex_nodes)
-            findings += over
-            report["activation_max_abs"] = max(ranges.values()) if ranges else None
-        else:
-            findings.append(Finding(
-                "info", "no-overflow-check",
-                f"no calibration data: FP32 activations were not checked against the "
-                f"{target.upper()} range", hint="pass --calib PATH to find nodes that overflow",
-                source="precision"))
-        findings += _clipped_weights(proto, limit, set(ex_nodes))
-        if target == "fp16":
-            from onnxconverter_common import float16
-
-            out = _fp16(proto, ex_nodes, ex_ops, keep_io_types)
-            default_ops = float16.DEFAULT_OP_BLOCK_LIST
-        else:
-            out, bf_findings = _bf16(proto, ex_nodes, ex_ops, keep_io_types)
-            findings += bf_findings
-            from workbench.precision.casts import DEFAULT_BLOCK_OPS
-
-            default_ops = DEFAULT_BLOCK_OPS
-        kept, f = _kept_fp32(proto, out, target, ex_nodes, ex_ops, default_ops)
-        report["kept_fp32"] = kept
-        findings.append(f)
     else:
-        from workbench.precision.quantize import quantize
-
-        assert batches is not None
-        out, qfind, qinfo = quantize(proto, target, batches, ex_nodes, ex_ops,
-                                     calibrate_method, per_channel)
-        findings += qfind
-        report.update(qinfo)
+        if entry.kind == "float":
+            findings += _float_checks(proto, entry, batches, ex_nodes, report)
+        job = TransformJob(target, ex_nodes, ex_ops, keep_io_types, batches, calibrate_method,
+                           per_channel)
+        out, tfind, tinfo = entry.transform_fn()(proto, job)
+        findings += tfind
+        report.update(tinfo)
 
     after_ops = _count_ops(out)
     report["casts_inserted"] = after_ops.get("Cast", 0) - before_ops.get("Cast", 0)
@@ -615,7 +576,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     report["quantize_nodes"] = after_ops.get("QuantizeLinear", 0)
     _check_valid(out, target)
 
-    if batches is not None and measure and target != "fp32":
+    if batches is not None and measure and entry.kind != "none":
         try:
             report["error"] = measure_error(proto, out, batches, target)
         except Exception as e:  # e.g. ORT CPU has no BF16/FP8 kernel for some op
@@ -626,7 +587,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                 f"({' '.join(str(e).split())[:300]}); the graph is valid ONNX but its accuracy "
                 "was not measured on CPU", hint="measure it on the GPU with `workbench compare`",
                 source="precision"))
-        if target in ("fp16", "bf16"):
+        if entry.kind == "float":
             try:
                 report["error_reference"] = measure_error_reference(proto, out, batches,
                                                                    target)
@@ -650,6 +611,94 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                         f"data ({runner})", tensors=[name], source="precision",
                         hint="see the overflow findings; exclude the named nodes"))
     return PrecisionResult(proto=out, target=target, findings=findings, report=report)
+
+
+class TransformJob:
+    """What a precision transform gets besides the model: resolved exclusions, I/O policy,
+    calibration batches (None without data), method and weight granularity."""
+
+    __slots__ = ("target", "exclude_nodes", "exclude_ops", "keep_io_types", "batches",
+                 "calibrate_method", "per_channel")
+
+    def __init__(self, target: str, exclude_nodes: List[str], exclude_ops: List[str],
+                 keep_io_types: bool, batches: Optional[List[Dict[str, np.ndarray]]],
+                 calibrate_method: str, per_channel: bool) -> None:
+        self.target, self.exclude_nodes, self.exclude_ops = target, exclude_nodes, exclude_ops
+        self.keep_io_types, self.batches = keep_io_types, batches
+        self.calibrate_method, self.per_channel = calibrate_method, per_channel
+
+
+def _entry(target: Any) -> table.Precision:
+    try:
+        return table.get(target, field="target")
+    except WorkbenchError as e:
+        raise WorkbenchError(f"unknown precision target '{table.normalise(target)}'",
+                             field="target", hint="choose " + (e.hint or "")) from None
+
+
+def _float_checks(proto: Any, entry: table.Precision, batches: Any, ex_nodes: List[str],
+                  report: Dict[str, Any]) -> List[Finding]:
+    """Float targets: FP32 activations and weights beyond the target's range."""
+    target = entry.name
+    limit = entry.max_abs if entry.max_abs is not None else FP16_MAX
+    findings: List[Finding] = []
+    if batches is not None:
+        try:
+            ranges = activation_ranges(proto, batches)
+        except Exception as e:  # e.g. a custom-domain op onnxruntime does not know
+            ranges = {}
+            findings.append(Finding(
+                "warning", "overflow-check-failed",
+                f"onnxruntime could not run the FP32 model to check activations against "
+                f"the {target.upper()} range ({' '.join(str(e).split())[:200]})",
+                hint="fix the model first (`workbench fix`), or check on the GPU with "
+                "`workbench compare`", source="precision"))
+        findings += overflow_findings(proto, ranges, limit, target.upper(), skip_nodes=ex_nodes)
+        report["activation_max_abs"] = max(ranges.values()) if ranges else None
+    else:
+        findings.append(Finding(
+            "info", "no-overflow-check",
+            f"no calibration data: FP32 activations were not checked against the "
+            f"{target.upper()} range", hint="pass --calib PATH to find nodes that overflow",
+            source="precision"))
+    findings += _clipped_weights(proto, limit, set(ex_nodes))
+    return findings
+
+
+# --------------------------------------------------------------------------- the transforms
+# The precision table names one per target: fn(proto, job) -> (model, findings, report).
+def keep_fp32(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, Any]]:
+    """fp32: the model as it is (a copy)."""
+    return copy.deepcopy(proto), [], {}
+
+
+def fp16_casts(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, Any]]:
+    """FP16 Casts + weights (onnxconverter-common), exclusions kept FP32."""
+    from onnxconverter_common import float16
+
+    out = _fp16(proto, job.exclude_nodes, job.exclude_ops, job.keep_io_types)
+    kept, f = _kept_fp32(proto, out, job.target, job.exclude_nodes, job.exclude_ops,
+                         float16.DEFAULT_OP_BLOCK_LIST)
+    return out, [f], {"kept_fp32": kept}
+
+
+def bf16_casts(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, Any]]:
+    """BF16 Casts + weights (workbench.precision.casts), exclusions kept FP32."""
+    from workbench.precision.casts import DEFAULT_BLOCK_OPS
+
+    out, findings = _bf16(proto, job.exclude_nodes, job.exclude_ops, job.keep_io_types)
+    kept, f = _kept_fp32(proto, out, job.target, job.exclude_nodes, job.exclude_ops,
+                         DEFAULT_BLOCK_OPS)
+    return out, findings + [f], {"kept_fp32": kept}
+
+
+def qdq(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, Any]]:
+    """INT8 / FP8 Q/DQ pairs with calibrated scales (workbench.precision.quantize)."""
+    from workbench.precision.quantize import quantize
+
+    assert job.batches is not None
+    return quantize(proto, job.target, job.batches, job.exclude_nodes, job.exclude_ops,
+                    job.calibrate_method, job.per_channel)
 
 
 def _check_valid(proto: Any, target: str) -> None:

@@ -1,0 +1,261 @@
+"""The build spec: `BuildConfig` (everything that decides an engine, JSON), profile
+normalisation, and route resolution by capability probing.
+
+A BuildConfig holds a `PrecisionSpec` (`config.spec`) for its precision half; the flat JSON
+names of the config file (`precision`, `exclude_nodes`, ..., `allow_random_calibration`) map
+onto it through `SPEC_FIELDS` and read/write through to it. Exports and the orchestration
+depend on this module; it depends on neither.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Optional
+
+from workbench.errors import WorkbenchError
+from workbench.precision import table
+from workbench.precision.spec import PrecisionSpec
+from workbench.worker.protocol import BUILD_BACKENDS
+
+ROUTES = ("auto", "strongly-typed", "legacy-flags")
+BACKENDS = BUILD_BACKENDS
+CALIBRATE_METHODS = table.CALIBRATE_METHODS
+Shape = List[int]
+# flat config-file name -> PrecisionSpec field
+SPEC_FIELDS: Dict[str, str] = {
+    "precision": "target", "exclude_nodes": "exclude_nodes", "exclude_ops": "exclude_ops",
+    "keep_io_types": "keep_io_types", "calibration": "calibration",
+    "calibrate_method": "calibrate_method", "allow_random_calibration": "allow_random",
+    "per_channel": "per_channel"}
+_FLAT_NAME = {v: k for k, v in SPEC_FIELDS.items()}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PRECISIONS":  # the table's targets as they are now (tests may add one)
+        return table.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _norm_profile(p: Any, k: int) -> Dict[str, List[Shape]]:
+    if hasattr(p, "to_dict") and not isinstance(p, dict):
+        p = p.to_dict()
+    if not isinstance(p, dict):
+        raise WorkbenchError(f"profile {k} must be a mapping input -> [min, opt, max]",
+                             field=f"profiles[{k}]")
+    out: Dict[str, List[Shape]] = {}
+    for name, shapes in p.items():
+        if isinstance(shapes, dict):
+            shapes = [shapes.get("min"), shapes.get("opt"), shapes.get("max")]
+        try:
+            trio = [[int(d) for d in s] for s in shapes]
+        except (TypeError, ValueError):
+            raise WorkbenchError(f"profile {k} for '{name}' must be [min, opt, max] shapes, "
+                                 f"got {shapes!r}", field=f"profiles[{k}].{name}") from None
+        if len(trio) != 3:
+            raise WorkbenchError(f"profile {k} for '{name}' needs exactly 3 shapes (min, opt, "
+                                 f"max), got {len(trio)}", field=f"profiles[{k}].{name}")
+        ranks = {len(s) for s in trio}
+        if len(ranks) != 1:
+            raise WorkbenchError(f"profile {k} for '{name}': min/opt/max have different ranks "
+                                 f"{[len(s) for s in trio]}", field=f"profiles[{k}].{name}")
+        for axis, (a, b, c) in enumerate(zip(*trio)):
+            if not (0 <= a <= b <= c):
+                raise WorkbenchError(
+                    f"profile {k} for '{name}' axis {axis}: need min <= opt <= max, got "
+                    f"{a}, {b}, {c}", field=f"profiles[{k}].{name}",
+                    hint="e.g. --profile %s:1x3x32x32:8x3x32x32:32x3x32x32" % name)
+        out[str(name)] = trio
+    return out
+
+
+@dataclass(init=False)
+class BuildConfig:
+    """Everything that decides an engine, JSON-serialisable; `config_hash` is stable.
+
+    `BuildConfig(precision="fp16", exclude_nodes=[...], target="sm89")` or
+    `BuildConfig(spec=PrecisionSpec("fp16", ...), target="sm89")`; `config.precision` etc.
+    read and write `config.spec`."""
+
+    spec: PrecisionSpec
+    profiles: List[Dict[str, List[Shape]]] = field(default_factory=list)
+    workspace_bytes: Optional[int] = None
+    builder_optimization_level: Optional[int] = None
+    timing_cache: Optional[str] = None
+    target: Optional[str] = None
+    backend: str = "auto"
+    route: str = "auto"
+    plugins: List[str] = field(default_factory=list)
+    extra_flags: List[str] = field(default_factory=list)
+    tactic_sources: Optional[List[str]] = None
+
+    # (declared below: precision, exclude_nodes, ... as properties onto `spec`)
+    def __init__(self, spec: Optional[PrecisionSpec] = None, **kw: Any) -> None:
+        prec = {SPEC_FIELDS[k]: kw.pop(k) for k in list(kw) if k in SPEC_FIELDS}
+        for f in fields(self):
+            if f.name == "spec":
+                continue
+            if f.name in kw:
+                value = kw.pop(f.name)
+            else:
+                value = [] if f.default_factory is list else f.default
+            setattr(self, f.name, value)
+        if kw:
+            raise TypeError(f"BuildConfig() got an unexpected keyword argument "
+                            f"'{sorted(kw)[0]}'")
+        if spec is not None and prec:
+            spec = spec.replace(**prec)
+        self.spec = spec if spec is not None else _spec_from(prec)
+        self.validate()
+
+    def validate(self) -> "BuildConfig":
+        """Normalise and check every field; raises WorkbenchError naming the field."""
+        try:
+            self.spec.validate()
+        except WorkbenchError as e:
+            raise _renamed(e) from None
+        if self.route not in ROUTES:
+            raise WorkbenchError(f"unknown route '{self.route}'", field="route",
+                                 hint="one of " + ", ".join(ROUTES))
+        if self.backend not in BACKENDS:
+            raise WorkbenchError(f"unknown backend '{self.backend}'", field="backend",
+                                 hint="one of " + ", ".join(BACKENDS))
+        if self.calibrate_method not in CALIBRATE_METHODS:
+            raise WorkbenchError(f"unknown calibration method '{self.calibrate_method}'",
+                                 field="calibrate_method",
+                                 hint="one of " + ", ".join(CALIBRATE_METHODS))
+        if self.workspace_bytes is not None:
+            self.workspace_bytes = int(self.workspace_bytes)
+            if self.workspace_bytes <= 0:
+                raise WorkbenchError("workspace must be a positive number of bytes",
+                                     field="workspace_bytes")
+        if self.builder_optimization_level is not None:
+            self.builder_optimization_level = int(self.builder_optimization_level)
+            if not 0 <= self.builder_optimization_level <= 5:
+                raise WorkbenchError("builder optimization level must be 0..5",
+                                     field="builder_optimization_level")
+        if self.target is not None:
+            t = str(self.target).strip().lower()
+            parts = [p.strip() for p in t.replace(";", ",").split(",") if p.strip()]
+            for p in parts:
+                if not (p == "current" or (p.startswith("sm") and p[2:].isdigit())):
+                    raise WorkbenchError(f"target '{p}' is not a compute capability like 'sm89'",
+                                         field="target", hint="e.g. --target sm89 (RTX 40xx), "
+                                         "sm86, sm120; several as sm86,sm89")
+            self.target = ",".join(parts) or None
+        self.plugins = [str(p) for p in self.plugins]
+        self.extra_flags = [str(f).upper() for f in self.extra_flags]
+        if self.tactic_sources is not None:
+            self.tactic_sources = [str(t).upper() for t in self.tactic_sources]
+        if self.timing_cache is not None:
+            self.timing_cache = str(self.timing_cache)
+        self.profiles = [_norm_profile(p, k) for k, p in enumerate(self.profiles or [])]
+        return self
+
+    @classmethod
+    def from_spec(cls, spec: PrecisionSpec, **build: Any) -> "BuildConfig":
+        """A config for `spec` plus build settings (profiles, target, ...)."""
+        return cls(spec=spec, **build)
+
+    # -- JSON (flat, the config file's format) ------------------------------------------------
+    def to_dict(self) -> Dict[str, Any]:
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+             if f.name != "spec"}
+        d.update({_FLAT_NAME[k]: copy.deepcopy(v) for k, v in self.spec.to_dict().items()})
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "BuildConfig":
+        known = {f.name for f in fields(cls) if f.name != "spec"} | set(SPEC_FIELDS)
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise WorkbenchError(f"unknown build config field(s): {', '.join(unknown)}",
+                                 field=unknown[0], hint="known: " + ", ".join(sorted(known)))
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "BuildConfig":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise WorkbenchError(f"build config is not valid JSON: {e}") from None
+        if not isinstance(d, dict):
+            raise WorkbenchError("build config JSON must be an object")
+        return cls.from_dict(d)
+
+    @property
+    def config_hash(self) -> str:
+        """sha256 of the canonical JSON (16 hex digits)."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+    @property
+    def entry(self) -> table.Precision:
+        """The precision table's row for this config's target."""
+        return self.spec.precision
+
+    def replace(self, **changes: Any) -> "BuildConfig":
+        d = self.to_dict()
+        d.update(changes)
+        return BuildConfig.from_dict(d)
+
+
+def _spec_property(attr: str) -> property:
+    def get(self: BuildConfig) -> Any:
+        return getattr(self.spec, attr)
+
+    def put(self: BuildConfig, value: Any) -> None:
+        setattr(self.spec, attr, value)
+
+    return property(get, put, doc=f"`spec.{attr}`")
+
+
+for _flat, _attr in SPEC_FIELDS.items():
+    setattr(BuildConfig, _flat, _spec_property(_attr))
+del _flat, _attr
+
+
+def _spec_from(prec: Dict[str, Any]) -> PrecisionSpec:
+    try:
+        return PrecisionSpec(**prec)
+    except WorkbenchError as e:
+        raise _renamed(e) from None
+
+
+def _renamed(e: WorkbenchError) -> WorkbenchError:
+    """A PrecisionSpec error with the config file's field name (target -> precision)."""
+    name = _FLAT_NAME.get(e.field or "", e.field)
+    return WorkbenchError(e.message, field=name, hint=e.hint, node=e.node, file=e.file)
+
+
+def resolve_route(config: BuildConfig, caps: Dict[str, bool]) -> str:
+    """Pick the precision route by capability probing (never by version string)."""
+    entry = config.entry
+    flag = entry.builder_flag or entry.name.upper()
+    has_flag = bool(entry.capability and caps.get(entry.capability))
+    if config.route == "auto":
+        if caps.get("strongly_typed_flag") or entry.kind == "none":
+            return "strongly-typed"
+        if has_flag:
+            return "legacy-flags"
+        raise WorkbenchError(f"this TensorRT has neither strongly typed networks nor "
+                             f"BuilderFlag.{flag}", field="precision",
+                             hint="build in FP32, or use another TensorRT")
+    if config.route == "legacy-flags" and entry.kind != "none":
+        if not has_flag:
+            raise WorkbenchError(
+                f"this TensorRT has no BuilderFlag.{flag} (TensorRT 11 and TensorRT-RTX "
+                "are strongly typed only)", field="route",
+                hint="use --route strongly-typed: precision goes into the ONNX as casts / Q/DQ")
+        if not entry.flag_route:
+            raise WorkbenchError(f"{entry.name.upper()} has no builder-flag calibration route",
+                                 field="route",
+                                 hint="use --route strongly-typed (Q/DQ in the ONNX)")
+    if config.route == "strongly-typed" and entry.kind != "none" and \
+            not caps.get("strongly_typed_flag"):
+        raise WorkbenchError("this TensorRT has no strongly typed networks", field="route",
+                             hint="use --route legacy-flags (builder flags + calibrator)")
+    return config.route

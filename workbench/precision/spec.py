@@ -1,0 +1,107 @@
+"""`PrecisionSpec`: what precision to give a model, as one JSON-able value.
+
+The same spec drives `workbench precision`, the Precision panel, `convert(...)` and the
+precision half of a `BuildConfig` (which holds one instead of copying its fields). One
+conversion each way: CLI arguments -> spec (`from_args`), spec -> JSON (`to_dict`/`to_json`),
+JSON -> spec (`from_dict`/`from_json`); `convert_kwargs()` is what `convert` takes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Dict, List, Optional
+
+from workbench.errors import WorkbenchError
+from workbench.precision import table
+
+
+@dataclass
+class PrecisionSpec:
+    """Target, FP32 exclusions, I/O types, calibration source and method."""
+
+    target: str = "fp32"
+    exclude_nodes: List[str] = field(default_factory=list)
+    exclude_ops: List[str] = field(default_factory=list)
+    keep_io_types: bool = True
+    calibration: Optional[str] = None
+    calibrate_method: str = "entropy"
+    allow_random: bool = False
+    per_channel: bool = True
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self, *, prefix: str = "") -> "PrecisionSpec":
+        """Normalise and check; WorkbenchError names the field (`prefix` + name)."""
+        self.target = table.get(self.target, field=prefix + "target").name
+        if self.calibrate_method not in table.CALIBRATE_METHODS:
+            raise WorkbenchError(f"unknown calibration method '{self.calibrate_method}'",
+                                 field=prefix + "calibrate_method",
+                                 hint="one of " + ", ".join(table.CALIBRATE_METHODS))
+        self.exclude_nodes = [str(n) for n in self.exclude_nodes]
+        self.exclude_ops = [str(n) for n in self.exclude_ops]
+        self.keep_io_types = bool(self.keep_io_types)
+        self.allow_random = bool(self.allow_random)
+        self.per_channel = bool(self.per_channel)
+        if self.calibration is not None:
+            self.calibration = str(self.calibration)
+        return self
+
+    @property
+    def precision(self) -> table.Precision:
+        """The target's row of the precision table."""
+        return table.get(self.target)
+
+    # -- conversions ------------------------------------------------------------------------
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "PrecisionSpec":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise WorkbenchError(f"unknown precision spec field '{unknown[0]}'", field=unknown[0],
+                                 hint="known: " + ", ".join(sorted(known)))
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "PrecisionSpec":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise WorkbenchError(f"precision spec is not valid JSON: {e}") from None
+        if not isinstance(d, dict):
+            raise WorkbenchError("precision spec JSON must be an object")
+        return cls.from_dict(d)
+
+    @classmethod
+    def from_args(cls, args: Any, *, target_attr: str = "target") -> "PrecisionSpec":
+        """From parsed CLI arguments: the target from `args.<target_attr>` (`precision --to`
+        is "target", `build --precision` is "precision"), then --exclude, --exclude-op,
+        --calib, --calib-method, --allow-random, --keep-io, --no-per-channel; flags a verb
+        does not have keep their defaults."""
+        d: Dict[str, Any] = {"target": getattr(args, target_attr, None) or "fp32"}
+        for flag, name in (("exclude", "exclude_nodes"), ("exclude_op", "exclude_ops"),
+                           ("calib", "calibration"), ("calib_method", "calibrate_method"),
+                           ("allow_random", "allow_random"), ("keep_io", "keep_io_types"),
+                           ("per_channel", "per_channel")):
+            v = getattr(args, flag, None)
+            if v is not None:
+                d[name] = list(v) if isinstance(v, (list, tuple)) else v
+        return cls.from_dict(d)
+
+    def convert_kwargs(self) -> Dict[str, Any]:
+        """Keyword arguments of `workbench.precision.transform.convert` (after the target)."""
+        return dict(exclude_nodes=list(self.exclude_nodes), exclude_ops=list(self.exclude_ops),
+                    keep_io_types=self.keep_io_types, calibration=self.calibration,
+                    calibrate_method=self.calibrate_method, allow_random=self.allow_random,
+                    per_channel=self.per_channel)
+
+    def replace(self, **changes: Any) -> "PrecisionSpec":
+        d = self.to_dict()
+        d.update(changes)
+        return PrecisionSpec.from_dict(d)

@@ -1,0 +1,140 @@
+"""The precision table: every target the workbench knows, in one place.
+
+Each row says what the target needs and how each consumer spells it: whether it needs
+calibration data, the legacy builder flag (TensorRT <= 10), the trtexec / polygraphy flags of
+that route, the ONNX transform of the strongly typed route (float casts, Q/DQ, none) and a line
+for the user. The CLI choices (`precision`, `build`, `compare`), the Build and Precision panels,
+route resolution, the exports and the calibration checks all read it; adding a target is one
+`register(...)` call plus its transform.
+
+Deliberately plain classes, no dataclasses/numpy: the CLI reads it while building argparse.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+from workbench.errors import WorkbenchError
+
+FP16_MAX = 65504.0
+BF16_MAX = 3.3895313892515355e38
+BASE = "fp32"  # what the builder-flag route hands TensorRT: the original model
+CALIBRATE_METHODS = ("entropy", "minmax", "percentile")
+KINDS = ("none", "float", "quantized")
+
+# A transform is "module:function" (imported when first used) or the function itself:
+# fn(proto, job) -> (ModelProto, [Finding], {report entries}); see workbench.precision.transform.
+Transform = Union[str, Callable[..., Any]]
+
+
+class Precision:
+    """One row of the table (read-only by convention; `register` a new one to change it)."""
+
+    __slots__ = ("name", "kind", "description", "needs_calibration", "builder_flag",
+                 "flag_route", "flag_calibrator", "trtexec", "polygraphy", "transform",
+                 "max_abs", "aliases")
+
+    def __init__(self, name: str, kind: str, description: str, *, transform: Transform,
+                 needs_calibration: bool = False, builder_flag: Optional[str] = None,
+                 flag_route: bool = True, flag_calibrator: bool = False,
+                 trtexec: Optional[str] = None, polygraphy: Optional[str] = None,
+                 max_abs: Optional[float] = None, aliases: Tuple[str, ...] = ()) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"precision kind must be one of {KINDS}, got {kind!r}")
+        self.name = name.lower()
+        self.kind = kind                    # none | float (casts) | quantized (Q/DQ)
+        self.description = description
+        self.transform = transform          # the strongly typed route's ONNX transform
+        self.needs_calibration = needs_calibration
+        self.builder_flag = builder_flag    # BuilderFlag name on TensorRT <= 10, e.g. "FP16"
+        self.flag_route = flag_route        # False: `--route legacy-flags` cannot build it
+        self.flag_calibrator = flag_calibrator  # builder-flag route feeds a calibrator
+        self.trtexec = trtexec              # trtexec flag of the builder-flag route
+        self.polygraphy = polygraphy        # polygraphy convert flag of that route
+        self.max_abs = max_abs              # float targets: largest finite value
+        self.aliases = tuple(a.lower() for a in aliases)
+
+    @property
+    def capability(self) -> Optional[str]:
+        """The worker's capability key for the builder flag (`fp16_flag`), or None."""
+        return f"{self.builder_flag.lower()}_flag" if self.builder_flag else None
+
+    def transform_fn(self) -> Callable[..., Any]:
+        if callable(self.transform):
+            return self.transform
+        import importlib
+
+        mod, _, fn = str(self.transform).partition(":")
+        return getattr(importlib.import_module(mod), fn)
+
+    def __repr__(self) -> str:
+        return f"Precision({self.name!r}, {self.kind!r})"
+
+
+_TABLE: Dict[str, Precision] = {}
+_ALIASES: Dict[str, str] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TARGETS":  # the names as they are now (a tuple, like it always was)
+        return names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def register(p: Precision, *, replace: bool = False) -> Precision:
+    """Add a target (tests add a dummy one); every consumer sees it at once."""
+    if p.name in _TABLE and not replace:
+        raise ValueError(f"precision '{p.name}' is already registered")
+    _TABLE[p.name] = p
+    for a in p.aliases:
+        _ALIASES[a] = p.name
+    return p
+
+
+def unregister(name: str) -> None:
+    p = _TABLE.pop(name.lower(), None)
+    for a in getattr(p, "aliases", ()):
+        _ALIASES.pop(a, None)
+
+
+def names() -> Tuple[str, ...]:
+    """Every target, in table order (fp32 first)."""
+    return tuple(_TABLE)
+
+
+def lowered() -> Tuple[str, ...]:
+    """The targets that change the model (everything but fp32): `compare --to` choices."""
+    return tuple(n for n, p in _TABLE.items() if p.kind != "none")
+
+
+def normalise(name: Any) -> str:
+    """Lower-case, aliases resolved ('half' -> 'fp16'); unknown names pass through."""
+    n = str(name).strip().lower()
+    return _ALIASES.get(n, n)
+
+
+def get(name: Any, *, field: str = "precision") -> Precision:
+    """The row for `name` (aliases accepted); WorkbenchError naming `field` otherwise."""
+    n = normalise(name)
+    p = _TABLE.get(n)
+    if p is None:
+        raise WorkbenchError(f"unknown precision '{n}'", field=field,
+                             hint="one of " + ", ".join(_TABLE))
+    return p
+
+
+_Q = "workbench.precision.transform:"
+register(Precision("fp32", "none", "the model as it is (no transform)",
+                   transform=_Q + "keep_fp32", aliases=("float32", "float")))
+register(Precision("fp16", "float", "FP16 Casts + FP16 weights; overflowing nodes stay FP32",
+                   transform=_Q + "fp16_casts", builder_flag="FP16", trtexec="--fp16",
+                   polygraphy="--fp16", max_abs=FP16_MAX, aliases=("float16", "half")))
+register(Precision("bf16", "float", "BF16 Casts + BF16 weights (FP32's range, fewer digits)",
+                   transform=_Q + "bf16_casts", builder_flag="BF16", trtexec="--bf16",
+                   polygraphy="--bf16", max_abs=BF16_MAX, aliases=("bfloat16",)))
+register(Precision("int8", "quantized", "INT8 Q/DQ with calibrated scales (zero point 0)",
+                   transform=_Q + "qdq", needs_calibration=True, builder_flag="INT8",
+                   flag_calibrator=True, trtexec="--int8", polygraphy="--int8"))
+register(Precision("fp8", "quantized", "FP8 E4M3 Q/DQ, scales amax/448",
+                   transform=_Q + "qdq", needs_calibration=True, builder_flag="FP8",
+                   flag_route=False, aliases=("fp8e4m3", "fp8_e4m3")))
+del _Q
