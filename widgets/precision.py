@@ -222,10 +222,12 @@ class PrecisionPanel(PanelBase, W.VBox):
                                  "path (it is JSON)", field="calibration",
                                  hint="save the batches with workbench.precision.calibration."
                                       "write_batches and pass the folder")
+        return self._spec(str(calib) if calib is not None else None)
+
+    def _spec(self, calibration: Optional[str]) -> PrecisionSpec:
         return PrecisionSpec(target=self.target.value, exclude_nodes=self.excluded_nodes,
                              exclude_ops=self.excluded_ops, keep_io_types=self.keep_io.value,
-                             calibration=str(calib) if calib is not None else None,
-                             calibrate_method=self.calib_method.value,
+                             calibration=calibration, calibrate_method=self.calib_method.value,
                              allow_random=self.allow_random.value)
 
     def validated_profiles(self) -> List[Dict[str, List[List[int]]]]:
@@ -303,10 +305,7 @@ class PrecisionPanel(PanelBase, W.VBox):
         if self.busy:
             raise WorkbenchError("a conversion is already running")
         calib = self._calibration_source()
-        spec = PrecisionSpec(target=self.target.value, exclude_nodes=self.excluded_nodes,
-                             exclude_ops=self.excluded_ops, keep_io_types=self.keep_io.value,
-                             calibrate_method=self.calib_method.value,
-                             allow_random=self.allow_random.value)
+        spec = self._spec(None)
         kwargs = spec.convert_kwargs()
         kwargs["calibration"] = calib  # a path, or batches held in memory
         out = Path(self.output.value)

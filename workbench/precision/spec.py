@@ -19,7 +19,7 @@ from workbench.precision import table
 class PrecisionSpec:
     """Target, FP32 exclusions, I/O types, calibration source and method."""
 
-    target: str = "fp32"
+    target: str = table.BASE
     exclude_nodes: List[str] = field(default_factory=list)
     exclude_ops: List[str] = field(default_factory=list)
     keep_io_types: bool = True
@@ -84,7 +84,7 @@ class PrecisionSpec:
         is "target", `build --precision` is "precision"), then --exclude, --exclude-op,
         --calib, --calib-method, --allow-random, --keep-io, --no-per-channel; flags a verb
         does not have keep their defaults."""
-        d: Dict[str, Any] = {"target": getattr(args, target_attr, None) or "fp32"}
+        d: Dict[str, Any] = {"target": getattr(args, target_attr, None) or table.BASE}
         for flag, name in (("exclude", "exclude_nodes"), ("exclude_op", "exclude_ops"),
                            ("calib", "calibration"), ("calib_method", "calibrate_method"),
                            ("allow_random", "allow_random"), ("keep_io", "keep_io_types"),
