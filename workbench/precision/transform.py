@@ -8,6 +8,10 @@ inspect, diff, run on CPU with onnxruntime and hand to any TensorRT:
 - INT8: Q/DQ pairs (zero point 0, symmetric, per-channel weights) from onnxruntime.quantization's
   quantize_static with entropy / minmax / percentile calibration on CPU.
 - FP8 (E4M3FN): the same Q/DQ placement, scales re-derived as amax/448 (workbench.precision.quantize).
+Which transform a target gets is the precision table's call (`workbench.precision.table`):
+`keep_fp32`, `fp16_casts`, `bf16_casts` and `qdq` below, each fn(proto, TransformJob) ->
+(model, findings, report); `convert` does what all targets share (loading, exclusions,
+calibration data, range checks of float targets, validation, error measurement).
 Findings tell the user what matters: FP32 activations that overflow FP16 (with the nodes to
 exclude), nodes kept in FP32, random calibration. With calibration data the converted model is
 run against FP32 on onnxruntime CPU and the errors go into the report.
