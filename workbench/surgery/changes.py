@@ -202,11 +202,16 @@ def _unsupported(report: Any) -> List[Dict[str, Any]]:
 
 
 def _resolve(proto: Any, node: str, op: str) -> Optional[int]:
+    """The node a report entry names (id or unique name); a name several nodes share names
+    none of them (never a guess); without a name, the only node of that op."""
     if node:
-        try:
-            return find_node_index(proto, node)
-        except WorkbenchError:
-            pass
+        from workbench.graphindex import GraphIndex
+
+        hits = GraphIndex.of(proto).find(node)
+        if len(hits) == 1:
+            return hits[0]
+        if hits:
+            return None
     if op:
         hits = [i for i, n in enumerate(proto.graph.node) if n.op_type == op]
         if len(hits) == 1:
