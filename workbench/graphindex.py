@@ -157,6 +157,7 @@ class GraphIndex:
         self._outer_refs: Optional[List[str]] = None
         self._outer_readers: Optional[Dict[str, List[int]]] = None
         self._functions: Optional[Dict[Tuple[str, str], "GraphIndex"]] = None
+        self._defined: Optional[set] = None
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -355,8 +356,10 @@ class GraphIndex:
 
     def defines(self, tensor: str) -> bool:
         """Whether this graph itself defines `tensor` (input, initializer or node output)."""
-        return (tensor in self.producer or tensor in self.inputs
-                or tensor in self.initializers)
+        if self._defined is None:
+            self._defined = set(self.inputs) | {t.name for t in
+                                                getattr(self.graph, "initializer", [])}
+        return tensor in self.producer or tensor in self._defined
 
     # -- scopes ---------------------------------------------------------------------------
     @property

@@ -5,6 +5,8 @@ external-data references stay inside the model's folder, gives every node a stab
 every way a file can be wrong (missing, empty, truncated, not ONNX, escaping paths) into a
 WorkbenchError that names the file. Weights are loaded only by work that needs them
 (`Model.load_weights()`), which fails clearly when an external-data file is missing.
+`Model.index` is the model's one `GraphIndex` (workbench.graphindex), built on first use and
+cached: node ids, lookups, producers/consumers, scopes and declared types all come from it.
 """
 from __future__ import annotations
 
