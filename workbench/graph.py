@@ -163,22 +163,20 @@ class GraphStructure:
 
         # edges from the model's graph index; graph inputs produce their tensor
         gi = m.index
-        producer: Dict[str, int] = {t: n + k for k, t in enumerate(graph_inputs)}
-        dup_out: Dict[str, List[int]] = {}
-        for t, i in gi.producer.items():
-            if t in producer:  # a node writes a graph input
-                dup_out[t] = [producer[t]] + gi.duplicate_producers.get(t, [i])
-            else:
-                producer[t] = i
-                if t in gi.duplicate_producers:
-                    dup_out[t] = list(gi.duplicate_producers[t])
+        producer: Dict[str, int] = dict(gi.producer)
+        dup_out: Dict[str, List[int]] = {t: list(v) for t, v in gi.duplicate_producers.items()}
+        for k, t in enumerate(graph_inputs):
+            if t in gi.producer:  # a node writes a graph input
+                dup_out[t] = [n + k] + gi.duplicate_producers.get(t, [gi.producer[t]])
+            producer[t] = n + k
         src: List[int] = []
         dst: List[int] = []
         dangling: Dict[str, List[int]] = {}
-        for i, nd in enumerate(nodes):
-            ins = list(nd.input)
+        node_inputs = gi.node_inputs
+        for i in range(n):
+            ins = node_inputs[i]
             if gi.has_subgraphs(i):
-                ins += gi.implicit_inputs(i)
+                ins = ins + gi.implicit_inputs(i)
             for t in ins:
                 if not t:
                     continue

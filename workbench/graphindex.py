@@ -48,6 +48,11 @@ def scope_path_of(name: str) -> str:
     leading '/' when the name has one ('/a/b/Conv' -> '/a/b', 'gpu_0/relu' -> 'gpu_0'), ''
     at the root. This is the scope id the graph view, `workbench graph --expand` and inspect's
     node detail use."""
+    cut = name.rfind("/")
+    if cut <= 0:
+        return ""
+    if "//" not in name and not name.endswith("/"):  # the usual name: no empty parts
+        return name[:cut]
     parts = scope_of(name)
     if not parts:
         return ""
@@ -150,6 +155,7 @@ class GraphIndex:
         self._producer: Optional[Dict[str, int]] = None
         self._dups: Dict[str, List[int]] = {}
         self._consumers: Optional[Dict[str, List[int]]] = None
+        self._node_inputs: Optional[List[List[str]]] = None
         self._values: Optional[Dict[str, ValueType]] = None
         self._scopes: Optional[List[Tuple[str, ...]]] = None
         self._scope_paths: Optional[List[str]] = None
@@ -251,17 +257,11 @@ class GraphIndex:
 
     # -- tensors --------------------------------------------------------------------------
     def _edges(self) -> None:
+        """Producers (and each node's input list); consumers come later, on first use."""
         producer: Dict[str, int] = {}
-        consumers: Dict[str, List[int]] = {}
         dups: Dict[str, List[int]] = {}
+        self._node_inputs = [list(n.input) for n in self.nodes]
         for i, n in enumerate(self.nodes):
-            for t in n.input:
-                if t:
-                    c = consumers.get(t)
-                    if c is None:
-                        consumers[t] = [i]
-                    else:
-                        c.append(i)
             for t in n.output:
                 if not t:
                     continue
@@ -270,7 +270,7 @@ class GraphIndex:
                     producer[t] = i
                 else:
                     dups.setdefault(t, [prev]).append(i)
-        self._producer, self._consumers, self._dups = producer, consumers, dups
+        self._producer, self._dups = producer, dups
 
     @property
     def producer(self) -> Dict[str, int]:
@@ -290,8 +290,24 @@ class GraphIndex:
     def consumers(self) -> Dict[str, List[int]]:
         """Tensor name -> indices of the nodes reading it, one entry per input slot."""
         if self._consumers is None:
+            consumers: Dict[str, List[int]] = {}
+            for i, ins in enumerate(self.node_inputs):
+                for t in ins:
+                    if t:
+                        c = consumers.get(t)
+                        if c is None:
+                            consumers[t] = [i]
+                        else:
+                            c.append(i)
+            self._consumers = consumers
+        return self._consumers
+
+    @property
+    def node_inputs(self) -> List[List[str]]:
+        """Per node, its input names as a list (read once from the protobuf)."""
+        if self._node_inputs is None:
             self._edges()
-        return self._consumers  # type: ignore[return-value]
+        return self._node_inputs  # type: ignore[return-value]
 
     def producer_of(self, tensor: str) -> Optional[int]:
         return self.producer.get(tensor)
@@ -366,7 +382,7 @@ class GraphIndex:
     def scopes(self) -> List[Tuple[str, ...]]:
         """Per node, its scope parts by `scope_of` (the one rule)."""
         if self._scopes is None:
-            self._scopes = [scope_of(nm) for nm in self.names]
+            self._scopes = [scope_parts(p) if p else () for p in self.scope_paths]
         return self._scopes
 
     @property
