@@ -115,3 +115,50 @@ def test_missing_weights_are_shown_and_slots_exist(tmp_path):
     assert ins.show_node("/conv1/Conv").op == "Conv"
     assert "[N, 64, 112, 112]" in re.sub(r"<[^>]+>", "", ins.detail_pane.children[0].value)
     assert ins.show_node("no-such-node") is None
+
+
+def test_real_parser_check_runs_in_a_background_task_off_the_kernel_thread(monkeypatch):
+    """run_check returns at once (the kernel thread stays free) while the real TensorRT-RTX
+    check runs in the panel's BackgroundTask; its result then lands in the panel."""
+    import threading
+
+    from widgets.base import BackgroundTask
+    from workbench.support import checker
+
+    gate, seen = threading.Event(), []
+    real_check = checker.check
+
+    def gated(*a, **kw):
+        seen.append(threading.current_thread())
+        assert gate.wait(60)
+        return real_check(*a, **kw)
+
+    monkeypatch.setattr(checker, "check", gated)
+    ins = Inspector(SAMPLES / "needs_fixing.onnx", backend="tensorrt-rtx", static_check=False)
+    assert isinstance(ins.task, BackgroundTask)
+    ins.run_check()  # returns while the check waits at the gate
+    assert ins.busy and ins.check_button.disabled and "checking with" in ins.check_status.value
+    ins.run_check()  # a second click while busy starts nothing
+    gate.set()
+    ins.wait(120)
+    assert len(seen) == 1 and seen[0] is not threading.main_thread()
+    assert ins.check_error is None, ins.check_error
+    assert sorted(ins.report.unsupported_nodes) == ["/act/FastGelu", "/crop/CenterCropPad",
+                                                    "/flatten/Compress"]
+    assert "done" in ins.check_status.value and not ins.check_button.disabled
+
+
+def test_shared_node_name_shows_its_candidates(tmp_path):
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="dup"),
+             helper.make_node("Relu", ["a"], ["y"], name="dup")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    p = tmp_path / "dups.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(p))
+    ins = Inspector(p, static_check=False)
+    assert ins.show_node("dup") is None
+    text = ins.detail_pane.children[0].value
+    assert "used by 2 nodes" in text and "dup#0, dup#1" in text
+    assert ins.show_node("dup#1").id == "dup#1"

@@ -25,9 +25,11 @@ from workbench.errors import Finding, WorkbenchError
 from workbench.graph import (GROUP, GROUP_PREFIX, GraphData, GraphStructure,
                              ModelLike)
 
+from widgets.base import OK_COLOUR, SEVERITY_COLOURS
+
 _BUNDLE = Path(__file__).parent / "static" / "graphview.js"
-SEVERITY_COLORS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
-OK_COLOR = "#2ca02c"
+SEVERITY_COLORS = SEVERITY_COLOURS  # the one colour map (widgets.base); old names kept
+OK_COLOR = OK_COLOUR
 OTHER_COLOR = "#9e9e9e"
 MIXED_COLOR = "#8e6bb8"  # the group colour of the front end
 
@@ -181,9 +183,9 @@ class GraphView(anywidget.AnyWidget):
     def _elements(self, ids: Iterable[str]) -> List[int]:
         out = []
         for i in ids:
-            k = self.structure.element_index(i)
-            if k is not None:
-                out.append(k)
+            ks = self.structure.element_indices(i)
+            if ks:
+                out.extend(ks)
             elif i.startswith(GROUP_PREFIX) and i[len(GROUP_PREFIX):] in self.structure.scope_index:
                 out.extend(self.structure.element_index(m) for m in self.structure.members(i[len(GROUP_PREFIX):]))
         return out

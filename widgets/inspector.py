@@ -12,9 +12,7 @@ container where the graph view is mounted. All facts come from `workbench.inspec
 """
 from __future__ import annotations
 
-import html
 import json
-import threading
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
@@ -26,14 +24,13 @@ from workbench.inspect import (NodeDetail, Summary, TensorInfo, format_bytes, no
                                summarize)
 from workbench.model import Model, open_model
 
+from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, BackgroundTask, FindingsList, PanelBase,
+                          StatusLine, error_text, esc, findings_html)
+
 DYN_STYLE = "background:#fff3cd;color:#7a5b00;border-radius:3px;padding:0 3px;font-weight:600"
 CARD_STYLE = ("border:1px solid #ddd;border-radius:6px;padding:6px 10px;margin:2px 6px 2px 0;"
               "min-width:110px")
 BACKENDS = ["tensorrt-rtx", "tensorrt", "auto", "static"]
-
-
-def _esc(x: Any) -> str:
-    return html.escape(str(x))
 
 
 def _advise(report: Any, model: Any) -> Any:
@@ -49,12 +46,12 @@ def shape_html(t: TensorInfo) -> str:
     """A shape with its dynamic dims highlighted (class `wb-dyn`)."""
     if t.shape is None:
         return f'<span class="wb-dyn" style="{DYN_STYLE}">unknown rank</span>'
-    parts = [f'<span class="wb-dyn" style="{DYN_STYLE}" title="dynamic dim">{_esc(d)}</span>'
+    parts = [f'<span class="wb-dyn" style="{DYN_STYLE}" title="dynamic dim">{esc(d)}</span>'
              if not isinstance(d, int) else str(d) for d in t.shape]
     return "[" + ", ".join(parts) + "]"
 
 
-class Inspector(W.VBox):
+class Inspector(PanelBase, W.VBox):
     """Inspect a model: summary, op histogram, I/O, support report, node detail."""
 
     def __init__(self, model_or_path: Union[str, Path, Model], *, backend: str = "tensorrt-rtx",
@@ -68,10 +65,9 @@ class Inspector(W.VBox):
         self.details: Dict[str, NodeDetail] = {}
         self._client = client
         self._timeout = timeout
-        self._thread: Optional[threading.Thread] = None
+        self._init_base()  # self.status: the panel's error line
 
         self.title = W.HTML()
-        self.status = W.HTML()
         self.cards = W.HBox(layout=W.Layout(flex_flow="row wrap"))
         self.op_figure = go.FigureWidget(
             data=[go.Bar(x=[], y=[], orientation="h", marker_color="#4c78a8",
@@ -80,14 +76,15 @@ class Inspector(W.VBox):
                              yaxis=dict(autorange="reversed", automargin=True),
                              xaxis=dict(title="nodes")))
         self.io_table = W.HTML()
-        self.warnings_html = W.HTML()
+        self.warnings_html = FindingsList()
         self.backend_dd = W.Dropdown(options=BACKENDS, value=backend if backend in BACKENDS
                                      else "tensorrt-rtx", description="backend",
                                      layout=W.Layout(width="230px"))
         self.check_button = W.Button(description="Check with TensorRT", icon="search",
                                      button_style="primary", layout=W.Layout(width="200px"))
         self.check_button.on_click(lambda _: self.run_check())
-        self.check_status = W.HTML()
+        self.check_status = StatusLine()
+        self.task = BackgroundTask(self.check_status)  # the real-parser check, off the kernel
         self.support_html = W.HTML()
         self.failing_select = W.Select(options=[], rows=6, description="failing",
                                        layout=W.Layout(width="100%"))
@@ -117,7 +114,7 @@ class Inspector(W.VBox):
         self.error = self.check_error = None
         self.details = {}
         label = getattr(model_or_path, "path", None) or model_or_path
-        self.title.value = f"<h3 style='margin:4px 0'>Inspector: {_esc(Path(str(label)).name)}</h3>"
+        self.title.value = f"<h3 style='margin:4px 0'>Inspector: {esc(Path(str(label)).name)}</h3>"
         try:
             model = model_or_path if isinstance(model_or_path, Model) else open_model(model_or_path)
             summary = summarize(model)
@@ -145,9 +142,10 @@ class Inspector(W.VBox):
 
     def _show_error(self, msg: str) -> None:
         self.error = msg
-        self.status.value = (f"<div class='wb-error' style='color:#a00;border:1px solid #e99;"
+        self.status.value = (f"<div class='wb-error' style='color:{SEVERITY_COLOURS['error']};"
+                             f"border:1px solid #e99;"
                              f"padding:6px;border-radius:4px'><b>Cannot inspect:</b> "
-                             f"{_esc(msg)}</div>")
+                             f"{esc(msg)}</div>")
         self.body.layout.display = "none"
         self.graph_slot.children = []
         self.check_button.disabled = True
@@ -157,8 +155,8 @@ class Inspector(W.VBox):
     # ------------------------------------------------------------------ rendering
     def _card(self, title: str, value: str, sub: str = "") -> W.HTML:
         return W.HTML(f"<div style='{CARD_STYLE}'><div style='color:#666;font-size:11px'>"
-                      f"{_esc(title)}</div><div style='font-size:18px;font-weight:600'>"
-                      f"{_esc(value)}</div><div style='color:#888;font-size:11px'>{_esc(sub)}"
+                      f"{esc(title)}</div><div style='font-size:18px;font-weight:600'>"
+                      f"{esc(value)}</div><div style='color:#888;font-size:11px'>{esc(sub)}"
                       "</div></div>")
 
     def _render_cards(self) -> None:
@@ -199,8 +197,8 @@ class Inspector(W.VBox):
                          "dynamic": t.dynamic_dims, "unknown_rank": t.shape is None}
                         for kind, ts in (("input", s.inputs), ("output", s.outputs)) for t in ts]
         rows = "".join(
-            f"<tr><td>{r['kind']}</td><td><code>{_esc(r['name'])}</code></td>"
-            f"<td>{_esc(r['dtype'])}</td><td>{shape_html(t)}</td></tr>"
+            f"<tr><td>{r['kind']}</td><td><code>{esc(r['name'])}</code></td>"
+            f"<td>{esc(r['dtype'])}</td><td>{shape_html(t)}</td></tr>"
             for r, t in zip(self.io_rows, list(s.inputs) + list(s.outputs)))
         self.io_table.value = ("<table class='wb-io' style='border-collapse:collapse'>"
                                "<tr><th align=left>kind</th><th align=left>name</th>"
@@ -210,30 +208,27 @@ class Inspector(W.VBox):
     def _render_warnings(self) -> None:
         s = self.summary
         assert s is not None
-        items = [f"<li><b>{_esc(w.severity)}</b> {_esc(w.message)}"
-                 + (f" <i>({_esc(w.hint)})</i>" if w.hint else "") + "</li>"
-                 for w in s.warnings if w.severity != "info"]
-        self.warnings_html.value = f"<ul class='wb-warnings'>{''.join(items)}</ul>" if items \
-            else ""
+        items = [w for w in s.warnings if w.severity != "info"]
+        self.warnings_html.value = findings_html(items) if items else ""
 
     def _render_report(self, report: Any) -> None:
         """Show a SupportReport (assigns widget values only: safe from a thread)."""
         version = f" {report.backend_version}" if report.backend_version else ""
-        head = (f"<div class='wb-support'><b>{_esc(report.backend)}{_esc(version)}</b> "
-                f"({_esc(getattr(report, 'mode', ''))}): ")
+        head = (f"<div class='wb-support'><b>{esc(report.backend)}{esc(version)}</b> "
+                f"({esc(getattr(report, 'mode', ''))}): ")
         if report.supported:
-            head += "<span style='color:#070'>every node is supported</span>"
+            head += f"<span style='color:{OK_COLOUR}'>every node is supported</span>"
         else:
-            head += (f"<span style='color:#a00'>{len(report.unsupported)} node(s) "
-                     "refused</span>")
+            head += (f"<span style='color:{SEVERITY_COLOURS['error']}'>"
+                     f"{len(report.unsupported)} node(s) refused</span>")
         rows = "".join(
-            f"<tr><td><code>{_esc(u.get('node') or '-')}</code></td><td>{_esc(u.get('op') or '')}"
-            f"</td><td>{_esc(u.get('reason') or '')}</td><td>{_esc(u.get('source') or '')}</td>"
-            f"<td>{_esc(u.get('hint') or '')}</td></tr>" for u in report.unsupported)
+            f"<tr><td><code>{esc(u.get('node') or '-')}</code></td><td>{esc(u.get('op') or '')}"
+            f"</td><td>{esc(u.get('reason') or '')}</td><td>{esc(u.get('source') or '')}</td>"
+            f"<td>{esc(u.get('hint') or '')}</td></tr>" for u in report.unsupported)
         table = ("<table class='wb-unsupported'><tr><th align=left>node</th><th align=left>op"
                  "</th><th align=left>reason</th><th align=left>source</th><th align=left>next "
                  f"step</th></tr>{rows}</table>") if rows else ""
-        notes = "".join(f"<div style='color:#666'>{_esc(n)}</div>"
+        notes = "".join(f"<div style='color:#666'>{esc(n)}</div>"
                         for n in getattr(report, "notes", []) or [])
         self.support_html.value = head + "</div>" + table + notes
         opts = []
@@ -251,68 +246,59 @@ class Inspector(W.VBox):
         try:
             from workbench.support.checker import check
         except ImportError as e:
-            self.support_html.value = f"<i>support check not available: {_esc(e)}</i>"
+            self.support_html.value = f"<i>support check not available: {esc(e)}</i>"
             return
         try:
             self.report = _advise(check(self.model, backend="static"), self.model)
         except WorkbenchError as e:
             self.check_error = str(e)
-            self.support_html.value = f"<span class='wb-error' style='color:#a00'>{_esc(e)}</span>"
+            self.support_html.value = (f"<span class='wb-error' style='color:"
+                                       f"{SEVERITY_COLOURS['error']}'>{esc(e)}</span>")
             return
         self._render_report(self.report)
 
     def run_check(self, backend: Optional[str] = None, *, wait: bool = False) -> None:
-        """Ask the real parser (in the worker, from a thread); `wait=True` blocks until done."""
+        """Ask the real parser (in the worker) in a BackgroundTask, off the kernel thread;
+        `wait=True` blocks until done."""
         if self.model is None or self.busy:
             return
         backend = backend or self.backend_dd.value
         self.check_button.disabled = True
-        self.check_status.value = f"<i>checking with {_esc(backend)}...</i>"
         self.check_error = None
-        self._thread = threading.Thread(target=self._check_worker, args=(backend,), daemon=True)
-        self._thread.start()
+        model, client, timeout = self.model, self._client, self._timeout
+
+        def work() -> Any:
+            from workbench.support.checker import check
+
+            return _advise(check(model, backend=backend, client=client, timeout=timeout), model)
+
+        self.task.start(work, done=self._check_done, failed=self._check_failed,
+                        busy=f"checking with {backend}...")
         if wait:
             self.wait()
 
-    def _check_worker(self, backend: str) -> None:
-        try:
-            from workbench.support.checker import check
+    def _check_done(self, report: Any) -> None:  # in the task's thread: assigns traits only
+        self.report = report
+        self._render_report(report)
+        self.check_status.ok("done")
+        self.check_button.disabled = False
 
-            report = _advise(check(self.model, backend=backend, client=self._client,
-                                   timeout=self._timeout), self.model)
-        except WorkbenchError as e:
-            self.check_error = str(e)
-            self.check_status.value = (f"<span class='wb-error' style='color:#a00'>"
-                                       f"{_esc(e)}</span>")
-        except Exception as e:  # still shown, never lost in a thread
-            self.check_error = f"internal error: {type(e).__name__}: {e}"
-            self.check_status.value = f"<span style='color:#a00'>{_esc(self.check_error)}</span>"
-        else:
-            self.report = report
-            self._render_report(report)
-            self.check_status.value = "<span style='color:#070'>done</span>"
-        finally:
-            self.check_button.disabled = False
-
-    @property
-    def busy(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def wait(self, timeout: Optional[float] = None) -> None:
-        """Block until a running check finishes (for scripts and tests)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+    def _check_failed(self, e: BaseException) -> None:
+        self.check_error = str(e) if isinstance(e, WorkbenchError) else \
+            f"internal error: {error_text(e)}"
+        self.check_status.error(self.check_error)
+        self.check_button.disabled = False
 
     # ------------------------------------------------------------------ node detail
     def _node_id(self, name_or_id: Optional[str]) -> Optional[str]:
+        """The stable id of a node given by id or by a name only it has (None otherwise:
+        a shared name stands for no single node)."""
         if not name_or_id or self.model is None:
             return None
         if name_or_id in self.details:
             return name_or_id
-        for nid, d in self.details.items():
-            if d.name == name_or_id:
-                return nid
-        return None
+        hits = self.model.index.find(name_or_id)
+        return self.model.index.ids[hits[0]] if len(hits) == 1 else None
 
     # ------------------------------------------------------------------ graph view
     def _mount_graph(self, model: Model) -> None:
@@ -323,8 +309,9 @@ class Inspector(W.VBox):
         try:
             view = GraphView(model, height=520)
         except WorkbenchError as e:
-            self.graph_slot.children = [W.HTML(f"<span class='wb-error' style='color:#a00'>"
-                                               f"graph view unavailable: {_esc(e)}</span>")]
+            self.graph_slot.children = [W.HTML(
+                f"<span class='wb-error' style='color:{SEVERITY_COLOURS['error']}'>"
+                f"graph view unavailable: {esc(e)}</span>")]
             return
         view.observe(self._on_graph_select, names="selected")
         self.graph_view = view
@@ -344,14 +331,14 @@ class Inspector(W.VBox):
             t = next((x for x in infos if x.name == tensor), None)
             if t is not None:
                 self.detail_pane.children = [W.HTML(
-                    f"<div class='wb-node'><b>graph {kind}</b> <code>{_esc(t.name)}</code> "
-                    f"&middot; {_esc(t.dtype)} {shape_html(t)}</div>")]
+                    f"<div class='wb-node'><b>graph {kind}</b> <code>{esc(t.name)}</code> "
+                    f"&middot; {esc(t.dtype)} {shape_html(t)}</div>")]
                 return
         view = self.graph_view
         members = view.selected_nodes() if view is not None else []
         self.detail_pane.children = [W.HTML(
-            f"<div class='wb-node'><b>{_esc(nid)}</b> &middot; {len(members)} node(s): "
-            + ", ".join(f"<code>{_esc(m)}</code>" for m in members[:20])
+            f"<div class='wb-node'><b>{esc(nid)}</b> &middot; {len(members)} node(s): "
+            + ", ".join(f"<code>{esc(m)}</code>" for m in members[:20])
             + (" ..." if len(members) > 20 else "") + "</div>")]
 
     def _on_failing(self, change: Dict[str, Any]) -> None:
@@ -369,26 +356,32 @@ class Inspector(W.VBox):
         """Show one node's detail (by id or name) in `detail_pane`."""
         nid = self._node_id(node)
         if nid is None:
-            self.detail_pane.children = [W.HTML(f"<i>no node '{_esc(node)}'</i>")]
+            try:  # says which nodes share the name, or that there is none
+                if self.model is not None:
+                    self.model.index.node_index(node)
+                msg = f"no node '{node}'"
+            except WorkbenchError as e:
+                msg = e.one_line()
+            self.detail_pane.children = [W.HTML(f"<i>{esc(msg)}</i>")]
             return None
         d = self.details[nid]
 
         def tensors(names: List[str], infos: List[Optional[TensorInfo]]) -> str:
             return "".join(
-                f"<tr><td><code>{_esc(n or '(none)')}</code></td>"
-                f"<td>{_esc(t.dtype) if t else '?'}</td>"
+                f"<tr><td><code>{esc(n or '(none)')}</code></td>"
+                f"<td>{esc(t.dtype) if t else '?'}</td>"
                 f"<td>{shape_html(t) if t else '?'}</td></tr>" for n, t in zip(names, infos))
 
-        attrs = "".join(f"<tr><td>{_esc(k)}</td><td><code>{_esc(json.dumps(v))}</code></td></tr>"
+        attrs = "".join(f"<tr><td>{esc(k)}</td><td><code>{esc(json.dumps(v))}</code></td></tr>"
                         for k, v in d.attributes.items())
         problems = [u for u in (self.report.unsupported if self.report else [])
                     if self._node_id(u.get("node")) == nid]
-        why = "".join(f"<div style='color:#a00'>{_esc(u.get('source'))}: "
-                      f"{_esc(u.get('reason'))}</div>" for u in problems)
+        why = "".join(f"<div style='color:{SEVERITY_COLOURS['error']}'>{esc(u.get('source'))}: "
+                      f"{esc(u.get('reason'))}</div>" for u in problems)
         self.detail_pane.children = [W.HTML(
-            f"<div class='wb-node'><b>{_esc(d.name or d.id)}</b> &middot; {_esc(d.op)} "
-            f"<span style='color:#666'>({_esc(d.domain)})</span> &middot; id <code>{_esc(d.id)}"
-            f"</code>{' &middot; scope ' + _esc(d.scope) if d.scope else ''}{why}"
+            f"<div class='wb-node'><b>{esc(d.name or d.id)}</b> &middot; {esc(d.op)} "
+            f"<span style='color:#666'>({esc(d.domain)})</span> &middot; id <code>{esc(d.id)}"
+            f"</code>{' &middot; scope ' + esc(d.scope) if d.scope else ''}{why}"
             f"<table><tr><th align=left>input</th><th>dtype</th><th>shape</th></tr>"
             f"{tensors(d.inputs, d.input_info)}"
             f"<tr><th align=left>output</th><th>dtype</th><th>shape</th></tr>"

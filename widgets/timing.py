@@ -13,7 +13,6 @@ plotly FigureWidgets updated in place (no new figure per change).
 """
 from __future__ import annotations
 
-import html
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -22,15 +21,14 @@ import plotly.graph_objects as go
 
 from workbench.errors import WorkbenchError
 from workbench.timing import LayerTable, compare, lint, node_comparison, summarize
+from workbench.graphindex import scope_parts
 from workbench.render import timing_figures as figures
+
+from widgets.base import FindingsList, esc
 
 HEAT_COLORS = ["#fff5d6", "#fdd49e", "#fc8d59", "#e34a33", "#b30000"]
 NO_TIME_COLOR = "#d9d9d9"
 LayersArg = Union[str, Any, LayerTable]
-
-
-def _esc(x: Any) -> str:
-    return html.escape(str(x))
 
 
 def _as_table(layers: Any, profile: Any, onnx: Any) -> LayerTable:
@@ -113,7 +111,8 @@ class TimingPanel(W.VBox):
         self.latency_fig = None
         if prof is not None and prof.latency_ms is not None and len(prof.latency_ms):
             self.latency_fig = go.FigureWidget(figures.latency_figure(prof.latency_ms, prof.throughput))
-        self.findings_html = W.HTML(self._findings_html())
+        self.findings_html = FindingsList()
+        self.findings_html.show(self.findings, empty="no lint findings", limit=None)
         self.color_by.observe(lambda ch: self.refresh(), names="value")
         self.top.observe(lambda ch: self.refresh(), names="value")
 
@@ -137,22 +136,15 @@ class TimingPanel(W.VBox):
         s = self.summary_data
         cov = s["onnx_mapping"]
         total = "no profile" if s["total_ms"] is None else f"{s['total_ms']:.4f} ms ({s['statistic']})"
-        parts = [f"<b>{_esc(self.table.source.rsplit('/', 1)[-1])}</b>: {s['layers']} layers, {total}"]
+        parts = [f"<b>{esc(self.table.source.rsplit('/', 1)[-1])}</b>: {s['layers']} layers, {total}"]
         if cov["mapped_pct"] is not None:
             parts.append(f"{cov['mapped_pct']:.1f}% of time mapped to ONNX nodes")
         if s.get("latency"):
             la = s["latency"]
             parts.append(f"P50 {la['p50_ms']:.3f} / P90 {la['p90_ms']:.3f} / P99 {la['p99_ms']:.3f} ms")
         if self.comparison and self.comparison.get("speedup"):
-            parts.append(f"x{self.comparison['speedup']:.2f} vs {_esc(self.names[1])}")
+            parts.append(f"x{self.comparison['speedup']:.2f} vs {esc(self.names[1])}")
         return " &middot; ".join(parts)
-
-    def _findings_html(self) -> str:
-        if not self.findings:
-            return "<i>no lint findings</i>"
-        return "<ul>" + "".join(
-            f"<li><b>{_esc(f.severity)} {_esc(f.code)}</b>: {_esc(f.message)}"
-            + (f" &rarr; {_esc(f.hint)}" if f.hint else "") + "</li>" for f in self.findings) + "</ul>"
 
     def _wire_clicks(self) -> None:
         for tr in self.bars.data:
@@ -184,14 +176,14 @@ class TimingPanel(W.VBox):
         if row["mapping"] == "reformat-for":
             how += f" (reformat serving '{row['attributed_to']}')"
         time_txt = "n/a" if row["time_ms"] != row["time_ms"] else f"{row['time_ms']:.4f} ms ({row['pct']:.1f}%)"
-        nodes = ", ".join(_esc(n) for n in row["onnx_nodes"][:20])
+        nodes = ", ".join(esc(n) for n in row["onnx_nodes"][:20])
         if len(row["onnx_nodes"]) > 20:
             nodes += f" ... ({len(row['onnx_nodes'])} nodes)"
         self.detail.value = (
-            f"<b>{_esc(name)}</b><br>type {_esc(row['type'])} &middot; precision "
-            f"{_esc(row['precision'] or '?')} &middot; {time_txt}<br>tactic {_esc(row['tactic'])}<br>"
-            f"in {_esc(row['input_shapes'])} &rarr; out {_esc(row['output_shapes'])}<br>"
-            f"ONNX ({_esc(how)}): {nodes or '<i>none</i>'}")
+            f"<b>{esc(name)}</b><br>type {esc(row['type'])} &middot; precision "
+            f"{esc(row['precision'] or '?')} &middot; {time_txt}<br>tactic {esc(row['tactic'])}<br>"
+            f"in {esc(row['input_shapes'])} &rarr; out {esc(row['output_shapes'])}<br>"
+            f"ONNX ({esc(how)}): {nodes or '<i>none</i>'}")
         for tr in self.bars.data:
             names = list(tr.customdata) if tr.customdata is not None else []
             tr.selectedpoints = [names.index(name)] if name in names else []
@@ -220,13 +212,13 @@ class TimingPanel(W.VBox):
             hit = nt[nt["node"] == scope_id[5:]]
         elif scope_id == "all":
             hit = nt
-        else:
-            prefix = scope_id.rstrip("/") + "/"
-            hit = nt[nt["node"].str.startswith(prefix)]
+        else:  # the nodes whose scope (the one rule, graphindex.scope_of) lies below it
+            parts = list(scope_parts(scope_id))
+            hit = nt[[list(sc[:len(parts)]) == parts for sc in nt["scope"]]]
         ids = [str(i) for i in hit["node_id"]]
         self.selected_scope, self.selected_nodes = scope_id, ids
         ms = float(hit["time_ms"].sum())
-        self.detail.value = (f"<b>{_esc(scope_id)}</b>: {len(ids)} ONNX node(s), {ms:.4f} ms "
+        self.detail.value = (f"<b>{esc(scope_id)}</b>: {len(ids)} ONNX node(s), {ms:.4f} ms "
                              f"({ms / self.table.total_ms * 100 if self.table.total_ms else 0:.1f}%)")
         self._show_in_graph(ids)
         return ids
@@ -237,11 +229,8 @@ class TimingPanel(W.VBox):
             return
         nodes = [n for n in (change.get("new") or []) if not str(n).startswith("scope:")]
         layers: List[str] = []
-        for n in nodes:
-            name = n
-            if self.table.index is not None and n in self.table.index.position:
-                name = self.table.index.names[self.table.index.position[n]] or n
-            for lay in self.table.layers_of_node(name):
+        for n in nodes:  # mapped nodes are keyed by stable id (= the name when unique)
+            for lay in self.table.layers_of_node(n):
                 if lay not in layers:
                     layers.append(lay)
         for tr in self.bars.data:
@@ -249,8 +238,8 @@ class TimingPanel(W.VBox):
             tr.selectedpoints = [i for i, nm in enumerate(names) if nm in layers]
         self.graph_layers = layers
         if layers:
-            self.detail.value = ("<b>selected in the graph</b>: " + ", ".join(_esc(x) for x in nodes[:5])
-                                 + "<br>engine layer(s): " + "<br>".join(_esc(x) for x in layers[:10]))
+            self.detail.value = ("<b>selected in the graph</b>: " + ", ".join(esc(x) for x in nodes[:5])
+                                 + "<br>engine layer(s): " + "<br>".join(esc(x) for x in layers[:10]))
 
     def heatmap(self) -> Dict[str, str]:
         """Colour the graph view by per-node time (log bins). Returns node id -> colour."""

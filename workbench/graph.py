@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tupl
 import numpy as np
 
 from workbench.errors import Finding
+from workbench.graphindex import leaf_name, parent_scope
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -85,9 +86,9 @@ class GraphData:
         out = set()
         where = None
         for e in element_ids:
-            k = structure.element_index(e)
-            if k is not None and self.visible_of is not None:
-                out.add(int(self.visible_of[k]))
+            ks = structure.element_indices(e)
+            if ks and self.visible_of is not None:
+                out.update(int(self.visible_of[k]) for k in ks)
                 continue
             if where is None:
                 where = {i: n for n, i in enumerate(self.ids)}
@@ -126,36 +127,6 @@ def _as_model(model: ModelLike) -> "Model":
     return model_from_proto(model)
 
 
-def _scope_of(name: str) -> str:
-    """`/encoder/layer.0/attention/MatMul` -> `/encoder/layer.0/attention`; '' at the root."""
-    cut = name.rfind("/")
-    if cut <= 0:
-        return ""
-    return name[:cut]
-
-
-def _subgraph_outer_inputs(node: "onnx.NodeProto") -> List[str]:
-    """Tensors an If/Loop/Scan body reads from the enclosing graph (implicit inputs)."""
-    import onnx
-
-    used: List[str] = []
-    stack = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
-    stack += [g for a in node.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
-    while stack:
-        g = stack.pop()
-        local = {t.name for t in g.initializer} | {t.name for t in g.input}
-        for n in g.node:
-            local.update(n.output)
-        for n in g.node:
-            used.extend(t for t in n.input if t and t not in local)
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    stack.append(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    stack.extend(a.graphs)
-    return list(dict.fromkeys(used))
-
-
 class GraphStructure:
     """The graph's topology and scope tree, read once from a model; lays out any view of it.
 
@@ -190,27 +161,22 @@ class GraphStructure:
         self.findings: List[Finding] = []
         flag_nodes: Dict[int, List[int]] = {}
 
-        # producers of every tensor; graph inputs produce their tensor
-        producer: Dict[str, int] = {}
-        dup_out: Dict[str, List[int]] = {}
+        # edges from the model's graph index; graph inputs produce their tensor
+        gi = m.index
+        producer: Dict[str, int] = dict(gi.producer)
+        dup_out: Dict[str, List[int]] = {t: list(v) for t, v in gi.duplicate_producers.items()}
         for k, t in enumerate(graph_inputs):
+            if t in gi.producer:  # a node writes a graph input
+                dup_out[t] = [n + k] + gi.duplicate_producers.get(t, [gi.producer[t]])
             producer[t] = n + k
-        for i, nd in enumerate(nodes):
-            for t in nd.output:
-                if not t:
-                    continue
-                prev = producer.get(t)
-                if prev is not None:
-                    dup_out.setdefault(t, [prev]).append(i)
-                else:
-                    producer[t] = i
         src: List[int] = []
         dst: List[int] = []
         dangling: Dict[str, List[int]] = {}
-        for i, nd in enumerate(nodes):
-            ins = list(nd.input)
-            if nd.attribute and any(a.type in (5, 10) for a in nd.attribute):  # GRAPH(S)
-                ins += _subgraph_outer_inputs(nd)
+        node_inputs = gi.node_inputs
+        for i in range(n):
+            ins = node_inputs[i]
+            if gi.has_subgraphs(i):
+                ins = ins + gi.implicit_inputs(i)
             for t in ins:
                 if not t:
                     continue
@@ -273,7 +239,7 @@ class GraphStructure:
         self.pos[self.order] = np.arange(self.n)
 
         # scope tree: every prefix of every node's scope
-        scope_str = [_scope_of(nm) for nm in names] + [""] * (n_in + n_out)
+        scope_str = list(gi.scope_paths) + [""] * (n_in + n_out)
         uniq: Dict[str, int] = {}
         node_scope = np.empty(self.n, dtype=np.int64)
         for i, s in enumerate(scope_str):
@@ -289,8 +255,8 @@ class GraphStructure:
             k = paths.get(path)
             if k is not None:
                 return k
-            cut = path.rfind("/")
-            par = add(path[:cut]) if cut > 0 else -1
+            up = parent_scope(path)
+            par = add(up) if up else -1
             k = paths[path] = len(paths)
             parent.append(par)
             depth.append(0 if par < 0 else depth[par] + 1)
@@ -418,11 +384,11 @@ class GraphStructure:
                 nm = self.names[k]
                 if not nm or self.flags[k] & FLAG_DUPLICATE_NAME:
                     nm = self.ids[k]  # 'dup#1': tell same-named nodes apart
-                labels.append(nm[nm.rfind("/") + 1:])
+                labels.append(leaf_name(nm))
             else:
                 path = self.scopes[sk]
                 ids.append(GROUP_PREFIX + path)
-                labels.append(f"{path[path.rfind('/') + 1:]} ({int(self.scope_members[sk])})")
+                labels.append(f"{leaf_name(path)} ({int(self.scope_members[sk])})")
         enclosing = np.where(elem, self.node_scope[np.where(elem, keys, 0)],
                              self.scope_parent[np.maximum(scope_k, 0)]) if len(self.scopes) else \
             np.full(m, -1, dtype=np.int64)
@@ -445,13 +411,24 @@ class GraphStructure:
             total_nodes=self.n_nodes, visible_of=vis)
 
     def element_index(self, element_id: str) -> Optional[int]:
-        """Structure index of a node id (or unique node name, input:/output: id); None if unknown."""
+        """Element of a node/input/output id, or of the only node with that name (None when
+        unknown; an ambiguous name raises, naming the candidates: `GraphIndex.node_index`)."""
         if self._index is None:
             self._index = {e: i for i, e in enumerate(self.ids)}
-            for i, nm in enumerate(self.names[: self.n_nodes]):
-                if nm and nm not in self._index:
-                    self._index[nm] = i
-        return self._index.get(element_id)
+        k = self._index.get(element_id)
+        if k is not None:
+            return k
+        hits = self.model.index.find(element_id)
+        if len(hits) > 1:
+            self.model.index.node_index(element_id)  # raises with the candidates
+        return hits[0] if hits else None
+
+    def element_indices(self, element_id: str) -> List[int]:
+        """Every element an id or node name stands for (all nodes sharing a name)."""
+        if self._index is None:
+            self._index = {e: i for i, e in enumerate(self.ids)}
+        k = self._index.get(element_id)
+        return [k] if k is not None else self.model.index.find(element_id)
 
     def members(self, scope: str) -> List[str]:
         """Ids of the elements inside a scope (any depth)."""

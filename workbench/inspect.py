@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Union
 
 from workbench.errors import Finding
+from workbench.graphindex import scope_of, scope_parts
 from workbench.model import Model, external_location, model_skeleton, open_model
 from workbench.onnx_light import has_schema, onnx_proto
 from workbench.onnx_light import infer_shapes as _onnx_infer_shapes
@@ -124,7 +125,7 @@ class ScopeNode:
 
     def find(self, path: str) -> Optional["ScopeNode"]:
         node = self
-        for part in [p for p in path.split("/") if p]:
+        for part in scope_parts(path):
             node = node._by_name.get(part)
             if node is None:
                 return None
@@ -425,26 +426,25 @@ def render_attribute(attr: "onnx.AttributeProto") -> Any:
 
 
 def node_scope(name: str) -> List[str]:
-    """Scope parts of a node name: '/encoder/layer.0/attention/self/MatMul' ->
-    ['encoder', 'layer.0', 'attention', 'self'] (the last part is the node's own name)."""
-    parts = [p for p in name.split("/") if p]
-    return parts[:-1]
+    """Scope parts of a node name by the one rule (`workbench.graphindex.scope_of`):
+    '/encoder/layer.0/attention/self/MatMul' -> ['encoder', 'layer.0', 'attention', 'self']."""
+    return list(scope_of(name))
 
 
 def node_details(model: Model, shapes: Optional[Dict[str, TensorInfo]] = None,
                  ) -> List[NodeDetail]:
     """Detail of every main-graph node, in graph order, with tensor shapes where known."""
     shapes = shapes or {}
+    gi = model.index
     out = []
-    for i, (nid, n) in enumerate(zip(model.node_ids, model.graph.node)):
-        scope = node_scope(n.name)
+    for i, (nid, n) in enumerate(zip(gi.ids, gi.nodes)):
         out.append(NodeDetail(
             id=nid, index=i, name=n.name, op=n.op_type, domain=n.domain or "ai.onnx",
             inputs=list(n.input), outputs=list(n.output),
             attributes={a.name: render_attribute(a) for a in n.attribute},
             input_info=[shapes.get(x) if x else None for x in n.input],
             output_info=[shapes.get(x) if x else None for x in n.output],
-            scope="/" + "/".join(scope) if scope else "",
+            scope=gi.scope(i),
             doc=_text(n.doc_string.encode(), 300) if n.doc_string else ""))
     return out
 
@@ -461,9 +461,10 @@ def node_detail(model: Model, node_id: str, shapes: Optional[Dict[str, TensorInf
 def scope_tree(model: Model) -> ScopeNode:
     """The name-scope tree of the main graph (nodes without scopes sit at the root)."""
     root = ScopeNode(name="", path="/")
-    for nid, n in zip(model.node_ids, model.graph.node):
+    gi = model.index
+    for nid, n, parts in zip(gi.ids, gi.nodes, gi.scopes):
         chain = [root]
-        for part in node_scope(n.name):
+        for part in parts:
             chain.append(chain[-1].child(part))
         chain[-1].nodes.append(nid)
         for s in chain:
@@ -499,14 +500,14 @@ def _lint(model: Model, ops: Dict[str, int], inputs: List[TensorInfo],
           shape_status: str) -> List[Finding]:
     found: List[Finding] = []
     g = model.graph
-    names = Counter(n.name for n in g.node)
-    dups = sorted(n for n, c in names.items() if n and c > 1)
+    by_name = model.index.by_name
+    dups = sorted(n for n, idx in by_name.items() if len(idx) > 1)
     if dups:
         found.append(Finding("info", "duplicate-node-names",
                              f"{len(dups)} node name(s) are used more than once "
                              f"(e.g. '{dups[0]}'); nodes get ids like '{dups[0]}#0'",
                              nodes=dups[:20], source="inspect"))
-    unnamed = names.get("", 0)
+    unnamed = sum(1 for n in model.index.names if not n)
     if unnamed:
         found.append(Finding("info", "unnamed-nodes",
                              f"{unnamed} node(s) have no name; they get ids like 'Conv#0'",

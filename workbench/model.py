@@ -5,6 +5,8 @@ external-data references stay inside the model's folder, gives every node a stab
 every way a file can be wrong (missing, empty, truncated, not ONNX, escaping paths) into a
 WorkbenchError that names the file. Weights are loaded only by work that needs them
 (`Model.load_weights()`), which fails clearly when an external-data file is missing.
+`Model.index` is the model's one `GraphIndex` (workbench.graphindex), built on first use and
+cached: node ids, lookups, producers/consumers, scopes and declared types all come from it.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Union
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_bytes
+from workbench.graphindex import GraphIndex, stable_node_ids  # noqa: F401 (re-export)
 from workbench.onnx_light import onnx_proto
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,30 +66,6 @@ def external_location(tensor: "onnx.TensorProto") -> Optional[str]:
     return ""
 
 
-def stable_node_ids(graph: "onnx.GraphProto") -> List[str]:
-    """One unique id per node, stable across saves: the node name when it is unique and
-    non-empty, otherwise ``<name or op>#<k>`` with k counting earlier nodes that wanted the same
-    id (skipping any k whose id is already some other node's name)."""
-    counts: Dict[str, int] = {}
-    for node in graph.node:
-        counts[node.name] = counts.get(node.name, 0) + 1
-    taken = {n for n, c in counts.items() if n and c == 1}
-    seen: Dict[str, int] = {}
-    ids = []
-    for node in graph.node:
-        if node.name and counts[node.name] == 1:
-            ids.append(node.name)
-            continue
-        base = node.name if node.name else node.op_type
-        k = seen.get(base, 0)
-        while f"{base}#{k}" in taken:
-            k += 1
-        seen[base] = k + 1
-        ids.append(f"{base}#{k}")
-        taken.add(ids[-1])
-    return ids
-
-
 @dataclass
 class Model:
     """An opened ONNX model: the graph without weight bytes, and where its weights live."""
@@ -99,7 +78,7 @@ class Model:
     truncated_external: List[str] = field(default_factory=list)
     warnings: List[Finding] = field(default_factory=list)
     _hash: Optional[str] = None
-    _node_ids: Optional[List[str]] = None
+    _index: Optional[GraphIndex] = field(default=None, repr=False, compare=False)
 
     @property
     def graph(self) -> "onnx.GraphProto":
@@ -118,25 +97,20 @@ class Model:
         return not self.missing_external
 
     @property
+    def index(self) -> GraphIndex:
+        """The model's graph index (ids, producers/consumers, scopes, types), built once."""
+        if self._index is None:
+            self._index = GraphIndex.of(self.proto, label=self.name)
+        return self._index
+
+    @property
     def node_ids(self) -> List[str]:
-        if self._node_ids is None:
-            self._node_ids = stable_node_ids(self.proto.graph)
-        return self._node_ids
+        return self.index.ids
 
     def node_index(self, node_id: str) -> int:
-        """Index in graph.node of a node given by stable id or by a name only it has."""
-        ids = self.node_ids
-        if node_id in ids:
-            return ids.index(node_id)
-        named = [i for i, n in enumerate(self.proto.graph.node) if n.name == node_id]
-        if len(named) == 1:
-            return named[0]
-        if named:
-            raise WorkbenchError(
-                f"node name '{node_id}' is used by {len(named)} nodes", file=self.name,
-                hint="use one of their ids: " + ", ".join(ids[i] for i in named[:5]))
-        raise WorkbenchError(f"no node with id or name '{node_id}'", file=self.name,
-                             hint="list node names with `workbench inspect MODEL --json`")
+        """Index in graph.node of a node given by stable id or by a name only it has
+        (`GraphIndex.node_index`: an ambiguous or unknown name raises naming candidates)."""
+        return self.index.node_index(node_id)
 
     def node_by_id(self, node_id: str) -> "onnx.NodeProto":
         return self.proto.graph.node[self.node_index(node_id)]

@@ -76,16 +76,19 @@ class NameIndex:
 
     @classmethod
     def from_graph(cls, graph: Any) -> "NameIndex":
-        nodes = [n.name for n in graph.node]
+        """From a Model (its cached graph index), a GraphIndex, or a Model/Graph proto:
+        node names, and each tensor's producers plus the readers of weights/graph inputs."""
+        from workbench.graphindex import GraphIndex
+
+        gi = graph if isinstance(graph, GraphIndex) else GraphIndex.of(graph)
         tn: Dict[str, List[str]] = {}
-        inits = {t.name for t in graph.initializer} | {i.name for i in graph.input}
-        for n in graph.node:
-            for o in n.output:
-                tn.setdefault(o, []).append(n.name)
-            for i in n.input:
-                if i in inits:
-                    tn.setdefault(i, []).append(n.name)
-        return cls(nodes, tn)
+        for t, i in gi.producer.items():
+            tn[t] = [gi.names[k] for k in gi.duplicate_producers.get(t, [i])]
+        for t in set(gi.initializers) | set(gi.inputs):
+            readers = [gi.names[k] for k in gi.consumers.get(t, ())]
+            if readers:
+                tn[t] = tn.get(t, []) + readers
+        return cls(gi.names, tn)
 
     def find(self, text: str) -> Tuple[List[str], List[str]]:
         """(node names, tensor names) mentioned in `text`, in order of appearance."""

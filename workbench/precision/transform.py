@@ -107,17 +107,20 @@ def name_unnamed_nodes(proto: Any) -> int:
 
 def resolve_exclusions(proto: Any, exclude_nodes: Iterable[str], exclude_ops: Iterable[str],
                        label: str) -> Tuple[List[str], List[str], List[Finding]]:
-    """Check user exclusions against the graph. Unknown node -> error; unknown op -> warning."""
-    names = [n.name for n in proto.graph.node]
-    known = set(names)
+    """Check user exclusions against the graph. Unknown node -> error; unknown op -> warning.
+    A node is named by stable id or by a name only it has (`GraphIndex.node_index`): an
+    ambiguous name is an error naming the candidates."""
+    from workbench.graphindex import GraphIndex
+
+    gi = GraphIndex.of(proto, label=label)
     nodes: List[str] = []
     for n in dict.fromkeys(exclude_nodes):
-        if n not in known:
-            close = [x for x in names if n.lower() in x.lower()][:5]
-            raise WorkbenchError(f"no node named '{n}' to exclude", file=label, node=n,
-                                 hint=("did you mean: " + ", ".join(close)) if close else
-                                 "list node names with `workbench inspect MODEL --json`")
-        nodes.append(n)
+        try:
+            nodes.append(gi.key(gi.node_index(n)))
+        except WorkbenchError as e:
+            raise WorkbenchError(f"cannot exclude '{n}': {e.message}", file=label, node=n,
+                                 field="exclude", hint=e.hint) from None
+    nodes = list(dict.fromkeys(nodes))
     ops_present = {n.op_type for n in proto.graph.node}
     ops = list(dict.fromkeys(exclude_ops))
     findings = []
@@ -131,16 +134,19 @@ def resolve_exclusions(proto: Any, exclude_nodes: Iterable[str], exclude_ops: It
 
 
 def _consumers(graph: Any) -> Dict[str, List[Any]]:
-    out: Dict[str, List[Any]] = {}
-    for node in graph.node:
-        for i in node.input:
-            if i:
-                out.setdefault(i, []).append(node)
-    return out
+    """Tensor -> the nodes reading it (one per input slot), from the graph index."""
+    from workbench.graphindex import GraphIndex
+
+    gi = GraphIndex.of(graph)
+    return {t: [gi.nodes[i] for i in idx] for t, idx in gi.consumers.items()}
 
 
 def _producers(graph: Any) -> Dict[str, Any]:
-    return {o: node for node in graph.node for o in node.output if o}
+    """Tensor -> the node producing it, from the graph index."""
+    from workbench.graphindex import GraphIndex
+
+    gi = GraphIndex.of(graph)
+    return {t: gi.nodes[i] for t, i in gi.producer.items()}
 
 
 def run_ort(proto: Any, batches: List[Dict[str, np.ndarray]],

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from workbench.graphindex import leaf_name
 from workbench.timing.table import LayerTable
 
 PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2",
@@ -97,7 +98,7 @@ def treemap_data(t: LayerTable, include_attributed: bool = True) -> pd.DataFrame
             vals[key] += v
             parent = key
         key = "node:" + leaf
-        labels[key], parents[key] = leaf.split("/")[-1] or leaf, parent
+        labels[key], parents[key] = leaf_name(leaf), parent
         vals[key] = vals.get(key, 0.0) + v
 
     for r in nt.itertuples():

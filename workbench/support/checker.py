@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.support import codes
+from workbench.graphindex import GraphIndex
 from workbench.model import Model, model_from_proto, open_model, save_model
 from workbench.support.rules import BACKENDS, MATRIX_SUPPORTED, PLUGIN_HINT, backend_table
 
@@ -88,26 +89,15 @@ class _Scope:
     """Constants visible to a graph (its initializers and Constant outputs, plus outer scopes),
     and the ranks of tensors where the model declares them."""
 
-    def __init__(self, graph: Any, outer: Optional["_Scope"] = None) -> None:
+    def __init__(self, index: GraphIndex, outer: Optional["_Scope"] = None) -> None:
         self.outer = outer
-        self.ranks: Dict[str, int] = {}
-        self.dtypes: Dict[str, int] = {}
-        self.graph_outputs = {getattr(o, "name", o) for o in getattr(graph, "output", [])}
-        for vi in list(getattr(graph, "input", [])) + list(getattr(graph, "value_info", [])) + \
-                list(getattr(graph, "output", [])):
-            if not hasattr(vi, "type"):  # a FunctionProto's inputs are plain names
-                continue
-            tt = vi.type.tensor_type
-            if vi.type.HasField("tensor_type"):
-                self.dtypes[vi.name] = tt.elem_type
-                if tt.HasField("shape"):
-                    self.ranks[vi.name] = len(tt.shape.dim)
-        for t in getattr(graph, "initializer", []):
-            self.ranks[t.name] = len(t.dims)
-            self.dtypes[t.name] = t.data_type
+        values = index.values
+        self.ranks: Dict[str, int] = {k: v.rank for k, v in values.items() if v.rank is not None}
+        self.dtypes: Dict[str, int] = {k: v.dtype for k, v in values.items()}
+        self.graph_outputs = set(index.outputs)
         # name -> TensorProto, or a numpy array (value_int(s)/value_float(s)), or None (unknown)
-        self.consts: Dict[str, Any] = {t.name: t for t in getattr(graph, "initializer", [])}
-        for node in graph.node:
+        self.consts: Dict[str, Any] = dict(index.initializers)
+        for i, node in enumerate(index.nodes):
             if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.output:
                 self.consts[node.output[0]] = _constant_value(node)
 
@@ -311,36 +301,33 @@ class _Site:
     path: str
     scope: "_Scope"
     stack: List[str]
+    graph: Optional[GraphIndex] = None  # the index of the graph the node sits in
+    pos: int = -1                       # its position there
 
 
-def _walk(graph: Any, ids: Optional[List[str]] = None, path: str = "",
-          outer: Optional[_Scope] = None, functions: Optional[Dict[Tuple[str, str], Any]] = None,
+def _walk(index: GraphIndex, path: str = "", outer: Optional[_Scope] = None,
+          functions: Optional[Dict[Tuple[str, str], GraphIndex]] = None,
           stack: Optional[List[str]] = None) -> Iterator[_Site]:
     """Every node: subgraph bodies (If/Loop/Scan) and model-local functions included.
     Function calls are expanded (as TensorRT inlines them) and carry the call stack in the
     parser's format, e.g. ['block1 (MyBlock)']."""
-    from workbench.model import stable_node_ids
-
     functions = functions or {}
     stack = stack or []
-    scope = _Scope(graph, outer)
-    nodes = list(graph.node)
-    ids = ids or stable_node_ids(graph)
-    for node, nid in zip(nodes, ids):
+    scope = _Scope(index, outer)
+    for i, (node, nid) in enumerate(zip(index.nodes, index.ids)):
         fn = functions.get((node.domain, node.op_type))
         if fn is not None and len(stack) < 16:
-            yield from _walk(fn, None, path, scope, functions,
+            yield from _walk(fn, path, scope, functions,
                              stack + [f"{node.name or nid} ({node.op_type})"])
             continue
-        yield _Site(node, nid, path, scope, stack)
-        for a in node.attribute:
-            subs = [a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []
-            for g in subs:
-                yield from _walk(g, None, f"{path}{nid}/{a.name}/", scope, functions, stack)
+        yield _Site(node, nid, path, scope, stack, index, i)
+        if index.has_subgraphs(i):
+            for name, sub in index.subgraphs(i):
+                yield from _walk(sub, f"{path}{nid}/{name}/", scope, functions, stack)
 
 
-def _functions(model: Model) -> Dict[Tuple[str, str], Any]:
-    return {(f.domain, f.name): f for f in model.proto.functions}
+def _functions(model: Model) -> Dict[Tuple[str, str], GraphIndex]:
+    return model.index.functions
 
 
 def _entry(node: Optional[str], op: Optional[str], reason: str, source: str, *,
@@ -410,7 +397,7 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                                  hint=_hint(rule["hint"], model, None, allowed=allowed),
                                  code=rule["id"], tensor=t.name)
         elif kind == "loop_unbounded_counter":
-            for site in _walk(g, model.node_ids, functions=_functions(model)):
+            for site in _walk(model.index, functions=_functions(model)):
                 node, nid, path, scope = site.node, site.nid, site.path, site.scope
                 if node.op_type != "Loop" or node.domain not in DEFAULT_DOMAINS:
                     continue
@@ -420,12 +407,13 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                 m_val = scope.const(m_name) if m_name else None
                 if m_name and (m_val is None or int(m_val.max()) < INT32_MAX):
                     continue
-                body = _attr(node, "body")
-                if body is None or not body.input:
+                body = next((sub for name, sub in site.graph.subgraphs(site.pos)
+                             if name == "body"), None) if site.graph is not None else None
+                if body is None or not body.inputs:
                     continue
-                counter = body.input[0].name
+                counter = body.inputs[0]
                 shown = "absent" if not m_name else _short(m_val)
-                for inner in _walk(body, None, f"{path}{nid}/body/", scope, _functions(model),
+                for inner in _walk(body, f"{path}{nid}/body/", scope, _functions(model),
                                    site.stack):
                     if counter in inner.node.input:
                         yield _entry(inner.nid, inner.node.op_type,
@@ -452,7 +440,7 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
                                  f"opset {imp.version} is outside {table['short']}'s range "
                                  f"{lo}-{hi}", hint="re-export with an opset in range",
                                  source="static"))
-    for site in _walk(model.graph, model.node_ids, functions=_functions(model)):
+    for site in _walk(model.index, functions=_functions(model)):
         node, nid, scope = site.node, site.nid, site.scope
         op, sub = node.op_type, site.path.rstrip("/") or None
         stack = site.stack or None
@@ -594,13 +582,19 @@ def _as_model(model_or_path: Any) -> Model:
 
 
 def _node_label(model: Model, err: Dict[str, Any]) -> Optional[str]:
-    """The failing node's name: the parser's, else the top-level node at the error's index
-    (when the error names an op, or on TensorRT 8.x whose errors have only the index)."""
-    if err.get("node"):
-        return err["node"]
+    """The failing node: the parser's name (the node's id when the name is shared and the
+    error's index says which node it is), else the top-level node at the error's index (when
+    the error names an op, or on TensorRT 8.x whose errors have only the index)."""
     idx = err.get("node_index", -1)
+    in_range = isinstance(idx, int) and 0 <= idx < len(model.node_ids)
+    if err.get("node"):
+        name = err["node"]
+        hits = model.index.find(name)
+        if len(hits) > 1 and in_range and idx in hits:
+            return model.node_ids[idx]
+        return name
     by_index = err.get("op") or err.get("node_name_api") is False
-    if by_index and isinstance(idx, int) and 0 <= idx < len(model.node_ids):
+    if by_index and in_range:
         return model.node_ids[idx]
     return None
 
@@ -610,7 +604,7 @@ def _layer_to_node(model: Model, layer: Optional[str], nodes: Sequence[str]) -> 
         return nodes[0]
     if not layer:
         return None
-    names = {n.name for n in model.graph.node if n.name}
+    names = model.index.by_name
     if layer in names:
         return layer
     base = re.sub(r"_\d+$", "", layer)
@@ -618,13 +612,17 @@ def _layer_to_node(model: Model, layer: Optional[str], nodes: Sequence[str]) -> 
 
 
 def _node_map(model: Model) -> Dict[str, "_Site"]:
-    """Name and id -> where the node sits (graph, bodies, local functions; first wins)."""
+    """Id and name -> where the node sits (graph, bodies, local functions). The main graph's
+    ids come first; a name is a key only when it names one node (`GraphIndex.find`), so an
+    ambiguous name never silently stands for one of its nodes."""
     out: Dict[str, _Site] = {}
-    for site in _walk(model.graph, model.node_ids, functions=_functions(model)):
+    shared = {nm for nm, idx in model.index.by_name.items() if len(idx) > 1}
+    for site in _walk(model.index, functions=_functions(model)):
         # TensorRT names layers of unnamed nodes "node_of_<first output>"
         alias = f"node_of_{site.node.output[0]}" if not site.node.name and site.node.output \
             else None
-        for key in (site.nid, site.node.name, alias):
+        name = site.node.name if site.node.name not in shared else None
+        for key in (site.nid, name, alias):
             if key and key not in out:
                 out[key] = site
     return out

@@ -10,10 +10,10 @@ overhead caused by X's format choice, reported separately from direct mappings.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
+    from workbench.graphindex import GraphIndex
     from workbench.model import Model
     from workbench.timing.layers import EngineLayer
 
@@ -31,54 +31,23 @@ DIRECT = ("metadata", "name", "foreign-range", "foreign-endpoints", "fused-name"
           "fused-name-unverified", "derived-name", "name-unverified")
 
 
-@dataclass
 class OnnxIndex:
-    """Node order, names, ids and tensor producers of an ONNX graph (no weights needed)."""
+    """The ONNX side of layer mapping, read from the model's `GraphIndex` (no weights, no map
+    of its own): nodes are keyed by stable id (= the name when it is unique and non-empty), so a
+    layer named after a name that several nodes share maps to none of them rather than to an
+    arbitrary one."""
 
-    names: List[str]
-    ids: List[str]
-    ops: List[str]
-    position: Dict[str, int] = field(default_factory=dict)
-    producer: Dict[str, str] = field(default_factory=dict)
-    consumers: Dict[str, List[str]] = field(default_factory=dict)
-    path: str = ""
+    def __init__(self, graph_index: "GraphIndex", path: str = "") -> None:
+        self.graph_index = graph_index
+        self.names: List[str] = graph_index.names
+        self.ids: List[str] = graph_index.ids
+        self.ops: List[str] = graph_index.ops
+        self.position: Dict[str, int] = graph_index.position
+        self.path = path
 
     @classmethod
     def from_model(cls, model: "Model") -> "OnnxIndex":
-        g = model.graph
-        ids = list(model.node_ids)
-        names = [n.name for n in g.node]
-        ops = [n.op_type for n in g.node]
-        position: Dict[str, int] = {}
-        for i, (name, nid) in enumerate(zip(names, ids)):
-            key = name or nid
-            if key not in position:
-                position[key] = i
-            if nid not in position:
-                position[nid] = i
-        idx = cls(names=names, ids=ids, ops=ops, position=position, path=str(model.path or ""))
-        idx._graph = g
-        return idx
-
-    def _edges(self) -> None:
-        """Tensor producers and consumers, built on first need (fused names, ForeignNode ends)."""
-        g = getattr(self, "_graph", None)
-        if g is None or self.producer or self.consumers:
-            return
-        producer, consumers = self.producer, self.consumers
-        for i, n in enumerate(g.node):
-            key = self.names[i] or self.ids[i]
-            for out in n.output:
-                if out and out not in producer:
-                    producer[out] = key
-            for inp in n.input:
-                if inp:
-                    c = consumers.get(inp)
-                    if c is None:
-                        consumers[inp] = [key]
-                    else:
-                        c.append(key)
-        self._graph = None
+        return cls(model.index, path=str(model.path or ""))
 
     def has(self, name: str) -> bool:
         return name in self.position
@@ -90,11 +59,11 @@ class OnnxIndex:
         return self.ops[self.position[name]]
 
     def resolve(self, token: str) -> Optional[str]:
-        """A node name, or the node producing a tensor of that name."""
+        """A node (by id or unique name), or the node producing a tensor of that name."""
         if token in self.position:
             return token
-        self._edges()
-        return self.producer.get(token)
+        i = self.graph_index.producer.get(token)
+        return None if i is None else self.ids[i]
 
     def _endpoint(self, token: str, first: bool) -> Optional[int]:
         """Position of a node name, of a tensor's producer, or (weights/graph inputs, which
@@ -102,8 +71,7 @@ class OnnxIndex:
         r = self.resolve(token)
         if r is not None:
             return self.position[r]
-        self._edges()
-        cons = [self.position[c] for c in self.consumers.get(token, ())]
+        cons = self.graph_index.consumers.get(token, ())
         if not cons:
             return None
         return min(cons) if first else max(cons)
@@ -114,7 +82,7 @@ class OnnxIndex:
             return []
         if a > b:
             a, b = b, a
-        return [self.names[i] or self.ids[i] for i in range(a, b + 1)]
+        return [self.ids[i] for i in range(a, b + 1)]
 
 
 def _strip_derived(token: str) -> Tuple[str, bool]:

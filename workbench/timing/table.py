@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Union
 import numpy as np
 import pandas as pd
 
+from workbench import graphindex
 from workbench.errors import Finding, WorkbenchError
 from workbench.timing.layers import EngineLayers, load_layers
 from workbench.timing.mapping import DIRECT, OnnxIndex, map_layer, reformat_target
@@ -265,9 +266,9 @@ def layers_from_profile(prof: Profile) -> EngineLayers:
 
 
 def scope_of(node_name: str) -> List[str]:
-    """'/layer1/layer1.0/conv1/Conv' -> ['layer1', 'layer1.0', 'conv1']; 'Conv_0' -> []."""
-    parts = [p for p in node_name.split("/") if p]
-    return parts[:-1] if len(parts) > 1 else []
+    """'/layer1/layer1.0/conv1/Conv' -> ['layer1', 'layer1.0', 'conv1']; 'Conv_0' -> []
+    (the one rule: `workbench.graphindex.scope_of`)."""
+    return list(graphindex.scope_of(node_name))
 
 
 def build_layer_table(layers: LayersLike, profile: ProfileLike = None, onnx: Any = None,

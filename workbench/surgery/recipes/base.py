@@ -77,10 +77,13 @@ class ProposeContext:
         """Index of the finding's node (by id or name; else the only node of its op)."""
         node = finding.nodes[0] if finding.nodes else ""
         if node:
-            try:
-                return find_node_index(self.proto, node)
-            except WorkbenchError:
-                pass
+            from workbench.graphindex import GraphIndex
+
+            hits = GraphIndex.of(self.proto).find(node)
+            if len(hits) == 1:
+                return hits[0]
+            if hits:  # a name several nodes share names none of them (never a guess)
+                return None
         if finding.op:
             hits = [i for i, n in enumerate(self.proto.graph.node) if n.op_type == finding.op]
             if len(hits) == 1:
@@ -203,23 +206,18 @@ def as_proto(model: Any) -> "onnx.ModelProto":  # noqa: F821
 
 
 def node_ids(proto: "onnx.ModelProto") -> List[str]:  # noqa: F821
-    from workbench.model import stable_node_ids
+    """Stable node ids of the main graph (`workbench.graphindex.stable_node_ids`)."""
+    from workbench.graphindex import stable_node_ids
 
     return stable_node_ids(proto.graph)
 
 
 def find_node_index(proto: "onnx.ModelProto", node: str) -> int:  # noqa: F821
-    """Index in graph.node of a node given by name or stable id; clear error otherwise."""
-    ids = node_ids(proto)
-    if node in ids:
-        return ids.index(node)
-    names = [n.name for n in proto.graph.node]
-    if node in names:
-        return names.index(node)
-    close = [i for i in ids if node.lower() in i.lower()][:5]
-    raise WorkbenchError(f"no node named '{node}'", node=node, field="node",
-                         hint=("did you mean " + ", ".join(close)) if close else
-                         "list node names with `workbench inspect MODEL --json`")
+    """Index in graph.node of a node given by stable id or by a name only it has; an ambiguous
+    or unknown name is a clear error naming the candidates (`GraphIndex.node_index`)."""
+    from workbench.graphindex import GraphIndex
+
+    return GraphIndex.of(proto).node_index(node)
 
 
 def label(proto: "onnx.ModelProto", idx: int) -> str:  # noqa: F821
@@ -290,7 +288,10 @@ def constant_value(proto_or_graph: Any, name: str) -> Optional["np.ndarray"]:  #
 
 
 def consumers(proto: "onnx.ModelProto", tensor: str) -> List[int]:  # noqa: F821
-    return [i for i, n in enumerate(proto.graph.node) if tensor in n.input]
+    """Indices of the nodes reading `tensor`, in graph order (from the graph index)."""
+    from workbench.graphindex import GraphIndex
+
+    return GraphIndex.of(proto).consumers_of(tensor)
 
 
 def graph_output_names(proto: "onnx.ModelProto") -> List[str]:  # noqa: F821
