@@ -209,7 +209,8 @@ def test_ambiguous_names_raise_with_candidates_everywhere():
     from workbench.graph import GraphStructure
     from workbench.inspect import node_detail
     from workbench.precision.transform import resolve_exclusions
-    from workbench.surgery.changes import _resolve
+    from workbench.findings import Finding
+    from workbench.surgery.recipes.base import ProposeContext
     from workbench.surgery.recipes import get_recipe
     from workbench.surgery.recipes.base import find_node_index
 
@@ -231,7 +232,10 @@ def test_ambiguous_names_raise_with_candidates_everywhere():
     st = GraphStructure(m)
     assert st.element_indices("dup") == [0, 1] and st.element_index("dup#0") == 0
     # a report naming a shared name proposes nothing rather than guessing
-    assert _resolve(proto, "dup", "Relu") is None and _resolve(proto, "dup#1", "") == 1
+    ctx = ProposeContext(proto)
+    def at(node, op):
+        return ctx.node_index(Finding("error", "unsupported-op", "x", nodes=[node] if node else [], op=op))
+    assert at("dup", "Relu") is None and at("dup#1", "") == 1
 
 
 def test_timing_mapping_never_maps_a_shared_name_to_one_node():

@@ -14,15 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import POLY, SAMPLES
 from workbench.worker import protocol
 from workbench.worker.client import WorkerClient, WorkerError
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = REPO / "workbench" / "worker"
-CAPABILITY = Path("/work/shared/fixtures/polygraphy-models/capability.onnx")
-if not CAPABILITY.is_file():  # a clean clone with ../shared beside it
-    CAPABILITY = REPO.parent / "shared" / "fixtures" / "polygraphy-models" / "capability.onnx"
+CAPABILITY = POLY / "capability.onnx"
 RESNET = SAMPLES / "resnet_tiny.onnx"
 RESNET_PROFILE = {"input": [[1, 3, 32, 32], [4, 3, 32, 32], [32, 3, 32, 32]]}
 RECORD_KEYS = {"node", "node_index", "op", "code", "message", "local_function_stack", "file",
