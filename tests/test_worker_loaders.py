@@ -280,3 +280,15 @@ def test_capture_fills_a_profile_for_dynamic_inputs_left_out():
     # nothing given: every dynamic dim at 1
     cfg = capture_build_config(SAMPLES / "bert_tiny.onnx")
     assert cfg.profiles[0]["input_ids"] == [[1, 1]] * 3 and cfg.precision == "fp32"
+
+
+def test_the_worker_knows_no_precision_names():
+    """The client's precision table names the builder flag and the calibrator: a new target
+    needs no worker change (no 'fp16'/'int8'/... literals in the server modules)."""
+    import re
+
+    names = re.compile(r"""["'](fp16|bf16|int8|fp8|fp32)["']""")
+    hits = [f"{p.name}:{i}" for p in sorted(WORKER.glob("*.py"))
+            if p.stem not in ("client", "forked", "launch")
+            for i, line in enumerate(p.read_text().splitlines(), 1) if names.search(line)]
+    assert not hits, hits

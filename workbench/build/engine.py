@@ -286,7 +286,9 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         extra_flags=config.extra_flags, tactic_sources=config.tactic_sources,
         report_layers=True,
         test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0))
-    if route == "legacy-flags":
+    if route == "legacy-flags":  # the table names the flag and the calibrator; the worker obeys
+        args["builder_flag"] = entry.builder_flag
+        args["calibrate"] = bool(entry.flag_calibrator)
         args["fp32_layers"] = _expand_exclude_ops(ref, config)
         if entry.flag_calibrator:
             args["calib_npz"], args["calib_cache"] = _write_calibration(

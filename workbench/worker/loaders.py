@@ -86,16 +86,25 @@ def version_of(trt: Any) -> str:
     return str(getattr(trt, "__version__", "unknown"))
 
 
-def capabilities(trt: Any) -> Dict[str, bool]:
-    """What this TensorRT can do, probed attribute by attribute."""
+def builder_flags(trt: Any) -> List[str]:
+    """Names of this TensorRT's BuilderFlag members (none on a strongly typed-only build)."""
     bf = getattr(trt, "BuilderFlag", None)
+    if bf is None:
+        return []
+    members = getattr(bf, "__members__", None)
+    names = list(members) if members else [n for n in dir(bf) if n.isupper()]
+    return sorted(n for n in names if getattr(bf, n, None) is not None)
+
+
+def capabilities(trt: Any) -> Dict[str, bool]:
+    """What this TensorRT can do, probed attribute by attribute. Every BuilderFlag member is
+    reported as `<name>_flag` (`fp16_flag`, ...): the client's precision table decides which
+    flag a target needs, so a new target needs no change here."""
     parser = getattr(trt, "OnnxParser", None)
     ndcf = getattr(trt, "NetworkDefinitionCreationFlag", None)
+    flags = {"%s_flag" % n.lower(): True for n in builder_flags(trt)}
     return {
-        "fp16_flag": getattr(bf, "FP16", None) is not None,
-        "bf16_flag": getattr(bf, "BF16", None) is not None,
-        "int8_flag": getattr(bf, "INT8", None) is not None,
-        "fp8_flag": getattr(bf, "FP8", None) is not None,
+        **flags,
         "int8_calibrator": getattr(trt, "IInt8EntropyCalibrator2", None) is not None,
         "strongly_typed_flag": getattr(ndcf, "STRONGLY_TYPED", None) is not None,
         "explicit_batch_flag": getattr(ndcf, "EXPLICIT_BATCH", None) is not None,
@@ -610,8 +619,9 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
                   target: Optional[str] = None, target_required: bool = True,
                   profiles: Optional[List[Dict[str, List[List[int]]]]] = None,
                   fill_dynamic: bool = False, extra_flags: Optional[List[str]] = None,
-                  tactic_sources: Optional[List[str]] = None, precision: str = "fp32",
-                  legacy_flags: bool = False, fp32_layers: Optional[List[str]] = None,
+                  tactic_sources: Optional[List[str]] = None, precision: str = "",
+                  legacy_flags: bool = False, builder_flag: Optional[str] = None,
+                  calibrate: bool = False, fp32_layers: Optional[List[str]] = None,
                   calib_npz: Optional[str] = None, calib_cache: Optional[str] = None,
                   calibrate_method: str = "entropy", timing_cache: Optional[str] = None,
                   progress: bool = False, step_delay: float = 0.0) -> Config:
@@ -643,8 +653,8 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
     if tactic_sources is not None:
         set_tactic_sources(trt, config, tactic_sources)
     if legacy_flags:
-        _legacy_precision(trt, builder, config, network, ctx, cfg, precision, fp32_layers,
-                          calib_npz, calib_cache, calibrate_method)
+        _legacy_precision(trt, builder, config, network, ctx, cfg, precision, builder_flag,
+                          calibrate, fp32_layers, calib_npz, calib_cache, calibrate_method)
     if timing_cache:
         _load_timing_cache(builder, config, timing_cache, cfg)
     if progress and ctx is not None and getattr(trt, "IProgressMonitor", None) is not None:
@@ -704,15 +714,16 @@ def set_tactic_sources(trt: Any, config: Any, names: List[str]) -> None:
 
 
 def _legacy_precision(trt: Any, builder: Any, config: Any, network: Any, ctx: Any, cfg: Config,
-                      precision: str, fp32_layers: Optional[List[str]], calib_npz: Optional[str],
+                      precision: str, builder_flag: Optional[str], calibrate: bool,
+                      fp32_layers: Optional[List[str]], calib_npz: Optional[str],
                       calib_cache: Optional[str], method: str) -> None:
-    """TensorRT <= 10: the builder lowers precision by flag (the network stays FP32)."""
-    if precision == "fp8":
-        raise OpError("FP8 has no calibrator route; use the strongly typed route",
-                      code="bad-precision")
-    if precision in ("fp16", "bf16", "int8"):
-        set_flag(trt, config, precision.upper())
-    if precision == "int8":
+    """TensorRT <= 10: the builder lowers precision by flag (the network stays FP32).
+
+    The client's precision table says which BuilderFlag (`builder_flag`, e.g. "FP16") and
+    whether a calibrator is fed (`calibrate`): the worker knows no precision names."""
+    if builder_flag:
+        set_flag(trt, config, builder_flag.upper())
+    if calibrate:
         if calib_npz:
             batches = load_calibration_npz(calib_npz)
             if not batches:
@@ -729,8 +740,8 @@ def _legacy_precision(trt: Any, builder: Any, config: Any, network: Any, ctx: An
                     cp.set_shape(iname, shp, shp, shp)
                 config.set_calibration_profile(cp)
         elif not (calib_cache and os.path.isfile(calib_cache)):
-            raise OpError("INT8 with builder flags needs calibration data or a calibration "
-                          "cache", code="bad-calibration",
+            raise OpError("%s with builder flags needs calibration data or a calibration "
+                          "cache" % precision.upper(), code="bad-calibration",
                           hint="pass --calib PATH with representative inputs")
     if fp32_layers:
         cfg.unmatched_fp32_layers = pin_fp32_layers(trt, config, network, fp32_layers)

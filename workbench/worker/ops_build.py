@@ -19,7 +19,8 @@ from workbench.worker.registry import Context, OpError, op
 
 @op(BUILD)
 def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
-          route: str = "strongly-typed", precision: str = "fp32",
+          route: str = "strongly-typed", precision: str = "",
+          builder_flag: Optional[str] = None, calibrate: bool = False,
           profiles: Optional[List[Dict[str, List[List[int]]]]] = None,
           workspace_bytes: Optional[int] = None, optimization_level: Optional[int] = None,
           timing_cache: Optional[str] = None, target: Optional[str] = None,
@@ -45,7 +46,8 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         trt, builder, net.network, logger, ctx, workspace_bytes=workspace_bytes,
         optimization_level=optimization_level, target=target, profiles=profiles or [],
         extra_flags=extra_flags, tactic_sources=tactic_sources, precision=precision,
-        legacy_flags=(route == "legacy-flags"), fp32_layers=fp32_layers, calib_npz=calib_npz,
+        legacy_flags=(route == "legacy-flags"), builder_flag=builder_flag,
+        calibrate=calibrate, fp32_layers=fp32_layers, calib_npz=calib_npz,
         calib_cache=calib_cache, calibrate_method=calibrate_method, timing_cache=timing_cache,
         progress=True, step_delay=test_step_delay)
     ctx.check_cancel()
