@@ -87,9 +87,11 @@ def test_default_tolerances_follow_the_candidates_precision():
     assert comparison.infer_precision(onnx.load(str(RESNET))) == "fp32"
     assert comparison.infer_precision(fp16) == "fp16"
     assert comparison.infer_precision(int8) == "int8"
-    assert comparison.default_tolerances("fp16") == (1e-2, 1e-2)
-    assert comparison.default_tolerances(None) == comparison.default_tolerances("fp32")
-    assert comparison.tolerances("fp16", atol=1e-4) == (1e-4, 1e-2)
+    from workbench.precision import table
+
+    assert table.tolerances("fp16") == (1e-2, 1e-2)
+    assert table.tolerances(None) == table.tolerances("fp32") == (1e-3, 1e-3)
+    assert table.tolerances("fp16", atol=1e-4) == (1e-4, 1e-2)
 
 
 # ----------------------------------------------------------------------------- runners

@@ -39,7 +39,7 @@ def fx16():
     p = table.register(table.Precision(
         "fx16", "float", "a dummy 16-bit float for the test", transform=_fx16_transform,
         builder_flag="FX16", trtexec="--fx16", polygraphy="--fx16",
-        max_abs=table.FP16_MAX, aliases=("fixed16",)))
+        max_abs=table.FP16_MAX, aliases=("fixed16",), atol=3e-2, rtol=4e-2))
     CALLS.clear()
     yield p
     table.unregister("fx16")
@@ -187,3 +187,12 @@ def test_cli_build_parser_stays_light():
             "print(sorted(m for m in ('dataclasses', 'numpy', 'onnx') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"
+
+
+def test_a_registered_target_brings_its_comparison_tolerances(fx16):
+    """compare / precision measurement read the default tolerances from the same row."""
+    from workbench.compare import tolerances as compare_tolerances
+
+    assert table.tolerances("fx16") == (3e-2, 4e-2) == table.tolerances("fixed16")
+    assert compare_tolerances("fx16", rtol=1e-1) == (3e-2, 1e-1)
+    assert table.tolerances("fp32") == (1e-3, 1e-3) and table.tolerances("int8") == (1e-2, 1e-2)

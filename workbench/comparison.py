@@ -20,9 +20,10 @@ compare and its exclusion search, the Precision and Compare panels and the CLI.
 - Cosine similarity over the normal values; NaN / Inf counts on the candidate side; top-1
   agreement over the last axis for outputs with a class axis.
 
-Default tolerances per precision target sit in `DEFAULT_TOLERANCES` (to move into the precision
-table when it carries them); `infer_precision` reads a candidate's precision from its graph so
-`compare REF CAND` uses the same defaults as `compare REF --to TARGET`.
+Default tolerances per precision target live in the precision table
+(`workbench.precision.table.tolerances`, one row per target); `infer_precision` reads a
+candidate's precision from its graph so `compare REF CAND` uses the same defaults as
+`compare REF --to TARGET`.
 """
 from __future__ import annotations
 
@@ -35,28 +36,8 @@ import numpy as np
 SENTINEL = 1e30     # |x| this large is a mask constant (float32's min/max), not data
 SATURATED = 6e4     # a low-precision value this large is a saturated sentinel (FP16 max 65504)
 
-# target -> (atol, rtol). fp32: a same-precision candidate (a fixed or re-exported model).
-DEFAULT_TOLERANCES: Dict[str, Tuple[float, float]] = {
-    "fp32": (1e-3, 1e-3), "fp16": (1e-2, 1e-2), "bf16": (1e-2, 1e-2),
-    "int8": (1e-2, 1e-2), "fp8": (1e-2, 1e-2),
-}
-FALLBACK = "fp16"   # a target not in the table compares like FP16
-
 Arrays = Union[np.ndarray, Sequence[np.ndarray]]
 Feed = Dict[str, np.ndarray]
-
-
-def default_tolerances(target: Optional[str]) -> Tuple[float, float]:
-    """(atol, rtol) for a precision target; None -> the same-precision (fp32) default."""
-    t = str(target or "fp32").lower()
-    return DEFAULT_TOLERANCES.get(t, DEFAULT_TOLERANCES[FALLBACK])
-
-
-def tolerances(target: Optional[str], atol: Optional[float] = None,
-               rtol: Optional[float] = None) -> Tuple[float, float]:
-    """The user's atol/rtol where given, the target's defaults otherwise."""
-    da, dr = default_tolerances(target)
-    return (da if atol is None else float(atol), dr if rtol is None else float(rtol))
 
 
 def infer_precision(proto: Any) -> str:

@@ -47,12 +47,14 @@ def _fmt(x: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from workbench import compare
+    from workbench.precision import table
 
     if args.to and args.candidate:
         raise WorkbenchError("give either a candidate model or --to, not both", field="--to")
     if not args.to and not args.candidate:
         raise WorkbenchError("nothing to compare with", field="candidate",
-                             hint="pass a candidate model, or --to fp16|bf16|int8|fp8")
+                             hint="pass a candidate model, or --to "
+                             + "|".join(table.lowered()))
     calib = args.inputs
     if calib is None and not args.allow_random:
         raise WorkbenchError("no inputs to compare on", field="--inputs",

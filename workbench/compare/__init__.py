@@ -15,7 +15,7 @@ _EXPORTS: Dict[str, str] = {
     'has_low_float': 'workbench.runners',
     'TensorComparison': 'workbench.comparison',
     'compare_tensor': 'workbench.comparison',
-    'default_tolerances': 'workbench.comparison',
+    'tolerances': 'workbench.precision.table',
     'infer_precision': 'workbench.comparison',
     'PASS_THROUGH_OPS': 'workbench.compare.layer_compare',
     'run_all': 'workbench.compare.layer_compare',

@@ -34,10 +34,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from workbench.comparison import (SENTINEL, TensorComparison, compare_tensor, infer_precision,
-                                  tolerances)
+from workbench.comparison import SENTINEL, TensorComparison, compare_tensor, infer_precision
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
+from workbench.precision.table import tolerances
 from workbench.runners import (Feed, has_low_float, limit_samples, load_proto, make_runner,
                                samples_in)
 
@@ -319,7 +319,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
                     start: Sequence[str] = (), allow_random: bool = False) -> ExclusionSearch:
     """Convert to `target`, compare layer by layer, keep the worst culprit(s) in FP32, repeat
     until the outputs are within tolerance (or no culprit is left / max_rounds is reached).
-    atol/rtol None: the target's defaults (`workbench.comparison.default_tolerances`)."""
+    atol/rtol None: the target's defaults (`workbench.precision.table.tolerances`)."""
     from workbench.precision.transform import convert
 
     ref = load_proto(model)

@@ -31,13 +31,14 @@ class Precision:
 
     __slots__ = ("name", "kind", "description", "needs_calibration", "builder_flag",
                  "flag_route", "flag_calibrator", "trtexec", "polygraphy", "transform",
-                 "max_abs", "aliases")
+                 "max_abs", "aliases", "atol", "rtol")
 
     def __init__(self, name: str, kind: str, description: str, *, transform: Transform,
                  needs_calibration: bool = False, builder_flag: Optional[str] = None,
                  flag_route: bool = True, flag_calibrator: bool = False,
                  trtexec: Optional[str] = None, polygraphy: Optional[str] = None,
-                 max_abs: Optional[float] = None, aliases: Tuple[str, ...] = ()) -> None:
+                 max_abs: Optional[float] = None, aliases: Tuple[str, ...] = (),
+                 atol: Optional[float] = None, rtol: Optional[float] = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"precision kind must be one of {KINDS}, got {kind!r}")
         self.name = name.lower()
@@ -52,6 +53,11 @@ class Precision:
         self.polygraphy = polygraphy        # polygraphy convert flag of that route
         self.max_abs = max_abs              # float targets: largest finite value
         self.aliases = tuple(a.lower() for a in aliases)
+        # default comparison tolerances against FP32 (`compare`, `precision`, verification):
+        # tight for the untransformed model, FP16-like for every lowered one unless given
+        loose = kind != "none"
+        self.atol = float(atol) if atol is not None else (1e-2 if loose else 1e-3)
+        self.rtol = float(rtol) if rtol is not None else (1e-2 if loose else 1e-3)
 
     @property
     def capability(self) -> Optional[str]:
@@ -110,6 +116,16 @@ def normalise(name: Any) -> str:
     """Lower-case, aliases resolved ('half' -> 'fp16'); unknown names pass through."""
     n = str(name).strip().lower()
     return _ALIASES.get(n, n)
+
+
+def tolerances(target: Any, atol: Optional[float] = None,
+               rtol: Optional[float] = None) -> Tuple[float, float]:
+    """(atol, rtol): the user's where given, else the target row's defaults (None -> fp32;
+    an unknown name compares like the first lowered float target)."""
+    n = normalise(target or BASE)
+    row = _TABLE.get(n) or next((p for p in _TABLE.values() if p.kind == "float"), None)
+    da, dr = (row.atol, row.rtol) if row is not None else (1e-2, 1e-2)
+    return (da if atol is None else float(atol), dr if rtol is None else float(rtol))
 
 
 def get(name: Any, *, field: str = "precision") -> Precision:

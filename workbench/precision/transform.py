@@ -265,9 +265,10 @@ def compare_outputs(ref: List[Dict[str, np.ndarray]], got: List[Dict[str, np.nda
                     target: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
     """Per output: the figures of `workbench.comparison.compare_outputs` at the target's default
     tolerances (`error_entry`, plus atol/rtol). Non-finite outputs are reported, not hidden."""
-    from workbench.comparison import compare_outputs as compare, default_tolerances
+    from workbench.comparison import compare_outputs as compare
+    from workbench.precision.table import tolerances
 
-    atol, rtol = default_tolerances(target)
+    atol, rtol = tolerances(target)
     res = compare(ref, got, atol, rtol)
     return {k: {**error_entry(v), "atol": atol, "rtol": rtol} for k, v in res.outputs.items()}
 
