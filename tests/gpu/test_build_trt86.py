@@ -18,6 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_models"
 TACTICS = ["EDGE_MASK_CONVOLUTIONS", "JIT_CONVOLUTIONS"]  # cuBLAS/cuDNN are stubs on the rig
 RESNET_PROFILE = [{"input": [[1, 3, 32, 32], [8, 3, 32, 32], [32, 3, 32, 32]]}]
+# 8.6 flags only *allow* lower precision, and at batch 8 this 16-32 channel model is a toss-up
+# on the H200 (2026-12-01: one machine built no FP16 and no INT8 layer, the next FP16 but still
+# no INT8); at batch 256 both flags won on every layer that can take them (FP16 14, INT8 10)
+LARGE_PROFILE = [{"input": [[1, 3, 32, 32], [256, 3, 32, 32], [256, 3, 32, 32]]}]
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +94,8 @@ def test_fp32_build_and_engine_inspector(legacy_worker):
 
 def test_fp16_picks_the_flag_route_by_probing(legacy_worker):
     w, _ = legacy_worker
-    res = build_engine(SAMPLES / "resnet_tiny.onnx", _cfg(precision="fp16"), client=w,
-                       timeout=600)
+    res = build_engine(SAMPLES / "resnet_tiny.onnx", _cfg(precision="fp16", profiles=LARGE_PROFILE),
+                       client=w, timeout=600)
     assert res.route == "legacy-flags"  # no STRONGLY_TYPED flag on 8.6: the builder decides
     assert "--fp16" in res.export["trtexec"] and "--stronglyTyped" not in res.export["trtexec"]
     assert _has_fp16(_formats(_inspect(w, res)))  # seen on the H200: 'Channel major FP16 format'
@@ -101,7 +105,8 @@ def test_fp16_picks_the_flag_route_by_probing(legacy_worker):
 
 def test_int8_calibrated_from_npz_writes_and_reuses_the_cache(legacy_worker):
     w, _ = legacy_worker
-    cfg = _cfg(precision="int8", calibration=str(SAMPLES / "calib" / "resnet_tiny.npz"))
+    cfg = _cfg(precision="int8", calibration=str(SAMPLES / "calib" / "resnet_tiny.npz"),
+               profiles=LARGE_PROFILE)
     events = []
     res = build_engine(SAMPLES / "resnet_tiny.onnx", cfg, client=w, timeout=600,
                        on_event=events.append)
