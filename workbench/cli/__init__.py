@@ -59,11 +59,31 @@ def build_parser(verb: Optional[str] = None, mods: Optional[list] = None
                         "TensorRT engines: inspect, check, fix, precision, build, timing.")
     parser.add_argument("--version", action="version", version=f"trt-workbench {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=parser_cls)
+    parser.verb_parsers = {}  # type: ignore[attr-defined]  (name -> its parser, for errors)
     for mod in (mods if mods is not None else _verbs(verb)):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
+        parser.verb_parsers[mod.NAME] = p  # type: ignore[attr-defined]
     return parser
+
+
+def _unknown_arguments(parser: "argparse.ArgumentParser", verb: Optional[str],
+                       extra: List[str]) -> None:
+    """Refuse arguments the verb does not know, naming the verb (its parser reports it, so the
+    message reads `workbench build: error: ...`) and the nearest option of that verb."""
+    import difflib
+
+    target = getattr(parser, "verb_parsers", {}).get(verb) or parser
+    known = [o for a in target._actions for o in a.option_strings if o.startswith("--")]
+    msg = "unrecognized arguments: " + " ".join(extra)
+    for arg in extra:
+        if arg.startswith("--"):
+            close = difflib.get_close_matches(arg.split("=", 1)[0], known, n=1, cutoff=0.6)
+            if close:
+                msg += f" (did you mean {close[0]}?)"
+                break
+    target.error(msg)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -76,7 +96,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         # the worker's TensorRT import then overlaps all of this process's own start-up
         mods[0].start_early(argv[1:])
     parser = build_parser(verb, mods)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _unknown_arguments(parser, getattr(args, "verb", None), extra)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT

@@ -71,6 +71,9 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--export-script", metavar="PATH",
                    help="also write the standalone build-and-run Python script here")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    from workbench.cli.common import add_mkdir_argument
+
+    add_mkdir_argument(p)
 
 
 def _parse_size(text: str) -> int:
@@ -178,6 +181,10 @@ def run(args: "argparse.Namespace") -> int:
     onnx_light.enable()  # an FP32 build reads the graph with protobuf only (no numpy, no onnx)
     from workbench.build.engine import BuildFailed, build_engine
 
+    from workbench.cli.common import output_path
+
+    output_path(args.output, "-o", mkdir=args.mkdir)
+    output_path(args.export_script, "--export-script", mkdir=args.mkdir)
     config = _config(args)
     progress = None if args.json else _StderrProgress()
     import threading

@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="save both runs' outputs as Polygraphy RunResults JSON")
     p.add_argument("--top", type=int, default=10, help="rows of the per-tensor table (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON to stdout")
+    from workbench.cli.common import add_mkdir_argument
+
+    add_mkdir_argument(p)
 
 
 def _fmt(x: float) -> str:
@@ -55,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("nothing to compare with", field="candidate",
                              hint="pass a candidate model, or --to "
                              + "|".join(table.lowered()))
+    from workbench.cli.common import output_path
+
+    output_path(args.save_results, "--save-results", mkdir=args.mkdir)
     calib = args.inputs
     if calib is None and not args.allow_random:
         raise WorkbenchError("no inputs to compare on", field="--inputs",

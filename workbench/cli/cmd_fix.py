@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep a semantics-preserving change even if outputs differ")
     parser.add_argument("--list-recipes", action="store_true", help="list recipes and exit")
     parser.add_argument("--json", action="store_true", help="print a JSON report on stdout")
+    from workbench.cli.common import add_mkdir_argument
+
+    add_mkdir_argument(parser)
 
 
 def _load_inputs(path: str) -> Dict[str, Any]:
@@ -84,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
     if Path(args.output).resolve() == Path(args.model).resolve():
         raise WorkbenchError("refusing to write over the original model", file=args.output,
                              hint="choose another output path (-o)")
+    from workbench.cli.common import output_path
+
+    output_path(args.output, "-o", mkdir=args.mkdir)
     if not args.recipe and not args.auto:
         raise WorkbenchError("nothing to do: give --recipe NAME[:k=v,...] and/or --auto",
                              hint="see `workbench fix --list-recipes`")

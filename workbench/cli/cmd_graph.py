@@ -20,6 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="write the layout (ids, x, y, ops, edges, groups, findings) as JSON")
     parser.add_argument("--json", action="store_true", help="print the layout JSON on stdout")
+    from workbench.cli.common import add_mkdir_argument
+
+    add_mkdir_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,6 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from workbench.fsutil import atomic_write_text
     from workbench.graph import GROUP, GraphStructure
 
+    from workbench.cli.common import output_path
+
+    output_path(args.output, "-o", mkdir=args.mkdir)
     gs = GraphStructure(args.model)
     if args.expand:
         unknown = [s for s in args.expand if s not in gs.scope_index]

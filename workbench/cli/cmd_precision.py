@@ -41,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="onnx (default) or nvidia-modelopt when installed")
     p.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="output ONNX path")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    from workbench.cli.common import add_mkdir_argument
+
+    add_mkdir_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and src.exists() and out.resolve() == src.resolve():
         raise WorkbenchError("refusing to overwrite the original model", file=str(out),
                              hint="choose another output path (-o)")
+    from workbench.cli.common import output_path
+
+    output_path(args.output, "-o", mkdir=args.mkdir)
     spec = PrecisionSpec.from_args(args)
     if args.auto_exclude:
         floats = [n for n in table.names() if table.get(n).kind == "float"]

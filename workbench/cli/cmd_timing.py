@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="optimization profile whose layers to use (engines with several)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
+    from workbench.cli.common import add_mkdir_argument
+
+    add_mkdir_argument(p)
 
 
 def _table(layers: str, profile: Optional[str], onnx: Any, stat: str, profile_id: Optional[int],
@@ -73,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
                              hint="pass the other engine's layer information with --vs")
     if args.top < 1:
         raise WorkbenchError("--top must be >= 1", field="--top")
+    from workbench.cli.common import output_path
+
+    output_path(args.html, "--html", mkdir=args.mkdir)
     onnx = None
     if args.onnx:
         from workbench.model import open_model

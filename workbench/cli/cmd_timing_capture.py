@@ -37,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", help="where to write layers.json / profile.json")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
+    from workbench.cli.common import add_mkdir_argument
+
+    add_mkdir_argument(p)
 
 
 def _dims(text: str, what: str) -> List[int]:
@@ -85,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
     src = Path(args.model)
     if not src.is_file():
         raise WorkbenchError("file not found", file=str(src), hint="pass an engine or an ONNX model")
+    from workbench.cli.common import output_path
+
+    output_path(args.out, "--out", mkdir=args.mkdir, folder=True)
+    output_path(args.html, "--html", mkdir=args.mkdir)
     shapes = parse_shapes(args.shapes)
     batches: Any = None
     if args.batch_sizes == "profile":
