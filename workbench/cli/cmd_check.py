@@ -97,14 +97,17 @@ def _human(d: Dict[str, Any]) -> str:
     part = d.get("partition")
     if part and part.get("subgraphs") and not d["supported"]:
         lines.append("")
-        lines.append(f"Parser partition ({part.get('api')}; 'supported' as the parser reports "
-                     "it):")
+        lines.append(f"Parser partition ({part.get('api')}): the parts TensorRT can import "
+                     "around the failing nodes")
         for i, s in enumerate(part["subgraphs"]):
             nodes = ", ".join(s["nodes"][:8]) + (" ..." if len(s["nodes"]) > 8 else "")
-            lines.append(f"  subgraph {i}: {len(s['nodes'])} node(s), supported="
-                         f"{s['supported']}: {nodes}")
+            state = "verified" if s.get("supported") else "importable"
+            lines.append(f"  subgraph {i}: {len(s['nodes'])} node(s) {state}: {nodes}")
         if part.get("outside"):
-            lines.append("  outside every subgraph: " + ", ".join(part["outside"][:20]))
+            lines.append("  not importable (outside every subgraph): "
+                         + ", ".join(part["outside"][:20]))
+        lines.append("  (TensorRT verifies a subgraph only when the whole model parses: fix "
+                     "the nodes above, then `workbench check` again)")
     return "\n".join(lines)
 
 

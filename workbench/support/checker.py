@@ -782,7 +782,16 @@ def _finding(u: Dict[str, Any]) -> Finding:
                    hint=u.get("hint"), source=u["source"], op=u.get("op"), extra=extra)
 
 
+# what the parser's per-subgraph flag means (onnx-tensorrt's supportsModel: every subgraph
+# starts "unknown" = False and only the last is set True, when the whole model is supported)
+PARTITION_NOTE = ("subgraphs are runs of nodes the parser can import; TensorRT marks one "
+                  "verified only when the whole model parses, so while any node fails every "
+                  "subgraph reads supported=false (not checked on its own), not rejected")
+
+
 def _map_partition(model: Model, part: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The parser's partition with node ids, the nodes outside every subgraph, and a `note`
+    on what the per-subgraph `supported` flag means."""
     if not part:
         return None
     ids = model.node_ids
@@ -793,7 +802,8 @@ def _map_partition(model: Model, part: Optional[Dict[str, Any]]) -> Optional[Dic
         covered.update(idx)
         subs.append({"nodes": [ids[i] for i in idx], "supported": s.get("supported")})
     return {"api": part.get("api"), "supported": part.get("supported"), "subgraphs": subs,
-            "outside": [ids[i] for i in range(len(ids)) if i not in covered]}
+            "outside": [ids[i] for i in range(len(ids)) if i not in covered],
+            "note": PARTITION_NOTE}
 
 
 def _static_report(model: Model, rules: str, label: str) -> SupportReport:
