@@ -64,6 +64,31 @@ def _strip(change: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in change.items() if k != "proto"}
 
 
+def _num(x: Any) -> str:
+    return f"{x:.3g}" if isinstance(x, (int, float)) else str(x)
+
+
+def step_line(step: Dict[str, Any], backend: str) -> str:
+    """One --auto step for the log: the change, whether it was kept, and what the parser says
+    of the whole model afterwards (the model, not the step: a kept step is never 'unsupported')."""
+    p = step["proposal"]
+    line = f"{p['recipe']} on {p['node']}: {'kept' if step.get('kept') else 'NOT kept'}"
+    v = step.get("verification") or {}
+    if v.get("max_abs_diff") is not None:
+        line += f", max abs diff {v['max_abs_diff']:.3g}"
+    if step.get("error"):
+        line += f" ({step['error']})"
+    if "supported_after" in step:
+        left = step.get("unsupported_after") or []
+        if step["supported_after"]:
+            line += f"; the model now parses with {backend}"
+        else:
+            names = ", ".join(u.get("node") or "(graph)" for u in left[:3])
+            more = f" and {len(left) - 3} more" if len(left) > 3 else ""
+            line += f"; {len(left)} node(s) still to fix: {names}{more}"
+    return line
+
+
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
     from workbench.errors import WorkbenchError
@@ -121,13 +146,7 @@ def run(args: argparse.Namespace) -> int:
             f"{change.verification or 'not verified'}" + (f" ({change.note})" if change.note else ""))
         problem = problem or not change.kept
     if args.auto:
-        res = session.auto_fix(on_step=lambda s: log(
-                           f"{s['proposal']['recipe']} on {s['proposal']['node']}: "
-                           f"{'kept' if s.get('kept') else 'NOT kept'}"
-                           + (f", max abs diff {s['verification']['max_abs_diff']:.3g}"
-                              if s.get("verification") and s["verification"].get("max_abs_diff")
-                              is not None else "")
-                           + (f", supported: {s['supported_after']}" if "supported_after" in s else "")))
+        res = session.auto_fix(on_step=lambda s: log(step_line(s, args.backend)))
         for s in res.steps:
             (report["applied"] if s.get("kept") else report["not_kept"]).append(_strip(s))
         report["stop_reason"] = res.stop_reason
@@ -151,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         v = report["verification"]
         print(f"wrote {args.output}: {len(report['applied'])} change(s) kept, "
               f"{len(report['not_kept'])} not kept"
-              + (f"; end-to-end {v['status']}, max abs diff {v['max_abs_diff']}" if v else "")
+              + (f"; end-to-end {v['status']}, max abs diff {_num(v['max_abs_diff'])}" if v else "")
               + (f"; supported by {args.backend}: {report['supported']}" if checking else ""))
         for r in report.get("remaining") or []:
             print(f"  still unsupported: {r['node']} ({r['op']}): {r['reason']}")
