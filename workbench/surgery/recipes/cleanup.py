@@ -93,6 +93,14 @@ class FoldConstants(Recipe):
                          f"node {nid} has only constant inputs: folding replaces it by its value",
                          code=finding.code)]
 
+    def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
+        """The fold command for a node `fix --auto` would fold (so `check` advises what the
+        fix then does)."""
+        if not self.propose(finding, ctx):
+            return None
+        return (f"`workbench fix {model} --recipe fold_constants` replaces it by its value "
+                "(all its inputs are constant)")
+
     def precondition(self, model: Any, size_threshold: int = MiB, passes: int = 3) -> Precondition:
         proto = as_proto(model)
         cands = foldable_nodes(proto)
