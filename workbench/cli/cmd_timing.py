@@ -15,7 +15,8 @@ HELP = ("summarise engine layer timings (trtexec/IProfiler/inspector JSON), map 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("layers", metavar="LAYERS.json",
                    help="engine layer information (trtexec --exportLayerInfo / IEngineInspector); "
-                        "a per-layer profile alone also works (names only)")
+                        "a per-layer profile alone also works (names only): trtexec "
+                        "--exportProfile, an IProfiler list, or timing-capture's profile.json")
     p.add_argument("--profile", metavar="PROFILE.json",
                    help="per-layer times (trtexec --exportProfile, IProfiler capture)")
     p.add_argument("--times", metavar="TIMES.json",
@@ -57,13 +58,18 @@ def _table(layers: str, profile: Optional[str], onnx: Any, stat: str, profile_id
 
 def _looks_like_profile(path: str) -> bool:
     """A per-layer profile passed where layer information was expected (trtexec users often
-    have only --exportProfile): peek at the first bytes."""
+    have only --exportProfile; timing-capture writes profile.json beside layers.json): peek at
+    the first bytes."""
     try:
         with open(path, "rb") as f:
             head = f.read(4096).decode("utf-8", "replace")
     except OSError:
         return False
     start = head.lstrip()[:1]
+    if start == "{":  # the workbench's own capture: {"format": "workbench-profile", ...}
+        import re
+
+        return re.search(r'"format"\s*:\s*"workbench-profile"', head) is not None
     return start == "[" and ('"averageMs"' in head or '"count"' in head) and '"LayerType"' not in head
 
 
@@ -139,12 +145,14 @@ def _print_text(s: Dict[str, Any]) -> None:
     c = s.get("comparison")
     if c:
         na, nb = c["names"]
+        from workbench.timing.summary import speed_words
+
         sp = c["speedup"]
         w(f"  {nb} vs {na}: {c[f'{nb}_total_ms']:.4f} vs {c[f'{na}_total_ms']:.4f} ms"
-          + (f" (x{sp:.2f} faster)" if sp else ""))
+          + (f" ({nb} is {speed_words(sp)})" if sp else ""))
         for r in c["by_type"]:
             if r["speedup"]:
-                w(f"    {r['type']:<22} x{r['speedup']:.2f}")
+                w(f"    {r['type']:<22} {speed_words(r['speedup'])}")
     for f in s["findings"]:
         w(f"  {f['severity'].upper()} {f['code']}: {f['message']}")
     if s.get("html"):

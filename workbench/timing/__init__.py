@@ -17,12 +17,12 @@ from workbench.timing.mapping import OnnxIndex
 from workbench.timing.profile import (Profile, latency_stats, load_profile, load_run_metadata,
                                       parse_profile)
 from workbench.timing.summary import (by_precision, by_type, compare, fusion_stats, lint,
-                                      node_comparison, reformat_overhead, same_layers, summarize,
-                                      top_layers)
+                                      node_comparison, reformat_overhead, same_layers,
+                                      speed_words, summarize, top_layers)
 from workbench.timing.table import LayerTable, build_layer_table
 
 __all__ = ["CaptureResult", "EngineLayer", "EngineLayers", "LayerTable", "OnnxIndex", "Profile",
            "TensorInfo", "build_layer_table", "by_precision", "by_type", "capture",
            "capture_onnx", "compare", "fusion_stats", "latency_stats", "lint", "load_layers",
            "load_profile", "load_run_metadata", "node_comparison", "parse_layers", "parse_precision", "parse_profile",
-           "reformat_overhead", "same_layers", "summarize", "top_layers"]
+           "reformat_overhead", "same_layers", "speed_words", "summarize", "top_layers"]

@@ -158,10 +158,20 @@ def summarize(t: LayerTable, top: int = 10) -> Dict[str, Any]:
     return out
 
 
+def speed_words(speedup: Optional[float]) -> str:
+    """A speedup (baseline time / this engine's time) in words: 'x1.52 faster', 'x1.03 slower'
+    (a slowdown reads as one, never 'x0.97 faster'), 'same speed (x1.00)', or 'n/a'."""
+    if speedup is None or not speedup > 0 or speedup == float("inf"):
+        return "n/a"
+    if f"{speedup:.2f}" == "1.00" and f"{1 / speedup:.2f}" == "1.00":
+        return "same speed (x1.00)"
+    return f"x{speedup:.2f} faster" if speedup > 1 else f"x{1 / speedup:.2f} slower"
+
+
 def compare(a: LayerTable, b: LayerTable, names: tuple = ("a", "b")) -> Dict[str, Any]:
     """Engine A vs engine B (e.g. FP32 vs FP16 of the same model): totals and speedup
     (A time / B time), per layer type, per ONNX node (layer time shared by its nodes) and per
-    layer covering the same ONNX nodes in both."""
+    layer covering the same ONNX nodes in both; `speed` says B's speedup in words."""
     na, nb = names
     ta, tb = a.total_ms, b.total_ms
     ty_a = {r["type"]: r["time_ms"] for r in by_type(a)}
@@ -179,6 +189,7 @@ def compare(a: LayerTable, b: LayerTable, names: tuple = ("a", "b")) -> Dict[str
     return {
         "names": [na, nb], f"{na}_total_ms": ta, f"{nb}_total_ms": tb,
         "speedup": ta / tb if tb > 0 else None,
+        "speed": speed_words(ta / tb if tb > 0 else None),
         "by_type": types,
         "by_precision": {na: pr_a, nb: pr_b},
         "onnx_nodes_compared": int(len(matched)),
