@@ -96,6 +96,36 @@ def _emit(on_event: Optional[Callable[[Dict[str, Any]], None]], phase: str,
                   "message": message})
 
 
+def _readable_progress(on_event: Optional[Callable[[Dict[str, Any]], None]], model: str,
+                       engine: str, names: Dict[str, str]
+                       ) -> Optional[Callable[[Dict[str, Any]], None]]:
+    """Progress events as a person reads them: the model's and the engine's file names, never
+    the workspace's hash-named files, and a message for every phase. `names["parsed"]`, set
+    once the route is known, says which ONNX TensorRT parses (e.g. the model's fp16 version)."""
+    if on_event is None:
+        return None
+    fixed = {"hashing": f"reading {model}", "writing": engine, "done": f"{engine} ready",
+             "cache-hit": f"{engine} from the cache (built before with the same model and "
+             "settings)"}
+
+    def relay(ev: Dict[str, Any]) -> None:
+        if ev.get("event") == "progress":
+            phase, msg = ev.get("phase"), str(ev.get("message") or "")
+            parsed = names.get("parsed", model)
+            if phase in fixed:
+                msg = fixed[str(phase)]
+            elif phase == "parsing":
+                msg = parsed
+            elif phase == "building" and not msg:
+                msg = f"TensorRT builder started on {parsed}"
+            elif phase == "precision":
+                msg = f"{msg} ({model})" if msg else model
+            ev = dict(ev, message=msg)
+        on_event(ev)
+
+    return relay
+
+
 def _copy_out(src: Path, dst: PathLike, model_path: Optional[Path]) -> str:
     out = Path(dst)
     if model_path is not None and out.resolve() == model_path.resolve():
@@ -210,6 +240,10 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     config = (config or BuildConfig()).validate()
     client = client or default_client()
     ref = ModelRef(model_or_path)
+    model_name = ref.path.name if ref.path is not None else "the in-memory model"
+    names: Dict[str, str] = {}
+    on_event = _readable_progress(on_event, model_name, Path(output).name if output is not None
+                                  else f"the cached engine of {model_name}", names)
     # start the worker (and learn its TensorRT) while this process hashes the model
     box: Dict[str, Any] = {}
 
@@ -235,6 +269,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     info = box["info"]
     backend, version = info["backend"], info["version"]
     route = resolve_route(config, info.get("capabilities", {}))
+    if route == "strongly-typed" and config.entry.kind != "none":
+        names["parsed"] = f"{model_name} ({config.precision} version)"
     entry = config.entry
     calib_hash = hash_calibration(config.calibration) if entry.needs_calibration else None
     if entry.needs_calibration and calib_hash is None and not (
@@ -253,6 +289,14 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
             res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=True)
             if output is not None:
                 res.output_path = _copy_out(engine, output, ref.path)
+            # the cached commands name the engine path of the build that made them: this
+            # run's lines name this run's output
+            from workbench.build.export import export_for
+
+            res.export = export_for(config, onnx_path=str(meta.get("onnx_path") or ""),
+                                    engine_path=str(output or engine),
+                                    backend=meta["backend"], route=meta.get("route"),
+                                    calib_cache=meta.get("calib_cache"))
             _emit(on_event, "cache-hit", 1.0, str(engine))
             ws.append_history({"action": "build", "cache_hit": True, "key": key,
                                "config_hash": config.config_hash, "engine": str(engine)})
@@ -404,7 +448,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         "targets": out.get("targets", []), "notes": out.get("notes", []),
         "findings": [f.to_dict() for f in findings], "export": export,
         "log": out.get("log", [])[-4000:], "layers": out.get("layers", []),
-        "created": time.time(),
+        "calib_cache": args.get("calib_cache"), "created": time.time(),
     }
     atomic_write_json(meta_path, meta, indent=None)  # cache internals: compact, fast
     res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=False)

@@ -449,12 +449,21 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
         targets=targets, plugins=list(config.plugins), tactics=config.tactic_sources)
 
 
+def layer_info_note(engine_path: str) -> str:
+    """What the trtexec line's --exportLayerInfo file is, and who writes it (not the
+    workbench's own build: its engine may be built ahead of time, for another GPU)."""
+    return (f"the trtexec line's --exportLayerInfo={engine_path}.layers.json is written only when "
+            "you run that line; `workbench build` does not write it. On a GPU, `workbench "
+            f"timing-capture {_q(engine_path)} --out DIR` writes DIR/layers.json and "
+            "DIR/profile.json for `workbench timing`")
+
+
 def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
                backend: str = "tensorrt", route: Optional[str] = None,
                calib_cache: Optional[str] = None) -> Dict[str, Any]:
     """trtexec + polygraphy lines, the standalone script and notes for one build."""
     kw = dict(backend=backend, route=route, calib_cache=calib_cache)
-    notes = []
+    notes = [layer_info_note(engine_path)]
     if backend == "tensorrt-rtx":
         notes.append("tensorrt_rtx (TensorRT-RTX's trtexec) builds strongly typed by default; "
                      "the ONNX named here already carries the precision casts / Q/DQ")

@@ -5,7 +5,7 @@ Exit 0 built, 1 TensorRT refused (the node/layer is named) or the time limit hit
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.worker.protocol import BUILD_BACKENDS as BACKENDS  # stdlib only: no TensorRT
@@ -133,13 +133,36 @@ def _config(args: "argparse.Namespace") -> Any:
     return BuildConfig.from_dict(base)
 
 
+def fit_line(head: str, message: str, width: Optional[int]) -> str:
+    """`head: message` in at most `width` characters (None: no limit). TensorRT's nested build
+    phases ('Building engine / ... / Computing profile costs') lose their outer phases first,
+    so the line still ends with what is happening now."""
+    text = f"{head}: {message}" if message else head
+    if width is None or len(text) <= width:
+        return text
+    parts = message.split(" / ")
+    while len(parts) > 1:
+        parts = parts[1:]
+        text = f"{head}: ... / " + " / ".join(parts)
+        if len(text) <= width:
+            return text
+    return text[:max(width - 3, 0)] + "..."
+
+
 class _StderrProgress:
-    """One updating line on stderr (main thread only: events arrive on the calling thread)."""
+    """One updating line on stderr (main thread only: events arrive on the calling thread);
+    on a terminal it fits the terminal's width, in a log file every line is whole."""
 
     def __init__(self) -> None:
         self.last = ""
         self.tty = sys.stderr.isatty()
         self.last_key: Any = None
+        if self.tty:
+            import shutil
+
+            self.width: Optional[int] = max(shutil.get_terminal_size((100, 24)).columns - 1, 20)
+        else:
+            self.width = None
 
     def __call__(self, ev: Dict[str, Any]) -> None:
         if ev.get("event") == "log":
@@ -150,7 +173,8 @@ class _StderrProgress:
             return
         frac = ev.get("fraction")
         pct = f"{100 * frac:5.1f}%" if isinstance(frac, (int, float)) else "  ... "
-        text = f"{pct} {ev.get('phase', '')}: {str(ev.get('message', ''))[:80]}"
+        text = fit_line(f"{pct} {ev.get('phase', '')}", str(ev.get("message") or ""),
+                        self.width)
         if self.tty:
             if text != self.last:
                 self.last = text
@@ -238,4 +262,6 @@ def run(args: "argparse.Namespace") -> int:
         print(f"  {f}")
     print("trtexec:    " + res.export.get("trtexec", ""))
     print("polygraphy: " + res.export.get("polygraphy", ""))
+    for note in res.export.get("notes") or []:
+        print(f"  note: {note}")
     return 0
