@@ -507,10 +507,11 @@ def _lint(model: Model, ops: Dict[str, int], inputs: List[TensorInfo],
                              f"{len(dups)} node name(s) are used more than once "
                              f"(e.g. '{dups[0]}'); nodes get ids like '{dups[0]}#0'",
                              nodes=dups[:20], source="inspect"))
-    unnamed = sum(1 for n in model.index.names if not n)
+    unnamed = [i for i, n in enumerate(model.index.names) if not n]
     if unnamed:
         found.append(Finding("info", "unnamed-nodes",
-                             f"{unnamed} node(s) have no name; they get ids like 'Conv#0'",
+                             f"{len(unnamed)} node(s) have no name; they get ids like "
+                             f"'{model.node_ids[unnamed[0]]}'",
                              hint="TensorRT errors and layer names will be harder to map back",
                              source="inspect"))
     for t in inputs:
@@ -652,9 +653,9 @@ def format_summary(s: Summary, top_ops: int = 15) -> str:
     if len(items) > top_ops:
         lines.append(f"  ... {len(items) - top_ops} more")
     lines.append(f"shapes     inference {s.shape_inference}; {len(s.shapes)} tensors typed")
-    for w in s.warnings:
-        if w.severity != "info":
-            lines.append(f"{w.severity:<10} {w.message}" + (f" ({w.hint})" if w.hint else ""))
+    for w in s.warnings:  # every one the JSON has: info ones (unnamed nodes...) as notes
+        label = "note" if w.severity == "info" else w.severity
+        lines.append(f"{label:<10} {w.message}" + (f" ({w.hint})" if w.hint else ""))
     return "\n".join(lines)
 
 
