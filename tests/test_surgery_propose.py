@@ -155,7 +155,10 @@ def test_advise_adds_the_decompose_step_once(reports):
         "standard ops; or "
     assert hints["/act/FastGelu"].startswith(want) and "--plugin" in hints["/act/FastGelu"]
     assert hints["/crop/CenterCropPad"].startswith("`workbench fix")
-    assert not hints["/flatten/Compress"].startswith("`workbench fix")  # no decomposition
+    # no decomposition for Compress: its inputs are constant, so the step is the fold that
+    # `fix --auto` applies (issue 14: the advice no longer contradicts the recipe used)
+    assert "decompose" not in hints["/flatten/Compress"]
+    assert hints["/flatten/Compress"].startswith(f"`workbench fix {path} --recipe fold_constants`")
     # the error Findings carry the same next steps
     assert {f.nodes[0]: f.hint for f in rep.findings if f.severity == "error"} == hints
     assert advise(rep).unsupported[0]["hint"] == hints["/crop/CenterCropPad"]  # idempotent
