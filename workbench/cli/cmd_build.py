@@ -200,15 +200,15 @@ class _StderrProgress:
 
 def run(args: "argparse.Namespace") -> int:
     start_early(["--backend", args.backend])  # a no-op when main() did it already
+    from workbench.cli.common import output_path
+
+    output_path(args.output, "-o", mkdir=args.mkdir)  # before any work: exit 2 at once
+    output_path(args.export_script, "--export-script", mkdir=args.mkdir)
     from workbench import onnx_light
 
     onnx_light.enable()  # an FP32 build reads the graph with protobuf only (no numpy, no onnx)
     from workbench.build.engine import BuildFailed, build_engine
 
-    from workbench.cli.common import output_path
-
-    output_path(args.output, "-o", mkdir=args.mkdir)
-    output_path(args.export_script, "--export-script", mkdir=args.mkdir)
     config = _config(args)
     progress = None if args.json else _StderrProgress()
     import threading

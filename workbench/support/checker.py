@@ -784,9 +784,9 @@ def _finding(u: Dict[str, Any]) -> Finding:
 
 # what the parser's per-subgraph flag means (onnx-tensorrt's supportsModel: every subgraph
 # starts "unknown" = False and only the last is set True, when the whole model is supported)
-PARTITION_NOTE = ("subgraphs are runs of nodes the parser can import; TensorRT marks one "
-                  "verified only when the whole model parses, so while any node fails every "
-                  "subgraph reads supported=false (not checked on its own), not rejected")
+PARTITION_NOTE = ("subgraphs are runs of nodes the parser can import; TensorRT sets a "
+                  "subgraph's 'supported' only when the whole model parses, so while any node "
+                  "fails every subgraph reads false: not verified, not rejected")
 
 
 def _map_partition(model: Model, part: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
