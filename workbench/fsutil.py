@@ -1,12 +1,22 @@
 """Atomic file writes (temp file in the same folder + fsync + rename): a crash or a kill never
-leaves a half-written model, engine or history behind, and never touches the original."""
+leaves a half-written model, engine or history behind, and never touches the original. And one
+inter-process lock (`locked`) for the few short steps that must be serial between processes
+sharing a workspace."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+import threading
+import warnings
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Union
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -60,18 +70,91 @@ def append_jsonl(path: PathLike, record: Any) -> None:
         os.fsync(f.fileno())
 
 
-def read_jsonl(path: PathLike) -> list:
-    """Read JSON lines, skipping a torn (incomplete) trailing line."""
+class CorruptLineWarning(UserWarning):
+    """A JSON-lines log had a line that is not JSON (skipped, reading went on)."""
+
+
+def read_jsonl(path: PathLike, *, objects_only: bool = False) -> list:
+    """Read JSON lines, skipping a torn (incomplete) trailing line silently (a kill or a writer
+    still at work) and any other undecodable line with a CorruptLineWarning naming it; with
+    `objects_only`, a line that is JSON but not an object is skipped (and warned) too."""
     path = Path(path)
     if not path.exists():
         return []
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn = len(lines) - 1  # the index of the text after the last newline ('' when complete)
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line:
+    for i, raw in enumerate(lines):
+        raw = raw.strip()
+        if not raw:
             continue
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
+            rec = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            if i != torn:
+                warnings.warn(f"{path}: line {i + 1} is not JSON; skipped", CorruptLineWarning,
+                              stacklevel=2)
             continue
+        if objects_only and not isinstance(rec, dict):
+            warnings.warn(f"{path}: line {i + 1} is a {type(rec).__name__}, not an object; "
+                          "skipped", CorruptLineWarning, stacklevel=2)
+            continue
+        out.append(rec)
     return out
+
+
+# ---------------------------------------------------------------------- inter-process lock
+_guard = threading.Lock()
+_held: Dict[str, List[Any]] = {}  # lock path -> [RLock, fd or None, depth]
+
+
+def _lock_fd(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    else:  # pragma: no cover - Windows: msvcrt locks one byte, retrying for up to ~10 s
+        import msvcrt
+
+        msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+
+
+def _unlock_fd(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    else:  # pragma: no cover
+        import msvcrt
+
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
+@contextlib.contextmanager
+def locked(path: PathLike) -> Iterator[None]:
+    """Hold an exclusive lock on the lock file `path` (created if missing) across processes
+    (flock: the kernel releases it when a process dies, so a crash never leaves it held) and
+    threads. Re-entrant within a thread, so a locked step may call another. Keep what runs
+    inside short (reads, appends, renames); never parse or build under it."""
+    key = os.path.abspath(os.fspath(path))
+    with _guard:
+        entry = _held.setdefault(key, [threading.RLock(), None, 0])
+    with entry[0]:
+        if entry[2] == 0:
+            os.makedirs(os.path.dirname(key), exist_ok=True)
+            fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                _lock_fd(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            entry[1] = fd
+        entry[2] += 1
+        try:
+            yield
+        finally:
+            entry[2] -= 1
+            if entry[2] == 0:
+                fd, entry[1] = entry[1], None
+                try:
+                    _unlock_fd(fd)
+                finally:
+                    os.close(fd)

@@ -4,11 +4,17 @@
         source.json          where the original came from (never modified)
         versions/<sha>.onnx  content-addressed model versions (atomic writes)
         history.jsonl        append-only log of what was done (one JSON object a line)
+        .lock                the workspace lock (see `ModelWorkspace.lock`)
         engines/             engine cache (see workbench.build.engine)
         timing-caches/       TensorRT timing caches
         runs/                saved run results
 Home is $WORKBENCH_HOME, else ~/.trt-workbench. Everything survives a kernel restart or a kill:
 files are written atomically and a torn last history line is ignored on read.
+
+Several processes may share one workspace (two notebooks, parallel CI jobs, a matrix on one
+model). Content-addressed files need no coordination (equal bytes, atomic renames); the steps
+that read-then-write shared state (a history append that depends on what the log holds, an
+engine-cache publish) run under `ws.lock()`, an flock that is released when a process dies.
 """
 from __future__ import annotations
 
@@ -16,9 +22,10 @@ import hashlib
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, ContextManager, Dict, List, Optional, Union
 
-from workbench.fsutil import append_jsonl, atomic_write_bytes, atomic_write_json, read_jsonl
+from workbench.fsutil import (append_jsonl, atomic_write_bytes, atomic_write_json, locked,
+                              read_jsonl)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -70,14 +77,26 @@ class ModelWorkspace:
     def versions(self) -> List[str]:
         return sorted(p.stem for p in self.versions_dir.glob("*.onnx"))
 
+    @property
+    def lock_path(self) -> Path:
+        return self.dir / ".lock"
+
+    def lock(self) -> ContextManager[None]:
+        """The workspace's inter-process lock (re-entrant in a thread): hold it only for
+        short read-then-write steps, never across a parse or a build."""
+        return locked(self.lock_path)
+
     def append_history(self, record: Dict[str, Any]) -> Dict[str, Any]:
         rec = dict(record)
         rec.setdefault("time", time.time())
-        append_jsonl(self.history_path, rec)
+        with self.lock():  # one whole line at a time, whoever else appends
+            append_jsonl(self.history_path, rec)
         return rec
 
     def history(self) -> List[Dict[str, Any]]:
-        return read_jsonl(self.history_path)
+        """The log's records (JSON objects); a line that is not one is skipped with a
+        CorruptLineWarning."""
+        return read_jsonl(self.history_path, objects_only=True)
 
 
 def workspace_for(model: Any, home: Optional[PathLike] = None) -> ModelWorkspace:
