@@ -1,5 +1,10 @@
 """The engine cache: content hashes (memoised by path, size and mtime, so large models and
-calibration sets are hashed once), cache keys, and reading a cached build back.
+calibration sets are hashed once), cache keys, reading a cached build back and publishing one.
+
+Processes sharing a workspace build without a lock (a build takes minutes); only the publish
+(engine rename + its card) and the lookup run under the workspace lock, so a reader always
+sees an engine together with the card that describes it. The first complete engine published
+under a key stays: a second build of the same key finishing later is dropped.
 
 The key is sha256(model bytes incl. external data + config + calibration data + backend
 name/version + target); fields that do not change the engine are left out.
@@ -40,6 +45,10 @@ def _memo_file() -> Path:
     return workbench_home() / "hash-memo.json"
 
 
+def _memo_lock_path() -> Path:
+    return _memo_file().with_name(".hash-memo.lock")
+
+
 def _memo_lookup(p: Path) -> Optional[str]:
     key = _stat_key(p)
     with _memo_lock:
@@ -64,20 +73,23 @@ def _memo_lookup(p: Path) -> Optional[str]:
 
 
 def _memo_store(p: Path, h: str, external: Sequence[Path]) -> None:
+    from workbench.fsutil import locked
+
     key = _stat_key(p)
     rec = {"hash": h, "external": [list(_stat_key(Path(e))) for e in external]}
     with _memo_lock:
         _hash_memo[key] = rec
         try:
             f = _memo_file()
-            try:
-                disk = json.loads(f.read_text())
-            except (OSError, ValueError):
-                disk = {}
-            disk["|".join(map(str, key))] = rec
-            if len(disk) > 2000:
-                disk = dict(list(disk.items())[-1000:])
-            atomic_write_json(f, disk)
+            with locked(_memo_lock_path()):  # processes sharing the home merge, not overwrite
+                try:
+                    disk = json.loads(f.read_text())
+                except (OSError, ValueError):
+                    disk = {}
+                disk["|".join(map(str, key))] = rec
+                if len(disk) > 2000:
+                    disk = dict(list(disk.items())[-1000:])
+                atomic_write_json(f, disk)
         except OSError:
             pass
 
@@ -196,7 +208,12 @@ def cache_key(model_hash: str, config: BuildConfig, route: str, backend: str, ve
     return key, doc
 
 
-def load_cached(engine: Path, meta_path: Path, key: str) -> Optional[Dict[str, Any]]:
+def load_cached(engine: Path, meta_path: Path, key: str, ws: Any = None
+                ) -> Optional[Dict[str, Any]]:
+    """The card of the cached engine for `key`, or None; under `ws`'s lock when given."""
+    if ws is not None:
+        with ws.lock():
+            return load_cached(engine, meta_path, key)
     if not (engine.is_file() and meta_path.is_file()):
         return None
     try:
@@ -205,6 +222,22 @@ def load_cached(engine: Path, meta_path: Path, key: str) -> Optional[Dict[str, A
         return None
     if meta.get("key") != key or meta.get("size_bytes") != engine.stat().st_size:
         return None
+    return meta
+
+
+def publish_engine(ws: Any, tmp: Path, engine: Path, meta_path: Path, meta: Dict[str, Any],
+                   *, replace: bool = False) -> Dict[str, Any]:
+    """Move the complete engine `tmp` into the cache with its card, as one step under the
+    workspace lock; when another process published this key first, its engine and card stay
+    (a reader holding that path never sees it change) and `tmp` is removed, unless `replace`
+    (a build that was asked not to use the cache). Returns the card now in the cache."""
+    with ws.lock():
+        existing = None if replace else load_cached(engine, meta_path, meta["key"])
+        if existing is not None:
+            tmp.unlink(missing_ok=True)
+            return existing
+        os.replace(tmp, engine)
+        atomic_write_json(meta_path, meta, indent=None)  # cache internals: compact, fast
     return meta
 
 

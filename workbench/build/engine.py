@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from workbench.build.cache import (CACHE_SCHEMA, ModelRef, cache_key, hash_calibration,
-                                   load_cached, result_from_meta)
+                                   load_cached, publish_engine, result_from_meta)
 from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig, resolve_route
 from workbench.errors import Finding, WorkbenchError
-from workbench.fsutil import atomic_write_json
 from workbench.precision import table
 from workbench.worker.protocol import BAD_INPUT_CODES, BUILD_BACKENDS
 
@@ -284,7 +283,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     meta_path = ws.engines_dir / f"{key[:32]}.json"
 
     if use_cache:
-        meta = load_cached(engine, meta_path, key)
+        meta = load_cached(engine, meta_path, key, ws)
         if meta is not None:
             res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=True)
             if output is not None:
@@ -376,8 +375,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         out = client.call("build", args, timeout=remaining, on_event=on_event,
                           cancel=_AnyEvent(cancel, invalid), sent=sent)
         _raise_if_invalid()
-        os.replace(tmp, engine)  # complete engines only ever appear under their key
-        done = True
+        done = True  # complete: published under its key with its card (publish_engine)
     except WorkerTimeout as e:
         _raise_if_invalid()
         _failed(ws, key, config, "timeout")
@@ -450,7 +448,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         "log": out.get("log", [])[-4000:], "layers": out.get("layers", []),
         "calib_cache": args.get("calib_cache"), "created": time.time(),
     }
-    atomic_write_json(meta_path, meta, indent=None)  # cache internals: compact, fast
+    meta = publish_engine(ws, tmp, engine, meta_path, meta, replace=not use_cache)
     res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=False)
     if output is not None:
         res.output_path = _copy_out(engine, output, ref.path)
