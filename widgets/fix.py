@@ -48,6 +48,7 @@ class FixPanel(PanelBase, W.VBox):
         self.graph: Any = None
         self._want_graph = graph
         self._working = False
+        self.history_view: Dict[str, Any] = {}
 
         self.header = W.HTML()
         self.failing = FindingsList()
@@ -266,12 +267,12 @@ class FixPanel(PanelBase, W.VBox):
 
     def _sync(self) -> None:
         h = self.history
-        vers = h.versions()
+        view = self.history_view = h.view()
         cur = h.current
         rep = self.report if self.session.fresh else None
         sup = "unknown" if rep is None else ("supported" if rep.supported else "NOT supported")
         self.header.value = (f"<b>{esc(h.model.name)}</b> &middot; version {esc(cur)} "
-                             f"({len(h.lineage()) - 1} change(s) from the original) &middot; "
+                             f"({view['changes']} change(s) from the original) &middot; "
                              f"{esc(self.backend)}: <b>{sup}</b>")
         if rep is None or rep.supported:
             self.failing.value = ""
@@ -286,7 +287,31 @@ class FixPanel(PanelBase, W.VBox):
         self.preview_btn.disabled = self.apply_btn.disabled = working or not self.proposals
         self.undo_btn.disabled = working or not h.can_undo()
         self.redo_btn.disabled = working or not h.can_redo()
-        self.versions.value = "<b>History</b><ol start='0'>" + "".join(
-            f"<li>{'<b>' if v['version'] == cur else ''}{esc(v['recipe'])} "
-            f"{esc(v['params'] or '')} [{esc(v['version'])}]"
-            f"{'</b>' if v['version'] == cur else ''}</li>" for v in vers) + "</ol>"
+        self.versions.value = history_html(view)
+
+
+def history_html(view: Dict[str, Any]) -> str:
+    """This session's lineage (the current version in bold; steps another session made say
+    which), then the other sessions folded in a closed <details> labelled with their count."""
+    from workbench.surgery.history import earlier_label, session_label, step_label
+
+    last = len(view["steps"]) - 1
+    items = []
+    for k, v in enumerate(view["steps"]):
+        who = "" if k == 0 or v.get("mine") else (
+            f" <i>(from session {esc(v['session'])})</i>" if v.get("session")
+            else " <i>(from an earlier run)</i>")
+        text = esc(step_label(v))
+        items.append(f"<li>{'<b>' + text + '</b>' if k == last else text}{who}</li>")
+    out = (f"<b>History</b> &middot; this {esc(session_label(view['session']))}: "
+           f"{view['changes']} change(s) from the original<ol start='0'>{''.join(items)}</ol>")
+    if view["redo"]:
+        out += f"<div>undone (redo): {esc(', '.join(view['redo']))}</div>"
+    if view["earlier"]:
+        groups = "".join(
+            f"<div>{esc(session_label(s))}</div><ul>"
+            + "".join(f"<li>{esc(step_label(v))}</li>" for v in s["entries"]) + "</ul>"
+            for s in view["earlier"])
+        out += (f"<details class='wb-earlier-sessions'><summary>{esc(earlier_label(view))}: "
+                f"show</summary>{groups}</details>")
+    return out

@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from workbench.cli.common import add_mkdir_argument
 
     add_mkdir_argument(parser)
+    parser.add_argument("--all-history", action="store_true",
+                        help="also list the changes earlier sessions made to this model")
 
 
 def _load_inputs(path: str) -> Dict[str, Any]:
@@ -89,6 +91,17 @@ def step_line(step: Dict[str, Any], backend: str) -> str:
     return line
 
 
+def _history_json(view: Dict[str, Any]) -> Dict[str, Any]:
+    """The history view without the bulky per-entry diffs and verifications."""
+    def slim(v: Dict[str, Any]) -> Dict[str, Any]:
+        return {k: v.get(k) for k in ("version", "parent", "recipe", "params", "session",
+                                      "mine", "time")}
+    return {"session": view["session"], "changes": view["changes"],
+            "steps": [slim(v) for v in view["steps"]],
+            "earlier": [{"id": s["id"], "pid": s["pid"], "start": s["start"],
+                         "entries": [slim(v) for v in s["entries"]]} for s in view["earlier"]]}
+
+
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
     from workbench.errors import WorkbenchError
@@ -126,10 +139,10 @@ def run(args: argparse.Namespace) -> int:
 
     recipes = [parse_recipe_arg(r) for r in args.recipe]  # bad syntax -> exit 2 before any work
     inputs = _load_inputs(args.inputs) if args.inputs else None
-    session = FixSession(args.model, backend=args.backend, inputs=inputs, force=args.force)
+    # the CLI always starts from the original file (a session of its own: nothing is written)
+    session = FixSession(args.model, backend=args.backend, inputs=inputs, force=args.force,
+                         start="original")
     hist = session.history
-    if hist.current != hist.original:
-        hist.checkout(hist.original)  # the CLI always starts from the original file
     log = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr))
     checking = args.auto or args.check
     report: Dict[str, Any] = {"model": str(args.model), "output": str(args.output),
@@ -163,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
     report["verification"] = v.to_dict() if v is not None else None
     report["versions"] = hist.lineage()
     report["workspace"] = str(hist.ws.dir)
+    report["history"] = _history_json(hist.view())
     hist.export(args.output)
     if args.json:
         print_json(report)
@@ -174,6 +188,11 @@ def run(args: argparse.Namespace) -> int:
               + (f"; supported by {args.backend}: {report['supported']}" if checking else ""))
         for r in report.get("remaining") or []:
             print(f"  still unsupported: {r['node']} ({r['op']}): {r['reason']}")
+        from workbench.surgery.history import history_lines
+
+        for line in history_lines(hist.view(), show_earlier=args.all_history,
+                                  show_hint="--all-history"):
+            print(line)
     if checking and not report["supported"]:
         return 1
     return 1 if problem else 0

@@ -28,6 +28,8 @@ _EXPORTS: Dict[str, str] = {
     'BLOB_MIN_BYTES': 'workbench.surgery.history',
     'store_version': 'workbench.surgery.history',
     'History': 'workbench.surgery.history',
+    'replay': 'workbench.surgery.history',
+    'history_lines': 'workbench.surgery.history',
 }
 
 __all__ = sorted(_EXPORTS)

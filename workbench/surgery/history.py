@@ -3,23 +3,34 @@ model's Workspace plus one line in its append-only history log; undo/redo are lo
 History only stores and replays versions: making a change (recipe, verification, verdict) is
 `workbench.surgery.changes.apply_in_history`, which stages, then records or discards.
 
-The state (current version, redo stack) is rebuilt by replaying the log, so a new process (a
-restarted kernel, the CLI) sees exactly what the last one left, and a kill at any point leaves
-either the old state or the new one: the version file is written atomically *before* its log
-line, and a torn last line is ignored on read. The original file is never written to.
+Each History object is one *session* (id, start time, pid; every line it writes names it). A
+new session starts where the log left off (replaying it: a restarted kernel sees exactly what
+the last one left) or, with `start="original"`, from the original (the CLI); from then on its
+current version and redo stack are its own, so sessions running at the same time on one model
+(two notebooks, parallel `workbench fix` jobs) never move each other's state. The log has one
+entry per real change: a session that computes a change already in the log (same parent, same
+version) reuses it and records no duplicate; that check and the append run under the
+workspace lock. A kill at any point leaves either the old state or the new one: the version
+file is written atomically *before* its log line, a torn last line is ignored on read, and a
+corrupted or stale line is skipped with a warning. The original file is never written to.
 """
 from __future__ import annotations
 
+import os
 import time
+import uuid
+import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.model import Model, open_model, save_model
 from workbench.surgery.recipes.base import _pause_hook
+from workbench.fsutil import CorruptLineWarning
 from workbench.workspace import ModelWorkspace, workspace_for
 
 KIND = "surgery"
+_MOVES = {"init": "version", "apply": "version", "undo": "to", "redo": "to", "checkout": "to"}
 BLOB_MIN_BYTES = 1 << 14  # initializers at least this big live in the shared blob store
 
 
@@ -70,10 +81,63 @@ def store_version(ws: ModelWorkspace, proto: Any) -> str:
     return ws.add_version(data)
 
 
-class History:
-    """Undoable surgery on one original model (path or Model)."""
+def _valid(rec: Dict[str, Any]) -> bool:
+    """A surgery record this code can replay (a stale or foreign line is skipped, warned)."""
+    field_name = _MOVES.get(rec.get("event"))  # type: ignore[arg-type]
+    return field_name is not None and isinstance(rec.get(field_name), str)
 
-    def __init__(self, model: Any, home: Any = None) -> None:
+
+def replay(records: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The state a log leaves: original, current, redo stack, and the changes made (one per
+    (parent, version), oldest first; an older log's duplicate lines count once)."""
+    original: Optional[str] = None
+    cur: Optional[str] = None
+    redo: List[str] = []
+    made: List[Dict[str, Any]] = []
+    seen: set = set()
+    for r in records:
+        ev = r["event"]
+        if ev == "init":
+            if original is None:
+                original = r["version"]
+                made.append(r)
+                seen.add((None, original))
+            cur, redo = r["version"], []
+        elif ev == "apply":
+            key = (r.get("parent"), r["version"])
+            if key not in seen:
+                seen.add(key)
+                made.append(r)
+            cur, redo = r["version"], []
+        elif ev == "undo":
+            if isinstance(r.get("from"), str):
+                redo.append(r["from"])
+            cur = r["to"]
+        elif ev == "redo":
+            if redo and redo[-1] == r["to"]:
+                redo.pop()
+            cur = r["to"]
+        elif ev == "checkout":
+            cur, redo = r["to"], []
+    return {"original": original, "current": cur, "redo": redo, "made": made}
+
+
+def _lineage(vid: Optional[str], parents: Dict[str, Optional[str]]) -> List[str]:
+    out: List[str] = []
+    while vid is not None and vid not in out:  # (a hand-edited log could hold a cycle)
+        out.append(vid)
+        vid = parents.get(vid)
+    return list(reversed(out))
+
+
+class History:
+    """Undoable surgery on one original model (path or Model): one session of its log.
+
+    `start="latest"` (default) continues from the state the log leaves; `start="original"`
+    starts this session from the original model without writing anything.
+    """
+
+    def __init__(self, model: Any, home: Any = None, *, start: str = "latest") -> None:
         if isinstance(model, Model):
             self.model = model
         elif isinstance(model, (str, Path)):
@@ -81,85 +145,104 @@ class History:
         else:
             raise WorkbenchError("History needs a model file path or an opened Model",
                                  hint="save the ModelProto first (workbench.model.save_model)")
+        if start not in ("latest", "original"):
+            raise WorkbenchError(f"unknown history start '{start}'", field="start",
+                                 hint="use 'latest' or 'original'")
         self.ws: ModelWorkspace = workspace_for(self.model, home)
+        self.session: Dict[str, Any] = {"id": uuid.uuid4().hex[:12], "start": time.time(),
+                                        "pid": os.getpid()}
         self._proto_cache: Dict[str, Any] = {}
-        if not self._records():
-            proto = self.model.load_weights()
+        state = replay(self._records())
+        if state["original"] is None:
+            proto = self.model.load_weights()  # parse and store outside the lock
             vid = store_version(self.ws, proto)
             self._proto_cache = {vid: proto}
-            self._log({"event": "init", "version": vid,
-                       "source": str(self.model.path) if self.model.path else None})
+            with self.ws.lock():  # one init line, however many sessions start at once
+                state = replay(self._records())
+                if state["original"] is None:
+                    self._log({"event": "init", "version": vid,
+                               "source": str(self.model.path) if self.model.path else None})
+                    state = replay(self._records())
+        self._original: str = state["original"]
+        if start == "original":
+            self._line, self._redo = [self._original], []
+        else:
+            self._line = self._existing(_lineage(state["current"], self._parents(state)))
+            self._redo = [v for v in state["redo"] if self.ws.version_path(v).exists()]
 
     # ------------------------------------------------------------------ log and replay
     def _log(self, rec: Dict[str, Any]) -> Dict[str, Any]:
-        return self.ws.append_history({"kind": KIND, **rec})
+        return self.ws.append_history({"kind": KIND, **rec, "session": self.session["id"],
+                                       "session_start": self.session["start"],
+                                       "pid": self.session["pid"]})
 
     def _records(self) -> List[Dict[str, Any]]:
-        return [r for r in self.ws.history() if r.get("kind") == KIND]
+        out = []
+        for r in self.ws.history():
+            if r.get("kind") != KIND:
+                continue
+            if _valid(r):
+                out.append(r)
+            else:
+                warnings.warn(f"{self.ws.history_path}: skipped a surgery line that cannot be "
+                              f"replayed ({str(r)[:80]})", CorruptLineWarning, stacklevel=2)
+        return out
 
     def _state(self) -> Dict[str, Any]:
-        cur, redo, made = None, [], []
-        for r in self._records():
-            ev = r.get("event")
-            if ev == "init":
-                cur = r["version"]
-                made.append(r)
-            elif ev == "apply":
-                cur = r["version"]
-                redo = []
-                made.append(r)
-            elif ev == "undo":
-                redo.append(r["from"])
-                cur = r["to"]
-            elif ev == "redo":
-                if redo and redo[-1] == r["to"]:
-                    redo.pop()
-                cur = r["to"]
-            elif ev == "checkout":
-                cur = r["to"]
-                redo = []
-        return {"current": cur, "redo": redo, "made": made}
+        return replay(self._records())
+
+    @staticmethod
+    def _parents(state: Dict[str, Any]) -> Dict[str, Optional[str]]:
+        parents: Dict[str, Optional[str]] = {}
+        for r in state["made"]:
+            parents.setdefault(r["version"], r.get("parent"))
+        return parents
+
+    def _existing(self, line: List[str]) -> List[str]:
+        """A replayed lineage cut back to its last version whose file is still there (a stale
+        line: the workspace was changed outside the workbench)."""
+        keep = [self._original]
+        for v in line[1:] if line and line[0] == self._original else []:
+            if not self.ws.version_path(v).exists():
+                warnings.warn(f"{self.ws.history_path}: version {v} is missing from the "
+                              "workspace; continuing from its parent", CorruptLineWarning,
+                              stacklevel=3)
+                break
+            keep.append(v)
+        return keep
 
     # ------------------------------------------------------------------ queries
     @property
     def current(self) -> str:
-        return self._state()["current"]
+        return self._line[-1]
 
     @property
     def original(self) -> str:
-        return self._records()[0]["version"]
+        return self._original
 
     def versions(self) -> List[Dict[str, Any]]:
-        """Every version ever made, oldest first (init, then one per kept change)."""
+        """Every version ever made by any session, oldest first (init, then one per change);
+        `mine` marks this session's."""
         out = []
         for k, r in enumerate(self._state()["made"]):
             out.append({"index": k, "version": r["version"], "parent": r.get("parent"),
                         "recipe": r.get("recipe", "(original)"), "params": r.get("params", {}),
                         "diff": r.get("diff"), "verification": r.get("verification"),
                         "forced": r.get("forced", False), "time": r.get("time"),
+                        "session": r.get("session"), "session_start": r.get("session_start"),
+                        "pid": r.get("pid"), "mine": r.get("session") == self.session["id"],
                         "exists": self.ws.version_path(r["version"]).exists()})
         return out
 
     def lineage(self) -> List[str]:
-        """Version ids from the original to the current one."""
-        parents = {r["version"]: r.get("parent") for r in self._state()["made"]}
-        out, v = [], self.current
-        while v is not None:
-            out.append(v)
-            v = parents.get(v)
-        return list(reversed(out))
+        """Version ids from the original to this session's current one."""
+        return list(self._line)
 
     def can_undo(self) -> bool:
-        return self.current != self.original and self._parent(self.current) is not None
+        return len(self._line) > 1
 
     def can_redo(self) -> bool:
-        return bool(self._state()["redo"])
-
-    def _parent(self, vid: str) -> Optional[str]:
-        for r in self._state()["made"]:
-            if r["version"] == vid:
-                return r.get("parent")
-        return None
+        return bool(self._redo)
 
     def current_path(self) -> Path:
         return self.version_path(self.current)
@@ -189,6 +272,36 @@ class History:
     def current_model(self) -> Model:
         return open_model(self.current_path())
 
+    # ------------------------------------------------------------------ sessions
+    def view(self) -> Dict[str, Any]:
+        """What a history display shows: this session's lineage (original first; each step
+        says whether this session made it), its redo stack, and the other sessions' changes,
+        grouped by session, for a collapsed "earlier sessions" part. `changes` is
+        len(steps) - 1, the "N change(s) from the original" a display prints."""
+        vers = self.versions()
+        by_version: Dict[Tuple[Optional[str], str], Dict[str, Any]] = {
+            (v["parent"], v["version"]): v for v in vers}
+        steps, parent = [], None
+        for vid in self._line:
+            v = by_version.get((parent, vid)) or next(
+                (x for x in vers if x["version"] == vid), None)
+            steps.append(dict(v) if v else {"version": vid, "recipe": "(unknown)",
+                                            "params": {}, "mine": False, "session": None})
+            parent = vid
+        others: Dict[Any, Dict[str, Any]] = {}
+        for v in vers[1:]:
+            if v["mine"]:
+                continue
+            s = others.setdefault(v["session"], {"id": v["session"], "pid": v["pid"],
+                                                 "start": v["session_start"] or v["time"],
+                                                 "entries": []})
+            s["entries"].append(v)
+        earlier = sorted(others.values(), key=lambda s: s["start"] or 0)
+        return {"session": dict(self.session), "steps": steps, "changes": len(steps) - 1,
+                "current": self.current, "redo": list(self._redo),
+                "mine": [v for v in vers[1:] if v["mine"]],
+                "earlier": earlier, "earlier_entries": sum(len(s["entries"]) for s in earlier)}
+
     # ------------------------------------------------------------------ changes
     def commit(self, change: Any) -> str:
         """Store a kept Change as a new version (file first, then the log line)."""
@@ -197,51 +310,95 @@ class History:
                                  hint="re-run with force=True to keep a change that differs")
         return self.record(change, self.stage(change.proto))
 
+    def _marker(self, vid: str) -> Path:
+        return self.ws.versions_dir / ".staging" / f"{vid}.{self.session['id']}"
+
     def stage(self, proto: Any) -> str:
         """Write `proto` as a version file (no log line yet): verification can then load it
-        from disk; `record` makes it current, `discard` removes it again."""
-        return store_version(self.ws, proto)
+        from disk; `record` makes it current, `discard` removes it again. A marker says this
+        session is using the file, so another session's discard of the same bytes keeps it."""
+        vid = store_version(self.ws, proto)
+        with self.ws.lock():
+            marker = self._marker(vid)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+            if not self.ws.version_path(vid).exists():  # discarded by another session just now
+                store_version(self.ws, proto)
+        return vid
+
+    def _unstage(self, vid: str) -> None:
+        self._marker(vid).unlink(missing_ok=True)
 
     def discard(self, vid: str) -> None:
-        """Remove a staged version file that was never recorded (a change not kept)."""
-        if vid not in {r["version"] for r in self._state()["made"]}:
+        """Remove a staged version file that was never recorded (a change not kept), unless
+        another session has it staged too."""
+        with self.ws.lock():
+            self._unstage(vid)
+            if vid in {r["version"] for r in self._state()["made"]}:
+                return
+            if any((self.ws.versions_dir / ".staging").glob(f"{vid}.*")):
+                return
             self.ws.version_path(vid).unlink(missing_ok=True)
 
     def record(self, change: Any, vid: str) -> str:
-        """The log line that makes staged version `vid` (holding `change.proto`) current."""
+        """The log line that makes staged version `vid` (holding `change.proto`) current; a
+        change already in the log (same parent and version, e.g. made by a session running at
+        the same time) is reused, not written again."""
         if not change.kept:
             raise WorkbenchError(f"refusing to record recipe '{change.recipe}': {change.note}",
                                  hint="re-run with force=True to keep a change that differs")
         before = self.current
         _pause_hook("commit", change.recipe)
-        rec = change.to_dict()
-        rec.update({"event": "apply", "version": vid, "parent": before})
-        self._log(rec)
+        with self.ws.lock():
+            if not self.ws.version_path(vid).exists():
+                store_version(self.ws, change.proto)  # (a workspace cleaned by hand)
+            state = self._state()
+            known = any(r["version"] == vid and r.get("parent") == before
+                        for r in state["made"])
+            if not known:
+                rec = change.to_dict()
+                rec.update({"event": "apply", "version": vid, "parent": before})
+                self._log(rec)
+            elif state["current"] == before:
+                # the log left off where this session was: a move line (not a change) keeps
+                # "where the log left off" true for the next session; otherwise nothing
+                self._log({"event": "checkout", "from": before, "to": vid, "reused": True})
+            self._unstage(vid)
+        self._line.append(vid)
+        self._redo = []
         change.version, change.parent = vid, before
         self._proto_cache = {vid: change.proto}
         return vid
 
     def undo(self) -> str:
-        cur = self.current
-        parent = self._parent(cur)
-        if parent is None:
+        if len(self._line) < 2:
             raise WorkbenchError("nothing to undo: this is the original model")
+        cur, parent = self._line[-1], self._line[-2]
         self._log({"event": "undo", "from": cur, "to": parent})
+        self._line.pop()
+        self._redo.append(cur)
         return parent
 
     def redo(self) -> str:
-        st = self._state()
-        if not st["redo"]:
+        if not self._redo:
             raise WorkbenchError("nothing to redo")
-        to = st["redo"][-1]
-        self._log({"event": "redo", "from": st["current"], "to": to})
+        to = self._redo[-1]
+        self._log({"event": "redo", "from": self.current, "to": to})
+        self._redo.pop()
+        self._line.append(to)
         return to
 
     def checkout(self, vid: str) -> str:
         """Make any earlier version current (clears redo)."""
-        if vid not in {r["version"] for r in self._state()["made"]}:
+        state = self._state()
+        if vid not in {r["version"] for r in state["made"]}:
             raise WorkbenchError(f"no version {vid} in this model's history", field="version")
         self._log({"event": "checkout", "from": self.current, "to": vid})
+        if vid in self._line:
+            self._line = self._line[:self._line.index(vid) + 1]
+        else:
+            self._line = _lineage(vid, self._parents(state))
+        self._redo = []
         return vid
 
     def export(self, path: Any, vid: Optional[str] = None) -> Path:
@@ -251,3 +408,57 @@ class History:
 
         proto = onnx.load(str(self.version_path(vid or self.current)))
         return save_model(proto, path, source=self.model.path)
+
+
+# ---------------------------------------------------------------------- display text
+def _when(t: Any) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(t)))
+    except (TypeError, ValueError, OverflowError):
+        return "unknown time"
+
+
+def step_label(v: Dict[str, Any]) -> str:
+    """One version as a display line: recipe, parameters, version id."""
+    params = v.get("params") or {}
+    ps = " ".join(f"{k}={val}" for k, val in sorted(params.items()) if val is not None
+                  ) if isinstance(params, dict) else str(params)
+    return f"{v.get('recipe', '(unknown)')}{' ' + ps if ps else ''} [{v.get('version')}]"
+
+
+def session_label(s: Dict[str, Any]) -> str:
+    sid = s.get("id")
+    return (f"session {sid} (started {_when(s.get('start'))}, pid {s.get('pid')})" if sid
+            else "before sessions were recorded")
+
+
+def earlier_label(view: Dict[str, Any]) -> str:
+    """'3 earlier sessions, 15 entries' ('other' when one started after this session)."""
+    n, k = len(view["earlier"]), view["earlier_entries"]
+    mine = view["session"]["start"]
+    word = "earlier" if all((s["start"] or 0) <= mine for s in view["earlier"]) else "other"
+    return (f"{n} {word} session{'s' if n != 1 else ''}, {k} entr{'ies' if k != 1 else 'y'}")
+
+
+def history_lines(view: Dict[str, Any], *, show_earlier: bool = False,
+                  show_hint: str = "") -> List[str]:
+    """The history as text: this session's lineage (numbered; steps another session made are
+    labelled with it), then the other sessions collapsed to one line unless `show_earlier`."""
+    out = [f"history: {session_label(view['session'])}, {view['changes']} change(s) from "
+           "the original"]
+    for k, v in enumerate(view["steps"]):
+        who = "" if k == 0 or v.get("mine") else (
+            f"  (from session {v['session']})" if v.get("session") else "  (from an earlier run)")
+        out.append(f"  {k} {step_label(v)}{who}")
+    if view["redo"]:
+        out.append(f"  undone (redo): {', '.join(view['redo'])}")
+    if view["earlier"]:
+        if not show_earlier:
+            out.append(f"  + {earlier_label(view)}"
+                       + (f" ({show_hint} to show)" if show_hint else ""))
+        else:
+            out.append(f"  + {earlier_label(view)}:")
+            for s in view["earlier"]:
+                out.append(f"    {session_label(s)}:")
+                out.extend(f"      {step_label(v)}" for v in s["entries"])
+    return out

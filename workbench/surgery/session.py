@@ -66,13 +66,17 @@ def brief(report: SupportReport) -> List[Dict[str, Any]]:
 
 
 class FixSession:
-    """Fix one model (path, Model, or an existing History) against one backend's parser."""
+    """Fix one model (path, Model, or an existing History) against one backend's parser.
+
+    Each FixSession is one history session (`history.session`: id, start time, pid); it
+    continues from where the model's log left off, or from the original with
+    `start="original"` (what `workbench fix` does)."""
 
     def __init__(self, model: Any = None, *, backend: str = "tensorrt-rtx",
                  history: Optional[History] = None, check: Optional[Checker] = None,
                  client: Any = None, inputs: Optional[Dict[str, Any]] = None,
-                 force: bool = False) -> None:
-        self.history = history if history is not None else History(model)
+                 force: bool = False, start: str = "latest") -> None:
+        self.history = history if history is not None else History(model, start=start)
         self.backend = backend
         self.inputs = inputs
         self.force = force
