@@ -79,6 +79,25 @@ def test_lock_is_released_when_its_holder_is_killed(tmp_path):
     assert time.monotonic() - t0 < 5
 
 
+def test_a_forked_child_does_not_inherit_the_lock(tmp_path):
+    """A child forked while the parent holds the lock waits for it like any other process
+    (it must not take the parent's re-entrant hold for its own)."""
+    lock, stamp = tmp_path / ".lock", tmp_path / "child-got-it"
+    with locked(lock):
+        pid = os.fork()
+        if pid == 0:  # the child
+            try:
+                with locked(lock):
+                    stamp.write_text(repr(time.monotonic()))
+            finally:
+                os._exit(0)
+        time.sleep(0.5)
+        assert not stamp.exists()
+        released = time.monotonic()
+    os.waitpid(pid, 0)
+    assert float(stamp.read_text()) >= released
+
+
 # ---------------------------------------------------------------------- history sessions
 def test_sessions_are_isolated_and_a_recomputed_change_is_not_logged_twice(tmp_path):
     p = tmp_path / "m.onnx"
@@ -122,6 +141,7 @@ def test_staged_version_survives_another_sessions_discard(tmp_path):
     assert not a.ws.version_path(va).exists()
 
 
+@pytest.mark.filterwarnings("ignore::workbench.fsutil.CorruptLineWarning")  # (after the checks)
 def test_corrupted_and_stale_history_lines_are_skipped_with_a_warning(tmp_path):
     p = tmp_path / "m.onnx"
     shutil.copy(NF, p)

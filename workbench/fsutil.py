@@ -109,6 +109,17 @@ _guard = threading.Lock()
 _held: Dict[str, List[Any]] = {}  # lock path -> [RLock, fd or None, depth]
 
 
+def _forget_in_child() -> None:
+    """A forked child holds none of its parent's locks (its copy of a locked fd must never
+    unlock the parent's flock, and the parent's thread locks mean nothing there)."""
+    global _guard, _held
+    _guard, _held = threading.Lock(), {}
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def _lock_fd(fd: int) -> None:
     if fcntl is not None:
         fcntl.flock(fd, fcntl.LOCK_EX)
