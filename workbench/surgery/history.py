@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
+from workbench.fsutil import CorruptLineWarning
 from workbench.model import Model, open_model, save_model
 from workbench.surgery.recipes.base import _pause_hook
-from workbench.fsutil import CorruptLineWarning
 from workbench.workspace import ModelWorkspace, workspace_for
 
 KIND = "surgery"
