@@ -1,0 +1,222 @@
+"""onnxruntime runs in a child process: crashes, hangs and memory blow-ups end the child with a
+one-line error naming the model (and node), the caller lives on, and the child is reused."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import onnx
+import pytest
+
+from conftest import REPO, SAMPLES
+from ort_models import hungry, slow_feed, slow_loop
+from workbench import runners
+from workbench.equivalence import make_inputs, verify
+from workbench.ortchild import (OrtChild, OrtCrashed, OrtError, OrtLimitExceeded, default_child,
+                                node_in_message)
+from workbench.ortserver import load_array, save_array
+
+RESNET = SAMPLES / "resnet_tiny.onnx"
+
+
+def _kill_while_running(runner, feed, sig=signal.SIGSEGV, after=0.3):
+    """Run `feed` in a thread and send `sig` to the onnxruntime child mid-run."""
+    runner.start()
+    pid = default_child().pid
+    box = {}
+
+    def go():
+        try:
+            box["out"] = runner.infer(feed)
+        except Exception as e:  # what the caller sees
+            box["error"] = e
+
+    t = threading.Thread(target=go)
+    t.start()
+    time.sleep(after)
+    os.kill(pid, sig)
+    t.join(60)
+    assert not t.is_alive()
+    return pid, box
+
+
+def test_results_match_in_process_and_the_child_is_reused():
+    feed = make_inputs(onnx.load(str(RESNET)))
+    inproc = runners.OnnxRuntimeRunner(RESNET, isolated=False).infer(feed)
+    a = runners.OnnxRuntimeRunner(RESNET)
+    out = a.infer(feed)
+    child = default_child()
+    pid, starts = child.pid, child.starts
+    assert pid is not None and pid != os.getpid()
+    assert a.isolated and np.array_equal(out["logits"], inproc["logits"])
+    # a second runner on the same model, and a marked copy: same process, cached session
+    b = runners.OnnxRuntimeRunner(RESNET)
+    assert np.array_equal(b.infer(feed)["logits"], inproc["logits"])
+    marked = runners.OnnxRuntimeRunner(RESNET, mark_all=True).infer(feed)
+    assert np.array_equal(marked["logits"], inproc["logits"]) and len(marked) > 20
+    assert (child.pid, child.starts) == (pid, starts)
+    sessions = child.call("ping")["sessions"]
+    assert len(sessions) == len(set(sessions)) == 2  # the file once, the marked copy once
+
+
+def test_a_crash_mid_run_is_one_line_error_and_the_next_call_works(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_ORT_LOCATE_S", "5")
+    m = slow_loop()
+    m.graph.name = "slow_loop"
+    r = runners.OnnxRuntimeRunner(m)
+    pid, box = _kill_while_running(r, slow_feed(10 ** 8))
+    e = box.get("error")
+    assert isinstance(e, OrtCrashed) and isinstance(e, OrtError), box
+    text = str(e)
+    assert "\n" not in text and "onnxruntime crashed (SIGSEGV) while running the model" in text
+    assert text.startswith("model 'slow_loop'") and "your session is fine" in text
+    assert e.returncode == -signal.SIGSEGV
+    # this process lives on; a fresh child answers the next call
+    out = runners.OnnxRuntimeRunner(m).infer(slow_feed(3))
+    assert out["y"].shape == (1, 64) and default_child().pid not in (None, pid)
+
+
+def test_a_crash_that_does_not_repeat_names_no_node():
+    """locate_crash re-runs the model in a fresh child first: a healthy run means no node is
+    blamed, and a re-run past the budget gives up rather than hang."""
+    from workbench.ortchild import locate_crash
+
+    assert locate_crash(slow_loop(), slow_feed(3), budget_s=20) is None
+    t0 = time.monotonic()
+    assert locate_crash(slow_loop(), slow_feed(10 ** 8), budget_s=1.0) is None
+    assert time.monotonic() - t0 < 5
+
+
+def test_verification_reports_a_crash_as_a_reason(monkeypatch):
+    """verify() (every recipe's check) turns the crash into an unverified/different verdict."""
+    monkeypatch.setenv("WORKBENCH_ORT_LOCATE_S", "0")
+    m = slow_loop()
+    default_child().close()
+    box = {}
+
+    def go():
+        box["v"] = verify(m, m, slow_feed(10 ** 8))
+
+    t = threading.Thread(target=go)
+    t.start()
+    deadline = time.monotonic() + 20
+    while default_child().pid is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    os.kill(default_child().pid, signal.SIGABRT)
+    t.join(60)
+    v = box["v"]
+    assert v.status == "unverified" and "onnxruntime crashed (SIGABRT)" in v.reason, v
+
+
+def test_time_limit_stops_the_run_with_a_clear_error():
+    r = runners.OnnxRuntimeRunner(slow_loop(), timeout=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(OrtLimitExceeded, match=r"exceeded its time limit of 0.5 s while running "
+                                                r"the model and was stopped"):
+        r.infer(slow_feed(10 ** 8))
+    assert time.monotonic() - t0 < 5
+    assert runners.OnnxRuntimeRunner(slow_loop()).infer(slow_feed(2))["y"].shape == (1, 64)
+
+
+def test_memory_limit_stops_the_run_with_a_clear_error():
+    r = runners.OnnxRuntimeRunner(hungry(), max_rss=256 << 20)
+    with pytest.raises(OrtLimitExceeded, match=r"over its memory limit of 256 MiB, while running"):
+        r.infer({"n": np.array([2 ** 28], np.int64)})  # 1 GiB of ones
+    small = runners.OnnxRuntimeRunner(hungry(), max_rss=256 << 20)
+    assert float(small.infer({"n": np.array([1000], np.int64)})["total"]) == 1000.0
+
+
+def test_address_space_limit_in_the_child(tmp_path):
+    """With $WORKBENCH_ORT_ADDRESS_SPACE the child runs under RLIMIT_AS: a huge allocation fails
+    inside onnxruntime (an error or a death, never this process)."""
+    child = OrtChild(env={"WORKBENCH_ORT_ADDRESS_SPACE": str(3 << 30)}, max_rss=16 << 30)
+    try:
+        key, meta = child.load(hungry().SerializeToString())
+        assert float(child.run(key, {"n": np.array([10], np.int64)}, ["total"])["total"]) == 10
+        with pytest.raises(OrtError, match="onnxruntime (failed|crashed)") as e:
+            child.run(key, {"n": np.array([2 ** 31], np.int64)}, ["total"])  # 8 GiB
+        assert "\n" not in str(e.value)
+    finally:
+        child.close()
+
+
+def test_onnxruntime_errors_are_one_line_and_name_the_node():
+    m = slow_loop()
+    with pytest.raises(OrtError) as e:
+        runners.OnnxRuntimeRunner(m).infer({"x": np.zeros((1, 3), np.float32),
+                                            "n": np.array(1, np.int64)})
+    assert "\n" not in str(e.value) and "onnxruntime failed while running the model" in str(e.value)
+    assert node_in_message("Non-zero status code returned while running MatMul node. "
+                           "Name:'/fc/MatMul' Status Message: bad") == "/fc/MatMul"
+
+
+def test_arrays_cross_as_npy_without_pickle(tmp_path):
+    import ml_dtypes
+
+    bf = np.arange(6, dtype=np.float32).reshape(2, 3).astype(ml_dtypes.bfloat16)
+    for a in (bf, np.array(["a", "bc"], dtype=object), np.arange(4, dtype=np.int64)):
+        spec = save_array(str(tmp_path / "a.npy"), a)
+        back = load_array(spec)
+        assert back.dtype == (a.dtype if a.dtype.kind != "O" else np.dtype("<U2"))
+        assert np.array_equal(back.astype(a.dtype) if a.dtype.kind == "O" else back, a)
+    np.save(tmp_path / "p.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="allow_pickle"):
+        load_array({"file": str(tmp_path / "p.npy")})
+
+
+def test_a_kernel_survives_an_onnxruntime_crash_in_compare_panel(tmp_path):
+    """Acceptance: a real kernel runs a ComparePanel on a model whose onnxruntime run dies
+    (SIGSEGV sent to the child mid-run); the panel shows one clear line and the kernel then
+    answers `1+1`."""
+    import psutil
+    from jupyter_client.manager import start_new_kernel
+
+    model = tmp_path / "slow.onnx"
+    onnx.save(slow_loop(), model)
+    np.savez(tmp_path / "in.npz", **slow_feed(10 ** 8))
+    env = dict(os.environ, WORKBENCH_ORT_LOCATE_S="0")
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(REPO), env=env)
+
+    def run(code, timeout=120):
+        out = []
+
+        def hook(msg):
+            c = msg["content"]
+            if msg["msg_type"] == "stream":
+                out.append(c["text"])
+            elif msg["msg_type"] == "execute_result":
+                out.append(c["data"]["text/plain"])
+            elif msg["msg_type"] == "error":
+                out.append("ERROR " + c["ename"] + ": " + c["evalue"])
+        reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
+        assert reply["content"]["status"] == "ok", out
+        return "".join(out).strip()
+
+    try:
+        kernel_pid = int(run("import os; print(os.getpid())"))
+        assert run("from widgets import ComparePanel\n"
+                   f"panel = ComparePanel({str(model)!r}, {str(model)!r}, "
+                   f"inputs={str(tmp_path / 'in.npz')!r})\n"
+                   "print(panel.busy)") == "True"
+        child = None
+        deadline = time.monotonic() + 60
+        while child is None and time.monotonic() < deadline:
+            for p in psutil.Process(kernel_pid).children(recursive=True):
+                if "workbench.ortserver" in " ".join(p.cmdline()):
+                    child = p
+            time.sleep(0.1)
+        assert child is not None, "no onnxruntime child under the kernel"
+        time.sleep(1.0)  # loaded, and inside the long run
+        os.kill(child.pid, signal.SIGSEGV)
+        status = run("panel.wait(60)\nprint(panel.busy, '|', panel.error)")
+        busy, error = status.split(" | ")
+        assert busy == "False" and "onnxruntime crashed (SIGSEGV)" in error and "\n" not in error
+        assert error.startswith("model 'slow': ")  # the graph's name (compare loads the file)
+        assert run("1+1", timeout=10) == "2"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

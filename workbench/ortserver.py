@@ -1,0 +1,160 @@
+"""The onnxruntime child process: load models into cached sessions and run feeds, over JSON lines.
+
+The calling process (a notebook kernel, the CLI) never runs a converted or untrusted model in its
+own address space: a segfault or abort inside onnxruntime ends this process only, and the client
+(`workbench.ortchild`) turns that into a one-line error. Requests and events use the TensorRT
+worker's framing and message shapes (`workbench.worker.protocol`: ``{"id", "op", "args"}`` in,
+one ``result`` or ``error`` out). Arrays never travel as JSON or pickle: both ends write ``.npy``
+files in a private folder (on /dev/shm when there is one) and read them with
+``allow_pickle=False``; dtypes numpy's format cannot name (bfloat16, float8) travel as their
+same-width unsigned-integer view plus the dtype's name.
+
+Ops: ``ping``; ``load`` {model, key, threads} -> inputs/outputs (the session is cached under `key`,
+the client's model hash, least recently used dropped beyond CACHE_SIZE); ``run`` {key, feed,
+outputs, dir} -> output files; ``forget``. Stdlib, numpy, onnxruntime (and ml_dtypes for exotic
+dtypes) only; nothing else from workbench but the protocol module.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+from typing import Any, Dict, List
+
+from workbench.worker import protocol as P
+
+CACHE_SIZE = 8  # sessions kept; a compare holds two, a fix session a handful of versions
+ADDRESS_SPACE_ENV = "WORKBENCH_ORT_ADDRESS_SPACE"  # bytes: RLIMIT_AS for this process
+
+
+def _dtype(name: str) -> Any:
+    import numpy as np
+
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes  # bfloat16, float8_*: registered by importing it
+
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+def save_array(path: str, a: Any) -> Dict[str, Any]:
+    """Write `a` to `path` as .npy without pickle; returns how to read it back (`load_array`)."""
+    import numpy as np
+
+    a = np.asarray(a)
+    view = None
+    if a.dtype.kind == "O":  # onnxruntime's string tensors
+        a = a.astype(str)
+    elif a.dtype.kind == "V" or a.dtype.type.__module__ != "numpy":  # ml_dtypes
+        view = a.dtype.name
+        a = a.view(np.dtype("u%d" % a.dtype.itemsize))
+    np.save(path, a, allow_pickle=False)
+    return {"file": path, "view": view}
+
+
+def load_array(spec: Dict[str, Any]) -> Any:
+    """An array written by `save_array` (pickled objects are refused)."""
+    import numpy as np
+
+    a = np.load(spec["file"], allow_pickle=False)
+    if spec.get("view"):
+        a = a.view(_dtype(spec["view"]))
+    return a
+
+
+class Sessions:
+    """onnxruntime sessions by model key, least recently used dropped first."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self.cache: "collections.OrderedDict[str, Any]" = collections.OrderedDict()
+
+    def load(self, model: str, key: str, threads: Any = None) -> Dict[str, Any]:
+        sess = self.cache.get(key)
+        if sess is None:
+            import onnxruntime as ort
+
+            so = ort.SessionOptions()
+            so.log_severity_level = 3
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            if threads is not None:
+                so.intra_op_num_threads = int(threads)
+            so.enable_cpu_mem_arena = False
+            sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+            self.cache[key] = sess
+            while len(self.cache) > self.size:
+                self.cache.popitem(last=False)
+        self.cache.move_to_end(key)
+        return {"inputs": [{"name": i.name, "type": i.type, "shape": list(i.shape)}
+                           for i in sess.get_inputs()],
+                "outputs": [o.name for o in sess.get_outputs()], "pid": os.getpid()}
+
+    def run(self, key: str, feed: List[Dict[str, Any]], outputs: List[str],
+            dir: str) -> List[Dict[str, Any]]:  # noqa: A002
+        sess = self.cache.get(key)
+        if sess is None:
+            raise KeyError("session not loaded: " + key)
+        arrays = {f["name"]: load_array(f) for f in feed}
+        for f in feed:
+            try:
+                os.unlink(f["file"])
+            except OSError:
+                pass
+        res = sess.run(outputs, arrays)
+        return [dict(save_array(os.path.join(dir, "out-%d.npy" % k), a), name=n)
+                for k, (n, a) in enumerate(zip(outputs, res))]
+
+
+def _limit_address_space() -> None:
+    limit = os.environ.get(ADDRESS_SPACE_ENV)
+    if not limit:
+        return
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+
+
+def main() -> None:
+    """Serve requests until stdin closes (one at a time: the client waits for each answer)."""
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)  # whatever onnxruntime's C++ code prints goes to stderr, not the protocol
+    sys.stdout = sys.stderr
+    out = os.fdopen(proto_fd, "w", buffering=1, encoding="utf-8")
+
+    def send(msg: Dict[str, Any]) -> None:
+        out.write(P.encode(msg))
+        out.flush()
+
+    _limit_address_space()
+    sessions = Sessions()
+    send(P.ready(os.getpid()))
+
+    def bad(line: str) -> None:
+        send(P.error(None, "bad JSON request", type="protocol", code="bad-args"))
+
+    for msg in P.read_json_lines(sys.stdin, bad):
+        rid, op, args = msg.get("id"), msg.get("op"), msg.get("args") or {}
+        try:
+            if op == "ping":
+                value: Any = {"pid": os.getpid(), "sessions": list(sessions.cache)}
+            elif op == "load":
+                value = sessions.load(args["model"], args["key"], args.get("threads"))
+            elif op == "run":
+                value = sessions.run(args["key"], args["feed"], args["outputs"], args["dir"])
+            elif op == "forget":
+                sessions.cache.clear()
+                value = {}
+            else:
+                send(P.error(rid, "unknown op '%s'" % op, code="unknown-op"))
+                continue
+            send(P.result(rid, value))
+        except MemoryError:
+            send(P.error(rid, "out of memory (the process's address-space limit)",
+                         code="out-of-memory"))
+        except Exception as e:
+            send(P.error(rid, " ".join(str(e).split()), type="exception", code=type(e).__name__))
+
+
+if __name__ == "__main__":
+    main()
