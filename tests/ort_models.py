@@ -43,3 +43,33 @@ def hungry() -> onnx.ModelProto:
 
 def slow_feed(n: int, size: int = 64) -> dict:
     return {"x": np.full((1, size), 0.1, np.float32), "n": np.array(n, np.int64)}
+
+
+CRASH_DOMAIN = "workbench.test"
+
+
+def crashy() -> onnx.ModelProto:
+    """Relu -> workbench.test::Crash ('boom', segfaults in tests/data/ort_crash_op.c) -> Relu."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="first"),
+             helper.make_node("Crash", ["a"], ["b"], name="boom", domain=CRASH_DOMAIN),
+             helper.make_node("Relu", ["b"], ["y"], name="last")]
+    g = helper.make_graph(nodes, "crashy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                               helper.make_opsetid(CRASH_DOMAIN, 1)], ir_version=8)
+
+
+def build_crash_library(folder) -> str:
+    """Compile tests/data/ort_crash_op.c with the system's C compiler; the .so path (None: no cc)."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return None
+    src = Path(__file__).resolve().parent / "data" / "ort_crash_op.c"
+    out = Path(folder) / "libworkbench_crash_op.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(out), str(src)], check=True,
+                   capture_output=True, timeout=120)
+    return str(out)

@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 from conftest import REPO, SAMPLES
-from ort_models import hungry, slow_feed, slow_loop
+from ort_models import build_crash_library, crashy, hungry, slow_feed, slow_loop
 from workbench import runners
 from workbench.equivalence import make_inputs, verify
 from workbench.ortchild import (OrtChild, OrtCrashed, OrtError, OrtLimitExceeded, default_child,
@@ -77,6 +77,37 @@ def test_a_crash_mid_run_is_one_line_error_and_the_next_call_works(monkeypatch):
     # this process lives on; a fresh child answers the next call
     out = runners.OnnxRuntimeRunner(m).infer(slow_feed(3))
     assert out["y"].shape == (1, 64) and default_child().pid not in (None, pid)
+
+
+@pytest.fixture(scope="module")
+def crash_lib(tmp_path_factory):
+    """A real onnxruntime custom-op library whose op segfaults (compiled here; skip without cc)."""
+    lib = build_crash_library(tmp_path_factory.mktemp("crashlib"))
+    if lib is None:
+        pytest.skip("no C compiler to build the crashing custom-op library")
+    return lib
+
+
+def test_a_segfaulting_custom_op_is_one_line_error_naming_model_and_node(crash_lib, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_ORT_CUSTOM_OPS", crash_lib)
+    feed = {"x": np.ones((2, 4), np.float32)}
+    before = default_child().starts
+    with pytest.raises(OrtCrashed) as e:
+        runners.OnnxRuntimeRunner(crashy()).infer(feed)
+    text = str(e.value)
+    assert "\n" not in text and e.value.node == "boom" and e.value.returncode == -signal.SIGSEGV
+    assert text.startswith("model 'crashy', node 'boom': onnxruntime crashed (SIGSEGV) while "
+                           "running the model; a fresh process crashes again at node 'boom'")
+    # the caller lives, and the library stays usable for healthy models in a fresh child
+    out = runners.OnnxRuntimeRunner(RESNET).infer(make_inputs(onnx.load(str(RESNET))))
+    assert out["logits"].shape[-1] == 10 and default_child().starts > before
+
+
+def test_verify_reports_the_custom_op_crash_as_its_reason(crash_lib, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_ORT_CUSTOM_OPS", crash_lib)
+    v = verify(crashy(), crashy(), {"x": np.ones((2, 4), np.float32)})
+    assert v.status == "unverified" and "before the change" in v.reason
+    assert "onnxruntime crashed (SIGSEGV)" in v.reason and "node 'boom'" in v.reason
 
 
 def test_a_crash_that_does_not_repeat_names_no_node():
@@ -168,20 +199,15 @@ def test_arrays_cross_as_npy_without_pickle(tmp_path):
         load_array({"file": str(tmp_path / "p.npy")})
 
 
-def test_a_kernel_survives_an_onnxruntime_crash_in_compare_panel(tmp_path):
-    """Acceptance: a real kernel runs a ComparePanel on a model whose onnxruntime run dies
-    (SIGSEGV sent to the child mid-run); the panel shows one clear line and the kernel then
-    answers `1+1`."""
-    import psutil
-    from jupyter_client.manager import start_new_kernel
+class _Kernel:
+    """A real Jupyter kernel (jupyter_client) running cells; `run` returns their output."""
 
-    model = tmp_path / "slow.onnx"
-    onnx.save(slow_loop(), model)
-    np.savez(tmp_path / "in.npz", **slow_feed(10 ** 8))
-    env = dict(os.environ, WORKBENCH_ORT_LOCATE_S="0")
-    km, kc = start_new_kernel(kernel_name="python3", cwd=str(REPO), env=env)
+    def __init__(self, env):
+        from jupyter_client.manager import start_new_kernel
 
-    def run(code, timeout=120):
+        self.km, self.kc = start_new_kernel(kernel_name="python3", cwd=str(REPO), env=env)
+
+    def run(self, code, timeout=120):
         out = []
 
         def hook(msg):
@@ -192,16 +218,40 @@ def test_a_kernel_survives_an_onnxruntime_crash_in_compare_panel(tmp_path):
                 out.append(c["data"]["text/plain"])
             elif msg["msg_type"] == "error":
                 out.append("ERROR " + c["ename"] + ": " + c["evalue"])
-        reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
+        reply = self.kc.execute_interactive(code, timeout=timeout, output_hook=hook)
         assert reply["content"]["status"] == "ok", out
         return "".join(out).strip()
 
+    def close(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+def _open_compare_panel(kernel, model, inputs):
+    return kernel.run("from widgets import ComparePanel\n"
+                      f"panel = ComparePanel({str(model)!r}, {str(model)!r}, inputs={str(inputs)!r})\n"
+                      "print(panel.busy)")
+
+
+def _panel_result(kernel):
+    busy, error = kernel.run("panel.wait(90)\nprint(panel.busy, '|', panel.error)",
+                             timeout=120).split(" | ")
+    return busy, error
+
+
+def test_a_kernel_survives_an_onnxruntime_crash_in_compare_panel(tmp_path):
+    """Acceptance: a real kernel runs a ComparePanel on a model whose onnxruntime run dies
+    (SIGSEGV sent to the child mid-run); the panel shows one clear line and the kernel then
+    answers `1+1`."""
+    import psutil
+
+    model = tmp_path / "slow.onnx"
+    onnx.save(slow_loop(), model)
+    np.savez(tmp_path / "in.npz", **slow_feed(10 ** 8))
+    kernel = _Kernel(dict(os.environ, WORKBENCH_ORT_LOCATE_S="0"))
     try:
-        kernel_pid = int(run("import os; print(os.getpid())"))
-        assert run("from widgets import ComparePanel\n"
-                   f"panel = ComparePanel({str(model)!r}, {str(model)!r}, "
-                   f"inputs={str(tmp_path / 'in.npz')!r})\n"
-                   "print(panel.busy)") == "True"
+        kernel_pid = int(kernel.run("import os; print(os.getpid())"))
+        assert _open_compare_panel(kernel, model, tmp_path / "in.npz") == "True"
         child = None
         deadline = time.monotonic() + 60
         while child is None and time.monotonic() < deadline:
@@ -212,11 +262,26 @@ def test_a_kernel_survives_an_onnxruntime_crash_in_compare_panel(tmp_path):
         assert child is not None, "no onnxruntime child under the kernel"
         time.sleep(1.0)  # loaded, and inside the long run
         os.kill(child.pid, signal.SIGSEGV)
-        status = run("panel.wait(60)\nprint(panel.busy, '|', panel.error)")
-        busy, error = status.split(" | ")
+        busy, error = _panel_result(kernel)
         assert busy == "False" and "onnxruntime crashed (SIGSEGV)" in error and "\n" not in error
         assert error.startswith("model 'slow': ")  # the graph's name (compare loads the file)
-        assert run("1+1", timeout=10) == "2"
+        assert kernel.run("1+1", timeout=10) == "2"
     finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+        kernel.close()
+
+
+def test_a_kernel_survives_a_segfaulting_custom_op_in_compare_panel(tmp_path, crash_lib):
+    """Acceptance, with a real native crash: the custom op segfaults inside onnxruntime; the
+    panel names the model and the node, the kernel answers `1+1`."""
+    model = tmp_path / "crashy.onnx"
+    onnx.save(crashy(), model)
+    np.savez(tmp_path / "in.npz", x=np.ones((2, 4), np.float32))
+    kernel = _Kernel(dict(os.environ, WORKBENCH_ORT_CUSTOM_OPS=crash_lib))
+    try:
+        assert _open_compare_panel(kernel, model, tmp_path / "in.npz") == "True"
+        busy, error = _panel_result(kernel)
+        assert busy == "False" and "\n" not in error
+        assert error.startswith("model 'crashy', node 'boom': onnxruntime crashed (SIGSEGV)")
+        assert kernel.run("1+1", timeout=10) == "2"
+    finally:
+        kernel.close()

@@ -127,7 +127,7 @@ class OrtChild:
         self._dir: Optional[str] = None
         self._loaded: Dict[str, Dict[str, Any]] = {}  # key -> load reply, for this child
         self._models: "collections.OrderedDict[str, str]" = collections.OrderedDict()  # key -> the file serialized bytes were written to
-        self._sources: Dict[str, Tuple[str, Optional[int]]] = {}  # key -> (file, threads)
+        self._sources: Dict[str, Tuple[str, Optional[int], List[str]]] = {}  # key -> how to load
         self.starts = 0
 
     # -- process ------------------------------------------------------------------------------
@@ -302,8 +302,11 @@ class OrtChild:
              ) -> Tuple[str, Dict[str, Any]]:
         """Load a model (a path, or serialized ModelProto bytes) into a cached session in the
         child; returns (key, {"inputs": [{name, type, shape}], "outputs": [names]})."""
+        from workbench.ortserver import custom_op_libraries
+
         key, path = model_key(model)
-        key = f"{key}|threads={threads}"
+        custom_ops = custom_op_libraries()
+        key = f"{key}|threads={threads}|ops={os.pathsep.join(custom_ops)}"
         with self._lock:
             if not path:
                 path = self._models.get(key, "")
@@ -324,9 +327,10 @@ class OrtChild:
                 label = label or (str(model) if isinstance(model, (str, os.PathLike))
                                   else "the model")
                 self._loaded[key] = self.call(
-                    "load", {"model": path, "key": key, "threads": threads},
+                    "load", {"model": path, "key": key, "threads": threads,
+                             "custom_ops": custom_ops},
                     what="loading the model", label=label, timeout=timeout, max_rss=max_rss)
-                self._sources[key] = (path, threads)
+                self._sources[key] = (path, threads, custom_ops)
             return key, self._loaded[key]
 
     def run(self, key: str, feed: Dict[str, Any], outputs: Sequence[str], *,
@@ -340,9 +344,10 @@ class OrtChild:
                 if key not in self._sources:
                     raise OrtError("the model is no longer loaded in the onnxruntime process",
                                    file=label, hint="start the runner again")
-                path, threads = self._sources[key]
+                path, threads, custom_ops = self._sources[key]
                 self._loaded[key] = self.call(
-                    "load", {"model": path, "key": key, "threads": threads},
+                    "load", {"model": path, "key": key, "threads": threads,
+                             "custom_ops": custom_ops},
                     what="loading the model", label=label, timeout=timeout, max_rss=max_rss)
             rid = next(self._ids)
             folder = os.path.join(self.folder, f"run-{rid}")

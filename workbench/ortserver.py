@@ -9,7 +9,7 @@ files in a private folder (on /dev/shm when there is one) and read them with
 ``allow_pickle=False``; dtypes numpy's format cannot name (bfloat16, float8) travel as their
 same-width unsigned-integer view plus the dtype's name.
 
-Ops: ``ping``; ``load`` {model, key, threads} -> inputs/outputs (the session is cached under `key`,
+Ops: ``ping``; ``load`` {model, key, threads, custom_ops} -> inputs/outputs (the session is cached under `key`,
 the client's model hash, least recently used dropped beyond CACHE_SIZE); ``run`` {key, feed,
 outputs, dir} -> output files; ``forget``. Stdlib, numpy, onnxruntime (and ml_dtypes for exotic
 dtypes) only; nothing else from workbench but the protocol module.
@@ -19,10 +19,11 @@ from __future__ import annotations
 import collections
 import os
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 from workbench.worker import protocol as P
 
+CUSTOM_OPS_ENV = "WORKBENCH_ORT_CUSTOM_OPS"  # custom-op libraries (os.pathsep-separated)
 CACHE_SIZE = 8  # sessions kept; a compare holds two, a fix session a handful of versions
 ADDRESS_SPACE_ENV = "WORKBENCH_ORT_ADDRESS_SPACE"  # bytes: RLIMIT_AS for this process
 
@@ -63,6 +64,27 @@ def load_array(spec: Dict[str, Any]) -> Any:
     return a
 
 
+def custom_op_libraries() -> List[str]:
+    """The custom-op libraries named in $WORKBENCH_ORT_CUSTOM_OPS (models with ops of their own)."""
+    return [p for p in os.environ.get(CUSTOM_OPS_ENV, "").split(os.pathsep) if p]
+
+
+def session_options(threads: Any = None, custom_ops: Sequence[str] = ()) -> Any:
+    """onnxruntime CPU options for running the graph as written: no graph optimisations, no
+    kept arena (one-off runs), the custom-op libraries registered. threads None: ORT's default."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if threads is not None:
+        so.intra_op_num_threads = int(threads)
+    so.enable_cpu_mem_arena = False
+    for lib in custom_ops:
+        so.register_custom_ops_library(lib)
+    return so
+
+
 class Sessions:
     """onnxruntime sessions by model key, least recently used dropped first."""
 
@@ -70,18 +92,14 @@ class Sessions:
         self.size = size
         self.cache: "collections.OrderedDict[str, Any]" = collections.OrderedDict()
 
-    def load(self, model: str, key: str, threads: Any = None) -> Dict[str, Any]:
+    def load(self, model: str, key: str, threads: Any = None,
+             custom_ops: Sequence[str] = ()) -> Dict[str, Any]:
         sess = self.cache.get(key)
         if sess is None:
             import onnxruntime as ort
 
-            so = ort.SessionOptions()
-            so.log_severity_level = 3
-            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            if threads is not None:
-                so.intra_op_num_threads = int(threads)
-            so.enable_cpu_mem_arena = False
-            sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+            sess = ort.InferenceSession(model, session_options(threads, custom_ops),
+                                        providers=["CPUExecutionProvider"])
             self.cache[key] = sess
             while len(self.cache) > self.size:
                 self.cache.popitem(last=False)
@@ -127,6 +145,8 @@ def main() -> None:
         out.flush()
 
     _limit_address_space()
+    import onnxruntime  # noqa: F401 - before "ready": start-up is not charged to a request's limit
+
     sessions = Sessions()
     send(P.ready(os.getpid()))
 
@@ -139,7 +159,8 @@ def main() -> None:
             if op == "ping":
                 value: Any = {"pid": os.getpid(), "sessions": list(sessions.cache)}
             elif op == "load":
-                value = sessions.load(args["model"], args["key"], args.get("threads"))
+                value = sessions.load(args["model"], args["key"], args.get("threads"),
+                                      args.get("custom_ops") or ())
             elif op == "run":
                 value = sessions.run(args["key"], args["feed"], args["outputs"], args["dir"])
             elif op == "forget":

@@ -201,12 +201,9 @@ def session(proto: Any, threads: Optional[int] = 1) -> Any:
     a path is handed to onnxruntime as is (no re-serialising). threads=None: ORT's default."""
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare the graph as written
-    if threads is not None:
-        so.intra_op_num_threads = threads
-    so.enable_cpu_mem_arena = False  # one-off runs: do not keep a grown arena around
+    from workbench.ortserver import custom_op_libraries, session_options
+
+    so = session_options(threads, custom_op_libraries())  # the child's options, in this process
     src = str(proto) if isinstance(proto, (str, os.PathLike)) else proto.SerializeToString()
     return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
 
