@@ -16,7 +16,7 @@ from ort_models import build_crash_library, crashy, hungry, slow_feed, slow_loop
 from workbench import runners
 from workbench.equivalence import make_inputs, verify
 from workbench.ortchild import (OrtChild, OrtCrashed, OrtError, OrtLimitExceeded, default_child,
-                                node_in_message)
+                                model_key, node_in_message)
 from workbench.ortserver import load_array, save_array
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
@@ -59,7 +59,25 @@ def test_results_match_in_process_and_the_child_is_reused():
     assert np.array_equal(marked["logits"], inproc["logits"]) and len(marked) > 20
     assert (child.pid, child.starts) == (pid, starts)
     sessions = child.call("ping")["sessions"]
-    assert len(sessions) == len(set(sessions)) == 2  # the file once, the marked copy once
+    file_key = model_key(RESNET)[0]
+    assert len(sessions) == len(set(sessions))
+    assert sum(k.startswith(file_key) for k in sessions) == 1  # the file: one session
+
+
+def test_sessions_dropped_from_the_child_cache_are_loaded_again():
+    """More models than the child keeps (CACHE_SIZE): every runner still gets its outputs."""
+    from workbench.ortserver import CACHE_SIZE
+
+    feed = slow_feed(2)
+    rs = []
+    for k in range(CACHE_SIZE + 3):
+        m = slow_loop()
+        m.graph.name = f"loop{k}"  # a different model each time (another hash)
+        r = runners.OnnxRuntimeRunner(m)
+        r.infer(feed)
+        rs.append(r)
+    first = rs[0].infer(feed)["y"]  # its session left the child's cache long ago
+    assert first.shape == (1, 64) and len(default_child().call("ping")["sessions"]) <= CACHE_SIZE
 
 
 def test_a_crash_mid_run_is_one_line_error_and_the_next_call_works(monkeypatch):

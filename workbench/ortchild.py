@@ -52,6 +52,10 @@ class OrtError(WorkbenchError):
     """onnxruntime refused the model or the feed (the message is its own, on one line)."""
 
 
+class _NotLoaded(OrtError):
+    """The child dropped the session from its cache (load it again)."""
+
+
 class OrtCrashed(OrtError):
     """The onnxruntime child died (segfault, abort, killed) while working on a model."""
 
@@ -293,6 +297,8 @@ class OrtChild:
                 if msg.get("event") == "error":
                     err = msg.get("error") or {}
                     text = err.get("message") or "unknown error"
+                    if err.get("code") == "not-loaded":
+                        raise _NotLoaded(text)
                     raise OrtError(f"onnxruntime failed while {what}: {text}", file=label,
                                    node=node_in_message(text))
 
@@ -340,28 +346,37 @@ class OrtChild:
         from workbench.ortserver import load_array, save_array
 
         with self._lock:
-            if not self.alive or key not in self._loaded:  # a fresh child since: load again
-                if key not in self._sources:
-                    raise OrtError("the model is no longer loaded in the onnxruntime process",
-                                   file=label, hint="start the runner again")
-                path, threads, custom_ops = self._sources[key]
-                self._loaded[key] = self.call(
-                    "load", {"model": path, "key": key, "threads": threads,
-                             "custom_ops": custom_ops},
-                    what="loading the model", label=label, timeout=timeout, max_rss=max_rss)
-            rid = next(self._ids)
-            folder = os.path.join(self.folder, f"run-{rid}")
-            os.makedirs(folder)
-            try:
-                specs = [dict(save_array(os.path.join(folder, f"in-{k}.npy"), a), name=n)
-                         for k, (n, a) in enumerate(feed.items())]
-                res = self.call("run", {"key": key, "feed": specs, "outputs": list(outputs),
-                                        "dir": folder},
-                                what="running the model", label=label, timeout=timeout,
-                                max_rss=max_rss)
-                return {r["name"]: load_array(r) for r in res}
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
+            for attempt in (0, 1):
+                if not self.alive or key not in self._loaded:  # a fresh child since, or the
+                    self._reload(key, label, timeout, max_rss)  # session left its cache
+                rid = next(self._ids)
+                folder = os.path.join(self.folder, f"run-{rid}")
+                os.makedirs(folder)
+                try:
+                    specs = [dict(save_array(os.path.join(folder, f"in-{k}.npy"), a), name=n)
+                             for k, (n, a) in enumerate(feed.items())]
+                    res = self.call("run", {"key": key, "feed": specs, "outputs": list(outputs),
+                                            "dir": folder},
+                                    what="running the model", label=label, timeout=timeout,
+                                    max_rss=max_rss)
+                    return {r["name"]: load_array(r) for r in res}
+                except _NotLoaded:
+                    self._loaded.pop(key, None)
+                    if attempt:
+                        raise
+                finally:
+                    shutil.rmtree(folder, ignore_errors=True)
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _reload(self, key: str, label: Optional[str], timeout: Optional[float],
+                max_rss: Optional[int]) -> None:
+        if key not in self._sources:
+            raise OrtError("the model is no longer loaded in the onnxruntime process",
+                           file=label, hint="start the runner again")
+        path, threads, custom_ops = self._sources[key]
+        self._loaded[key] = self.call(
+            "load", {"model": path, "key": key, "threads": threads, "custom_ops": custom_ops},
+            what="loading the model", label=label, timeout=timeout, max_rss=max_rss)
 
 
 def node_in_message(text: str) -> Optional[str]:

@@ -85,6 +85,10 @@ def session_options(threads: Any = None, custom_ops: Sequence[str] = ()) -> Any:
     return so
 
 
+class NotLoaded(KeyError):
+    """A run for a session this process does not hold (any more)."""
+
+
 class Sessions:
     """onnxruntime sessions by model key, least recently used dropped first."""
 
@@ -111,8 +115,9 @@ class Sessions:
     def run(self, key: str, feed: List[Dict[str, Any]], outputs: List[str],
             dir: str) -> List[Dict[str, Any]]:  # noqa: A002
         sess = self.cache.get(key)
-        if sess is None:
-            raise KeyError("session not loaded: " + key)
+        if sess is None:  # dropped from the cache: the client loads it again and retries
+            raise NotLoaded("session not loaded: " + key)
+        self.cache.move_to_end(key)
         arrays = {f["name"]: load_array(f) for f in feed}
         for f in feed:
             try:
@@ -170,6 +175,8 @@ def main() -> None:
                 send(P.error(rid, "unknown op '%s'" % op, code="unknown-op"))
                 continue
             send(P.result(rid, value))
+        except NotLoaded as e:
+            send(P.error(rid, str(e), code="not-loaded"))
         except MemoryError:
             send(P.error(rid, "out of memory (the process's address-space limit)",
                          code="out-of-memory"))
