@@ -17,7 +17,7 @@ from workbench import runners
 from workbench.equivalence import make_inputs, verify
 from workbench.ortchild import (OrtChild, OrtCrashed, OrtError, OrtLimitExceeded, default_child,
                                 model_key, node_in_message)
-from workbench.ortserver import load_array, save_array
+from workbench.ortserver import load_arrays, save_arrays
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
 
@@ -203,18 +203,22 @@ def test_onnxruntime_errors_are_one_line_and_name_the_node():
                            "Name:'/fc/MatMul' Status Message: bad") == "/fc/MatMul"
 
 
-def test_arrays_cross_as_npy_without_pickle(tmp_path):
+def test_arrays_cross_as_raw_buffers_without_pickle(tmp_path):
     import ml_dtypes
 
     bf = np.arange(6, dtype=np.float32).reshape(2, 3).astype(ml_dtypes.bfloat16)
-    for a in (bf, np.array(["a", "bc"], dtype=object), np.arange(4, dtype=np.int64)):
-        spec = save_array(str(tmp_path / "a.npy"), a)
-        back = load_array(spec)
-        assert back.dtype == (a.dtype if a.dtype.kind != "O" else np.dtype("<U2"))
-        assert np.array_equal(back.astype(a.dtype) if a.dtype.kind == "O" else back, a)
-    np.save(tmp_path / "p.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(ValueError, match="allow_pickle"):
-        load_array({"file": str(tmp_path / "p.npy")})
+    items = [("bf", bf), ("s", np.array(["a", "bc"], dtype=object)), ("i", np.arange(5)),
+             ("b", np.array([True, False])), ("scalar", np.float32(2.5)),
+             ("empty", np.zeros((0, 3), np.float16))]
+    specs = save_arrays(str(tmp_path / "blob"), items)
+    assert all(s["offset"] % 64 == 0 for s in specs)
+    back = load_arrays(str(tmp_path / "blob"), specs)
+    assert back["bf"].dtype == bf.dtype and np.array_equal(back["bf"], bf)
+    assert back["s"].tolist() == ["a", "bc"] and back["i"].tolist() == list(range(5))
+    assert back["b"].tolist() == [True, False] and back["scalar"].shape == () \
+        and float(back["scalar"]) == 2.5 and back["empty"].shape == (0, 3)
+    with pytest.raises(ValueError, match="refused dtype 'O'"):  # never objects (pickle)
+        load_arrays(str(tmp_path / "blob"), [dict(specs[2], dtype="O")])
 
 
 class _Kernel:

@@ -56,6 +56,11 @@ class _NotLoaded(OrtError):
     """The child dropped the session from its cache (load it again)."""
 
 
+class OrtModelGone(OrtError):
+    """The child no longer knows how to load this key (closed, or its file left the folder):
+    the caller loads the model again."""
+
+
 class OrtCrashed(OrtError):
     """The onnxruntime child died (segfault, abort, killed) while working on a model."""
 
@@ -343,7 +348,7 @@ class OrtChild:
             label: Optional[str] = None, timeout: Optional[float] = None,
             max_rss: Optional[int] = None) -> Dict[str, Any]:
         """Outputs by name for one feed of a model `load` returned `key` for."""
-        from workbench.ortserver import load_array, save_array
+        from workbench.ortserver import load_arrays, save_arrays
 
         with self._lock:
             for attempt in (0, 1):
@@ -353,13 +358,12 @@ class OrtChild:
                 folder = os.path.join(self.folder, f"run-{rid}")
                 os.makedirs(folder)
                 try:
-                    specs = [dict(save_array(os.path.join(folder, f"in-{k}.npy"), a), name=n)
-                             for k, (n, a) in enumerate(feed.items())]
+                    specs = save_arrays(os.path.join(folder, "in.bin"), list(feed.items()))
                     res = self.call("run", {"key": key, "feed": specs, "outputs": list(outputs),
                                             "dir": folder},
                                     what="running the model", label=label, timeout=timeout,
                                     max_rss=max_rss)
-                    return {r["name"]: load_array(r) for r in res}
+                    return load_arrays(os.path.join(folder, "out.bin"), res)
                 except _NotLoaded:
                     self._loaded.pop(key, None)
                     if attempt:
@@ -371,8 +375,8 @@ class OrtChild:
     def _reload(self, key: str, label: Optional[str], timeout: Optional[float],
                 max_rss: Optional[int]) -> None:
         if key not in self._sources:
-            raise OrtError("the model is no longer loaded in the onnxruntime process",
-                           file=label, hint="start the runner again")
+            raise OrtModelGone("the model is no longer loaded in the onnxruntime process",
+                               file=label, hint="load it again (a new runner)")
         path, threads, custom_ops = self._sources[key]
         self._loaded[key] = self.call(
             "load", {"model": path, "key": key, "threads": threads, "custom_ops": custom_ops},

@@ -4,14 +4,14 @@ The calling process (a notebook kernel, the CLI) never runs a converted or untru
 own address space: a segfault or abort inside onnxruntime ends this process only, and the client
 (`workbench.ortchild`) turns that into a one-line error. Requests and events use the TensorRT
 worker's framing and message shapes (`workbench.worker.protocol`: ``{"id", "op", "args"}`` in,
-one ``result`` or ``error`` out). Arrays never travel as JSON or pickle: both ends write ``.npy``
-files in a private folder (on /dev/shm when there is one) and read them with
-``allow_pickle=False``; dtypes numpy's format cannot name (bfloat16, float8) travel as their
-same-width unsigned-integer view plus the dtype's name.
+one ``result`` or ``error`` out). Arrays never travel as JSON or pickle: each direction of a run
+is one raw file in a private folder (on /dev/shm when there is one: shared memory in effect)
+plus a JSON spec per array (dtype string, shape, offset); only plain numeric, bool and unicode
+dtypes are read back, and bfloat16/float8 travel as their unsigned view plus the dtype's name.
 
 Ops: ``ping``; ``load`` {model, key, threads, custom_ops} -> inputs/outputs (the session is cached under `key`,
-the client's model hash, least recently used dropped beyond CACHE_SIZE); ``run`` {key, feed,
-outputs, dir} -> output files; ``forget``. Stdlib, numpy, onnxruntime (and ml_dtypes for exotic
+the client's model hash, least recently used dropped beyond CACHE_SIZE); ``run`` {key, feed specs,
+outputs, dir} -> output specs (dir/in.bin in, dir/out.bin out); ``forget``. Stdlib, numpy, onnxruntime (and ml_dtypes for exotic
 dtypes) only; nothing else from workbench but the protocol module.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections
 import os
 import sys
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 from workbench.worker import protocol as P
 
@@ -39,29 +39,56 @@ def _dtype(name: str) -> Any:
         return np.dtype(getattr(ml_dtypes, name))
 
 
-def save_array(path: str, a: Any) -> Dict[str, Any]:
-    """Write `a` to `path` as .npy without pickle; returns how to read it back (`load_array`)."""
+ALIGN = 64  # each array starts on a 64-byte boundary of the blob
+
+
+def save_arrays(path: str, items: Sequence[Tuple[str, Any]]) -> List[Dict[str, Any]]:
+    """Write arrays to one raw file (one write per direction, however many tensors: a marked
+    BERT has 100+); returns their specs {name, dtype, shape, offset, view} for `load_arrays`.
+    String tensors travel as fixed-width unicode, bfloat16/float8 as their unsigned view."""
     import numpy as np
 
-    a = np.asarray(a)
-    view = None
-    if a.dtype.kind == "O":  # onnxruntime's string tensors
-        a = a.astype(str)
-    elif a.dtype.kind == "V" or a.dtype.type.__module__ != "numpy":  # ml_dtypes
-        view = a.dtype.name
-        a = a.view(np.dtype("u%d" % a.dtype.itemsize))
-    np.save(path, a, allow_pickle=False)
-    return {"file": path, "view": view}
+    specs: List[Dict[str, Any]] = []
+    offset = 0
+    with open(path, "wb") as f:
+        for name, a in items:
+            a = np.asarray(a)
+            view = None
+            if a.dtype.kind == "O":  # onnxruntime's string tensors
+                a = a.astype(str)
+            elif a.dtype.kind == "V" or a.dtype.type.__module__ != "numpy":  # ml_dtypes
+                view = a.dtype.name
+                a = a.view(np.dtype("u%d" % a.dtype.itemsize))
+            if not a.flags.c_contiguous:
+                a = a.copy(order="C")  # (ascontiguousarray would make scalars 1-d)
+            pad = -offset % ALIGN
+            f.write(b"\0" * pad)
+            offset += pad
+            f.write(memoryview(a.reshape(-1)).cast("B") if a.size else b"")
+            specs.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape),
+                          "offset": offset, "view": view})
+            offset += a.nbytes
+    return specs
 
 
-def load_array(spec: Dict[str, Any]) -> Any:
-    """An array written by `save_array` (pickled objects are refused)."""
+def load_arrays(path: str, specs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The arrays `save_arrays` wrote: the file read once, each array a view of that buffer.
+    Only plain numeric, bool and unicode dtypes are accepted (never objects: no pickle)."""
     import numpy as np
 
-    a = np.load(spec["file"], allow_pickle=False)
-    if spec.get("view"):
-        a = a.view(_dtype(spec["view"]))
-    return a
+    buf = bytearray(os.path.getsize(path))
+    with open(path, "rb", buffering=0) as f:
+        f.readinto(buf)  # one copy, into the buffer every array then views
+    out: Dict[str, Any] = {}
+    for s in specs:
+        dt = np.dtype(str(s["dtype"]))
+        if dt.kind not in "biufcU" or dt.fields is not None:
+            raise ValueError("refused dtype %r for '%s' (plain arrays only)" % (s["dtype"], s["name"]))
+        shape = [int(d) for d in s["shape"]]
+        count = int(np.prod(shape)) if shape else 1
+        a = np.frombuffer(buf, dtype=dt, count=count, offset=int(s["offset"])).reshape(shape)
+        out[s["name"]] = a.view(_dtype(s["view"])) if s.get("view") else a
+    return out
 
 
 def custom_op_libraries() -> List[str]:
@@ -118,15 +145,9 @@ class Sessions:
         if sess is None:  # dropped from the cache: the client loads it again and retries
             raise NotLoaded("session not loaded: " + key)
         self.cache.move_to_end(key)
-        arrays = {f["name"]: load_array(f) for f in feed}
-        for f in feed:
-            try:
-                os.unlink(f["file"])
-            except OSError:
-                pass
+        arrays = load_arrays(os.path.join(dir, "in.bin"), feed)
         res = sess.run(outputs, arrays)
-        return [dict(save_array(os.path.join(dir, "out-%d.npy" % k), a), name=n)
-                for k, (n, a) in enumerate(zip(outputs, res))]
+        return save_arrays(os.path.join(dir, "out.bin"), list(zip(outputs, res)))
 
 
 def _limit_address_space() -> None:

@@ -260,11 +260,7 @@ class OnnxRuntimeRunner(Runner):
             self._names = self.outputs or [o.name for o in self.sess.get_outputs()]
             ins = [(i.name, i.type, list(i.shape)) for i in self.sess.get_inputs()]
         else:
-            from workbench.ortchild import default_child
-
-            data = str(src) if isinstance(src, (str, os.PathLike)) else src.SerializeToString()
-            self._key, info = default_child().load(data, threads=self.threads, label=self._label(),
-                                                   timeout=self.timeout, max_rss=self.max_rss)
+            info = self._load()
             self._names = self.outputs or list(info["outputs"])
             ins = [(i["name"], i["type"], list(i["shape"])) for i in info["inputs"]]
         for name, typ, shape in ins:
@@ -273,6 +269,16 @@ class OnnxRuntimeRunner(Runner):
                 dt = _np_dtype(16)
             self._meta[name] = TensorMeta(name, dt, shape)
 
+    def _load(self) -> Dict[str, Any]:
+        """Load the model into the shared child (cached there by model hash)."""
+        from workbench.ortchild import default_child
+
+        src = self._src
+        data = str(src) if isinstance(src, (str, os.PathLike)) else src.SerializeToString()
+        self._key, info = default_child().load(data, threads=self.threads, label=self._label(),
+                                               timeout=self.timeout, max_rss=self.max_rss)
+        return info
+
     def input_metadata(self) -> Dict[str, TensorMeta]:
         self.start()
         return self._meta
@@ -280,11 +286,19 @@ class OnnxRuntimeRunner(Runner):
     def _infer(self, feed: Feed) -> Feed:
         if not self.isolated:
             return dict(zip(self._names, self.sess.run(self._names, feed)))
-        from workbench.ortchild import LOCATE_ENV, OrtCrashed, default_child, locate_crash
+        from workbench.ortchild import (LOCATE_ENV, OrtCrashed, OrtModelGone, default_child,
+                                        locate_crash)
 
-        try:
+        def run() -> Feed:
             return default_child().run(self._key or "", feed, self._names, label=self._label(),
                                        timeout=self.timeout, max_rss=self.max_rss)
+
+        try:
+            try:
+                return run()
+            except OrtModelGone:  # the child was closed since (or dropped the file): load again
+                self._load()
+                return run()
         except OrtCrashed as e:
             budget = float(os.environ.get(LOCATE_ENV) or 30)
             node = locate_crash(load_proto(self._src), feed, budget_s=budget) if budget > 0 \
