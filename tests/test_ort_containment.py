@@ -15,8 +15,8 @@ from conftest import REPO, SAMPLES
 from ort_models import build_crash_library, crashy, hungry, slow_feed, slow_loop
 from workbench import runners
 from workbench.equivalence import make_inputs, verify
-from workbench.ortchild import (OrtChild, OrtCrashed, OrtError, OrtLimitExceeded, default_child,
-                                model_key, node_in_message)
+from workbench.ortchild import (OrtChild, OrtCrashed, OrtError, OrtFailed, OrtLimitExceeded,
+                                default_child, model_key, node_in_message)
 from workbench.ortserver import load_arrays, save_arrays
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
@@ -181,26 +181,35 @@ def test_memory_limit_stops_the_run_with_a_clear_error():
 
 def test_address_space_limit_in_the_child(tmp_path):
     """With $WORKBENCH_ORT_ADDRESS_SPACE the child runs under RLIMIT_AS: a huge allocation fails
-    inside onnxruntime (an error or a death, never this process)."""
+    inside onnxruntime (std::bad_alloc, named at its node), never in this process."""
     child = OrtChild(env={"WORKBENCH_ORT_ADDRESS_SPACE": str(3 << 30)}, max_rss=16 << 30)
     try:
         key, meta = child.load(hungry().SerializeToString())
         assert float(child.run(key, {"n": np.array([10], np.int64)}, ["total"])["total"]) == 10
-        with pytest.raises(OrtError, match="onnxruntime (failed|crashed)") as e:
+        with pytest.raises(OrtFailed, match="bad_alloc") as e:
             child.run(key, {"n": np.array([2 ** 31], np.int64)}, ["total"])  # 8 GiB
-        assert "\n" not in str(e.value)
+        assert "\n" not in str(e.value) and e.value.node == "allocate"
+        assert float(child.run(key, {"n": np.array([7], np.int64)}, ["total"])["total"]) == 7
     finally:
         child.close()
 
 
-def test_onnxruntime_errors_are_one_line_and_name_the_node():
-    m = slow_loop()
-    with pytest.raises(OrtError) as e:
-        runners.OnnxRuntimeRunner(m).infer({"x": np.zeros((1, 3), np.float32),
-                                            "n": np.array(1, np.int64)})
-    assert "\n" not in str(e.value) and "onnxruntime failed while running the model" in str(e.value)
+def test_onnxruntime_refusals_keep_their_own_text_and_name_the_node():
+    """A model or feed onnxruntime refuses raises what an in-process run raises (its own text,
+    so callers' explanations stay as they were), on one line, with the node it names."""
+    feed = {"n": np.array([-5], np.int64)}
+    with pytest.raises(Exception) as inproc:
+        runners.OnnxRuntimeRunner(hungry(), isolated=False).infer(feed)
+    with pytest.raises(OrtFailed) as e:
+        runners.OnnxRuntimeRunner(hungry()).infer(feed)
+    assert not isinstance(e.value, OrtError) and "\n" not in str(e.value)
+    assert str(e.value) == " ".join(str(inproc.value).split())
+    assert e.value.node == "allocate" and "ConstantOfShape node" in str(e.value)
     assert node_in_message("Non-zero status code returned while running MatMul node. "
                            "Name:'/fc/MatMul' Status Message: bad") == "/fc/MatMul"
+    v = verify(hungry(), hungry(), feed)  # verify() words it as before
+    assert v.status == "unverified" and v.reason.startswith(
+        "onnxruntime cannot run the model before the change: [ONNXRuntimeError]")
 
 
 def test_arrays_cross_as_raw_buffers_without_pickle(tmp_path):

@@ -49,7 +49,16 @@ _BOOT = ("import sys; sys.path.insert(0, %r); sys.path.extend(p for p in %r if p
 
 
 class OrtError(WorkbenchError):
-    """onnxruntime refused the model or the feed (the message is its own, on one line)."""
+    """The onnxruntime process failed us (crashed, went past a limit, could not start)."""
+
+
+class OrtFailed(RuntimeError):
+    """onnxruntime refused the model or the feed: its own message (as an in-process run would
+    raise it, so callers that explain such failures keep doing so), and the node it names."""
+
+    def __init__(self, message: str, node: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 class _NotLoaded(OrtError):
@@ -278,7 +287,8 @@ class OrtChild:
     def call(self, op: str, args: Optional[Dict[str, Any]] = None, *, what: str = "",
              label: Optional[str] = None, timeout: Optional[float] = None,
              max_rss: Optional[int] = None) -> Any:
-        """Send one request and return its result (errors: OrtError and subclasses)."""
+        """Send one request and return its result. onnxruntime's own refusals: OrtFailed; the
+        process dying or going past a limit: OrtCrashed / OrtLimitExceeded."""
         with self._lock:
             self._start()
             proc = self._proc
@@ -304,8 +314,7 @@ class OrtChild:
                     text = err.get("message") or "unknown error"
                     if err.get("code") == "not-loaded":
                         raise _NotLoaded(text)
-                    raise OrtError(f"onnxruntime failed while {what}: {text}", file=label,
-                                   node=node_in_message(text))
+                    raise OrtFailed(text, node_in_message(text))
 
     # -- models ---------------------------------------------------------------------------------
     def load(self, model: Any, *, threads: Optional[int] = None, label: Optional[str] = None,
@@ -434,8 +443,8 @@ def locate_crash(proto: Any, feed: Dict[str, Any], *, budget_s: float = 30.0,
             return False
         except OrtCrashed:
             return True
-        except OrtError:
-            return None  # a prefix onnxruntime refuses (e.g. untyped outputs): cannot tell
+        except (OrtError, OrtFailed):
+            return None  # a prefix onnxruntime refuses, or one past the budget: cannot tell
         finally:
             child.close()
 

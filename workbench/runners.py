@@ -8,7 +8,8 @@ runner. Two runners live here:
 - `OnnxRuntimeRunner`: onnxruntime CPU, the graph as written (no graph optimisations), one session
   factory (`session`) with a threads setting; it runs in the onnxruntime child process
   (`workbench.ortchild`: a crash, hang or memory blow-up there is a one-line `OrtError`, never the
-  end of the calling kernel) unless `isolated=False` (or $WORKBENCH_ORT_ISOLATE=0);
+  end of the calling kernel; what onnxruntime refuses raises `OrtFailed` with its own text, as
+  in-process) unless `isolated=False` (or $WORKBENCH_ORT_ISOLATE=0);
 - `ReferenceRunner`: onnx's reference evaluator (numpy), which computes FP16/BF16 tensors in that
   arithmetic like a GPU does; onnxruntime's CPU provider upcasts most FP16 ops to FP32 and would
   hide overflow.
