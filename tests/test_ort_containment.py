@@ -64,6 +64,23 @@ def test_results_match_in_process_and_the_child_is_reused():
     assert sum(k.startswith(file_key) for k in sessions) == 1  # the file: one session
 
 
+def test_transfer_folders_of_dead_processes_are_swept(tmp_path):
+    import subprocess
+    import sys
+
+    from workbench.ortchild import FOLDER_PREFIX, _sweep
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (tmp_path / f"{FOLDER_PREFIX}{dead}-abc").mkdir()
+    (tmp_path / f"{FOLDER_PREFIX}{dead}-abc" / "model-1.onnx").write_bytes(b"x")
+    (tmp_path / f"{FOLDER_PREFIX}{os.getppid()}-def").mkdir()  # alive: kept
+    (tmp_path / "unrelated").mkdir()
+    _sweep(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"{FOLDER_PREFIX}{os.getppid()}-def", "unrelated"])
+
+
 def test_sessions_dropped_from_the_child_cache_are_loaded_again():
     """More models than the child keeps (CACHE_SIZE): every runner still gets its outputs."""
     from workbench.ortserver import CACHE_SIZE
@@ -81,7 +98,7 @@ def test_sessions_dropped_from_the_child_cache_are_loaded_again():
 
 
 def test_a_crash_mid_run_is_one_line_error_and_the_next_call_works(monkeypatch):
-    monkeypatch.setenv("WORKBENCH_ORT_LOCATE_S", "5")
+    monkeypatch.setenv("WORKBENCH_ORT_LOCATE_S", "2")
     m = slow_loop()
     m.graph.name = "slow_loop"
     r = runners.OnnxRuntimeRunner(m)

@@ -42,6 +42,7 @@ TIMEOUT_ENV, MAX_RSS_ENV = "WORKBENCH_ORT_TIMEOUT", "WORKBENCH_ORT_MAX_RSS"
 LOCATE_ENV = "WORKBENCH_ORT_LOCATE_S"  # seconds spent pinning a crash to a node (0: none)
 ISOLATE_ENV = "WORKBENCH_ORT_ISOLATE"  # "0": run onnxruntime in this process (trusted models)
 POLL_S = 0.02
+FOLDER_PREFIX = "workbench-ort-"  # + owner pid + random: one transfer folder per process
 MODEL_FILES = 16  # serialized models kept in the transfer folder (tmpfs is memory)
 CRASH_HINT = "your session is fine; the model crashes onnxruntime: check it with `workbench inspect`"
 _BOOT = ("import sys; sys.path.insert(0, %r); sys.path.extend(p for p in %r if p not in sys.path); "
@@ -93,6 +94,26 @@ def _default_max_rss() -> int:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 3 // 4)
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
         return 8 << 30
+
+
+def _sweep(base: str) -> None:
+    """Remove transfer folders whose process is gone (killed kernels never run atexit)."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(FOLDER_PREFIX):
+            continue
+        pid = name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
 
 
 def _signal_name(rc: int) -> str:
@@ -159,11 +180,13 @@ class OrtChild:
 
     @property
     def folder(self) -> str:
-        """The private folder arrays and serialized models cross through (tmpfs when there is)."""
+        """The private folder arrays and serialized models cross through (tmpfs when there is);
+        named with this process's id, so folders left by a killed process are swept."""
         if self._dir is None or not os.path.isdir(self._dir):
             base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) \
-                else None
-            self._dir = tempfile.mkdtemp(prefix="workbench-ort-", dir=base)
+                else tempfile.gettempdir()
+            _sweep(base)
+            self._dir = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=base)
         return self._dir
 
     def _start(self) -> None:
