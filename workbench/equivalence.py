@@ -6,8 +6,11 @@ embedding size when they feed a Gather on a constant), bools at random. Dynamic 
 sensible size (2 for the first dim, 8 otherwise) unless the other model fixes them.
 A difference is "not equivalent" when |a - b| > tol * max(1, |a|) for some element (absolute for
 small values, relative for large ones); NaNs must match NaNs. The runs go through
-`workbench.runners` and the figures come from `workbench.comparison` (atol = rtol = tol, no
-sentinel policy), the same comparison every other capability uses.
+`workbench.runners`, so onnxruntime runs in its child process (`workbench.ortchild`): a model
+that crashes it gives an "unverified"/"different" verdict whose reason is the one-line crash
+(model, signal, node), never the end of the calling kernel. The figures come from
+`workbench.comparison` (atol = rtol = tol, no sentinel policy), the same comparison every other
+capability uses.
 """
 from __future__ import annotations
 

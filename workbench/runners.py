@@ -6,7 +6,10 @@ A `Runner` has a name, its input metadata and `infer(feed) -> {output name: arra
 inputs of a model converted without keep-io), so every caller hands the same FP32 data to every
 runner. Two runners live here:
 - `OnnxRuntimeRunner`: onnxruntime CPU, the graph as written (no graph optimisations), one session
-  factory (`session`) with a threads setting;
+  factory (`session`) with a threads setting; it runs in the onnxruntime child process
+  (`workbench.ortchild`: a crash, hang or memory blow-up there is a one-line `OrtError`, never the
+  end of the calling kernel; what onnxruntime refuses raises `OrtFailed` with its own text, as
+  in-process) unless `isolated=False` (or $WORKBENCH_ORT_ISOLATE=0);
 - `ReferenceRunner`: onnx's reference evaluator (numpy), which computes FP16/BF16 tensors in that
   arithmetic like a GPU does; onnxruntime's CPU provider upcasts most FP16 ops to FP32 and would
   hide overflow.
@@ -199,12 +202,9 @@ def session(proto: Any, threads: Optional[int] = 1) -> Any:
     a path is handed to onnxruntime as is (no re-serialising). threads=None: ORT's default."""
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare the graph as written
-    if threads is not None:
-        so.intra_op_num_threads = threads
-    so.enable_cpu_mem_arena = False  # one-off runs: do not keep a grown arena around
+    from workbench.ortserver import custom_op_libraries, session_options
+
+    so = session_options(threads, custom_op_libraries())  # the child's options, in this process
     src = str(proto) if isinstance(proto, (str, os.PathLike)) else proto.SerializeToString()
     return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
 
@@ -216,16 +216,38 @@ _ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16,
 
 class OnnxRuntimeRunner(Runner):
     """onnxruntime CPU. `model`: a ModelProto, a Model or a path (a path is handed to
-    onnxruntime as is unless mark_all needs a changed copy). threads=None: ORT's default."""
+    onnxruntime as is unless mark_all needs a changed copy). threads=None: ORT's default.
+    isolated (default: `ortchild.isolated_by_default()`): run in the shared onnxruntime child
+    process, with its time (`timeout` s) and memory (`max_rss` bytes) limits; a crash there
+    becomes `ortchild.OrtCrashed` naming the model and, when a re-run pins it, the node."""
 
     name = "onnxruntime"
 
     def __init__(self, model: Any, *, mark_all: bool = False, threads: Optional[int] = None,
-                 outputs: Optional[Sequence[str]] = None) -> None:
+                 outputs: Optional[Sequence[str]] = None, isolated: Optional[bool] = None,
+                 timeout: Optional[float] = None, max_rss: Optional[int] = None) -> None:
         super().__init__(model, mark_all=mark_all)
         self.threads = threads
         self.outputs = list(outputs) if outputs else None
         self.sess: Any = None
+        if isolated is None:
+            from workbench.ortchild import isolated_by_default
+
+            isolated = isolated_by_default()
+        self.isolated = isolated
+        self.timeout, self.max_rss = timeout, max_rss
+        self._key: Optional[str] = None
+        self._meta: Dict[str, TensorMeta] = {}
+
+    def _label(self) -> str:
+        m = self.model
+        if isinstance(m, (str, os.PathLike)):
+            return str(m)
+        path = getattr(m, "path", None)
+        if path:
+            return str(path)
+        name = getattr(getattr(m, "graph", None), "name", "")
+        return f"model '{name}'" if name else "the model"
 
     def _start(self) -> None:
         src = self.model
@@ -233,21 +255,60 @@ class OnnxRuntimeRunner(Runner):
             src, self.order, _ = mark_all_outputs(load_proto(self.model))
         elif not isinstance(src, (str, os.PathLike)):
             src = load_proto(src)
-        self.sess = session(src, threads=self.threads)
-        self._names = self.outputs or [o.name for o in self.sess.get_outputs()]
+        self._src = src
+        if not self.isolated:
+            self.sess = session(src, threads=self.threads)
+            self._names = self.outputs or [o.name for o in self.sess.get_outputs()]
+            ins = [(i.name, i.type, list(i.shape)) for i in self.sess.get_inputs()]
+        else:
+            info = self._load()
+            self._names = self.outputs or list(info["outputs"])
+            ins = [(i["name"], i["type"], list(i["shape"])) for i in info["inputs"]]
+        for name, typ, shape in ins:
+            dt = np.dtype(_ORT_TYPES[typ]) if typ in _ORT_TYPES else None
+            if typ == "tensor(bfloat16)":
+                dt = _np_dtype(16)
+            self._meta[name] = TensorMeta(name, dt, shape)
+
+    def _load(self) -> Dict[str, Any]:
+        """Load the model into the shared child (cached there by model hash)."""
+        from workbench.ortchild import default_child
+
+        src = self._src
+        data = str(src) if isinstance(src, (str, os.PathLike)) else src.SerializeToString()
+        self._key, info = default_child().load(data, threads=self.threads, label=self._label(),
+                                               timeout=self.timeout, max_rss=self.max_rss)
+        return info
 
     def input_metadata(self) -> Dict[str, TensorMeta]:
         self.start()
-        out = {}
-        for i in self.sess.get_inputs():
-            dt = np.dtype(_ORT_TYPES[i.type]) if i.type in _ORT_TYPES else None
-            if i.type == "tensor(bfloat16)":
-                dt = _np_dtype(16)
-            out[i.name] = TensorMeta(i.name, dt, list(i.shape))
-        return out
+        return self._meta
 
     def _infer(self, feed: Feed) -> Feed:
-        return dict(zip(self._names, self.sess.run(self._names, feed)))
+        if not self.isolated:
+            return dict(zip(self._names, self.sess.run(self._names, feed)))
+        from workbench.ortchild import (LOCATE_ENV, OrtCrashed, OrtModelGone, default_child,
+                                        locate_crash)
+
+        def run() -> Feed:
+            return default_child().run(self._key or "", feed, self._names, label=self._label(),
+                                       timeout=self.timeout, max_rss=self.max_rss)
+
+        try:
+            try:
+                return run()
+            except OrtModelGone:  # the child was closed since (or dropped the file): load again
+                self._load()
+                return run()
+        except OrtCrashed as e:
+            budget = float(os.environ.get(LOCATE_ENV) or 30)
+            node = locate_crash(load_proto(self._src), feed, budget_s=budget) if budget > 0 \
+                else None
+            where = (f"; a fresh process crashes again at node '{node}'" if node else
+                     "; it could not be pinned to a node (the crash did not repeat in a fresh "
+                     "process or is not inside one node)")
+            raise OrtCrashed(e.message + where, returncode=e.returncode, log_tail=e.log_tail,
+                             file=e.file, node=node, hint=e.hint) from None
 
 
 class ReferenceRunner(Runner):

@@ -1,0 +1,486 @@
+"""onnxruntime in a child process: a crash, a hang or a memory blow-up ends the child, not the caller.
+
+    child = default_child()
+    key, meta = child.load("model.onnx")            # session cached in the child by model hash
+    outputs = child.run(key, {"input": x}, ["logits"])
+
+A converted model has been seen to crash onnxruntime with a segmentation fault; run in the notebook
+kernel that takes the kernel and the user's unsaved work down. Here every run happens in one
+long-lived child (`workbench.ortserver`, started like the TensorRT worker: the same interpreter
+with `-S` and this process's import path, its own session, JSON lines on pipes with the worker's
+framing) and sessions are cached there by model hash, so the cost per call stays small
+(benchmarks/ort_containment.py measures it). Limits, per call: `timeout` seconds
+($WORKBENCH_ORT_TIMEOUT, default 600) and `max_rss` bytes of resident memory
+($WORKBENCH_ORT_MAX_RSS, default 3/4 of physical memory), watched from here every 20 ms; the child
+also runs under RLIMIT_AS when $WORKBENCH_ORT_ADDRESS_SPACE is set. A run past a limit is killed
+(`OrtLimitExceeded`); a death is `OrtCrashed` naming the model, the signal and, when a re-run in
+a fresh child can pin it, the node (`locate_crash`: the shortest prefix of the graph that still
+crashes). Either way the next call starts a fresh child. Arrays cross as .npy files (no pickle).
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import hashlib
+import itertools
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+
+from workbench.errors import WorkbenchError
+from workbench.worker import protocol as P
+
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+TIMEOUT_ENV, MAX_RSS_ENV = "WORKBENCH_ORT_TIMEOUT", "WORKBENCH_ORT_MAX_RSS"
+LOCATE_ENV = "WORKBENCH_ORT_LOCATE_S"  # seconds spent pinning a crash to a node (0: none)
+ISOLATE_ENV = "WORKBENCH_ORT_ISOLATE"  # "0": run onnxruntime in this process (trusted models)
+POLL_S = 0.02
+FOLDER_PREFIX = "workbench-ort-"  # + owner pid + random: one transfer folder per process
+MODEL_FILES = 16  # serialized models kept in the transfer folder (tmpfs is memory)
+CRASH_HINT = "your session is fine; the model crashes onnxruntime: check it with `workbench inspect`"
+_BOOT = ("import sys; sys.path.insert(0, %r); sys.path.extend(p for p in %r if p not in sys.path); "
+         "from workbench.ortserver import main; main()")
+
+
+class OrtError(WorkbenchError):
+    """The onnxruntime process failed us (crashed, went past a limit, could not start)."""
+
+
+class OrtFailed(RuntimeError):
+    """onnxruntime refused the model or the feed: its own message (as an in-process run would
+    raise it, so callers that explain such failures keep doing so), and the node it names."""
+
+    def __init__(self, message: str, node: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.node = node
+
+
+class _NotLoaded(OrtError):
+    """The child dropped the session from its cache (load it again)."""
+
+
+class OrtModelGone(OrtError):
+    """The child no longer knows how to load this key (closed, or its file left the folder):
+    the caller loads the model again."""
+
+
+class OrtCrashed(OrtError):
+    """The onnxruntime child died (segfault, abort, killed) while working on a model."""
+
+    def __init__(self, message: str, *, returncode: int, log_tail: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.returncode = returncode
+        self.log_tail = log_tail
+
+
+class OrtLimitExceeded(OrtError):
+    """A run went past its time or memory limit and the child was stopped."""
+
+
+def isolated_by_default() -> bool:
+    """Do onnxruntime runs go to the child? Yes unless $WORKBENCH_ORT_ISOLATE is "0"."""
+    return os.environ.get(ISOLATE_ENV, "1") != "0"
+
+
+def _default_max_rss() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 3 // 4)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 8 << 30
+
+
+def _sweep(base: str) -> None:
+    """Remove transfer folders whose process is gone (killed kernels never run atexit)."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(FOLDER_PREFIX):
+            continue
+        pid = name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
+
+
+def _signal_name(rc: int) -> str:
+    if rc < 0:
+        try:
+            return signal.Signals(-rc).name
+        except ValueError:
+            return f"signal {-rc}"
+    return f"exit status {rc}"
+
+
+def _rss(pid: int) -> int:
+    """Resident bytes of `pid` (0 when unknown)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def model_key(model: Any) -> Tuple[str, str]:
+    """(key, path onnxruntime loads) for a path or serialized model bytes. Paths: the real
+    path, size, mtime and inode (a changed file gets a new session; reading a large model just
+    to hash it would cost more than the session cache saves); bytes: their sha256."""
+    if isinstance(model, (bytes, bytearray)):
+        return "sha256:" + hashlib.sha256(model).hexdigest()[:32], ""
+    path = os.path.realpath(str(model))
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise OrtError("the model file does not exist", file=str(model),
+                       hint="check the path") from None
+    raw = f"{path}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}".encode()
+    return "file:" + hashlib.sha256(raw).hexdigest()[:32], path
+
+
+class OrtChild:
+    """One onnxruntime child process, started lazily and restarted after a crash or a limit."""
+
+    def __init__(self, *, timeout: Optional[float] = None, max_rss: Optional[int] = None,
+                 env: Optional[Dict[str, str]] = None, stderr_lines: int = 40) -> None:
+        self.timeout = float(timeout or os.environ.get(TIMEOUT_ENV) or 600)
+        self.max_rss = int(max_rss or os.environ.get(MAX_RSS_ENV) or _default_max_rss())
+        self.env = env
+        self._proc: Optional[subprocess.Popen] = None
+        self._events: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
+        self._stderr: Deque[str] = collections.deque(maxlen=stderr_lines)
+        self._ids = itertools.count(1)
+        self._lock = threading.RLock()  # a widget's background thread and the kernel share it
+        self._dir: Optional[str] = None
+        self._loaded: Dict[str, Dict[str, Any]] = {}  # key -> load reply, for this child
+        self._models: "collections.OrderedDict[str, str]" = collections.OrderedDict()  # key -> the file serialized bytes were written to
+        self._sources: Dict[str, Tuple[str, Optional[int], List[str]]] = {}  # key -> how to load
+        self.starts = 0
+
+    # -- process ------------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._proc.pid if self.alive and self._proc else None
+
+    @property
+    def folder(self) -> str:
+        """The private folder arrays and serialized models cross through (tmpfs when there is);
+        named with this process's id, so folders left by a killed process are swept."""
+        if self._dir is None or not os.path.isdir(self._dir):
+            base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) \
+                else tempfile.gettempdir()
+            _sweep(base)
+            self._dir = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=base)
+        return self._dir
+
+    def _start(self) -> None:
+        if self.alive:
+            return
+        env = dict(os.environ)
+        if self.env:
+            env.update(self.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)]
+        self._events = queue.Queue()
+        self._stderr.clear()
+        self._loaded.clear()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-S", "-c", _BOOT % (ROOT, paths)], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
+                text=True, encoding="utf-8", errors="replace", bufsize=1)
+        except OSError as e:
+            raise OrtError(f"cannot start the onnxruntime process: {e}",
+                           hint="check that this Python can start subprocesses") from None
+        self.starts += 1
+        proc, events = self._proc, self._events
+        threading.Thread(target=self._read_stdout, args=(proc, events), daemon=True).start()
+        threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
+        msg = self._wait(proc, events, time.monotonic() + 60, None, "starting")
+        if msg.get("event") != "ready":  # pragma: no cover - the child always says ready first
+            raise OrtError("the onnxruntime process did not start: " + str(msg))
+
+    def _read_stdout(self, proc: subprocess.Popen, events: "queue.Queue") -> None:
+        assert proc.stdout is not None
+        try:
+            for msg in P.read_json_lines(proc.stdout, lambda line: self._stderr.append(line)):
+                events.put(msg)
+        finally:
+            events.put(None)
+
+    def _read_stderr(self, proc: subprocess.Popen) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self._stderr.append(line.rstrip("\n"))
+
+    def log_tail(self) -> str:
+        return "\n".join(self._stderr)
+
+    def kill(self) -> None:
+        """Stop the child now (its process group); the next call starts a fresh one."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+        proc.wait(timeout=10)
+        self._loaded.clear()
+
+    def close(self) -> None:
+        """End the child and remove the transfer folder."""
+        with self._lock:
+            proc = self._proc
+            if proc is not None and proc.poll() is None:
+                try:
+                    assert proc.stdin is not None
+                    proc.stdin.close()
+                    proc.wait(timeout=5)
+                except Exception:
+                    pass
+            self.kill()
+            if self._dir:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None
+            self._models.clear()
+            self._sources.clear()
+
+    # -- one request ----------------------------------------------------------------------------
+    def _wait(self, proc: subprocess.Popen, events: "queue.Queue", deadline: float,
+              max_rss: Optional[int], what: str, label: Optional[str] = None,
+              timeout: float = 0.0) -> Dict[str, Any]:
+        """The next message, watching the child's time and memory; raises on death or limit."""
+        while True:
+            try:
+                msg = events.get(timeout=POLL_S)
+            except queue.Empty:
+                msg = "wait"
+            if msg is None:
+                self._crashed(proc, what, label)
+            if isinstance(msg, dict):
+                return msg
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise OrtLimitExceeded(
+                    f"onnxruntime exceeded its time limit of {timeout:g} s while {what} and was "
+                    "stopped", file=label,
+                    hint=f"raise the limit (timeout=, ${TIMEOUT_ENV}) or run fewer samples")
+            if max_rss:
+                rss = _rss(proc.pid)
+                if rss > max_rss:
+                    self.kill()
+                    raise OrtLimitExceeded(
+                        f"onnxruntime used {rss / 2**20:.0f} MiB, over its memory limit of "
+                        f"{max_rss / 2**20:.0f} MiB, while {what} and was stopped", file=label,
+                        hint=f"raise the limit (max_rss=, ${MAX_RSS_ENV}) or use smaller inputs")
+
+    def _crashed(self, proc: subprocess.Popen, what: str, label: Optional[str]) -> None:
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # stdout closed but still alive: stop it
+            self.kill()
+            rc = -int(signal.SIGKILL)
+        time.sleep(0.05)  # let the stderr reader take the last lines
+        tail = self.log_tail()
+        self._proc = None
+        self._loaded.clear()
+        last = [ln for ln in tail.splitlines() if ln.strip()][-2:]
+        raise OrtCrashed(f"onnxruntime crashed ({_signal_name(rc)}) while {what}"
+                         + (f"; last output: {'; '.join(last)}" if last else ""),
+                         returncode=rc, log_tail=tail, file=label, hint=CRASH_HINT)
+
+    def call(self, op: str, args: Optional[Dict[str, Any]] = None, *, what: str = "",
+             label: Optional[str] = None, timeout: Optional[float] = None,
+             max_rss: Optional[int] = None) -> Any:
+        """Send one request and return its result. onnxruntime's own refusals: OrtFailed; the
+        process dying or going past a limit: OrtCrashed / OrtLimitExceeded."""
+        with self._lock:
+            self._start()
+            proc = self._proc
+            assert proc is not None and proc.stdin is not None
+            rid = next(self._ids)
+            what = what or f"'{op}'"
+            try:
+                proc.stdin.write(P.encode(P.request(rid, op, args)))
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                self._crashed(proc, what, label)
+            limit = self.timeout if timeout is None else timeout
+            deadline = time.monotonic() + limit
+            while True:
+                msg = self._wait(proc, self._events, deadline,
+                                 self.max_rss if max_rss is None else max_rss, what, label, limit)
+                if msg.get("id") != rid:
+                    continue
+                if msg.get("event") == "result":
+                    return msg.get("result")
+                if msg.get("event") == "error":
+                    err = msg.get("error") or {}
+                    text = err.get("message") or "unknown error"
+                    if err.get("code") == "not-loaded":
+                        raise _NotLoaded(text)
+                    raise OrtFailed(text, node_in_message(text))
+
+    # -- models ---------------------------------------------------------------------------------
+    def load(self, model: Any, *, threads: Optional[int] = None, label: Optional[str] = None,
+             timeout: Optional[float] = None, max_rss: Optional[int] = None
+             ) -> Tuple[str, Dict[str, Any]]:
+        """Load a model (a path, or serialized ModelProto bytes) into a cached session in the
+        child; returns (key, {"inputs": [{name, type, shape}], "outputs": [names]})."""
+        from workbench.ortserver import custom_op_libraries
+
+        key, path = model_key(model)
+        custom_ops = custom_op_libraries()
+        key = f"{key}|threads={threads}|ops={os.pathsep.join(custom_ops)}"
+        with self._lock:
+            if not path:
+                path = self._models.get(key, "")
+                if not path or not os.path.exists(path):
+                    path = os.path.join(self.folder, f"model-{next(self._ids)}.onnx")
+                    with open(path, "wb") as f:
+                        f.write(model)
+                    self._models[key] = path
+                    while len(self._models) > MODEL_FILES:  # the oldest leaves tmpfs
+                        old_key, old = self._models.popitem(last=False)
+                        self._sources.pop(old_key, None)
+                        try:
+                            os.unlink(old)
+                        except OSError:
+                            pass
+                self._models.move_to_end(key)
+            if not self.alive or key not in self._loaded:
+                label = label or (str(model) if isinstance(model, (str, os.PathLike))
+                                  else "the model")
+                self._loaded[key] = self.call(
+                    "load", {"model": path, "key": key, "threads": threads,
+                             "custom_ops": custom_ops},
+                    what="loading the model", label=label, timeout=timeout, max_rss=max_rss)
+                self._sources[key] = (path, threads, custom_ops)
+            return key, self._loaded[key]
+
+    def run(self, key: str, feed: Dict[str, Any], outputs: Sequence[str], *,
+            label: Optional[str] = None, timeout: Optional[float] = None,
+            max_rss: Optional[int] = None) -> Dict[str, Any]:
+        """Outputs by name for one feed of a model `load` returned `key` for."""
+        from workbench.ortserver import load_arrays, save_arrays
+
+        with self._lock:
+            for attempt in (0, 1):
+                if not self.alive or key not in self._loaded:  # a fresh child since, or the
+                    self._reload(key, label, timeout, max_rss)  # session left its cache
+                rid = next(self._ids)
+                folder = os.path.join(self.folder, f"run-{rid}")
+                os.makedirs(folder)
+                try:
+                    specs = save_arrays(os.path.join(folder, "in.bin"), list(feed.items()))
+                    res = self.call("run", {"key": key, "feed": specs, "outputs": list(outputs),
+                                            "dir": folder},
+                                    what="running the model", label=label, timeout=timeout,
+                                    max_rss=max_rss)
+                    return load_arrays(os.path.join(folder, "out.bin"), res)
+                except _NotLoaded:
+                    self._loaded.pop(key, None)
+                    if attempt:
+                        raise
+                finally:
+                    shutil.rmtree(folder, ignore_errors=True)
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _reload(self, key: str, label: Optional[str], timeout: Optional[float],
+                max_rss: Optional[int]) -> None:
+        if key not in self._sources:
+            raise OrtModelGone("the model is no longer loaded in the onnxruntime process",
+                               file=label, hint="load it again (a new runner)")
+        path, threads, custom_ops = self._sources[key]
+        self._loaded[key] = self.call(
+            "load", {"model": path, "key": key, "threads": threads, "custom_ops": custom_ops},
+            what="loading the model", label=label, timeout=timeout, max_rss=max_rss)
+
+
+def node_in_message(text: str) -> Optional[str]:
+    """The node onnxruntime names in an error ("... node. Name:'/conv1/Conv' ...")."""
+    import re
+
+    m = re.search(r"[Nn]ode\.? [Nn]ame:\s*'([^']*)'", text) or re.search(r"\bName:'([^']*)'", text)
+    return m.group(1) if m and m.group(1) else None
+
+
+_default: Optional[OrtChild] = None
+_default_lock = threading.Lock()
+
+
+def default_child() -> OrtChild:
+    """The process-wide onnxruntime child (started on first use, restarted after a crash)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = OrtChild()
+            atexit.register(_default.close)
+        return _default
+
+
+def locate_crash(proto: Any, feed: Dict[str, Any], *, budget_s: float = 30.0,
+                 timeout: float = 60.0) -> Optional[str]:
+    """The node whose run crashes onnxruntime: the shortest prefix of the graph (its first k
+    nodes, every output marked, so each of them runs) that still crashes a fresh child, found
+    by bisection. None when the crash does not repeat, is not in a node, or the budget runs out."""
+    import onnx
+
+    nodes = list(proto.graph.node)
+    if not nodes:
+        return None
+    t_end = time.monotonic() + budget_s
+
+    def crashes(k: int) -> Optional[bool]:
+        m = onnx.ModelProto()
+        m.CopyFrom(proto)
+        del m.graph.node[k:]
+        del m.graph.output[:]
+        for n in m.graph.node:
+            for o in n.output:
+                if o:
+                    m.graph.output.append(onnx.ValueInfoProto(name=o))
+        child = OrtChild(timeout=max(0.1, min(timeout, t_end - time.monotonic())))
+        try:
+            key, meta = child.load(m.SerializeToString(), label="prefix")
+            names = {i["name"] for i in meta["inputs"]}
+            child.run(key, {k2: v for k2, v in feed.items() if k2 in names}, meta["outputs"])
+            return False
+        except OrtCrashed:
+            return True
+        except (OrtError, OrtFailed):
+            return None  # a prefix onnxruntime refuses, or one past the budget: cannot tell
+        finally:
+            child.close()
+
+    if not crashes(len(nodes)):
+        return None
+    lo, hi = 0, len(nodes)  # prefix lo does not crash, prefix hi does
+    while hi - lo > 1:
+        if time.monotonic() > t_end:
+            return None
+        mid = (lo + hi) // 2
+        c = crashes(mid)
+        if c is None:
+            return None
+        lo, hi = (lo, mid) if c else (mid, hi)
+    n = nodes[hi - 1]
+    return n.name or f"{n.op_type} #{hi - 1}"
