@@ -163,15 +163,15 @@ PRECISION = [
 # Course 2 · FP16 and INT8: why calibration data must look like real data
 
 FP16 halves the bits of every number; INT8 goes further and maps each tensor's range onto 255
-steps with one **scale** per tensor, found by **calibration**: running the FP32 model on sample
+steps with a **scale** per tensor (per output channel for weights), found by **calibration**: running the FP32 model on sample
 inputs and recording the range of every activation. We convert `sample_models/resnet_tiny.onnx`
 with `workbench.precision.convert` (FP16 casts, INT8 Q/DQ pairs) and measure the error against
 FP32 on the CPU with onnxruntime, on the 32 representative images in `calib/resnet_tiny.npz`.
 """, """
 # 第 2 课 · FP16 与 INT8：校准数据为什么必须像真实数据
 
-FP16 把每个数的位数减半；INT8 更进一步：每个张量用一个**缩放因子**（scale）把取值范围映射到
-255 个台阶上。缩放因子由**校准**（calibration）得到：在样本输入上运行 FP32 模型，记录每个激活
+FP16 把每个数的位数减半；INT8 更进一步：每个张量用**缩放因子**（scale）把取值范围映射到
+255 个台阶上（权重按输出通道各有一个）。缩放因子由**校准**（calibration）得到：在样本输入上运行 FP32 模型，记录每个激活
 张量的取值范围。我们用 `workbench.precision.convert` 转换 `sample_models/resnet_tiny.onnx`
 （FP16 插入 Cast，INT8 插入 Q/DQ 节点对），并在 CPU 上用 onnxruntime、以 `calib/resnet_tiny.npz`
 中 32 张有代表性的图像为输入，测量与 FP32 的误差。
@@ -320,21 +320,23 @@ cw.check(n_kernels == len(raw), en="count the distinct values of convs['fp16'].t
     M("""
 ## The timing cache
 
-Timing every candidate is most of a build's time. TensorRT can save the measurements in a
+Timing the candidates is usually where most of a build's time goes. TensorRT can save the measurements in a
 **timing cache** keyed by the layer's configuration and the GPU; a later build that meets the same
 layer on the same GPU and TensorRT version reuses the measurement instead of timing again, so
-rebuilding (another profile, a changed head, the next CI run) gets much faster. The cache changes
-*how long* a build takes, not *what* it builds, so the workbench keeps it out of the engine
-cache's key and stores one per backend and version in the workspace. With a build configuration
+rebuilding (another profile, a changed head, the next CI run) gets much faster. The cache is meant
+to change *how long* a build takes, not *what* it builds (it replays earlier measurements, where a
+fresh timing might pick another of two equally fast kernels), so the workbench keeps it out of the
+engine cache's key and stores one per backend and version in the workspace. With a build configuration
 the cache becomes one flag of the equivalent `trtexec` line:
 """, """
 ## 计时缓存
 
-给每个候选内核计时，占了构建的大部分时间。TensorRT 可以把测量结果存进**计时缓存**
+给候选内核计时，通常占去构建的大部分时间。TensorRT 可以把测量结果存进**计时缓存**
 （timing cache），以层的配置和 GPU 为键；之后的构建在同一块 GPU、同一个 TensorRT 版本上遇到
 相同的层时，直接复用测量结果而不再计时，所以重新构建（换一个 profile、改了输出头、下一次 CI）
-会快得多。缓存改变的是构建*花多长时间*，而不是构建*出什么*，因此 workbench 不把它计入引擎缓存
-的键，并在工作区里按后端和版本各存一份。在构建配置里，它对应等价 `trtexec` 命令的一个参数：
+会快得多。缓存要改变的是构建*花多长时间*，而不是构建*出什么*（它复用以前的测量结果；重新计时的话，
+两个一样快的内核之间可能选中另一个），因此 workbench 不把它计入引擎缓存的键，并在工作区里按后端
+和版本各存一份。在构建配置里，它对应等价 `trtexec` 命令的一个参数：
 """),
     C("""
 from workbench.build.spec import BuildConfig
@@ -350,17 +352,19 @@ import json
 print("how the A100 engine was tuned:", json.loads((cw.A100 / "resnet-fp16.engine.build.metadata.json").read_text())["build_options"])
 """),
     M("""
-`minTiming`/`avgTiming` are how many timing runs trtexec gave each candidate. The recorded data
+`minTiming` is the minimum number of timing iterations trtexec used to choose each kernel,
+`avgTiming` the number of runs averaged per iteration. The recorded data
 here hold the tactics the tuner chose, not build durations, so this course shows no build-time
 figures; the GPU test `tests/gpu/test_build_trt86.py::test_timing_cache_is_saved_and_loaded`
-checks on the H200 that a second build loads the cache the first one saved. TensorRT-RTX builds
-ahead of time without timing on a GPU; there the cache calls do nothing, and the build notes say so.
+checks on the H200 that a second build loads the cache the first one saved. With TensorRT-RTX
+the timing-cache calls are no-ops (it builds ahead of time, without a GPU); the build notes then say
+"timing cache not used".
 """, """
-`minTiming`/`avgTiming` 是 trtexec 给每个候选内核计时的次数。这里录下的数据只有调优器选中的策略，
+`minTiming` 是 trtexec 为挑选内核至少计时的迭代次数，`avgTiming` 是每次迭代取平均的运行次数。这里录下的数据只有调优器选中的策略，
 没有构建耗时，所以本课不给出构建时间的数字；GPU 测试
 `tests/gpu/test_build_trt86.py::test_timing_cache_is_saved_and_loaded` 会在 H200 上验证：第二次
-构建加载了第一次保存的缓存。TensorRT-RTX 是预先（ahead of time）构建的，不在 GPU 上计时，计时缓存
-的调用在那里不起作用，构建说明中会注明这一点。
+构建加载了第一次保存的缓存。在 TensorRT-RTX 中，计时缓存的调用不起作用（它是预先（ahead of time）
+构建的，不需要 GPU），构建说明中会写明 "timing cache not used"。
 """),
 ]
 
@@ -398,13 +402,13 @@ for f in wide_findings([parse_profile_arg("input_ids:1x1:8x64:64x512,attention_m
     print(f)
 """),
     M("""
-A profile spanning 1..512 is legal but costly: kernels tuned for 64 run slowly at 512, and memory
+A profile spanning 1..512 is legal but costly: kernels tuned for 64 may run slowly at 512, and memory
 is reserved for 64x512 whatever you feed. What does a profile change in a real engine? The
 ResNet engines on the H200 were built with one profile (min 1, opt 8, max 32). Their layer
 information, exported with an execution context at the opt shape, shows concrete shapes; the
 same engine inspected without a context shows `-1` for the dynamic axis:
 """, """
-跨越 1..512 的配置文件合法，但代价不小：为 64 调优的内核在 512 时跑得慢，而且不管实际输入多大，
+跨越 1..512 的配置文件合法，但代价不小：为 64 调优的内核在 512 时可能跑得慢，而且不管实际输入多大，
 显存都按 64x512 预留。那么在真实引擎里，配置文件到底改变了什么？H200 上的 ResNet 引擎用一个
 配置文件构建（min 1、opt 8、max 32）。带执行上下文（execution context）、按 opt 形状导出的层信息
 给出具体形状；同一个引擎不带上下文查看时，动态维度显示为 `-1`：
