@@ -1,29 +1,149 @@
-"""Every notebook under notebooks/ executes headlessly, top to bottom, with no error cell."""
+"""Every notebook under notebooks/ executes headlessly, top to bottom, with no error cell; so does
+every chapter of the bilingual course (notebooks/course/en and zh), whose pairs must match the
+source they are written from (notebooks/course/make_course.py)."""
 from __future__ import annotations
 
+import importlib.util
+import json
+import re
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from conftest import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+COURSE_DIR = REPO / "notebooks" / "course"
+COURSE = sorted(COURSE_DIR.glob("*/*.ipynb"))
+CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def test_there_are_notebooks():
     assert len(NOTEBOOKS) >= 1, "notebooks/ should hold the workflow and teaching notebooks"
 
 
+def _execute(nb: nbformat.NotebookNode, folder: Path) -> nbformat.NotebookNode:
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(folder)}})
+    client.execute()
+    return nb
+
+
+def _errors(nb: nbformat.NotebookNode) -> list:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if o.get("output_type") == "error"]
+
+
+def _text(cell: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_executes(path: Path, tmp_path):
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(REPO / "notebooks")}})
-    client.execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
+    nb = _execute(nbformat.read(path, as_version=4), REPO / "notebooks")
+    errors = _errors(nb)
     assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     assert any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), "no cell produced output"
+
+
+# --------------------------------------------------------------------------- the course
+def _make_course():
+    spec = importlib.util.spec_from_file_location("make_course", COURSE_DIR / "make_course.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _coursework():
+    sys.path.insert(0, str(COURSE_DIR))
+    try:
+        import coursework
+    finally:
+        sys.path.remove(str(COURSE_DIR))
+    return coursework
+
+
+def test_course_has_every_chapter_in_both_languages():
+    en = sorted(p.name for p in COURSE_DIR.glob("en/*.ipynb"))
+    zh = sorted(p.name for p in COURSE_DIR.glob("zh/*.ipynb"))
+    assert en == zh, f"chapters differ between en/ and zh/: {sorted(set(en) ^ set(zh))}"
+    assert [n.split("_", 1)[1] for n in en] == ["builder.ipynb", "precision.ipynb", "tactics.ipynb",
+                                                 "dynamic_shapes.ipynb", "runtime.ipynb", "serving.ipynb"]
+
+
+def test_course_notebooks_are_written_from_the_source_without_outputs():
+    rendered = _make_course().render()
+    assert sorted(rendered) == sorted(str(p.relative_to(COURSE_DIR)) for p in COURSE)
+    for rel, nb in rendered.items():
+        on_disk = nbformat.read(COURSE_DIR / rel, as_version=4)
+        assert [(c.cell_type, c.source) for c in on_disk.cells] == \
+            [(c.cell_type, c.source) for c in nb.cells], \
+            f"{rel} differs from chapters.py: run python notebooks/course/make_course.py"
+        assert all(not c.get("outputs") and c.get("execution_count") is None
+                   for c in on_disk.cells if c.cell_type == "code"), f"{rel}: outputs are committed"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in COURSE_DIR.glob("en/*.ipynb")))
+def test_course_pairs_share_code_and_differ_in_language(name):
+    en = nbformat.read(COURSE_DIR / "en" / name, as_version=4)
+    zh = nbformat.read(COURSE_DIR / "zh" / name, as_version=4)
+    code = lambda nb: [c.source.replace('"zh"', '"en"') for c in nb.cells if c.cell_type == "code"]  # noqa: E731
+    assert code(en) == code(zh)
+    assert 'use_language("zh")' in zh.cells[1].source and 'use_language("en")' in en.cells[1].source
+    text = lambda nb: " ".join(c.source for c in nb.cells if c.cell_type == "markdown")  # noqa: E731
+    assert not CJK.search(text(en)), f"en/{name} has Chinese text"
+    assert len(CJK.findall(text(zh))) > 200, f"zh/{name} is not written in Chinese"
+    tags = [c.metadata.get("tags", []) for c in en.cells]
+    assert ["exercise"] in tags, f"{name} has no exercise"
+    for i, t in enumerate(tags):  # every exercise is followed by its check
+        if t == ["exercise"]:
+            assert tags[i + 1] == ["check"], f"{name}: cell {i} (exercise) is not followed by a check"
+
+
+def test_course_check_prints_a_verdict_in_the_chosen_language(capsys):
+    cw = _coursework()
+    try:
+        cw.use_language("zh")
+        cw.check(True, en="hint", zh="提示")
+        assert capsys.readouterr().out.strip() == "✅ 回答正确，做得好。"
+        with pytest.raises(AssertionError, match="提示"):
+            cw.check(False, en="hint", zh="提示")
+        assert capsys.readouterr().out.strip() == "❌ 还不对: 提示"
+        cw.use_language("en")
+        with pytest.raises(AssertionError, match="hint"):
+            cw.check(False, en="hint", zh="提示")
+        with pytest.raises(ValueError, match="choose one of en, zh"):
+            cw.use_language("fr")
+    finally:
+        cw.use_language("en")
+    assert cw.close(1.0, 1.005) and not cw.close(1.0, 1.1) and not cw.close("x", 1.0)
+    assert (cw.H200 / "resnet50_fp16.layers.json").is_file() and (cw.TIMING / "README.md").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", COURSE, ids=[f"{p.parent.name}/{p.name}" for p in COURSE])
+def test_course_notebook_executes_and_every_check_passes(path: Path):
+    nb = _execute(nbformat.read(path, as_version=4), path.parent)
+    errors = _errors(nb)
+    assert not errors, f"{path.parent.name}/{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+    checks = [c for c in nb.cells if c.metadata.get("tags") == ["check"]]
+    verdict = "✅ 回答正确" if path.parent.name == "zh" else "✅ Correct"
+    assert checks and all(verdict in _text(c) for c in checks), [_text(c) for c in checks]
+
+
+@pytest.mark.slow
+def test_course_check_cell_stops_at_a_wrong_answer():
+    """A student's wrong answer makes the check cell print the hint and fail (Run all stops)."""
+    path = COURSE_DIR / "zh" / "05_runtime.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.metadata.get("tags") == ["exercise"])
+    nb.cells[first].source = "p99 = np.percentile(samples_ms, 50)   # the median, not the P99"
+    with pytest.raises(CellExecutionError, match="AssertionError"):
+        _execute(nb, path.parent)
+    out = _text(nb.cells[first + 1])
+    assert "❌ 还不对" in out and "np.percentile(samples_ms, 99)" in out, out

@@ -1,0 +1,45 @@
+"""Shared by the course notebooks: where the recorded data live, and the exercise checks.
+
+A notebook starts with `cw.use_language("en")` (or "zh"); `check` then prints its verdict in that
+language and raises AssertionError when the answer is wrong, so "Run all" stops at the exercise
+that needs another look."""
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "data" / "fixtures"   # real TensorRT data, with their licences
+H200 = FIXTURES / "trt86-h200"                     # TensorRT 8.6 on an NVIDIA H200
+A100 = FIXTURES / "trex-a100-resnet"               # trtexec exports, ResNet on an A100
+TIMING = REPO / "tests" / "data" / "timing"        # the workbench's own captures on the H200
+SAMPLES = REPO / "sample_models"
+
+_LANG = "en"
+_WORDS = {"en": ("Correct, well done.", "Not yet"), "zh": ("回答正确，做得好。", "还不对")}
+
+
+def use_language(lang: str) -> None:
+    """Choose the language of the verdicts: 'en' or 'zh'."""
+    global _LANG
+    if lang not in _WORDS:
+        raise ValueError(f"language {lang!r}: choose one of {', '.join(_WORDS)}")
+    _LANG = lang
+
+
+def check(ok: bool, *, en: str, zh: str) -> None:
+    """Print the verdict of one exercise; `en`/`zh`: the hint shown when the answer is wrong."""
+    good, bad = _WORDS[_LANG]
+    text = en if _LANG == "en" else zh
+    if ok:
+        print(f"✅ {good}")
+        return
+    print(f"❌ {bad}: {text}")
+    raise AssertionError(text)
+
+
+def close(a: float, b: float, rel: float = 0.01) -> bool:
+    """True when a and b agree within `rel` (relative), for answers that are floats."""
+    try:
+        return abs(float(a) - float(b)) <= rel * max(abs(float(b)), 1e-12)
+    except (TypeError, ValueError):
+        return False
