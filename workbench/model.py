@@ -15,7 +15,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Union
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_bytes
@@ -198,6 +198,7 @@ def open_model(path: PathLike) -> Model:
     if size == 0:
         raise WorkbenchError("file is empty (0 bytes)", file=str(p),
                              hint="re-export the model; the write may have failed")
+    bad_text = False
     try:
         if p.suffix.lower() in _TEXT_FORMATS:  # onnx picks the text parser by extension
             import onnx as full_onnx
@@ -205,12 +206,61 @@ def open_model(path: PathLike) -> Model:
             proto = full_onnx.load(str(p), load_external_data=False)
         else:  # binary protobuf, read once (no weight bytes: external data stays on disk)
             with open(p, "rb") as f:
-                proto = onnx.ModelProto.FromString(f.read())
+                data = f.read()
+            bad_text = not _valid_text(data)
+            proto = onnx.ModelProto.FromString(data)
+            del data
     except Exception as e:
         kind = type(e).__name__
         raise WorkbenchError(f"not a readable ONNX model ({kind}: {str(e)[:120]})", file=str(p),
                              hint="the file is corrupt, truncated or not ONNX; re-export it") from None
+    if bad_text:
+        node, where = _first_bytes_field(proto)
+        raise WorkbenchError("holds text that is not valid UTF-8 (a name, op type or key)",
+                             file=str(p), node=node, field=where,
+                             hint="the file is corrupt; re-export it")
     return _checked(proto, p, size)
+
+
+def _valid_text(data: bytes) -> bool:
+    """False when a string field of the serialized model is not valid UTF-8 (protobuf would
+    hand it back as bytes and every reader after this one expects str). Checked by the C
+    parser with onnx's schema in strict form (onnx_light.strict_model_class); any other
+    parse problem is left to onnx's own parse, which reports it."""
+    from workbench.onnx_light import strict_model_class
+
+    cls = strict_model_class()
+    if cls is None:
+        return True
+    try:
+        cls.FromString(data)
+    except Exception as e:
+        return "utf-8" not in str(e).lower()
+    return True
+
+
+def _first_bytes_field(msg: object, path: str = "") -> Tuple[Optional[str], str]:
+    """(node name, field path) of the first string field protobuf handed back as bytes, e.g.
+    ('/conv1/Conv', 'graph.node[3].op_type'). A generic walk: only run on a file known bad."""
+    node: Optional[str] = None
+    for fd, val in msg.ListFields():  # type: ignore[attr-defined]
+        many = getattr(fd, "is_repeated", None)
+        if many is None:
+            many = fd.label == fd.LABEL_REPEATED
+        for i, v in enumerate(val if many else [val]):
+            where = f"{path}{fd.name}" + (f"[{i}]" if many else "")
+            if fd.type == fd.TYPE_STRING:
+                if not isinstance(v, str):
+                    return node, where
+            elif fd.message_type is not None:
+                if fd.message_type.name == "NodeProto":
+                    name = getattr(v, "name", "")
+                    node = name if isinstance(name, str) else name.decode("utf-8", "replace")
+                inner, found = _first_bytes_field(v, where + ".")
+                if found:
+                    return inner or node, found
+                node = None
+    return None, ""
 
 
 def model_from_proto(proto: "onnx.ModelProto", path: Optional[PathLike] = None) -> Model:
