@@ -212,6 +212,10 @@ def open_model(path: PathLike) -> Model:
             del data
     except Exception as e:
         kind = type(e).__name__
+        if "MaxDepth" in str(e):  # protobuf's recursion limit: also what bounds our walkers
+            raise WorkbenchError("not a readable ONNX model: messages nest deeper than protobuf "
+                                 "reads (100 levels; subgraphs inside subgraphs...)", file=str(p),
+                                 hint="the file is corrupt or hostile; re-export it") from None
         raise WorkbenchError(f"not a readable ONNX model ({kind}: {str(e)[:120]})", file=str(p),
                              hint="the file is corrupt, truncated or not ONNX; re-export it") from None
     if bad_text:
@@ -300,7 +304,16 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
                 f"tensor '{t.name}' points its external data outside the model folder: '{loc}'",
                 file=label, field="external_data.location",
                 hint="refusing untrusted path; keep data files next to the model")
-        target = (base / loc).resolve()
+        try:  # (a NUL byte, a name too long for the file system, a loop of symlinks...)
+            target = (base / loc).resolve()
+            is_file = target.is_file()
+            file_size = target.stat().st_size if is_file else 0
+        except (OSError, ValueError, RuntimeError) as e:
+            raise WorkbenchError(
+                f"tensor '{t.name}' external-data location is not a usable path "
+                f"({type(e).__name__}): '{loc[:80]}'", file=label,
+                field="external_data.location", hint="the file is corrupt; re-export it"
+                ) from None
         try:
             target.relative_to(base)
         except ValueError:
@@ -308,12 +321,13 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
                 f"tensor '{t.name}' external data resolves outside the model folder: '{loc}'",
                 file=label, field="external_data.location",
                 hint="refusing untrusted path (symlink?); keep data files next to the model") from None
-        if target.is_file():
+        if is_file:
             files.add(target)
             end = _external_end(t)
-            if end is not None and end > target.stat().st_size:
-                short.append(f"{t.name} ({loc}: needs {end} bytes, file has "
-                             f"{target.stat().st_size})")
+            if end is None:
+                short.append(f"{t.name} ({loc}: offset/length are not byte counts)")
+            elif end > file_size:
+                short.append(f"{t.name} ({loc}: needs {end} bytes, file has {file_size})")
         else:
             m.missing_external.append(loc)
     m.external_files = sorted(files)
@@ -329,7 +343,8 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
     if short:
         m.warnings.append(Finding(
             "warning", "external-data-truncated",
-            f"{len(short)} tensor(s) point past the end of their external-data file, e.g. "
+            f"{len(short)} tensor(s) point past the end of their external-data file (or give "
+            f"no usable offset/length), e.g. "
             f"{short[0]}; loading the weights will fail",
             hint="the data file is truncated or belongs to another export; re-export the model",
             source="model"))
@@ -337,12 +352,17 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
 
 
 def _external_end(t: "onnx.TensorProto") -> Optional[int]:
-    """offset + length of an external tensor when both are recorded (else None)."""
+    """offset + length of an external tensor (0 + 0 for keys not recorded: the loader reads
+    to the end of the file then), or None when either is not a non-negative byte count
+    ('-1', 'abc', '1e9'): checked before anything is read or allocated."""
     kv = {e.key: e.value for e in t.external_data}
     try:
-        return int(kv.get("offset", "0") or 0) + int(kv["length"])
-    except (KeyError, ValueError):
+        offset, length = int(kv.get("offset") or 0), int(kv.get("length") or 0)
+    except ValueError:
         return None
+    if offset < 0 or length < 0:
+        return None
+    return offset + length
 
 
 def save_model(proto: "onnx.ModelProto", path: PathLike, *, source: Optional[PathLike] = None,
