@@ -19,6 +19,7 @@ import json
 import os
 import random
 import struct
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -112,7 +113,7 @@ def _read_engine_meta(folder: Path) -> None:
         model = folder / "m.onnx"
         try:  # half the time the hostile record sits under the model's real key
             doc = json.loads(memo.read_text())
-            if isinstance(doc, dict) and doc and hash(memo.read_bytes()) % 2:
+            if isinstance(doc, dict) and doc and zlib.crc32(memo.read_bytes()) % 2:
                 key = "|".join(map(str, cache._stat_key(model)))
                 memo.write_text(json.dumps({key: next(iter(doc.values()))}))
         except (ValueError, RecursionError):
