@@ -328,3 +328,17 @@ def test_hostile_file_in_a_real_process_is_bounded(tmp_path, name):
     assert len(text.strip().splitlines()) == (expected == 2) and "Traceback" not in text, text
     print(f"{name}: exit {proc.returncode}, peak RSS {peak_mb:.0f} MB")
     assert peak_mb < PEAK_RSS_MB, f"{name}: peak RSS {peak_mb:.0f} MB"
+
+
+def test_profile_counts_and_times_out_of_range():
+    from workbench.timing.profile import parse_profile
+
+    p = parse_profile([{"name": "a", "averageMs": 0.5, "count": float("nan")},
+                       {"name": "b", "averageMs": 0.25, "count": 50}])
+    assert p.layers["count"].tolist()[1] == 50 and p.iterations == 50  # NaN count: unknown
+    with pytest.raises(WorkbenchError, match=r"'averageMs' must be a non-negative number"):
+        parse_profile([{"name": "a", "averageMs": 10 ** 400}])
+    with pytest.raises(WorkbenchError, match=r"'count' must be a number"):
+        parse_profile([{"count": float("inf")}, {"name": "a", "averageMs": 1.0}])
+    with pytest.raises(WorkbenchError, match="latency_ms"):
+        parse_profile({"format": "workbench-profile", "layers": [], "latency_ms": ["x"]})
