@@ -334,8 +334,9 @@ def test_profile_counts_and_times_out_of_range():
     from workbench.timing.profile import parse_profile
 
     p = parse_profile([{"name": "a", "averageMs": 0.5, "count": float("nan")},
+                       {"name": "c", "averageMs": 0.5, "count": 10 ** 400},
                        {"name": "b", "averageMs": 0.25, "count": 50}])
-    assert p.layers["count"].tolist()[1] == 50 and p.iterations == 50  # NaN count: unknown
+    assert p.layers["count"].tolist()[2] == 50 and p.iterations == 50  # NaN, 10**400: unknown
     with pytest.raises(WorkbenchError, match=r"'averageMs' must be a non-negative number"):
         parse_profile([{"name": "a", "averageMs": 10 ** 400}])
     with pytest.raises(WorkbenchError, match=r"'count' must be a number"):

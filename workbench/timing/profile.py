@@ -79,7 +79,9 @@ def _count(v: Any) -> Optional[int]:
     """An iteration count when it is one (a finite number; NaN, inf, text, bool: unknown)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    return int(v) if math.isfinite(v) else None
+    if isinstance(v, int):
+        return v if 0 <= v < 2 ** 63 else None
+    return int(v) if math.isfinite(v) and v >= 0 else None
 
 
 def _layer_records(recs: List[Any], source: str, offset: int = 0) -> pd.DataFrame:
