@@ -15,7 +15,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Union
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_bytes
@@ -198,6 +198,7 @@ def open_model(path: PathLike) -> Model:
     if size == 0:
         raise WorkbenchError("file is empty (0 bytes)", file=str(p),
                              hint="re-export the model; the write may have failed")
+    bad_text = False
     try:
         if p.suffix.lower() in _TEXT_FORMATS:  # onnx picks the text parser by extension
             import onnx as full_onnx
@@ -205,12 +206,65 @@ def open_model(path: PathLike) -> Model:
             proto = full_onnx.load(str(p), load_external_data=False)
         else:  # binary protobuf, read once (no weight bytes: external data stays on disk)
             with open(p, "rb") as f:
-                proto = onnx.ModelProto.FromString(f.read())
+                data = f.read()
+            bad_text = not _valid_text(data)
+            proto = onnx.ModelProto.FromString(data)
+            del data
     except Exception as e:
         kind = type(e).__name__
+        if "MaxDepth" in str(e):  # protobuf's recursion limit: also what bounds our walkers
+            raise WorkbenchError("not a readable ONNX model: messages nest deeper than protobuf "
+                                 "reads (100 levels; subgraphs inside subgraphs...)", file=str(p),
+                                 hint="the file is corrupt or hostile; re-export it") from None
         raise WorkbenchError(f"not a readable ONNX model ({kind}: {str(e)[:120]})", file=str(p),
                              hint="the file is corrupt, truncated or not ONNX; re-export it") from None
+    if bad_text:
+        node, where = _first_bytes_field(proto)
+        raise WorkbenchError("holds text that is not valid UTF-8 (a name, op type or key)",
+                             file=str(p), node=node, field=where,
+                             hint="the file is corrupt; re-export it")
     return _checked(proto, p, size)
+
+
+def _valid_text(data: bytes) -> bool:
+    """False when a string field of the serialized model is not valid UTF-8 (protobuf would
+    hand it back as bytes and every reader after this one expects str). Checked by the C
+    parser with onnx's schema in strict form (onnx_light.strict_model_class); any other
+    parse problem is left to onnx's own parse, which reports it."""
+    from workbench.onnx_light import strict_model_class
+
+    cls = strict_model_class()
+    if cls is None:
+        return True
+    try:
+        cls.FromString(data)
+    except Exception as e:
+        return "utf-8" not in str(e).lower()
+    return True
+
+
+def _first_bytes_field(msg: object, path: str = "") -> Tuple[Optional[str], str]:
+    """(node name, field path) of the first string field protobuf handed back as bytes, e.g.
+    ('/conv1/Conv', 'graph.node[3].op_type'). A generic walk: only run on a file known bad."""
+    node: Optional[str] = None
+    for fd, val in msg.ListFields():  # type: ignore[attr-defined]
+        many = getattr(fd, "is_repeated", None)
+        if many is None:
+            many = fd.label == fd.LABEL_REPEATED
+        for i, v in enumerate(val if many else [val]):
+            where = f"{path}{fd.name}" + (f"[{i}]" if many else "")
+            if fd.type == fd.TYPE_STRING:
+                if not isinstance(v, str):
+                    return node, where
+            elif fd.message_type is not None:
+                if fd.message_type.name == "NodeProto":
+                    name = getattr(v, "name", "")
+                    node = name if isinstance(name, str) else name.decode("utf-8", "replace")
+                inner, found = _first_bytes_field(v, where + ".")
+                if found:
+                    return inner or node, found
+                node = None
+    return None, ""
 
 
 def model_from_proto(proto: "onnx.ModelProto", path: Optional[PathLike] = None) -> Model:
@@ -250,7 +304,16 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
                 f"tensor '{t.name}' points its external data outside the model folder: '{loc}'",
                 file=label, field="external_data.location",
                 hint="refusing untrusted path; keep data files next to the model")
-        target = (base / loc).resolve()
+        try:  # (a NUL byte, a name too long for the file system, a loop of symlinks...)
+            target = (base / loc).resolve()
+            is_file = target.is_file()
+            file_size = target.stat().st_size if is_file else 0
+        except (OSError, ValueError, RuntimeError) as e:
+            raise WorkbenchError(
+                f"tensor '{t.name}' external-data location is not a usable path "
+                f"({type(e).__name__}): '{loc[:80]}'", file=label,
+                field="external_data.location", hint="the file is corrupt; re-export it"
+                ) from None
         try:
             target.relative_to(base)
         except ValueError:
@@ -258,12 +321,13 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
                 f"tensor '{t.name}' external data resolves outside the model folder: '{loc}'",
                 file=label, field="external_data.location",
                 hint="refusing untrusted path (symlink?); keep data files next to the model") from None
-        if target.is_file():
+        if is_file:
             files.add(target)
             end = _external_end(t)
-            if end is not None and end > target.stat().st_size:
-                short.append(f"{t.name} ({loc}: needs {end} bytes, file has "
-                             f"{target.stat().st_size})")
+            if end is None:
+                short.append(f"{t.name} ({loc}: offset/length are not byte counts)")
+            elif end > file_size:
+                short.append(f"{t.name} ({loc}: needs {end} bytes, file has {file_size})")
         else:
             m.missing_external.append(loc)
     m.external_files = sorted(files)
@@ -279,7 +343,8 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
     if short:
         m.warnings.append(Finding(
             "warning", "external-data-truncated",
-            f"{len(short)} tensor(s) point past the end of their external-data file, e.g. "
+            f"{len(short)} tensor(s) point past the end of their external-data file (or give "
+            f"no usable offset/length), e.g. "
             f"{short[0]}; loading the weights will fail",
             hint="the data file is truncated or belongs to another export; re-export the model",
             source="model"))
@@ -287,12 +352,17 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
 
 
 def _external_end(t: "onnx.TensorProto") -> Optional[int]:
-    """offset + length of an external tensor when both are recorded (else None)."""
+    """offset + length of an external tensor (0 + 0 for keys not recorded: the loader reads
+    to the end of the file then), or None when either is not a non-negative byte count
+    ('-1', 'abc', '1e9'): checked before anything is read or allocated."""
     kv = {e.key: e.value for e in t.external_data}
     try:
-        return int(kv.get("offset", "0") or 0) + int(kv["length"])
-    except (KeyError, ValueError):
+        offset, length = int(kv.get("offset") or 0), int(kv.get("length") or 0)
+    except ValueError:
         return None
+    if offset < 0 or length < 0:
+        return None
+    return offset + length
 
 
 def save_model(proto: "onnx.ModelProto", path: PathLike, *, source: Optional[PathLike] = None,

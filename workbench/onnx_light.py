@@ -101,6 +101,37 @@ class _AttachOnImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+_strict_cls: Any = None
+
+
+def strict_model_class() -> Any:
+    """ModelProto parsed with UTF-8 checks on every string field (None if this protobuf
+    cannot build it). onnx.proto is proto2, where protobuf hands invalid UTF-8 back as bytes
+    instead of failing; the same schema declared as edition 2023 with `utf8_validation =
+    VERIFY` makes the C parser refuse such a file at parse speed. Used only to validate: the
+    model itself is still parsed with onnx's own class."""
+    global _strict_cls
+    if _strict_cls is None:
+        try:
+            from google.protobuf import descriptor_pool, message_factory
+
+            model_cls = onnx_proto().ModelProto
+            # onnx's own FileDescriptorProto with fields appended (protobuf merge: last wins):
+            # name (1), syntax (12) "editions", edition (14) 2023, options (8) ->
+            # features (50) -> utf8_validation (4) VERIFY (2). (descriptor_pb2 would cost an
+            # import on the CLI's start-up path.)
+            name = b"workbench_strict/onnx.proto"
+            extra = (b"\x0a" + bytes([len(name)]) + name + b"\x62\x08editions" + b"\x70\xe8\x07"
+                     + b"\x42\x05\x92\x03\x02\x20\x02")
+            pool = descriptor_pool.DescriptorPool()
+            pool.AddSerializedFile(model_cls.DESCRIPTOR.file.serialized_pb + extra)
+            _strict_cls = message_factory.GetMessageClass(
+                pool.FindMessageTypeByName(model_cls.DESCRIPTOR.full_name))
+        except Exception:  # an old protobuf without editions: callers fall back to a walk
+            _strict_cls = False
+    return _strict_cls or None
+
+
 def infer_shapes(model: Any, *, data_prop: bool = True) -> Any:
     """ONNX shape inference (non-strict) returning a ModelProto of the same class."""
     if "onnx" in sys.modules or not is_light():

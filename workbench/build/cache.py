@@ -56,16 +56,18 @@ def _memo_lookup(p: Path) -> Optional[str]:
     if rec is None:
         try:
             disk = json.loads(_memo_file().read_text())
-            rec = disk.get("|".join(map(str, key)))
-        except (OSError, ValueError):
+            rec = disk.get("|".join(map(str, key))) if isinstance(disk, dict) else None
+        except (OSError, ValueError, RecursionError):
             rec = None
-    if rec is None:
+    # a memo that is not what we write (edited, corrupt, hostile) is no memo: hash again
+    if not (isinstance(rec, dict) and isinstance(rec.get("hash"), str)
+            and isinstance(rec.get("external", []), list)):
         return None
     for ext in rec.get("external", []):
         try:
             if list(_stat_key(Path(ext[0]))) != list(ext):
                 return None
-        except OSError:
+        except (OSError, TypeError, ValueError, IndexError, KeyError):
             return None
     with _memo_lock:
         _hash_memo[key] = rec
@@ -84,7 +86,9 @@ def _memo_store(p: Path, h: str, external: Sequence[Path]) -> None:
             with locked(_memo_lock_path()):  # processes sharing the home merge, not overwrite
                 try:
                     disk = json.loads(f.read_text())
-                except (OSError, ValueError):
+                except (OSError, ValueError, RecursionError):
+                    disk = {}
+                if not isinstance(disk, dict):
                     disk = {}
                 disk["|".join(map(str, key))] = rec
                 if len(disk) > 2000:
@@ -210,7 +214,9 @@ def cache_key(model_hash: str, config: BuildConfig, route: str, backend: str, ve
 
 def load_cached(engine: Path, meta_path: Path, key: str, ws: Any = None
                 ) -> Optional[Dict[str, Any]]:
-    """The card of the cached engine for `key`, or None; under `ws`'s lock when given."""
+    """The cached build's meta (its engine card) when it belongs to `key` and reads back as
+    a BuildResult, under `ws`'s lock when given; a card that does not (corrupt, edited, an
+    older schema) is a cache miss, so the build runs again and writes a good one."""
     if ws is not None:
         with ws.lock():
             return load_cached(engine, meta_path, key)
@@ -218,9 +224,14 @@ def load_cached(engine: Path, meta_path: Path, key: str, ws: Any = None
         return None
     try:
         meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    if meta.get("key") != key or meta.get("size_bytes") != engine.stat().st_size:
+    if not isinstance(meta, dict) or meta.get("key") != key or \
+            meta.get("size_bytes") != engine.stat().st_size:
+        return None
+    try:
+        result_from_meta(meta, engine, 0.0, cache_hit=True).to_dict()
+    except Exception:  # (a wrong type or a missing field anywhere in the card)
         return None
     return meta
 

@@ -273,27 +273,55 @@ def save_run_results(path: Any, runs: Dict[str, List[Feed]]) -> Path:
 
 
 def load_run_results(path: Any) -> Dict[str, List[Feed]]:
-    """Read Polygraphy RunResults JSON (ours or Polygraphy's) without pickle."""
+    """Read Polygraphy RunResults JSON (ours or Polygraphy's) without pickle. Every way the
+    file can be wrong (not JSON, wrong structure, an array header that declares more than it
+    holds) is a one-line WorkbenchError naming the file and where in it."""
+    from workbench.precision.calibration import max_array_bytes, read_npy
+
     p = Path(path)
+    hint = ("save results with `workbench compare --save-results` or "
+            "`polygraphy run --save-outputs`")
+
+    def bad(what: str, where: str = "") -> WorkbenchError:
+        return WorkbenchError(f"not a RunResults JSON file ({what})", file=str(p),
+                              field=where or None, hint=hint)
+
     try:
-        data = json.loads(p.read_text())
-        out: Dict[str, List[Feed]] = {}
-        for name, iters in data["lst"]:
-            out[name] = []
-            for it in iters:
-                feed = {}
-                for k, v in it["outputs"].items():
-                    enc = v["values"] if v.get("polygraphy_class") == "LazyArray" else v
-                    raw = base64.b64decode(enc["array"].encode(), validate=True)
-                    feed[k] = np.load(io.BytesIO(raw), allow_pickle=False)
-                out[name].append(feed)
-        return out
+        data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise WorkbenchError("file not found", file=str(p)) from None
-    except (ValueError, KeyError, TypeError) as e:
-        raise WorkbenchError(f"not a RunResults JSON file ({type(e).__name__}: {e})", file=str(p),
-                             hint="save results with `workbench compare --save-results` or "
-                                  "`polygraphy run --save-outputs`") from None
+    except (OSError, ValueError, RecursionError) as e:  # (folder, not UTF-8, not JSON, deep)
+        raise bad(f"{type(e).__name__}: {str(e)[:120]}") from None
+    lst = data.get("lst") if isinstance(data, dict) else None
+    if not isinstance(lst, list):
+        raise bad("no 'lst' list", "lst")
+    budget = [max_array_bytes()]
+    out: Dict[str, List[Feed]] = {}
+    for i, entry in enumerate(lst):
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], list)):
+            raise bad("expected [runner name, [iterations]]", f"lst[{i}]")
+        name, iters = entry
+        out[name] = []
+        for j, it in enumerate(iters):
+            outputs = it.get("outputs") if isinstance(it, dict) else None
+            if not isinstance(outputs, dict):
+                raise bad("iteration without an 'outputs' object", f"lst[{i}][{j}].outputs")
+            feed = {}
+            for k, v in outputs.items():
+                where = f"lst[{i}][{j}].outputs.{k}"
+                enc = v.get("values") if isinstance(v, dict) and \
+                    v.get("polygraphy_class") == "LazyArray" else v
+                arr = enc.get("array") if isinstance(enc, dict) else None
+                if not isinstance(arr, str):
+                    raise bad("output without an 'array' string", where)
+                try:
+                    raw = base64.b64decode(arr.encode("ascii"), validate=True)
+                except ValueError as e:  # (binascii.Error, non-ASCII)
+                    raise bad(f"array is not base64: {e}", where) from None
+                feed[k] = read_npy(io.BytesIO(raw), len(raw), f"{p}[{where}]", budget)
+            out[name].append(feed)
+    return out
 
 
 # ----------------------------------------------------------------------------- bisection

@@ -171,19 +171,126 @@ def load_images(folder: Union[str, os.PathLike], model: Any, pre: ImagePreproces
 
 
 # --------------------------------------------------------------------------- files
-def _np_load(path: Path) -> Any:
+def max_array_bytes() -> int:
+    """The most bytes one data file may declare (WORKBENCH_MAX_ARRAY_BYTES; default half the
+    machine's memory): checked from the headers before anything is allocated."""
+    env = os.environ.get("WORKBENCH_MAX_ARRAY_BYTES")
+    if env:
+        return int(env)
     try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as e:
-        if "pickle" in str(e).lower():
-            raise WorkbenchError("contains pickled Python objects, which are never loaded "
-                                 "(untrusted code)", file=str(path),
-                                 hint="save plain numeric arrays: np.savez(path, **{name: array})"
-                                 ) from None
-        raise WorkbenchError(f"not a readable numpy file ({e})", file=str(path)) from None
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):  # pragma: no cover (not Linux/macOS)
+        return 8 << 30
+
+
+def read_npy(f: Any, available: int, label: str, budget: Optional[List[int]] = None) -> np.ndarray:
+    """One .npy array from the open binary stream `f` holding `available` bytes, checked
+    before allocating: the header must parse, the dtype hold no Python objects (never
+    pickle), and shape x itemsize fit in the bytes that are really there (and in `budget`,
+    a one-item list of bytes still allowed, shared by the members of one file)."""
+    from numpy.lib import format as npf
+
+    try:
+        version = npf.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = npf.read_array_header_1_0(f)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = npf.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"unknown .npy format version {version}")
+    except Exception as e:  # (ValueError, TokenError, SyntaxError, EOFError, ...)
+        raise WorkbenchError(f"not a readable numpy array ({type(e).__name__}: "
+                             f"{str(e)[:120]})", file=label,
+                             hint="write it with np.save / np.savez") from None
+    if dtype.hasobject:
+        raise WorkbenchError("contains pickled Python objects, which are never loaded "
+                             "(untrusted code)", file=label,
+                             hint="save plain numeric arrays: np.savez(path, **{name: array})")
+    count = 1
+    for d in shape:
+        if not isinstance(d, int) or d < 0:
+            raise WorkbenchError(f"the array header declares shape {shape}", file=label,
+                                 hint="the file is corrupt; write it with np.save / np.savez")
+        count *= d
+    nbytes = count * dtype.itemsize
+    data_left = available - f.tell() if hasattr(f, "tell") else available
+    if nbytes > data_left:
+        raise WorkbenchError(f"the array header declares shape {shape} {dtype} ({nbytes} bytes) "
+                             f"but only {max(data_left, 0)} bytes follow", file=label,
+                             hint="the file is truncated or corrupt; write it again")
+    if budget is not None:
+        if nbytes > budget[0]:
+            raise WorkbenchError(f"the arrays declare more than {max_array_bytes()} bytes",
+                                 file=label, hint="split the data into several files, or set "
+                                 "WORKBENCH_MAX_ARRAY_BYTES")
+        budget[0] -= nbytes
+    try:
+        arr = np.empty(count, dtype=dtype)  # (writable, like np.load's; size checked above)
+        if nbytes:
+            view, got = memoryview(arr.view(np.uint8).reshape(-1)), 0
+            while got < nbytes:
+                n = f.readinto(view[got:])
+                if not n:
+                    raise EOFError(f"{got} of {nbytes} bytes")
+                got += n
+        return arr.reshape(shape[::-1]).transpose() if fortran else arr.reshape(shape)
     except Exception as e:
-        raise WorkbenchError(f"not a readable numpy file ({type(e).__name__}: {e})",
+        raise WorkbenchError(f"could not read the array data ({type(e).__name__}: "
+                             f"{str(e)[:120]})", file=label, hint="the file is truncated or "
+                             "corrupt; write it again") from None
+
+
+def _np_load(path: Path) -> Any:
+    """An .npy file's array, or an .npz file's {name: array}, read with `read_npy` (sizes
+    checked before allocating, never pickle); anything else is a one-line WorkbenchError."""
+    import zipfile
+    import zlib
+
+    budget = [max_array_bytes()]
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            magic = f.read(4)
+            f.seek(0)
+            if not magic.startswith(b"PK"):
+                return read_npy(f, size, str(path), budget)
+            out: Dict[str, np.ndarray] = {}
+            with zipfile.ZipFile(f) as z:
+                for info in z.infolist():
+                    if info.is_dir():
+                        continue
+                    name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+                    with z.open(info) as m:
+                        out[name] = read_npy(_Counting(m), info.file_size,
+                                             f"{path}[{info.filename}]", budget)
+            return out
+    except WorkbenchError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError, OSError,
+            ValueError, RuntimeError) as e:
+        raise WorkbenchError(f"not a readable numpy file ({type(e).__name__}: {str(e)[:120]})",
                              file=str(path), hint="write it with np.save / np.savez") from None
+
+
+class _Counting:
+    """A read-only stream that knows its position (zip members' tell() is not reliable on
+    every Python; read_npy needs it to know how many data bytes are left)."""
+
+    def __init__(self, f: Any) -> None:
+        self._f, self._pos = f, 0
+
+    def read(self, n: int = -1) -> bytes:
+        b = self._f.read(n)
+        self._pos += len(b)
+        return b
+
+    def readinto(self, buf: Any) -> int:
+        n = self._f.readinto(buf)
+        self._pos += n
+        return n
+
+    def tell(self) -> int:
+        return self._pos
 
 
 def _load_file(path: Path, specs: List[InputSpec]) -> Batch:
@@ -195,20 +302,7 @@ def _load_file(path: Path, specs: List[InputSpec]) -> Batch:
                 + ", ".join(s.name for s in specs), file=str(path),
                 hint="use .npz with one key per input: np.savez(path, **batch)")
         return {specs[0].name: obj}
-    try:
-        batch = {}
-        for k in obj.files:
-            batch[k] = obj[k]
-        return batch
-    except ValueError as e:
-        if "pickle" in str(e).lower():
-            raise WorkbenchError("contains pickled Python objects, which are never loaded "
-                                 "(untrusted code)", file=str(path),
-                                 hint="save plain numeric arrays: np.savez(path, **{name: array})"
-                                 ) from None
-        raise
-    finally:
-        obj.close()
+    return obj
 
 
 def _files_in(folder: Path) -> List[Path]:

@@ -209,10 +209,17 @@ def _const_input_gt(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[
     return {"value": top, "limit": rule["limit"]} if top > rule["limit"] else None
 
 
-def _dtype_name(code: Optional[int]) -> Optional[str]:
+def _dtype_name(code: Any) -> Optional[str]:
+    """ONNX element type name (None for 0/unset); a code ONNX does not define (a corrupt or
+    hostile file) reads 'UNKNOWN(999)' instead of raising."""
     import onnx
 
-    return onnx.TensorProto.DataType.Name(code) if code else None
+    if not code:
+        return None
+    try:
+        return onnx.TensorProto.DataType.Name(int(code))
+    except (TypeError, ValueError):
+        return f"UNKNOWN({code})"
 
 
 def _input_not_const(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[Dict[str, Any]]:
@@ -267,12 +274,10 @@ def _inputs_present(rule: Dict[str, Any], node: Any, scope: _Scope) -> Optional[
 
 def _dtype_attr_not_in(rule: Dict[str, Any], node: Any,
                        scope: _Scope) -> Optional[Dict[str, Any]]:
-    import onnx
-
     v = _attr(node, rule["attr"], None)
     if v is None:
         return None
-    name = onnx.TensorProto.DataType.Name(int(v))
+    name = _dtype_name(v) or "UNDEFINED"
     return None if name in rule["allowed"] else {"value": name,
                                                  "allowed": ", ".join(rule["allowed"])}
 
@@ -382,7 +387,7 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                     name = (kind_of or "untyped").replace("_type", "")
                 else:
                     et = vi.type.tensor_type.elem_type
-                    name = onnx.TensorProto.DataType.Name(et) if et else None
+                    name = _dtype_name(et)
                     if name is None or name in rule["allowed"]:
                         continue
                 yield _entry(None, None, _fmt(rule["reason"], where=where, tensor=vi.name,
@@ -390,7 +395,7 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                              hint=_hint(rule["hint"], model, None, allowed=allowed),
                              code=rule["id"], tensor=vi.name)
             for t in g.initializer:
-                name = onnx.TensorProto.DataType.Name(t.data_type)
+                name = _dtype_name(t.data_type)
                 if t.data_type and name not in rule["allowed"]:
                     yield _entry(None, None, _fmt(rule["reason"], where="initializer",
                                                   tensor=t.name, value=name), "static",

@@ -31,6 +31,10 @@ def read_json(path: PathLike, what: str) -> Any:
         text = raw.decode("latin-1")
     try:
         return json.loads(text, strict=False)
+    except RecursionError:  # (json's C decoder recurses per nesting level)
+        raise WorkbenchError("JSON nests too deeply to read (arrays/objects inside each other "
+                             "beyond Python's recursion limit)", file=str(p),
+                             hint=f"the file is corrupt or not a {what}; re-export it") from None
     except json.JSONDecodeError as e:
         truncated = e.pos >= len(text.rstrip()) - 1
         kind = "truncated JSON (ends early)" if truncated else "not valid JSON"

@@ -65,10 +65,23 @@ def _num(rec: Dict[str, Any], key: str, where: str, source: str) -> Optional[flo
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise WorkbenchError(f"'{key}' must be a number, got {type(v).__name__} {str(v)[:30]!r}",
                              file=source, field=f"{where}.{key}", hint="the profile is malformed")
-    if math.isnan(v) or v < 0:
-        raise WorkbenchError(f"'{key}' must be a non-negative number, got {v}", file=source,
-                             field=f"{where}.{key}", hint="the profile is malformed")
-    return float(v)
+    try:
+        f = float(v)
+    except OverflowError:  # (an integer too large for a float)
+        f = math.nan
+    if math.isnan(f) or f < 0:
+        raise WorkbenchError(f"'{key}' must be a non-negative number, got {str(v)[:30]}",
+                             file=source, field=f"{where}.{key}", hint="the profile is malformed")
+    return f
+
+
+def _count(v: Any) -> Optional[int]:
+    """An iteration count when it is one (a finite number; NaN, inf, text, bool: unknown)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, int):
+        return v if 0 <= v < 2 ** 63 else None
+    return int(v) if math.isfinite(v) and v >= 0 else None
 
 
 def _layer_records(recs: List[Any], source: str, offset: int = 0) -> pd.DataFrame:
@@ -88,12 +101,12 @@ def _layer_records(recs: List[Any], source: str, offset: int = 0) -> pd.DataFram
             raise WorkbenchError("layer record has no time (averageMs, medianMs or timeMs)",
                                  file=source, field=f"{where}.averageMs",
                                  hint="the profile is malformed")
-        count = rec.get("count")
+        count = _count(rec.get("count"))
         rows.append({"name": str(rec["name"]),
                      "mean_ms": mean if mean is not None else (median if median is not None
                                                                else total),
                      "median_ms": median,
-                     "count": int(count) if isinstance(count, (int, float)) else None,
+                     "count": count,
                      "percentage": _num(rec, "percentage", where, source)})
     df = pd.DataFrame(rows, columns=PROFILE_COLUMNS)
     return df
@@ -112,10 +125,17 @@ def parse_profile(data: Any, source: str = "<memory>") -> Profile:
                 lat = data["latency"].get("samples_ms")
             if lat is not None and not isinstance(lat, list):
                 raise WorkbenchError("'latency_ms' must be a list", file=source, field="latency_ms")
+            if lat is not None:
+                lat = [_num({"latency_ms": x}, "latency_ms", f"latency_ms[{j}]", source)
+                       for j, x in enumerate(lat)]
+                if None in lat:
+                    raise WorkbenchError("'latency_ms' holds a null", file=source,
+                                         field="latency_ms", hint="the profile is malformed")
+            thr = data.get("throughput")
             return Profile(layers=df, kind="workbench", source=source,
-                           iterations=data.get("iterations"),
+                           iterations=_count(data.get("iterations")),
                            latency_ms=None if lat is None else np.asarray(lat, dtype=float),
-                           throughput=list(data.get("throughput") or []),
+                           throughput=list(thr) if isinstance(thr, list) else [],
                            extra={k: v for k, v in data.items()
                                   if k not in ("layers", "latency_ms")})
         if "Layers" in data:
@@ -142,11 +162,11 @@ def parse_profile(data: Any, source: str = "<memory>") -> Profile:
         return Profile(layers=pd.DataFrame(columns=PROFILE_COLUMNS), kind="trtexec-times",
                        source=source, iterations=len(lat), latency_ms=np.asarray(lat, dtype=float))
     if isinstance(first, dict) and set(first) == {"count"}:
-        n = first["count"]
-        if isinstance(n, bool) or not isinstance(n, (int, float)):
+        n = _count(first["count"])
+        if n is None:
             raise WorkbenchError("'count' must be a number", file=source, field="[0].count")
         df = _layer_records(data[1:], source, offset=1)
-        return Profile(layers=df, kind="trtexec-profile", source=source, iterations=int(n))
+        return Profile(layers=df, kind="trtexec-profile", source=source, iterations=n)
     df = _layer_records(data, source)
     counts = df["count"].dropna()
     return Profile(layers=df, kind="iprofiler", source=source,
