@@ -175,8 +175,9 @@ def test_engine_publish_first_complete_engine_wins(tmp_path):
     first, second = ws.engines_dir / ".k.1.partial", ws.engines_dir / ".k.2.partial"
     first.write_bytes(b"A" * 10)
     second.write_bytes(b"B" * 12)
-    m1 = publish_engine(ws, first, engine, meta_path, {"key": "k", "size_bytes": 10, "n": 1})
-    m2 = publish_engine(ws, second, engine, meta_path, {"key": "k", "size_bytes": 12, "n": 2})
+    card = {"key": "k", "backend": "tensorrt-rtx", "backend_version": "1.7", "config_hash": "c"}
+    m1 = publish_engine(ws, first, engine, meta_path, {**card, "size_bytes": 10, "n": 1})
+    m2 = publish_engine(ws, second, engine, meta_path, {**card, "size_bytes": 12, "n": 2})
     assert m1["n"] == m2["n"] == 1 and engine.read_bytes() == b"A" * 10
     assert not first.exists() and not second.exists()
     assert load_cached(engine, meta_path, "k", ws)["n"] == 1
