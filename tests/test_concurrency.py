@@ -183,7 +183,7 @@ def test_engine_publish_first_complete_engine_wins(tmp_path):
     assert load_cached(engine, meta_path, "k", ws)["n"] == 1
     third = ws.engines_dir / ".k.3.partial"
     third.write_bytes(b"C" * 7)  # --no-cache: the fresh build replaces engine and card together
-    m3 = publish_engine(ws, third, engine, meta_path, {"key": "k", "size_bytes": 7, "n": 3},
+    m3 = publish_engine(ws, third, engine, meta_path, {**card, "size_bytes": 7, "n": 3},
                         replace=True)
     assert m3["n"] == 3 and load_cached(engine, meta_path, "k", ws)["size_bytes"] == 7
 
