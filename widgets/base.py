@@ -106,7 +106,7 @@ def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
             f"<tr><td style='color:{severity_colour(sev)};white-space:nowrap'>{esc(sev)}</td>"
             f"<td style='white-space:nowrap'><code>{esc(get('code') or '')}</code></td>"
             f"<td style='overflow-wrap:anywhere'>{esc(get('message') or '')}</td>"
-            f"<td style='overflow-wrap:anywhere'>{esc(node_text)}</td>"
+            f"<td style='overflow-wrap:break-word'>{esc(node_text)}</td>"
             f"<td style='overflow-wrap:anywhere'>{esc(hint)}</td></tr>")
     if not rows:
         return f"<i style='color:{MUTED_COLOUR}'>{esc(empty)}</i>"
