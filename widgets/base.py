@@ -24,6 +24,35 @@ OK_COLOUR = "#2ca02c"
 MUTED_COLOUR = "#777"
 
 
+def fill() -> W.Layout:
+    """Full width of the column box it sits in. `width: 100%` plus a widget's 2-px margins
+    spills 4 px past the box (a scroll bar, or a box past the notebook's edge); `auto`
+    stretches to the box, margins included."""
+    return W.Layout(width="auto")
+
+
+def grow(min_width: str = "12em") -> W.Layout:
+    """The rest of a row (a path field beside its buttons), no narrower than `min_width`."""
+    return W.Layout(width="auto", flex="1 1 auto", min_width=min_width)
+
+
+def fit() -> W.Layout:
+    """As wide as the label needs (buttons: ipywidgets' fixed 148 px cuts longer labels), not
+    stretched across a column box."""
+    return W.Layout(width="auto", min_width="fit-content", align_self="flex-start")
+
+
+def short_label(name: str, limit: int = 40) -> str:
+    """A long name cut in the middle ('/layer3/0/conv2/conv/Conv + ... + /layer3/0/relu/Relu'
+    keeps both ends): axis labels stay readable and leave the plot its width; the hover text
+    keeps the full name."""
+    name = str(name)
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return name[:head] + "\u2026" + name[len(name) - (limit - 1 - head):]
+
+
 def esc(x: Any) -> str:
     """HTML-escape any value for an ipywidgets HTML trait."""
     return html.escape(str(x))
@@ -77,7 +106,7 @@ def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
             f"<tr><td style='color:{severity_colour(sev)};white-space:nowrap'>{esc(sev)}</td>"
             f"<td style='white-space:nowrap'><code>{esc(get('code') or '')}</code></td>"
             f"<td style='overflow-wrap:anywhere'>{esc(get('message') or '')}</td>"
-            f"<td style='overflow-wrap:anywhere'>{esc(node_text)}</td>"
+            f"<td style='overflow-wrap:break-word'>{esc(node_text)}</td>"
             f"<td style='overflow-wrap:anywhere'>{esc(hint)}</td></tr>")
     if not rows:
         return f"<i style='color:{MUTED_COLOUR}'>{esc(empty)}</i>"
@@ -93,7 +122,7 @@ class FindingsList(W.HTML):
     """A findings table that wraps inside its container (no overflow past the right edge)."""
 
     def __init__(self, **kw: Any) -> None:
-        kw.setdefault("layout", W.Layout(width="100%", overflow="auto"))
+        kw.setdefault("layout", W.Layout(width="auto", overflow="auto"))
         super().__init__(**kw)
 
     def show(self, findings: Sequence[Any], *, empty: str = "no findings",

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
 
-from widgets.base import FindingsList, PanelBase, error_text, esc
+from widgets.base import FindingsList, PanelBase, error_text, esc, fill, fit
 from workbench.build.engine import BuildCancelled, BuildFailed, BuildTimeout, build_engine
 from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig
@@ -56,18 +56,19 @@ class BuildPanel(PanelBase, W.VBox):
             else self.config.builder_optimization_level, min=0, max=5, description="opt level")
         self.timeout = W.BoundedFloatText(value=timeout or 0.0, min=0.0, max=86400.0,
                                           description="time limit s")
-        self.build_btn = W.Button(description="Build", icon="cogs", button_style="primary")
-        self.cancel_btn = W.Button(description="Cancel", icon="stop", disabled=True)
+        self.build_btn = W.Button(description="Build", icon="cogs", button_style="primary",
+                                  layout=fit())
+        self.cancel_btn = W.Button(description="Cancel", icon="stop", disabled=True, layout=fit())
         self.progress = W.FloatProgress(value=0.0, min=0.0, max=1.0, description="",
-                                        layout=W.Layout(width="100%"))
+                                        layout=fill())
         self.phase = W.HTML("")
-        self.log_view = W.Textarea(value="", layout=W.Layout(width="100%", height="160px"),
+        self.log_view = W.Textarea(value="", layout=W.Layout(width="auto", height="160px"),
                               disabled=True)
         self.findings_html = FindingsList()
         self.engine_card = W.HTML("")
-        self.trtexec = W.Textarea(value="", layout=W.Layout(width="100%", height="70px"))
-        self.polygraphy = W.Textarea(value="", layout=W.Layout(width="100%", height="70px"))
-        self.script = W.Textarea(value="", layout=W.Layout(width="100%", height="240px"))
+        self.trtexec = W.Textarea(value="", layout=W.Layout(width="auto", height="70px"))
+        self.polygraphy = W.Textarea(value="", layout=W.Layout(width="auto", height="70px"))
+        self.script = W.Textarea(value="", layout=W.Layout(width="auto", height="240px"))
         exports = W.Accordion(children=[self.trtexec, self.polygraphy, self.script])
         for i, t in enumerate(("trtexec", "polygraphy convert", "Python script (modern API)")):
             exports.set_title(i, t)

@@ -19,10 +19,12 @@ from typing import Any, Dict, List, Optional
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from widgets.base import OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, error_text, esc
+from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, error_text, esc,
+                          fit, short_label)
 from workbench import compare
 from workbench.errors import WorkbenchError
 
+MAX_TICKS = 40  # name at most this many tensors on the axis (every k-th beyond)
 BANDS = [(1e-3, OK_COLOUR, "rel < 1e-3"), (1e-2, "#bcbd22", "1e-3 .. 1e-2"),
          (1e-1, SEVERITY_COLOURS["warning"], "1e-2 .. 1e-1"),
          (math.inf, SEVERITY_COLOURS["error"], ">= 1e-1 or inf/NaN")]
@@ -33,6 +35,21 @@ def band_color(rel: float) -> str:
         if rel < limit:
             return color
     return BANDS[-1][1]
+
+
+def tensor_ticks(names: List[str], limit: int = 28) -> Dict[str, Any]:
+    """x-axis ticks naming the tensors (the bars sit at their topological index): a short name
+    per tensor ('_output_0' dropped, long names cut in the middle), every k-th when there are
+    more than MAX_TICKS."""
+    step = max(1, math.ceil(len(names) / MAX_TICKS))
+    vals = list(range(0, len(names), step))
+
+    def short(n: str) -> str:
+        n = n[:-len("_output_0")] if n.endswith("_output_0") else n
+        return short_label(n.lstrip("/") or n, limit)
+
+    return dict(tickmode="array", tickvals=vals, ticktext=[short(names[i]) for i in vals],
+                tickangle=-50, tickfont=dict(size=9), automargin=True)
 
 
 def _fmt(x: float) -> str:
@@ -57,12 +74,15 @@ class ComparePanel(PanelBase, W.VBox):
         self.error: Optional[str] = None
 
         self.compare_btn = W.Button(description="Compare", icon="balance-scale",
-                                    disabled=candidate is None)
+                                    disabled=candidate is None, layout=fit())
         self.search_btn = W.Button(description=f"Find FP32 nodes ({target})" if target else
-                                   "Find FP32 nodes", icon="search", disabled=target is None)
+                                   "Find FP32 nodes", icon="search", disabled=target is None,
+                                   layout=fit())
         self.figure = go.FigureWidget(layout=dict(
-            height=320, margin=dict(l=50, r=10, t=30, b=40), yaxis=dict(type="log", title="relative error"),
-            xaxis=dict(title="tensor (topological order)"), title="error per tensor vs FP32"))
+            height=440, autosize=True, margin=dict(l=50, r=10, t=30, b=40),
+            yaxis=dict(type="log", title="relative error"),
+            xaxis=dict(title="tensor (topological order)", automargin=True),
+            title="error per tensor vs FP32"))
         self.figure.add_bar(x=[], y=[], marker=dict(color=[]), name="relative error",
                             hovertemplate="%{customdata}<br>rel %{y:.3g}<extra></extra>")
         self.table = W.HTML()
@@ -139,6 +159,7 @@ class ComparePanel(PanelBase, W.VBox):
             bar.y = [max(r, 1e-12) for r in rels]
             bar.marker.color = [band_color(t.rel) for t in rep.tensors]
             bar.customdata = [f"{t.tensor} ({t.op}, node {t.node})" for t in rep.tensors]
+            self.figure.layout.xaxis.update(tensor_ticks([t.tensor for t in rep.tensors]))
         ok = "PASS" if rep.outputs_pass else "FAIL"
         colour = OK_COLOUR if rep.outputs_pass else SEVERITY_COLOURS["error"]
         outs = ", ".join(f"{esc(t.tensor)}: max abs {_fmt(t.max_abs)}, rel {_fmt(t.rel)}, "

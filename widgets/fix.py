@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import ipywidgets as W
 
-from widgets.base import OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, esc
+from widgets.base import OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, esc, fill
 from workbench.errors import WorkbenchError
 from workbench.support.checker import SupportReport
 from workbench.surgery.changes import Change
@@ -52,7 +52,7 @@ class FixPanel(PanelBase, W.VBox):
 
         self.header = W.HTML()
         self.failing = FindingsList()
-        self.proposal_list = W.Select(options=[], rows=6, layout=W.Layout(width="100%"))
+        self.proposal_list = W.Select(options=[], rows=6, layout=fill())
         self.check_btn = W.Button(description="Check", icon="check",
                                   tooltip=f"ask {backend}'s parser")
         self.preview_btn = W.Button(description="Preview", icon="eye")
@@ -65,7 +65,7 @@ class FixPanel(PanelBase, W.VBox):
         self.diff_html = W.HTML()
         self.verification_html = W.HTML()
         self.versions = W.HTML()
-        self.graph_box = W.Box(layout=W.Layout(width="100%"))
+        self.graph_box = W.Box(layout=fill())
         self.check_btn.on_click(lambda _: self.run_check())
         self.preview_btn.on_click(lambda _: self.preview())
         self.apply_btn.on_click(lambda _: self.apply())

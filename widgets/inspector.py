@@ -24,12 +24,13 @@ from workbench.inspect import (NodeDetail, Summary, TensorInfo, format_bytes, no
                                summarize)
 from workbench.model import Model, open_model
 
-from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, BackgroundTask, FindingsList, PanelBase,
-                          StatusLine, error_text, esc, findings_html)
+from widgets.base import (MUTED_COLOUR, OK_COLOUR, SEVERITY_COLOURS, BackgroundTask, FindingsList,
+                          PanelBase, StatusLine, error_text, esc, fill, findings_html, fit)
 
 DYN_STYLE = "background:#fff3cd;color:#7a5b00;border-radius:3px;padding:0 3px;font-weight:600"
 CARD_STYLE = ("border:1px solid #ddd;border-radius:6px;padding:6px 10px;margin:2px 6px 2px 0;"
               "min-width:110px")
+HIST_WIDTH = 400
 BACKENDS = ["tensorrt-rtx", "tensorrt", "auto", "static"]
 
 
@@ -72,7 +73,11 @@ class Inspector(PanelBase, W.VBox):
         self.op_figure = go.FigureWidget(
             data=[go.Bar(x=[], y=[], orientation="h", marker_color="#4c78a8",
                          hovertemplate="%{y}: %{x}<extra></extra>")],
-            layout=go.Layout(title="Op histogram", height=300, margin=dict(l=10, r=10, t=40, b=30),
+            # a set width: plotly's default (700 px, kept when the widget is laid out before
+            # its column has a size) was clipped by a 424-px column, so Add (23), Constant (18)
+            # and MatMul (17) looked the same
+            layout=go.Layout(title="Op histogram", height=300, width=HIST_WIDTH,
+                             margin=dict(l=10, r=10, t=40, b=30),
                              yaxis=dict(autorange="reversed", automargin=True),
                              xaxis=dict(title="nodes")))
         self.io_table = W.HTML()
@@ -81,27 +86,32 @@ class Inspector(PanelBase, W.VBox):
                                      else "tensorrt-rtx", description="backend",
                                      layout=W.Layout(width="230px"))
         self.check_button = W.Button(description="Check with TensorRT", icon="search",
-                                     button_style="primary", layout=W.Layout(width="200px"))
+                                     button_style="primary", layout=fit())
         self.check_button.on_click(lambda _: self.run_check())
+        self.backend_dd.observe(self._on_backend, names="value")
         self.check_status = StatusLine()
         self.task = BackgroundTask(self.check_status)  # the real-parser check, off the kernel
         self.support_html = W.HTML()
         self.failing_select = W.Select(options=[], rows=6, description="failing",
-                                       layout=W.Layout(width="100%"))
+                                       layout=fill())
         self.failing_select.observe(self._on_failing, names="value")
         self.node_picker = W.Combobox(placeholder="node name or id", description="node",
-                                      ensure_option=True, layout=W.Layout(width="100%"))
+                                      ensure_option=True, layout=fill())
         self.node_picker.observe(self._on_pick, names="value")
         self.detail_pane = W.VBox([W.HTML("<i>select a node to see its detail</i>")])
-        self.graph_slot = W.VBox(layout=W.Layout(width="100%"))
+        self.graph_slot = W.VBox(layout=fill())
 
         support_box = W.VBox([W.HTML("<b>TensorRT support</b>"),
-                              W.HBox([self.backend_dd, self.check_button, self.check_status]),
+                              W.HBox([self.backend_dd, self.check_button, self.check_status],
+                                     layout=W.Layout(flex_flow="row wrap")),
                               self.support_html, self.failing_select])
         self.body = W.VBox([
             self.cards,
-            W.HBox([W.Box([self.op_figure], layout=W.Layout(width="50%")),
-                    W.VBox([self.io_table, self.warnings_html], layout=W.Layout(width="50%"))]),
+            # histogram and I/O table side by side where both fit, else one above the other
+            W.HBox([W.VBox([self.op_figure], layout=W.Layout(flex="0 0 auto")),
+                    W.VBox([self.io_table], layout=W.Layout(flex="1 1 auto"))],
+                   layout=W.Layout(flex_flow="row wrap")),
+            self.warnings_html,
             support_box, self.graph_slot,
             W.VBox([self.node_picker, self.detail_pane])])
         super().__init__([self.title, self.status, self.body])
@@ -213,24 +223,31 @@ class Inspector(PanelBase, W.VBox):
 
     def _render_report(self, report: Any) -> None:
         """Show a SupportReport (assigns widget values only: safe from a thread)."""
-        version = f" {report.backend_version}" if report.backend_version else ""
-        head = (f"<div class='wb-support'><b>{esc(report.backend)}{esc(version)}</b> "
-                f"({esc(getattr(report, 'mode', ''))}): ")
+        head = f"<div class='wb-support'>{self._support_heading(report)}: "
         if report.supported:
             head += f"<span style='color:{OK_COLOUR}'>every node is supported</span>"
         else:
             head += (f"<span style='color:{SEVERITY_COLOURS['error']}'>"
                      f"{len(report.unsupported)} node(s) refused</span>")
+        # names, ops and the source keep one line; the reason wraps at words, the next step
+        # (commands with long paths) anywhere: the table stays inside the panel
+        keep, words, anywhere = ("white-space:nowrap;vertical-align:top;padding-right:8px",
+                                 "vertical-align:top;padding-right:8px",
+                                 "vertical-align:top;overflow-wrap:anywhere")
         rows = "".join(
-            f"<tr><td><code>{esc(u.get('node') or '-')}</code></td><td>{esc(u.get('op') or '')}"
-            f"</td><td>{esc(u.get('reason') or '')}</td><td>{esc(u.get('source') or '')}</td>"
-            f"<td>{esc(u.get('hint') or '')}</td></tr>" for u in report.unsupported)
-        table = ("<table class='wb-unsupported'><tr><th align=left>node</th><th align=left>op"
-                 "</th><th align=left>reason</th><th align=left>source</th><th align=left>next "
-                 f"step</th></tr>{rows}</table>") if rows else ""
+            f"<tr><td style='{keep}'><code>{esc(u.get('node') or '-')}</code></td>"
+            f"<td style='{keep}'>{esc(u.get('op') or '')}</td>"
+            f"<td style='{words}'>{esc(u.get('reason') or '')}</td>"
+            f"<td style='{keep}'>{esc(u.get('source') or '')}</td>"
+            f"<td style='{anywhere}'>{esc(u.get('hint') or '')}</td></tr>"
+            for u in report.unsupported)
+        table = ("<table class='wb-unsupported' style='width:100%;border-collapse:collapse'>"
+                 "<tr><th align=left>node</th><th align=left>op</th><th align=left>reason</th>"
+                 "<th align=left>source</th><th align=left>next step</th></tr>"
+                 f"{rows}</table>") if rows else ""
         notes = "".join(f"<div style='color:#666'>{esc(n)}</div>"
                         for n in getattr(report, "notes", []) or [])
-        self.support_html.value = head + "</div>" + table + notes
+        self.support_html.value = head + self._next_check(report) + "</div>" + table + notes
         opts = []
         for u in report.unsupported:
             nid = self._node_id(u.get("node"))
@@ -240,6 +257,26 @@ class Inspector(PanelBase, W.VBox):
         if getattr(self, "graph_view", None) is not None:
             # support findings plus the graph's own (cycles, dangling inputs, duplicate names)
             self.graph_view.color_by_findings(list(report.findings) + self.graph_view.findings)
+
+    def _support_heading(self, report: Any) -> str:
+        """Who answered: 'static rules' (no parser ran yet) or the parser and its version."""
+        if report.backend == "static":
+            return "<b>static rules</b>"
+        version = f" {report.backend_version}" if report.backend_version else ""
+        mode = getattr(report, "mode", "") or ""
+        return (f"<b>{esc(report.backend)}{esc(version)}</b>"
+                + (f" ({esc(mode)})" if mode and mode != report.backend else ""))
+
+    def _next_check(self, report: Any) -> str:
+        """After the static rules, say which parser the button asks (the dropdown's choice)."""
+        if report.backend != "static" or self.backend_dd.value == "static":
+            return ""
+        return (f"<div class='wb-next' style='color:{MUTED_COLOUR}'>not checked by a parser yet: "
+                f"<b>Check with TensorRT</b> asks {esc(self.backend_dd.value)}</div>")
+
+    def _on_backend(self, change: Dict[str, Any]) -> None:
+        if self.report is not None and self.report.backend == "static":
+            self._render_report(self.report)
 
     # ------------------------------------------------------------------ support
     def _static_check(self) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
 
-from widgets.base import OK_COLOUR, SEVERITY_COLOURS, PanelBase, esc
+from widgets.base import OK_COLOUR, SEVERITY_COLOURS, PanelBase, esc, fill, fit, grow
 from widgets.base import findings_html as _findings_table
 from workbench.errors import Finding, WorkbenchError
 from workbench.model import Model, open_model
@@ -75,39 +75,43 @@ class PrecisionPanel(PanelBase, W.VBox):
 
         self.header = W.HTML(f"<b>Precision &amp; profiles</b> &mdash; {esc(self.model.name)}")
         self.target = W.ToggleButtons(options=list(table.names()), value="fp16",
-                                      description="Target")
+                                      description="Target",
+                                      style=W.ToggleButtonsStyle(button_width="auto"))
         self.keep_io = W.Checkbox(value=True, description="keep inputs/outputs FP32", indent=False)
         self.node_filter = W.Text(placeholder="filter nodes (name or op)", description="Nodes")
-        self.node_table = W.SelectMultiple(options=self._node_options(""), rows=8,
-                                           layout=W.Layout(width="100%"))
+        self.node_table = W.SelectMultiple(options=self._node_options(""), rows=8, layout=fill())
         self.op_table = W.SelectMultiple(options=sorted(set(self._ops.values())), rows=5,
                                          description="Exclude ops")
         self.from_graph_btn = W.Button(description="Add graph selection", icon="mouse-pointer",
-                                       disabled=graph_view is None)
+                                       disabled=graph_view is None, layout=fit())
         self.suggest_btn = W.Button(description="Suggest (overflow)", icon="magic",
-                                    tooltip="nodes whose FP32 activations exceed FP16's range")
-        self.clear_btn = W.Button(description="Clear", icon="times")
+                                    tooltip="nodes whose FP32 activations exceed FP16's range",
+                                    layout=fit())
+        self.clear_btn = W.Button(description="Clear", icon="times", layout=fit())
         self.excluded_html = W.HTML()
         self.calib_path = W.Text(value="" if calibration is None or not isinstance(
             calibration, (str, Path)) else str(calibration), placeholder=".npz / .npy / folder",
-            description="Calibration")
+            description="Calibration", layout=grow())
         self._calib_obj = calibration if calibration is not None and not isinstance(
             calibration, (str, Path)) else None
         self.calib_method = W.Dropdown(options=list(table.CALIBRATE_METHODS),
-                                       value="entropy", description="Method")
+                                       value="entropy", description="Method",
+                                       layout=W.Layout(width="220px"))
         self.allow_random = W.Checkbox(value=False, description="allow random data (warns)",
                                        indent=False)
-        self.validate_btn = W.Button(description="Validate", icon="check")
+        self.validate_btn = W.Button(description="Validate", icon="check", layout=fit())
         self.calib_status = W.HTML()
         self.profile_text = W.Textarea(placeholder="input:MIN:OPT:MAX, one per line; a line "
                                        "starting with + begins another profile",
-                                       layout=W.Layout(width="100%", height="70px"))
-        self.propose_btn = W.Button(description="Propose from data", icon="lightbulb-o")
+                                       layout=W.Layout(width="auto", height="70px"))
+        self.propose_btn = W.Button(description="Propose from data", icon="lightbulb-o",
+                                    layout=fit())
         self.profile_status = W.HTML()
         default_out = (self.model.path.with_name(f"{self.model.path.stem}.{self.target.value}.onnx")
                        if self.model.path else Path(f"model.{self.target.value}.onnx"))
-        self.output = W.Text(value=str(output or default_out), description="Output")
-        self.convert_btn = W.Button(description="Convert", icon="play", button_style="primary")
+        self.output = W.Text(value=str(output or default_out), description="Output", layout=grow())
+        self.convert_btn = W.Button(description="Convert", icon="play", button_style="primary",
+                                    layout=fit())
         self.progress = W.HTML()
         self.report_html = W.HTML()
 

@@ -24,11 +24,27 @@ from workbench.timing import LayerTable, compare, lint, node_comparison, summari
 from workbench.graphindex import scope_parts
 from workbench.render import timing_figures as figures
 
-from widgets.base import FindingsList, esc
+from widgets.base import FindingsList, esc, fit, short_label
 
 HEAT_COLORS = ["#fff5d6", "#fdd49e", "#fc8d59", "#e34a33", "#b30000"]
 NO_TIME_COLOR = "#d9d9d9"
 LayersArg = Union[str, Any, LayerTable]
+LABEL_CHARS = 44  # layer names on the bar chart's axis (hover and the detail show them whole)
+
+
+def fitted(fig: Any) -> Any:
+    """A figure that takes its tab's width (plotly's default is a fixed 700 px)."""
+    fig.update_layout(autosize=True)
+    return fig
+
+
+def fitted_bars(fig: Any) -> Any:
+    """The per-layer bars with the layer names cut in the middle on the axis: fused-layer names
+    run to 100+ characters, which left the bars a 90-px strip beside 400 px of labels."""
+    names = list(fig.layout.yaxis.categoryarray or [])
+    fig.update_yaxes(tickmode="array", tickvals=names,
+                     ticktext=[short_label(n, LABEL_CHARS) for n in names])
+    return fitted(fig)
 
 
 def _as_table(layers: Any, profile: Any, onnx: Any) -> LayerTable:
@@ -92,25 +108,28 @@ class TimingPanel(W.VBox):
         self.top = W.BoundedIntText(value=top, min=5, max=max(5, len(self.table)), description="layers")
         self.header = W.HTML(self._header_html())
         self.detail = W.HTML("<i>click a bar to see the layer and its ONNX nodes</i>")
-        self.bars = go.FigureWidget(figures.layer_bars(self.table, "type", top))
+        self.bars = go.FigureWidget(fitted_bars(figures.layer_bars(self.table, "type", top)))
         self._wire_clicks()
-        self.treemap = go.FigureWidget(figures.scope_treemap(self.table)) if self.table.has_times else None
+        self.treemap = (go.FigureWidget(fitted(figures.scope_treemap(self.table)))
+                        if self.table.has_times else None)
         if self.treemap is not None:
             self.treemap.data[0].on_click(self._on_treemap_click)
         if graph_view is not None and hasattr(graph_view, "observe"):
             graph_view.observe(self._on_graph_select, names="selected")
         self.heat_btn = W.Button(description="heat map on graph", icon="fire",
-                                 disabled=graph_view is None)
+                                 disabled=graph_view is None, layout=fit())
         self.heat_btn.on_click(lambda _b: self.heatmap())
         self.compare_fig = self.nodes_fig = None
         if self.comparison is not None and self.table.has_times and self.vs_table.has_times:
-            self.compare_fig = go.FigureWidget(figures.compare_types(self.comparison))
+            self.compare_fig = go.FigureWidget(fitted(figures.compare_types(self.comparison)))
             nc = node_comparison(self.vs_table, self.table, (self.names[1], self.names[0]))
-            self.nodes_fig = go.FigureWidget(figures.compare_nodes(nc, (self.names[1], self.names[0])))
+            self.nodes_fig = go.FigureWidget(fitted(figures.compare_nodes(
+                nc, (self.names[1], self.names[0]))))
         prof = self.table.profile
         self.latency_fig = None
         if prof is not None and prof.latency_ms is not None and len(prof.latency_ms):
-            self.latency_fig = go.FigureWidget(figures.latency_figure(prof.latency_ms, prof.throughput))
+            self.latency_fig = go.FigureWidget(fitted(figures.latency_figure(prof.latency_ms,
+                                                                             prof.throughput)))
         self.findings_html = FindingsList()
         self.findings_html.show(self.findings, empty="no lint findings", limit=None)
         self.color_by.observe(lambda ch: self.refresh(), names="value")
@@ -158,7 +177,7 @@ class TimingPanel(W.VBox):
 
     def refresh(self) -> None:
         """Redraw the bars for the current colour-by and layer count, in place."""
-        fig = figures.layer_bars(self.table, self.color_by.value, int(self.top.value))
+        fig = fitted_bars(figures.layer_bars(self.table, self.color_by.value, int(self.top.value)))
         with self.bars.batch_update():
             self.bars.data = ()
             self.bars.add_traces(list(fig.data))

@@ -1,0 +1,100 @@
+"""Panel layout choices that decide what a user can read (widget state, no browser; the real
+browser checks are tests/browser/test_panel_layout.py): the support heading says who answered,
+the histogram has a width its column holds, the Compare axis names tensors, the Timing axis
+labels leave the bars their width."""
+from __future__ import annotations
+
+import re
+
+from conftest import REPO, SAMPLES
+from widgets.base import short_label
+from widgets.compare import MAX_TICKS, ComparePanel, tensor_ticks
+from widgets.inspector import HIST_WIDTH, Inspector
+from widgets.timing import LABEL_CHARS, TimingPanel
+from workbench.precision.transform import convert
+
+TIMING = REPO / "tests" / "data" / "timing"
+
+
+def _text(html: str) -> str:
+    html = re.sub(r"<(div|tr|br)[^>]*>", " ", html)  # block breaks read as spaces
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).strip()
+
+
+def test_short_label_keeps_both_ends():
+    name = "/layer3/0/conv2/conv/Conv + /layer3/0/conv2/bn/BatchNormalization + /layer3/0/relu/Relu"
+    s = short_label(name, 40)
+    assert len(s) == 40 and s.startswith("/layer3/0/conv2/con") and s.endswith("/layer3/0/relu/Relu")
+    assert "\u2026" in s
+    assert short_label("Conv_3", 40) == "Conv_3"
+
+
+def test_static_heading_names_the_rules_and_the_parser_the_button_asks():
+    ins = Inspector(SAMPLES / "bert_tiny.onnx")
+    text = _text(ins.support_html.value)
+    # the static rules answered; the dropdown's parser has not been asked yet
+    assert text.startswith("static rules: every node is supported"), text
+    assert "not checked by a parser yet: Check with TensorRT asks tensorrt-rtx" in text
+    assert "static (static)" not in text
+    ins.backend_dd.value = "tensorrt"
+    assert "asks tensorrt " in _text(ins.support_html.value) + " "
+    ins.backend_dd.value = "static"
+    assert "not checked" not in _text(ins.support_html.value)
+
+
+def test_parser_heading_names_backend_and_version_once():
+    ins = Inspector(SAMPLES / "resnet_tiny.onnx", backend="tensorrt-rtx")
+    ins.run_check(wait=True)
+    text = _text(ins.support_html.value)
+    assert re.match(r"tensorrt-rtx \d+\.\d+[\d.]* \(parser\): every node is supported", text), text
+    assert "not checked" not in text
+
+
+def test_histogram_fits_its_column_and_keeps_the_counts():
+    ins = Inspector(SAMPLES / "bert_tiny.onnx", static_check=False)
+    fig = ins.op_figure
+    assert fig.layout.width == HIST_WIDTH  # not plotly's 700 px default, which was clipped
+    counts = dict(zip(fig.data[0].y, fig.data[0].x))
+    assert (counts["Add"], counts["Constant"], counts["MatMul"]) == (23, 18, 17)
+
+
+def test_tensor_ticks_name_tensors_and_thin_out():
+    names = [f"/block{i}/conv/Conv_output_0" for i in range(100)]
+    t = tensor_ticks(names)
+    assert len(t["tickvals"]) <= MAX_TICKS and t["tickvals"][0] == 0
+    assert t["ticktext"][0] == "block0/conv/Conv"
+    step = t["tickvals"][1]
+    assert t["ticktext"][1] == f"block{step}/conv/Conv"
+    few = tensor_ticks(["a_output_0", "b"])
+    assert few["tickvals"] == [0, 1] and few["ticktext"] == ["a", "b"]
+
+
+def test_compare_axis_shows_tensor_names(tmp_path):
+    fp16 = tmp_path / "r16.onnx"
+    convert(SAMPLES / "resnet_tiny.onnx", "fp16", measure=False).save(fp16)
+    p = ComparePanel(SAMPLES / "resnet_tiny.onnx", fp16, inputs=SAMPLES / "calib" / "resnet_tiny.npz")
+    p.wait(300)
+    assert p.error is None and p.report is not None
+    ax = p.figure.layout.xaxis
+    names = [t.tensor for t in p.report.tensors]
+    assert list(ax.tickvals) == list(range(len(names)))
+    assert ax.ticktext[0] == names[0].lstrip("/").replace("_output_0", "")
+    assert all(len(s) <= 28 for s in ax.ticktext)
+    assert p.compare_btn.layout.width == p.search_btn.layout.width == "auto"  # labels not cut
+
+
+def test_timing_axis_labels_are_short_and_clicks_keep_full_names():
+    p = TimingPanel(TIMING / "resnet_tiny_fp16.layers.json", TIMING / "resnet_tiny_fp16.profile.json",
+                    onnx=SAMPLES / "resnet_tiny.onnx")
+
+    def check():
+        ax = p.bars.layout.yaxis
+        assert list(ax.tickvals) == list(ax.categoryarray)
+        assert max(len(n) for n in ax.tickvals) > LABEL_CHARS  # the data has long fused names
+        assert all(len(s) <= LABEL_CHARS for s in ax.ticktext)
+        full = {str(n) for tr in p.bars.data for n in tr.customdata}
+        assert full == set(ax.tickvals)  # a click still maps to the whole layer name
+
+    check()
+    p.color_by.value = "precision"  # redrawn in place: still short labels
+    check()
