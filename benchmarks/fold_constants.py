@@ -2,7 +2,7 @@
 --fold-constants` (the named baseline), side by side, on the same files.
 
 Models:
-  bloater   ../shared/fixtures/polygraphy-models/constant_fold_bloater.onnx when present, else a
+  bloater   tests/data/fixtures/polygraphy-models/constant_fold_bloater.onnx when present, else a
             generated equivalent: a 1x1 constant Expanded to [2048, 2048] and Tiled to
             [4096, 4096] (64 MiB once folded) and added to the input, plus a small foldable Add;
   bert_base a generated 12-layer, hidden-768 BERT encoder (~440 MB of weights as external data,
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Dict, List
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURE = REPO.parent / "shared" / "fixtures" / "polygraphy-models" / "constant_fold_bloater.onnx"
+FIXTURE = REPO / "tests" / "data" / "fixtures" / "polygraphy-models" / "constant_fold_bloater.onnx"
 
 _CORE = """import sys
 import onnx

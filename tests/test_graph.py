@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import REPO
+from conftest import REPO, SAMPLES
 from workbench import graph as wg
 from workbench.model import model_from_proto
 
@@ -250,3 +250,17 @@ def test_single_wrapping_scope_is_opened_by_default():
     assert "gpu_0" in d.expanded and len(d) == 100 + 2
     # a small default budget still wins when the first level is big enough on its own
     assert len(wg.GraphStructure(_model(nodes)).view(max_visible=5)) == 102
+
+
+def test_collapsed_groups_of_the_same_name_get_distinct_labels():
+    """Two layers' 'attention/self' scopes read 'layer.0/attention/self (20)' and
+    'layer.1/...', not two 'self (20)' (issue 14)."""
+    from collections import Counter
+
+    from workbench.graph import layout
+
+    d = layout(str(SAMPLES / "bert_tiny.onnx")).to_dict()
+    labels = [lb for i, lb in zip(d["ids"], d["labels"]) if i.startswith("scope:")]
+    assert labels and not [lb for lb, c in Counter(labels).items() if c > 1], labels
+    assert "layer.0/attention/self (20)" in labels and "layer.1/attention/self (20)" in labels
+    assert all(not lb.startswith("self ") for lb in labels)

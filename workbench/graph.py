@@ -378,6 +378,8 @@ class GraphStructure:
         op = np.where(elem, self.op[np.where(elem, keys, 0)], group_op).astype(np.int32)
         ids: List[str] = []
         labels: List[str] = []
+        group_names = _distinct_scope_labels([self.scopes[sk] for k, sk in
+                                              zip(keys.tolist(), scope_k.tolist()) if k < 0])
         for k, sk in zip(keys.tolist(), scope_k.tolist()):
             if k >= 0:
                 ids.append(self.ids[k])
@@ -388,7 +390,7 @@ class GraphStructure:
             else:
                 path = self.scopes[sk]
                 ids.append(GROUP_PREFIX + path)
-                labels.append(f"{leaf_name(path)} ({int(self.scope_members[sk])})")
+                labels.append(f"{group_names[path]} ({int(self.scope_members[sk])})")
         enclosing = np.where(elem, self.node_scope[np.where(elem, keys, 0)],
                              self.scope_parent[np.maximum(scope_k, 0)]) if len(self.scopes) else \
             np.full(m, -1, dtype=np.int64)
@@ -685,3 +687,24 @@ def _layered_layout(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *,
         xs[order] = (left + right) / 2.0
     y = r.astype(np.float64)
     return xs, y, r
+
+
+def _distinct_scope_labels(paths: List[str]) -> Dict[str, str]:
+    """Labels for collapsed groups: the scope's last part, extended with as many parent parts
+    as it takes to tell groups of the same name apart ('layer.0/attention/self' and
+    'layer.1/attention/self', not two 'self')."""
+    from workbench.graphindex import scope_parts
+
+    parts = {p: scope_parts(p) or [p] for p in paths}
+    depth = {p: 1 for p in paths}
+    while True:
+        label = {p: "/".join(parts[p][-depth[p]:]) for p in paths}
+        seen: Dict[str, List[str]] = {}
+        for p, lb in label.items():
+            seen.setdefault(lb, []).append(p)
+        grow = [p for group in seen.values() if len(group) > 1 for p in group
+                if depth[p] < len(parts[p])]
+        if not grow:
+            return label
+        for p in grow:
+            depth[p] += 1
