@@ -5,8 +5,9 @@ Public names resolve lazily (PEP 562): importing the package costs nothing until
 used, which keeps CLI start-up lean."""
 from __future__ import annotations
 
-import importlib
-from typing import Any, Dict
+from typing import Dict
+
+from workbench.lazy import lazy_exports
 
 _EXPORTS: Dict[str, str] = {
     'PRECISIONS': 'workbench.build.spec',
@@ -43,13 +44,4 @@ _EXPORTS: Dict[str, str] = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod), name)
-    if name != "PRECISIONS":  # that one follows the precision table (tests may add a target)
-        globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, live=("PRECISIONS",))
