@@ -18,7 +18,7 @@ from typing import Iterator
 import nbformat
 import pytest
 
-from browser_support import ARTIFACTS, REPO, free_port, loopback_only
+from browser_support import ARTIFACTS, REPO, LabServer, free_port, loopback_only
 
 pytestmark = pytest.mark.browser
 SAMPLES = REPO / "sample_models"
@@ -42,8 +42,9 @@ CELLS = [
 ]
 
 
-class VoilaServer:
-    """`voila notebook.ipynb` on a random loopback port, Jupyter paths kept under `base`."""
+class VoilaServer(LabServer):
+    """`voila notebook.ipynb` on a random loopback port, Jupyter paths kept under `base`
+    (log tail and stop-by-PID as the JupyterLab fixture's)."""
 
     def __init__(self, base: Path, notebook: Path):
         self.base, self.notebook = base, notebook
@@ -83,37 +84,6 @@ class VoilaServer:
                 time.sleep(0.3)
         self.stop()
         raise RuntimeError(f"voila did not answer within {timeout:.0f}s:\n{self.log_tail()}")
-
-    def log_tail(self, n: int = 3000) -> str:
-        try:
-            return self.log_path.read_bytes()[-n:].decode(errors="replace")
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        """Stop voila and the kernels it started, by PID."""
-        if self.proc is None:
-            return
-        import psutil
-
-        try:
-            kids = psutil.Process(self.proc.pid).children(recursive=True)
-        except psutil.Error:
-            kids = []
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        for k in kids:
-            try:
-                k.kill()
-            except psutil.Error:
-                pass
-        self._log.close()
-        self.proc = None
 
 
 @pytest.fixture
