@@ -41,12 +41,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 PAIR = r"""
 import sys
-from polygraphy.backend.onnx import OnnxFromPath, ModifyOutputs
+from polygraphy.backend.onnx import OnnxFromPath, ModifyOutputs, BytesFromOnnx
 from polygraphy.backend.onnxrt import OnnxrtRunner, SessionFromOnnx
 from polygraphy.comparator import Comparator, CompareFunc
 from polygraphy import constants
 ref, cand = sys.argv[1], sys.argv[2]
-runners = [OnnxrtRunner(SessionFromOnnx(ModifyOutputs(OnnxFromPath(p), outputs=constants.MARK_ALL)),
+runners = [OnnxrtRunner(SessionFromOnnx(BytesFromOnnx(ModifyOutputs(OnnxFromPath(p),
+                                                                    outputs=constants.MARK_ALL))),
                         name=n) for p, n in ((ref, "fp32"), (cand, "fp16"))]
 results = Comparator.run(runners)
 ok = Comparator.compare_accuracy(results, compare_func=CompareFunc.simple(atol=1e-2, rtol=1e-2))

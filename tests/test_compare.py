@@ -298,3 +298,18 @@ def test_hopeless_fp16_answers_at_once_with_the_range_finding():
     assert "no search run" in err[0].message and "--to bf16" in err[0].hint
     assert err[0].extra["nodes"] > 16 and err[0].tensors
     print(f"\nhopeless FP16 answer on light_inception_v1 in {took:.2f} s")
+
+
+def test_weights_made_at_run_time_are_not_compared():
+    """onnx's light models make every weight with ConstantOfShape: those outputs are weights,
+    not activations - counted, not compared (their rounding shows in the Conv reading them)."""
+    light = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
+    m = onnx.load(str(light))
+    consts = compare.constant_tensors(m)
+    cos = [o for n in m.graph.node if n.op_type == "ConstantOfShape" for o in n.output]
+    assert cos and set(cos) <= consts
+    assert not any(o in consts for n in m.graph.node if n.op_type == "Conv" for o in n.output)
+    rep = compare.layerwise(m, convert(m, "fp16").proto, allow_random=True, max_samples=1)
+    compared = {t.tensor for t in rep.tensors}
+    assert rep.constants == len(consts) and not (compared & consts)
+    assert any(t.op == "Conv" for t in rep.tensors)

@@ -31,6 +31,7 @@ _EXPORTS: Dict[str, str] = {
     'range_prepass': 'workbench.compare.layer_compare',
     'plan_chunks': 'workbench.compare.layer_compare',
     'tensor_bytes': 'workbench.compare.layer_compare',
+    'constant_tensors': 'workbench.compare.layer_compare',
 }
 
 __all__ = sorted(_EXPORTS)

@@ -43,7 +43,8 @@ from workbench.runners import (Feed, has_low_float, limit_samples, load_proto,
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
            "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
-           "ExclusionSearch", "find_exclusions", "range_prepass", "plan_chunks", "tensor_bytes"]
+           "ExclusionSearch", "find_exclusions", "range_prepass", "plan_chunks", "tensor_bytes",
+           "constant_tensors"]
 
 # ops whose output values are input values, selected or moved (exact in every float type)
 PASS_THROUGH_OPS = frozenset({
@@ -122,6 +123,7 @@ class LayerwiseReport:
     runs: Dict[str, List[Feed]] = field(default_factory=dict, repr=False)
     precision: str = "fp32"  # the candidate's precision (read from its graph)
     chunks: int = 1  # runs needed to keep the marked tensors within the memory budget
+    constants: int = 0  # node outputs computed from initializers only (not compared)
 
     @property
     def outputs_pass(self) -> bool:
@@ -158,6 +160,7 @@ class LayerwiseReport:
             "suggested_exclusions": self.suggested_exclusions(),
             "tensors": [t.to_dict() for t in self.tensors],
             "unmatched_tensors": self.unmatched, "chunks": self.chunks,
+            "constant_tensors": self.constants,
 
             "findings": [f.to_dict() for f in self.findings],
         }
@@ -234,6 +237,24 @@ def tensor_bytes(proto: Any, feed: Feed) -> Dict[str, int]:
     return out
 
 
+_RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
+                         "RandomUniformLike", "Multinomial", "Bernoulli"})
+
+
+def constant_tensors(proto: Any) -> set:
+    """Node outputs that depend on no graph input (Constant, ConstantOfShape, and what is
+    computed from initializers only: weights made at run time, shape arithmetic). They are
+    weights, not activations: not compared; their rounding shows up in the node reading them."""
+    inits = {t.name for t in proto.graph.initializer}
+    out: set = set()
+    for n in proto.graph.node:
+        if n.op_type in _RANDOM_OPS or any(a.type in (5, 10) for a in n.attribute):
+            continue  # random, or a body that may read graph inputs
+        if all((not x) or x in inits or x in out for x in n.input):
+            out.update(o for o in n.output if o)
+    return out
+
+
 def plan_chunks(names: Sequence[str], sizes: Dict[str, int], budget_bytes: float,
                 copies: int) -> List[List[str]]:
     """Split `names` (topological order) into consecutive chunks whose tensors, held `copies`
@@ -274,8 +295,10 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
     ref_r = _started("onnxruntime", ref_p)
     cand_r = _started(runner, cand_p)
     cand_names = set(cand_r.order) | {o.name for o in cand_p.graph.output}
-    shared = [t for t in ref_order if t in cand_names]
-    report.unmatched = len(ref_order) - len(shared)
+    fixed = constant_tensors(ref_p)
+    shared = [t for t in ref_order if t in cand_names and t not in fixed]
+    report.constants = sum(1 for t in ref_order if t in fixed)
+    report.unmatched = len(ref_order) - len(shared) - report.constants
     sizes = tensor_bytes(ref_p, feeds[0]) if feeds else {}
     budget = (memory_budget_mb if memory_budget_mb is not None else DEFAULT_BUDGET_MB) * 2 ** 20
     chunks = plan_chunks(shared, sizes, budget, 2 * max(1, len(feeds))) or [[]]
