@@ -101,8 +101,47 @@ def test_reference_runner_computes_in_float16_onnxruntime_does_not():
     ort = runners.OnnxRuntimeRunner(fp16).infer(feed)["output"]
     ref = runners.ReferenceRunner(fp16).infer(feed)["output"]
     assert np.isfinite(ort).all() and not np.isfinite(ref).all()
-    assert runners.make_runner("auto", fp16).name == "reference"
+    assert runners.make_runner("auto", fp16).name == "emulate"
     assert runners.make_runner("auto", OVERFLOW).name == "onnxruntime"
+    emu = runners.EmulatedRunner(fp16).infer(feed)["output"]
+    assert not np.isfinite(emu).all()  # the emulation shows the overflow ORT's upcast hides
+
+
+def test_emulation_rounds_every_stored_tensor_like_float16():
+    """The emulated graph computes in FP32 but every FP16 value it stores equals its float16
+    rounding (the value a GPU keeps), and values past 65504 saturate to inf."""
+    from workbench.emulation import emulate
+
+    fp16 = convert(RESNET, "fp16", keep_io_types=True).proto
+    em = emulate(fp16)
+    assert em is not None and em.low and all(t == 10 for t in em.low.values())
+    assert not any(t.data_type == 10 for t in em.proto.graph.initializer)
+    feed = {"input": np.load(CALIB)["input"][:2]}
+    r = runners.EmulatedRunner(fp16, mark_all=True)
+    out = r.infer(feed)
+    stored = [n for n in r.order if n in em.low and n in out]
+    assert len(stored) > 10
+    for n in stored:
+        v = out[n]
+        assert v.dtype == np.float32
+        np.testing.assert_array_equal(v, v.astype(np.float16).astype(np.float32))
+    # graph outputs are the same tensors the marked run gives
+    plain = runners.EmulatedRunner(fp16).infer(feed)
+    for k, v in plain.items():
+        np.testing.assert_array_equal(v, out[k])
+
+
+def test_fast_finite_comparison_matches_the_float64_path():
+    """compare_tensor's float32 fast path gives the general (float64) path's figures."""
+    rng = np.random.default_rng(0)
+    r = rng.standard_normal((4, 3000)).astype(np.float32) * 7
+    g = (r + rng.standard_normal(r.shape).astype(np.float32) * 0.03).astype(np.float16)
+    fast = comparison.compare_tensor("t", r, g, 1e-2, 1e-2)
+    slow = comparison.compare_tensor("t", r.astype(np.float64), g.astype(np.float64), 1e-2, 1e-2)
+    assert fast.mismatches == slow.mismatches and fast.passed == slow.passed
+    for k in ("max_abs", "mean_abs", "rel", "mean_rel", "scale", "cosine"):
+        assert getattr(fast, k) == pytest.approx(getattr(slow, k), rel=1e-6), k
+    assert fast.mismatches > 0  # the data straddles the tolerance: the count is exercised
 
 
 def test_runners_cast_feeds_to_declared_types_and_mark_all():

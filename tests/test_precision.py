@@ -95,7 +95,7 @@ def test_fp16_cli_output_runs_in_ort_within_tolerance(model, cal, tmp_path, caps
     assert all(vi.type.tensor_type.elem_type != onnx.TensorProto.FLOAT16 for vi in m.graph.input)
     errs = _errors(model, out, _calib(cal))
     print(f"\nFP16 {model.name} vs FP32 (onnxruntime CPU): {errs}")
-    print(f"FP16 {model.name} true FP16 arithmetic: {doc['error_reference']}")
+    print(f"FP16 {model.name} FP16 storage (emulated): {doc['error_reference']}")
     for name, e in errs.items():
         assert e["rel"] < 1e-2, (name, e)
         # the CLI reports the same measurement
@@ -123,14 +123,14 @@ def test_fp16_overflow_sample_names_nodes_and_excluding_them_fixes_it(tmp_path):
     print("\noverflow findings:", [str(f) for f in over])
     assert named == OVERFLOW_NODES
     assert any(f.nodes[0] == "/scale/Mul" and "--exclude /scale/Mul" in f.hint for f in over)
-    # true FP16 arithmetic shows the damage that onnxruntime CPU (upcasting) hides
+    # FP16 storage (emulated) shows the damage that onnxruntime CPU (upcasting) hides
     assert not res.report["error_reference"]["output"]["finite"]
     assert any(f.code == "non-finite-output" and f.severity == "error" for f in res.findings)
 
     fixed = convert(OVERFLOW, "fp16", calibration=data, exclude_nodes=sorted(named))
     assert not [f for f in fixed.findings if f.code in ("fp16-overflow", "non-finite-output")]
     ref = fixed.report["error_reference"]["output"]
-    print("after exclusions, true FP16 arithmetic:", ref)
+    print("after exclusions, FP16 storage (emulated):", ref)
     assert ref["finite"] and ref["rel_err"] < 1e-2
     # the excluded nodes compute in FP32 in the ONNX: every float input/output is FLOAT
     m, types = _elem_types(fixed.proto)

@@ -30,7 +30,7 @@ def test_overflow_suggest_then_convert_shows_errors(tmp_path):
     assert "/scale/Mul" in nodes and set(p.excluded_nodes) == set(nodes)
     res = p.convert()
     assert not [f for f in res.findings if f.severity == "error"]
-    assert "&#10003;" in p.status.value and "true FP16 arithmetic" in p.report_html.value
+    assert "&#10003;" in p.status.value and "FP16 storage, as on a GPU" in p.report_html.value
     assert set(res.report["exclude_nodes"]) == set(nodes)
 
 

@@ -344,7 +344,7 @@ class PrecisionPanel(PanelBase, W.VBox):
         self.report_html.value = (
             error_table_html(r.get("error"), "vs FP32 on onnxruntime CPU")
             + error_table_html(r.get("error_reference"),
-                               f"vs FP32 in true {res.target.upper()} arithmetic")
+                               f"vs FP32 in {res.target.upper()} storage, as on a GPU")
             + findings_html(res.findings))
         if self.graph_view is not None and hasattr(self.graph_view, "highlight"):
             over = [n for f in res.findings if f.code.endswith("-overflow") for n in f.nodes]

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 Feed = Dict[str, np.ndarray]
-RUNNERS = ("onnxruntime", "reference")
+RUNNERS = ("onnxruntime", "emulate", "reference")
 LOW_FLOAT_TYPES = (10, 16)  # TensorProto.FLOAT16, BFLOAT16
 
 
@@ -175,7 +175,8 @@ class Runner:
     def _start(self) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def _infer(self, feed: Feed) -> Feed:  # pragma: no cover - interface
+    def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None
+               ) -> Feed:  # pragma: no cover - interface
         raise NotImplementedError
 
     def start(self) -> "Runner":
@@ -188,10 +189,15 @@ class Runner:
     def input_metadata(self) -> Dict[str, TensorMeta]:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def infer(self, feed: Feed) -> Feed:
-        """Outputs by name for one feed (declared inputs only, floats cast to their type)."""
+    def infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
+        """Outputs by name for one feed (declared inputs only, floats cast to their type);
+        `names`: only these outputs (marked tensors are fetched a chunk at a time)."""
         self.start()
-        return self._infer(cast_feed(self.input_metadata(), feed))
+        out = self._infer(cast_feed(self.input_metadata(), feed), names)
+        if names is not None:
+            keep = set(names)
+            out = {k: v for k, v in out.items() if k in keep}
+        return out
 
     def infer_all(self, feeds: Sequence[Feed]) -> List[Feed]:
         return [self.infer(f) for f in feeds]
@@ -284,14 +290,15 @@ class OnnxRuntimeRunner(Runner):
         self.start()
         return self._meta
 
-    def _infer(self, feed: Feed) -> Feed:
+    def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
+        want = list(names) if names is not None else self._names
         if not self.isolated:
-            return dict(zip(self._names, self.sess.run(self._names, feed)))
+            return dict(zip(want, self.sess.run(want, feed)))
         from workbench.ortchild import (LOCATE_ENV, OrtCrashed, OrtModelGone, default_child,
                                         locate_crash)
 
         def run() -> Feed:
-            return default_child().run(self._key or "", feed, self._names, label=self._label(),
+            return default_child().run(self._key or "", feed, want, label=self._label(),
                                        timeout=self.timeout, max_rss=self.max_rss)
 
         try:
@@ -330,7 +337,7 @@ class ReferenceRunner(Runner):
         self.start()
         return self._meta
 
-    def _infer(self, feed: Feed) -> Feed:
+    def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
         import warnings
 
         with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -343,13 +350,72 @@ class ReferenceRunner(Runner):
                 if k in keep and isinstance(v, (np.ndarray, np.generic))}
 
 
+class EmulatedRunner(Runner):
+    """An FP16/BF16 graph run by onnxruntime in FP32 with every low-float value rounded and
+    saturated as stored in the low type (`workbench.emulation`): a GPU's FP16 storage with FP32
+    accumulation, at onnxruntime's speed. Use `can_emulate` first; `start` raises otherwise."""
+
+    name = "emulate"
+
+    def __init__(self, model: Any, *, mark_all: bool = False,
+                 threads: Optional[int] = None) -> None:
+        super().__init__(model, mark_all=mark_all)
+        self.threads = threads
+        self._inner: Optional[OnnxRuntimeRunner] = None
+
+    def _start(self) -> None:
+        from workbench.emulation import emulate
+        from workbench.errors import WorkbenchError
+
+        proto = load_proto(self.model)
+        em = emulate(proto, outputs="all" if self.mark_all else "graph")
+        if em is None:
+            raise WorkbenchError("this graph cannot be emulated in FP32 (low-float values "
+                                 "inside control-flow bodies, or no low-float values)",
+                                 field="runner", hint="use --runner reference")
+        self.order = em.order if self.mark_all else []
+        self._outputs = [o.name for o in proto.graph.output]
+        names = list(dict.fromkeys(self._outputs + self.order))
+        self._inner = OnnxRuntimeRunner(em.proto, threads=self.threads, outputs=names)
+        self._inner.start()
+        self._meta = input_metadata_of(proto)  # feeds keep the candidate's declared types
+
+    def input_metadata(self) -> Dict[str, TensorMeta]:
+        self.start()
+        return self._meta
+
+    def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
+        assert self._inner is not None
+        wide = {k: (v.astype(np.float32) if v.dtype.kind == "f" or v.dtype.name == "bfloat16"
+                    else v) for k, v in feed.items()}
+        return self._inner._infer(wide, names)
+
+
+def can_emulate(model: Any) -> bool:
+    """Does `workbench.emulation` handle this low-float graph (else: the reference runner)?"""
+    from workbench.emulation import emulate
+
+    return emulate(load_proto(model), outputs="graph") is not None
+
+
+def low_float_runner(model: Any) -> str:
+    """THE runner for a candidate: emulate (FP16/BF16 graphs it handles), reference (other
+    FP16/BF16 graphs), onnxruntime (FP32/INT8 graphs). compare and precision use this."""
+    proto = load_proto(model)
+    if not has_low_float(proto):
+        return "onnxruntime"
+    return "emulate" if can_emulate(proto) else "reference"
+
+
 def make_runner(kind: str, model: Any, *, mark_all: bool = False,
                 threads: Optional[int] = None) -> Runner:
-    """A runner by name: onnxruntime | reference | auto (reference for FP16/BF16 graphs)."""
+    """A runner by name: onnxruntime | emulate | reference | auto (`low_float_runner`)."""
     if kind == "auto":
-        kind = "reference" if has_low_float(load_proto(model)) else "onnxruntime"
+        kind = low_float_runner(model)
     if kind == "onnxruntime":
         return OnnxRuntimeRunner(model, mark_all=mark_all, threads=threads)
+    if kind == "emulate":
+        return EmulatedRunner(model, mark_all=mark_all, threads=threads)
     if kind == "reference":
         return ReferenceRunner(model, mark_all=mark_all)
     from workbench.errors import WorkbenchError

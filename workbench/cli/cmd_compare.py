@@ -31,9 +31,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "its graph or --to's: 1e-2 for fp16/bf16/int8/fp8, 1e-3 for fp32)")
     p.add_argument("--rtol", type=float, default=None,
                    help="relative tolerance (default: the precision's, as --atol)")
-    p.add_argument("--runner", choices=["auto", "onnxruntime", "reference"], default="auto",
-                   help="how to run the candidate: reference = onnx's numpy evaluator, which "
-                        "computes FP16 in float16 like a GPU (auto picks it for FP16/BF16 models)")
+    p.add_argument("--runner", choices=["auto", "onnxruntime", "emulate", "reference"],
+                   default="auto",
+                   help="how to run the candidate: emulate = onnxruntime in FP32 with every "
+                        "FP16/BF16 tensor rounded and saturated as stored (FP16 storage, FP32 "
+                        "accumulation, like a GPU; auto picks it for FP16/BF16 models), "
+                        "reference = onnx's numpy evaluator computing in float16 (slow)")
+    p.add_argument("--memory-budget", type=float, default=None, metavar="MB",
+                   help="hold at most this many MB of marked tensors at once (both runs, all "
+                        "samples); more runs when the model's tensors do not fit (default 256)")
+    p.add_argument("--stats", metavar="STATS.jsonl",
+                   help="append each tensor's figures to this file as they are computed")
     p.add_argument("--samples", type=int, default=8, help="at most this many samples (default 8)")
     p.add_argument("--save-results", metavar="RUN.json",
                    help="save both runs' outputs as Polygraphy RunResults JSON")
@@ -72,7 +80,14 @@ def run(args: argparse.Namespace) -> int:
                                          allow_random=args.allow_random)
         if args.json:
             print_json(search.to_dict())
+        elif search.hopeless:
+            for f in search.findings:
+                print(str(f))
+            return 1
         else:
+            for f in search.findings:
+                if f.code.endswith("-range"):
+                    print(str(f))
             for r in search.rounds:
                 print(f"round {r['round']}: {len(r['excluded'])} node(s) in FP32, worst output "
                       f"relative error {r['worst_output_rel'] if isinstance(r['worst_output_rel'], str) else _fmt(r['worst_output_rel'])}"
@@ -86,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     report = compare.layerwise(args.reference, args.candidate, calibration=calib,
                                atol=args.atol, rtol=args.rtol, candidate_runner=args.runner,
                                max_samples=args.samples,
-                               allow_random=args.allow_random)
+                               allow_random=args.allow_random,
+                               memory_budget_mb=args.memory_budget, stats_path=args.stats)
     if args.save_results:
         runs = {"onnxruntime-fp32": report.runs["reference"],
                 f"{report.candidate_runner}-candidate": report.runs["candidate"]}

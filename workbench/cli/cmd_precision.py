@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         w(f"wrote {path} ({res.target}): {doc['casts_inserted']} Cast(s) inserted, "
           f"{doc['qdq_pairs']} Q/DQ pair(s)\n")
         for key, label in (("error", "onnxruntime CPU"),
-                           ("error_reference", "true low-precision arithmetic")):
+                           ("error_reference", "low-precision storage, as on a GPU")):
             for name, s in (doc.get(key) or {}).items():
                 top1 = f", top-1 agreement {s['top1_agreement']:.3f}" if "top1_agreement" in s else ""
                 w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "

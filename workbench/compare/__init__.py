@@ -28,6 +28,10 @@ _EXPORTS: Dict[str, str] = {
     'load_run_results': 'workbench.compare.layer_compare',
     'ExclusionSearch': 'workbench.compare.layer_compare',
     'find_exclusions': 'workbench.compare.layer_compare',
+    'range_prepass': 'workbench.compare.layer_compare',
+    'plan_chunks': 'workbench.compare.layer_compare',
+    'tensor_bytes': 'workbench.compare.layer_compare',
+    'constant_tensors': 'workbench.compare.layer_compare',
 }
 
 __all__ = sorted(_EXPORTS)

@@ -30,7 +30,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -38,12 +38,13 @@ from workbench.comparison import SENTINEL, TensorComparison, compare_tensor, inf
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.precision.table import tolerances
-from workbench.runners import (Feed, has_low_float, limit_samples, load_proto, make_runner,
-                               samples_in)
+from workbench.runners import (Feed, has_low_float, limit_samples, load_proto,
+                               low_float_runner, make_runner, samples_in)
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
            "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
-           "ExclusionSearch", "find_exclusions"]
+           "ExclusionSearch", "find_exclusions", "range_prepass", "plan_chunks", "tensor_bytes",
+           "constant_tensors"]
 
 # ops whose output values are input values, selected or moved (exact in every float type)
 PASS_THROUGH_OPS = frozenset({
@@ -121,6 +122,8 @@ class LayerwiseReport:
     # graph outputs of each run, per sample batch: {"reference": [...], "candidate": [...]}
     runs: Dict[str, List[Feed]] = field(default_factory=dict, repr=False)
     precision: str = "fp32"  # the candidate's precision (read from its graph)
+    chunks: int = 1  # runs needed to keep the marked tensors within the memory budget
+    constants: int = 0  # node outputs computed from initializers only (not compared)
 
     @property
     def outputs_pass(self) -> bool:
@@ -156,7 +159,9 @@ class LayerwiseReport:
             "culprits": [t.to_dict() for t in self.culprits()],
             "suggested_exclusions": self.suggested_exclusions(),
             "tensors": [t.to_dict() for t in self.tensors],
-            "unmatched_tensors": self.unmatched,
+            "unmatched_tensors": self.unmatched, "chunks": self.chunks,
+            "constant_tensors": self.constants,
+
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -186,12 +191,157 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
     return [make_inputs(ref_p, seed=0, other=other)]
 
 
+DEFAULT_BUDGET_MB = 256.0  # marked tensors held at once (both runs, all samples)
+
+
+def tensor_bytes(proto: Any, feed: Feed) -> Dict[str, int]:
+    """Bytes of each node output for one feed (shape inference with the feed's shapes; values
+    it cannot size are left out). Big initializers become typed inputs first, so no weights
+    are copied."""
+    import onnx
+    from onnx import helper
+
+    m = onnx.ModelProto()
+    m.ir_version = proto.ir_version
+    m.opset_import.extend(proto.opset_import)
+    g = m.graph
+    g.node.extend(proto.graph.node)
+    g.output.extend(proto.graph.output)
+    inits = {t.name for t in proto.graph.initializer}
+    for vi in proto.graph.input:
+        if vi.name in inits:
+            continue
+        a = feed.get(vi.name)
+        tt = vi.type.tensor_type
+        g.input.append(helper.make_tensor_value_info(vi.name, tt.elem_type, list(np.shape(a)))
+                       if a is not None else vi)
+    for t in proto.graph.initializer:
+        if len(t.raw_data) > 4096 or len(t.float_data) > 1024:
+            g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            g.initializer.append(t)
+    try:
+        typed = onnx.shape_inference.infer_shapes(m, data_prop=True)
+    except Exception:
+        return {}
+    out: Dict[str, int] = {}
+    for vi in list(typed.graph.value_info) + list(typed.graph.output):
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
+            continue
+        try:
+            item = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).itemsize
+        except Exception:
+            item = 4
+        out[vi.name] = int(np.prod([d.dim_value for d in tt.shape.dim], dtype=np.int64)) * item
+    return out
+
+
+_RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
+                         "RandomUniformLike", "Multinomial", "Bernoulli"})
+
+
+def constant_tensors(proto: Any) -> set:
+    """Node outputs that depend on no graph input (Constant, ConstantOfShape, and what is
+    computed from initializers only: weights made at run time, shape arithmetic). They are
+    weights, not activations: not compared; their rounding shows up in the node reading them."""
+    inits = {t.name for t in proto.graph.initializer}
+    out: set = set()
+    for n in proto.graph.node:
+        if n.op_type in _RANDOM_OPS or any(a.type in (5, 10) for a in n.attribute):
+            continue  # random, or a body that may read graph inputs
+        if all((not x) or x in inits or x in out for x in n.input):
+            out.update(o for o in n.output if o)
+    return out
+
+
+def plan_chunks(names: Sequence[str], sizes: Dict[str, int], budget_bytes: float,
+                copies: int) -> List[List[str]]:
+    """Split `names` (topological order) into consecutive chunks whose tensors, held `copies`
+    times (two runs x samples, as FP32), fit the budget. Unknown sizes count as the median."""
+    known = sorted(sizes[n] for n in names if n in sizes)
+    median = known[len(known) // 2] if known else 0
+    chunks: List[List[str]] = [[]]
+    used = 0.0
+    for n in names:
+        b = float(max(sizes.get(n, median), 1)) * copies
+        if chunks[-1] and used + b > budget_bytes:
+            chunks.append([])
+            used = 0.0
+        chunks[-1].append(n)
+        used += b
+    return [c for c in chunks if c]
+
+
+def _started(kind: str, proto: Any) -> Any:
+    r = make_runner(kind, proto, mark_all=True)
+    try:
+        r.start()
+    except WorkbenchError:
+        raise
+    except Exception as e:
+        raise WorkbenchError(f"{r.name} cannot load the model: {' '.join(str(e).split())[:300]}",
+                             hint="check it with `workbench inspect`; try --runner reference"
+                             if r.name != "reference" else "check it with `workbench inspect`"
+                             ) from None
+    return r
+
+
+def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
+             ref_order: List[str], outs: List[str], feeds: Sequence[Feed], atol: float,
+             rtol: float, memory_budget_mb: Optional[float], producer: Dict[str, Any],
+             record: Any) -> Dict[str, List[Feed]]:
+    """Fetch the marked tensors a chunk at a time within the budget; compare; drop."""
+    ref_r = _started("onnxruntime", ref_p)
+    cand_r = _started(runner, cand_p)
+    cand_names = set(cand_r.order) | {o.name for o in cand_p.graph.output}
+    fixed = constant_tensors(ref_p)
+    shared = [t for t in ref_order if t in cand_names and t not in fixed]
+    report.constants = sum(1 for t in ref_order if t in fixed)
+    report.unmatched = len(ref_order) - len(shared) - report.constants
+    sizes = tensor_bytes(ref_p, feeds[0]) if feeds else {}
+    budget = (memory_budget_mb if memory_budget_mb is not None else DEFAULT_BUDGET_MB) * 2 ** 20
+    chunks = plan_chunks(shared, sizes, budget, 2 * max(1, len(feeds))) or [[]]
+    chunks[-1] = chunks[-1] + [o for o in outs if o in cand_names and o not in chunks[-1]]
+    report.chunks = len(chunks)
+    runs: Dict[str, List[Feed]] = {"reference": [{} for _ in feeds],
+                                   "candidate": [{} for _ in feeds]}
+    seen: set = set()
+    for chunk in chunks:
+        ref_out = [ref_r.infer(f, chunk) for f in feeds]
+        cand_out = [cand_r.infer(f, chunk) for f in feeds]
+        for o in outs:
+            for k in range(len(feeds)):
+                if o in ref_out[k]:
+                    runs["reference"][k][o] = ref_out[k][o]
+                if o in cand_out[k]:
+                    runs["candidate"][k][o] = cand_out[k][o]
+        for t in chunk:
+            if t in seen or t not in producer or t not in ref_out[0] or t not in cand_out[0]:
+                continue
+            ra, ga = ref_out[0][t], cand_out[0][t]
+            if np.asarray(ra).dtype.kind not in "fc" or np.shape(ra) != np.shape(ga):
+                continue
+            seen.add(t)
+            record(t, compare_tensor(t, [o[t] for o in ref_out], [o[t] for o in cand_out],
+                                     atol, rtol))
+        del ref_out, cand_out
+    return runs
+
+
 def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = None, *,
               calibration: Any = None, atol: Optional[float] = None,
               rtol: Optional[float] = None, candidate_runner: str = "auto",
-              max_samples: int = 8, allow_random: bool = False) -> LayerwiseReport:
+              max_samples: int = 8, allow_random: bool = False,
+              memory_budget_mb: Optional[float] = None,
+              stats_path: Any = None) -> LayerwiseReport:
     """Compare every tensor the two models share (by name). See the module docstring.
-    atol/rtol None: the defaults of the candidate's precision (`workbench.comparison`)."""
+    atol/rtol None: the defaults of the candidate's precision (`workbench.comparison`).
+
+    Bounded memory: the marked tensors are fetched a chunk at a time (both runs, every
+    sample), each chunk compared and dropped, so at most `memory_budget_mb` (default
+    DEFAULT_BUDGET_MB) of tensors are held; only per-tensor figures are kept. `stats_path`: each tensor's figures are also appended
+    there as a JSON line as soon as they are known."""
     ref_p, cand_p = load_proto(reference), load_proto(candidate)
     findings: List[Finding] = []
     if feeds is None:
@@ -201,42 +351,45 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     precision = infer_precision(cand_p)
     atol, rtol = tolerances(precision, atol, rtol)
     if candidate_runner == "auto":
-        candidate_runner = "reference" if has_low_float(cand_p) else "onnxruntime"
-    ref_out = run_all(ref_p, feeds, "onnxruntime")
-    cand_out = run_all(cand_p, feeds, candidate_runner)
+        candidate_runner = low_float_runner(cand_p)
     report = LayerwiseReport("onnxruntime", candidate_runner, atol, rtol,
                              sum(samples_in(f) for f in feeds), findings=findings,
                              precision=precision)
     producer = {o: n for n in ref_p.graph.node for o in n.output if o}
     node_name = {id(n): (n.name or f"{n.op_type}:{n.output[0]}") for n in ref_p.graph.node}
-    errors: Dict[str, TensorError] = {}
-    for node in ref_p.graph.node:
-        for t in node.output:
-            if not t or t in errors:
-                continue
-            if t not in ref_out[0] or t not in cand_out[0]:
-                report.unmatched += 1
-                continue
-            ra, ga = ref_out[0][t], cand_out[0][t]
-            if np.asarray(ra).dtype.kind not in "fc" or np.shape(ra) != np.shape(ga):
-                continue
-            c = compare_tensor(t, [o[t] for o in ref_out], [o[t] for o in cand_out], atol, rtol)
-            ins = [errors[i] for i in node.input if i in errors]
-            te = TensorError.of(c, node_name[id(node)], node.op_type, added_error(node, c, ins))
-            errors[t] = te
-            report.tensors.append(te)
     outs = [o.name for o in ref_p.graph.output]
+    ref_order = list(dict.fromkeys(o for n in ref_p.graph.node for o in n.output if o))
+    errors: Dict[str, TensorError] = {}
+    sink = open(stats_path, "a", encoding="utf-8") if stats_path else None
+
+    def record(t: str, c: TensorComparison) -> None:
+        node = producer[t]
+        ins = [errors[i] for i in node.input if i in errors]
+        te = TensorError.of(c, node_name[id(node)], node.op_type, added_error(node, c, ins))
+        errors[t] = te
+        report.tensors.append(te)
+        if sink is not None:
+            sink.write(json.dumps(te.to_dict()) + "\n")
+            sink.flush()
+
+    try:
+        runs = _chunked(report, ref_p, cand_p, candidate_runner, ref_order, outs, feeds,
+                        atol, rtol, memory_budget_mb, producer, record)
+    finally:
+        if sink is not None:
+            sink.close()
+    order_of = {t: i for i, t in enumerate(ref_order)}
+    report.tensors.sort(key=lambda t: order_of.get(t.tensor, 0))
     for name in outs:
-        if name in ref_out[0] and name in cand_out[0]:
-            c = compare_tensor(name, [o[name] for o in ref_out], [o[name] for o in cand_out],
-                               atol, rtol, top1=True)
+        if all(name in r for r in runs["reference"]) and all(name in r for r in runs["candidate"]):
+            c = compare_tensor(name, [o[name] for o in runs["reference"]],
+                               [o[name] for o in runs["candidate"]], atol, rtol, top1=True)
             prev = errors.get(name)
             report.outputs.append(TensorError.of(
                 c, prev.node if prev else (node_name[id(producer[name])] if name in producer
                                            else ""),
                 prev.op if prev else "", prev.added if prev else 0.0))
-    report.runs = {name: [{k: v for k, v in r.items() if k in outs} for r in res]
-                   for name, res in (("reference", ref_out), ("candidate", cand_out))}
+    report.runs = runs
     fd = report.first_divergence
     if fd is not None:
         report.findings.append(Finding(
@@ -334,29 +487,102 @@ class ExclusionSearch:
     passed: bool
     rounds: List[Dict[str, Any]]
     final: Optional[LayerwiseReport] = None
+    findings: List[Finding] = field(default_factory=list)
+    hopeless: bool = False  # FP32 activations beyond the target's range: no search was run
 
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "excluded": self.excluded, "passed": self.passed,
-                "rounds": self.rounds,
+                "hopeless": self.hopeless, "rounds": self.rounds,
+                "findings": [f.to_dict() for f in self.findings],
                 "final": self.final.to_dict() if self.final is not None else None}
+
+
+HOPELESS_SHARE = 0.25  # more than this share of the compute nodes out of range: no search
+HOPELESS_MIN = 16      # ... and more than this many nodes (a small planted block is not hopeless)
+
+
+def range_prepass(ref: Any, feeds: Sequence[Feed], target: str
+                  ) -> Tuple[List[str], List[Finding], bool]:
+    """Before any search: FP32 activations beyond the target's largest finite value (FP16:
+    65504) on these inputs. Returns (nodes that must stay FP32 - producers and consumers of
+    those tensors, findings, hopeless). Hopeless: more than HOPELESS_SHARE of the compute nodes
+    (and more than HOPELESS_MIN) would have to stay FP32, so no exclusion list can make the
+    target worth it."""
+    from workbench.precision import table
+    from workbench.precision.transform import activation_ranges, overflow_findings
+
+    entry = table.get(target, field="target")
+    if entry.max_abs is None or entry.max_abs > 1e38:  # BF16/FP32 range: nothing to find
+        return [], [], False
+    ranges = activation_ranges(ref, list(feeds))
+    found = overflow_findings(ref, ranges, entry.max_abs, target.upper())
+    pos = {o: i for i, n in enumerate(ref.graph.node) for o in n.output}
+    over = sorted((f for f in found if f.code.endswith("-overflow")),
+                  key=lambda f: pos.get(f.tensors[0], 0))  # topological: the first one first
+    nodes = list(dict.fromkeys(n for f in over for n in f.nodes))
+    compute = [n for n in ref.graph.node if n.op_type not in ("Constant", "ConstantOfShape")]
+    if not over:
+        return [], found, False
+    worst = max(over, key=lambda f: (f.extra or {}).get("max_abs") or math.inf)
+    wmax = (worst.extra or {}).get("max_abs")
+    tensors = [t for f in over for t in f.tensors]
+    listed = ", ".join(f"'{t}'" for t in tensors[:5]) + (" ..." if len(tensors) > 5 else "")
+    hopeless = len(nodes) > max(HOPELESS_MIN, HOPELESS_SHARE * len(compute))
+    if hopeless:
+        alt = "bf16" if "bf16" in table.names() else "fp32"
+        return nodes, [Finding(
+            "error", f"{target}-range",
+            f"{len(tensors)} FP32 activation(s) exceed the {target.upper()} limit "
+            f"{entry.max_abs:g} on these inputs (first {listed}; largest "
+            f"{'inf' if wmax is None else f'{wmax:.4g}'} at '{worst.tensors[0]}' from node "
+            f"'{worst.nodes[0]}' ({worst.op})): {len(nodes)} of {len(compute)} nodes would have "
+            f"to stay FP32, so no exclusion list makes {target.upper()} worth it; no search run",
+            nodes=nodes[:8], tensors=tensors[:8], op=worst.op, source="compare",
+            hint=f"use --to {alt} (FP32's range), check that the inputs are representative, or "
+                 f"rescale the model (normalisation before the first layers)",
+            extra={"limit": entry.max_abs, "tensors": len(tensors), "nodes": len(nodes)})
+        ] + [f for f in found if not f.code.endswith("-overflow")], True
+    return nodes, [Finding(
+        "info", f"{target}-range",
+        f"{len(tensors)} FP32 activation(s) exceed the {target.upper()} limit {entry.max_abs:g} "
+        f"({listed}): the search starts with their {len(nodes)} producer/consumer node(s) in FP32",
+        nodes=nodes, tensors=tensors, source="compare")] + found, False
 
 
 def find_exclusions(model: Any, target: str, *, calibration: Any = None,
                     feeds: Optional[Sequence[Feed]] = None, atol: Optional[float] = None,
                     rtol: Optional[float] = None, max_rounds: int = 8, per_round: int = 1,
-                    start: Sequence[str] = (), allow_random: bool = False) -> ExclusionSearch:
+                    start: Sequence[str] = (), allow_random: bool = False,
+                    check_range: bool = True) -> ExclusionSearch:
     """Convert to `target`, compare layer by layer, keep the worst culprit(s) in FP32, repeat
     until the outputs are within tolerance (or no culprit is left / max_rounds is reached).
-    atol/rtol None: the target's defaults (`workbench.precision.table.tolerances`)."""
+    atol/rtol None: the target's defaults (`workbench.precision.table.tolerances`).
+    check_range: first look for FP32 activations beyond the target's range (`range_prepass`):
+    their nodes start in FP32, and when they are too many the answer comes at once, no search."""
     from workbench.precision.transform import convert
 
     ref = load_proto(model)
+    if any(not n.name for n in ref.graph.node):  # exclusion lists need names: the stable ids
+        import onnx
+
+        from workbench.precision.transform import name_unnamed_nodes
+
+        named = onnx.ModelProto()
+        named.CopyFrom(ref)
+        name_unnamed_nodes(named)
+        ref = named
     atol, rtol = tolerances(target, atol, rtol)
     findings: List[Finding] = []
     if feeds is None:
         feeds = sample_feeds(ref, calibration=calibration, allow_random=allow_random,
                              findings=findings)
     excluded: List[str] = list(start)
+    if check_range:
+        nodes, found, hopeless = range_prepass(ref, feeds, target)
+        findings.extend(found)
+        if hopeless:
+            return ExclusionSearch(target, [], False, [], None, findings, hopeless=True)
+        excluded.extend(n for n in nodes if n not in excluded)
     rounds: List[Dict[str, Any]] = []
     report: Optional[LayerwiseReport] = None
     for k in range(max_rounds + 1):
@@ -380,4 +606,5 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         if not new or k == max_rounds:
             break
         excluded.extend(new[:per_round])
-    return ExclusionSearch(target, excluded, bool(report and report.outputs_pass), rounds, report)
+    return ExclusionSearch(target, excluded, bool(report and report.outputs_pass), rounds, report,
+                           findings)

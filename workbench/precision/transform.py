@@ -302,14 +302,16 @@ def reference_batches(batches: List[Dict[str, np.ndarray]], limit: int = 8
 
 def measure_error_reference(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]],
                             target: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
-    """Compare with onnx's reference evaluator (numpy), which computes FP16 tensors in float16
-    arithmetic. onnxruntime's CPU provider upcasts most FP16 ops to FP32 and so hides overflow
-    that TensorRT on a GPU would show; this run does not."""
-    from workbench.runners import ReferenceRunner
+    """Compare in low-precision storage: the runner `compare` uses for the same candidate
+    (`workbench.runners.low_float_runner`: FP16/BF16 tensors rounded and saturated as a GPU
+    stores them, FP32 accumulation; onnx's reference evaluator where that cannot be emulated).
+    onnxruntime's CPU provider upcasts most FP16 ops and drops the casts between them, which
+    hides overflow that TensorRT on a GPU would show; this run does not."""
+    from workbench.runners import low_float_runner, make_runner
 
     small = reference_batches(batches)
     ref = run_ort(fp32, small)
-    got = ReferenceRunner(converted).infer_all(small)
+    got = make_runner(low_float_runner(converted), converted).infer_all(small)
     return compare_outputs(ref, got, target)
 
 
@@ -606,7 +608,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                 report["error_reference"] = None
                 findings.append(Finding(
                     "info", "reference-cannot-verify",
-                    f"onnx's reference evaluator could not run the {target.upper()} model "
+                    f"the low-precision run could not run the {target.upper()} model "
                     f"({' '.join(str(e).split())[:200]})", source="precision"))
         for key in ("error", "error_reference"):
             for name, s in (report.get(key) or {}).items():
@@ -615,7 +617,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                            for f in findings):
                         continue
                     runner = "onnxruntime CPU" if key == "error" else \
-                        f"true {target.upper()} arithmetic (onnx reference evaluator)"
+                        f"{target.upper()} storage as on a GPU (low-precision run)"
                     findings.append(Finding(
                         "error", "non-finite-output",
                         f"output '{name}' is NaN/inf in {target.upper()} on the calibration "

@@ -1,0 +1,184 @@
+"""Low-float emulation: an FP16/BF16 graph rewritten to compute in FP32 and *store* in FP16/BF16.
+
+A GPU running an FP16 engine keeps every tensor in FP16 (values rounded, |x| > 65504 becomes
+inf) but most kernels accumulate in FP32 (tensor cores; TensorRT's FP16 convolutions, GEMMs and
+reductions). onnx's reference evaluator computes in float16 all the way (numpy, ~100x slower than
+onnxruntime); onnxruntime's CPU provider upcasts FP16 ops and drops the casts between them, which
+hides overflow. `emulate(proto)` gives a third, fast and faithful option: the same graph in FP32
+with a Cast(to=low) -> Cast(to=float) pair after every value the candidate holds in low precision
+(graph inputs, initializers, node outputs), so onnxruntime computes at FP32 speed while every stored
+tensor is rounded and saturates exactly as the low type would.
+
+`emulate` returns None when it cannot keep that promise (control-flow bodies holding low-float
+values, an opset without BF16 casts, dtype attributes it does not know): callers then use the
+reference evaluator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Set
+
+import numpy as np
+
+FLOAT, FLOAT16, BFLOAT16 = 1, 10, 16
+LOW = (FLOAT16, BFLOAT16)
+_SUFFIX = "__wb_hi"
+# ops with an attribute naming an output dtype (besides Cast / Constant / ConstantOfShape)
+_DTYPE_ATTRS = {"EyeLike": "dtype", "RandomNormal": "dtype", "RandomUniform": "dtype",
+                "RandomNormalLike": "dtype", "RandomUniformLike": "dtype", "Multinomial": "dtype",
+                "Bernoulli": "dtype"}
+
+
+@dataclass
+class Emulation:
+    """The FP32 graph, the low type of each emulated value and the names in topological order."""
+
+    proto: Any
+    low: Dict[str, int] = field(default_factory=dict)   # value name -> 10 | 16
+    order: List[str] = field(default_factory=list)      # original node outputs, topological
+
+
+def _opset(proto: Any) -> int:
+    return max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+def _to_float_tensor(t: Any) -> Any:
+    """An FP16/BF16 TensorProto as FP32 with the same (exactly representable) values."""
+    from onnx import numpy_helper
+
+    if t.data_type == BFLOAT16:
+        import ml_dtypes
+
+        if t.raw_data:
+            a = np.frombuffer(t.raw_data, dtype=ml_dtypes.bfloat16).astype(np.float32)
+        else:  # int32_data holds the 16-bit patterns
+            bits = np.asarray(t.int32_data, dtype=np.uint32).astype(np.uint16)
+            a = bits.view(ml_dtypes.bfloat16).astype(np.float32)
+        a = a.reshape(tuple(t.dims))
+    else:
+        a = numpy_helper.to_array(t).astype(np.float32)
+    out = numpy_helper.from_array(a, t.name)
+    return out
+
+
+def _types(proto: Any) -> Dict[str, int]:
+    import onnx
+
+    try:
+        typed = onnx.shape_inference.infer_shapes(proto)
+    except Exception:
+        typed = proto
+    g = typed.graph
+    types = {vi.name: vi.type.tensor_type.elem_type
+             for vi in list(g.value_info) + list(g.output) + list(g.input)}
+    types.update({t.name: t.data_type for t in g.initializer})
+    return types
+
+
+def _has_low_subgraph(node: Any) -> bool:
+    import onnx
+
+    for a in node.attribute:
+        graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+        for sub in graphs:
+            if any(t.data_type in LOW for t in sub.initializer):
+                return True
+            vis = list(sub.input) + list(sub.output) + list(sub.value_info)
+            if any(v.type.tensor_type.elem_type in LOW for v in vis):
+                return True
+            for n in sub.node:
+                if n.op_type == "Cast" and any(x.name == "to" and x.i in LOW
+                                               for x in n.attribute):
+                    return True
+                if _has_low_subgraph(n):
+                    return True
+    return False
+
+
+def emulate(proto: Any, outputs: str = "all") -> Optional[Emulation]:
+    """The FP32-compute / low-float-storage twin of `proto` (see the module docstring), or None.
+    outputs="all": every original node output becomes a graph output (Polygraphy's mark all),
+    holding the rounded value under its original name; "graph": the graph outputs only."""
+    import onnx
+    from onnx import helper
+
+    types = _types(proto)
+    opset = _opset(proto)
+    low = {n: t for n, t in types.items() if t in LOW}
+    if not low:
+        return None
+    if BFLOAT16 in low.values() and opset < 13:
+        return None  # Cast to bfloat16 needs opset 13
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)
+    g = m.graph
+    for node in g.node:
+        if _has_low_subgraph(node):
+            return None
+        if node.op_type in _DTYPE_ATTRS and any(a.name == _DTYPE_ATTRS[node.op_type]
+                                                and a.i in LOW for a in node.attribute):
+            return None
+    # initializers: exact FP32 copies of the low values
+    for i, t in enumerate(g.initializer):
+        if t.data_type in LOW:
+            g.initializer[i].CopyFrom(_to_float_tensor(t))
+    # graph inputs of low type: declared FP32, rounded on entry (consumers read the rounded copy)
+    inits = {t.name for t in g.initializer}
+    rename: Dict[str, str] = {}
+    entry: List[Any] = []
+    for vi in g.input:
+        tt = vi.type.tensor_type
+        if tt.elem_type in LOW and vi.name not in inits:
+            lt = tt.elem_type
+            tt.elem_type = FLOAT
+            r = vi.name + "__wb_in"
+            rename[vi.name] = r
+            entry += [helper.make_node("Cast", [vi.name], [r + "_q"], to=lt,
+                                       name=f"{vi.name}__wb_round"),
+                      helper.make_node("Cast", [r + "_q"], [r], to=FLOAT,
+                                       name=f"{vi.name}__wb_widen")]
+    nodes: List[Any] = list(entry)
+    order: List[str] = []
+    for node in g.node:
+        n = onnx.NodeProto()
+        n.CopyFrom(node)
+        for k, x in enumerate(n.input):
+            if x in rename:
+                n.input[k] = rename[x]
+        if n.op_type == "Cast":
+            for a in n.attribute:
+                if a.name == "to" and a.i in LOW:
+                    a.i = FLOAT
+        elif n.op_type in ("Constant", "ConstantOfShape"):
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.TENSOR and a.t.data_type in LOW:
+                    a.t.CopyFrom(_to_float_tensor(a.t))
+        pairs: List[Any] = []
+        for k, o in enumerate(n.output):
+            if not o:
+                continue
+            order.append(o)
+            if o in low:
+                hi = o + _SUFFIX
+                n.output[k] = hi
+                pairs += [helper.make_node("Cast", [hi], [hi + "_q"], to=low[o],
+                                           name=f"{o}__wb_round"),
+                          helper.make_node("Cast", [hi + "_q"], [o], to=FLOAT,
+                                           name=f"{o}__wb_widen")]
+        nodes.append(n)
+        nodes.extend(pairs)
+    del g.node[:]
+    g.node.extend(nodes)
+    del g.value_info[:]
+    for vi in g.output:
+        if vi.type.tensor_type.elem_type in LOW:
+            vi.type.tensor_type.elem_type = FLOAT
+    if outputs == "all":
+        have: Set[str] = {o.name for o in g.output}
+        for o in order:
+            if o not in have:
+                t = types.get(o)
+                g.output.append(helper.make_tensor_value_info(o, FLOAT if t in LOW else t, None)
+                                if t else onnx.ValueInfoProto(name=o))
+                have.add(o)
+    return Emulation(m, low, order)
