@@ -960,6 +960,41 @@ def read_engine(path: str) -> bytes:
         raise OpError("cannot read engine %s: %s" % (path, e), code="bad-engine")
 
 
+def backend_for(engine_path: str, backend: str) -> str:
+    """The backend to load `engine_path` with: `backend`, or for "auto" the one its engine
+    card names (an engine built by TensorRT-RTX loads with TensorRT-RTX where both exist)."""
+    if backend != "auto":
+        return backend
+    from workbench.worker.card import read_card
+
+    try:
+        card = read_card(engine_path)
+    except OpError:
+        return backend  # (read_checked_engine reports the bad card)
+    named = (card or {}).get("backend")
+    return named if named in AUTO_ORDER else backend
+
+
+def read_checked_engine(name: str, trt: Any, engine_path: str,
+                        compute_capability: Optional[str] = None,
+                        check_only: bool = False) -> bytes:
+    """The engine's bytes, after its card (workbench.worker.card) was checked against this
+    runtime (`name`, trt's version, the GPU's `compute_capability` when known): an engine for
+    another TensorRT or GPU is refused here, before TensorRT sees it."""
+    from workbench.worker.card import guard
+
+    guard(engine_path, name, version_of(trt), compute_capability)
+    return b"" if check_only else read_engine(engine_path)
+
+
+def hardware_compatibility(config: Any) -> Optional[str]:
+    """The builder config's hardware-compatibility level by name (None where there is none)."""
+    level = getattr(config, "hardware_compatibility_level", None)
+    if level is None:
+        return None
+    return str(getattr(level, "name", level)).split(".")[-1].upper()
+
+
 def deserialize(trt: Any, logger: Any, blob: Any) -> Tuple[Any, str]:
     """(engine or None, why not): a TensorRT-RTX engine built ahead of time for another GPU,
     or any engine on a machine without one, does not deserialize."""

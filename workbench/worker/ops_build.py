@@ -12,6 +12,7 @@ import os
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from workbench.worker import card as C
 from workbench.worker import loaders as L
 from workbench.worker.protocol import BUILD, INSPECT_ENGINE
 from workbench.worker.registry import Context, OpError, op
@@ -58,6 +59,13 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
     ctx.progress("writing", 0.98, engine_path)
     L.write_atomic(engine_path, serialized)
     L.save_timing_cache(cfg)
+    # for the engine card: the engine's I/O (the network's) and where it runs, read before
+    # "done" (the last event of a build); TensorRT-RTX has no hardware-compatibility level
+    # (reading it logs an error there), its targets say where it runs
+    card = {"io": L.network_io(trt, net.network),
+            "hardware_compatibility": None if name == "tensorrt-rtx" else
+            L.hardware_compatibility(cfg.config),
+            "built_on": None if cfg.targets else C.device_info()}
     ctx.progress("done", 1.0, "")
     return {
         "backend": name, "backend_version": L.version_of(trt), "engine_path": engine_path,
@@ -67,6 +75,7 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         "layers": layers, "unmatched_fp32_layers": cfg.unmatched_fp32_layers,
         "progress_monitor": have_monitor,
         "calibration_cache": calib_cache if calib_cache and os.path.isfile(calib_cache) else None,
+        **card,
     }
 
 
@@ -99,9 +108,16 @@ def inspect_engine(ctx: Context, engine_path: str, backend: str = "auto",
                    ) -> Dict[str, Any]:
     """Engine-inspector JSON when the engine deserializes here; else the parsed network's
     per-layer dtypes (e.g. a TensorRT-RTX engine built ahead of time on a CPU machine)."""
-    name, trt = L.load_backend(backend)
+    name, trt = L.load_backend(L.backend_for(engine_path, backend))
     logger = L.make_logger(trt, ctx, "warning")
-    engine, reason = L.deserialize(trt, logger, L.read_engine(engine_path))
+    try:
+        engine, reason = L.deserialize(trt, logger, L.read_checked_engine(name, trt, engine_path))
+    except OpError as e:  # the card refuses it: the network's dtypes still say what it holds
+        if e.code != C.INCOMPATIBLE:
+            raise
+        if not onnx_path:
+            raise
+        engine, reason = None, e.message
     out: Dict[str, Any] = {"backend": name, "backend_version": L.version_of(trt)}
     if engine is not None and hasattr(engine, "create_engine_inspector"):
         inspector = engine.create_engine_inspector()
