@@ -36,6 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layer-iterations", type=int, default=50)
     p.add_argument("--out", metavar="DIR", help="where to write layers.json / profile.json")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--metrics", metavar="FILE.prom", help="also write latency/throughput in "
+                   "the Prometheus text format (needs the deploy extra)")
     p.add_argument("--gpu", metavar="ID|UUID", help="pin the worker to this GPU or MIG "
                    "instance (see `workbench gpus`)")
     p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
@@ -94,6 +96,12 @@ def run(args: argparse.Namespace) -> int:
 
     output_path(args.out, "--out", mkdir=args.mkdir, folder=True)
     output_path(args.html, "--html", mkdir=args.mkdir)
+    output_path(getattr(args, "metrics", None), "--metrics", mkdir=args.mkdir)
+    metrics = None
+    if getattr(args, "metrics", None):  # (prometheus_client missing: said before the run)
+        from workbench.metrics import Metrics
+
+        metrics = Metrics()
     if getattr(args, "gpu", None):
         from workbench.gpus import pinned_client
 
@@ -125,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
     out["capture"] = {"layers_json": res.layers_json, "profile_json": res.profile_json,
                       "latency": res.latency, "throughput": res.throughput,
                       "shapes": res.raw.get("shapes")}
+    if metrics is not None:
+        metrics.record_capture(res, {"model": src.stem, "gpu": args.gpu or "",
+                                     "precision": "fp16" if args.fp16 else "",
+                                     "backend": res.raw.get("backend") or ""})
+        out["metrics"] = str(metrics.write(args.metrics))
     if args.html and res.table is not None:
         from workbench.render.timing_report import write_report
 
