@@ -169,3 +169,26 @@ def test_a_broken_card_is_refused_and_a_missing_one_is_not_guessed(client, built
     with pytest.raises(WorkerError) as e:
         _inspect(client, bare)
     assert e.value.code == "cannot-deserialize"
+
+
+def test_hardware_compatibility_is_a_build_setting(client, tmp_path):
+    from workbench.build.export import config_from_trtexec, python_script, trtexec_command
+
+    c = BuildConfig(hardware_compatibility="ampere+")
+    assert c.hardware_compatibility == "ampere_plus"
+    assert "hardware_compatibility" not in BuildConfig().to_dict()  # unset: old hashes hold
+    assert c.config_hash != BuildConfig().config_hash
+    line = trtexec_command(c, "m.onnx", "m.engine")
+    assert "--hardwareCompatibilityLevel=ampere+" in line
+    assert config_from_trtexec(line)[0].hardware_compatibility == "ampere_plus"
+    script = python_script(c, "m.onnx", "m.engine")
+    assert "HARDWARE_COMPAT = 'AMPERE_PLUS'" in script
+    compile(script, "build.py", "exec")
+    with pytest.raises(WorkbenchError, match="unknown hardware compatibility 'volta'"):
+        BuildConfig(hardware_compatibility="volta")
+    # TensorRT-RTX has none: the worker refuses it, naming what to use instead
+    with pytest.raises(WorkbenchError) as e:
+        build_engine(RESNET, BuildConfig(profiles=PROFILE, target="sm89",
+                                         hardware_compatibility="ampere_plus"), client=client)
+    assert "TensorRT-RTX has no hardware-compatibility level" in str(e.value)
+    assert "--target" in str(e.value)

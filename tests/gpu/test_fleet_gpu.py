@@ -176,3 +176,15 @@ def test_timing_capture_cli_writes_metrics(gpu_worker, engine, tmp_path, capsys)
             parser.text_string_to_metric_families((tmp_path / "cap.prom").read_text())}
     sample = fams["workbench_latency_p50_ms"].samples[0]
     assert sample.labels["model"] == "resnet" and sample.value > 0
+
+
+def test_ampere_plus_build_is_recorded_and_runs(gpu_worker, tmp_path):
+    w, _, _ = gpu_worker
+    out = tmp_path / "amp.engine"
+    build_engine(RESNET, BuildConfig(backend="tensorrt", profiles=PROFILE,
+                                     tactic_sources=TACTICS, builder_optimization_level=1,
+                                     hardware_compatibility="ampere_plus"),
+                 client=w, output=out, timeout=900)
+    card = read_card(out)
+    assert card["hardware_compatibility"] == "AMPERE_PLUS"
+    assert _capture(w, out, tmp_path).latency["p50_ms"] > 0

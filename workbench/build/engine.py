@@ -334,6 +334,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         target=config.target, plugins=[str(Path(p).resolve()) for p in config.plugins],
         extra_flags=config.extra_flags, tactic_sources=config.tactic_sources,
         report_layers=True,
+        **({"hardware_compatibility": config.hardware_compatibility}
+           if config.hardware_compatibility else {}),
         test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0))
     if route == "legacy-flags":  # the table names the flag and the calibrator; the worker obeys
         args["builder_flag"] = entry.builder_flag

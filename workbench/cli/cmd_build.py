@@ -64,6 +64,10 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--timing-cache", metavar="PATH", help="timing cache file to load and save")
     p.add_argument("--plugins", action="append", default=[], metavar="LIB",
                    help="plugin library to load (only the ones you name are loaded)")
+    p.add_argument("--hardware-compat", metavar="LEVEL",
+                   choices=["none", "ampere_plus", "same_compute_capability"],
+                   help="let the engine run on other GPUs: ampere_plus (any sm >= 8.0, "
+                        "TensorRT >= 8.6; TensorRT-RTX uses --target instead)")
     p.add_argument("--flag", action="append", default=[], metavar="BUILDER_FLAG",
                    help="extra BuilderFlag to set, e.g. REFIT")
     p.add_argument("--config", metavar="JSON", help="a BuildConfig JSON file (flags override)")
@@ -131,6 +135,8 @@ def _config(args: "argparse.Namespace") -> Any:
         over["plugins"] = args.plugins
     if args.flag:
         over["extra_flags"] = args.flag
+    if getattr(args, "hardware_compat", None):
+        over["hardware_compatibility"] = args.hardware_compat
     base.update(over)
     return BuildConfig.from_dict(base)
 

@@ -624,7 +624,8 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
                   calibrate: bool = False, fp32_layers: Optional[List[str]] = None,
                   calib_npz: Optional[str] = None, calib_cache: Optional[str] = None,
                   calibrate_method: str = "entropy", timing_cache: Optional[str] = None,
-                  progress: bool = False, step_delay: float = 0.0) -> Config:
+                  progress: bool = False, step_delay: float = 0.0,
+                  hardware_compatibility: Optional[str] = None) -> Config:
     """The builder config from one spec (the fields of the `build` request):
 
     memory pool (`workspace_bytes`), builder optimization level, DETAILED profiling verbosity
@@ -647,6 +648,8 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
         config.profiling_verbosity = pv.DETAILED
     if target:
         cfg.targets = set_targets(trt, config, target, required=target_required)
+    if hardware_compatibility:
+        set_hardware_compatibility(trt, config, hardware_compatibility)
     cfg.notes += add_profiles(trt, builder, config, network, profiles, fill_dynamic)
     for flag in extra_flags or []:
         set_flag(trt, config, flag.upper())
@@ -689,6 +692,18 @@ def set_targets(trt: Any, config: Any, target: str, required: bool = True) -> Li
             raise OpError("TensorRT refused compute capability %s" % names[i],
                           code="bad-target", details={"field": "target"})
     return [n.lower() for n in names]
+
+
+def set_hardware_compatibility(trt: Any, config: Any, level: str) -> None:
+    """config.hardware_compatibility_level by name ("ampere_plus", ...), probed (8.6+)."""
+    enum = getattr(trt, "HardwareCompatibilityLevel", None)
+    value = getattr(enum, str(level).upper(), None) if enum is not None else None
+    if value is None or not hasattr(config, "hardware_compatibility_level"):
+        raise OpError("this TensorRT has no hardware-compatibility level '%s'" % level,
+                      code="bad-args", details={"field": "hardware_compatibility"},
+                      hint="hardware compatibility needs TensorRT >= 8.6; rebuild on the GPU "
+                           "that runs the engine instead")
+    config.hardware_compatibility_level = value
 
 
 def set_flag(trt: Any, config: Any, name: str) -> None:

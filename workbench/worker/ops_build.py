@@ -30,10 +30,15 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
           calib_cache: Optional[str] = None, calibrate_method: str = "entropy",
           tactic_sources: Optional[List[str]] = None,
           keep_log: str = "info", report_layers: bool = True,
-          test_step_delay: float = 0.0) -> Dict[str, Any]:
+          test_step_delay: float = 0.0,
+          hardware_compatibility: Optional[str] = None) -> Dict[str, Any]:
     """Build `onnx_path` into `engine_path` (the client renames it into the cache)."""
     t_start = time.monotonic()
     name, trt = L.load_backend(backend)
+    if hardware_compatibility not in (None, "none") and name == "tensorrt-rtx":
+        raise OpError("TensorRT-RTX has no hardware-compatibility level", code="bad-args",
+                      details={"field": "hardware_compatibility"},
+                      hint="list the GPUs it should run on with --target (e.g. sm86,sm89,sm120)")
     have_monitor = getattr(trt, "IProgressMonitor", None) is not None
     logger = L.make_logger(trt, ctx, keep_log, phases_from_log=not have_monitor)
     ctx.progress("parsing", 0.0, os.path.basename(onnx_path))
@@ -50,7 +55,8 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         legacy_flags=(route == "legacy-flags"), builder_flag=builder_flag,
         calibrate=calibrate, fp32_layers=fp32_layers, calib_npz=calib_npz,
         calib_cache=calib_cache, calibrate_method=calibrate_method, timing_cache=timing_cache,
-        progress=True, step_delay=test_step_delay)
+        progress=True, step_delay=test_step_delay,
+        hardware_compatibility=hardware_compatibility)
     ctx.check_cancel()
     ctx.progress("building", 0.0, "")
     t_build = time.monotonic()
