@@ -82,6 +82,17 @@ def test_a_cache_hit_copies_the_card_to_the_new_output(client, built, tmp_path):
     assert card["engine"] == "copy.plan" and card["cache_key"] == res.key
 
 
+def test_a_cache_entry_without_a_card_gets_one_on_its_next_hit(client, built):
+    res, _ = built
+    cached = card_path(res.engine_path)
+    import os
+    os.unlink(cached)  # as a cache written before engines had cards
+    cfg = BuildConfig(profiles=PROFILE, target="sm89", builder_optimization_level=0,
+                      precision="fp16")
+    assert build_engine(RESNET, cfg, client=client).cache_hit
+    assert read_card(res.engine_path)["cache_key"] == res.key
+
+
 def _tampered(out, tmp_path, **changes):
     dst = tmp_path / "elsewhere.engine"
     shutil.copyfile(out, dst)
@@ -128,8 +139,8 @@ def test_engine_for_another_compute_capability_is_refused_with_what_to_do(built,
     assert "\n" not in line
     assert line == (f"{other}: engine built for tensorrt-rtx {tensorrt_rtx.__version__} for "
                     "sm120; this is a sm89 GPU: rebuild it here (`workbench build MODEL "
-                    "--target sm89` for TensorRT-RTX), or build with hardware compatibility "
-                    "(AMPERE_PLUS) to run on every Ampere-or-later GPU")
+                    "--target sm89` for TensorRT-RTX), or build with --hardware-compat "
+                    "ampere_plus (TensorRT >= 8.6) to run on every Ampere-or-later GPU")
     # the real card passes for an sm89 GPU and is refused on an H200 (sm90)
     assert check_engine(out, "tensorrt-rtx", tensorrt_rtx.__version__, "8.9")["targets"] == \
         ["sm89"]

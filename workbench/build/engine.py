@@ -291,6 +291,11 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     if use_cache:
         meta = load_cached(engine, meta_path, key, ws)
         if meta is not None:
+            from workbench.build.card import card_from_meta, card_path, write_card
+
+            if not os.path.isfile(card_path(str(engine))):  # cached before engines had cards
+                with ws.lock():
+                    write_card(engine, card_from_meta(meta, engine))
             res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=True)
             if output is not None:
                 res.output_path = _copy_out(engine, output, ref.path, meta)

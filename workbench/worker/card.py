@@ -119,8 +119,8 @@ def mismatch(card: Dict[str, Any], backend: str, version: str,
         if not ok:
             what.append("a %s GPU" % here)
             fix.append("rebuild it here (`workbench build MODEL --target %s` for TensorRT-RTX), "
-                       "or build with hardware compatibility (AMPERE_PLUS) to run on every "
-                       "Ampere-or-later GPU" % here)
+                       "or build with --hardware-compat ampere_plus (TensorRT >= 8.6) to run "
+                       "on every Ampere-or-later GPU" % here)
     if not what:
         return None
     return "engine built for %s; this is %s: %s" % (built_for(card), " on ".join(what),
