@@ -135,7 +135,7 @@ def check_config(text: str) -> Any:
     try:
         from google.protobuf import text_format
         from tritonclient.grpc import model_config_pb2
-    except ImportError:
+    except (ImportError, RuntimeError):  # (tritonclient without grpcio raises RuntimeError)
         return None
     msg = model_config_pb2.ModelConfig()
     try:
