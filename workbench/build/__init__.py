@@ -1,5 +1,6 @@
 """Engine builds, one module per job: spec (BuildConfig, profiles, route), result, cache (keys,
-hashes, cached builds), engine (orchestration through the worker), export, log.
+hashes, cached builds), card (engine cards: what an engine is, where it runs), engine
+(orchestration through the worker), export, triton (model repository), log.
 
 Public names resolve lazily (PEP 562): importing the package costs nothing until a name is
 used, which keeps CLI start-up lean."""
@@ -38,6 +39,13 @@ _EXPORTS: Dict[str, str] = {
     'polygraphy_command': 'workbench.build.export',
     'python_script': 'workbench.build.export',
     'export_for': 'workbench.build.export',
+    'read_card': 'workbench.build.card',
+    'write_card': 'workbench.build.card',
+    'check_engine': 'workbench.build.card',
+    'card_path': 'workbench.build.card',
+    'export_triton': 'workbench.build.triton',
+    'triton_config': 'workbench.build.triton',
+    'TritonModel': 'workbench.build.triton',
     'NameIndex': 'workbench.build.log',
     'findings_from_log': 'workbench.build.log',
     'memory_from_log': 'workbench.build.log',

@@ -247,6 +247,9 @@ def publish_engine(ws: Any, tmp: Path, engine: Path, meta_path: Path, meta: Dict
         if existing is not None:
             tmp.unlink(missing_ok=True)
             return existing
+        from workbench.build.card import card_from_meta, write_card
+
+        write_card(engine, card_from_meta(meta, engine))  # the card first: never a stale one
         os.replace(tmp, engine)
         atomic_write_json(meta_path, meta, indent=None)  # cache internals: compact, fast
     return meta

@@ -125,12 +125,18 @@ def _readable_progress(on_event: Optional[Callable[[Dict[str, Any]], None]], mod
     return relay
 
 
-def _copy_out(src: Path, dst: PathLike, model_path: Optional[Path]) -> str:
+def _copy_out(src: Path, dst: PathLike, model_path: Optional[Path],
+              meta: Optional[Dict[str, Any]] = None) -> str:
+    """Copy the engine `src` to `dst` with its card (written first; made from `meta` when the
+    cached engine has none)."""
+    from workbench.build.card import copy_card
+
     out = Path(dst)
     if model_path is not None and out.resolve() == model_path.resolve():
         raise WorkbenchError("refusing to write the engine over the model", file=str(out),
                              hint="choose another -o path")
     out.parent.mkdir(parents=True, exist_ok=True)
+    copy_card(src, out, meta)
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
     try:
         shutil.copyfile(src, tmp)
@@ -285,9 +291,14 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     if use_cache:
         meta = load_cached(engine, meta_path, key, ws)
         if meta is not None:
+            from workbench.build.card import card_from_meta, card_path, write_card
+
+            if not os.path.isfile(card_path(str(engine))):  # cached before engines had cards
+                with ws.lock():
+                    write_card(engine, card_from_meta(meta, engine))
             res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=True)
             if output is not None:
-                res.output_path = _copy_out(engine, output, ref.path)
+                res.output_path = _copy_out(engine, output, ref.path, meta)
             # the cached commands name the engine path of the build that made them: this
             # run's lines name this run's output
             from workbench.build.export import export_for
@@ -328,6 +339,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         target=config.target, plugins=[str(Path(p).resolve()) for p in config.plugins],
         extra_flags=config.extra_flags, tactic_sources=config.tactic_sources,
         report_layers=True,
+        **({"hardware_compatibility": config.hardware_compatibility}
+           if config.hardware_compatibility else {}),
         test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0))
     if route == "legacy-flags":  # the table names the flag and the calibrator; the worker obeys
         args["builder_flag"] = entry.builder_flag
@@ -447,11 +460,16 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         "findings": [f.to_dict() for f in findings], "export": export,
         "log": out.get("log", [])[-4000:], "layers": out.get("layers", []),
         "calib_cache": args.get("calib_cache"), "created": time.time(),
+        # for the engine card (workbench.build.card): real I/O, where it runs, its model
+        "io": out.get("io"), "hardware_compatibility": out.get("hardware_compatibility"),
+        "version_compatible": "VERSION_COMPATIBLE" in config.extra_flags,
+        "built_on": out.get("built_on"),
+        "model_path": str(ref.path) if ref.path is not None else None,
     }
     meta = publish_engine(ws, tmp, engine, meta_path, meta, replace=not use_cache)
     res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=False)
     if output is not None:
-        res.output_path = _copy_out(engine, output, ref.path)
+        res.output_path = _copy_out(engine, output, ref.path, meta)
     ws.append_history({"action": "build", "cache_hit": False, "key": key,
                        "config_hash": config.config_hash, "engine": str(engine),
                        "seconds": round(res.seconds, 3), "backend": res.backend,

@@ -134,6 +134,8 @@ def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
             a.append(_FLAG_TO_TRTEXEC[f])
     if config.tactic_sources is not None:
         a.append("--tacticSources=" + ",".join("+" + t for t in config.tactic_sources))
+    if config.hardware_compatibility == "ampere_plus":  # (trtexec 8.6+: none | ampere+)
+        a.append("--hardwareCompatibilityLevel=ampere+")
     a.append("--profilingVerbosity=detailed")
     a.append(f"--exportLayerInfo={_q(str(engine_path) + '.layers.json')}")
     return " ".join(a)
@@ -179,6 +181,8 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
                     d["exclude_nodes"].append(name)
         elif key == "--tacticSources":
             d["tactic_sources"] = [t[1:] for t in val.split(",") if t.startswith("+")]
+        elif key == "--hardwareCompatibilityLevel":
+            d["hardware_compatibility"] = "ampere_plus" if val == "ampere+" else val
         elif key in ("--plugins", "--staticPlugins", "--dynamicPlugins"):
             d["plugins"].append(val)
         elif key in _TRTEXEC_TO_FLAG or arg in _TRTEXEC_TO_FLAG:
@@ -275,6 +279,7 @@ OPT_LEVEL = {opt_level!r}
 TARGETS = {targets!r}                 # TensorRT-RTX ahead-of-time compute capabilities
 PLUGINS = {plugins!r}
 TACTIC_SOURCES = {tactics!r}          # None = TensorRT's default set
+HARDWARE_COMPAT = {hardware!r}        # e.g. "AMPERE_PLUS": run on other GPUs (TensorRT >= 8.6)
 LOGGER = trt.Logger(trt.Logger.WARNING)
 
 
@@ -306,6 +311,9 @@ def build():
         for t in TACTIC_SOURCES:
             mask |= 1 << int(getattr(trt.TacticSource, t))
         config.set_tactic_sources(mask)
+    if HARDWARE_COMPAT:
+        config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel,
+                                                      HARDWARE_COMPAT)
     if TARGETS and hasattr(trt, "ComputeCapability"):
         config.num_compute_capabilities = len(TARGETS)
         for i, t in enumerate(TARGETS):
@@ -446,7 +454,8 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
         calibrator=bool(legacy and legacy.flag_calibrator), calib_cache=calib_cache,
         profiles=[{n: [list(s) for s in v] for n, v in p.items()} for p in config.profiles],
         workspace=config.workspace_bytes, opt_level=config.builder_optimization_level,
-        targets=targets, plugins=list(config.plugins), tactics=config.tactic_sources)
+        targets=targets, plugins=list(config.plugins), tactics=config.tactic_sources,
+        hardware=(config.hardware_compatibility or "").upper() or None)
 
 
 def layer_info_note(engine_path: str) -> str:

@@ -20,6 +20,10 @@ from workbench.precision.spec import PrecisionSpec
 from workbench.worker.protocol import BUILD_BACKENDS
 
 ROUTES = ("auto", "strongly-typed", "legacy-flags")
+# HardwareCompatibilityLevel members by their config name (TensorRT >= 8.6; not TensorRT-RTX)
+HARDWARE_COMPATIBILITY = ("none", "ampere_plus", "same_compute_capability")
+# fields added later: left out of to_dict() while unset, so older configs keep their hash
+_OPTIONAL_FIELDS = ("hardware_compatibility",)
 BACKENDS = BUILD_BACKENDS
 CALIBRATE_METHODS = table.CALIBRATE_METHODS
 Shape = List[int]
@@ -89,6 +93,9 @@ class BuildConfig:
     plugins: List[str] = field(default_factory=list)
     extra_flags: List[str] = field(default_factory=list)
     tactic_sources: Optional[List[str]] = None
+    # where the engine may run besides the build GPU (TensorRT >= 8.6; None: not set, left out
+    # of the JSON and the hash so configs written before it keep their hash)
+    hardware_compatibility: Optional[str] = None
 
     # (declared below: precision, exclude_nodes, ... as properties onto `spec`)
     def __init__(self, spec: Optional[PrecisionSpec] = None, **kw: Any) -> None:
@@ -150,6 +157,14 @@ class BuildConfig:
             self.tactic_sources = [str(t).upper() for t in self.tactic_sources]
         if self.timing_cache is not None:
             self.timing_cache = str(self.timing_cache)
+        if self.hardware_compatibility is not None:
+            hw = str(self.hardware_compatibility).strip().lower().replace("-", "_")
+            hw = {"ampere+": "ampere_plus", "ampere": "ampere_plus"}.get(hw, hw)
+            if hw not in HARDWARE_COMPATIBILITY:
+                raise WorkbenchError(f"unknown hardware compatibility '{self.hardware_compatibility}'",
+                                     field="hardware_compatibility",
+                                     hint="one of " + ", ".join(HARDWARE_COMPATIBILITY))
+            self.hardware_compatibility = hw
         self.profiles = [_norm_profile(p, k) for k, p in enumerate(self.profiles or [])]
         return self
 
@@ -161,7 +176,8 @@ class BuildConfig:
     # -- JSON (flat, the config file's format) ------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
         d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
-             if f.name != "spec"}
+             if f.name != "spec" and not (f.name in _OPTIONAL_FIELDS and
+                                          getattr(self, f.name) is None)}
         d.update({_FLAT_NAME[k]: copy.deepcopy(v) for k, v in self.spec.to_dict().items()})
         return d
 

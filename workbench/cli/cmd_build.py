@@ -20,8 +20,8 @@ HELP = "build a TensorRT engine (progress, time limit, cache) and print the equi
 def start_early(argv: List[str]) -> None:
     """Fork the TensorRT worker before the rest of the CLI is even imported (called with the
     raw arguments after `build`); the worker imports the backend `--backend` names."""
-    if "-h" in argv or "--help" in argv:
-        return
+    if "-h" in argv or "--help" in argv or any(a.split("=")[0] == "--gpu" for a in argv):
+        return  # (a pinned worker starts in run(), with its own environment)
     backend = "auto"
     for i, a in enumerate(argv):
         if a == "--backend" and i + 1 < len(argv):
@@ -64,6 +64,10 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--timing-cache", metavar="PATH", help="timing cache file to load and save")
     p.add_argument("--plugins", action="append", default=[], metavar="LIB",
                    help="plugin library to load (only the ones you name are loaded)")
+    p.add_argument("--hardware-compat", metavar="LEVEL",
+                   choices=["none", "ampere_plus", "same_compute_capability"],
+                   help="let the engine run on other GPUs: ampere_plus (any sm >= 8.0, "
+                        "TensorRT >= 8.6; TensorRT-RTX uses --target instead)")
     p.add_argument("--flag", action="append", default=[], metavar="BUILDER_FLAG",
                    help="extra BuilderFlag to set, e.g. REFIT")
     p.add_argument("--config", metavar="JSON", help="a BuildConfig JSON file (flags override)")
@@ -71,6 +75,8 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--export-script", metavar="PATH",
                    help="also write the standalone build-and-run Python script here")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--gpu", metavar="ID|UUID", help="pin the worker to this GPU or MIG "
+                   "instance (see `workbench gpus`)")
     from workbench.cli.common import add_mkdir_argument
 
     add_mkdir_argument(p)
@@ -129,6 +135,8 @@ def _config(args: "argparse.Namespace") -> Any:
         over["plugins"] = args.plugins
     if args.flag:
         over["extra_flags"] = args.flag
+    if getattr(args, "hardware_compat", None):
+        over["hardware_compatibility"] = args.hardware_compat
     base.update(over)
     return BuildConfig.from_dict(base)
 
@@ -199,7 +207,13 @@ class _StderrProgress:
 
 
 def run(args: "argparse.Namespace") -> int:
-    start_early(["--backend", args.backend])  # a no-op when main() did it already
+    client = None
+    if args.gpu:
+        from workbench.gpus import pinned_client
+
+        client = pinned_client(args.gpu)
+    else:
+        start_early(["--backend", args.backend])  # a no-op when main() did it already
     from workbench.cli.common import output_path
 
     output_path(args.output, "-o", mkdir=args.mkdir)  # before any work: exit 2 at once
@@ -216,7 +230,8 @@ def run(args: "argparse.Namespace") -> int:
     cancel = threading.Event()
     try:
         res = build_engine(args.model, config, on_event=progress, timeout=args.timeout,
-                           cancel=cancel, output=args.output, use_cache=not args.no_cache)
+                           cancel=cancel, output=args.output, use_cache=not args.no_cache,
+                           client=client)
     except BuildFailed as e:
         if progress:
             progress.close()

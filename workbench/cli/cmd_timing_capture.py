@@ -36,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layer-iterations", type=int, default=50)
     p.add_argument("--out", metavar="DIR", help="where to write layers.json / profile.json")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--metrics", metavar="FILE.prom", help="also write latency/throughput in "
+                   "the Prometheus text format (needs the deploy extra)")
+    p.add_argument("--gpu", metavar="ID|UUID", help="pin the worker to this GPU or MIG "
+                   "instance (see `workbench gpus`)")
     p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
     from workbench.cli.common import add_mkdir_argument
 
@@ -92,6 +96,18 @@ def run(args: argparse.Namespace) -> int:
 
     output_path(args.out, "--out", mkdir=args.mkdir, folder=True)
     output_path(args.html, "--html", mkdir=args.mkdir)
+    output_path(getattr(args, "metrics", None), "--metrics", mkdir=args.mkdir)
+    metrics = None
+    if getattr(args, "metrics", None):  # (prometheus_client missing: said before the run)
+        from workbench.metrics import Metrics
+
+        metrics = Metrics()
+    if getattr(args, "gpu", None):
+        from workbench.gpus import pinned_client
+
+        common_client = {"client": pinned_client(args.gpu)}
+    else:
+        common_client = {}
     shapes = parse_shapes(args.shapes)
     batches: Any = None
     if args.batch_sizes == "profile":
@@ -104,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
                                  hint="write 1,8,32") from None
     common = dict(shapes=shapes, inputs=args.inputs, batch_sizes=batches,
                   iterations=args.iterations, warmup=args.warmup,
-                  layer_iterations=args.layer_iterations, out_dir=args.out)
+                  layer_iterations=args.layer_iterations, out_dir=args.out, **common_client)
     if src.suffix.lower() == ".onnx":
         res = capture_onnx(src, fp16=args.fp16, profiles=parse_profile_shapes(args.profile_shapes),
                            **common)
@@ -117,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
     out["capture"] = {"layers_json": res.layers_json, "profile_json": res.profile_json,
                       "latency": res.latency, "throughput": res.throughput,
                       "shapes": res.raw.get("shapes")}
+    if metrics is not None:
+        metrics.record_capture(res, {"model": src.stem, "gpu": args.gpu or "",
+                                     "precision": "fp16" if args.fp16 else "",
+                                     "backend": res.raw.get("backend") or ""})
+        out["metrics"] = str(metrics.write(args.metrics))
     if args.html and res.table is not None:
         from workbench.render.timing_report import write_report
 

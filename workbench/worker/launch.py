@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List
+from typing import Dict, List
 
 # the folder holding the workbench package (os.path: pathlib and subprocess are imported only
 # when needed, so that a CLI reaches its worker's fork in as few milliseconds as it can)
@@ -37,3 +37,9 @@ def worker_command(python: str) -> List[str]:
         paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)]
         return [python, "-S", "-c", _BOOT_NO_SITE % (ROOT, paths)]
     return [python, "-c", _BOOT % ROOT]
+
+
+def gpu_env(uuid: str) -> Dict[str, str]:
+    """The environment entries that pin a worker to one GPU or MIG instance (by UUID, so the
+    enumeration order does not matter); the client merges them into the worker's environment."""
+    return {"CUDA_VISIBLE_DEVICES": str(uuid)}

@@ -624,7 +624,8 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
                   calibrate: bool = False, fp32_layers: Optional[List[str]] = None,
                   calib_npz: Optional[str] = None, calib_cache: Optional[str] = None,
                   calibrate_method: str = "entropy", timing_cache: Optional[str] = None,
-                  progress: bool = False, step_delay: float = 0.0) -> Config:
+                  progress: bool = False, step_delay: float = 0.0,
+                  hardware_compatibility: Optional[str] = None) -> Config:
     """The builder config from one spec (the fields of the `build` request):
 
     memory pool (`workspace_bytes`), builder optimization level, DETAILED profiling verbosity
@@ -647,6 +648,8 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
         config.profiling_verbosity = pv.DETAILED
     if target:
         cfg.targets = set_targets(trt, config, target, required=target_required)
+    if hardware_compatibility:
+        set_hardware_compatibility(trt, config, hardware_compatibility)
     cfg.notes += add_profiles(trt, builder, config, network, profiles, fill_dynamic)
     for flag in extra_flags or []:
         set_flag(trt, config, flag.upper())
@@ -689,6 +692,18 @@ def set_targets(trt: Any, config: Any, target: str, required: bool = True) -> Li
             raise OpError("TensorRT refused compute capability %s" % names[i],
                           code="bad-target", details={"field": "target"})
     return [n.lower() for n in names]
+
+
+def set_hardware_compatibility(trt: Any, config: Any, level: str) -> None:
+    """config.hardware_compatibility_level by name ("ampere_plus", ...), probed (8.6+)."""
+    enum = getattr(trt, "HardwareCompatibilityLevel", None)
+    value = getattr(enum, str(level).upper(), None) if enum is not None else None
+    if value is None or not hasattr(config, "hardware_compatibility_level"):
+        raise OpError("this TensorRT has no hardware-compatibility level '%s'" % level,
+                      code="bad-args", details={"field": "hardware_compatibility"},
+                      hint="hardware compatibility needs TensorRT >= 8.6; rebuild on the GPU "
+                           "that runs the engine instead")
+    config.hardware_compatibility_level = value
 
 
 def set_flag(trt: Any, config: Any, name: str) -> None:
@@ -958,6 +973,41 @@ def read_engine(path: str) -> bytes:
             return f.read()
     except OSError as e:
         raise OpError("cannot read engine %s: %s" % (path, e), code="bad-engine")
+
+
+def backend_for(engine_path: str, backend: str) -> str:
+    """The backend to load `engine_path` with: `backend`, or for "auto" the one its engine
+    card names (an engine built by TensorRT-RTX loads with TensorRT-RTX where both exist)."""
+    if backend != "auto":
+        return backend
+    from workbench.worker.card import read_card
+
+    try:
+        card = read_card(engine_path)
+    except OpError:
+        return backend  # (read_checked_engine reports the bad card)
+    named = (card or {}).get("backend")
+    return named if named in AUTO_ORDER else backend
+
+
+def read_checked_engine(name: str, trt: Any, engine_path: str,
+                        compute_capability: Optional[str] = None,
+                        check_only: bool = False) -> bytes:
+    """The engine's bytes, after its card (workbench.worker.card) was checked against this
+    runtime (`name`, trt's version, the GPU's `compute_capability` when known): an engine for
+    another TensorRT or GPU is refused here, before TensorRT sees it."""
+    from workbench.worker.card import guard
+
+    guard(engine_path, name, version_of(trt), compute_capability)
+    return b"" if check_only else read_engine(engine_path)
+
+
+def hardware_compatibility(config: Any) -> Optional[str]:
+    """The builder config's hardware-compatibility level by name (None where there is none)."""
+    level = getattr(config, "hardware_compatibility_level", None)
+    if level is None:
+        return None
+    return str(getattr(level, "name", level)).split(".")[-1].upper()
 
 
 def deserialize(trt: Any, logger: Any, blob: Any) -> Tuple[Any, str]:

@@ -12,6 +12,7 @@ import os
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from workbench.worker import card as C
 from workbench.worker import loaders as L
 from workbench.worker.protocol import BUILD, INSPECT_ENGINE
 from workbench.worker.registry import Context, OpError, op
@@ -29,10 +30,15 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
           calib_cache: Optional[str] = None, calibrate_method: str = "entropy",
           tactic_sources: Optional[List[str]] = None,
           keep_log: str = "info", report_layers: bool = True,
-          test_step_delay: float = 0.0) -> Dict[str, Any]:
+          test_step_delay: float = 0.0,
+          hardware_compatibility: Optional[str] = None) -> Dict[str, Any]:
     """Build `onnx_path` into `engine_path` (the client renames it into the cache)."""
     t_start = time.monotonic()
     name, trt = L.load_backend(backend)
+    if hardware_compatibility not in (None, "none") and name == "tensorrt-rtx":
+        raise OpError("TensorRT-RTX has no hardware-compatibility level", code="bad-args",
+                      details={"field": "hardware_compatibility"},
+                      hint="list the GPUs it should run on with --target (e.g. sm86,sm89,sm120)")
     have_monitor = getattr(trt, "IProgressMonitor", None) is not None
     logger = L.make_logger(trt, ctx, keep_log, phases_from_log=not have_monitor)
     ctx.progress("parsing", 0.0, os.path.basename(onnx_path))
@@ -49,7 +55,8 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         legacy_flags=(route == "legacy-flags"), builder_flag=builder_flag,
         calibrate=calibrate, fp32_layers=fp32_layers, calib_npz=calib_npz,
         calib_cache=calib_cache, calibrate_method=calibrate_method, timing_cache=timing_cache,
-        progress=True, step_delay=test_step_delay)
+        progress=True, step_delay=test_step_delay,
+        hardware_compatibility=hardware_compatibility)
     ctx.check_cancel()
     ctx.progress("building", 0.0, "")
     t_build = time.monotonic()
@@ -58,6 +65,13 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
     ctx.progress("writing", 0.98, engine_path)
     L.write_atomic(engine_path, serialized)
     L.save_timing_cache(cfg)
+    # for the engine card: the engine's I/O (the network's) and where it runs, read before
+    # "done" (the last event of a build); TensorRT-RTX has no hardware-compatibility level
+    # (reading it logs an error there), its targets say where it runs
+    card = {"io": L.network_io(trt, net.network),
+            "hardware_compatibility": None if name == "tensorrt-rtx" else
+            L.hardware_compatibility(cfg.config),
+            "built_on": None if cfg.targets else C.device_info()}
     ctx.progress("done", 1.0, "")
     return {
         "backend": name, "backend_version": L.version_of(trt), "engine_path": engine_path,
@@ -67,6 +81,7 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         "layers": layers, "unmatched_fp32_layers": cfg.unmatched_fp32_layers,
         "progress_monitor": have_monitor,
         "calibration_cache": calib_cache if calib_cache and os.path.isfile(calib_cache) else None,
+        **card,
     }
 
 
@@ -99,9 +114,16 @@ def inspect_engine(ctx: Context, engine_path: str, backend: str = "auto",
                    ) -> Dict[str, Any]:
     """Engine-inspector JSON when the engine deserializes here; else the parsed network's
     per-layer dtypes (e.g. a TensorRT-RTX engine built ahead of time on a CPU machine)."""
-    name, trt = L.load_backend(backend)
+    name, trt = L.load_backend(L.backend_for(engine_path, backend))
     logger = L.make_logger(trt, ctx, "warning")
-    engine, reason = L.deserialize(trt, logger, L.read_engine(engine_path))
+    try:
+        engine, reason = L.deserialize(trt, logger, L.read_checked_engine(name, trt, engine_path))
+    except OpError as e:  # the card refuses it: the network's dtypes still say what it holds
+        if e.code != C.INCOMPATIBLE:
+            raise
+        if not onnx_path:
+            raise
+        engine, reason = None, e.message
     out: Dict[str, Any] = {"backend": name, "backend_version": L.version_of(trt)}
     if engine is not None and hasattr(engine, "create_engine_inspector"):
         inspector = engine.create_engine_inspector()

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from workbench.worker import card as C
 from workbench.worker import loaders as L
 from workbench.worker.cuda import Cuda
 from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
@@ -326,12 +327,17 @@ def profile_engine(ctx: Context, engine_path: str, shapes: Optional[Dict[str, An
                    profile_index: int = 0, backend: str = "auto",
                    out_dir: Optional[str] = None) -> Dict[str, Any]:
     """Deserialize an engine and time it: see the module docstring."""
+    if os.path.isfile(engine_path) and C.read_card(engine_path) is not None:
+        # an engine for another TensorRT is refused before anything else, GPU or not
+        name, trt = L.load_backend(L.backend_for(engine_path, backend))
+        L.read_checked_engine(name, trt, engine_path, check_only=True)
     cuda = Cuda("profiling an engine")  # first: a clear "needs a GPU" before anything else
     if not os.path.isfile(engine_path):
         raise OpError(f"engine file not found: {engine_path}", code="not-found")
-    name, trt = L.load_backend(backend)
+    name, trt = L.load_backend(L.backend_for(engine_path, backend))
     logger = L.make_logger(trt, ctx)
-    engine, reason = L.deserialize(trt, logger, L.read_engine(engine_path))
+    engine, reason = L.deserialize(trt, logger, L.read_checked_engine(
+        name, trt, engine_path, compute_capability=cuda.compute_capability()))
     if engine is None:
         raise OpError(f"could not deserialize the engine ({reason})", code="cannot-deserialize",
                       hint="engines only run with the TensorRT version and GPU family that "

@@ -53,6 +53,7 @@ PARSE_BACKENDS = BUILD_BACKENDS  # ... and wherever it parses
 CODES = {
     # the user's input is wrong (CLI exit 2)
     "bad-args": "a request argument is missing or malformed",
+    "incompatible-engine": "the engine card says it was built for another TensorRT or GPU",
     "bad-profile": "an optimization profile does not fit the network's inputs",
     "bad-target": "an unknown or unsupported compute-capability target",
     "bad-plugin": "a plugin library is missing or does not load",
@@ -84,7 +85,7 @@ CODES = {
 BAD_INPUT_CODES = frozenset((
     "bad-args", "bad-profile", "bad-target", "bad-plugin", "bad-calibration", "bad-precision",
     "no-flag", "no-backend", "no-calibrator", "no-gpu", "no-cuda", "unknown-op", "not-found",
-    "bad-input", "bad-shape"))
+    "bad-input", "bad-shape", "incompatible-engine"))
 
 ERROR_TYPES = ("op", "cancelled", "exception", "protocol")
 EVENTS = ("ready", "progress", "log", "result", "error")
