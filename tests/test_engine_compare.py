@@ -217,3 +217,20 @@ def test_tensorrt_runner_protocol_without_a_gpu(rtx, tmp_path):
     with pytest.raises(WorkerError) as e:
         runner.infer_all(feeds)
     assert e.value.code == "no-gpu" and "\n" not in str(e.value)
+
+
+def test_cli_engine_side_errors_are_one_line(rtx, tmp_path, capsys):
+    from workbench.cli import main as cli_main
+
+    cal = str(SAMPLES / "calib" / "resnet_tiny.npz")
+    rc = cli_main(["compare", str(RESNET), str(tmp_path / "none.engine"), "--inputs", cal])
+    err = capsys.readouterr().err
+    assert rc == 2 and "engine file not found" in err and "none.engine" in err
+    rc = cli_main(["compare", str(RESNET), str(RESNET), "--engine-from-build", "--inputs", cal])
+    assert rc == 2 and "--engine-from-build" in capsys.readouterr().err
+    if _has_gpu():
+        return
+    rc = cli_main(["compare", str(RESNET), "--engine-from-build", "--backend", "tensorrt-rtx",
+                   "--target", "sm89", "--opt-level", "0", "--inputs", cal, "--samples", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "needs an NVIDIA GPU" in err[0]

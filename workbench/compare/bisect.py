@@ -167,6 +167,9 @@ def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
     groups = report.culprit_groups(top) if hasattr(report, "culprit_groups") else \
         [[t.node] for t in report.culprits(top)]
     out: List[str] = [n for g in groups for n in g]
+    for t in getattr(report, "outputs", []):  # a failing output's own fused layer
+        if not t.passed:
+            out.extend(getattr(report, "groups", {}).get(t.tensor, [t.node]))
     over = getattr(report, "fp16_range", {}) or {}
     for t in report.tensors:
         if t.tensor in over:

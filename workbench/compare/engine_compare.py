@@ -215,11 +215,11 @@ def _fp16_exceed(arrays: Sequence[np.ndarray]) -> int:
     return n
 
 
-def _groups(proto: Any, compared: Set[str]) -> Dict[str, Any]:
-    """For each compared tensor: (its nearest compared upstream tensors, the nodes between)."""
+def _groups(proto: Any, compared: Set[str], targets: Iterable[str]) -> Dict[str, Any]:
+    """For each target tensor: (its nearest compared upstream tensors, the nodes between)."""
     producer = {o: n for n in proto.graph.node for o in n.output if o}
     out: Dict[str, Any] = {}
-    for t in compared:
+    for t in targets:
         ups: List[str] = []
         nodes: List[str] = []
         seen: Set[str] = set()
@@ -301,7 +301,7 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
     errors: Dict[str, TensorError] = {}
     node_of = {o: n for n in ref_p.graph.node for o in n.output if o}
     compared = set(tensors)
-    groups = _groups(ref_p, compared)
+    groups = _groups(ref_p, compared, compared | set(outs))
     fh = stats.open("w", encoding="utf-8") if stats is not None else None
     try:
         for k, chunk in enumerate(chunks):
@@ -361,6 +361,7 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
     order = {t: i for i, t in enumerate(tensors)}
     report.tensors.sort(key=lambda te: order.get(te.tensor, 0))
     for name in outs:
+        report.groups.setdefault(name, groups[name][1])
         c = final.outputs[name]
         prev = errors.get(name)
         node = node_of.get(name)

@@ -23,7 +23,7 @@ import numpy as np
 
 from workbench.worker import loaders as L
 from workbench.worker.cuda import Cuda
-from workbench.worker.ops_profile import _feed, _np_dtype, _Runner
+from workbench.worker.ops_profile import _feed, _np_dtype, _Runner, _stats
 from workbench.worker.protocol import RUN_ENGINE
 from workbench.worker.registry import Context, OpError, op
 
@@ -50,11 +50,21 @@ def _load_feed(path: str, inputs: List[str]) -> Dict[str, np.ndarray]:
     return feed
 
 
+def _to_host(runner: Any, name: str) -> np.ndarray:
+    """One output buffer copied to a new host array (DeviceArray.copy_to: every polygraphy)."""
+    buf = runner.buffers[name]
+    host = np.empty(tuple(int(d) for d in buf.shape), dtype=buf.dtype)
+    buf.copy_to(host, stream=runner.stream)
+    runner.stream.synchronize()
+    return host
+
+
 @op(RUN_ENGINE)
 def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: str,
                outputs: Optional[List[str]] = None, backend: str = "auto",
-               profile_index: int = 0) -> Dict[str, Any]:
-    """Run `engine_path` on each .npz in `inputs_npz`; write `out_dir/outputs_K.npz` each."""
+               profile_index: int = 0, time_iterations: int = 0) -> Dict[str, Any]:
+    """Run `engine_path` on each .npz in `inputs_npz`; write `out_dir/outputs_K.npz` each.
+    time_iterations > 0: also time that many executions of the last batch (CUDA events)."""
     if not os.path.isfile(engine_path):
         raise OpError("engine file not found: %s" % engine_path, code="not-found")
     if not isinstance(inputs_npz, list) or not inputs_npz:
@@ -87,7 +97,7 @@ def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: s
             runner.set_inputs(feed)
             runner.run()
             runner.stream.synchronize()
-            host = {n: runner.buffers[n].numpy() for n in want}
+            host = {n: _to_host(runner, n) for n in want}
             dtypes = {n: str(a.dtype) for n, a in host.items()}
             shapes.append({n: list(a.shape) for n, a in host.items()})
             out = os.path.join(out_dir, "outputs_%d.npz" % k)
@@ -96,7 +106,11 @@ def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: s
             paths.append(out)
             del host
             ctx.progress("run", (k + 1) / len(inputs_npz), os.path.basename(path))
-        return {"backend": name, "backend_version": L.version_of(trt), "outputs": paths,
+        latency = None
+        if int(time_iterations) > 0:
+            latency = _stats(runner.timed(int(time_iterations), 10, ctx, "latency"))
+        return {"latency": latency, "backend": name, "backend_version": L.version_of(trt),
+                "outputs": paths,
                 "names": want, "engine_inputs": runner.inputs,
                 "engine_outputs": runner.outputs, "dtypes": dtypes, "shapes": shapes,
                 "seconds": time.monotonic() - t0, "debug_api": probe}
