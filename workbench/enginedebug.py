@@ -4,8 +4,10 @@ Wires the runner-agnostic pieces (`workbench.compare.engine_compare`, `compare.b
 build (`workbench.build.build_engine`, engine cache) and the timing layer (layer information,
 the profile op), which sit beside or above `compare`:
 - `engine_candidate(model, config)`: a candidate factory. For a list of tensor names it marks
-  them as ONNX graph outputs (TensorRT 8.6 has no debug tensors; the marked ONNX is cached like
-  any build) and builds, and returns a `TensorRTRunner` on that engine.
+  them as ONNX graph outputs (the marked ONNX is cached like any build) and builds, and returns
+  a `TensorRTRunner` on that engine. Marked outputs work on every TensorRT (8.6 has no debug
+  tensors); where the worker's probe finds `mark_debug` a Finding says so (debug tensors read
+  through an IDebugListener are not used yet).
 - `layer_boundaries(result)`: the output tensor names of the engine's layers from the layer
   information of an unmarked build (constants and reformats left out); where the engine does
   not deserialize here (a TensorRT-RTX engine built on a CPU machine) the built network's
@@ -86,20 +88,31 @@ def _mark_typed(proto: Any, names: Sequence[str], types: Dict[str, Any]) -> Any:
 def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
                      timeout: Optional[float] = 1800, on_build: Optional[Callable[
                          [List[str], BuildResult], None]] = None,
-                     unmarked: Optional[str] = None) -> Callable[[List[str]], Runner]:
+                     unmarked: Optional[str] = None,
+                     runners: Optional[List[TensorRTRunner]] = None
+                     ) -> Callable[[List[str]], Runner]:
     """A candidate factory: names -> TensorRTRunner on a build marking them (cached).
-    `unmarked`: an engine file to use for no names (else the unmarked build)."""
+    `unmarked`: an engine file to use for no names (else the unmarked build); `runners`
+    collects the runners made (their `last` answer has the worker's debug-tensor probe)."""
     proto = load_proto(model)
     types = _typed(proto)
+    made = runners if runners is not None else []
 
     def make(names: List[str]) -> Runner:
         if not names and unmarked:
-            return TensorRTRunner(unmarked, model=proto, backend=config.backend, client=client)
+            made.append(TensorRTRunner(unmarked, model=proto, backend=config.backend,
+                                       client=client))
+            return made[-1]
+        # ONNX parsers need each output's type: a tensor shape inference cannot type is left
+        # unmarked (the comparison counts it as not in the engine)
+        names = [n for n in names if n in types]
         src = _mark_typed(proto, names, types) if names else proto
         res = build_engine(src, config, client=client, timeout=timeout)
         if on_build is not None:
             on_build(list(names), res)
-        return TensorRTRunner(res.engine_path, model=proto, backend=res.backend, client=client)
+        made.append(TensorRTRunner(res.engine_path, model=proto, backend=res.backend,
+                                   client=client))
+        return made[-1]
 
     return make
 
@@ -177,13 +190,22 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
         return layer_boundaries(res, client=client, findings=findings)
 
     tensors = _marked(model, mark, boundaries, findings)
-    cand = engine_candidate(model, config, client=client, timeout=timeout, unmarked=engine)
+    runners: List[TensorRTRunner] = []
+    cand = engine_candidate(model, config, client=client, timeout=timeout, unmarked=engine,
+                            runners=runners)
     rep = engine_layerwise(model, cand, feeds, tensors=tensors,
                            marking=mark if isinstance(mark, str) else "given",
                            memory_budget_mb=memory_budget_mb, stats_path=stats_path, keep=keep,
                            keep_dir=keep_dir, atol=atol, rtol=rtol, precision=config.precision,
                            candidate_name=f"tensorrt-{config.precision}", findings=findings,
                            on_chunk=on_chunk)
+    probe = next((r.last.get("debug_api") for r in runners if r.last.get("debug_api")), None)
+    if probe and probe.get("mark_debug"):
+        rep.findings.append(Finding(
+            "info", "debug-tensors", "this TensorRT has debug tensors (INetworkDefinition."
+            "mark_debug" + (", mark_unfused_tensors_as_debug_tensors" if probe.get("mark_unfused")
+                            else "") + "); the tensors were marked as network outputs, the "
+            "route every TensorRT version has", source="compare"))
     return rep
 
 

@@ -136,6 +136,27 @@ def test_bert_fp16_mask_infinities_layerwise(trt_worker, tmp_path):
     assert not any(f.code == "precision-loss" and "Where" in (f.op or "") for f in rep.findings)
 
 
+def test_bert_fp16_mark_all_observer_check(trt_worker, tmp_path):
+    """--mark all on BERT breaks Myelin's fusions: the observer check compares each marked
+    build's outputs with the unmarked engine's and says whether that changed the answer."""
+    from workbench.enginedebug import compare_engine
+
+    model = _with_random_weights(H200 / "bert_small.structure.onnx", seed=2)
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 1000, size=(2, 64)).astype(np.int64)
+    mask = np.ones((2, 64), np.int64)
+    mask[1, 50:] = 0
+    names = [i.name for i in model.graph.input]
+    rep = compare_engine(model, _cfg(), [{names[0]: ids, names[1]: mask}], mark="all",
+                         memory_budget_mb=64, client=trt_worker)
+    _print_report("bert mark-all", rep)
+    assert rep.marking == "all" and any(f.code == "mark-all" for f in rep.findings)
+    assert len(rep.observer) == len(rep.chunks) >= 1 and len(rep.tensors) > 50
+    assert rep.marking_changed_outputs == any(f.code == "marking-changed-outputs"
+                                              for f in rep.findings)
+    print("[bert mark-all] marking changed the answer:", rep.marking_changed_outputs)
+
+
 def _planted_overflow(d: int = 1024, blocks: int = 6, seed: int = 4) -> onnx.ModelProto:
     """sample_models/fp16_overflow.onnx at a realistic size: `blocks` MatMul+Add+Relu layers
     of width d, then the planted chain (a x2e4 gain past FP16's max, a decomposed L2 norm

@@ -71,8 +71,8 @@ def mark_outputs(proto: Any, names: Sequence[str]) -> Any:
 
 
 def _float_outputs(proto: Any) -> List[str]:
-    """Float node outputs in topological order (Constant nodes and non-float tensors left out
-    when shape inference knows their type)."""
+    """Float node outputs in topological order that depend on a graph input (constants and,
+    where shape inference knows their type, non-float tensors left out)."""
     import onnx
 
     try:
@@ -83,10 +83,13 @@ def _float_outputs(proto: Any) -> List[str]:
         types = {}
     floats = {1, 10, 11, 16}
     outs = {o.name for o in proto.graph.output}
+    inits = {t.name for t in proto.graph.initializer}
+    live = {i.name for i in proto.graph.input if i.name not in inits}  # depends on the inputs
     order = []
     for n in proto.graph.node:
-        if n.op_type == "Constant":
-            continue
+        if not any(i in live for i in n.input if i):
+            continue  # a constant (folded by TensorRT; it cannot be a network output there)
+        live.update(o for o in n.output if o)
         for o in n.output:
             if o and o not in outs and (types.get(o, 1) in floats or types.get(o) == 0):
                 order.append(o)

@@ -9,9 +9,9 @@ holds at most one batch of outputs in host memory. Feeds are cast to the engine'
 (TensorRT 8.6 takes INT32 where the ONNX said INT64).
 
 It also says which debug-tensor API this TensorRT has (`INetworkDefinition.mark_debug`,
-`mark_unfused_tensors_as_debug_tensors`, `IDebugListener`: TensorRT 10+), probed with getattr;
-the client marks tensors as network outputs where they are missing (8.6). Python 3.9, stdlib +
-numpy + tensorrt + polygraphy only.
+`mark_unfused_tensors_as_debug_tensors`, `IDebugListener`: TensorRT 10+ and TensorRT-RTX),
+probed with getattr and reported; the client marks tensors as network outputs, the route every
+version has (8.6 has no debug tensors). Python 3.9, stdlib + numpy + tensorrt + polygraphy only.
 """
 from __future__ import annotations
 
