@@ -96,8 +96,8 @@ print(json.dumps(out))
 
 
 def _model(tmp: Path) -> Path:
-    """torchvision ResNet-50 exported here when torch is importable, else the H200 fixture's
-    exact graph with random weights (tests/gpu/test_engine_compare.py)."""
+    """ResNet-50: the H200 fixture's exact graph (torchvision's, exported by torch) with random
+    weights, as tests/gpu/test_engine_compare.py makes it (no torch needed here)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -110,6 +110,37 @@ def _model(tmp: Path) -> Path:
     p = tmp / "resnet50.onnx"
     onnx.save(m, str(p))
     return p
+
+
+def _torch_here() -> dict:
+    try:
+        import torch
+        import torchvision
+    except Exception as e:
+        return {"torch_here": f"unavailable: {e}"}
+    if not torch.cuda.is_available():
+        return {"torch_here": "unavailable: no CUDA in this interpreter's torch"}
+    out = {}
+    m = torchvision.models.resnet50().eval().cuda()
+    for dt, tag in ((torch.float32, "fp32"), (torch.float16, "fp16")):
+        mm = m.to(dt)
+        for b in BATCHES:
+            x = torch.randn(b, 3, 224, 224, device="cuda", dtype=dt)
+            with torch.inference_mode():
+                for _ in range(10):
+                    mm(x)
+                torch.cuda.synchronize()
+                lat = []
+                for _ in range(max(ITER // 4, 20)):
+                    s = torch.cuda.Event(enable_timing=True)
+                    e = torch.cuda.Event(enable_timing=True)
+                    s.record()
+                    mm(x)
+                    e.record()
+                    e.synchronize()
+                    lat.append(s.elapsed_time(e))
+            out[f"torch_{tag}_b{b}"] = float(np.median(lat))
+    return out
 
 
 def main() -> None:
@@ -154,6 +185,8 @@ def main() -> None:
         print(out.stderr[-3000:])
         raise SystemExit(f"raw/polygraphy loop failed in {py}")
     figures.update(json.loads(out.stdout.strip().splitlines()[-1]))
+    if "torch" in figures:  # not in the worker's interpreter: try this one
+        figures.update(_torch_here())
     for b in BATCHES:
         figures[f"ratio_workbench_raw_b{b}"] = figures[f"workbench_b{b}"] / figures[f"raw_b{b}"]
         print(f"batch {b}: " + ", ".join(f"{k} {v:.4f}" for k, v in figures.items()

@@ -234,3 +234,36 @@ def test_cli_engine_side_errors_are_one_line(rtx, tmp_path, capsys):
                    "--target", "sm89", "--opt-level", "0", "--inputs", cal, "--samples", "2"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "needs an NVIDIA GPU" in err[0]
+
+
+def test_cli_compares_a_polygraphy_recorded_run(tmp_path, capsys):
+    """Polygraphy RunResults in: a run saved by Polygraphy's own classes (here the FP16 model's
+    every tensor, as `polygraphy run --trt-outputs mark all --save-outputs` records) is compared
+    tensor by tensor with onnxruntime FP32 on the same inputs."""
+    from polygraphy.comparator import RunResults
+    from polygraphy.comparator.struct import IterationResult
+
+    from workbench.cli import main as cli_main
+    from workbench.compare.engine_compare import mark_outputs
+    from workbench.runners import ReferenceRunner
+
+    x = make_inputs(onnx.load(str(OVERFLOW)), seed=1)["input"]
+    np.savez(tmp_path / "in.npz", input=x)
+    fp16 = convert(OVERFLOW, "fp16", measure=False).proto
+    every = compare_tensors(OVERFLOW)
+    outs = ReferenceRunner(mark_outputs(fp16, every)).infer({"input": x})
+    theirs = RunResults()
+    theirs.append(("trt-runner-N0", [IterationResult(outs, runner_name="trt-runner-N0")]))
+    theirs.save(str(tmp_path / "theirs.json"))
+    capsys.readouterr()  # (Polygraphy's own log lines)
+    rc = cli_main(["compare", str(OVERFLOW), "--candidate-results", str(tmp_path / "theirs.json"),
+                   "--inputs", str(tmp_path / "in.npz"), "--json", "--stats",
+                   str(tmp_path / "s.jsonl")])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 1 and d["marking"] == "recorded" and d["candidate_runner"] == "trt-runner-N0"
+    assert d["culprits"][0]["node"] in OVERFLOW_CHAIN and d["observer"] == []
+    assert len(d["tensors"]) == len(every) and not d["outputs_pass"]
+    assert (tmp_path / "s.jsonl").read_text().count("\n") == len(every)
+    rc = cli_main(["compare", str(OVERFLOW), "--candidate-results", str(tmp_path / "theirs.json"),
+                   "--results-runner", "nope", "--inputs", str(tmp_path / "in.npz")])
+    assert rc == 2 and "trt-runner-N0" in capsys.readouterr().err

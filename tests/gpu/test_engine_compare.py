@@ -43,7 +43,7 @@ def trt_worker():
 
 def _cfg(**kw) -> BuildConfig:
     base = dict(precision="fp16", backend="tensorrt", tactic_sources=TACTICS,
-                workspace_bytes=2048 << 20)
+                workspace_bytes=2048 << 20, builder_optimization_level=1)  # level 1: fast builds
     base.update(kw)
     return BuildConfig(**base)
 

@@ -61,6 +61,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--keep", action="append", default=[], metavar="TENSOR",
                    help="also save this tensor whole (both sides, .npy in --keep-dir)")
     e.add_argument("--keep-dir", metavar="DIR", help="where --keep writes")
+    e.add_argument("--candidate-results", metavar="RUN.json",
+                   help="compare a recorded run (Polygraphy RunResults JSON, e.g. `polygraphy run "
+                        "--trt --trt-outputs mark all --save-outputs RUN.json`) on the same "
+                        "--inputs, tensor by tensor")
+    e.add_argument("--results-runner", metavar="NAME",
+                   help="which runner of --candidate-results (default: the first not onnxrt)")
     e.add_argument("--bisect", action="store_true",
                    help="rebuild with suspects in FP32 to find the fewest that meet the "
                         "tolerance; report each one's latency cost")
@@ -117,6 +123,37 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
     if args.bisect and not report.outputs_pass:
         search = enginedebug.bisect_engine(args.reference, cfg, feeds, atol=args.atol,
                                            rtol=args.rtol, report=report)
+    return _report_engine(args, report, engine or "built", search, cfg.precision)
+
+
+def _run_recorded(args: argparse.Namespace) -> int:
+    """--candidate-results: a recorded run (Polygraphy's or ours) vs onnxruntime FP32."""
+    from workbench.compare import load_run_results, sample_feeds
+    from workbench.compare.engine_compare import (compare_tensors, engine_layerwise,
+                                                  recorded_candidate)
+    from workbench.runners import limit_samples
+
+    runs = load_run_results(args.candidate_results)
+    name = args.results_runner or next((n for n in runs if not n.startswith("onnxrt")),
+                                       next(iter(runs), None))
+    if name not in runs:
+        raise WorkbenchError(f"no runner '{name}' in the results", file=args.candidate_results,
+                             field="--results-runner", hint="runners: " + ", ".join(runs))
+    iters = runs[name]
+    feeds = limit_samples(sample_feeds(args.reference, calibration=args.inputs,
+                                       allow_random=args.allow_random), 1 << 30)
+    have = set(iters[0]) if iters else set()
+    tensors = [t for t in compare_tensors(args.reference) if t in have]
+    report = engine_layerwise(args.reference, recorded_candidate(iters, name), feeds,
+                              tensors=tensors, marking="recorded", atol=args.atol,
+                              rtol=args.rtol, precision=args.precision,
+                              candidate_name=name, stats_path=args.stats, observer=False)
+    return _report_engine(args, report, f"{args.candidate_results}[{name}]", None,
+                          args.precision)
+
+
+def _report_engine(args: argparse.Namespace, report: "object", label: str, search: "object",
+                   precision: str) -> int:
     if args.save_results:
         from workbench.compare import save_run_results
 
@@ -128,16 +165,17 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
             d["bisect"] = search.to_dict()
         print_json(d)
     else:
-        print(f"reference: {args.reference} (onnxruntime FP32)  engine: "
-              f"{engine or 'built'} ({report.candidate_runner})  samples: {report.samples}  "
+        print(f"reference: {args.reference} (onnxruntime FP32)  candidate: "
+              f"{label} ({report.candidate_runner})  samples: {report.samples}  "
               f"atol {report.atol:g} rtol {report.rtol:g}")
         print(f"marking: {report.marking}, {len(report.tensors)} tensors compared in "
               f"{len(report.chunks)} build(s), {report.unmatched} not in the engine; peak RSS "
               f"{report.peak_rss_mb:.0f} MB" + (f" (budget {report.budget_mb:g} MB)"
                                                 if report.budget_mb else ""))
-        print("observer check: " + ("MARKING CHANGED THE ANSWER" if
-                                    report.marking_changed_outputs else "marked builds give "
-                                    "the unmarked engine's answer"))
+        if report.observer:
+            print("observer check: " + ("MARKING CHANGED THE ANSWER" if
+                                        report.marking_changed_outputs else "marked builds give "
+                                        "the unmarked engine's answer"))
         print("outputs: " + ", ".join(f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} "
                                       f"cos {t.cosine:.6f} {'PASS' if t.passed else 'FAIL'}"
                                       for t in report.outputs))
@@ -152,7 +190,7 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
             print(f"\nbisection ({search.route}): {search.message}")
             print(search.table())
             if search.excluded:
-                print("  workbench build " + args.reference + f" --precision {cfg.precision} " +
+                print("  workbench build " + args.reference + f" --precision {precision} " +
                       " ".join(f"--exclude {n}" for n in search.excluded) + " -o OUT.engine")
     if search is not None:
         return 0 if search.passed else 1
@@ -167,6 +205,18 @@ def run(args: argparse.Namespace) -> int:
     from workbench import compare
     from workbench.precision import table
 
+    if args.candidate_results:
+        if args.candidate or args.to or args.engine_from_build:
+            raise WorkbenchError("--candidate-results is the candidate: give no candidate "
+                                 "model, engine or --to", field="--candidate-results")
+        if args.inputs is None:
+            raise WorkbenchError("a recorded run needs the inputs it ran on", field="--inputs",
+                                 hint="pass them with --inputs PATH (.npz)")
+        from workbench.cli.common import output_path
+
+        output_path(args.save_results, "--save-results", mkdir=args.mkdir)
+        output_path(args.stats, "--stats", mkdir=args.mkdir)
+        return _run_recorded(args)
     engine = args.candidate if args.candidate and \
         args.candidate.lower().endswith(ENGINE_SUFFIXES) else None
     if engine or args.engine_from_build:
