@@ -28,7 +28,8 @@ from workbench.build.engine import BuildConfig, build_engine, inspect_engine
 from workbench.build.result import BuildResult
 from workbench.compare.bisect import BisectResult, bisect_exclusions, suspects
 from workbench.compare.engine_compare import (EngineCompareReport, boundary_tensors,
-                                              compare_tensors, engine_layerwise, mark_outputs)
+                                              compare_tensors, engine_layerwise, mark_outputs,
+                                              weightless)
 from workbench.comparison import compare_outputs
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision.table import tolerances
@@ -69,7 +70,7 @@ def _typed(proto: Any) -> Dict[str, Any]:
     import onnx
 
     try:
-        typed = onnx.shape_inference.infer_shapes(proto)
+        typed = onnx.shape_inference.infer_shapes(weightless(proto))
     except Exception:
         typed = proto
     return {vi.name: vi for vi in typed.graph.value_info}

@@ -56,6 +56,32 @@ def peak_rss_mb() -> float:
     return r / (1024.0 * 1024.0) if sys.platform == "darwin" else r / 1024.0
 
 
+def weightless(proto: Any, keep_bytes: int = 4096) -> Any:
+    """A copy of `proto` whose large initializers keep name, type and dims but no data: what
+    shape inference needs, without copying the weights (small ones, e.g. Reshape shapes, stay)."""
+    import onnx
+
+    m = onnx.ModelProto()
+    g = proto.graph
+    big = [t for t in g.initializer if t.ByteSize() > keep_bytes]
+    if not big:
+        m.CopyFrom(proto)
+        return m
+    saved = list(g.initializer)
+    try:
+        del g.initializer[:]
+        m.CopyFrom(proto)
+    finally:
+        g.initializer.extend(saved)
+    for t in saved:
+        if t.ByteSize() > keep_bytes:
+            m.graph.initializer.append(onnx.TensorProto(name=t.name, dims=list(t.dims),
+                                                        data_type=t.data_type))
+        else:
+            m.graph.initializer.append(t)
+    return m
+
+
 # ----------------------------------------------------------------------------- marking
 def mark_outputs(proto: Any, names: Sequence[str]) -> Any:
     """A copy of `proto` whose graph outputs are its own plus `names` (in that order)."""
@@ -76,7 +102,7 @@ def _float_outputs(proto: Any) -> List[str]:
     import onnx
 
     try:
-        typed = onnx.shape_inference.infer_shapes(proto)
+        typed = onnx.shape_inference.infer_shapes(weightless(proto))
         types = {vi.name: vi.type.tensor_type.elem_type for vi in
                  list(typed.graph.value_info) + list(typed.graph.output)}
     except Exception:
@@ -115,7 +141,7 @@ def tensor_bytes(proto: Any, feed: Feed, names: Sequence[str]) -> Dict[str, int]
     the feed's shapes); unknown shapes count as the largest known tensor."""
     import onnx
 
-    m = copy.deepcopy(load_proto(proto))
+    m = weightless(load_proto(proto))
     for vi in m.graph.input:
         if vi.name in feed and vi.type.tensor_type.HasField("shape"):
             shp = np.shape(feed[vi.name])
