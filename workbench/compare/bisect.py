@@ -153,17 +153,15 @@ def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
     fused engine layers; then the producers and consumers of tensors beyond the FP16 range
     (an FP32 node whose output still overflows once cast down needs its consumers too); then
     the producers of tensors that turned non-finite."""
+    from workbench.graphindex import GraphIndex
     from workbench.runners import load_proto
 
-    proto = load_proto(model)
-    def name(n: Any) -> str:
+    gi = GraphIndex.of(load_proto(model))
+
+    def name(i: int) -> str:
+        n = gi.nodes[i]
         return n.name or f"{n.op_type}:{n.output[0]}"
 
-    producer = {o: name(n) for n in proto.graph.node for o in n.output if o}
-    consumers: Dict[str, List[str]] = {}
-    for n in proto.graph.node:
-        for i in n.input:
-            consumers.setdefault(i, []).append(name(n))
     groups = report.culprit_groups(top) if hasattr(report, "culprit_groups") else \
         [[t.node] for t in report.culprits(top)]
     out: List[str] = [n for g in groups for n in g]
@@ -173,8 +171,9 @@ def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
     over = getattr(report, "fp16_range", {}) or {}
     for t in report.tensors:
         if t.tensor in over:
-            out.append(producer.get(t.tensor, t.node))
-            out.extend(consumers.get(t.tensor, []))
+            p = gi.producer_of(t.tensor)
+            out.append(name(p) if p is not None else t.node)
+            out.extend(name(c) for c in gi.consumers_of(t.tensor))
     out.extend(t.node for t in report.tensors if not t.finite)
-    const = {name(n) for n in proto.graph.node if n.op_type == "Constant"}
+    const = {name(i) for i in range(len(gi)) if gi.op(i) == "Constant"}
     return [n for n in dict.fromkeys(out) if n and n not in const]

@@ -280,7 +280,10 @@ def _fp16_exceed(arrays: Sequence[np.ndarray]) -> int:
 
 def _groups(proto: Any, compared: Set[str], targets: Iterable[str]) -> Dict[str, Any]:
     """For each target tensor: (its nearest compared upstream tensors, the nodes between)."""
-    producer = {o: n for n in proto.graph.node for o in n.output if o}
+    from workbench.graphindex import GraphIndex
+
+    gi = GraphIndex.of(proto)
+    producer = {t: gi.nodes[i] for t, i in gi.producer.items()}
     out: Dict[str, Any] = {}
     for t in targets:
         ups: List[str] = []
@@ -362,7 +365,10 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
         raise WorkbenchError(f"the candidate cannot be compared: {final.reason}",
                              field="outputs", hint="the engine must have the model's outputs")
     errors: Dict[str, TensorError] = {}
-    node_of = {o: n for n in ref_p.graph.node for o in n.output if o}
+    from workbench.graphindex import GraphIndex
+
+    gi = GraphIndex.of(ref_p)
+    node_of = {t: gi.nodes[i] for t, i in gi.producer.items()}
     compared = set(tensors)
     groups = _groups(ref_p, compared, compared | set(outs))
     fh = stats.open("w", encoding="utf-8") if stats is not None else None
