@@ -69,3 +69,37 @@ def test_panel_compares_off_the_kernel_thread(tmp_path, monkeypatch):
     p.wait(300)
     assert seen["thread"] != threading.get_ident()
     assert not p.busy and not p.compare_btn.disabled and p.culprit_nodes() == ["/scale/Mul"]
+
+
+def test_panel_engine_side_observer_and_one_line_error(tmp_path):
+    """The engine side: an EngineCompareReport (CPU stand-in) shows its observer verdict; the
+    real TensorRT path without a GPU ends in one line in the status."""
+    import pytest
+
+    from workbench.compare.engine_compare import compare_tensors, engine_layerwise, onnx_candidate
+
+    x = np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=x)
+    fp16 = convert(OVERFLOW, "fp16", measure=False).proto
+    rep = engine_layerwise(OVERFLOW, onnx_candidate(fp16), [{"input": x}],
+                           tensors=compare_tensors(OVERFLOW), memory_budget_mb=0.004,
+                           precision="fp16")
+    p = ComparePanel(OVERFLOW, run=False)
+    assert p.engine_btn.disabled
+    p.show(rep)
+    assert "observer check" in p.status.value and "unmarked engine's answer" in p.status.value
+    pytest.importorskip("tensorrt_rtx_bindings")
+    from workbench.worker.client import WorkerError, default_client
+
+    try:
+        default_client().call("cuda_info", timeout=120)
+        return  # a GPU is here: tests/gpu covers the engine run
+    except WorkerError:
+        pass
+    p = ComparePanel(OVERFLOW, inputs=tmp_path / "in.npz", run=False,
+                     engine={"precision": "fp16", "backend": "tensorrt-rtx", "target": "sm89",
+                             "builder_optimization_level": 0})
+    assert not p.engine_btn.disabled
+    assert p.run_engine() is None
+    assert p.error and "needs an NVIDIA GPU" in p.error and "\n" not in p.error
+    assert not p.engine_btn.disabled

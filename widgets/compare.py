@@ -3,13 +3,18 @@
     from widgets import ComparePanel
     ComparePanel("model.onnx", "model.fp16.onnx", inputs="data.npz")   # compare two models
     ComparePanel("model.onnx", target="fp16", inputs="data.npz")        # + "Find FP32 nodes"
+    ComparePanel("model.onnx", engine=BuildConfig(precision="fp16"), inputs="data.npz")
+                                           # + "Compare engine": the TensorRT engine itself
 
 A plain view over `workbench.compare.layer_compare`: a plotly chart of each tensor's relative error in
 topological order (log scale, culprits marked), a table of the worst tensors, the findings, and,
 when a GraphView is given, the graph coloured by error. The figures and the default tolerances
 are `workbench.comparison`'s, the same the CLI and the Precision panel show. Work runs in a
-background task (widgets/base.py); the thread only assigns widget values. `run_compare` and
-`run_search` are the work itself (tests and scripts may call them directly).
+background task (widgets/base.py); the thread only assigns widget values. `run_compare`,
+`run_search` and `run_engine` are the work itself (tests and scripts may call them directly).
+The engine side (`workbench.enginedebug.compare_engine`: fusion-aware marking, chunks under
+`memory_budget_mb`, the observer check) shows in the same chart; the status line says whether
+marking changed the engine's answer.
 """
 from __future__ import annotations
 
@@ -63,7 +68,9 @@ class ComparePanel(PanelBase, W.VBox):
     def __init__(self, reference: Any, candidate: Any = None, *, inputs: Any = None,
                  target: Optional[str] = None, atol: Optional[float] = None,
                  rtol: Optional[float] = None, allow_random: bool = False,
-                 graph_view: Any = None, run: bool = True) -> None:
+                 graph_view: Any = None, run: bool = True, engine: Any = None,
+                 engine_file: Optional[str] = None, mark: Any = "boundaries",
+                 memory_budget_mb: Optional[float] = None) -> None:
         self._init_base()
         self.reference, self.candidate, self.inputs = reference, candidate, inputs
         self.target, self.atol, self.rtol = target, atol, rtol
@@ -72,7 +79,11 @@ class ComparePanel(PanelBase, W.VBox):
         self.report: Optional[compare.LayerwiseReport] = None
         self.search: Optional[compare.ExclusionSearch] = None
         self.error: Optional[str] = None
+        self.engine, self.engine_file = engine, engine_file  # a BuildConfig (or its dict)
+        self.mark, self.memory_budget_mb = mark, memory_budget_mb
 
+        self.engine_btn = W.Button(description="Compare engine", icon="microchip",
+                                   disabled=engine is None, layout=fit())
         self.compare_btn = W.Button(description="Compare", icon="balance-scale",
                                     disabled=candidate is None, layout=fit())
         self.search_btn = W.Button(description=f"Find FP32 nodes ({target})" if target else
@@ -89,7 +100,9 @@ class ComparePanel(PanelBase, W.VBox):
         self.findings_html = FindingsList()
         self.compare_btn.on_click(lambda _: self.start(self.run_compare))
         self.search_btn.on_click(lambda _: self.start(self.run_search))
-        super().__init__([W.HBox([self.compare_btn, self.search_btn]), self.status, self.figure,
+        self.engine_btn.on_click(lambda _: self.start(self.run_engine))
+        super().__init__([W.HBox([self.compare_btn, self.search_btn, self.engine_btn]),
+                          self.status, self.figure,
                           self.table, self.findings_html])
         if run and candidate is not None:
             self.start(self.run_compare)
@@ -100,16 +113,18 @@ class ComparePanel(PanelBase, W.VBox):
         shows busy before this returns."""
         if not self.task.running:
             self._busy("comparing layer by layer ..." if fn == self.run_compare else
+                       "building and running the engine ..." if fn == self.run_engine else
                        f"searching the nodes to keep in FP32 for {self.target} ...")
         return self.task.start(fn)
 
     def _busy(self, text: str) -> None:
-        self.compare_btn.disabled = self.search_btn.disabled = True
+        self.compare_btn.disabled = self.search_btn.disabled = self.engine_btn.disabled = True
         self.status.busy(text)
 
     def _idle(self) -> None:
         self.compare_btn.disabled = self.candidate is None
         self.search_btn.disabled = self.target is None
+        self.engine_btn.disabled = self.engine is None
 
     def _failed(self, e: Exception) -> None:
         self.error = error_text(e)
@@ -150,6 +165,28 @@ class ComparePanel(PanelBase, W.VBox):
             self._idle()
         return self.search
 
+    def run_engine(self) -> Optional[compare.LayerwiseReport]:
+        """The engine itself vs onnxruntime FP32 (workbench.enginedebug.compare_engine)."""
+        self._busy("building and running the engine ...")
+        try:
+            from workbench.build.spec import BuildConfig
+            from workbench.enginedebug import compare_engine
+
+            cfg = self.engine if isinstance(self.engine, BuildConfig) else \
+                BuildConfig.from_dict(dict(self.engine))
+            feeds = compare.sample_feeds(self.reference, calibration=self.inputs,
+                                         allow_random=self.allow_random)
+            self.report = compare_engine(self.reference, cfg, feeds, engine=self.engine_file,
+                                         mark=self.mark, memory_budget_mb=self.memory_budget_mb,
+                                         atol=self.atol, rtol=self.rtol)
+            self.error = None
+            self.show(self.report)
+        except WorkbenchError as e:
+            self._failed(e)
+        finally:
+            self._idle()
+        return self.report
+
     # -- view ------------------------------------------------------------------------------
     def show(self, rep: compare.LayerwiseReport) -> None:
         rels = [t.rel if math.isfinite(t.rel) else 1e6 for t in rep.tensors]
@@ -168,6 +205,14 @@ class ComparePanel(PanelBase, W.VBox):
                              f"{rep.atol:g} rtol {rep.rtol:g} ({esc(rep.precision)}); "
                              f"{len(rep.tensors)} tensors, {rep.samples} sample(s), candidate "
                              f"run by {esc(rep.candidate_runner)}")
+        observer = getattr(rep, "observer", None)
+        if observer:
+            changed = rep.marking_changed_outputs
+            self.status.value += (
+                f"<br>{len(rep.chunks)} marked build(s), {esc(rep.marking)} marking; observer "
+                "check: " + (f"<b style='color:{SEVERITY_COLOURS['error']}'>marking changed "
+                             "the engine's answer</b>" if changed else
+                             "marked builds give the unmarked engine's answer"))
         worst = sorted(rep.tensors, key=lambda t: -(t.rel if math.isfinite(t.rel) else 1e300))[:10]
         rows = "".join(
             f"<tr><td>{esc(t.tensor)}</td><td>{esc(t.op)}</td>"

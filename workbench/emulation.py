@@ -69,8 +69,11 @@ def _types(proto: Any) -> Dict[str, int]:
     except Exception:
         typed = proto
     g = typed.graph
-    types = {vi.name: vi.type.tensor_type.elem_type
-             for vi in list(g.value_info) + list(g.output) + list(g.input)}
+    types: Dict[str, int] = {}
+    for vi in list(g.value_info) + list(g.output) + list(g.input):
+        t = vi.type.tensor_type.elem_type
+        if t or vi.name not in types:  # an untyped (marked) output keeps the inferred type
+            types[vi.name] = t
     types.update({t.name: t.data_type for t in g.initializer})
     return types
 
@@ -93,6 +96,13 @@ def _has_low_subgraph(node: Any) -> bool:
                 if _has_low_subgraph(n):
                     return True
     return False
+
+
+def _widen(values: Any) -> None:
+    """Declare low-float value infos as FP32 (the emulated graph computes in FP32)."""
+    for vi in values:
+        if vi.type.tensor_type.elem_type in LOW:
+            vi.type.tensor_type.elem_type = FLOAT
 
 
 def emulate(proto: Any, outputs: str = "all") -> Optional[Emulation]:
@@ -170,9 +180,7 @@ def emulate(proto: Any, outputs: str = "all") -> Optional[Emulation]:
     del g.node[:]
     g.node.extend(nodes)
     del g.value_info[:]
-    for vi in g.output:
-        if vi.type.tensor_type.elem_type in LOW:
-            vi.type.tensor_type.elem_type = FLOAT
+    _widen(g.output)
     if outputs == "all":
         have: Set[str] = {o.name for o in g.output}
         for o in order:

@@ -16,7 +16,8 @@ HELP = ("compare a candidate model (FP16/INT8/fixed) with the FP32 reference ten
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("reference", help="the FP32 reference ONNX model")
-    p.add_argument("candidate", nargs="?", help="the candidate ONNX model (omit with --to)")
+    p.add_argument("candidate", nargs="?", help="the candidate ONNX model, or a TensorRT engine "
+                   "file (.engine/.plan/.trt) built from the reference (omit with --to)")
     from workbench.precision import table
 
     p.add_argument("--to", choices=list(table.lowered()),
@@ -38,18 +39,166 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "accumulation, like a GPU; auto picks it for FP16/BF16 models), "
                         "reference = onnx's numpy evaluator computing in float16 (slow)")
     p.add_argument("--memory-budget", type=float, default=None, metavar="MB",
-                   help="hold at most this many MB of marked tensors at once (both runs, all "
-                        "samples); more runs when the model's tensors do not fit (default 256)")
+                   help="hold at most this many MB of marked tensors at once (both sides, all "
+                        "samples): more runs (CPU) or builds (engine) when they do not fit "
+                        "(CPU default 256)")
     p.add_argument("--stats", metavar="STATS.jsonl",
-                   help="append each tensor's figures to this file as they are computed")
+                   help="stream each tensor's figures here as they are computed (JSON lines)")
     p.add_argument("--samples", type=int, default=8, help="at most this many samples (default 8)")
     p.add_argument("--save-results", metavar="RUN.json",
                    help="save both runs' outputs as Polygraphy RunResults JSON")
     p.add_argument("--top", type=int, default=10, help="rows of the per-tensor table (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON to stdout")
+    e = p.add_argument_group("engine side (TensorRT through the worker)")
+    e.add_argument("--engine-from-build", action="store_true",
+                   help="build the reference with --precision and compare the engine itself")
+    e.add_argument("--precision", default="fp16", help="engine precision (default fp16)")
+    e.add_argument("--backend", default="auto", help="auto | tensorrt | tensorrt-rtx")
+    e.add_argument("--target", metavar="SM", help="TensorRT-RTX ahead-of-time target, e.g. sm89")
+    e.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
+                   help="shape range of a dynamic input (default: the inputs' shapes)")
+    e.add_argument("--opt-level", type=int, metavar="N", help="builder optimization level")
+    e.add_argument("--build-config", metavar="JSON", help="a BuildConfig JSON file")
+    e.add_argument("--mark", default="boundaries", metavar="boundaries|all|T1,T2",
+                   help="tensors to compare: engine layer boundaries of an unmarked build "
+                        "(default, keeps fusions), all (breaks fusions: a warning), or names")
+    e.add_argument("--keep", action="append", default=[], metavar="TENSOR",
+                   help="also save this tensor whole (both sides, .npy in --keep-dir)")
+    e.add_argument("--keep-dir", metavar="DIR", help="where --keep writes")
+    e.add_argument("--candidate-results", metavar="RUN.json",
+                   help="compare a recorded run (Polygraphy RunResults JSON, e.g. `polygraphy run "
+                        "--trt --trt-outputs mark all --save-outputs RUN.json`) on the same "
+                        "--inputs, tensor by tensor")
+    e.add_argument("--results-runner", metavar="NAME",
+                   help="which runner of --candidate-results (default: the first not onnxrt)")
+    e.add_argument("--bisect", action="store_true",
+                   help="rebuild with suspects in FP32 to find the fewest that meet the "
+                        "tolerance; report each one's latency cost")
     from workbench.cli.common import add_mkdir_argument
 
     add_mkdir_argument(p)
+
+
+ENGINE_SUFFIXES = (".engine", ".plan", ".trt")
+
+
+def _engine_config(args: argparse.Namespace) -> "object":
+    from pathlib import Path
+
+    from workbench.build.spec import BuildConfig
+
+    base = {}
+    if args.build_config:
+        p = Path(args.build_config)
+        if not p.is_file():
+            raise WorkbenchError("build config file not found", file=str(p))
+        base = BuildConfig.from_json(p.read_text()).to_dict()
+    base.setdefault("precision", args.precision)
+    if args.backend != "auto" or "backend" not in base:
+        base["backend"] = args.backend
+    if args.target:
+        base["target"] = args.target
+    if args.opt_level is not None:
+        base["builder_optimization_level"] = args.opt_level
+    if args.profile:
+        from workbench.cli.cmd_build import parse_profiles
+
+        base["profiles"] = parse_profiles(args.profile)
+    return BuildConfig.from_dict(base)
+
+
+def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
+    from workbench import enginedebug
+    from workbench.compare import sample_feeds
+    from workbench.runners import limit_samples
+
+    cfg = _engine_config(args)
+    feeds = limit_samples(sample_feeds(args.reference, calibration=args.inputs,
+                                       allow_random=args.allow_random), args.samples)
+    mark = args.mark if args.mark in ("boundaries", "all") else \
+        [m for m in args.mark.split(",") if m]
+    report = enginedebug.compare_engine(
+        args.reference, cfg, feeds, engine=engine, mark=mark,
+        memory_budget_mb=args.memory_budget, stats_path=args.stats, keep=args.keep,
+        keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol,
+        on_chunk=None if args.json else
+        (lambda k, n: print(f"build {k + 1}/{n} (marked)", file=sys.stderr, flush=True)))
+    search = None
+    if args.bisect and not report.outputs_pass:
+        search = enginedebug.bisect_engine(args.reference, cfg, feeds, atol=args.atol,
+                                           rtol=args.rtol, report=report)
+    return _report_engine(args, report, engine or "built", search, cfg.precision)
+
+
+def _run_recorded(args: argparse.Namespace) -> int:
+    """--candidate-results: a recorded run (Polygraphy's or ours) vs onnxruntime FP32."""
+    from workbench.compare import load_run_results, sample_feeds
+    from workbench.compare.engine_compare import (compare_tensors, engine_layerwise,
+                                                  recorded_candidate)
+    from workbench.runners import limit_samples
+
+    runs = load_run_results(args.candidate_results)
+    name = args.results_runner or next((n for n in runs if not n.startswith("onnxrt")),
+                                       next(iter(runs), None))
+    if name not in runs:
+        raise WorkbenchError(f"no runner '{name}' in the results", file=args.candidate_results,
+                             field="--results-runner", hint="runners: " + ", ".join(runs))
+    iters = runs[name]
+    feeds = limit_samples(sample_feeds(args.reference, calibration=args.inputs,
+                                       allow_random=args.allow_random), 1 << 30)
+    have = set(iters[0]) if iters else set()
+    tensors = [t for t in compare_tensors(args.reference) if t in have]
+    report = engine_layerwise(args.reference, recorded_candidate(iters, name), feeds,
+                              tensors=tensors, marking="recorded", atol=args.atol,
+                              rtol=args.rtol, precision=args.precision,
+                              candidate_name=name, stats_path=args.stats, observer=False)
+    return _report_engine(args, report, f"{args.candidate_results}[{name}]", None,
+                          args.precision)
+
+
+def _report_engine(args: argparse.Namespace, report: "object", label: str, search: "object",
+                   precision: str) -> int:
+    if args.save_results:
+        from workbench.compare import save_run_results
+
+        save_run_results(args.save_results, {"onnxruntime-fp32": report.runs["reference"],
+                                             report.candidate_runner: report.runs["candidate"]})
+    if args.json:
+        d = report.to_dict()
+        if search is not None:
+            d["bisect"] = search.to_dict()
+        print_json(d)
+    else:
+        print(f"reference: {args.reference} (onnxruntime FP32)  candidate: "
+              f"{label} ({report.candidate_runner})  samples: {report.samples}  "
+              f"atol {report.atol:g} rtol {report.rtol:g}")
+        print(f"marking: {report.marking}, {len(report.tensors)} tensors compared in "
+              f"{len(report.chunks)} build(s), {report.unmatched} not in the engine; peak RSS "
+              f"{report.peak_rss_mb:.0f} MB" + (f" (budget {report.budget_mb:g} MB)"
+                                                if report.budget_mb else ""))
+        if report.observer:
+            print("observer check: " + ("MARKING CHANGED THE ANSWER" if
+                                        report.marking_changed_outputs else "marked builds give "
+                                        "the unmarked engine's answer"))
+        print("outputs: " + ", ".join(f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} "
+                                      f"cos {t.cosine:.6f} {'PASS' if t.passed else 'FAIL'}"
+                                      for t in report.outputs))
+        worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)
+        print(f"\n{'tensor':48} {'op':14} {'max abs':>10} {'rel':>10} {'added':>10}")
+        for t in worst[:args.top]:
+            print(f"{t.tensor[:48]:48} {t.op[:14]:14} {_fmt(t.max_abs):>10} {_fmt(t.rel):>10} "
+                  f"{_fmt(t.added):>10}")
+        for f in report.findings:
+            print(str(f))
+        if search is not None:
+            print(f"\nbisection ({search.route}): {search.message}")
+            print(search.table())
+            if search.excluded:
+                print("  workbench build " + args.reference + f" --precision {precision} " +
+                      " ".join(f"--exclude {n}" for n in search.excluded) + " -o OUT.engine")
+    if search is not None:
+        return 0 if search.passed else 1
+    return 0 if report.outputs_pass and not report.marking_changed_outputs else 1
 
 
 def _fmt(x: float) -> str:
@@ -60,6 +209,40 @@ def run(args: argparse.Namespace) -> int:
     from workbench import compare
     from workbench.precision import table
 
+    if args.candidate_results:
+        if args.candidate or args.to or args.engine_from_build:
+            raise WorkbenchError("--candidate-results is the candidate: give no candidate "
+                                 "model, engine or --to", field="--candidate-results")
+        if args.inputs is None:
+            raise WorkbenchError("a recorded run needs the inputs it ran on", field="--inputs",
+                                 hint="pass them with --inputs PATH (.npz)")
+        from workbench.cli.common import output_path
+
+        output_path(args.save_results, "--save-results", mkdir=args.mkdir)
+        output_path(args.stats, "--stats", mkdir=args.mkdir)
+        return _run_recorded(args)
+    engine = args.candidate if args.candidate and \
+        args.candidate.lower().endswith(ENGINE_SUFFIXES) else None
+    if engine or args.engine_from_build:
+        if args.to or (args.candidate and not engine):
+            raise WorkbenchError("--engine-from-build compares the reference's own engine: give "
+                                 "no candidate model and no --to", field="--engine-from-build")
+        from workbench.cli.common import output_path
+
+        output_path(args.save_results, "--save-results", mkdir=args.mkdir)
+        output_path(args.stats, "--stats", mkdir=args.mkdir)
+        if args.inputs is None and not args.allow_random:
+            raise WorkbenchError("no inputs to compare on", field="--inputs",
+                                 hint="pass representative inputs with --inputs PATH, or "
+                                      "--allow-random to accept random data")
+        if engine:
+            from pathlib import Path
+
+            if not Path(engine).is_file():
+                raise WorkbenchError("engine file not found", file=engine,
+                                     hint="build it with `workbench build`, or use "
+                                          "--engine-from-build")
+        return _run_engine(args, engine)
     if args.to and args.candidate:
         raise WorkbenchError("give either a candidate model or --to, not both", field="--to")
     if not args.to and not args.candidate:

@@ -32,6 +32,16 @@ _EXPORTS: Dict[str, str] = {
     'plan_chunks': 'workbench.compare.layer_compare',
     'tensor_bytes': 'workbench.compare.layer_compare',
     'constant_tensors': 'workbench.compare.layer_compare',
+    'weightless': 'workbench.compare.layer_compare',
+    'EngineCompareReport': 'workbench.compare.engine_compare',
+    'engine_layerwise': 'workbench.compare.engine_compare',
+    'boundary_tensors': 'workbench.compare.engine_compare',
+    'compare_tensors': 'workbench.compare.engine_compare',
+    'mark_outputs': 'workbench.compare.engine_compare',
+    'onnx_candidate': 'workbench.compare.engine_compare',
+    'BisectResult': 'workbench.compare.bisect',
+    'bisect_exclusions': 'workbench.compare.bisect',
+    'onnx_evaluator': 'workbench.compare.bisect',
 }
 
 __all__ = sorted(_EXPORTS)

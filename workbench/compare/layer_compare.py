@@ -44,7 +44,7 @@ from workbench.runners import (Feed, has_low_float, limit_samples, load_proto,
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
            "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
            "ExclusionSearch", "find_exclusions", "range_prepass", "plan_chunks", "tensor_bytes",
-           "constant_tensors"]
+           "constant_tensors", "weightless"]
 
 # ops whose output values are input values, selected or moved (exact in every float type)
 PASS_THROUGH_OPS = frozenset({
@@ -194,49 +194,6 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
 DEFAULT_BUDGET_MB = 256.0  # marked tensors held at once (both runs, all samples)
 
 
-def tensor_bytes(proto: Any, feed: Feed) -> Dict[str, int]:
-    """Bytes of each node output for one feed (shape inference with the feed's shapes; values
-    it cannot size are left out). Big initializers become typed inputs first, so no weights
-    are copied."""
-    import onnx
-    from onnx import helper
-
-    m = onnx.ModelProto()
-    m.ir_version = proto.ir_version
-    m.opset_import.extend(proto.opset_import)
-    g = m.graph
-    g.node.extend(proto.graph.node)
-    g.output.extend(proto.graph.output)
-    inits = {t.name for t in proto.graph.initializer}
-    for vi in proto.graph.input:
-        if vi.name in inits:
-            continue
-        a = feed.get(vi.name)
-        tt = vi.type.tensor_type
-        g.input.append(helper.make_tensor_value_info(vi.name, tt.elem_type, list(np.shape(a)))
-                       if a is not None else vi)
-    for t in proto.graph.initializer:
-        if len(t.raw_data) > 4096 or len(t.float_data) > 1024:
-            g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-        else:
-            g.initializer.append(t)
-    try:
-        typed = onnx.shape_inference.infer_shapes(m, data_prop=True)
-    except Exception:
-        return {}
-    out: Dict[str, int] = {}
-    for vi in list(typed.graph.value_info) + list(typed.graph.output):
-        tt = vi.type.tensor_type
-        if not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
-            continue
-        try:
-            item = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).itemsize
-        except Exception:
-            item = 4
-        out[vi.name] = int(np.prod([d.dim_value for d in tt.shape.dim], dtype=np.int64)) * item
-    return out
-
-
 _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
                          "RandomUniformLike", "Multinomial", "Bernoulli"})
 
@@ -255,22 +212,80 @@ def constant_tensors(proto: Any) -> set:
     return out
 
 
-def plan_chunks(names: Sequence[str], sizes: Dict[str, int], budget_bytes: float,
-                copies: int) -> List[List[str]]:
-    """Split `names` (topological order) into consecutive chunks whose tensors, held `copies`
-    times (two runs x samples, as FP32), fit the budget. Unknown sizes count as the median."""
-    known = sorted(sizes[n] for n in names if n in sizes)
-    median = known[len(known) // 2] if known else 0
+def weightless(proto: Any, keep_bytes: int = 4096) -> Any:
+    """A copy of `proto` whose large initializers keep name, type and dims but no data: what
+    shape inference needs, without copying the weights (small ones, e.g. Reshape shapes, stay)."""
+    import onnx
+
+    m = onnx.ModelProto()
+    g = proto.graph
+    big = [t for t in g.initializer if t.ByteSize() > keep_bytes]
+    if not big:
+        m.CopyFrom(proto)
+        return m
+    saved = list(g.initializer)
+    try:
+        del g.initializer[:]
+        m.CopyFrom(proto)
+    finally:
+        g.initializer.extend(saved)
+    for t in saved:
+        if t.ByteSize() > keep_bytes:
+            m.graph.initializer.append(onnx.TensorProto(name=t.name, dims=list(t.dims),
+                                                        data_type=t.data_type))
+        else:
+            m.graph.initializer.append(t)
+    return m
+
+
+
+def tensor_bytes(proto: Any, feed: Feed, names: Sequence[str]) -> Dict[str, int]:
+    """FP32 bytes of each tensor for one feed (ONNX shape inference with the inputs pinned to
+    the feed's shapes); unknown shapes count as the largest known tensor."""
+    import onnx
+
+    m = weightless(load_proto(proto))
+    for vi in m.graph.input:
+        if vi.name in feed and vi.type.tensor_type.HasField("shape"):
+            shp = np.shape(feed[vi.name])
+            dims = vi.type.tensor_type.shape.dim
+            if len(dims) == len(shp):
+                for d, v in zip(dims, shp):
+                    d.Clear()
+                    d.dim_value = int(v)
+    try:
+        typed = onnx.shape_inference.infer_shapes(m, data_prop=True)
+    except Exception:
+        typed = m
+    sizes: Dict[str, int] = {}
+    for vi in list(typed.graph.value_info) + list(typed.graph.output):
+        tt = vi.type.tensor_type
+        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            sizes[vi.name] = 4 * int(np.prod([d.dim_value for d in tt.shape.dim] or [1]))
+    big = max(sizes.values(), default=4)
+    return {n: sizes.get(n, big) for n in names}
+
+
+
+def plan_chunks(names: Sequence[str], sizes: Dict[str, int], budget_bytes: Optional[int],
+                copies: int = 2) -> List[List[str]]:
+    """Split `names` (in order) so each chunk's `copies` x bytes fits the budget (None: one
+    chunk). A tensor larger than the budget on its own gets a chunk of its own."""
+    if not names:
+        return []
+    if budget_bytes is None:
+        return [list(names)]
     chunks: List[List[str]] = [[]]
-    used = 0.0
+    used = 0
     for n in names:
-        b = float(max(sizes.get(n, median), 1)) * copies
+        b = sizes.get(n, 0) * copies
         if chunks[-1] and used + b > budget_bytes:
             chunks.append([])
-            used = 0.0
+            used = 0
         chunks[-1].append(n)
         used += b
-    return [c for c in chunks if c]
+    return chunks
+
 
 
 def _started(kind: str, proto: Any) -> Any:
@@ -299,7 +314,7 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
     shared = [t for t in ref_order if t in cand_names and t not in fixed]
     report.constants = sum(1 for t in ref_order if t in fixed)
     report.unmatched = len(ref_order) - len(shared) - report.constants
-    sizes = tensor_bytes(ref_p, feeds[0]) if feeds else {}
+    sizes = tensor_bytes(ref_p, feeds[0], shared) if feeds else {}
     budget = (memory_budget_mb if memory_budget_mb is not None else DEFAULT_BUDGET_MB) * 2 ** 20
     chunks = plan_chunks(shared, sizes, budget, 2 * max(1, len(feeds))) or [[]]
     chunks[-1] = chunks[-1] + [o for o in outs if o in cand_names and o not in chunks[-1]]

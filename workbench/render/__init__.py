@@ -20,6 +20,7 @@ _EXPORTS: Dict[str, str] = {
     'compare_types': 'workbench.render.timing_figures',
     'compare_nodes': 'workbench.render.timing_figures',
     'latency_figure': 'workbench.render.timing_figures',
+    'bisect_figure': 'workbench.render.bisect_figures',
     'report_html': 'workbench.render.timing_report',
     'write_report': 'workbench.render.timing_report',
 }

@@ -27,6 +27,7 @@ CHECK_BUILD = "check_build"  # parse, then try a build, blame the layer
 NETWORK_DTYPES = "network_dtypes"  # the parsed network's per-layer dtypes
 PROFILE_ENGINE = "profile_engine"  # time a serialized engine on the GPU
 CUDA_INFO = "cuda_info"
+RUN_ENGINE = "run_engine"  # run a serialized engine on npz samples, outputs to npz files
 CANCEL = "cancel"  # not an op: a control message
 
 # the server module that implements each op (the worker imports it on first use)
@@ -36,6 +37,7 @@ OP_MODULES = {
     PARSE: "ops_parse", CHECK_BUILD: "ops_parse",
     NETWORK_DTYPES: "ops_precision",
     PROFILE_ENGINE: "ops_profile", CUDA_INFO: "ops_profile",
+    RUN_ENGINE: "ops_run",
 }
 
 # -- backends ---------------------------------------------------------------------------------

@@ -1,0 +1,269 @@
+"""Engine-side layer compare (issue 11) on CPU: the same code paths as on the GPU, with
+onnxruntime / onnx's reference evaluator standing in for the engine, and the TensorRT side
+(marked, chunked builds; the run_engine protocol) through the real TensorRT-RTX builder."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import onnx
+import pytest
+
+from conftest import H200, SAMPLES
+from workbench.compare.bisect import bisect_exclusions, onnx_evaluator
+from workbench.compare.bisect import suspects as bisect_suspects
+from workbench.compare.engine_compare import (boundary_tensors, compare_tensors,
+                                              engine_layerwise, onnx_candidate)
+from workbench.compare.layer_compare import plan_chunks, tensor_bytes
+from workbench.equivalence import make_inputs
+from workbench.precision.transform import convert
+from workbench.runners import OnnxRuntimeRunner, load_proto
+
+OVERFLOW = SAMPLES / "fp16_overflow.onnx"
+RESNET = SAMPLES / "resnet_tiny.onnx"
+# sample_models/README.md: the nodes from /scale/Mul through /norm/Div must stay in FP32
+OVERFLOW_CHAIN = {"/scale/Mul", "/norm/Mul", "/norm/ReduceSum", "/norm/Sqrt", "/norm/Add",
+                  "/norm/Div"}
+
+
+def _resnet_feeds(n=2, batch=2):
+    x = np.load(SAMPLES / "calib" / "resnet_tiny.npz")["input"]
+    return [{"input": x[k * batch:(k + 1) * batch]} for k in range(n)]
+
+
+@pytest.fixture(scope="module")
+def overflow_feeds():
+    return [make_inputs(onnx.load(str(OVERFLOW)), seed=1),
+            make_inputs(onnx.load(str(OVERFLOW)), seed=2)]
+
+
+def test_chunks_hold_the_memory_budget():
+    ref = load_proto(RESNET)
+    names = compare_tensors(ref)
+    sizes = tensor_bytes(ref, _resnet_feeds(1, batch=4)[0], names)
+    # input 4x3x32x32; the stem conv makes 4x16x32x32 floats = 256 KiB
+    assert sizes["/stem/conv/Conv_output_0"] == 4 * 16 * 32 * 32 * 4
+    budget = 1024 * 1024
+    chunks = plan_chunks(names, sizes, budget)
+    assert len(chunks) > 2 and [n for c in chunks for n in c] == names
+    for c in chunks:
+        assert len(c) == 1 or 2 * sum(sizes[n] for n in c) <= budget
+    assert plan_chunks(names, sizes, None) == [names]
+
+
+def test_engine_layerwise_finds_the_overflow_streams_stats_and_aggregates_samples(
+        overflow_feeds, tmp_path):
+    cand = convert(OVERFLOW, "fp16", measure=False).proto
+    names = compare_tensors(OVERFLOW)
+    stats = tmp_path / "stats.jsonl"
+    rep = engine_layerwise(OVERFLOW, onnx_candidate(cand), overflow_feeds, tensors=names,
+                           memory_budget_mb=0.004, stats_path=stats, keep=["/scale/Mul_output_0"],
+                           keep_dir=tmp_path / "keep", precision="fp16")
+    assert len(rep.chunks) > 1 and rep.samples == 2 * len(overflow_feeds[0]["input"])
+    assert not rep.outputs_pass
+    lines = [json.loads(x) for x in stats.read_text().splitlines()]
+    assert [x["tensor"] for x in lines] == [t.tensor for t in rep.tensors]
+    assert {x["chunk"] for x in lines} == set(range(len(rep.chunks)))
+    assert rep.culprits()[0].node in OVERFLOW_CHAIN and not math.isfinite(rep.culprits()[0].added)
+    codes = {f.code for f in rep.findings}
+    assert "fp16-range" in codes and "precision-loss" in codes
+    assert "/scale/Mul_output_0" in rep.fp16_range
+    # the reference evaluator is deterministic: marking changes nothing
+    assert all(o["identical"] for o in rep.observer) and not rep.marking_changed_outputs
+    ref_kept = np.load(rep.kept["/scale/Mul_output_0"][0])
+    want = np.concatenate([OnnxRuntimeRunner(OVERFLOW, mark_all=True).infer(f)
+                           ["/scale/Mul_output_0"] for f in overflow_feeds])
+    assert np.allclose(ref_kept, want)
+    assert rep.peak_rss_mb > 0 and rep.to_dict()["chunks"] == [len(c) for c in rep.chunks]
+
+
+def test_observer_check_says_when_marking_changed_the_answer(overflow_feeds):
+    fp16 = convert(OVERFLOW, "fp16", measure=False).proto
+    fp32 = onnx_candidate(OVERFLOW, "onnxruntime")
+    half = onnx_candidate(fp16)
+
+    def marking_changes_precision(names):  # like a marked build whose fusions broke
+        return fp32(names) if names else half(names)
+
+    rep = engine_layerwise(OVERFLOW, marking_changes_precision, overflow_feeds,
+                           tensors=compare_tensors(OVERFLOW)[:3], precision="fp16")
+    assert rep.marking_changed_outputs
+    f = next(f for f in rep.findings if f.code == "marking-changed-outputs")
+    assert f.severity == "error" and "changed the engine's answer" in f.message
+
+
+def test_boundaries_from_real_h200_layer_info_keep_fusions():
+    from workbench.timing.layers import load_layers
+
+    proto = onnx.load(str(H200 / "resnet50.structure.onnx"), load_external_data=False)
+    layers = load_layers(H200 / "resnet50_fp16.layers.json")
+    outs = [t.name for ly in layers.layers if not ly.is_constant for t in ly.outputs]
+    bounds = boundary_tensors(proto, outs)
+    every = compare_tensors(proto)
+    assert 10 < len(bounds) < len(every)
+    assert "/relu/Relu_output_0" in bounds  # conv1+bn+relu is one engine layer
+    assert "/conv1/Conv_output_0" in every and "/conv1/Conv_output_0" not in bounds
+
+
+def test_bisection_on_the_stand_in_finds_the_planted_nodes(overflow_feeds):
+    from workbench.render import bisect_figure
+
+    cand = convert(OVERFLOW, "fp16", measure=False).proto
+    rep = engine_layerwise(OVERFLOW, onnx_candidate(cand), overflow_feeds,
+                           tensors=compare_tensors(OVERFLOW), precision="fp16")
+    suspects = bisect_suspects(rep, OVERFLOW)
+    assert suspects[0] == "/scale/Mul" and OVERFLOW_CHAIN <= set(suspects)
+    suspects += ["/proj/MatMul", "/head/MatMul"]  # harmless ones: bisection must drop them
+    ev = onnx_evaluator(OVERFLOW, overflow_feeds, "fp16")
+    res = bisect_exclusions(suspects, ev, latency=lambda excl: 1.0 + 0.1 * len(excl))
+    assert res.passed and res.excluded and set(res.excluded) <= OVERFLOW_CHAIN
+    assert ev(res.excluded).passed and not ev([]).passed
+    assert [len(r["excluded"]) for r in res.rows] == list(range(len(res.excluded) + 1))
+    assert res.rows[-1]["passed"] and not res.rows[0]["passed"]
+    assert res.rows[1]["cost_ms"] == pytest.approx(0.1)
+    assert "P50 ms" in res.table()
+    fig = bisect_figure(res)
+    assert len(fig.data[0].x) == len(res.rows)
+
+
+def test_bisection_says_when_the_suspects_cannot_meet_the_budget(overflow_feeds):
+    ev = onnx_evaluator(OVERFLOW, overflow_feeds, "fp16")
+    res = bisect_exclusions(["/head/MatMul"], ev)
+    assert not res.passed and "even with all 1 suspects" in res.message
+
+
+def test_engine_runs_round_trip_through_polygraphy(overflow_feeds, tmp_path):
+    from polygraphy.comparator import RunResults
+
+    from workbench.compare import save_run_results
+
+    cand = convert(OVERFLOW, "fp16", measure=False).proto
+    rep = engine_layerwise(OVERFLOW, onnx_candidate(cand), overflow_feeds,
+                           tensors=compare_tensors(OVERFLOW)[:2], precision="fp16")
+    path = save_run_results(tmp_path / "run.json", {"onnxruntime-fp32": rep.runs["reference"],
+                                                    "tensorrt-fp16": rep.runs["candidate"]})
+    loaded = RunResults.load(str(path))
+    assert len(loaded["tensorrt-fp16"]) == len(overflow_feeds)
+    assert np.array_equal(np.asarray(loaded["onnxruntime-fp32"][1]["output"]),
+                          rep.runs["reference"][1]["output"])
+
+
+# ----------------------------------------------------------------------------- TensorRT-RTX
+@pytest.fixture(scope="module")
+def rtx():
+    pytest.importorskip("tensorrt_rtx_bindings")
+    from workbench.build.engine import BuildConfig
+
+    return BuildConfig(precision="fp16", target="sm89", backend="tensorrt-rtx",
+                       builder_optimization_level=0)
+
+
+def _has_gpu():
+    from workbench.worker.client import WorkerError, default_client
+
+    try:
+        default_client().call("cuda_info", timeout=120)
+        return True
+    except WorkerError:
+        return False
+
+
+def test_rtx_builds_marked_chunks_under_a_budget(rtx):
+    from workbench.enginedebug import engine_candidate, layer_boundaries, with_feed_profile
+
+    feeds = _resnet_feeds(1, batch=2)
+    ref = load_proto(RESNET)
+    cfg = with_feed_profile(ref, rtx, feeds)
+    assert cfg.profiles == [{"input": [[2, 3, 32, 32]] * 3}]
+    from workbench.build.engine import build_engine
+
+    findings = []
+    bounds = boundary_tensors(ref, layer_boundaries(build_engine(ref, cfg), findings=findings))
+    if not _has_gpu():  # the engine does not deserialize: unfused network layers, said so
+        assert [f.code for f in findings] == ["no-fusion-info"]
+    assert "/stem/conv/Conv_output_0" in bounds
+    sizes = tensor_bytes(ref, feeds[0], bounds)
+    chunks = plan_chunks(bounds, sizes, 2 * 1024 * 1024)
+    assert len(chunks) >= 2
+    built = []
+    make = engine_candidate(ref, cfg, on_build=lambda names, res: built.append((names, res)))
+    for c in chunks[:2]:
+        make(c)
+    for names, res in built:
+        graph_outputs = [o.name for o in onnx.load(res.onnx_path,
+                                                   load_external_data=False).graph.output]
+        assert graph_outputs == ["logits"] + names  # marked as outputs, in order
+        layer_outputs = {o["name"] for ly in res.layers for o in ly["outputs"]}
+        assert set(names) <= layer_outputs  # TensorRT's network has them
+    assert built[0][1].engine_path != built[1][1].engine_path
+
+
+def test_tensorrt_runner_protocol_without_a_gpu(rtx, tmp_path):
+    from workbench.build.engine import build_engine
+    from workbench.enginedebug import with_feed_profile
+    from workbench.trtrunner import TensorRTRunner
+    from workbench.worker.client import WorkerError, default_client
+
+    feeds = _resnet_feeds(2, batch=2)
+    res = build_engine(RESNET, with_feed_profile(RESNET, rtx, feeds))
+    runner = TensorRTRunner(res.engine_path, model=RESNET, backend="tensorrt-rtx")
+    with pytest.raises(WorkerError) as e:  # the op checks its arguments before the GPU
+        default_client().call("run_engine", {"engine_path": str(tmp_path / "none.engine"),
+                                             "inputs_npz": [], "out_dir": str(tmp_path)})
+    assert e.value.code == "not-found"
+    if _has_gpu():
+        pytest.skip("a GPU is here: tests/gpu/test_engine_compare.py runs engines")
+    with pytest.raises(WorkerError) as e:
+        runner.infer_all(feeds)
+    assert e.value.code == "no-gpu" and "\n" not in str(e.value)
+
+
+def test_cli_engine_side_errors_are_one_line(rtx, tmp_path, capsys):
+    from workbench.cli import main as cli_main
+
+    cal = str(SAMPLES / "calib" / "resnet_tiny.npz")
+    rc = cli_main(["compare", str(RESNET), str(tmp_path / "none.engine"), "--inputs", cal])
+    err = capsys.readouterr().err
+    assert rc == 2 and "engine file not found" in err and "none.engine" in err
+    rc = cli_main(["compare", str(RESNET), str(RESNET), "--engine-from-build", "--inputs", cal])
+    assert rc == 2 and "--engine-from-build" in capsys.readouterr().err
+    if _has_gpu():
+        return
+    rc = cli_main(["compare", str(RESNET), "--engine-from-build", "--backend", "tensorrt-rtx",
+                   "--target", "sm89", "--opt-level", "0", "--inputs", cal, "--samples", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "needs an NVIDIA GPU" in err[0]
+
+
+def test_cli_compares_a_polygraphy_recorded_run(tmp_path, capsys):
+    """Polygraphy RunResults in: a run saved by Polygraphy's own classes (here the FP16 model's
+    every tensor, as `polygraphy run --trt-outputs mark all --save-outputs` records) is compared
+    tensor by tensor with onnxruntime FP32 on the same inputs."""
+    from polygraphy.comparator import RunResults
+    from polygraphy.comparator.struct import IterationResult
+
+    from workbench.cli import main as cli_main
+    from workbench.compare.engine_compare import mark_outputs
+    from workbench.runners import ReferenceRunner
+
+    x = make_inputs(onnx.load(str(OVERFLOW)), seed=1)["input"]
+    np.savez(tmp_path / "in.npz", input=x)
+    fp16 = convert(OVERFLOW, "fp16", measure=False).proto
+    every = compare_tensors(OVERFLOW)
+    outs = ReferenceRunner(mark_outputs(fp16, every)).infer({"input": x})
+    theirs = RunResults()
+    theirs.append(("trt-runner-N0", [IterationResult(outs, runner_name="trt-runner-N0")]))
+    theirs.save(str(tmp_path / "theirs.json"))
+    capsys.readouterr()  # (Polygraphy's own log lines)
+    rc = cli_main(["compare", str(OVERFLOW), "--candidate-results", str(tmp_path / "theirs.json"),
+                   "--inputs", str(tmp_path / "in.npz"), "--json", "--stats",
+                   str(tmp_path / "s.jsonl")])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 1 and d["marking"] == "recorded" and d["candidate_runner"] == "trt-runner-N0"
+    assert d["culprits"][0]["node"] in OVERFLOW_CHAIN and d["observer"] == []
+    assert len(d["tensors"]) == len(every) and not d["outputs_pass"]
+    assert (tmp_path / "s.jsonl").read_text().count("\n") == len(every)
+    rc = cli_main(["compare", str(OVERFLOW), "--candidate-results", str(tmp_path / "theirs.json"),
+                   "--results-runner", "nope", "--inputs", str(tmp_path / "in.npz")])
+    assert rc == 2 and "trt-runner-N0" in capsys.readouterr().err

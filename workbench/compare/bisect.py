@@ -1,0 +1,179 @@
+"""Bisection: the fewest candidate nodes to keep in FP32 for the outputs to meet a budget.
+
+`bisect_exclusions(candidates, evaluate)` takes the suspects in order of suspicion (the
+culprits of a layer-wise compare, each with the other nodes of its fused engine layer) and an
+`evaluate(excluded) -> Comparison` (build with those nodes in FP32 and compare the outputs: an
+engine rebuild through the engine cache, or a CPU stand-in). It checks that excluding nothing
+fails and excluding every suspect passes, binary-searches the shortest passing prefix
+(assuming more FP32 never hurts), then tries dropping each chosen node. With `latency(excluded)
+-> ms` it measures every prefix of the answer, so each exclusion's cost shows in the table
+(`rows`) and the accuracy-vs-latency figure (`workbench.render.bisect_figure`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+__all__ = ["BisectResult", "bisect_exclusions", "onnx_evaluator", "suspects"]
+
+
+def _worst(c: Any) -> float:
+    if getattr(c, "reason", ""):
+        return math.inf
+    return max((t.rel for t in c.outputs.values()), default=0.0)
+
+
+def _num(x: float) -> Any:
+    return x if math.isfinite(x) else "inf"
+
+
+@dataclass
+class BisectResult:
+    """The nodes to keep in FP32, whether that meets the budget, and what each one costs."""
+
+    target: str
+    route: str
+    excluded: List[str]
+    passed: bool
+    candidates: List[str] = field(default_factory=list)
+    evaluations: List[Dict[str, Any]] = field(default_factory=list)
+    rows: List[Dict[str, Any]] = field(default_factory=list)  # accuracy vs latency per prefix
+    message: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"target": self.target, "route": self.route, "excluded": self.excluded,
+                "suggested_exclusions": self.excluded, "passed": self.passed,
+                "candidates": self.candidates, "evaluations": self.evaluations,
+                "rows": self.rows, "message": self.message}
+
+    def table(self) -> str:
+        """The accuracy-vs-latency table as text."""
+        lines = [f"{'FP32 nodes':>10}  {'last added':40} {'worst rel':>10} {'pass':>5} "
+                 f"{'P50 ms':>9} {'cost ms':>9}"]
+        for r in self.rows:
+            p50 = r.get("p50_ms")
+            cost = r.get("cost_ms")
+            lines.append(f"{len(r['excluded']):>10}  {(r['added'] or '-')[:40]:40} "
+                         f"{r['worst_rel'] if isinstance(r['worst_rel'], str) else format(r['worst_rel'], '.3g'):>10} "
+                         f"{'yes' if r['passed'] else 'no':>5} "
+                         f"{'-' if p50 is None else format(p50, '.4f'):>9} "
+                         f"{'-' if cost is None else format(cost, '+.4f'):>9}")
+        return "\n".join(lines)
+
+
+def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[str]], Any], *,
+                      latency: Optional[Callable[[Sequence[str]], float]] = None,
+                      target: str = "fp16", route: str = "", minimise: bool = True,
+                      max_minimise: int = 8) -> BisectResult:
+    """See the module docstring. `evaluate` returns a `workbench.comparison.Comparison`."""
+    cands = list(dict.fromkeys(candidates))
+    memo: Dict[Tuple[str, ...], Any] = {}
+    res = BisectResult(target, route, [], False, candidates=cands)
+
+    def ev(excl: Sequence[str]) -> Any:
+        key = tuple(sorted(excl))
+        if key not in memo:
+            memo[key] = evaluate(list(excl))
+            c = memo[key]
+            res.evaluations.append({"excluded": list(excl), "passed": bool(c.passed),
+                                    "worst_rel": _num(_worst(c))})
+        return memo[key]
+
+    if ev([]).passed:
+        res.passed, res.message = True, "the outputs meet the budget with nothing in FP32"
+        chosen: List[str] = []
+    elif not cands:
+        res.message = "the outputs miss the budget and there is no suspect to keep in FP32"
+        return res
+    elif not ev(cands).passed:
+        res.message = (f"even with all {len(cands)} suspects in FP32 the outputs miss the "
+                       "budget: the error comes from elsewhere (compare all tensors, --mark all)")
+        res.excluded = cands
+        return res
+    else:
+        lo, hi = 0, len(cands)  # prefix lo fails, prefix hi passes
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ev(cands[:mid]).passed:
+                hi = mid
+            else:
+                lo = mid
+        chosen = cands[:hi]
+        if minimise and len(chosen) > 1:
+            for n in list(reversed(chosen))[:max_minimise]:
+                trial = [c for c in chosen if c != n]
+                if trial and ev(trial).passed:
+                    chosen = trial
+        res.passed = True
+        res.message = f"{len(chosen)} node(s) in FP32 meet the budget"
+    res.excluded = chosen
+    prev_ms: Optional[float] = None
+    for k in range(len(chosen) + 1):
+        excl = chosen[:k]
+        c = ev(excl)
+        row: Dict[str, Any] = {"excluded": excl, "added": chosen[k - 1] if k else "",
+                               "passed": bool(c.passed), "worst_rel": _num(_worst(c)),
+                               "p50_ms": None, "cost_ms": None}
+        if latency is not None:
+            ms = float(latency(excl))
+            row["p50_ms"] = ms
+            row["cost_ms"] = None if prev_ms is None else ms - prev_ms
+            prev_ms = ms
+        res.rows.append(row)
+    return res
+
+
+def onnx_evaluator(model: Any, feeds: Sequence[Any], target: str = "fp16", *,
+                   atol: Optional[float] = None, rtol: Optional[float] = None,
+                   runner: str = "auto") -> Callable[[Sequence[str]], Any]:
+    """The CPU stand-in for an engine rebuild: convert to `target` with the exclusions (the
+    strongly typed route's Cast insertion), run it (onnx's reference evaluator computes FP16 in
+    float16) and compare the outputs with onnxruntime FP32."""
+    from workbench.comparison import compare_outputs
+    from workbench.precision.table import tolerances
+    from workbench.precision.transform import convert
+    from workbench.runners import OnnxRuntimeRunner, load_proto, make_runner
+
+    proto = load_proto(model)
+    atol, rtol = tolerances(target, atol, rtol)
+    ref = OnnxRuntimeRunner(proto).infer_all(list(feeds))
+    outs = [o.name for o in proto.graph.output]
+
+    def evaluate(excluded: Sequence[str]) -> Any:
+        cand = convert(proto, target, exclude_nodes=list(excluded), measure=False).proto
+        got = make_runner(runner, cand).infer_all(list(feeds))
+        return compare_outputs(ref, got, atol, rtol, names=outs)
+
+    return evaluate
+
+
+def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
+    """Nodes to try in FP32, most suspicious first: the culprits with the other nodes of their
+    fused engine layers; then the producers and consumers of tensors beyond the FP16 range
+    (an FP32 node whose output still overflows once cast down needs its consumers too); then
+    the producers of tensors that turned non-finite."""
+    from workbench.graphindex import GraphIndex
+    from workbench.runners import load_proto
+
+    gi = GraphIndex.of(load_proto(model))
+
+    def name(i: int) -> str:
+        n = gi.nodes[i]
+        return n.name or f"{n.op_type}:{n.output[0]}"
+
+    groups = report.culprit_groups(top) if hasattr(report, "culprit_groups") else \
+        [[t.node] for t in report.culprits(top)]
+    out: List[str] = [n for g in groups for n in g]
+    for t in getattr(report, "outputs", []):  # a failing output's own fused layer
+        if not t.passed:
+            out.extend(getattr(report, "groups", {}).get(t.tensor, [t.node]))
+    over = getattr(report, "fp16_range", {}) or {}
+    for t in report.tensors:
+        if t.tensor in over:
+            p = gi.producer_of(t.tensor)
+            out.append(name(p) if p is not None else t.node)
+            out.extend(name(c) for c in gi.consumers_of(t.tensor))
+    out.extend(t.node for t in report.tensors if not t.finite)
+    const = {name(i) for i in range(len(gi)) if gi.op(i) == "Constant"}
+    return [n for n in dict.fromkeys(out) if n and n not in const]

@@ -1,0 +1,426 @@
+"""Layer-wise comparison of an engine (or any candidate runner) in bounded memory.
+
+`engine_layerwise` compares a candidate with the FP32 onnxruntime reference on chosen tensors
+without ever holding every tensor at once, and without marking more than it must:
+- **Which tensors**: `boundary_tensors` keeps the ONNX tensors that are outputs of engine
+  layers in an *unmarked* build (the layer information's output names), so marking them does
+  not break a fusion that the shipped engine has; `compare_tensors(proto)` is every float node
+  output (Polygraphy's `mark all`, which changes the engine being debugged).
+- **Chunks**: `plan_chunks` splits the marked tensors so one chunk's tensors, for every sample
+  and both sides, fit `memory_budget_mb` (sizes from ONNX shape inference at the feeds'
+  shapes); each chunk is one candidate (one engine build marking that subset: `candidate(names)`
+  returns a Runner) and one reference run fetching only those tensors.
+- **Streaming**: each tensor's figures (`workbench.comparison.compare_tensor`, aggregated over
+  all samples, plus its count of reference values beyond the FP16 range) are written to a JSON
+  lines file as the chunk arrives; only the tensors in `keep` are saved whole (.npy).
+- **Observer check**: the candidate is also run unmarked; its final outputs are the answer the
+  report judges, and every marked chunk's final outputs are compared with them. When marking
+  changed the answer, a Finding says so and names the chunk.
+The per-node added error and culprits use layer_compare's rules (`added_error`), measured from
+the nearest compared tensors upstream: a fused layer's error lands on the node that produces its
+output, and `groups` names every ONNX node inside that layer.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set
+
+import numpy as np
+
+from workbench.comparison import SENTINEL, compare_outputs, compare_tensor, infer_precision
+from workbench.compare.layer_compare import (LayerwiseReport, TensorError, added_error,
+                                            constant_tensors, plan_chunks, tensor_bytes,
+                                            weightless)
+from workbench.errors import Finding, WorkbenchError
+from workbench.precision.table import tolerances
+from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto, make_runner, samples_in
+
+__all__ = ["FP16_MAX", "EngineCompareReport", "mark_outputs", "compare_tensors",
+           "boundary_tensors", "onnx_candidate",
+           "RecordedRunner", "recorded_candidate", "engine_layerwise", "peak_rss_mb"]
+
+FP16_MAX = 65504.0
+CandidateFactory = Callable[[List[str]], Runner]
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB (Linux ru_maxrss is in KB)."""
+    import resource
+    import sys
+
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r / (1024.0 * 1024.0) if sys.platform == "darwin" else r / 1024.0
+
+
+# ----------------------------------------------------------------------------- marking
+def mark_outputs(proto: Any, names: Sequence[str]) -> Any:
+    """A copy of `proto` whose graph outputs are its own plus `names` (in that order)."""
+    import onnx
+
+    m = copy.deepcopy(proto)
+    have = {o.name for o in m.graph.output}
+    for n in names:
+        if n not in have:
+            m.graph.output.append(onnx.ValueInfoProto(name=n))
+            have.add(n)
+    return m
+
+
+def _float_outputs(proto: Any) -> List[str]:
+    """Float node outputs in topological order that depend on a graph input (constants and,
+    where shape inference knows their type, non-float tensors left out)."""
+    import onnx
+
+    try:
+        typed = onnx.shape_inference.infer_shapes(weightless(proto))
+        types = {vi.name: vi.type.tensor_type.elem_type for vi in
+                 list(typed.graph.value_info) + list(typed.graph.output)}
+    except Exception:
+        types = {}
+    floats = {1, 10, 11, 16}
+    outs = {o.name for o in proto.graph.output}
+    consts = constant_tensors(proto)
+    order = []
+    for n in proto.graph.node:
+        if n.op_type in ("RandomNormal", "RandomUniform") or \
+                any(o in consts for o in n.output if o):
+            continue  # a constant (folded by TensorRT; it cannot be a network output there)
+        for o in n.output:
+            if o and o not in outs and (types.get(o, 1) in floats or types.get(o) == 0):
+                order.append(o)
+    return order
+
+
+def compare_tensors(proto: Any) -> List[str]:
+    """Every float intermediate tensor (what `--mark all` marks), topological order."""
+    return _float_outputs(load_proto(proto))
+
+
+def boundary_tensors(proto: Any, layer_outputs: Iterable[str]) -> List[str]:
+    """The float intermediate ONNX tensors that are outputs of engine layers (names from the
+    layer information of an unmarked build), in topological order: marking these keeps the
+    engine's fusions."""
+    want = set(layer_outputs)
+    return [t for t in _float_outputs(load_proto(proto)) if t in want]
+
+
+# ----------------------------------------------------------------------------- sizes, chunks
+# ----------------------------------------------------------------------------- candidates
+def onnx_candidate(candidate: Any, runner: str = "auto") -> CandidateFactory:
+    """A candidate factory for an ONNX model (the CPU stand-in for an engine): marks the names
+    as graph outputs and runs it with onnxruntime or onnx's reference evaluator (auto: the
+    reference evaluator for FP16/BF16 graphs, which computes in float16 like a GPU)."""
+    proto = load_proto(candidate)
+
+    def make(names: List[str]) -> Runner:
+        return make_runner(runner, mark_outputs(proto, names) if names else proto)
+
+    return make
+
+
+class RecordedRunner(Runner):
+    """Outputs recorded elsewhere (a Polygraphy RunResults file's iterations: `polygraphy run
+    --trt --trt-outputs mark all --save-outputs`), replayed for the same feeds in order."""
+
+    name = "recorded"
+
+    def __init__(self, iterations: Sequence[Feed], label: str = "recorded") -> None:
+        super().__init__(None)
+        self.iterations = list(iterations)
+        self.name = label
+
+    def _start(self) -> None:
+        pass
+
+    def input_metadata(self) -> Dict[str, Any]:
+        return {}
+
+    def infer_all(self, feeds: Sequence[Feed]) -> List[Feed]:
+        if len(feeds) != len(self.iterations):
+            raise WorkbenchError(
+                f"the recorded run '{self.name}' has {len(self.iterations)} iteration(s) but "
+                f"there are {len(feeds)} input batch(es)", field="inputs",
+                hint="pass the inputs that run used (one .npz batch per iteration)")
+        return [dict(it) for it in self.iterations]
+
+    def infer(self, feed: Feed) -> Feed:
+        return self.infer_all([feed])[0]
+
+
+def recorded_candidate(iterations: Sequence[Feed], label: str = "recorded") -> CandidateFactory:
+    """A candidate factory over recorded outputs: every 'build' is the same recording."""
+    return lambda names: RecordedRunner(iterations, label)
+
+
+# ----------------------------------------------------------------------------- report
+@dataclass
+class EngineCompareReport(LayerwiseReport):
+    """A LayerwiseReport (shared nouns) plus how it was measured: marking, chunks, observer
+    check, the statistics file, FP16-range exceedance, fused groups, peak memory."""
+
+    marking: str = "boundaries"
+    chunks: List[List[str]] = field(default_factory=list)
+    observer: List[Dict[str, Any]] = field(default_factory=list)
+    stats_path: Optional[str] = None
+    kept: Dict[str, List[str]] = field(default_factory=dict)
+    fp16_range: Dict[str, int] = field(default_factory=dict)
+    groups: Dict[str, List[str]] = field(default_factory=dict)
+    peak_rss_mb: float = 0.0
+    budget_mb: Optional[float] = None
+    seconds: float = 0.0
+
+    @property
+    def marking_changed_outputs(self) -> bool:
+        return any(not o["same_answer"] for o in self.observer)
+
+    def culprit_groups(self, top: int = 5) -> List[List[str]]:
+        """For each culprit, the ONNX nodes of its fused engine layer (the node itself first)."""
+        return [[t.node] + [n for n in self.groups.get(t.tensor, []) if n != t.node]
+                for t in self.culprits(top)]
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = super().to_dict()
+        d.update(marking=self.marking, chunks=[len(c) for c in self.chunks],
+                 observer=self.observer, marking_changed_outputs=self.marking_changed_outputs,
+                 stats_path=self.stats_path, kept=self.kept, fp16_range=self.fp16_range,
+                 culprit_groups=self.culprit_groups(), peak_rss_mb=self.peak_rss_mb,
+                 budget_mb=self.budget_mb, seconds=self.seconds)
+        return d
+
+
+def _fp16_exceed(arrays: Sequence[np.ndarray]) -> int:
+    n = 0
+    for a in arrays:
+        a = np.asarray(a)
+        if a.dtype.kind != "f":
+            continue
+        with np.errstate(invalid="ignore"):
+            ab = np.abs(a)
+            n += int(np.count_nonzero((ab > FP16_MAX) & (ab < SENTINEL) & np.isfinite(a)))
+    return n
+
+
+def _groups(proto: Any, compared: Set[str], targets: Iterable[str]) -> Dict[str, Any]:
+    """For each target tensor: (its nearest compared upstream tensors, the nodes between)."""
+    from workbench.graphindex import GraphIndex
+
+    gi = GraphIndex.of(proto)
+    producer = {t: gi.nodes[i] for t, i in gi.producer.items()}
+    out: Dict[str, Any] = {}
+    for t in targets:
+        ups: List[str] = []
+        nodes: List[str] = []
+        seen: Set[str] = set()
+        stack = [t]
+        while stack:
+            cur = stack.pop()
+            node = producer.get(cur)
+            if node is None:
+                continue
+            nm = node.name or f"{node.op_type}:{node.output[0]}"
+            if nm in seen:
+                continue
+            seen.add(nm)
+            if node.op_type != "Constant":
+                nodes.append(nm)
+            for i in node.input:
+                if not i:
+                    continue
+                if i in compared:
+                    ups.append(i)
+                else:
+                    stack.append(i)
+        out[t] = (list(dict.fromkeys(ups)), nodes)
+    return out
+
+
+def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequence[Feed], *,
+                     tensors: Sequence[str], marking: str = "boundaries",
+                     memory_budget_mb: Optional[float] = None, stats_path: Any = None,
+                     keep: Sequence[str] = (), keep_dir: Any = None,
+                     atol: Optional[float] = None, rtol: Optional[float] = None,
+                     precision: Optional[str] = None, candidate_name: str = "candidate",
+                     findings: Optional[List[Finding]] = None,
+                     on_chunk: Optional[Callable[[int, int], None]] = None,
+                     observer: bool = True) -> EngineCompareReport:
+    """Compare `tensors` of the candidate (built/run per chunk by `candidate(names)`) with the
+    FP32 reference, chunked to `memory_budget_mb`; see the module docstring."""
+    t0 = time.monotonic()
+    ref_p = load_proto(reference)
+    feeds = list(feeds)
+    if not feeds:
+        raise WorkbenchError("no inputs to compare on", field="inputs",
+                             hint="pass representative inputs (.npz with the model's input names)")
+    precision = precision or infer_precision(ref_p)
+    atol, rtol = tolerances(precision, atol, rtol)
+    outs = [o.name for o in ref_p.graph.output]
+    samples = sum(samples_in(f) for f in feeds)
+    budget = int(memory_budget_mb * 1024 * 1024) if memory_budget_mb else None
+    sizes = tensor_bytes(ref_p, feeds[0], list(tensors))
+    scale = max(samples // max(samples_in(feeds[0]), 1), 1)
+    sizes = {k: v * scale for k, v in sizes.items()}  # all feeds of a chunk are held together
+    chunks = plan_chunks(list(tensors), sizes, budget)
+    report = EngineCompareReport("onnxruntime", candidate_name, atol, rtol, samples,
+                                 findings=list(findings or []), precision=precision,
+                                 marking=marking, chunks=chunks, budget_mb=memory_budget_mb)
+    if budget is not None:
+        too_big = [n for c in chunks if len(c) == 1 for n in c if sizes[n] * 2 > budget]
+        if too_big:
+            report.findings.append(Finding(
+                "warning", "over-budget", f"{len(too_big)} tensor(s) alone exceed the memory "
+                f"budget of {memory_budget_mb:g} MB (e.g. '{too_big[0]}'); compared one at a time",
+                tensors=too_big[:10], hint="raise --memory-budget or use fewer --samples",
+                source="compare"))
+    stats = Path(stats_path) if stats_path else None
+    if stats is not None:
+        stats.parent.mkdir(parents=True, exist_ok=True)
+    keep_set = set(keep)
+    if keep_set and keep_dir is None:
+        raise WorkbenchError("full tensors asked for but no folder to keep them in",
+                             field="keep_dir")
+
+    # the reference's and the unmarked candidate's final outputs: the answer that counts
+    ref_final = OnnxRuntimeRunner(ref_p).infer_all(feeds)
+    cand_final = candidate([]).infer_all(feeds)
+    final = compare_outputs(ref_final, cand_final, atol, rtol, names=outs)
+    if final.reason:
+        raise WorkbenchError(f"the candidate cannot be compared: {final.reason}",
+                             field="outputs", hint="the engine must have the model's outputs")
+    errors: Dict[str, TensorError] = {}
+    from workbench.graphindex import GraphIndex
+
+    gi = GraphIndex.of(ref_p)
+    node_of = {t: gi.nodes[i] for t, i in gi.producer.items()}
+    compared = set(tensors)
+    groups = _groups(ref_p, compared, compared | set(outs))
+    fh = stats.open("w", encoding="utf-8") if stats is not None else None
+    try:
+        for k, chunk in enumerate(chunks):
+            if on_chunk is not None:
+                on_chunk(k, len(chunks))
+            ref_run = OnnxRuntimeRunner(mark_outputs(ref_p, chunk), outputs=chunk + outs)
+            ref_out = ref_run.infer_all(feeds)
+            cand_out = candidate(list(chunk)).infer_all(feeds)
+            if not observer:  # (a recorded run: every chunk is the same run)
+                cand_out = [{n: o[n] for n in chunk if n in o} for o in cand_out]
+            obs = None
+            if observer:
+                obs = compare_outputs(cand_final, [{n: o[n] for n in outs if n in o}
+                                                   for o in cand_out], atol, rtol, names=outs,
+                                      sentinels=False, top1=False)
+            if obs is not None:
+                report.observer.append({
+                    "chunk": k, "marked": len(chunk), "same_answer": obs.passed,
+                    "identical": not obs.reason and obs.max_abs == 0.0,
+                    "max_abs_change": obs.max_abs if math.isfinite(obs.max_abs) else "inf",
+                    "reason": obs.reason})
+            for t in chunk:
+                if any(t not in o for o in cand_out) or any(t not in o for o in ref_out):
+                    report.unmatched += 1
+                    continue
+                ra = [o[t] for o in ref_out]
+                ga = [o[t] for o in cand_out]
+                if np.asarray(ra[0]).dtype.kind not in "fc" or \
+                        any(np.shape(a) != np.shape(b) for a, b in zip(ra, ga)):
+                    report.unmatched += 1
+                    continue
+                c = compare_tensor(t, ra, ga, atol, rtol)
+                node = node_of[t]
+                ups, members = groups[t]
+                te = TensorError.of(c, node.name or f"{node.op_type}:{node.output[0]}",
+                                    node.op_type,
+                                    added_error(node, c, [errors[u] for u in ups if u in errors]))
+                errors[t] = te
+                report.tensors.append(te)
+                report.groups[t] = members
+                over = _fp16_exceed(ra)
+                if over:
+                    report.fp16_range[t] = over
+                if t in keep_set:
+                    kd = Path(keep_dir)
+                    kd.mkdir(parents=True, exist_ok=True)
+                    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in t)
+                    pr, pc = kd / f"{safe}.reference.npy", kd / f"{safe}.candidate.npy"
+                    np.save(pr, np.concatenate([np.asarray(a) for a in ra]))
+                    np.save(pc, np.concatenate([np.asarray(a) for a in ga]))
+                    report.kept[t] = [str(pr), str(pc)]
+                if fh is not None:
+                    line = te.to_dict()
+                    line.update(chunk=k, fp16_range_exceeded=over, group=members)
+                    fh.write(json.dumps(line) + "\n")
+            if fh is not None:
+                fh.flush()
+            del ref_out, cand_out
+    finally:
+        if fh is not None:
+            fh.close()
+    order = {t: i for i, t in enumerate(tensors)}
+    report.tensors.sort(key=lambda te: order.get(te.tensor, 0))
+    for name in outs:
+        report.groups.setdefault(name, groups[name][1])
+        c = final.outputs[name]
+        prev = errors.get(name)
+        node = node_of.get(name)
+        report.outputs.append(TensorError.of(
+            c, prev.node if prev else (node.name if node is not None else ""),
+            prev.op if prev else (node.op_type if node is not None else ""),
+            prev.added if prev else 0.0))
+    report.runs = {"reference": [{k: v for k, v in r.items() if k in outs} for r in ref_final],
+                   "candidate": [{k: v for k, v in r.items() if k in outs} for r in cand_final]}
+    _findings(report)
+    report.stats_path = str(stats) if stats is not None else None
+    report.peak_rss_mb = peak_rss_mb()
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _findings(report: EngineCompareReport) -> None:
+    changed = [o for o in report.observer if not o["same_answer"]]
+    if changed:
+        o = changed[0]
+        report.findings.append(Finding(
+            "error", "marking-changed-outputs",
+            f"marking tensors changed the engine's answer: {len(changed)} of "
+            f"{len(report.observer)} marked build(s) give final outputs beyond tolerance of the "
+            f"unmarked engine (chunk {o['chunk']}: max abs change {o['max_abs_change']}); the "
+            "per-tensor figures describe a different engine than the one you ship",
+            hint="compare with the default fusion-aware marking (--mark boundaries) or fewer "
+                 "tensors per build (--memory-budget)", source="compare"))
+    elif any(not o["identical"] for o in report.observer):
+        worst = max(float(o["max_abs_change"]) for o in report.observer)
+        report.findings.append(Finding(
+            "info", "marking-moved-outputs",
+            f"marked builds move the final outputs by at most {worst:.3g} (within tolerance): "
+            "the figures describe the engine you ship", source="compare"))
+    if report.fp16_range:
+        names = sorted(report.fp16_range, key=lambda n: -report.fp16_range[n])
+        report.findings.append(Finding(
+            "error", "fp16-range",
+            f"{len(names)} tensor(s) exceed the FP16 range (|x| > 65504) already in FP32, e.g. "
+            f"'{names[0]}' ({report.fp16_range[names[0]]} values)", tensors=names[:10],
+            hint="keep their producers in FP32 (workbench compare --to fp16 bisects them)",
+            source="compare"))
+    fd = report.first_divergence
+    if fd is not None:
+        report.findings.append(Finding(
+            "warning", "first-divergence",
+            f"first tensor beyond tolerance: '{fd.tensor}' from node '{fd.node}' ({fd.op}), "
+            f"max abs error {fd.max_abs:.3g}, relative {fd.rel:.3g}",
+            nodes=[fd.node], tensors=[fd.tensor], op=fd.op, source="compare"))
+    for t in report.culprits():
+        what = ("turns finite inputs into inf/NaN (overflow)" if not math.isfinite(t.added)
+                else f"adds relative error {t.added:.3g}")
+        members = [n for n in report.groups.get(t.tensor, []) if n != t.node]
+        inside = f" (engine layer also holds {', '.join(members[:4])})" if members else ""
+        report.findings.append(Finding(
+            "warning" if report.outputs_pass else "error", "precision-loss",
+            f"node '{t.node}' ({t.op}) {what}{inside}", nodes=[t.node] + members,
+            tensors=[t.tensor], op=t.op,
+            hint=f"keep it in higher precision: workbench precision --exclude {t.node}",
+            source="compare"))
