@@ -48,6 +48,15 @@ def _cli(args: List[str], timeout: float, env: Dict[str, str]) -> Dict[str, Any]
             "message": (lines[-1] if lines else "")[:300]}
 
 
+def _unsupported(items: List[Dict[str, Any]]) -> str:
+    """'op at node (+N more)' for a check/fix report's unsupported list."""
+    if not items:
+        return ""
+    u = items[0]
+    more = f" (+{len(items) - 1} more)" if len(items) > 1 else ""
+    return f"{u.get('op')} at {u.get('node')}: {str(u.get('reason') or '')[:80]}{more}"
+
+
 def _ort(path: Path, feeds: Dict[str, Any]) -> List[Any]:
     import onnxruntime as ort
 
@@ -92,7 +101,10 @@ def run_model(name: str, work: Path, *, build_timeout: float = 240,
     supported = None
     if r["rc"] in (0, 1):
         try:
-            supported = bool(json.loads(r["stdout"]).get("supported"))
+            d = json.loads(r["stdout"])
+            supported = bool(d.get("supported"))
+            if not supported:
+                r["message"] = _unsupported(d.get("unsupported") or []) or r["message"]
         except (ValueError, AttributeError):
             supported = r["rc"] == 0
     row["check"] = dict(ok=r["rc"] in (0, 1), rc=r["rc"], seconds=r["seconds"],
@@ -100,6 +112,12 @@ def run_model(name: str, work: Path, *, build_timeout: float = 240,
     fixed = work / "models" / f"{name}-fixed.onnx"
     r = _cli(["fix", str(model), "--auto", "--backend", backend, "-o", str(fixed), "--json"],
              step_timeout, env)
+    try:
+        left = json.loads(r["stdout"]).get("remaining") or []
+        if left:
+            r["message"] = "still unsupported: " + _unsupported(left)
+    except (ValueError, AttributeError):
+        pass
     row["fix"] = dict(ok=r["rc"] == 0, rc=r["rc"], seconds=r["seconds"], message=r["message"],
                       wrote=fixed.is_file())
     src = fixed if fixed.is_file() else model
@@ -159,8 +177,10 @@ def table(rows: List[Dict[str, Any]]) -> str:
         f = r["fp16"]
         err = f.get("rel_error")
         note = ""
+        if not r["fix"]["ok"]:
+            note = f"fix: {r['fix']['message'][:70]}; "
         if not r["build"]["ok"]:
-            note = f"build: {r['build']['message'][:80]}"
+            note += f"build: {r['build']['message'][:80]}"
         elif not f.get("ok"):
             note = f"fp16: {f.get('message', '')[:60]}" if not f.get("valid") else \
                 f"FP32 output max {f.get('ref_scale') or 0:.2g}"
