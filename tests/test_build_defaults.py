@@ -197,3 +197,16 @@ def test_shape_tensor_inputs_cannot_be_guessed():
         default_profile(m)
     assert "'shape'" in str(e.value) and "VALUES" in str(e.value)
     assert e.value.hint == "add --profile shape:MIN:OPT:MAX"
+
+
+def test_calibration_data_feeds_the_advisor_for_the_default(client):
+    """With representative batches at hand, the default comes from the profile advisor (real
+    lengths under the padding), not from the rules."""
+    res = build_engine(BERT, cfg(calibration=str(SAMPLES / "calib" / "bert_tiny.npz")),
+                       client=client)
+    f = _default_finding(res.findings)
+    assert set(f.extra["rules"].values()) == {"the profile advisor on the calibration data"}
+    (mn, op, mx), = [res.config["profiles"][0]["input_ids"]]
+    assert mn[0] == 1 and mx == [64, 32]  # the batches: 64 sequences padded to 32
+    assert mn[1] > 1 and op[1] <= 32  # real lengths 6..32 under the padding
+    assert res.config["profiles"][0]["attention_mask"] == [mn, op, mx]

@@ -230,7 +230,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     """Build (or fetch from the cache) the engine of `model_or_path` for `config`.
 
     Without profiles, dynamic inputs get default ones (`precision.profiles.default_profile`):
-    a "default-profile" finding (also sent as a "notice" event) says what was chosen and the
+    from calibration data, the profile advisor's proposal; a "default-profile" finding (also
+    sent as a "notice" event) says what was chosen and the
     flag to set it; `strict_profiles=True` makes it an error naming every dynamic input.
     Raises WorkbenchError for bad input, BuildFailed (with node/op) when TensorRT refuses,
     BuildCancelled / BuildTimeout when stopped; none of them leaves an engine in the cache.
@@ -512,10 +513,27 @@ def _default_profiles(ref: ModelRef, config: BuildConfig, strict: bool
             e = missing_profile_error(model, dynamic)
             raise WorkbenchError(e.message + " (--strict-profiles)", field=e.field, hint=e.hint)
         prof, rules = default_profile(model)
+        if config.calibration:  # representative data says more than the rules
+            prof, rules = _advised(model, config.calibration, prof, rules)
     except WorkbenchError as e:
         raise WorkbenchError(e.message, file=file, field=f"profiles.{e.field}" if e.field
                              else "profiles", hint=e.hint) from None
     return config.replace(profiles=[prof.to_dict()]), [default_profile_finding(prof, rules)]
+
+
+def _advised(model: Any, calibration: str, prof: Any, rules: Dict[str, str]
+             ) -> Tuple[Any, Dict[str, str]]:
+    """The profile advisor's proposal from the calibration batches, else the rules' one."""
+    from workbench.precision.calibration import load_calibration
+    from workbench.precision.profiles import advise
+
+    try:
+        proposed, _ = advise(model, load_calibration(calibration, model))
+    except WorkbenchError:
+        return prof, rules
+    if not proposed or set(proposed[0]) != set(prof):
+        return prof, rules
+    return proposed[0], {d: "the profile advisor on the calibration data" for d in rules}
 
 
 def _failed(ws: Any, key: str, config: BuildConfig, code: str, **extra: Any) -> None:
