@@ -178,7 +178,7 @@ def table(rows: List[Dict[str, Any]]) -> str:
         err = f.get("rel_error")
         note = ""
         if not r["fix"]["ok"]:
-            note = f"fix: {r['fix']['message'][:70]}; "
+            note = f"fix: {r['fix']['message'][:70] or 'exit ' + str(r['fix']['rc'])}; "
         if not r["build"]["ok"]:
             note += f"build: {r['build']['message'][:80]}"
         elif not f.get("ok"):
