@@ -33,8 +33,10 @@ class BuildPanel(PanelBase, W.VBox):
     """Build a TensorRT engine from a notebook: progress, cancel, log, findings, export."""
 
     def __init__(self, model_or_path: Any, config: Optional[BuildConfig] = None, *,
-                 timeout: Optional[float] = None, client: Any = None) -> None:
+                 timeout: Optional[float] = None, client: Any = None,
+                 strict_profiles: bool = False) -> None:
         self.model = model_or_path
+        self.strict_profiles = strict_profiles  # True: no default profiles (as --strict-profiles)
         self.config = config or BuildConfig()
         self.client = client
         self.result: Optional[BuildResult] = None
@@ -134,7 +136,8 @@ class BuildPanel(PanelBase, W.VBox):
 
         def work() -> BuildResult:
             return build_engine(self.model, config, on_event=self._on_event,
-                                cancel=task.cancel, timeout=limit, client=self.client)
+                                cancel=task.cancel, timeout=limit, client=self.client,
+                                strict_profiles=self.strict_profiles)
 
         return self.task.start(work, done=self._done, failed=self._failed) is not None
 
@@ -162,8 +165,8 @@ class BuildPanel(PanelBase, W.VBox):
                 self.progress.value = max(0.0, min(1.0, float(frac)))
             msg = ev.get("message") or ""
             self.phase.value = f"{esc(ev.get('phase', ''))} <small>{esc(msg[:120])}</small>"
-        elif ev.get("event") == "log":
-            self._log_lines.append(f"[{ev.get('level')}] {ev.get('message', '')}")
+        elif ev.get("event") in ("log", "notice"):
+            self._log_lines.append(f"[{ev.get('level', 'note')}] {ev.get('message', '')}")
             self.log_view.value = "\n".join(self._log_lines[-LOG_LINES:])
 
     def _done(self, res: BuildResult) -> None:

@@ -232,9 +232,13 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                  on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
                  cancel: Optional[threading.Event] = None, timeout: Optional[float] = None,
                  client: Any = None, output: Optional[PathLike] = None,
-                 use_cache: bool = True) -> BuildResult:
+                 use_cache: bool = True, strict_profiles: bool = False) -> BuildResult:
     """Build (or fetch from the cache) the engine of `model_or_path` for `config`.
 
+    Without profiles, dynamic inputs get default ones (`precision.profiles.default_profile`):
+    from calibration data, the profile advisor's proposal; a "default-profile" finding (also
+    sent as a "notice" event) says what was chosen and the
+    flag to set it; `strict_profiles=True` makes it an error naming every dynamic input.
     Raises WorkbenchError for bad input, BuildFailed (with node/op) when TensorRT refuses,
     BuildCancelled / BuildTimeout when stopped; none of them leaves an engine in the cache.
     """
@@ -249,6 +253,12 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     names: Dict[str, str] = {}
     on_event = _readable_progress(on_event, model_name, Path(output).name if output is not None
                                   else f"the cached engine of {model_name}", names)
+    defaulted: List[Finding] = []
+    if not config.profiles:  # dynamic inputs get default profiles, or (strict) one error
+        config, defaulted = _default_profiles(ref, config, strict_profiles)
+        if defaulted and on_event is not None:
+            on_event({"event": "notice", "message": str(defaulted[0]),
+                      "finding": defaulted[0].to_dict()})
     # start the worker (and learn its TensorRT) while this process hashes the model
     box: Dict[str, Any] = {}
 
@@ -297,6 +307,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                 with ws.lock():
                     write_card(engine, card_from_meta(meta, engine))
             res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=True)
+            res.findings = defaulted + [f for f in res.findings if f.code != "default-profile"]
             if output is not None:
                 res.output_path = _copy_out(engine, output, ref.path, meta)
             # the cached commands name the engine path of the build that made them: this
@@ -319,7 +330,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                    not config.exclude_ops)
     if not speculative:
         _validate_profiles(ref, config)
-    findings: List[Finding] = []
+    findings: List[Finding] = list(defaulted)
     if route == "strongly-typed":  # precision lives in the ONNX TensorRT gets
         onnx_path, pfind = _transformed_onnx(ref, config, ws, on_event)
     else:  # legacy flags: the builder lowers precision; TensorRT gets the FP32 model
@@ -499,6 +510,48 @@ def _validate_profiles(ref: ModelRef, config: BuildConfig) -> None:
         raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
                              field=f"profiles.{e.field}" if e.field else "profiles",
                              hint=e.hint) from None
+
+
+def _default_profiles(ref: ModelRef, config: BuildConfig, strict: bool
+                      ) -> Tuple[BuildConfig, List[Finding]]:
+    """`config` with a default profile for the model's dynamic inputs (none: unchanged), and
+    the finding that says so; with `strict`, one error naming every dynamic input."""
+    from workbench.inputs import model_inputs
+    from workbench.precision.profiles import (default_profile, default_profile_finding,
+                                              missing_profile_error, shape_tensor_inputs)
+
+    model = ref.model  # an unreadable file is reported as such, not as a profile problem
+    shape_inputs = set(shape_tensor_inputs(model))
+    dynamic = [s for s in model_inputs(model) if s.dynamic_axes or s.name in shape_inputs]
+    if not dynamic:
+        return config, []
+    file = str(ref.path) if ref.path else None
+    try:
+        if strict:
+            e = missing_profile_error(model, dynamic)
+            raise WorkbenchError(e.message + " (--strict-profiles)", field=e.field, hint=e.hint)
+        prof, rules = default_profile(model)
+        if config.calibration:  # representative data says more than the rules
+            prof, rules = _advised(model, config.calibration, prof, rules)
+    except WorkbenchError as e:
+        raise WorkbenchError(e.message, file=file, field=f"profiles.{e.field}" if e.field
+                             else "profiles", hint=e.hint) from None
+    return config.replace(profiles=[prof.to_dict()]), [default_profile_finding(prof, rules)]
+
+
+def _advised(model: Any, calibration: str, prof: Any, rules: Dict[str, str]
+             ) -> Tuple[Any, Dict[str, str]]:
+    """The profile advisor's proposal from the calibration batches, else the rules' one."""
+    from workbench.precision.calibration import load_calibration
+    from workbench.precision.profiles import advise
+
+    try:
+        proposed, _ = advise(model, load_calibration(calibration, model))
+    except WorkbenchError:
+        return prof, rules
+    if not proposed or set(proposed[0]) != set(prof):
+        return prof, rules
+    return proposed[0], {d: "the profile advisor on the calibration data" for d in rules}
 
 
 def _failed(ws: Any, key: str, config: BuildConfig, code: str, **extra: Any) -> None:

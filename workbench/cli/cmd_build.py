@@ -54,6 +54,9 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
                    help="shape range of a dynamic input, e.g. input:1x3x32x32:8x3x32x32:"
                         "32x3x32x32 (repeat per input; a leading '+' starts another "
                         "profile)")
+    p.add_argument("--strict-profiles", action="store_true",
+                   help="a dynamic input without --profile is an error (CI); by default it "
+                        "gets a default profile, printed with the flag that sets it")
     p.add_argument("--backend", default="auto", choices=list(BACKENDS))
     p.add_argument("--route", default="auto", choices=["auto", "strongly-typed",
                                                        "legacy-flags"])
@@ -173,6 +176,9 @@ class _StderrProgress:
             self.width = None
 
     def __call__(self, ev: Dict[str, Any]) -> None:
+        if ev.get("event") == "notice":  # e.g. the default profile chosen: before the build
+            self._line(f"note: {ev.get('message', '')}", newline=True)
+            return
         if ev.get("event") == "log":
             if ev.get("level") == "error":
                 self._line(f"[TRT {ev.get('level')}] {ev.get('message', '')[:300]}", newline=True)
@@ -231,7 +237,7 @@ def run(args: "argparse.Namespace") -> int:
     try:
         res = build_engine(args.model, config, on_event=progress, timeout=args.timeout,
                            cancel=cancel, output=args.output, use_cache=not args.no_cache,
-                           client=client)
+                           client=client, strict_profiles=args.strict_profiles)
     except BuildFailed as e:
         if progress:
             progress.close()

@@ -5,6 +5,8 @@ inputs, *values* for shape-tensor inputs (int inputs TensorRT reads as shapes, e
 shape of a Reshape). `validate_profiles` checks everything TensorRT would reject, with errors
 naming the profile, input and axis. `advise` proposes a profile from sample data (e.g. the real
 sequence lengths of calibration batches) and warns when ranges are wide enough to cost speed.
+`default_profile` fills in what a build without profiles uses (batch 1..16, token axes
+1..128..positions, other axes a fixed sane size), reported with the exact --profile flag.
 """
 from __future__ import annotations
 
@@ -134,10 +136,7 @@ def validate_profiles(model: Any, profiles: Any) -> List[Profile]:
     dynamic = [s for s in specs if s.dynamic_axes or s.name in shape_inputs]
     if not profs:
         if dynamic:
-            raise WorkbenchError(f"input '{dynamic[0].name}' has dynamic dims "
-                                 f"{dynamic[0].shape_str()} but no profile was given",
-                                 field=dynamic[0].name, hint="add --profile "
-                                 f"{dynamic[0].name}:MIN:OPT:MAX")
+            raise missing_profile_error(model, dynamic)
         return []
     for idx, prof in enumerate(profs, 1):
         where = f"profile #{idx}"
@@ -173,11 +172,15 @@ def validate_profiles(model: Any, profiles: Any) -> List[Profile]:
                         f"{where}: input '{name}' axis {axis} is fixed to {d} by the model, the "
                         f"profile gives {mn[axis]}..{op[axis]}..{mx[axis]}", field=name,
                         hint=f"use {d} on axis {axis}")
-        for s in dynamic:
-            if s.name not in prof:
-                raise WorkbenchError(f"{where}: input '{s.name}' has dynamic dims "
-                                     f"{s.shape_str()} but the profile gives no shape for it",
-                                     field=s.name, hint=f"add {s.name}:MIN:OPT:MAX")
+        missing = [s for s in dynamic if s.name not in prof]
+        if missing:
+            listed = ", ".join(f"'{s.name}' {s.shape_str()}" for s in missing)
+            one = len(missing) == 1
+            raise WorkbenchError(f"{where}: input{'' if one else 's'} {listed} "
+                                 f"{'has' if one else 'have'} dynamic dims but the profile "
+                                 f"gives no shape for {'it' if one else 'them'}",
+                                 field=missing[0].name,
+                                 hint="add " + _suggest(model, missing, prof))
         _check_shared(where, prof, specs, shape_inputs)
     return profs
 
@@ -372,3 +375,158 @@ def wide_findings(profiles: Sequence[Profile]) -> List[Finding]:
                         "for max", tensors=[name], source="profiles",
                         hint="split into two profiles or narrow the range"))
     return out
+
+
+# --------------------------------------------------------------------------- defaults
+DEFAULT_MAX_BATCH = 16
+DEFAULT_SEQUENCE = (1, 128, 512)  # token axes: max from the model's position table if it has one
+DEFAULT_DIM = 128  # any other dynamic axis we know nothing about: fixed (min = opt = max)
+METADATA_KEY = "workbench.profile"  # metadata_props entry in --profile syntax, set by exporters
+_AUDIO_HINTS = ("sample", "audio", "wav", "speech")
+_POSITION_HINTS = ("position", "wpe", "pos_emb")
+
+
+def _position_table(proto: Any) -> Optional[int]:
+    """Rows of the model's position-embedding table ([positions, hidden]), if it has one."""
+    rows = [int(t.dims[0]) for t in proto.graph.initializer
+            if len(t.dims) == 2 and t.dims[0] >= 16 and
+            any(h in t.name.lower() for h in _POSITION_HINTS)]
+    return min(rows) if rows else None
+
+
+def _axis_default(spec: Any, axis: int, positions: Optional[int]
+                  ) -> Tuple[Tuple[int, int, int], str]:
+    """(min, opt, max) for one dynamic axis and the rule that chose it."""
+    rank, dims = len(spec.dims), spec.dims
+    name = str(dims[axis] or "").lower()
+    if axis == 0:
+        return (1, 1, DEFAULT_MAX_BATCH), "batch, opt 1 as trtexec"
+    if spec.elem_type in (6, 7) and rank == 2 and axis == 1:  # token ids / masks
+        mx = positions or DEFAULT_SEQUENCE[2]
+        src = "tokens, max = the model's position table" if positions else "tokens"
+        return (1, min(DEFAULT_SEQUENCE[1], mx), mx), src
+    if spec.elem_type in (1, 10, 11, 16):
+        if rank in (4, 5) and axis == 1:
+            return (3, 3, 3), "channels (a guess)"
+        if rank == 4:  # NCHW: the other spatial axis if it is fixed, else 224
+            other = dims[5 - axis] if axis in (2, 3) else None
+            v = other if isinstance(other, int) else 224
+            return (v, v, v), "image size (a guess)"
+        if rank == 5:  # NCTHW video clip
+            v = 16 if axis == 2 else 112
+            return (v, v, v), "video clip (a guess)"
+        if rank == 2 and axis == 1 and any(h in name or h in spec.name.lower()
+                                           for h in _AUDIO_HINTS + ("input_values",)):
+            return (16000, 16000, 16000), "1 s of 16 kHz audio (a guess)"
+    return (DEFAULT_DIM, DEFAULT_DIM, DEFAULT_DIM), "unknown axis (a guess)"
+
+
+def _from_metadata(proto: Any) -> Optional[Profile]:
+    for p in proto.metadata_props:
+        if p.key == METADATA_KEY and p.value.strip():
+            return parse_profile_arg(p.value)
+    return None
+
+
+def default_profile(model: Any, *, max_batch: Optional[int] = None,
+                    given: Optional[Mapping[str, Any]] = None
+                    ) -> Tuple[Profile, Dict[str, str]]:
+    """A min/opt/max for every dynamic input, as trtexec and Polygraphy default them (with a
+    notice) rather than refuse: batch (axis 0) 1..1..16, token axes 1..128..(the model's
+    position table or 512), other axes fixed at a sane size (images 224, video 16x112, audio
+    16000 samples, else 128). The model's `workbench.profile` metadata entry wins where it has
+    an input; `given` (a partial profile) fixes the dims it shares with the others. Returns the
+    profile and, per dim, the rule that chose it. Shape-tensor inputs cannot be guessed."""
+    from workbench.inputs import model_inputs, proto_of
+
+    proto = proto_of(model)
+    specs = model_inputs(proto)
+    shape_inputs = set(shape_tensor_inputs(proto))
+    guess_err = [s for s in specs if s.name in shape_inputs and s.name not in (given or {})]
+    if guess_err:
+        raise WorkbenchError(
+            "shape-tensor input" + ("s " if len(guess_err) > 1 else " ")
+            + ", ".join(f"'{s.name}'" for s in guess_err)
+            + " need a profile of VALUES, which cannot be guessed", field=guess_err[0].name,
+            hint="add --profile " + ",".join(f"{s.name}:MIN:OPT:MAX" for s in guess_err))
+    meta = _from_metadata(proto) or Profile()
+    positions = _position_table(proto)
+    ranges: Dict[Any, Tuple[int, int, int]] = {}
+    rules: Dict[str, str] = {}
+    for src, rule in ((given or {}, "given"), (meta, "model metadata")):
+        for s in specs:
+            if s.name not in src:
+                continue
+            mn, op, mx = src[s.name]
+            for axis, d in enumerate(s.dims):
+                if not isinstance(d, int) and axis < len(mn):
+                    key = d if isinstance(d, str) else (s.name, axis)
+                    if key not in ranges:
+                        ranges[key] = (int(mn[axis]), int(op[axis]), int(mx[axis]))
+                        rules[str(d if isinstance(d, str) else f"{s.name}[{axis}]")] = rule
+    prof = Profile()
+    # token inputs first: a dim they share with float inputs gets the token rule
+    order = sorted(specs, key=lambda s: s.elem_type not in (6, 7))
+    for s in order:
+        if not s.dynamic_axes or s.name in shape_inputs or s.name in (given or {}):
+            continue
+        trio: List[List[int]] = [[], [], []]
+        for axis, d in enumerate(s.dims):
+            if isinstance(d, int):
+                r = (d, d, d)
+            else:
+                key = d if isinstance(d, str) else (s.name, axis)
+                if key not in ranges:
+                    ranges[key], rule = _axis_default(s, axis, positions)
+                    if axis == 0 and max_batch:
+                        ranges[key] = (1, 1, int(max_batch))
+                    mn, op, mx = ranges[key]
+                    text = f"{mn}..{op}..{mx}" if mn != mx else f"fixed {mn}"
+                    rules[str(d if isinstance(d, str) else f"{s.name}[{axis}]")] = \
+                        f"{text}, {rule}"
+                r = ranges[key]
+            for i in range(3):
+                trio[i].append(r[i])
+        prof[s.name] = tuple(tuple(t) for t in trio)  # type: ignore[assignment]
+    return prof, rules
+
+
+def profile_flag(prof: Mapping[str, Any]) -> str:
+    """The exact --profile argument that sets `prof`."""
+    p = prof if isinstance(prof, Profile) else Profile.from_dict(prof)
+    return "--profile " + ",".join(p.arg_strings())
+
+
+def default_profile_finding(prof: Profile, rules: Mapping[str, str]) -> Finding:
+    """The notice a defaulted build carries: what was chosen, why, and the flag to set it."""
+    dims = "; ".join(f"'{d}' {rule}" for d, rule in rules.items() if rule != "given")
+    return Finding(
+        "warning", "default-profile",
+        "no profile given for the dynamic input" + ("s " if len(prof) > 1 else " ")
+        + ", ".join(f"'{k}'" for k in prof) + ": using " + " ".join(prof.arg_strings())
+        + (f" ({dims})" if dims else ""), tensors=list(prof), source="profiles",
+        hint=f"set your own with {profile_flag(prof)} (--strict-profiles makes a missing "
+        "profile an error)", extra={"profile": prof.to_dict(), "flag": profile_flag(prof),
+                                    "rules": dict(rules)})
+
+
+def _suggest(model: Any, missing: Sequence[Any], given: Optional[Mapping[str, Any]] = None
+             ) -> str:
+    """`--profile ...` for the missing inputs (the defaults), or a template if none can be made."""
+    try:
+        prof, _ = default_profile(model, given=given)
+        sub = Profile({s.name: prof[s.name] for s in missing if s.name in prof})
+        if len(sub) == len(missing):
+            return profile_flag(sub) if not given else ",".join(sub.arg_strings())
+    except WorkbenchError:
+        pass
+    return ("--profile " if not given else "") + ",".join(f"{s.name}:MIN:OPT:MAX" for s in missing)
+
+
+def missing_profile_error(model: Any, dynamic: Sequence[Any]) -> WorkbenchError:
+    """Every dynamic input at once, with the flag that would cover them all."""
+    listed = ", ".join(f"'{s.name}' {s.shape_str()}" for s in dynamic)
+    one = len(dynamic) == 1
+    return WorkbenchError(f"input{'' if one else 's'} {listed} {'has' if one else 'have'} "
+                          "dynamic dims but no profile was given", field=dynamic[0].name,
+                          hint="add " + _suggest(model, dynamic))
