@@ -106,3 +106,46 @@ def feeds(kind: str, n: int = 12, seed: int = 0):
     for k in range(n):
         out.append((rng.standard_normal(SHAPES[kind]) * (0.5 + 1.5 * k / max(n - 1, 1))).astype(np.float32))
     return out
+
+
+def detector(nms: bool = False) -> onnx.ModelProto:
+    """A detection-style model: a small conv backbone predicts 4 box values and a score per
+    cell; a score threshold + NonZero + Gather tail keeps the confident boxes (TensorRT-RTX
+    refuses NonZero). The raw scores are an output too (made by the prefix). With `nms`, a
+    NonMaxSuppression op selects the boxes instead."""
+    rng = np.random.default_rng(4)
+    r = lambda *s: (0.5 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    nodes = [h.make_node("Conv", ["images", "w1", "b1"], ["f1"], pads=[1, 1, 1, 1], name="/backbone/conv1"),
+             h.make_node("Relu", ["f1"], ["r1"], name="/backbone/relu1"),
+             h.make_node("Conv", ["r1", "w2", "b2"], ["head"], name="/head/conv"),
+             h.make_node("Reshape", ["head", "shape"], ["flat"], name="/head/reshape"),
+             h.make_node("Transpose", ["flat"], ["cells"], perm=[1, 0], name="/head/transpose"),
+             h.make_node("Slice", ["cells", "s0", "s4", "ax1"], ["boxes"], name="/head/boxes"),
+             h.make_node("Slice", ["cells", "s4", "s5", "ax1"], ["logit2d"], name="/head/logit"),
+             h.make_node("Squeeze", ["logit2d", "ax1"], ["logit"], name="/head/squeeze"),
+             h.make_node("Sigmoid", ["logit"], ["scores"], name="/head/sigmoid")]
+    outs = [vi("scores", F, [64])]
+    if not nms:
+        nodes += [h.make_node("Greater", ["scores", "thr"], ["mask"], name="/post/threshold"),
+                  h.make_node("NonZero", ["mask"], ["nz"], name="/post/nonzero"),
+                  h.make_node("Squeeze", ["nz", "ax0"], ["keep"], name="/post/squeeze"),
+                  h.make_node("Gather", ["boxes", "keep"], ["kept_boxes"], axis=0, name="/post/gather_boxes"),
+                  h.make_node("Gather", ["scores", "keep"], ["kept_scores"], axis=0, name="/post/gather_scores")]
+        outs = [vi("kept_boxes", F, ["K", 4]), vi("kept_scores", F, ["K"])] + outs
+    else:
+        nodes += [h.make_node("Unsqueeze", ["boxes", "ax0"], ["b3"], name="/post/boxes3"),
+                  h.make_node("Reshape", ["scores", "sshape"], ["s3"], name="/post/scores3"),
+                  h.make_node("NonMaxSuppression", ["b3", "s3", "maxk", "iou", "thr"], ["sel"],
+                              name="/post/nms"),
+                  h.make_node("Gather", ["sel", "col2", ], ["sel_box"], axis=1, name="/post/col"),
+                  h.make_node("Gather", ["boxes", "sel_box"], ["kept_boxes"], axis=0, name="/post/gather")]
+        outs = [vi("kept_boxes", F, ["K", 4])] + outs
+    inits = {"w1": r(8, 3, 3, 3), "b1": r(8), "w2": r(5, 8, 1, 1), "b2": r(5),
+             "shape": i64(5, 64), "s0": i64(0), "s4": i64(4), "s5": i64(5), "ax1": i64(1),
+             "ax0": i64(0), "thr": np.array([0.9], np.float32) if not nms else np.array(0.3, np.float32),
+             "sshape": i64(1, 1, 64), "maxk": i64(10), "iou": np.array(0.5, np.float32),
+             "col2": np.array(2, np.int64)}
+    used = {x for n in nodes for x in n.input}
+    return _model(nodes, [vi("images", F, [1, 3, 8, 8])], outs,
+                  {k: v for k, v in inits.items() if k in used})
