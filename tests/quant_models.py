@@ -108,11 +108,12 @@ def feeds(kind: str, n: int = 12, seed: int = 0):
     return out
 
 
-def detector(nms: bool = False) -> onnx.ModelProto:
+def detector(nms: bool = False, nonzero_after: bool = False) -> onnx.ModelProto:
     """A detection-style model: a small conv backbone predicts 4 box values and a score per
     cell; a score threshold + NonZero + Gather tail keeps the confident boxes (TensorRT-RTX
     refuses NonZero). The raw scores are an output too (made by the prefix). With `nms`, a
-    NonMaxSuppression op selects the boxes instead."""
+    NonMaxSuppression op selects the boxes instead, and `nonzero_after` adds a NonZero reading
+    the kept boxes after it."""
     rng = np.random.default_rng(4)
     r = lambda *s: (0.5 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
     i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
@@ -141,11 +142,15 @@ def detector(nms: bool = False) -> onnx.ModelProto:
                   h.make_node("Gather", ["sel", "col2", ], ["sel_box"], axis=1, name="/post/col"),
                   h.make_node("Gather", ["boxes", "sel_box"], ["kept_boxes"], axis=0, name="/post/gather")]
         outs = [vi("kept_boxes", F, ["K", 4])] + outs
+        if nonzero_after:
+            nodes += [h.make_node("Greater", ["kept_boxes", "zero"], ["positive"], name="/post/positive"),
+                      h.make_node("NonZero", ["positive"], ["where"], name="/post/nonzero")]
+            outs.append(vi("where", T.INT64, [2, "P"]))
     inits = {"w1": r(8, 3, 3, 3), "b1": r(8), "w2": r(5, 8, 1, 1), "b2": r(5),
              "shape": i64(5, 64), "s0": i64(0), "s4": i64(4), "s5": i64(5), "ax1": i64(1),
              "ax0": i64(0), "thr": np.array([0.9], np.float32) if not nms else np.array(0.3, np.float32),
              "sshape": i64(1, 1, 64), "maxk": i64(10), "iou": np.array(0.5, np.float32),
-             "col2": np.array(2, np.int64)}
+             "col2": np.array(2, np.int64), "zero": np.array(0, np.float32)}
     used = {x for n in nodes for x in n.input}
     return _model(nodes, [vi("images", F, [1, 3, 8, 8])], outs,
                   {k: v for k, v in inits.items() if k in used})

@@ -237,4 +237,7 @@ def _split(args: argparse.Namespace, hist: Any, report: Dict[str, Any], log: Any
               + f"; prefix then tail {v or 'not verified'}")
         if tail:
             print(f"  tensors crossing the cut: {', '.join(res.manifest['cut'])}")
+        for o in res.manifest.get("options") or []:
+            print(f"  option (not exact): `--recipe {o['recipe']}:node={o['node']}` uses "
+                  "TensorRT's EfficientNMS_TRT plugin; differences in split.json 'options'")
     return 0 if ok else 1

@@ -281,6 +281,10 @@ def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = Fals
                                  "(`workbench fix --auto`)")
     manifest["backend"] = {"name": report.backend, "version": report.backend_version,
                            "build": build}
+    from workbench.surgery.recipes.nms import offers
+
+    # the split is exact; an NMS could instead become TensorRT's plugin (stated, not applied)
+    manifest["options"] = [p.to_dict() for p in offers(proto)]
     res = SplitResult(prefix, tail_m, manifest, report, rounds)
     if verify:
         res.verification = verify_split(proto, res, inputs)
