@@ -75,6 +75,7 @@ class Emulation:
         self.inits: List[Any] = []
         self.prefix = "q"
         self.emitted: set = set()  # ids of the nodes this rewrite made
+        self.notes: List[str] = []  # where the emulation is exact only up to float32 rounding
         g = proto.graph
         self.consts = {t.name for t in g.initializer}
         self.consumers: Dict[str, List[Any]] = {}
@@ -214,10 +215,13 @@ class Emulation:
         return self.const(c.astype(np.float32), what), float(np.max(np.abs(c))) if c.size else 0.0
 
     def check_sum(self, k: int, wmax: float, node: Any) -> None:
+        """Note a node whose worst-case integer sum passes 2**24: float32 then rounds the sum
+        (relative error below 1e-7), as the model's own Cast of the int32 result would."""
         bound = k * 255.0 * max(wmax, 1.0)
         if bound >= EXACT_SUM:
-            raise Refuse(f"its integer sums can reach {bound:.3g} ({k} products of up to "
-                         f"255 x {wmax:g}), beyond float32's exact integers (2**24)")
+            self.notes.append(f"{node.name or node.op_type}: sums of {k} products of up to "
+                              f"255 x {wmax:g} can reach {bound:.3g}, beyond float32's exact "
+                              "integers (2**24): rounded there (relative error < 1e-7)")
 
     def scale_ratio(self, node: Any, sx: str, sw: str, sy: str, axis: int, rank: Optional[int]
                     ) -> str:
@@ -528,8 +532,9 @@ def _wanted(e: Emulation, n: Any, region: set) -> bool:
     return asym or (bool(outs) and all(id(c) in region for c in outs))
 
 
-def emulate(proto: Any) -> Tuple[Any, List[Tuple[int, str]], List[int]]:
-    """Rewrite every quantized node it can; returns (model, [(index, refusal)], rewritten)."""
+def emulate(proto: Any) -> Tuple[Any, List[Tuple[int, str]], List[int], List[str]]:
+    """Rewrite every quantized node it can; returns (model, [(index, refusal)], rewritten
+    indices, notes on sums float32 rounds)."""
     e = Emulation(proto)
     g = proto.graph
     ids = node_ids(proto)
@@ -577,7 +582,7 @@ def emulate(proto: Any) -> Tuple[Any, List[Tuple[int, str]], List[int]]:
         restore(o.name)
     kept.extend(e.nodes)
     if not done:
-        return proto, refused, done
+        return proto, refused, done, e.notes
     _unused_twins_dropped(e, kept)
     del g.node[:]
     g.node.extend(kept)
@@ -594,7 +599,7 @@ def emulate(proto: Any) -> Tuple[Any, List[Tuple[int, str]], List[int]]:
     ops = [o for o in proto.opset_import if _dom(o.domain) == "" or _dom(o.domain) in in_use]
     del proto.opset_import[:]
     proto.opset_import.extend(ops)
-    return proto, refused, done
+    return proto, refused, done, e.notes
 
 
 def _cast(e: Emulation, src: str, out: str, elem: int) -> Any:
@@ -669,7 +674,7 @@ class EmulateQuantized(Recipe):
         if not cands:
             return Precondition(False, "no onnxruntime-quantized op (DynamicQuantizeLinear, "
                                 "MatMulInteger, ConvInteger, QLinear*, Q/DQ)", [])
-        _, refused, done = emulate(copy.deepcopy(proto))
+        _, refused, done, notes = emulate(copy.deepcopy(proto))
         if not done:
             why = "; ".join(f"{ids[i]} ({proto.graph.node[i].op_type}): {r}"
                             for i, r in refused[:4])
@@ -681,6 +686,9 @@ class EmulateQuantized(Recipe):
                   "ops on the same integers (zero points subtracted, sums exact below 2**24, "
                   "requantisation with round-half-to-even as onnxruntime), 8-bit unary ops a "
                   "lookup table onnxruntime computes")
+        if notes:
+            reason += "; " + "; ".join(notes[:3]) + (f" (and {len(notes) - 3} more)"
+                                                       if len(notes) > 3 else "")
         if refused:
             reason += "; left as they are: " + "; ".join(
                 f"{ids[i]} ({proto.graph.node[i].op_type}): {r}" for i, r in refused[:3])
