@@ -46,8 +46,8 @@ def cnn() -> onnx.ModelProto:
 
 
 def branchy() -> onnx.ModelProto:
-    """Two conv branches joined by Mul, Add and Concat, with LeakyRelu: QLinearMul/Add/Concat/
-    LeakyRelu after static quantization."""
+    """Two conv branches joined by Mul, Add and Concat, with LeakyRelu, then an AveragePool:
+    QLinearMul/Add/Concat/LeakyRelu/AveragePool after static quantization."""
     rng = np.random.default_rng(2)
     r = lambda *s: (0.3 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
     return _model([h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
@@ -55,8 +55,10 @@ def branchy() -> onnx.ModelProto:
                    h.make_node("Conv", ["x", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
                    h.make_node("Mul", ["l1", "c2"], ["m"], name="mul"),
                    h.make_node("Add", ["m", "c2"], ["a"], name="add"),
-                   h.make_node("Concat", ["a", "l1"], ["y"], axis=1, name="concat")],
-                  [vi("x", F, ["N", 3, 8, 8])], [vi("y", F, ["N", 8, 8, 8])],
+                   h.make_node("Concat", ["a", "l1"], ["cat"], axis=1, name="concat"),
+                   h.make_node("AveragePool", ["cat"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                               pads=[1, 1, 1, 1], name="pool")],
+                  [vi("x", F, ["N", 3, 8, 8])], [vi("y", F, ["N", 8, 4, 4])],
                   {"w1": r(4, 3, 3, 3), "b1": r(4), "w2": r(4, 3, 3, 3), "b2": r(4)})
 
 

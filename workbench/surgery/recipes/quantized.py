@@ -40,7 +40,8 @@ EXACT_SUM = 2 ** 24  # float32 holds every integer below this exactly
 
 INTEGER_OPS = ("DynamicQuantizeLinear", "MatMulInteger", "ConvInteger")
 QLINEAR_OPS = ("QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearSigmoid",
-               "QLinearLeakyRelu", "QLinearConcat", "QLinearGlobalAveragePool")
+               "QLinearLeakyRelu", "QLinearConcat", "QLinearGlobalAveragePool",
+               "QLinearAveragePool")
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 OPS = INTEGER_OPS + QLINEAR_OPS + QDQ_OPS
 
@@ -498,6 +499,22 @@ def _qlinear_gap(e: Emulation, n: Any) -> None:
     e.quantize(e.op("Mul", [total, mult]), e.zero_point(zy, 0, None), elem, n.output[0])
 
 
+def _qlinear_average_pool(e: Emulation, n: Any) -> None:
+    """Dequantize, average in float, quantize: onnxruntime's QLinearAveragePool."""
+    x, sx, zx, sy, zy = n.input[:5]
+    elem = e.out_type(zy)
+    if int(_attr(n, "channels_last", 0)):
+        raise Refuse("channels_last pooling is not emulated")
+    a, c = e.need(sx, "scale"), e.need(sy, "scale")
+    if a.size != 1 or c.size != 1:
+        raise Refuse("per-axis scales are not emulated")
+    real = e.op("Mul", [e.centred(x, zx), e.const(a.reshape(()).astype(np.float32), "scale")])
+    attrs = {k: v for k, v in _conv_attrs(n).items() if k != "channels_last"}
+    pooled = e.op("AveragePool", [real], **attrs)
+    e.quantize(e.op("Div", [pooled, e.const(c.reshape(()).astype(np.float32), "scale")]),
+               e.zero_point(zy, 0, None), elem, n.output[0])
+
+
 HANDLERS: Dict[str, Callable[[Emulation, Any], None]] = {
     "DynamicQuantizeLinear": _dynamic_quantize, "MatMulInteger": _matmul_integer,
     "ConvInteger": _conv_integer, "QuantizeLinear": _quantize_linear,
@@ -505,10 +522,10 @@ HANDLERS: Dict[str, Callable[[Emulation, Any], None]] = {
     "QLinearMatMul": _qlinear_matmul, "QLinearAdd": _qlinear_binary,
     "QLinearMul": _qlinear_binary, "QLinearSigmoid": _qlinear_unary,
     "QLinearLeakyRelu": _qlinear_unary, "QLinearConcat": _qlinear_concat,
-    "QLinearGlobalAveragePool": _qlinear_gap,
+    "QLinearGlobalAveragePool": _qlinear_gap, "QLinearAveragePool": _qlinear_average_pool,
 }
 MS_OPS = ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat",
-          "QLinearGlobalAveragePool")
+          "QLinearGlobalAveragePool", "QLinearAveragePool")
 
 
 def _handled(n: Any) -> bool:
