@@ -572,7 +572,12 @@ def emulate(proto: Any) -> Tuple[Any, List[Tuple[int, str]], List[int], List[str
             start_nodes, start_inits, start_twins = len(e.nodes), len(e.inits), dict(e.twins)
             e.prefix = n.name or ids[i]
             try:
-                HANDLERS[n.op_type](e, n)
+                try:
+                    HANDLERS[n.op_type](e, n)
+                except Refuse:
+                    raise
+                except Exception as err:  # an odd model: refuse the node, never crash
+                    raise Refuse(f"cannot emulate it ({type(err).__name__}: {err})") from None
             except Refuse as why:
                 del e.nodes[start_nodes:], e.inits[start_inits:]
                 e.twins = start_twins
