@@ -145,3 +145,15 @@ def test_no_quantized_op_no_recipe(qfolder):
     fp32, _ = quantized(qfolder, "mlp", "dynamic")
     pre = get_recipe(RECIPE).precondition(onnx.load(str(fp32)))
     assert not pre.applies and "no onnxruntime-quantized op" in pre.reason
+
+
+def test_symmetric_qdq_pairs_stay_for_tensorrt_int8():
+    """Zero-point-0 int8 Q -> DQ is what TensorRT runs in INT8: nothing to emulate there."""
+    g = h.make_graph([h.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+                      h.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [4])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [4])],
+                     [nh.from_array(np.float32(0.1), "s"), nh.from_array(np.int8(0), "z")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    pre = get_recipe(RECIPE).precondition(m)
+    assert not pre.applies and "symmetric Q/DQ only" in pre.reason

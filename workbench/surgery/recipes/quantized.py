@@ -78,12 +78,10 @@ class Emulation:
         self.emitted: set = set()  # ids of the nodes this rewrite made
         self.notes: List[str] = []  # where the emulation is exact only up to float32 rounding
         g = proto.graph
-        self.consts = {t.name for t in g.initializer}
         self.consumers: Dict[str, List[Any]] = {}
         for n in g.node:
             for x in n.input:
                 self.consumers.setdefault(x, []).append(n)
-        self.outputs = {o.name for o in g.output}
         self.producers = {o: n for n in g.node for o in n.output if o}
 
     # -------------------------------------------------------------------- emitting
@@ -545,8 +543,9 @@ def _wanted(e: Emulation, n: Any, region: set) -> bool:
     asym = bool(z) and (zv is None or bool(np.any(zv)) or zv.dtype == np.uint8)
     if n.op_type == "DequantizeLinear":
         return asym or n.input[0] in e.twins
-    outs = e.consumers.get(n.output[0], [])
-    return asym or (bool(outs) and all(id(c) in region for c in outs))
+    outs = e.consumers.get(n.output[0], [])  # symmetric Q -> DQ pairs stay (TensorRT INT8)
+    return asym or (bool(outs) and all(id(c) in region and c.op_type not in QDQ_OPS
+                                       for c in outs))
 
 
 def emulate(proto: Any) -> Tuple[Any, List[Tuple[int, str]], List[int], List[str]]:
