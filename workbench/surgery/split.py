@@ -103,7 +103,7 @@ def cut_model(proto: Any, tail: Set[int], name: str = "model") -> Tuple[Any, Opt
     pg = prefix.graph
     del pg.node[:]
     pg.node.extend(copy.deepcopy(head_nodes))
-    _keep_initializers(pg, head_reads, inits)
+    _keep_initializers(pg, head_reads | set(head_outputs), inits)  # constant outputs too
     del pg.input[:]
     pg.input.extend(copy.deepcopy(i) for i in graph_inputs
                     if i.name in head_reads or i.name in head_outputs)
