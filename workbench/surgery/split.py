@@ -27,7 +27,7 @@ from workbench.equivalence import Verification
 from workbench.errors import WorkbenchError
 from workbench.support.checker import SupportReport
 from workbench.surgery.recipes.base import as_proto, node_ids
-from workbench.surgery.recipes.split import _node_reads, tail_of
+from workbench.surgery.recipes.split import node_reads, tail_of
 
 __all__ = ["SplitResult", "split_model", "cut_model", "tail_of"]
 
@@ -79,22 +79,21 @@ class SplitResult:
 def cut_model(proto: Any, tail: Set[int], name: str = "model") -> Tuple[Any, Optional[Any],
                                                                         Dict[str, Any]]:
     """(prefix, tail, manifest) for a set of tail nodes that is closed downstream."""
+    from workbench.graphindex import GraphIndex
+
     g = proto.graph
+    idx = GraphIndex.of(proto)
     inits = {t.name: t for t in g.initializer}
     graph_inputs = [i for i in g.input if i.name not in inits]
     outputs = [o.name for o in g.output]
     head_nodes = [n for i, n in enumerate(g.node) if i not in tail]
     tail_nodes = [n for i, n in enumerate(g.node) if i in tail]
     head_made = {o for n in head_nodes for o in n.output if o}
-    tail_reads: List[str] = []
-    for n in tail_nodes:
-        for x in _node_reads(n):
-            if x not in tail_reads:
-                tail_reads.append(x)
+    tail_reads = list(dict.fromkeys(x for i in sorted(tail) for x in node_reads(idx, i)))
     tail_made = {o for n in tail_nodes for o in n.output if o}
     crossing = [x for x in tail_reads if x in head_made]
     tail_graph_inputs = [i.name for i in graph_inputs if i.name in tail_reads]
-    head_reads = {x for n in head_nodes for x in _node_reads(n)}
+    head_reads = {x for i in range(len(g.node)) if i not in tail for x in node_reads(idx, i)}
     # the prefix: original outputs it makes (or passes through), then the crossing tensors
     head_outputs = [o for o in outputs if o not in tail_made]
     head_outputs += [c for c in crossing if c not in head_outputs]

@@ -102,20 +102,22 @@ def _class_offset(proto: Any, boxes: str) -> bool:
             continue
         if n.op_type != "Add":
             return False
-        for other in n.input:  # the offset operand: ops within a few producers of it
-            ops: Set[str] = set()
-            todo, steps = [other], 0
-            while todo and steps < 12:
-                steps += 1
-                q = idx.producer_of(todo.pop())
-                if q is None:
-                    continue
-                ops.add(g.node[q].op_type)
-                todo.extend(x for x in g.node[q].input if x)
-            if {"ReduceMax", "Mul"} <= ops:
-                return True
-        return False
+        return any({"ReduceMax", "Mul"} <= _ops_upstream(idx, g, other) for other in n.input)
     return False
+
+
+def _ops_upstream(idx: Any, g: Any, name: str, steps: int = 12) -> Set[str]:
+    """Op types among the first `steps` producers upstream of `name`."""
+    ops = set()
+    todo = [name]
+    while todo and steps > 0:
+        steps -= 1
+        q = idx.producer_of(todo.pop())
+        if q is None:
+            continue
+        ops.add(g.node[q].op_type)
+        todo.extend(x for x in g.node[q].input if x)
+    return ops
 
 
 def find_nms(proto: Any) -> List[NmsPattern]:

@@ -77,12 +77,16 @@ class Emulation:
         self.prefix = "q"
         self.emitted: set = set()  # ids of the nodes this rewrite made
         self.notes: List[str] = []  # where the emulation is exact only up to float32 rounding
-        g = proto.graph
-        self.consumers: Dict[str, List[Any]] = {}
-        for n in g.node:
-            for x in n.input:
-                self.consumers.setdefault(x, []).append(n)
-        self.producers = {o: n for n in g.node for o in n.output if o}
+        from workbench.graphindex import GraphIndex
+
+        self.index = GraphIndex.of(proto)
+
+    def consumers(self, tensor: str) -> List[Any]:
+        return [self.proto.graph.node[j] for j in self.index.consumers_of(tensor)]
+
+    def producer(self, tensor: str) -> Optional[Any]:
+        j = self.index.producer_of(tensor)
+        return self.proto.graph.node[j] if j is not None else None
 
     # -------------------------------------------------------------------- emitting
     def name(self, tag: str) -> str:
@@ -366,7 +370,7 @@ def _rank(e: Emulation, name: str) -> Optional[int]:
         shp = e.shape(name)
         if shp is not None:
             return len(shp)
-        prod = e.producers.get(name)
+        prod = e.producer(name)
         if prod is None or prod.op_type not in SAME_SHAPE or not prod.input:
             return None
         name = prod.input[0]
@@ -543,7 +547,7 @@ def _wanted(e: Emulation, n: Any, region: set) -> bool:
     asym = bool(z) and (zv is None or bool(np.any(zv)) or zv.dtype == np.uint8)
     if n.op_type == "DequantizeLinear":
         return asym or n.input[0] in e.twins
-    outs = e.consumers.get(n.output[0], [])  # symmetric Q -> DQ pairs stay (TensorRT INT8)
+    outs = e.consumers(n.output[0])  # symmetric Q -> DQ pairs stay (TensorRT INT8)
     return asym or (bool(outs) and all(id(c) in region and c.op_type not in QDQ_OPS
                                        for c in outs))
 

@@ -5,7 +5,7 @@ offered (never applied by `--auto`) and run by `workbench fix MODEL --split -o F
 (`workbench.surgery.split.split_model`)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, List, Optional, Sequence, Set
 
 from workbench.support import codes
 from workbench.surgery.recipes.base import Precondition, Proposal, Recipe, register
@@ -29,14 +29,18 @@ def tail_runs_in_onnxruntime(node: Any) -> bool:
         return False
 
 
+def node_reads(idx: Any, i: int) -> List[str]:
+    """Every tensor node i of a GraphIndex reads, its bodies' outer-scope reads included."""
+    return [t for t in idx.node_inputs[i] if t] + idx.implicit_inputs(i)
+
+
 def tail_of(proto: Any, refused: Sequence[int]) -> Set[int]:
     """The refused nodes and every node downstream of them (indices of graph.node); a node
     whose subgraph reads a tail tensor from the outer scope is downstream too."""
+    from workbench.graphindex import GraphIndex
+
+    idx = GraphIndex.of(proto)
     g = proto.graph
-    readers: Dict[str, List[int]] = {}
-    for i, n in enumerate(g.node):
-        for x in _node_reads(n):
-            readers.setdefault(x, []).append(i)
     tail: Set[int] = set()
     todo = list(refused)
     while todo:
@@ -46,26 +50,9 @@ def tail_of(proto: Any, refused: Sequence[int]) -> Set[int]:
         tail.add(i)
         for o in g.node[i].output:
             if o:
-                todo.extend(readers.get(o, []))
+                todo.extend(idx.consumers_of(o))
+                todo.extend(idx.outer_readers.get(o, []))
     return tail
-
-
-def _node_reads(node: Any) -> List[str]:
-    """Every tensor a node reads, its subgraphs' outer-scope reads included."""
-    from onnx import AttributeProto
-
-    out = [x for x in node.input if x]
-    for a in node.attribute:
-        graphs = [a.g] if a.type == AttributeProto.GRAPH else \
-            list(a.graphs) if a.type == AttributeProto.GRAPHS else []
-        for sg in graphs:
-            defined = {i.name for i in sg.input} | {t.name for t in sg.initializer}
-            for n in sg.node:
-                for x in _node_reads(n):
-                    if x not in defined:
-                        out.append(x)
-                defined.update(o for o in n.output if o)
-    return out
 
 
 @register
