@@ -114,7 +114,7 @@ class _Int32Prefix(Runner):
     def input_metadata(self):
         return self.inner.input_metadata()
 
-    def _infer(self, feed):
+    def _infer(self, feed, names=None):
         return {k: (v.astype(np.int32) if v.dtype == np.int64 else v)
                 for k, v in self.inner.infer(feed).items()}
 

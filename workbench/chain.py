@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -82,7 +82,8 @@ class ChainedRunner(Runner):
                     meta[name] = tail_meta[name]
         return meta
 
-    def _infer(self, feed: Feed) -> Feed:
+    def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
+        """The original's outputs (`names`: Runner.infer keeps only those)."""
         first = self.prefix.infer(feed)
         if self.tail is None:
             return {k: first[k] for k in self.outputs}
