@@ -1,10 +1,13 @@
-"""`workbench fix MODEL -o OUT [--recipe NAME[:k=v,...]]... [--auto] [--force] [--json]`.
+"""`workbench fix MODEL -o OUT [--recipe NAME[:k=v,...]]... [--auto] [--split [--build]] [--json]`.
 
 Applies recipes (in the order given), then with --auto keeps asking the real TensorRT parser and
 applying proposed recipes until the model is supported. Every kept change is a version in the
 model's workspace history; OUT gets the final model (never MODEL itself). Exit 0 when the result
 is supported (or no check was asked), 1 when still unsupported or a change was not equivalent,
-2 on bad input.
+2 on bad input. With --split, OUT is a folder: what the backend still refuses (and everything
+after it) stays ONNX for onnxruntime (tail.onnx), the rest is the engine's ONNX (prefix.onnx),
+split.json wires them (`workbench.chain.ChainedRunner`); exit 0 when the backend takes the
+prefix and prefix-then-tail equals the model.
 """
 from __future__ import annotations
 
@@ -37,6 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "allow_pickle=False) instead of generated ones")
     parser.add_argument("--force", action="store_true",
                         help="keep a semantics-preserving change even if outputs differ")
+    parser.add_argument("--split", action="store_true",
+                        help="then split off what the backend still refuses: OUT is a folder "
+                        "that gets prefix.onnx (for the engine), tail.onnx (onnxruntime) and "
+                        "split.json")
+    parser.add_argument("--build", action="store_true",
+                        help="with --split: the prefix must also build (TensorRT-RTX builds "
+                        "ahead of time without a GPU)")
     parser.add_argument("--list-recipes", action="store_true", help="list recipes and exit")
     parser.add_argument("--json", action="store_true", help="print a JSON report on stdout")
     from workbench.cli.common import add_mkdir_argument
@@ -127,13 +137,16 @@ def run(args: argparse.Namespace) -> int:
                              hint="choose another output path (-o)")
     from workbench.cli.common import output_path
 
-    output_path(args.output, "-o", mkdir=args.mkdir)
-    if not args.recipe and not args.auto:
-        raise WorkbenchError("nothing to do: give --recipe NAME[:k=v,...] and/or --auto",
-                             hint="see `workbench fix --list-recipes`")
-    if args.auto and args.backend == "static":
-        raise WorkbenchError("--auto needs a real parser", field="backend",
-                             hint="use --backend tensorrt-rtx (or tensorrt)")
+    output_path(args.output, "-o", mkdir=args.mkdir, folder=args.split)
+    if not args.recipe and not args.auto and not args.split:
+        raise WorkbenchError("nothing to do: give --recipe NAME[:k=v,...], --auto and/or "
+                             "--split", hint="see `workbench fix --list-recipes`")
+    if (args.auto or args.split) and args.backend == "static":
+        raise WorkbenchError(f"{'--auto' if args.auto else '--split'} needs a real parser",
+                             field="backend", hint="use --backend tensorrt-rtx (or tensorrt)")
+    if args.build and not args.split:
+        raise WorkbenchError("--build goes with --split", field="build",
+                             hint="`workbench check --build` builds a whole model")
     from workbench.surgery.changes import parse_recipe_arg
     from workbench.surgery.session import FixSession
 
@@ -177,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
     report["versions"] = hist.lineage()
     report["workspace"] = str(hist.ws.dir)
     report["history"] = _history_json(hist.view())
+    if args.split:
+        return _split(args, hist, report, log)
     hist.export(args.output)
     if args.json:
         print_json(report)
@@ -196,3 +211,33 @@ def run(args: argparse.Namespace) -> int:
     if checking and not report["supported"]:
         return 1
     return 1 if problem else 0
+
+
+def _split(args: argparse.Namespace, hist: Any, report: Dict[str, Any], log: Any) -> int:
+    """Split the current version into the folder OUT; the report gets the manifest."""
+    from workbench.cli.common import print_json
+    from workbench.surgery.split import split_model
+
+    inputs = _load_inputs(args.inputs) if args.inputs else None
+    res = split_model(hist.current_path(), backend=args.backend, build=args.build,
+                      inputs=inputs)
+    res.manifest["model"] = str(args.model)
+    paths = res.save(args.output)
+    report["split"] = dict(res.to_dict(), files=paths)
+    v = res.verification
+    ok = res.supported and v is not None and v.status == "equivalent"
+    if args.json:
+        print_json(report)
+    else:
+        tail = res.manifest.get("tail")
+        print(f"wrote {args.output}: prefix.onnx ({res.manifest['prefix']['nodes']} nodes, "
+              f"{'builds' if args.build else 'parses'} with {args.backend}: {res.supported})"
+              + (f", tail.onnx ({len(tail['nodes'])} nodes for onnxruntime, from "
+                 f"{tail['nodes'][0]})" if tail else ", no tail (the backend takes it all)")
+              + f"; prefix then tail {v or 'not verified'}")
+        if tail:
+            print(f"  tensors crossing the cut: {', '.join(res.manifest['cut'])}")
+        for o in res.manifest.get("options") or []:
+            print(f"  option (not exact): `--recipe {o['recipe']}:node={o['node']}` uses "
+                  "TensorRT's EfficientNMS_TRT plugin; differences in split.json 'options'")
+    return 0 if ok else 1

@@ -31,6 +31,8 @@ _EXPORTS: Dict[str, str] = {
     'History': 'workbench.surgery.history',
     'replay': 'workbench.surgery.history',
     'history_lines': 'workbench.surgery.history',
+    'split_model': 'workbench.surgery.split',
+    'SplitResult': 'workbench.surgery.split',
 }
 
 __all__ = sorted(_EXPORTS)
