@@ -344,8 +344,38 @@ class GraphStructure:
         return True
 
     def _visible_count(self, expanded: np.ndarray) -> int:
+        """Visible elements, not counting constant sources (Constant nodes and Identity
+        copies of weights at the root): a model wrapped in one scope beside its constants
+        still opens."""
         rep = self._representatives(expanded)
-        return int(np.unique(rep).size)
+        return int(np.unique(rep[~self._trivial_sources()]).size)
+
+    def _fold_constants(self, rep: np.ndarray) -> np.ndarray:
+        """rep with every trivial source whose consumers share one representative mapped to
+        that representative (it is drawn inside its reader's box)."""
+        triv = self._trivial_sources()
+        e = triv[self.src]
+        if not e.any():
+            return rep
+        s, d = self.src[e], rep[self.dst[e]]
+        lo = np.full(self.n, np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(self.n, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(lo, s, d)
+        np.maximum.at(hi, s, d)
+        fold = triv & (lo == hi)
+        out = rep.copy()
+        out[fold] = lo[fold]
+        return out
+
+    def _trivial_sources(self) -> np.ndarray:
+        if getattr(self, "_trivial", None) is None:
+            has_in = np.zeros(self.n, dtype=bool)
+            has_in[self.dst] = True
+            trivial_ops = np.array([o in ("Constant", "Identity") for o in self.ops], dtype=bool)
+            t = ~has_in & (trivial_ops[self.op] if len(self.ops) else False)
+            t[self.n_nodes:] = False
+            self._trivial = t
+        return self._trivial
 
     def _representatives(self, expanded: np.ndarray) -> np.ndarray:
         """For every element: itself (>= 0) or -(1 + s) for the outermost collapsed scope s."""
@@ -365,8 +395,11 @@ class GraphStructure:
         return rep
 
     def view(self, expanded: Optional[Iterable[str]] = None, *,
-             max_visible: Optional[int] = None, sweeps: int = 4) -> GraphData:
-        """Lay out the graph with the given scopes open (None: `default_expanded`)."""
+             max_visible: Optional[int] = None, sweeps: int = 4,
+             fold_constants: bool = True) -> GraphData:
+        """Lay out the graph with the given scopes open (None: `default_expanded`).
+        fold_constants: a Constant node (or an Identity copy of a weight) whose readers are all
+        drawn as one element is folded into that element's box, like an initializer."""
         if expanded is None:
             exp_set = self.default_expanded(max_visible)
         else:
@@ -377,6 +410,8 @@ class GraphStructure:
             if k is not None:
                 exp[k] = True
         rep = self._representatives(exp)
+        if fold_constants:
+            rep = self._fold_constants(rep)
         # visible elements: ungrouped elements in element order, then groups by scope index
         keys, inv = np.unique(rep, return_inverse=True)
         # np.unique sorts: groups (negative) first; reorder to elements then groups
@@ -450,11 +485,26 @@ class GraphStructure:
         if self._weights is None:
             gi = self.model.index
             inits = {t.name: tuple(int(d) for d in t.dims) for t in self.model.graph.initializer}
+            triv = self._trivial_sources()
+            consumers = np.bincount(self.src, minlength=self.n)
+            const_dims = {}
+            for j in np.nonzero(triv & (consumers == 1))[0].tolist():
+                nd = self.model.graph.node[j]
+                if nd.op_type == "Constant":
+                    val = next((a.t for a in nd.attribute if a.name == "value"), None)
+                    dims = tuple(int(x) for x in val.dims) if val is not None else ()
+                else:  # an Identity copy of a weight
+                    dims = inits.get(nd.input[0]) if nd.input else None
+                if dims is not None:
+                    for o in nd.output:
+                        const_dims[o] = dims
             out = []
             for i, nd in enumerate(self.model.graph.node):
                 lines = []
                 for k, t in enumerate(nd.input):
                     dims = inits.get(t)
+                    if dims is None:
+                        dims = const_dims.get(t)
                     if dims is None:
                         continue
                     lines.append(f"{_input_name(nd.op_type, nd.domain, k, t)} "
@@ -578,7 +628,7 @@ def layout(model: ModelLike, collapse: bool = True, *, expanded: Optional[Iterab
     if expanded is not None:
         return gs.view(expanded)
     if not collapse:
-        return gs.view(gs.scopes)
+        return gs.view(gs.scopes, fold_constants=False)
     return gs.view(None, max_visible=max_visible)
 
 
