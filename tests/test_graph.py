@@ -354,3 +354,29 @@ def test_rank_sweeps_beat_the_file_order():
     c0 = wg.layer_crossings(d0.x, d0.rank, d0.edges, d0.bend_ptr, d0.bend_x)
     c = wg.layer_crossings(d.x, d.rank, d.edges, d.bend_ptr, d.bend_x)
     assert c < 0.2 * c0, (c, c0)
+
+
+def test_expand_in_place_moves_the_rest_by_a_bounded_shift():
+    gs = wg.GraphStructure(FIX86 / "bert_small.structure.onnx")
+    exp = gs.default_expanded()
+    d0 = gs.view(exp)
+    groups = [i for i in d0.ids if i.startswith(wg.GROUP_PREFIX)]
+    g = max(groups, key=lambda i: d0.size[d0.index(i)])
+    d1 = gs.expand_in_place(d0, g[len(wg.GROUP_PREFIX):], exp | {g[len(wg.GROUP_PREFIX):]})
+    full = gs.view(exp | {g[len(wg.GROUP_PREFIX):]})
+    assert d1.ids == full.ids and len(d1) > len(d0)
+    common = [i for i in d0.ids if i in d1.ids]
+    members = [i for i in d1.ids if i not in d0.ids]
+    lo = min(d1.x[d1.index(i)] - d1.width[d1.index(i)] / 2 for i in members)
+    hi = max(d1.x[d1.index(i)] + d1.width[d1.index(i)] / 2 for i in members)
+    grow_w = max(0.0, (hi - lo) - d0.width[d0.index(g)])
+    grow_r = max(d1.rank[d1.index(i)] for i in members) - d0.rank[d0.index(g)]
+    for i in common:
+        a, b = d0.index(i), d1.index(i)
+        assert abs(d1.x[b] - d0.x[a]) <= grow_w / 2 + 1e-4, i
+        assert d1.rank[b] - d0.rank[a] in (0, grow_r), i
+    # members sit inside the group's old place (ranks from its rank down)
+    assert min(d1.rank[d1.index(i)] for i in members) == d0.rank[d0.index(g)]
+    _check_layout(d1)
+    span = np.abs(d1.rank[d1.edges[:, 0]] - d1.rank[d1.edges[:, 1]])
+    assert np.array_equal(np.diff(d1.bend_ptr), span - 1)

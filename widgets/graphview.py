@@ -126,6 +126,7 @@ class GraphView(anywidget.AnyWidget):
                           else GraphStructure(model_or_graph))
         self.max_visible = max_visible
         self.fold_constants = not expand_all  # expand_all shows every node, constants too
+        self.in_place = True  # a click on a group opens it where it stands (Reset lays out anew)
         if expand_all:
             self._expanded = set(self.structure.scopes)
         elif expanded is not None:
@@ -153,8 +154,14 @@ class GraphView(anywidget.AnyWidget):
     def _payload(self, focus: Sequence[str]) -> Dict[str, Any]:
         return wire_payload(self.data, focus)
 
-    def _relayout(self, focus: Sequence[str] = ()) -> None:
-        self.data = self.structure.view(self._expanded, fold_constants=self.fold_constants)
+    def _relayout(self, focus: Sequence[str] = (), in_place: Optional[str] = None) -> None:
+        """Lay out the current state; in_place=scope opens that group where it stands
+        (`GraphStructure.expand_in_place`: the rest keeps its place) instead."""
+        if in_place is not None and self.in_place:
+            self.data = self.structure.expand_in_place(
+                self.data, in_place, self._expanded, fold_constants=self.fold_constants)
+        else:
+            self.data = self.structure.view(self._expanded, fold_constants=self.fold_constants)
         visible = set(self.data.ids)
         with self.hold_sync():
             self.graph = self._payload(focus)
@@ -173,7 +180,7 @@ class GraphView(anywidget.AnyWidget):
             self._expanded.add(self.structure.scopes[k])
             k = int(self.structure.scope_parent[k])
         old = set(self.data.ids)
-        self._relayout()
+        self._relayout(in_place=path)
         new = [i for i in self.data.ids if i not in old]
         self.graph = self._payload(new)
 

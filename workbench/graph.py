@@ -478,6 +478,77 @@ class GraphStructure:
             bend_ptr=lay.bend_ptr.astype(np.int32), bend_x=lay.bend_x.astype(np.float32),
             crossings=lay.crossings)
 
+    def expand_in_place(self, prev: GraphData, scope: str, expanded: Iterable[str], *,
+                        fold_constants: bool = True) -> GraphData:
+        """The view with `scope` (a collapsed group of `prev`) opened where it stands: its
+        members are laid out on their own and spliced in at the group's place; everything
+        else keeps its order, moving sideways by half the growth in width and down by the
+        ranks the group gained (nothing else is laid out again). A full `view` when the group
+        is not drawn in `prev`."""
+        new = self.view(expanded, fold_constants=fold_constants)
+        gid = GROUP_PREFIX + scope
+        if gid not in prev.ids or prev.width is None or new.width is None:
+            return new
+        gi = prev.ids.index(gid)
+        r_g, x_g, w_g = int(prev.rank[gi]), float(prev.x[gi]), float(prev.width[gi])
+        old_of = {e: i for i, e in enumerate(prev.ids)}
+        m = len(new)
+        old_idx = np.array([old_of.get(e, -1) for e in new.ids], dtype=np.int64)
+        member = old_idx < 0
+        if not member.any():
+            return new
+        mem = np.nonzero(member)[0]
+        local = np.full(m, -1, dtype=np.int64)
+        local[mem] = np.arange(mem.size)
+        e = new.edges.astype(np.int64)
+        inner = member[e[:, 0]] & member[e[:, 1]]
+        sub = _sugiyama(mem.size, local[e[inner, 0]], local[e[inner, 1]], np.arange(mem.size),
+                        width=new.width[mem])
+        lo = float(np.min(sub.x - new.width[mem] / 2))
+        hi = float(np.max(sub.x + new.width[mem] / 2))
+        sub_x = sub.x - (lo + hi) / 2
+        grow_w = max(0.0, (hi - lo) - w_g)
+        grow_r = int(sub.rank.max())
+        x = np.empty(m, dtype=np.float64)
+        rank = np.empty(m, dtype=np.int64)
+        keep = ~member
+        ox = prev.x[old_idx[keep]].astype(np.float64)
+        orank = prev.rank[old_idx[keep]].astype(np.int64)
+        x[keep] = ox + np.sign(ox - x_g) * grow_w / 2
+        rank[keep] = orank + np.where(orank > r_g, grow_r, 0)
+        x[mem] = x_g + sub_x
+        rank[mem] = r_g + sub.rank
+        # bends: kept (shifted like the elements) for edges between kept elements, the rows
+        # the group gained repeating the bend beside it; straight for edges of members
+        ptr = [0]
+        bx: List[float] = []
+        old_edge = {(int(a), int(b)): k for k, (a, b) in enumerate(prev.edges.tolist())}
+        for k in range(e.shape[0]):
+            a, b = int(e[k, 0]), int(e[k, 1])
+            up, dn = (a, b) if rank[a] <= rank[b] else (b, a)
+            ok = old_edge.get((int(old_idx[a]), int(old_idx[b]))) if keep[a] and keep[b] else None
+            if ok is not None and prev.bend_ptr is not None:
+                ob = prev.bend_x[prev.bend_ptr[ok]:prev.bend_ptr[ok + 1]].astype(np.float64)
+                ob = ob + np.sign(ob - x_g) * grow_w / 2
+                o_up = int(min(prev.rank[old_idx[a]], prev.rank[old_idx[b]]))
+                for j, v in enumerate(ob.tolist()):
+                    bx.append(v)
+                    if o_up + 1 + j == r_g:
+                        bx.extend([v] * grow_r)
+            else:
+                n_b = int(rank[dn] - rank[up]) - 1
+                for j in range(n_b):
+                    t = (j + 1) / (n_b + 1)
+                    bx.append(float(x[up] * (1 - t) + x[dn] * t))
+            ptr.append(len(bx))
+        new.x = x.astype(np.float32)
+        new.rank = rank.astype(np.int32)
+        new.y = rank.astype(np.float32)
+        new.bend_ptr = np.array(ptr, dtype=np.int32)
+        new.bend_x = np.array(bx, dtype=np.float32)
+        new.crossings = -1  # not counted for a spliced drawing
+        return new
+
     def weights(self) -> List[str]:
         """Per node: its initializer inputs folded into its box, one line each, as Netron
         writes them ('W <64x3x7x7>', the input's name from the op schema), at most

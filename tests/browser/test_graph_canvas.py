@@ -149,3 +149,32 @@ def test_search_next_previous_walks_the_matches(page):
     crumbs = page.page.inner_text(".wb-graph .wb-crumbs")
     assert crumbs.startswith("graph") and "›" in crumbs
     assert not page.errors, page.errors
+
+
+def test_group_expands_in_place_and_the_rest_barely_moves(page):
+    from widgets.graphview import GraphView
+
+    view = GraphView(BERT)
+    d0 = view.data
+    groups = [i for i in d0.ids if i.startswith("scope:")]
+    g = max(groups, key=lambda i: d0.size[d0.index(i)])
+    page.open(d0, height=600)
+    before = {i: page.js("h.worldXY(arg)", i) for i in d0.ids}
+    view.expand(g)  # what a click on the group does (the toggle message)
+    d1 = view.data
+    page.open(d1, height=600)
+    after = {i: page.js("h.worldXY(arg)", i) for i in d1.ids}
+    members = [i for i in d1.ids if i not in d0.ids]
+    assert members and g not in d1.ids
+    xs = [after[i]["x"] for i in members]
+    grow_px = max(0.0, (max(xs) - min(xs)) + 200 - d0.width[d0.index(g)] * 100)
+    r_g = d0.rank[d0.index(g)]
+    for i in d0.ids:
+        if i not in after:
+            continue
+        dx = abs(after[i]["x"] - before[i]["x"])
+        assert dx <= grow_px / 2 + 1, (i, dx)
+        if d0.rank[d0.index(i)] < r_g:  # above the group: not moved at all
+            assert abs(after[i]["y"] - before[i]["y"]) < 0.5 and dx < 0.5, i
+    _shot(page, "graph-canvas-bert-expanded-in-place.png")
+    assert not page.errors, page.errors

@@ -890,6 +890,7 @@ function render({ model, el: host }) {
         x1: r.left + (scene.X[i] + scene.W[i] / 2) * s + camera.offsetX(), y1: r.top + (scene.Y[i] + scene.H[i] / 2) * s + camera.offsetY() };
     },
     displayedColor(id) { return styleOf(indexOf(id)); },
+    worldXY(id) { const i = indexOf(id); return i < 0 ? null : { x: scene.X[i], y: scene.Y[i] }; },
     drawnLabels() { return drawnLabels.map((l) => ({ ...l })); },
     visibleIds() {
       const s = camera.scale, ox = camera.offsetX(), oy = camera.offsetY();
