@@ -215,6 +215,7 @@ class GraphStructure:
         self.edge_tensor = tens
         self._weights: Optional[List[str]] = None
         self._edge_labels: Dict[str, str] = {}
+        self._values: Optional[Dict[str, Any]] = None
 
         for t, consumers in dangling.items():
             self.flags[consumers] |= FLAG_DANGLING
@@ -594,7 +595,9 @@ class GraphStructure:
         got = self._edge_labels.get(t)
         if got is not None:
             return got
-        vt = self.model.index.value(t) if t else None
+        vals = self._values if self._values is not None else self.model.index.values
+        self._values = vals
+        vt = vals.get(t) if t else None
         if vt is None:
             label = ""
         else:
@@ -660,8 +663,20 @@ _DTYPE_NAMES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6:
 _SCHEMA_INPUTS: Dict[Tuple[str, str], Optional[List[Tuple[str, bool]]]] = {}
 
 
+_INPUT_NAMES: Dict[Tuple[str, str, int], Optional[str]] = {}
+
+
 def _input_name(op: str, domain: str, k: int, tensor: str) -> str:
     """The op schema's name of input k ('W', 'B'), else the tensor's last name part."""
+    got = _INPUT_NAMES.get((op, domain, k), "")
+    if got != "":
+        return got if got is not None else (leaf_name(tensor)[-16:] or tensor[-16:])
+    got = _schema_input_name(op, domain, k)
+    _INPUT_NAMES[(op, domain, k)] = got
+    return got if got is not None else (leaf_name(tensor)[-16:] or tensor[-16:])
+
+
+def _schema_input_name(op: str, domain: str, k: int) -> Optional[str]:
     key = (op, domain)
     if key not in _SCHEMA_INPUTS:
         try:
@@ -677,7 +692,7 @@ def _input_name(op: str, domain: str, k: int, tensor: str) -> str:
             return names[k][0]
         if names[-1][1]:
             return names[-1][0]
-    return leaf_name(tensor)[-16:] or tensor[-16:]
+    return None
 
 
 def box_widths(titles: List[str], info: List[str], kind: np.ndarray) -> np.ndarray:
@@ -1133,12 +1148,17 @@ def _rank_sweeps(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.n
             keyed = []
             for v in layer:
                 a, b = ptr[v], ptr[v + 1]
-                if a == b:
-                    keyed.append((p[v], p[v], v))
-                    continue
-                q = sorted(p[w] for w in nb[a:b])
-                h = len(q) // 2
-                med = q[h] if len(q) % 2 else (q[h - 1] + q[h]) / 2.0
+                d = b - a
+                if d == 0:
+                    med = p[v]
+                elif d == 1:
+                    med = p[nb[a]]
+                elif d == 2:
+                    med = (p[nb[a]] + p[nb[a + 1]]) / 2.0
+                else:
+                    q = sorted([p[w] for w in nb[a:b]])
+                    h = d // 2
+                    med = q[h] if d % 2 else (q[h - 1] + q[h]) / 2.0
                 keyed.append((med, p[v], v))
             keyed.sort()
             layer = [v for _, _, v in keyed]

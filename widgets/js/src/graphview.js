@@ -8,9 +8,9 @@
 // times at 5k-20k nodes in headless chromium.
 // Test hooks: the root element carries data-* attributes with the drawn state and
 // window.__wbGraphViews lists live views with helpers (node client coordinates, drawn labels).
-import Graph from "graphology";
 import { CATEGORY_COLORS, categoryOf } from "./categories.js";
 import { Camera } from "./camera.js";
+import { Elements } from "./elements.js";
 
 const moduleLoaded = Date.now();
 const KIND = ["node", "group", "input", "output"];
@@ -224,7 +224,7 @@ function render({ model, el: host }) {
   const ctx = canvas.getContext("2d");
   const mctx = minimap.getContext("2d");
 
-  const graph = new Graph({ multi: false, type: "directed" });
+  const graph = new Elements();
   const camera = new Camera(() => schedule());
   let data = null, scene = null;
   let colors = null;        // per visible element colour (or null) from Python
@@ -240,7 +240,7 @@ function render({ model, el: host }) {
   let pendingFit = null;
   const frameTimes = [];
 
-  const indexOf = (id) => (graph.hasNode(id) ? graph.getNodeAttribute(id, "index") : -1);
+  const indexOf = (id) => { const i = graph.index.get(id); return i === undefined ? -1 : i; };
 
   function styleOf(i) {
     // fill colour of element i as drawn (same rules as the old WebGL view, plus no-data outline)
@@ -320,10 +320,7 @@ function render({ model, el: host }) {
         kind: KIND[d.kind[i]], flags: d.flags[i] });
     }
     const e = d.edges;
-    for (let k = 0; k < e.length; k += 2) {
-      const s = d.ids[e[k]], t = d.ids[e[k + 1]];
-      if (!graph.hasEdge(s, t)) graph.addEdge(s, t);
-    }
+    for (let k = 0; k < e.length; k += 2) graph.addEdge(d.ids[e[k]], d.ids[e[k + 1]]);
     selected = new Set([...selected].filter((id) => graph.hasNode(id)));
     camera.setBounds(scene.bounds, stage.clientWidth || 600, stage.clientHeight || 400);
   }
