@@ -570,17 +570,18 @@ class GraphStructure:
                 if dims is not None:
                     for o in nd.output:
                         const_dims[o] = dims
+            text = {t: f"<{'x'.join(str(d) for d in dims) or 'scalar'}>"
+                    for t, dims in list(inits.items()) + list(const_dims.items())}
             out = []
-            for i, nd in enumerate(self.model.graph.node):
+            node_inputs = gi.node_inputs
+            op_names = [self.ops[o] for o in self.op[: self.n_nodes].tolist()]
+            for i in range(self.n_nodes):
                 lines = []
-                for k, t in enumerate(nd.input):
-                    dims = inits.get(t)
-                    if dims is None:
-                        dims = const_dims.get(t)
-                    if dims is None:
+                for k, t in enumerate(node_inputs[i]):
+                    shape = text.get(t)
+                    if shape is None:
                         continue
-                    lines.append(f"{_input_name(nd.op_type, nd.domain, k, t)} "
-                                 f"<{'x'.join(str(d) for d in dims) or 'scalar'}>")
+                    lines.append(f"{_input_name(op_names[i], gi.domain(i), k, t)} {shape}")
                 if len(lines) > MAX_WEIGHT_LINES:
                     lines = lines[:MAX_WEIGHT_LINES - 1] + [f"+{len(lines) - MAX_WEIGHT_LINES + 1} more"]
                 out.append("\n".join(lines))
@@ -1133,7 +1134,8 @@ def _rank_sweeps(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.n
     up_ptr, up_nb = _csr(n, sd, ss)
     dn_ptr, dn_nb = _csr(n, ss, sd)
     up_ptr, up_nb, dn_ptr, dn_nb = up_ptr.tolist(), up_nb.tolist(), dn_ptr.tolist(), dn_nb.tolist()
-    ranks = [order[s:s + c].tolist() for s, c in zip(starts.tolist(), counts.tolist())]
+    flat = order.tolist()
+    ranks = [flat[s:s + c] for s, c in zip(starts.tolist(), counts.tolist())]
     p = pos.tolist()
     best_ranks = [list(r) for r in ranks]
     n_r = len(ranks)
