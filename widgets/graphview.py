@@ -196,6 +196,7 @@ class GraphView(anywidget.AnyWidget):
         self.structure = (model_or_graph if isinstance(model_or_graph, GraphStructure)
                           else GraphStructure(model_or_graph))
         self._expanded = self.structure.default_expanded(self.max_visible)
+        self.fold_constants = True
         self._color_map, self._color_priority, self._mixed_color = None, [], None
         self._highlight_elems = []
         with self.hold_sync():
