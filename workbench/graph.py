@@ -559,7 +559,8 @@ class GraphStructure:
             inits = {t.name: tuple(int(d) for d in t.dims) for t in self.model.graph.initializer}
             triv = self._trivial_sources()
             consumers = np.bincount(self.src, minlength=self.n)
-            const_dims = {}
+            fmt = lambda dims: f"<{'x'.join(str(d) for d in dims) or 'scalar'}>"  # noqa: E731
+            const_of_node: Dict[int, str] = {}  # a folded constant node -> its shape text
             for j in np.nonzero(triv & (consumers == 1))[0].tolist():
                 nd = self.model.graph.node[j]
                 if nd.op_type == "Constant":
@@ -568,17 +569,19 @@ class GraphStructure:
                 else:  # an Identity copy of a weight
                     dims = inits.get(nd.input[0]) if nd.input else None
                 if dims is not None:
-                    for o in nd.output:
-                        const_dims[o] = dims
-            text = {t: f"<{'x'.join(str(d) for d in dims) or 'scalar'}>"
-                    for t, dims in list(inits.items()) + list(const_dims.items())}
+                    const_of_node[j] = fmt(dims)
+            init_text = {t: fmt(dims) for t, dims in inits.items()}
+            producer = gi.producer
             out = []
             node_inputs = gi.node_inputs
             op_names = [self.ops[o] for o in self.op[: self.n_nodes].tolist()]
             for i in range(self.n_nodes):
                 lines = []
                 for k, t in enumerate(node_inputs[i]):
-                    shape = text.get(t)
+                    shape = init_text.get(t)
+                    if shape is None:
+                        p = producer.get(t)
+                        shape = const_of_node.get(p) if p is not None else None
                     if shape is None:
                         continue
                     lines.append(f"{_input_name(op_names[i], gi.domain(i), k, t)} {shape}")
