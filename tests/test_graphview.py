@@ -128,7 +128,8 @@ def test_color_by_op_and_findings(bert):
 
 def test_highlight_and_select_map_hidden_nodes_to_groups(bert):
     v = GraphView(bert)
-    hidden = next(i for i in bert.node_ids if i not in v.data.ids)
+    hidden = next(i for i in bert.node_ids if i not in v.data.ids
+                  and bert.node_by_id(i).op_type not in ("Constant", "Identity"))
     lit = v.highlight([hidden])
     assert len(lit) == 1 and lit[0].startswith("scope:") and hidden in v.structure.members(lit[0][6:])
     v.select([hidden])
@@ -198,3 +199,62 @@ def test_inspector_colours_the_graph_by_support_findings():
     # picking a failing node highlights it in the graph
     ins.failing_select.value = ins.failing_select.options[0][1]
     assert view.highlighted == view._visible_ids(view._elements([ins.failing_select.value]))
+
+
+def test_constants_fold_into_their_reader_and_light_it(bert):
+    v = GraphView(bert, expanded=v_all(bert))
+    s = v.structure
+    folded = [s.ids[k] for k in range(s.n_nodes) if s.ops[s.op[k]] == "Constant"
+              and s.ids[k] not in v.data.ids]
+    assert folded, "bert_tiny has Constant nodes with a single reader"
+    k = s.element_index(folded[0])
+    reader = [int(d) for a, d in zip(s.src.tolist(), s.dst.tolist()) if a == k]
+    assert v.highlight([folded[0]]) == [s.ids[reader[0]]]
+    # expand_all shows every node again, constants as their own boxes
+    v.expand_all()
+    assert folded[0] in v.data.ids and len(v.data) == s.n
+
+
+def v_all(model):
+    from workbench.graph import GraphStructure
+
+    return GraphStructure(model).scopes
+
+
+def test_color_by_values_is_a_continuous_scale_with_many_levels():
+    from conftest import H200
+    from widgets.timing import TimingPanel
+
+    r50 = H200 / "resnet50.structure.onnx"
+    v = GraphView(r50, expand_all=True)
+    p = TimingPanel(H200 / "resnet50_fp16.layers.json", H200 / "resnet50_fp16.profile.json",
+                    onnx=r50, graph_view=v)
+    mapping = p.heatmap(levels=16)
+    nt = p.table.node_times(include_attributed=True)
+    nt = nt[nt["time_ms"] > 0]
+    ramp = gvmod.heat_ramp(16)
+    hot = nt.sort_values("time_ms").iloc[-1]["node_id"]
+    cold = nt.sort_values("time_ms").iloc[0]["node_id"]
+    assert mapping[hot] == ramp[-1] and mapping[cold] == ramp[0]
+    assert len(set(mapping.values())) >= 10 and len(set(ramp)) == 16
+    assert v.scale["title"] == "time (ms) · log" and len(v.scale["stops"]) == 16
+    drawn = [c for c in v.colors if c]
+    assert len(set(drawn)) >= 10
+    # nodes without time have no colour: the front end draws them white with an outline
+    assert any(c is None for c in v.colors)
+    with pytest.raises(WorkbenchError, match="no values"):
+        v.color_by_values({})
+    v.clear_colors()
+    assert v.scale == {} and v.colors == []
+
+
+def test_wire_payload_carries_boxes_weights_and_bends():
+    from conftest import H200
+
+    v = GraphView(H200 / "resnet50.structure.onnx", expand_all=True)
+    w = wire_payload(v.data)
+    n, e = len(v.data), v.data.edges.shape[0]
+    assert len(w["width"]) == 4 * n and len(w["bend_ptr"]) == 4 * (e + 1)
+    assert np.frombuffer(w["bend_ptr"], "<i4")[-1] * 4 == len(w["bend_x"])
+    assert "W <64x3x7x7>" in w["info"].split(SEP)[v.data.index("/conv1/Conv")]
+    assert len(w["edge_labels"].split(SEP)) == e or e == 1

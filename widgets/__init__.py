@@ -14,6 +14,7 @@ from typing import Any
 _LAZY = {
     "Inspector": "widgets.inspector",
     "GraphView": "widgets.graphview",
+    "SplitView": "widgets.splitview",
     "FixPanel": "widgets.fix",
     "PrecisionPanel": "widgets.precision",
     "BuildPanel": "widgets.build",

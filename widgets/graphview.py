@@ -1,10 +1,11 @@
-"""GraphView: the interactive ONNX graph (sigma.js + graphology, WebGL) as one anywidget.
+"""GraphView: the interactive ONNX graph as one anywidget (boxes on a 2D canvas, widgets/js).
 
 Python owns the state: the layout (`workbench.graph`), which scopes are open, search matches,
 colours and highlights; the front end (widgets/js, bundled to widgets/static/graphview.js) draws
 it and reports clicks. Traits: `selected` (visible element ids, two-way), `search` (two-way),
-`highlighted`, `colors`/`legend` (aligned with the drawn elements), `first_paint_ms` (reported by
-the browser).
+`highlighted`, `colors`/`legend` (aligned with the drawn elements), `scale` (a continuous colour
+scale, `color_by_values`), `first_paint_ms` (reported by the browser). Boxes carry the op type,
+folded weights ('W <64x3x7x7>') and Constant inputs; edges bend through the layout's dummy ranks.
 
     view = GraphView("model.onnx")
     view.color_by_op()
@@ -52,6 +53,22 @@ def palette(n: int) -> List[str]:
     return out
 
 
+# a perceptual ramp (viridis-like: dark blue -> green -> yellow), many visibly distinct steps
+_RAMP = ["#30123b", "#4145ab", "#4675ed", "#39a2fc", "#1bcfd4", "#24eca6", "#61fc6c",
+         "#a4fc3b", "#d1e834", "#f3c63a", "#fe9b2d", "#f36315", "#d93806", "#b11901", "#7a0403"]
+
+
+def heat_ramp(n: int) -> List[str]:
+    """n colours along the heat ramp (cold -> hot), interpolated in RGB."""
+    rgb = np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in _RAMP], dtype=np.float64)
+    t = np.linspace(0, len(_RAMP) - 1, max(n, 1))
+    lo = np.floor(t).astype(int)
+    hi = np.minimum(lo + 1, len(_RAMP) - 1)
+    f = (t - lo)[:, None]
+    out = rgb[lo] * (1 - f) + rgb[hi] * f
+    return ["#%02x%02x%02x" % tuple(int(round(v)) for v in row) for row in out]
+
+
 SEP = "\x1f"  # joins id/label strings on the wire (ASCII unit separator)
 
 
@@ -71,6 +88,12 @@ def wire_payload(data: GraphData, focus: Sequence[str] = ()) -> Dict[str, Any]:
         "x": le(data.x, "<f4"), "y": le(data.y, "<f4"), "size": le(data.size, "<i4"),
         "flags": le(data.flags, "<i4"), "scope": le(data.scope, "<i4"),
         "edges": le(data.edges.reshape(-1), "<i4"), "scopes": strings(data.scopes),
+        "scope_parent": le(data.scope_parent, "<i4"),
+        "width": le(data.width if data.width is not None else np.ones(len(data)), "<f4"),
+        "info": strings(data.info), "edge_labels": strings(data.edge_labels),
+        "bend_ptr": le(data.bend_ptr if data.bend_ptr is not None else
+                       np.zeros(data.edges.shape[0] + 1), "<i4"),
+        "bend_x": le(data.bend_x if data.bend_x is not None else np.zeros(0), "<f4"),
         "expanded": data.expanded, "total_nodes": data.total_nodes,
         "findings": [f.to_dict() for f in data.findings], "focus": list(focus),
     }
@@ -88,6 +111,7 @@ class GraphView(anywidget.AnyWidget):
     graph = traitlets.Dict().tag(sync=True)
     colors = traitlets.List().tag(sync=True)
     legend = traitlets.List().tag(sync=True)
+    scale = traitlets.Dict().tag(sync=True)  # a continuous colour scale: title, stops, ticks
     highlighted = traitlets.List(traitlets.Unicode()).tag(sync=True)
     selected = traitlets.List(traitlets.Unicode()).tag(sync=True)
     search = traitlets.Unicode("").tag(sync=True)
@@ -101,6 +125,8 @@ class GraphView(anywidget.AnyWidget):
         self.structure = (model_or_graph if isinstance(model_or_graph, GraphStructure)
                           else GraphStructure(model_or_graph))
         self.max_visible = max_visible
+        self.fold_constants = not expand_all  # expand_all shows every node, constants too
+        self.in_place = True  # a click on a group opens it where it stands (Reset lays out anew)
         if expand_all:
             self._expanded = set(self.structure.scopes)
         elif expanded is not None:
@@ -111,7 +137,7 @@ class GraphView(anywidget.AnyWidget):
         self._color_priority: List[str] = []
         self._mixed_color: Optional[str] = None
         self._highlight_elems: List[int] = []
-        self.data: GraphData = self.structure.view(self._expanded)
+        self.data: GraphData = self.structure.view(self._expanded, fold_constants=self.fold_constants)
         super().__init__(_esm=esm, height=height, graph=self._payload([]), **kwargs)
         self.on_msg(self._on_front_msg)
 
@@ -128,8 +154,14 @@ class GraphView(anywidget.AnyWidget):
     def _payload(self, focus: Sequence[str]) -> Dict[str, Any]:
         return wire_payload(self.data, focus)
 
-    def _relayout(self, focus: Sequence[str] = ()) -> None:
-        self.data = self.structure.view(self._expanded)
+    def _relayout(self, focus: Sequence[str] = (), in_place: Optional[str] = None) -> None:
+        """Lay out the current state; in_place=scope opens that group where it stands
+        (`GraphStructure.expand_in_place`: the rest keeps its place) instead."""
+        if in_place is not None and self.in_place:
+            self.data = self.structure.expand_in_place(
+                self.data, in_place, self._expanded, fold_constants=self.fold_constants)
+        else:
+            self.data = self.structure.view(self._expanded, fold_constants=self.fold_constants)
         visible = set(self.data.ids)
         with self.hold_sync():
             self.graph = self._payload(focus)
@@ -148,7 +180,7 @@ class GraphView(anywidget.AnyWidget):
             self._expanded.add(self.structure.scopes[k])
             k = int(self.structure.scope_parent[k])
         old = set(self.data.ids)
-        self._relayout()
+        self._relayout(in_place=path)
         new = [i for i in self.data.ids if i not in old]
         self.graph = self._payload(new)
 
@@ -164,6 +196,7 @@ class GraphView(anywidget.AnyWidget):
         self.structure = (model_or_graph if isinstance(model_or_graph, GraphStructure)
                           else GraphStructure(model_or_graph))
         self._expanded = self.structure.default_expanded(self.max_visible)
+        self.fold_constants = True
         self._color_map, self._color_priority, self._mixed_color = None, [], None
         self._highlight_elems = []
         with self.hold_sync():
@@ -173,10 +206,13 @@ class GraphView(anywidget.AnyWidget):
     def reset(self) -> None:
         """Back to the default collapsed view."""
         self._expanded = self.structure.default_expanded(self.max_visible)
+        self.fold_constants = True
         self._relayout()
 
     def expand_all(self) -> None:
+        """Show every node (scopes open, constants drawn as their own boxes)."""
         self._expanded = set(self.structure.scopes)
+        self.fold_constants = False
         self._relayout()
 
     # -- colours, highlight, selection -------------------------------------------------------
@@ -202,12 +238,23 @@ class GraphView(anywidget.AnyWidget):
         for k, c in self._color_map.items():
             per[int(vis[k])].append(c)
         rank = {c: i for i, c in enumerate(self._color_priority)}
+        own = {}  # a node box drawing folded constants: its own node's colour
+        for k in range(min(len(vis), self.structure.n)):
+            c = self._color_map.get(k)
+            if c is not None and self.data.ids[int(vis[k])] == self.structure.ids[k]:
+                own[int(vis[k])] = c
         out: List[Optional[str]] = []
         for i, cs in enumerate(per):
             if not cs:
                 out.append(None)
-            elif self.data.kind[i] != GROUP or len(set(cs)) == 1:
+            elif len(set(cs)) == 1:
                 out.append(cs[0])
+            elif self.data.kind[i] != GROUP:
+                # its own colour, unless a folded constant's ranks higher (an error on it)
+                mine = own.get(i, cs[0])
+                top = min(cs, key=lambda c: rank.get(c, len(rank))) if rank else mine
+                out.append(mine if self._mixed_color is not None or
+                           rank.get(mine, len(rank)) <= rank.get(top, len(rank)) else top)
             elif self._mixed_color is not None:
                 out.append(self._mixed_color)
             elif rank:  # a group shows its most important member colour (legend order)
@@ -240,6 +287,7 @@ class GraphView(anywidget.AnyWidget):
         self._color_priority = [c for _, c in items]
         self.unknown_color_ids = unknown
         with self.hold_sync():
+            self.scale = {}
             self.legend = [[str(lbl), str(c)] for lbl, c in items]
             self.colors = self._visible_colors()
 
@@ -247,7 +295,39 @@ class GraphView(anywidget.AnyWidget):
         self._color_map = None
         with self.hold_sync():
             self.legend = []
+            self.scale = {}
             self.colors = []
+
+    def color_by_values(self, values: Mapping[str, float], *, title: str = "value",
+                        log: bool = True, unit: str = "", levels: int = 16) -> Dict[str, str]:
+        """Colour nodes by a number each (time, error): a continuous colour scale (`levels`
+        steps of a perceptual ramp, log-spaced when `log`) with a gradient legend; nodes
+        without a value stay white with their outline. A collapsed group shows its largest
+        member value. Returns node id -> colour."""
+        vals = {k: float(v) for k, v in values.items() if v is not None and np.isfinite(float(v))
+                and (not log or float(v) > 0)}
+        if not vals:
+            raise WorkbenchError("no values to colour by", field="values",
+                                 hint="pass node id -> number (positive for a log scale)")
+        arr = np.array(list(vals.values()))
+        lo, hi = float(arr.min()), float(arr.max())
+        f = (lambda v: np.log10(v)) if log else (lambda v: v)  # noqa: E731
+        a, b = f(lo), f(hi)
+        ramp = heat_ramp(levels)
+        mapping = {}
+        order = {}
+        for k, v in vals.items():
+            t = 0.0 if b <= a else (f(v) - a) / (b - a)
+            j = int(min(levels - 1, max(0, round(t * (levels - 1)))))
+            mapping[k] = ramp[j]
+            order[ramp[j]] = j
+        legend = [(f"{title} level {j + 1}/{levels}", c) for j, c in reversed(list(enumerate(ramp)))]
+        ticks = [lo, 10 ** ((a + b) / 2) if log else (lo + hi) / 2, hi]
+        self.color_by(mapping, legend=legend)
+        self.scale = {"title": f"{title}{' (' + unit + ')' if unit else ''}" + (" · log" if log else ""),
+                      "stops": [[j / max(1, levels - 1), c] for j, c in enumerate(ramp)],
+                      "ticks": [f"{t:.3g}" for t in ticks], "no_data": "no data (white, outlined)"}
+        return mapping
 
     def color_by_op(self, max_legend: int = 12) -> Dict[str, str]:
         """Colour by op type (the most frequent ops get their own colour, the rest grey)."""
@@ -329,6 +409,10 @@ class GraphView(anywidget.AnyWidget):
                     k = self.structure.scope_index.get(i[len(GROUP_PREFIX):])
                     if k is not None and self.structure.scope_parent[k] >= 0:
                         self.collapse(self.structure.scopes[int(self.structure.scope_parent[k])])
+        elif kind == "collapse_scope":  # a breadcrumb: close that scope
+            path = str(content.get("scope", ""))
+            if path in self.structure.scope_index:
+                self.collapse(path)
         elif kind == "reset":
             self.reset()
         elif kind == "painted":

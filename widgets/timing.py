@@ -260,8 +260,17 @@ class TimingPanel(W.VBox):
             self.detail.value = ("<b>selected in the graph</b>: " + ", ".join(esc(x) for x in nodes[:5])
                                  + "<br>engine layer(s): " + "<br>".join(esc(x) for x in layers[:10]))
 
-    def heatmap(self) -> Dict[str, str]:
-        """Colour the graph view by per-node time (log bins). Returns node id -> colour."""
+    def heatmap(self, levels: Optional[int] = None) -> Dict[str, str]:
+        """Colour the graph view by per-node time (log bins). Returns node id -> colour.
+        levels=N: a continuous log colour scale of N steps with a gradient legend instead
+        (`GraphView.color_by_values`; nodes without time stay white and outlined)."""
+        if levels and self.graph_view is not None and hasattr(self.graph_view, "color_by_values"):
+            nt = self.table.node_times(include_attributed=True)
+            nt = nt[nt["time_ms"] > 0]
+            if not nt.empty:
+                return self.graph_view.color_by_values(
+                    dict(zip(nt["node_id"].astype(str), nt["time_ms"])), title="time",
+                    unit="ms", levels=int(levels))
         mapping, legend = heat_mapping(self.table)
         if not mapping:
             raise WorkbenchError("no per-layer times to draw", file=self.table.source,

@@ -1,9 +1,13 @@
 """Layered layout of an ONNX graph for the graph view, with nodes collapsed by name scope.
 
 `layout(model)` turns a `Model` (no weights needed) into `GraphData`: plain arrays of visible
-element ids, positions, labels, ops, kinds and edges that the front end draws as-is. Layout is a
-vectorised Sugiyama-style pass: longest-path ranks (sources pulled down next to their consumers),
-a few barycentre sweeps to reduce crossings, then order-preserving x coordinates.
+element ids, positions, box widths, weight lines ('W <64x3x7x7>'), edge dtype/shape labels and
+edge bends that the front end draws as-is. Layout is a Sugiyama-style pass (`_sugiyama`):
+longest-path ranks (sources pulled down next to their consumers), long edges routed through one
+dummy per rank (the long edges of one source share a trunk), crossing reduction (vectorised
+barycentre sweeps, median sweeps rank after rank, adjacent transpositions), then x coordinates
+that keep each rank's order and boxes apart while pulling neighbours (and dummy chains) straight.
+`benchmarks/graph_layout.py` compares crossings and edge length with Graphviz dot.
 
 PyTorch-style names (`/encoder/layer.3/attention/self/MatMul`) define a scope tree; a collapsed
 scope is drawn as one group node and `GraphStructure.view(expanded=...)` lays out any
@@ -80,6 +84,12 @@ class GraphData:
     findings: List[Finding] = field(default_factory=list)
     total_nodes: int = 0
     visible_of: Optional[np.ndarray] = None  # per structure element: its visible index
+    width: Optional[np.ndarray] = None       # box width in x units (1 unit = 100 px)
+    info: List[str] = field(default_factory=list)         # weight lines per element ('W <64x3>')
+    edge_labels: List[str] = field(default_factory=list)  # dtype and shape per edge
+    bend_ptr: Optional[np.ndarray] = None    # edge e bends at bend_x[bend_ptr[e]:bend_ptr[e+1]]
+    bend_x: Optional[np.ndarray] = None      # one x per rank between the edge's ends, downwards
+    crossings: int = 0                       # edge crossings of this drawing
 
     def visible_index(self, element_ids: Iterable[str], structure: "GraphStructure") -> List[int]:
         """Visible indices showing the given node/input/output ids (a group when hidden)."""
@@ -114,6 +124,10 @@ class GraphData:
             "scopes": self.scopes, "scope_parent": self.scope_parent.tolist(),
             "expanded": self.expanded, "findings": [f.to_dict() for f in self.findings],
             "total_nodes": self.total_nodes,
+            "width": [] if self.width is None else np.round(self.width, 3).tolist(),
+            "info": self.info, "edge_labels": self.edge_labels,
+            "bend_ptr": [] if self.bend_ptr is None else self.bend_ptr.tolist(),
+            "bend_x": [] if self.bend_x is None else np.round(self.bend_x, 2).tolist(),
         }
 
 
@@ -171,6 +185,7 @@ class GraphStructure:
             producer[t] = n + k
         src: List[int] = []
         dst: List[int] = []
+        tens: List[str] = []  # the tensor each edge carries
         dangling: Dict[str, List[int]] = {}
         node_inputs = gi.node_inputs
         for i in range(n):
@@ -184,6 +199,7 @@ class GraphStructure:
                 if p is not None:
                     src.append(p)
                     dst.append(i)
+                    tens.append(t)
                 elif t not in init_names:
                     dangling.setdefault(t, []).append(i)
         for k, t in enumerate(graph_outputs):
@@ -191,10 +207,15 @@ class GraphStructure:
             if p is not None:
                 src.append(p)
                 dst.append(n + n_in + k)
+                tens.append(t)
             elif t not in init_names:
                 dangling.setdefault(t, []).append(n + n_in + k)
         self.src = np.array(src, dtype=np.int64)
         self.dst = np.array(dst, dtype=np.int64)
+        self.edge_tensor = tens
+        self._weights: Optional[List[str]] = None
+        self._edge_labels: Dict[str, str] = {}
+        self._values: Optional[Dict[str, Any]] = None
 
         for t, consumers in dangling.items():
             self.flags[consumers] |= FLAG_DANGLING
@@ -324,8 +345,38 @@ class GraphStructure:
         return True
 
     def _visible_count(self, expanded: np.ndarray) -> int:
+        """Visible elements, not counting constant sources (Constant nodes and Identity
+        copies of weights at the root): a model wrapped in one scope beside its constants
+        still opens."""
         rep = self._representatives(expanded)
-        return int(np.unique(rep).size)
+        return int(np.unique(rep[~self._trivial_sources()]).size)
+
+    def _fold_constants(self, rep: np.ndarray) -> np.ndarray:
+        """rep with every trivial source whose consumers share one representative mapped to
+        that representative (it is drawn inside its reader's box)."""
+        triv = self._trivial_sources()
+        e = triv[self.src]
+        if not e.any():
+            return rep
+        s, d = self.src[e], rep[self.dst[e]]
+        lo = np.full(self.n, np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(self.n, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(lo, s, d)
+        np.maximum.at(hi, s, d)
+        fold = triv & (lo == hi)
+        out = rep.copy()
+        out[fold] = lo[fold]
+        return out
+
+    def _trivial_sources(self) -> np.ndarray:
+        if getattr(self, "_trivial", None) is None:
+            has_in = np.zeros(self.n, dtype=bool)
+            has_in[self.dst] = True
+            trivial_ops = np.array([o in ("Constant", "Identity") for o in self.ops], dtype=bool)
+            t = ~has_in & (trivial_ops[self.op] if len(self.ops) else False)
+            t[self.n_nodes:] = False
+            self._trivial = t
+        return self._trivial
 
     def _representatives(self, expanded: np.ndarray) -> np.ndarray:
         """For every element: itself (>= 0) or -(1 + s) for the outermost collapsed scope s."""
@@ -345,8 +396,11 @@ class GraphStructure:
         return rep
 
     def view(self, expanded: Optional[Iterable[str]] = None, *,
-             max_visible: Optional[int] = None, sweeps: int = 4) -> GraphData:
-        """Lay out the graph with the given scopes open (None: `default_expanded`)."""
+             max_visible: Optional[int] = None, sweeps: int = 4,
+             fold_constants: bool = True) -> GraphData:
+        """Lay out the graph with the given scopes open (None: `default_expanded`).
+        fold_constants: a Constant node (or an Identity copy of a weight) whose readers are all
+        drawn as one element is folded into that element's box, like an initializer."""
         if expanded is None:
             exp_set = self.default_expanded(max_visible)
         else:
@@ -357,6 +411,8 @@ class GraphStructure:
             if k is not None:
                 exp[k] = True
         rep = self._representatives(exp)
+        if fold_constants:
+            rep = self._fold_constants(rep)
         # visible elements: ungrouped elements in element order, then groups by scope index
         keys, inv = np.unique(rep, return_inverse=True)
         # np.unique sorts: groups (negative) first; reorder to elements then groups
@@ -397,12 +453,20 @@ class GraphStructure:
         # visible edges, de-duplicated, without self-loops
         vs, vd = vis[self.src], vis[self.dst]
         keep = vs != vd
-        code = np.unique(vs[keep] * m + vd[keep])
+        code, first = np.unique(vs[keep] * m + vd[keep], return_index=True)
         es, ed = code // m, code % m
+        edge_first = np.nonzero(keep)[0][first]  # a structure edge behind each visible edge
         # topological position of a visible element: earliest member
         vpos = np.full(m, self.n, dtype=np.int64)
         np.minimum.at(vpos, vis, self.pos)
-        x, y, rank = _layered_layout(m, es, ed, vpos, sweeps=sweeps)
+        weights = self.weights()
+        info = [weights[k] if 0 <= k < self.n_nodes else "" for k in keys.tolist()]
+        titles = [self.ops[o] if kd == NODE else lb for o, kd, lb in
+                  zip(op.tolist(), kind.tolist(), labels)]
+        width = box_widths(titles, info, kind)
+        lay = _sugiyama(m, es, ed, vpos, sweeps=sweeps, width=width)
+        x, rank = lay.x, lay.rank
+        y = rank.astype(np.float64)
         return GraphData(
             ids=ids, labels=labels, ops=self.ops + ["Group"], op=op, kind=kind,
             x=x.astype(np.float32), y=y.astype(np.float32), rank=rank.astype(np.int32),
@@ -410,7 +474,143 @@ class GraphStructure:
             edges=np.stack([es, ed], axis=1).astype(np.int32).reshape(-1, 2),
             scopes=self.scopes, scope_parent=self.scope_parent.astype(np.int32),
             expanded=sorted(exp_set & set(self.scopes)), findings=list(self.findings),
-            total_nodes=self.n_nodes, visible_of=vis)
+            total_nodes=self.n_nodes, visible_of=vis, width=width.astype(np.float32),
+            info=info, edge_labels=[self.edge_label(int(e)) for e in edge_first.tolist()],
+            bend_ptr=lay.bend_ptr.astype(np.int32), bend_x=lay.bend_x.astype(np.float32),
+            crossings=lay.crossings)
+
+    def expand_in_place(self, prev: GraphData, scope: str, expanded: Iterable[str], *,
+                        fold_constants: bool = True) -> GraphData:
+        """The view with `scope` (a collapsed group of `prev`) opened where it stands: its
+        members are laid out on their own and spliced in at the group's place; everything
+        else keeps its order, moving sideways by half the growth in width and down by the
+        ranks the group gained (nothing else is laid out again). A full `view` when the group
+        is not drawn in `prev`."""
+        new = self.view(expanded, fold_constants=fold_constants)
+        gid = GROUP_PREFIX + scope
+        if gid not in prev.ids or prev.width is None or new.width is None:
+            return new
+        gi = prev.ids.index(gid)
+        r_g, x_g, w_g = int(prev.rank[gi]), float(prev.x[gi]), float(prev.width[gi])
+        old_of = {e: i for i, e in enumerate(prev.ids)}
+        m = len(new)
+        old_idx = np.array([old_of.get(e, -1) for e in new.ids], dtype=np.int64)
+        member = old_idx < 0
+        if not member.any():
+            return new
+        mem = np.nonzero(member)[0]
+        local = np.full(m, -1, dtype=np.int64)
+        local[mem] = np.arange(mem.size)
+        e = new.edges.astype(np.int64)
+        inner = member[e[:, 0]] & member[e[:, 1]]
+        sub = _sugiyama(mem.size, local[e[inner, 0]], local[e[inner, 1]], np.arange(mem.size),
+                        width=new.width[mem])
+        lo = float(np.min(sub.x - new.width[mem] / 2))
+        hi = float(np.max(sub.x + new.width[mem] / 2))
+        sub_x = sub.x - (lo + hi) / 2
+        grow_w = max(0.0, (hi - lo) - w_g)
+        grow_r = int(sub.rank.max())
+        x = np.empty(m, dtype=np.float64)
+        rank = np.empty(m, dtype=np.int64)
+        keep = ~member
+        ox = prev.x[old_idx[keep]].astype(np.float64)
+        orank = prev.rank[old_idx[keep]].astype(np.int64)
+        x[keep] = ox + np.sign(ox - x_g) * grow_w / 2
+        rank[keep] = orank + np.where(orank > r_g, grow_r, 0)
+        x[mem] = x_g + sub_x
+        rank[mem] = r_g + sub.rank
+        # bends: kept (shifted like the elements) for edges between kept elements, the rows
+        # the group gained repeating the bend beside it; straight for edges of members
+        ptr = [0]
+        bx: List[float] = []
+        old_edge = {(int(a), int(b)): k for k, (a, b) in enumerate(prev.edges.tolist())}
+        for k in range(e.shape[0]):
+            a, b = int(e[k, 0]), int(e[k, 1])
+            up, dn = (a, b) if rank[a] <= rank[b] else (b, a)
+            ok = old_edge.get((int(old_idx[a]), int(old_idx[b]))) if keep[a] and keep[b] else None
+            if ok is not None and prev.bend_ptr is not None:
+                ob = prev.bend_x[prev.bend_ptr[ok]:prev.bend_ptr[ok + 1]].astype(np.float64)
+                ob = ob + np.sign(ob - x_g) * grow_w / 2
+                o_up = int(min(prev.rank[old_idx[a]], prev.rank[old_idx[b]]))
+                for j, v in enumerate(ob.tolist()):
+                    bx.append(v)
+                    if o_up + 1 + j == r_g:
+                        bx.extend([v] * grow_r)
+            else:
+                n_b = int(rank[dn] - rank[up]) - 1
+                for j in range(n_b):
+                    t = (j + 1) / (n_b + 1)
+                    bx.append(float(x[up] * (1 - t) + x[dn] * t))
+            ptr.append(len(bx))
+        new.x = x.astype(np.float32)
+        new.rank = rank.astype(np.int32)
+        new.y = rank.astype(np.float32)
+        new.bend_ptr = np.array(ptr, dtype=np.int32)
+        new.bend_x = np.array(bx, dtype=np.float32)
+        new.crossings = -1  # not counted for a spliced drawing
+        return new
+
+    def weights(self) -> List[str]:
+        """Per node: its initializer inputs folded into its box, one line each, as Netron
+        writes them ('W <64x3x7x7>', the input's name from the op schema), at most
+        MAX_WEIGHT_LINES (then '+N more')."""
+        if self._weights is None:
+            gi = self.model.index
+            inits = {t.name: tuple(int(d) for d in t.dims) for t in self.model.graph.initializer}
+            triv = self._trivial_sources()
+            consumers = np.bincount(self.src, minlength=self.n)
+            fmt = lambda dims: f"<{'x'.join(str(d) for d in dims) or 'scalar'}>"  # noqa: E731
+            const_of_node: Dict[int, str] = {}  # a folded constant node -> its shape text
+            for j in np.nonzero(triv & (consumers == 1))[0].tolist():
+                nd = self.model.graph.node[j]
+                if nd.op_type == "Constant":
+                    val = next((a.t for a in nd.attribute if a.name == "value"), None)
+                    dims = tuple(int(x) for x in val.dims) if val is not None else ()
+                else:  # an Identity copy of a weight
+                    dims = inits.get(nd.input[0]) if nd.input else None
+                if dims is not None:
+                    const_of_node[j] = fmt(dims)
+            init_text = {t: fmt(dims) for t, dims in inits.items()}
+            producer = gi.producer
+            out = []
+            node_inputs = gi.node_inputs
+            op_names = [self.ops[o] for o in self.op[: self.n_nodes].tolist()]
+            for i in range(self.n_nodes):
+                lines = []
+                for k, t in enumerate(node_inputs[i]):
+                    shape = init_text.get(t)
+                    if shape is None:
+                        p = producer.get(t)
+                        shape = const_of_node.get(p) if p is not None else None
+                    if shape is None:
+                        continue
+                    lines.append(f"{_input_name(op_names[i], gi.domain(i), k, t)} {shape}")
+                if len(lines) > MAX_WEIGHT_LINES:
+                    lines = lines[:MAX_WEIGHT_LINES - 1] + [f"+{len(lines) - MAX_WEIGHT_LINES + 1} more"]
+                out.append("\n".join(lines))
+            del gi
+            self._weights = out
+        return self._weights
+
+    def edge_label(self, e: int) -> str:
+        """dtype and shape of the tensor on structure edge e ('float32 1x64x56x56'), as far
+        as the model declares them ('' when it does not)."""
+        t = self.edge_tensor[e] if e < len(self.edge_tensor) else ""
+        got = self._edge_labels.get(t)
+        if got is not None:
+            return got
+        vals = self._values if self._values is not None else self.model.index.values
+        self._values = vals
+        vt = vals.get(t) if t else None
+        if vt is None:
+            label = ""
+        else:
+            dt = _DTYPE_NAMES.get(vt.dtype, "") if vt.dtype else ""
+            shape = "" if vt.shape is None else "x".join("?" if d is None else str(d)
+                                                         for d in vt.shape)
+            label = f"{dt} {shape}".strip() if vt.shape != () else f"{dt} scalar".strip()
+        self._edge_labels[t] = label
+        return label
 
     def element_index(self, element_id: str) -> Optional[int]:
         """Element of a node/input/output id, or of the only node with that name (None when
@@ -457,6 +657,59 @@ class GraphStructure:
         return out[::-1]
 
 
+MAX_WEIGHT_LINES = 4
+CHAR_PX, TITLE_CHAR_PX, BOX_PAD_PX, UNIT_PX = 6.2, 7.0, 16.0, 100.0
+MIN_WIDTH, MAX_WIDTH = 0.8, 2.6
+_DTYPE_NAMES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
+                7: "int64", 8: "string", 9: "bool", 10: "float16", 11: "float64",
+                12: "uint32", 13: "uint64", 16: "bfloat16", 17: "float8e4m3fn",
+                19: "float8e5m2", 21: "uint4", 22: "int4"}
+_SCHEMA_INPUTS: Dict[Tuple[str, str], Optional[List[Tuple[str, bool]]]] = {}
+
+
+_INPUT_NAMES: Dict[Tuple[str, str, int], Optional[str]] = {}
+
+
+def _input_name(op: str, domain: str, k: int, tensor: str) -> str:
+    """The op schema's name of input k ('W', 'B'), else the tensor's last name part."""
+    got = _INPUT_NAMES.get((op, domain, k), "")
+    if got != "":
+        return got if got is not None else (leaf_name(tensor)[-16:] or tensor[-16:])
+    got = _schema_input_name(op, domain, k)
+    _INPUT_NAMES[(op, domain, k)] = got
+    return got if got is not None else (leaf_name(tensor)[-16:] or tensor[-16:])
+
+
+def _schema_input_name(op: str, domain: str, k: int) -> Optional[str]:
+    key = (op, domain)
+    if key not in _SCHEMA_INPUTS:
+        try:
+            import onnx.defs
+
+            sch = onnx.defs.get_schema(op, domain=domain)
+            _SCHEMA_INPUTS[key] = [(i.name, i.option == i.option.Variadic) for i in sch.inputs]
+        except Exception:  # unknown op or domain: fall back to the tensor name
+            _SCHEMA_INPUTS[key] = None
+    names = _SCHEMA_INPUTS[key]
+    if names:
+        if k < len(names):
+            return names[k][0]
+        if names[-1][1]:
+            return names[-1][0]
+    return None
+
+
+def box_widths(titles: List[str], info: List[str], kind: np.ndarray) -> np.ndarray:
+    """Box width per element in x units (100 px), wide enough for its title and weight
+    lines in the front end's fonts (within MIN_WIDTH..MAX_WIDTH; longer text is cut)."""
+    tl = np.fromiter((len(t) for t in titles), dtype=np.float64, count=len(titles))
+    il = np.fromiter((max((len(x) for x in s.split("\n")), default=0) if s else 0
+                      for s in info), dtype=np.float64, count=len(info))
+    px = np.maximum(tl * TITLE_CHAR_PX, il * CHAR_PX) + BOX_PAD_PX
+    w = np.clip(px / UNIT_PX, MIN_WIDTH, MAX_WIDTH)
+    return np.where(kind == GROUP, np.maximum(w, 1.2), w)
+
+
 def layout(model: ModelLike, collapse: bool = True, *, expanded: Optional[Iterable[str]] = None,
            max_visible: Optional[int] = None) -> GraphData:
     """Layered layout of a model. collapse=True opens scopes only while about `max_visible`
@@ -465,7 +718,7 @@ def layout(model: ModelLike, collapse: bool = True, *, expanded: Optional[Iterab
     if expanded is not None:
         return gs.view(expanded)
     if not collapse:
-        return gs.view(gs.scopes)
+        return gs.view(gs.scopes, fold_constants=False)
     return gs.view(None, max_visible=max_visible)
 
 
@@ -607,13 +860,27 @@ def _order_breaking_cycles(m: int, a: np.ndarray, b: np.ndarray, prio: np.ndarra
     return np.array(pos, dtype=np.int64)
 
 
-def _layered_layout(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *,
-                    sweeps: int = 4) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x, y, rank for m elements. `vpos` orders ties; edges that close a cycle (collapsing
-    scopes can create them) are reversed for ranking."""
-    if m == 0:
-        z = np.zeros(0)
-        return z, z, np.zeros(0, dtype=np.int64)
+@dataclass
+class Layered:
+    """A layered drawing: x and rank per element; every edge (in the caller's order) as a
+    polyline through `bend_x[bend_ptr[e]:bend_ptr[e + 1]]`, one x per rank strictly between its
+    ends, from the upper end down."""
+
+    x: np.ndarray
+    rank: np.ndarray
+    bend_ptr: np.ndarray
+    bend_x: np.ndarray
+    crossings: int = 0
+
+
+DUMMY_WIDTH = 0.2   # a bend point's width in x units (a node box is 1 unit = 100 px wide)
+GAP = 0.25          # free space between neighbours of a rank
+
+
+def _ranks(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray
+           ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Longest-path ranks with sources pulled down next to their consumers; returns rank,
+    the edges oriented downwards (a -> b) and the topological position used for ties."""
     vpos = _order_breaking_cycles(m, es, ed, vpos)
     fwd = vpos[es] < vpos[ed]
     a = np.where(fwd, es, ed)
@@ -630,7 +897,6 @@ def _layered_layout(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *,
     o = np.argsort(-vpos[a], kind="stable")
     a_o, b_o = a[o].tolist(), b[o].tolist()
     latest = list(rank)
-    has_succ = [False] * m
     limit = [0] * m
     cur = -1
     for s, d in zip(a_o, b_o):
@@ -639,54 +905,334 @@ def _layered_layout(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *,
                 latest[cur] = limit[cur] - 1
             cur = s
             limit[s] = latest[d]
-            has_succ[s] = True
         elif latest[d] < limit[s]:
             limit[s] = latest[d]
     if cur >= 0 and limit[cur] - 1 > latest[cur]:
         latest[cur] = limit[cur] - 1
-    r = np.array(latest, dtype=np.int64)
-    # x order within ranks: barycentre sweeps (all ranks at once), down then up
-    n_ranks = int(r.max()) + 1
-    counts = np.bincount(r, minlength=n_ranks)
+    return np.array(latest, dtype=np.int64), a, b, vpos
+
+
+def _inversions(v: np.ndarray) -> int:
+    """Pairs i < j with v[i] > v[j] (bottom-up merge sort, each level one vectorised
+    searchsorted)."""
+    n = int(v.size)
+    if n < 2:
+        return 0
+    _, s = np.unique(v, return_inverse=True)
+    s = s.astype(np.int64).reshape(-1)
+    big = int(s.max()) + 2
+    idx = np.arange(n)
+    total = 0
+    size = 1
+    while size < n:
+        blk = idx // size
+        pair = blk // 2
+        right = (blk % 2) == 1
+        key = pair * big + s
+        left_keys = key[~right]  # sorted: blocks are sorted and pairs increase
+        rk = key[right]
+        rp = pair[right]
+        hi = np.searchsorted(left_keys, rp * big + big, side="left")
+        lo = np.searchsorted(left_keys, rk, side="right")
+        total += int((hi - lo).sum())
+        s = s[np.argsort(key, kind="stable")]
+        size *= 2
+    return total
+
+
+def _segment_crossings(pos: np.ndarray, rank: np.ndarray, ss: np.ndarray, sd: np.ndarray) -> int:
+    """Crossings of segments between consecutive ranks (ss upper end, sd lower end): pairs of
+    one rank gap compared directly while that stays small, else a merge-sort count."""
+    if ss.size < 2:
+        return 0
+    g, pu, pl = rank[ss], pos[ss], pos[sd]
+    cnt = np.bincount(g)
+    if int((cnt.astype(np.int64) ** 2).sum()) > 8_000_000:
+        o = np.lexsort((pl, pu, g))
+        big = int(pl.max()) + 1
+        return _inversions(g[o] * big + pl[o])
+    o = np.argsort(g, kind="stable")
+    gu, u, lo = g[o], pu[o], pl[o]
+    end = (np.cumsum(cnt))[gu]
+    partners = end - np.arange(gu.size) - 1
+    tot = int(partners.sum())
+    if tot == 0:
+        return 0
+    i = np.repeat(np.arange(gu.size), partners)
+    j = i + 1 + (np.arange(tot) - (np.cumsum(partners) - partners)[i])
+    return int(np.count_nonzero((u[i] - u[j]) * (lo[i] - lo[j]) < 0))
+
+
+def layer_crossings(x: np.ndarray, rank: np.ndarray, edges: np.ndarray,
+                    bend_ptr: Optional[np.ndarray] = None,
+                    bend_x: Optional[np.ndarray] = None, *, drawn: bool = True) -> int:
+    """Edge crossings of a layered drawing: every edge a polyline with one point per rank
+    (bends given, or straight lines sampled at each rank); points compared by x per rank.
+    drawn=True counts drawn lines (segments shared by several edges once), False every
+    pair of edges."""
+    r = np.asarray(rank, dtype=np.int64)
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    up = np.where(r[e[:, 0]] <= r[e[:, 1]], e[:, 0], e[:, 1])
+    lo = np.where(r[e[:, 0]] <= r[e[:, 1]], e[:, 1], e[:, 0])
+    span = r[lo] - r[up]
+    keep = span > 0
+    up, lo, span = up[keep], lo[keep], span[keep]
+    k = span - 1
+    eidx = np.repeat(np.arange(up.size), k)
+    step = np.arange(int(k.sum())) - (np.cumsum(k) - k)[eidx]
+    if bend_x is not None:
+        bp = np.asarray(bend_ptr)[:-1][keep]
+        bx = np.asarray(bend_x, dtype=np.float64)[bp[eidx] + step]
+    else:
+        t = (step + 1) / span[eidx]
+        bx = x[up][eidx] * (1 - t) + x[lo][eidx] * t
+    n = x.size
+    X = np.concatenate([np.asarray(x, dtype=np.float64), bx])
+    R = np.concatenate([r, r[up][eidx] + 1 + step])
+    ss, sd = _chain_segments(n, up, lo, span, k)
+    _, px = np.unique(np.round(X, 6) + R * (np.abs(X).max() * 4 + 8), return_inverse=True)
+    px = px.reshape(-1)
+    if drawn:  # a segment several edges share (a bundled trunk) is one drawn line
+        _, first = np.unique(px[ss] * (px.max() + 1) + px[sd], return_index=True)
+        ss, sd = ss[first], sd[first]
+    return _segment_crossings(px, R, ss, sd)
+
+
+def _chain_segments(m: int, a: np.ndarray, b: np.ndarray, span: np.ndarray, k: np.ndarray
+                    ) -> Tuple[np.ndarray, np.ndarray]:
+    """Segments of every edge a -> b routed through its dummies (m + offset ...)."""
+    seg_e = np.repeat(np.arange(a.size), span)
+    first = np.cumsum(span) - span
+    j = np.arange(int(span.sum())) - first[seg_e]
+    off = (np.cumsum(k) - k)[seg_e]
+    ss = np.where(j == 0, a[seg_e], m + off + j - 1)
+    sd = np.where(j == span[seg_e] - 1, b[seg_e], m + off + j)
+    return ss.astype(np.int64), sd.astype(np.int64)
+
+
+def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweeps: int = 4,
+              width: Optional[np.ndarray] = None) -> Layered:
+    """Sugiyama-style layout: ranks, long edges through dummy elements, crossing reduction
+    (barycentre sweeps over all ranks at once, keeping the best order, then vectorised
+    adjacent transpositions), and x coordinates pulled towards neighbours while keeping each
+    rank's order and the boxes' widths apart (dummy chains weigh more, so long edges run
+    straight)."""
+    if m == 0:
+        z = np.zeros(0)
+        return Layered(z, np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), z)
+    r, a, b, vpos = _ranks(m, es, ed, vpos)
+    span = r[b] - r[a]
+    k = np.maximum(span - 1, 0)
+    # long edges of one source share a trunk of dummies (one per rank down to the deepest
+    # consumer), so an input read by every layer costs its depth, not depth x readers
+    trunk_len = np.zeros(m, dtype=np.int64)
+    np.maximum.at(trunk_len, a, k)
+    d_n = int(trunk_len.sum())
+    n = m + d_n
+    trunk_off = np.cumsum(trunk_len) - trunk_len
+    owner = np.repeat(np.arange(m), trunk_len)
+    step = np.arange(d_n) - trunk_off[owner]
+    R = np.concatenate([r, r[owner] + 1 + step])
+    has = trunk_len > 0
+    t_src = np.concatenate([np.nonzero(has)[0], m + np.nonzero(
+        np.concatenate([[False], owner[1:] == owner[:-1]]))[0] - 1])
+    t_dst = np.concatenate([m + trunk_off[has], m + np.nonzero(
+        np.concatenate([[False], owner[1:] == owner[:-1]]))[0]])
+    last = np.where(k > 0, m + trunk_off[a] + k - 1, a)
+    ss = np.concatenate([t_src, last]).astype(np.int64)
+    sd = np.concatenate([t_dst, b]).astype(np.int64)
+    # an edge's bends: the first k dummies of its source's trunk
+    eidx = np.repeat(np.arange(a.size), k)
+    estep = np.arange(int(k.sum())) - (np.cumsum(k) - k)[eidx]
+    bend_idx = m + trunk_off[a[eidx]] + estep
+    w = np.ones(m) if width is None else np.asarray(width, dtype=np.float64)
+    W = np.concatenate([w, np.full(d_n, DUMMY_WIDTH)])
+    prio = np.concatenate([vpos.astype(np.float64), vpos[owner] + 0.5])
+
+    n_ranks = int(R.max()) + 1
+    counts = np.bincount(R, minlength=n_ranks)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    order = np.lexsort((vpos, r))
-    xs = np.empty(m, dtype=np.float64)
+    pos = np.empty(n, dtype=np.int64)
 
     def place(order: np.ndarray) -> None:
-        ro = r[order]
-        xs[order] = np.arange(m) - starts[ro] - (counts[ro] - 1) / 2.0
+        pos[order] = np.arange(n) - starts[R[order]]
 
+    order = np.lexsort((prio, R))
     place(order)
-    deg_in = np.bincount(b, minlength=m).astype(np.float64)
-    deg_out = np.bincount(a, minlength=m).astype(np.float64)
-    for it in range(sweeps):
+    deg_in = np.bincount(sd, minlength=n).astype(np.float64)
+    deg_out = np.bincount(ss, minlength=n).astype(np.float64)
+    best = _segment_crossings(pos, R, ss, sd)
+    best_order = order
+    for it in range(max(sweeps, 0) * 3):
+        p = pos.astype(np.float64)
         if it % 2 == 0:
-            tot = np.bincount(b, weights=xs[a], minlength=m)
-            key = np.where(deg_in > 0, tot / np.maximum(deg_in, 1), xs)
+            key = np.where(deg_in > 0, np.bincount(sd, weights=p[ss], minlength=n)
+                           / np.maximum(deg_in, 1), p)
         else:
-            tot = np.bincount(a, weights=xs[b], minlength=m)
-            key = np.where(deg_out > 0, tot / np.maximum(deg_out, 1), xs)
-        order = np.lexsort((xs, key, r))
+            key = np.where(deg_out > 0, np.bincount(ss, weights=p[sd], minlength=n)
+                           / np.maximum(deg_out, 1), p)
+        order = np.lexsort((p, key, R))
         place(order)
-    # coordinates: move towards the barycentre of all neighbours keeping order and spacing 1
-    ro = r[order]
-    j = np.arange(m) - starts[ro]
-    deg = deg_in + deg_out
-    for _ in range(2):
-        tot = np.bincount(b, weights=xs[a], minlength=m) + np.bincount(a, weights=xs[b], minlength=m)
-        want = np.where(deg > 0, tot / np.maximum(deg, 1), xs)[order]
-        span = float(np.abs(want).max() + m + 1)
-        big = 4.0 * span
+        c = _segment_crossings(pos, R, ss, sd)
+        if c < best:
+            best, best_order = c, order
+        if best == 0:
+            break
+    order = best_order
+    place(order)
+    small = n <= FULL_SWEEPS_LIMIT
+    rounds = (3 if small else 1) if n <= RANK_SWEEP_LIMIT else 0
+    for _ in range(rounds):
+        if sweeps <= 0 or best == 0:
+            break
+        before = best
+        order, best = _rank_sweeps(order, pos, R, starts, counts, ss, sd, n, best,
+                                   sweeps * 2 if small else 2)
+        place(order)
+        if best > 0:
+            order, best = _transpose(order, pos, R, starts, ss, sd, n, best)
+            place(order)
+        if best >= before:
+            break
+    if sweeps > 0 and best > 0 and not rounds:
+        order, best = _transpose(order, pos, R, starts, ss, sd, n, best)
+    # coordinates
+    ro = R[order]
+    same = np.concatenate([[False], ro[1:] == ro[:-1]])
+    sep = np.where(same, (W[order] + np.roll(W[order], 1)) / 2.0 + GAP, 0.0)
+    cum = np.cumsum(sep)
+    c = cum - cum[starts[ro]]  # offset within the rank
+    xs = np.empty(n, dtype=np.float64)
+    xs[order] = c - (c[np.minimum(starts[ro] + counts[ro] - 1, n - 1)]) / 2.0
+    dummy = np.arange(n) >= m
+    wseg = np.where(dummy[ss] & dummy[sd], 8.0, np.where(dummy[ss] | dummy[sd], 2.0, 1.0))
+    wdeg = np.bincount(ss, weights=wseg, minlength=n) + np.bincount(sd, weights=wseg, minlength=n)
+    c_rev = (c[np.minimum(starts[ro] + counts[ro] - 1, n - 1)] - c)[::-1]
+    for _ in range(8):
+        tot = (np.bincount(ss, weights=wseg * xs[sd], minlength=n)
+               + np.bincount(sd, weights=wseg * xs[ss], minlength=n))
+        want = np.where(wdeg > 0, tot / np.maximum(wdeg, 1e-9), xs)[order]
+        span_x = float(np.abs(want).max() + cum[-1] + 1)
+        big = 4.0 * span_x
         off = ro * big
-        left = np.maximum.accumulate(want - j + off) - off + j
-        # right-to-left pass: the same on the mirrored sequence
+        left = np.maximum.accumulate(want - c + off) - off + c
         wr = -want[::-1]
-        jrr = (counts[ro] - 1 - j)[::-1]
         offr = (n_ranks - 1 - ro[::-1]) * big
-        right = -(np.maximum.accumulate(wr - jrr + offr) - offr + jrr)[::-1]
+        right = -(np.maximum.accumulate(wr - c_rev + offr) - offr + c_rev)[::-1]
         xs[order] = (left + right) / 2.0
-    y = r.astype(np.float64)
-    return xs, y, r
+    bend_ptr = np.concatenate([[0], np.cumsum(k)]).astype(np.int64)
+    return Layered(x=xs[:m], rank=r, bend_ptr=bend_ptr, bend_x=xs[bend_idx], crossings=int(best))
+
+
+RANK_SWEEP_LIMIT = 80000  # elements + dummies up to which ranks are swept one after another
+FULL_SWEEPS_LIMIT = 12000  # above: one down and one up rank sweep (time), below: rounds of them
+
+
+def _rank_sweeps(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.ndarray,
+                 counts: np.ndarray, ss: np.ndarray, sd: np.ndarray, n: int, best: int,
+                 iters: int) -> Tuple[np.ndarray, int]:
+    """Median sweeps rank after rank (down, then up, ...), each rank ordered by the median
+    position of its neighbours on the rank just placed; keeps the order with fewest
+    crossings (the classic dot ordering, without its transpose)."""
+    up_ptr, up_nb = _csr(n, sd, ss)
+    dn_ptr, dn_nb = _csr(n, ss, sd)
+    up_ptr, up_nb, dn_ptr, dn_nb = up_ptr.tolist(), up_nb.tolist(), dn_ptr.tolist(), dn_nb.tolist()
+    flat = order.tolist()
+    ranks = [flat[s:s + c] for s, c in zip(starts.tolist(), counts.tolist())]
+    p = pos.tolist()
+    best_ranks = [list(r) for r in ranks]
+    n_r = len(ranks)
+    for it in range(iters):
+        down = it % 2 == 0
+        ptr, nb = (up_ptr, up_nb) if down else (dn_ptr, dn_nb)
+        seq = range(1, n_r) if down else range(n_r - 2, -1, -1)
+        for r in seq:
+            layer = ranks[r]
+            if len(layer) < 2:
+                continue
+            keyed = []
+            for v in layer:
+                a, b = ptr[v], ptr[v + 1]
+                d = b - a
+                if d == 0:
+                    med = p[v]
+                elif d == 1:
+                    med = p[nb[a]]
+                elif d == 2:
+                    med = (p[nb[a]] + p[nb[a + 1]]) / 2.0
+                else:
+                    q = sorted([p[w] for w in nb[a:b]])
+                    h = d // 2
+                    med = q[h] if d % 2 else (q[h - 1] + q[h]) / 2.0
+                keyed.append((med, p[v], v))
+            keyed.sort()
+            layer = [v for _, _, v in keyed]
+            ranks[r] = layer
+            for j, v in enumerate(layer):
+                p[v] = j
+        c = _segment_crossings(np.asarray(p), R, ss, sd)
+        if c < best:
+            best, best_ranks = c, [list(r) for r in ranks]
+        if best == 0:
+            break
+    return np.array([v for r in best_ranks for v in r], dtype=np.int64), best
+
+
+def _transpose(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.ndarray,
+               ss: np.ndarray, sd: np.ndarray, n: int, best: int, rounds: int = 6
+               ) -> Tuple[np.ndarray, int]:
+    """Swap neighbours of a rank where that removes crossings with the ranks above and
+    below (all non-overlapping pairs of a parity at once, alternating parities)."""
+    up_ptr, up_nb = _csr(n, sd, ss)      # neighbours above
+    dn_ptr, dn_nb = _csr(n, ss, sd)      # neighbours below
+    deg_up = np.diff(up_ptr)
+    deg_dn = np.diff(dn_ptr)
+    idx = np.arange(n)
+    for rnd in range(rounds * 2):
+        parity = rnd % 2
+        within = idx - starts[R[order]]
+        left = np.nonzero((within[:-1] % 2 == parity) & (R[order[:-1]] == R[order[1:]]))[0]
+        if left.size == 0:
+            continue
+        u, v = order[left], order[left + 1]
+        gain = np.zeros(left.size)
+        for ptr, nb, deg in ((up_ptr, up_nb, deg_up), (dn_ptr, dn_nb, deg_dn)):
+            cnt = deg[u] * deg[v]
+            ok = cnt <= 4096
+            cnt = np.where(ok, cnt, 0)
+            tot = int(cnt.sum())
+            if tot == 0:
+                continue
+            pk = np.repeat(np.arange(left.size), cnt)
+            t = np.arange(tot) - (np.cumsum(cnt) - cnt)[pk]
+            dv = deg[v][pk]
+            p = pos[nb[ptr[u[pk]] + t // dv]]
+            q = pos[nb[ptr[v[pk]] + t % dv]]
+            gain += np.bincount(pk, weights=(p > q).astype(np.float64) - (p < q), minlength=left.size)
+        swap = left[gain > 0]
+        if swap.size == 0:
+            if parity == 1 and rnd > 0:
+                break
+            continue
+        new = order.copy()
+        new[swap], new[swap + 1] = order[swap + 1], order[swap]
+        newpos = pos.copy()
+        newpos[new] = idx - starts[R[new]]
+        c = _segment_crossings(newpos, R, ss, sd)
+        if c >= best:
+            continue
+        order, best = new, c
+        pos[:] = newpos
+    return order, best
+
+
+def _layered_layout(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *,
+                    sweeps: int = 4) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x, y, rank for m elements (unit widths; see `_sugiyama` for bends). `vpos` orders
+    ties; edges that close a cycle (collapsing scopes can create them) are reversed for
+    ranking."""
+    lay = _sugiyama(m, es, ed, vpos, sweeps=sweeps)
+    return lay.x, lay.rank.astype(np.float64), lay.rank
 
 
 def _distinct_scope_labels(paths: List[str]) -> Dict[str, str]:
