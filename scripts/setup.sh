@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-command set-up on a fresh Debian/Ubuntu machine: Python packages (TensorRT-RTX included),
-# Debian's chromium for the browser tests, the graph view's JS bundle from npm; then the main
+# Debian's chromium (browser tests) and graphviz (layout compared with dot), the graph view's JS bundle from npm; then the main
 # job on a bundled sample model (skip it with --no-demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,10 +11,13 @@ python3 -m pip install -q -e ".[test]"
 # byte-compile as a regular (non-editable) install does: with PYTHONDONTWRITEBYTECODE set, every
 # `workbench` call would otherwise recompile each module it imports (tens of ms per call)
 python3 -m compileall -q workbench widgets >/dev/null
-if ! command -v chromium >/dev/null 2>&1; then
-  echo "== Debian's chromium (browser tests)"
+PKGS=""
+command -v chromium >/dev/null 2>&1 || PKGS="$PKGS chromium"   # browser tests
+command -v dot >/dev/null 2>&1 || PKGS="$PKGS graphviz"        # graph layout vs Graphviz dot
+if [ -n "$PKGS" ]; then
+  echo "== Debian packages:$PKGS"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq $PKGS >/dev/null
 fi
 if command -v npm >/dev/null 2>&1; then
   echo "== graph view bundle (npm + esbuild, from the lockfile)"
