@@ -1,0 +1,110 @@
+"""How far a variant is from onnxruntime FP32 on the user's data, through `workbench.comparison`
+(the one output comparison) at the precision table's tolerances.
+
+On a GPU the engine itself runs (`engine_runner`: the TensorRT runner of `workbench.runners`);
+where no engine can run here (no GPU, a TensorRT-RTX engine built ahead of time for another
+GPU) the ONNX that TensorRT was given (the precision transform: FP16 casts, INT8 Q/DQ) runs on
+CPU instead, FP16 graphs in onnx's reference evaluator so FP16 arithmetic shows (onnxruntime's
+CPU provider upcasts it). `source` says which: "engine" or "onnx-cpu".
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+Feed = Dict[str, np.ndarray]
+
+
+def feeds_for(model: str, data: Optional[str], samples: int,
+              notes: Optional[List[str]] = None) -> List[Feed]:
+    """The user's data (at most `samples` samples), or random inputs with a note."""
+    from workbench.compare.layer_compare import sample_feeds
+    from workbench.runners import limit_samples
+
+    found: List[Any] = []
+    feeds = sample_feeds(model, calibration=data, allow_random=True, findings=found)
+    if notes is not None:
+        notes += [f.message for f in found]
+    return limit_samples(feeds, samples)
+
+
+def engine_runner(engine_path: str, backend: str = "auto") -> Any:
+    """The engine as a Runner where `workbench.runners` has a TensorRT runner (added by the
+    engine-compare work; wired here only through this function), else None."""
+    from workbench import runners
+
+    cls = getattr(runners, "TensorRTRunner", None)
+    if cls is None:
+        return None
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        params = {}
+    return cls(engine_path, backend=backend) if "backend" in params else cls(engine_path)
+
+
+def _chunks(feeds: Sequence[Feed], limit: Optional[int]) -> List[Feed]:
+    """Feeds of at most `limit` samples each (an engine's profile caps its batch)."""
+    if not limit:
+        return list(feeds)
+    out: List[Feed] = []
+    for f in feeds:
+        n = min((len(v) for v in f.values() if np.ndim(v)), default=1)
+        for i in range(0, n, limit):
+            out.append({k: v[i:i + limit] for k, v in f.items()})
+    return out
+
+
+def max_batch(profiles: Sequence[Dict[str, List[List[int]]]]) -> Optional[int]:
+    """The largest batch (axis 0) the first profile allows for every input, if any."""
+    if not profiles:
+        return None
+    dims = [trio[2][0] for trio in profiles[0].values() if trio and trio[2]]
+    return min(dims) if dims else None
+
+
+def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Feed], *,
+            engine: Optional[str] = None, backend: str = "auto", batch_limit: Optional[int] = None,
+            notes: Optional[List[str]] = None) -> Dict[str, Any]:
+    """{source, error_rel, error_max_abs, cosine, passed, atol, rtol, samples, outputs}."""
+    from workbench.comparison import compare_outputs
+    from workbench.precision import table
+    from workbench.runners import OnnxRuntimeRunner, make_runner
+
+    batches = _chunks(feeds, batch_limit)
+    ref = OnnxRuntimeRunner(model).infer_all(batches)
+    got, source = None, "onnx-cpu"
+    if engine is not None:
+        try:
+            runner = engine_runner(engine, backend)
+            if runner is not None:
+                got, source = runner.infer_all(batches), "engine"
+            elif notes is not None:
+                notes.append("no TensorRT runner in workbench.runners: accuracy measured on "
+                             "the precision-transformed ONNX on CPU")
+        except Exception as e:  # the engine cannot run here: say so, measure what we can
+            if notes is not None:
+                notes.append("the engine could not run here (" + " ".join(str(e).split())[:200]
+                             + "): accuracy measured on the transformed ONNX on CPU")
+    if got is None:
+        got = make_runner("auto", candidate_onnx).infer_all(batches)
+    atol, rtol = table.tolerances(precision)
+    c = compare_outputs(ref, got, atol, rtol)
+    worst = max(c.outputs.values(), key=lambda t: t.rel if math.isfinite(t.rel) else math.inf,
+                default=None)
+    return {"source": source, "error_rel": _num(c.rel), "error_max_abs": _num(c.max_abs),
+            "cosine": _num(min((t.cosine for t in c.outputs.values()), default=1.0)),
+            "passed": c.passed, "atol": atol, "rtol": rtol, "samples": c.samples,
+            "worst_output": worst.name if worst is not None else None, "reason": c.reason,
+            "outputs": {k: {"rel": _num(t.rel), "max_abs": _num(t.max_abs),
+                            "cosine": _num(t.cosine), "passed": t.passed}
+                        for k, t in c.outputs.items()}}
+
+
+def _num(v: float) -> Any:
+    """A float JSON can hold: inf/NaN as strings (the comparison's own convention)."""
+    v = float(v)
+    return v if math.isfinite(v) else str(v)
