@@ -33,6 +33,7 @@ class Variant:
     opt_level: Optional[int] = None
     calibration: Optional[str] = None
     backend: str = "auto"
+    build: Dict[str, Any] = field(default_factory=dict)  # more BuildConfig fields (tactic_sources, ...)
 
     @property
     def model_name(self) -> str:
@@ -56,6 +57,7 @@ class Variant:
         kw: Dict[str, Any] = dict(precision=self.precision, target=self.target,
                                   profiles=self.profiles, backend=self.backend,
                                   builder_optimization_level=self.opt_level)
+        kw.update(self.build)
         if self.calibration:
             from workbench.precision import table
 
@@ -117,12 +119,14 @@ def plan_matrix(models: Iterable[Union[str, Path]], precisions: Sequence[str],
                 targets: Sequence[Optional[str]] = (None,), *,
                 profiles: Optional[Mapping[str, Sequence[Profile]]] = None,
                 opt_levels: Sequence[Optional[int]] = (None,), calibration: Any = None,
-                backend: str = "auto") -> List[Variant]:
+                backend: str = "auto", build: Optional[Mapping[str, Any]] = None
+                ) -> List[Variant]:
     """Every combination, in a stable order (model, precision, target, profile, level).
 
     `profiles`: {name: [profile, ...]} (each entry the optimization profiles of one engine;
     each model keeps the inputs it has); `calibration`: a path or {model stem: path};
-    `targets`: "sm89", ... or None for the GPU the build runs on."""
+    `targets`: "sm89", ... or None for the GPU the build runs on; `build`: more BuildConfig
+    fields for every variant (e.g. tactic_sources, workspace_bytes)."""
     from workbench.precision import table
 
     out: List[Variant] = []
@@ -149,7 +153,8 @@ def plan_matrix(models: Iterable[Union[str, Path]], precisions: Sequence[str],
                     mine = [r for r in (_restrict(p, names) for p in plist) if r]
                     for level in opt_levels:
                         v = Variant(str(path), prec, t, pname, mine,
-                                    None if level is None else int(level), calib, backend)
+                                    None if level is None else int(level), calib, backend,
+                                    dict(build or {}))
                         v.config()  # every field checked before anything runs
                         out.append(v)
     ids = [v.id for v in out]
