@@ -297,3 +297,10 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path):
     assert p.returncode == 2
     assert err.strip().splitlines()[-1].startswith("workbench matrix: error: ")
     assert "INT8 needs calibration data for resnet_tiny.onnx" in err
+    p = _cli([str(RESNET), "-o", str(tmp_path / "missing" / "o")])
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "does not exist" in err and "--mkdir" in err
+    (tmp_path / "file").write_text("x")
+    p = _cli([str(RESNET), "-o", str(tmp_path / "file")])
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "names a file, not a folder" in err

@@ -28,7 +28,8 @@ def _csv(text: Optional[str]) -> List[str]:
 def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("models", metavar="MODEL", nargs="+", help="ONNX model(s)")
     p.add_argument("-o", "--output", metavar="DIR", required=True,
-                   help="results folder (made if missing; re-running continues in it)")
+                   help="results folder (made if missing, in an existing folder unless "
+                        "--mkdir; re-running continues in it)")
     p.add_argument("--precision", default="fp32,fp16", metavar="LIST",
                    help="precisions, comma-separated, e.g. fp32,fp16,int8 (default fp32,fp16)")
     p.add_argument("--target", default=None, metavar="LIST",
@@ -60,6 +61,9 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
                         "most N variants at a time")
     p.add_argument("--timeout", type=float, metavar="S", help="time limit per build in seconds")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    from workbench.cli.common import add_mkdir_argument
+
+    add_mkdir_argument(p)
 
 
 def _profiles(items: List[str]) -> Optional[Dict[str, List[Dict[str, List[List[int]]]]]]:
@@ -102,9 +106,11 @@ def _line(r: Dict[str, Any]) -> str:
 
 
 def run(args: "argparse.Namespace") -> int:
+    from workbench.cli.common import output_path
     from workbench.matrix.plan import parse_data_args
     from workbench.matrix.run import run_matrix
 
+    output_path(args.output, "-o", mkdir=args.mkdir, folder=True)  # before any work
     if args.samples < 0:
         raise WorkbenchError("--samples must be >= 0", field="--samples")
     if args.workers is not None and args.workers < 1:
