@@ -304,3 +304,64 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path):
     p = _cli([str(RESNET), "-o", str(tmp_path / "file")])
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2 and "names a file, not a folder" in err
+
+
+# ----------------------------------------------------------------------------- accuracy
+@pytest.fixture(scope="module")
+def resnet_fp16(tmp_path_factory):
+    from workbench.model import save_model
+    from workbench.precision.transform import convert
+
+    out = tmp_path_factory.mktemp("fp16") / "resnet_fp16.onnx"
+    return str(save_model(convert(str(RESNET), "fp16").proto, out))
+
+
+def test_accuracy_on_cpu_runs_the_fp16_graph_in_fp16(resnet_fp16):
+    from workbench.matrix.accuracy import feeds_for, measure
+
+    notes = []
+    feeds = feeds_for(str(RESNET), str(SAMPLES / "calib" / "resnet_tiny.npz"), 4, notes)
+    assert sum(len(f["input"]) for f in feeds) == 4 and notes == []
+    acc = measure(str(RESNET), resnet_fp16, "fp16", feeds, notes=notes)
+    assert acc["source"] == "onnx-cpu" and acc["samples"] == 4
+    assert 1e-6 < acc["error_rel"] < 1e-2 and acc["passed"] is True
+    assert (acc["atol"], acc["rtol"]) == (1e-2, 1e-2) and acc["worst_output"] == "logits"
+    same = measure(str(RESNET), str(RESNET), "fp32", feeds)
+    assert same["error_rel"] == 0.0 and same["cosine"] == 1.0
+
+
+def test_accuracy_of_a_large_fp16_model_says_onnxruntime_upcasts(resnet_fp16, monkeypatch):
+    from workbench.matrix import accuracy
+
+    monkeypatch.setattr(accuracy, "REFERENCE_MAX_BYTES", 0)
+    notes = []
+    feeds = accuracy.feeds_for(str(RESNET), None, 2, notes)
+    assert any("random inputs" in n for n in notes)  # no data: said so
+    acc = accuracy.measure(str(RESNET), resnet_fp16, "fp16", feeds, notes=notes)
+    assert acc["source"] == "onnx-cpu" and any("onnxruntime, which computes" in n for n in notes)
+
+
+def test_engine_accuracy_goes_through_the_runners_tensorrt_runner(monkeypatch):
+    """The hook the engine-compare work fills: workbench.runners.TensorRTRunner(engine,
+    backend=...) is what measures an engine; here a runner that is onnxruntime on a model
+    that differs from the reference by a known factor stands in for the GPU."""
+    from workbench import runners
+    from workbench.matrix import accuracy
+
+    made = {}
+
+    class Scaled(runners.OnnxRuntimeRunner):
+        def __init__(self, engine_path, backend="auto"):
+            made.update(engine=engine_path, backend=backend)
+            super().__init__(str(RESNET))
+
+        def infer(self, feed):
+            return {k: v * 1.01 for k, v in super().infer(feed).items()}
+
+    monkeypatch.setattr(runners, "TensorRTRunner", Scaled, raising=False)
+    feeds = accuracy.feeds_for(str(RESNET), str(SAMPLES / "calib" / "resnet_tiny.npz"), 2)
+    acc = accuracy.measure(str(RESNET), str(RESNET), "fp16", feeds, engine="/x.engine",
+                           backend="tensorrt")
+    assert made == {"engine": "/x.engine", "backend": "tensorrt"}
+    assert acc["source"] == "engine"
+    assert acc["error_rel"] == pytest.approx(0.01, rel=1e-3)  # |1.01 r - r| / max|r|

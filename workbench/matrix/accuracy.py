@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 Feed = Dict[str, np.ndarray]
+# above this ONNX size the numpy reference evaluator takes minutes a sample (a ResNet-50 in
+# FP16): onnxruntime runs the FP16 graph instead, with a note that it upcasts most FP16 ops
+REFERENCE_MAX_BYTES = 20_000_000
 
 
 def feeds_for(model: str, data: Optional[str], samples: int,
@@ -90,7 +94,14 @@ def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Fee
                 notes.append("the engine could not run here (" + " ".join(str(e).split())[:200]
                              + "): accuracy measured on the transformed ONNX on CPU")
     if got is None:
-        got = make_runner("auto", candidate_onnx).infer_all(batches)
+        kind = "auto"
+        if os.path.getsize(candidate_onnx) > REFERENCE_MAX_BYTES:
+            kind = "onnxruntime"
+            if notes is not None and precision in ("fp16", "bf16"):
+                notes.append("large model: the FP16 ONNX ran in onnxruntime, which computes "
+                             "most FP16 ops in FP32 (overflow would not show); run on a GPU "
+                             "for the engine's own error")
+        got = make_runner(kind, candidate_onnx).infer_all(batches)
     atol, rtol = table.tolerances(precision)
     c = compare_outputs(ref, got, atol, rtol)
     worst = max(c.outputs.values(), key=lambda t: t.rel if math.isfinite(t.rel) else math.inf,
