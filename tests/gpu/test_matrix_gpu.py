@@ -3,7 +3,7 @@ interpreter, e.g. the 8.6 rig: WORKBENCH_TRT_PYTHON=/tmp/rig/bin/trt-python): FP
 INT8 (builder flags + calibrator on TensorRT <= 10), each a Ray task asking for one GPU,
 built and timed there (latency P50/P99, throughput), accuracy measured on the engine itself
 against onnxruntime FP32. Skipped with a reason where no GPU / TensorRT / Ray is usable (CI
-has none). Set WORKBENCH_GPU_OUT=DIR to keep the results table and the Pareto page."""
+has none; the test's own interpreter needs `ray`). Set WORKBENCH_GPU_OUT=DIR to keep the results table and the Pareto page."""
 from __future__ import annotations
 
 import math
@@ -44,6 +44,7 @@ def resnet50(tmp_path_factory):
     return model, d / "calib.npz", d / "inputs.npz"
 
 
+@pytest.mark.timeout(2400)  # three ResNet-50 builds (INT8 calibrates) one after another
 def test_resnet50_matrix_on_the_gpu_with_latency_and_engine_accuracy(gpu_rig, resnet50,
                                                                       tmp_path):
     from workbench.matrix.plan import plan_matrix
