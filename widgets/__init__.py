@@ -20,6 +20,7 @@ _LAZY = {
     "BuildPanel": "widgets.build",
     "TimingPanel": "widgets.timing",
     "ComparePanel": "widgets.compare",
+    "MatrixPanel": "widgets.matrix",
 }
 
 __all__ = sorted(_LAZY)

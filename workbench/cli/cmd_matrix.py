@@ -1,0 +1,143 @@
+"""`workbench matrix MODEL... -o DIR`: build every variant (precision x target x profile x
+optimization level) of one or more ONNX models as Ray tasks, with accuracy against
+onnxruntime FP32, latency on a GPU, a results table (JSON/CSV) and a Pareto page.
+
+Exit 0 every variant built, 1 some failed (each names why in the table), 2 bad input.
+A killed matrix continues where it stopped when run again with the same -o.
+"""
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+from workbench.errors import WorkbenchError
+from workbench.worker.protocol import BUILD_BACKENDS
+
+if TYPE_CHECKING:  # pragma: no cover
+    import argparse
+
+NAME = "matrix"
+HELP = ("build a matrix of engine variants (precision x target x profile x opt level) on Ray, "
+        "with accuracy, latency on a GPU, a table and a Pareto view")
+
+
+def _csv(text: Optional[str]) -> List[str]:
+    return [t.strip() for t in (text or "").replace(";", ",").split(",") if t.strip()]
+
+
+def add_arguments(p: "argparse.ArgumentParser") -> None:
+    p.add_argument("models", metavar="MODEL", nargs="+", help="ONNX model(s)")
+    p.add_argument("-o", "--output", metavar="DIR", required=True,
+                   help="results folder (made if missing, in an existing folder unless "
+                        "--mkdir; re-running continues in it)")
+    p.add_argument("--precision", default="fp32,fp16", metavar="LIST",
+                   help="precisions, comma-separated, e.g. fp32,fp16,int8 (default fp32,fp16)")
+    p.add_argument("--target", default=None, metavar="LIST",
+                   help="TensorRT-RTX ahead-of-time targets, e.g. sm89,sm120; 'native' = the "
+                        "GPU the build runs on (default: native)")
+    p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
+                   help="shape range of a dynamic input, as `workbench build --profile`; one "
+                        "set may name the inputs of several models (each keeps its own). A "
+                        "leading '+' starts another point on the profile axis (another "
+                        "variant), not another profile of the same engine")
+    p.add_argument("--opt-level", default=None, metavar="LIST",
+                   help="builder optimization levels, e.g. 0,3 (default: TensorRT's)")
+    p.add_argument("--calib", action="append", default=[], metavar="[MODEL=]PATH",
+                   help="calibration data for INT8 (one PATH for all models, or MODEL=PATH "
+                        "per model file stem; repeatable)")
+    p.add_argument("--inputs", action="append", default=[], metavar="[MODEL=]PATH",
+                   help="data to measure accuracy on (default: the calibration data; random "
+                        "inputs with a note where there is none)")
+    p.add_argument("--samples", type=int, default=8,
+                   help="at most this many samples for accuracy (0: skip; default 8)")
+    p.add_argument("--backend", default="auto", choices=list(BUILD_BACKENDS))
+    p.add_argument("--gpus", action="store_true",
+                   help="GPU variants: each task asks Ray for one GPU, builds for it, runs the "
+                        "engine for accuracy and times it (latency P50/P99, throughput)")
+    p.add_argument("--ray", metavar="auto|ADDRESS", default=None,
+                   help="join a Ray cluster ('auto' or HOST:PORT); default: a local instance")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="local Ray instance with N CPUs (default: all); on a cluster, at "
+                        "most N variants at a time")
+    p.add_argument("--timeout", type=float, metavar="S", help="time limit per build in seconds")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    from workbench.cli.common import add_mkdir_argument
+
+    add_mkdir_argument(p)
+
+
+def _profiles(items: List[str]) -> Optional[Dict[str, List[Dict[str, List[List[int]]]]]]:
+    """--profile args -> the profile axis {name: [profile]} (one profile per point)."""
+    if not items:
+        return None
+    from workbench.precision.profiles import parse_profiles
+
+    return {f"p{k}": [prof.to_dict()] for k, prof in enumerate(parse_profiles(items))}
+
+
+def plan(args: "argparse.Namespace") -> List[Any]:
+    from workbench.matrix.plan import parse_data_args, plan_matrix
+
+    levels: List[Optional[int]] = []
+    for t in _csv(args.opt_level):
+        try:
+            levels.append(int(t))
+        except ValueError:
+            raise WorkbenchError(f"--opt-level '{t}' is not a number", field="--opt-level",
+                                 hint="e.g. --opt-level 0,3") from None
+    return plan_matrix(args.models, _csv(args.precision) or ["fp32"],
+                       _csv(args.target) or [None], profiles=_profiles(args.profile),
+                       opt_levels=levels or [None],
+                       calibration=parse_data_args(args.calib, "--calib"),
+                       backend=args.backend)
+
+
+def _line(r: Dict[str, Any]) -> str:
+    if r["status"] != "ok":
+        return f"  FAILED {r['id']}: {r.get('error')}"
+    how = "resumed" if r.get("resumed") else "cache hit" if r.get("cache_hit") else \
+        f"built {r.get('build_seconds', 0):.1f} s"
+    err = r.get("error_rel")
+    err_s = f"{err:.3g}" if isinstance(err, (int, float)) else str(err)
+    lat = r.get("latency_p50_ms")
+    lat_s = f"  p50 {lat:.3f} ms p99 {r.get('latency_p99_ms', 0):.3f} ms" if lat else ""
+    return (f"  ok {r['id']}: {r.get('size_bytes', 0) / 1e6:.2f} MB ({how}), error {err_s} "
+            f"({r.get('accuracy_source', '-')}){lat_s}")
+
+
+def run(args: "argparse.Namespace") -> int:
+    from workbench.cli.common import output_path
+    from workbench.matrix.plan import parse_data_args
+    from workbench.matrix.run import run_matrix
+
+    output_path(args.output, "-o", mkdir=args.mkdir, folder=True)  # before any work
+    if args.samples < 0:
+        raise WorkbenchError("--samples must be >= 0", field="--samples")
+    if args.workers is not None and args.workers < 1:
+        raise WorkbenchError("--workers must be >= 1", field="--workers")
+    variants = plan(args)
+    quiet = args.json
+    if not quiet:
+        sys.stderr.write(f"matrix: {len(variants)} variant(s) -> {args.output}\n")
+
+    def progress(r: Dict[str, Any]) -> None:
+        if not quiet:
+            sys.stderr.write(_line(r) + "\n")
+            sys.stderr.flush()
+
+    res = run_matrix(variants, args.output, ray_address=args.ray, workers=args.workers,
+                     gpu=args.gpus, inputs=parse_data_args(args.inputs, "--inputs"),
+                     samples=args.samples, timeout=args.timeout, on_result=progress)
+    if args.json:
+        from workbench.cli.common import print_json
+
+        print_json(res.to_dict())
+    else:
+        s = res.summary
+        print(f"{s['ok']}/{s['variants']} variants ok ({s['built']} built, {s['cache_hits']} "
+              f"from the engine cache, {s['resumed']} finished earlier), {s['failed']} failed "
+              f"in {res.seconds:.1f} s")
+        for k, v in res.files.items():
+            print(f"{k}: {v}")
+        print(f"pareto: {res.pareto_note}")
+    return 0 if res.summary["failed"] == 0 else 1
