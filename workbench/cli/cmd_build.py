@@ -166,8 +166,9 @@ class _StderrProgress:
 
     def __call__(self, ev: Dict[str, Any]) -> None:
         if ev.get("event") == "log":
-            if ev.get("level") == "error":
-                self._line(f"[TRT {ev.get('level')}] {ev.get('message', '')[:300]}", newline=True)
+            if ev.get("level") == "error":  # one line per message (TensorRT's span lines)
+                text = " ".join(str(ev.get("message", "")).split())[:300]
+                self._line(f"[TRT {ev.get('level')}] {text}", newline=True)
             return
         if ev.get("event") != "progress":
             return
