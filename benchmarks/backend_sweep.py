@@ -7,7 +7,8 @@ started once and reused), and a sample through the real console script. Prints o
 model and verb (model, verb, rc, seconds, message), the contract breaks, and as the last line
 one JSON object with the counts. Exit 1 when any outcome breaks the contract.
 
-    python benchmarks/backend_sweep.py            # everything (builds of the light nets too)
+    python benchmarks/backend_sweep.py            # everything: the light nets' builds, and the
+                                                  # ~1900 `node` models generated (~15 min)
     python benchmarks/backend_sweep.py --ci       # the CI selection (tests/test_backend_sweep.py):
                                                   # builds only of models up to 250 nodes
     python benchmarks/backend_sweep.py --only simple --verbs fix,check
@@ -41,12 +42,24 @@ def main() -> int:
     ap.add_argument("--verbs", default=",".join(bs.VERBS))
     ap.add_argument("--no-console", action="store_true",
                     help="skip the console-script sample")
+    ap.add_argument("--no-node", action="store_true",
+                    help="skip onnx's `node` models (the wheel does not ship them; without "
+                    "this flag and without --ci they are generated, ~1900 models)")
+    ap.add_argument("--node-cache", metavar="DIR",
+                    help="keep the generated node models here (default: a temporary folder)")
     args = ap.parse_args()
     folders = tuple(f for f in bs.FOLDERS if not args.only or f in args.only.split(","))
     verbs = [v for v in bs.VERBS if v in args.verbs.split(",")]
-    ms = bs.models(folders)
-    plan = bs.ci_selection(ms, args.build_max_nodes if args.ci else None)
     work = Path(tempfile.mkdtemp(prefix="wb-sweep-"))
+    ms = bs.models(folders)
+    if "node" in folders and not args.ci and not args.no_node and \
+            not any(m.folder == "node" for m in ms):
+        t = time.monotonic()
+        node = bs.generate_node_models(Path(args.node_cache) if args.node_cache else work)
+        print(f"generated {len(node)} node models with onnx.backend.test.case.node in "
+              f"{time.monotonic() - t:.0f} s")
+        ms = node + ms
+    plan = bs.ci_selection(ms, args.build_max_nodes if args.ci else None)
     os.environ["WORKBENCH_HOME"] = str(work / "home")  # workspaces stay out of the user's
     present = sorted({m.folder for m in ms})
     print(f"onnx backend test data: {bs.data_root()}")

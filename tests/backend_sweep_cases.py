@@ -80,6 +80,29 @@ def models(folders: Tuple[str, ...] = FOLDERS) -> List[SweepModel]:
     return out
 
 
+def generate_node_models(dest: Path) -> List[SweepModel]:
+    """onnx's `node` test models (one per operator case, ~1900), which the wheels do not ship:
+    made by onnx's own test-case generators (`onnx.backend.test.case.node`, what onnx's
+    `backend-test-tools generate-data` writes into data/node) into `dest/node/NAME/model.onnx`,
+    once (a `.complete` marker)."""
+    base = dest / "node"
+    if not (base / ".complete").is_file():
+        import warnings
+
+        import onnx.backend.test.case.node as node_cases
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the generators' numpy overflow warnings
+            cases = node_cases.collect_testcases(None)
+        for case in cases:
+            folder = base / case.name
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "model.onnx").write_bytes(case.model.SerializeToString())
+        (base / ".complete").write_text(str(len(cases)))
+    return [SweepModel("node", d.name, d / "model.onnx") for d in sorted(base.iterdir())
+            if (d / "model.onnx").is_file()]
+
+
 def argv_for(verb: str, model: Path, out_dir: Path,
              build_timeout: float = BUILD_TIMEOUT_S) -> List[str]:
     """The command line a user would type first for this verb."""
