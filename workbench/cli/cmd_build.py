@@ -180,8 +180,9 @@ class _StderrProgress:
             self._line(f"note: {ev.get('message', '')}", newline=True)
             return
         if ev.get("event") == "log":
-            if ev.get("level") == "error":
-                self._line(f"[TRT {ev.get('level')}] {ev.get('message', '')[:300]}", newline=True)
+            if ev.get("level") == "error":  # one line per message (TensorRT's span lines)
+                text = " ".join(str(ev.get("message", "")).split())[:300]
+                self._line(f"[TRT {ev.get('level')}] {text}", newline=True)
             return
         if ev.get("event") != "progress":
             return

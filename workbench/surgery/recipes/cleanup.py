@@ -14,6 +14,10 @@ from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recip
 
 NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                     "Bernoulli", "Multinomial"}
+# ops whose outputs are sequences/maps/optionals: never a Constant, so never folded (their value
+# from onnxruntime is a list, a dict or None; graphsurgeon would crash storing it)
+NON_TENSOR_OPS = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase",
+                  "SplitToSequence", "SequenceMap", "Optional", "ZipMap"}
 DTYPE_SIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 16: 2}
 MiB = 1 << 20
 
@@ -26,19 +30,48 @@ def _fmt_bytes(n: float) -> str:
     return str(n)  # pragma: no cover
 
 
+def non_tensor_values(inferred: "onnx.ModelProto") -> set:  # noqa: F821
+    """Names of the values shape inference typed as a sequence, map, optional or sparse tensor
+    (in the graph and every subgraph): values a Constant cannot hold."""
+    out: set = set()
+
+    def walk(g: Any) -> None:
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            if vi.type.WhichOneof("value") not in (None, "tensor_type"):
+                out.add(vi.name)
+        for n in g.node:
+            for a in n.attribute:
+                for sub in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):
+                    walk(sub)
+
+    walk(inferred.graph)
+    return out
+
+
+def folds_to_constant(op: str, outputs: Sequence[str], non_tensor: set) -> bool:
+    """Whether a node's value may become a Constant: deterministic, and every output a tensor."""
+    return op not in NONDETERMINISTIC and op not in NON_TENSOR_OPS and \
+        not any(o in non_tensor for o in outputs)
+
+
 def foldable_nodes(proto: "onnx.ModelProto",  # noqa: F821
-                   types: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
-    """Nodes whose every input is constant (or a Shape of a static-shaped tensor), in order, with
-    their output size in bytes where shape inference knows it. `types`: the result of
-    `tensor_types(infer_types(proto))` when the caller already has it."""
-    if types is None:
-        types = tensor_types(infer_types(proto))
+                   types: Optional[Dict[str, Any]] = None,
+                   non_tensor: Optional[set] = None) -> List[Dict[str, Any]]:
+    """Nodes whose every input is constant (or a Shape of a static-shaped tensor) and whose
+    outputs are tensors, in order, with their output size in bytes where shape inference knows
+    it. `types` / `non_tensor`: `tensor_types(...)` / `non_tensor_values(...)` of
+    `infer_types(proto)` when the caller already has them."""
+    if types is None or non_tensor is None:
+        inferred = infer_types(proto)
+        types = tensor_types(inferred) if types is None else types
+        non_tensor = non_tensor_values(inferred) if non_tensor is None else non_tensor
     g = proto.graph
     const = {t.name for t in g.initializer} | {""}
     ids = node_ids(proto)
     out = []
     for i, n in enumerate(g.node):
-        if n.op_type in NONDETERMINISTIC or any(a.type in (5, 10) for a in n.attribute):  # GRAPH(S)
+        if not folds_to_constant(n.op_type, n.output, non_tensor) or \
+                any(a.type in (5, 10) for a in n.attribute):  # GRAPH(S)
             continue
         if n.op_type == "Constant":
             const.update(n.output)
@@ -148,21 +181,43 @@ def _fold_passes(proto: Any, size_threshold: Optional[int], passes: int) -> Any:
     cur = proto
     for _ in range(max(1, int(passes))):
         before = len(cur.graph.node)
-        g = _gs_with_types(cur)
-        g.fold_constants(size_threshold=size_threshold, error_ok=True).cleanup().toposort()
+        g, non_tensor = _gs_with_types(cur)
+        g.fold_constants(size_threshold=size_threshold, error_ok=True,
+                         **_exclusion(g, non_tensor)).cleanup().toposort()
         cur = gs_export(g, proto)
         if len(cur.graph.node) == before or not _could_fold_more(cur, size_threshold):
             break
     return cur
 
 
+def _exclusion(graph: Any, non_tensor: set) -> Dict[str, Any]:
+    """graphsurgeon's `should_exclude_node` for the nodes that must not fold (random values;
+    sequence/map/optional outputs). Without that argument (an old graphsurgeon) a graph that
+    has such a node cannot be folded safely: refused, naming the node."""
+    import inspect
+
+    def exclude(node: Any) -> bool:
+        return not folds_to_constant(node.op, [t.name for t in node.outputs], non_tensor)
+
+    if "should_exclude_node" in inspect.signature(graph.fold_constants).parameters:
+        return {"should_exclude_node": exclude}
+    for node in graph.nodes:
+        if exclude(node):
+            raise WorkbenchError(f"this onnx-graphsurgeon cannot keep {node.op} out of constant "
+                                 "folding", node=node.name or node.op,
+                                 hint="pip install -U onnx-graphsurgeon")
+    return {}
+
+
 def _gs_with_types(proto: Any) -> Any:
     """graphsurgeon graph of `proto` with dtypes/shapes from shape inference on a light copy
-    (so the size threshold can skip a tensor before computing it), leaving `proto` untouched."""
+    (so the size threshold can skip a tensor before computing it), leaving `proto` untouched;
+    with the names of the values that are not tensors (sequences, maps, optionals)."""
     import onnx_graphsurgeon as gs
     from onnx import helper
 
-    types = tensor_types(infer_types(proto))
+    inferred = infer_types(proto)
+    types = tensor_types(inferred)
     g = gs_import(proto)
     for name, t in g.tensors().items():
         if not isinstance(t, gs.Variable) or name not in types:
@@ -175,14 +230,15 @@ def _gs_with_types(proto: Any) -> Any:
                 pass
         if t.shape is None and shp is not None:
             t.shape = [d if d is not None else None for d in shp]
-    return g
+    return g, non_tensor_values(inferred)
 
 
 def _could_fold_more(proto: Any, size_threshold: Optional[int]) -> bool:
     """Cheap check before another (full-copy) pass: constant-input nodes under the threshold
     left, or a Shape whose input has a static dim (graphsurgeon folds Shape->Gather/Slice)."""
-    types = tensor_types(infer_types(proto))  # one shape inference for both checks
-    for f in foldable_nodes(proto, types):
+    inferred = infer_types(proto)  # one shape inference for both checks
+    types = tensor_types(inferred)
+    for f in foldable_nodes(proto, types, non_tensor_values(inferred)):
         if size_threshold is None or f["bytes"] is None or f["bytes"] <= size_threshold:
             return True
     for n in proto.graph.node:
