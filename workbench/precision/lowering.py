@@ -51,7 +51,9 @@ TYPE_AGNOSTIC_OPS = frozenset({"Shape", "Size"})  # read only the shape: take an
 FP32_ONLY_INPUTS = {("Resize", 1), ("Resize", 2), ("Upsample", 1)}
 _NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name "
                         r"'([^']*)'")
-_NODE_IN_MSG = re.compile(r"[Nn]ode(?: \(|: | name[d]? |\s)'?([^'\s)]+)'?")
+# how onnx's checker / inference and onnxruntime name a node in their messages
+_NODE_IN_MSG = re.compile(r"node name: ([^)\s,]+)|Name: (\S+) OpType|node with name '([^']+)'|"
+                          r"[Nn]ode \(([^)\s]+)\)|[Nn]ode '([^']+)'")
 
 
 @dataclass
@@ -459,7 +461,7 @@ def lower(proto: Any, low: str = "fp16", *, exclude_nodes: Iterable[str] = (),
         check_lowered(m, proto, low)
         if low != "fp16":
             return Lowered(m, low, kept, rw.casts, rnd)
-        missing = ort_missing_kernel(m)
+        missing = ort_missing_kernel(m, proto)
         if missing is None:
             return Lowered(m, low, kept, rw.casts, rnd)
         op, node = missing
@@ -511,20 +513,28 @@ def _checkable(m: Any) -> Any:
     return light
 
 
+def _node_names(g: Any) -> Set[str]:
+    out = {n.name for n in g.node if n.name}
+    for n in g.node:
+        for sub in _graph_attrs(n):
+            out |= _node_names(sub)
+    return out
+
+
 def _node_of(msg: str, m: Any) -> Optional[str]:
-    names = {n.name for n in m.graph.node if n.name}
-    for hit in _NODE_IN_MSG.findall(msg):
+    names = _node_names(m.graph)
+    for groups in _NODE_IN_MSG.findall(msg):
+        hit = next((g for g in groups if g), "")
         if hit in names:
             return hit
     for name in sorted(names, key=len, reverse=True):
-        if name and f"'{name}'" in msg or f"({name})" in msg:
+        if f"'{name}'" in msg or f"({name})" in msg:
             return name
     return None
 
 
-def ort_missing_kernel(m: Any) -> Optional[tuple]:
-    """None when onnxruntime CPU loads the model; (op, node) when a node lacks a kernel.
-    Other load failures are a WorkbenchError naming the node where the message does."""
+def _ort_load_error(m: Any) -> Optional[str]:
+    """None when onnxruntime CPU loads the model, else its message on one line."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -533,12 +543,21 @@ def ort_missing_kernel(m: Any) -> Optional[tuple]:
         ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
         return None
     except Exception as e:
-        msg = " ".join(str(e).split())
+        return " ".join(str(e).split())
+
+
+def ort_missing_kernel(m: Any, original: Any = None) -> Optional[tuple]:
+    """None when onnxruntime CPU loads the model (or cannot load the FP32 `original` either:
+    custom ops, plugins); (op, node) when a node lacks a kernel. Other load failures are a
+    WorkbenchError naming the node where the message does."""
+    msg = _ort_load_error(m)
+    if msg is None or "2GB" in msg or "protobuf" in msg.lower():
+        return None  # loaded, or too big to load from bytes: the checker's word stands
+    if original is not None and _ort_load_error(original) is not None:
+        return None  # the FP32 model does not load either: nothing the lowering broke
     hit = _NO_KERNEL.search(msg)
     if hit:
         return hit.group(1), hit.group(3)
-    if "2GB" in msg or "protobuf" in msg.lower():
-        return None  # too big to load from bytes: the checker's word stands
     node = _node_of(msg, m)
     raise WorkbenchError("onnxruntime cannot load the lowered model"
                          + (f" (node '{node}')" if node else "") + f": {msg[:240]}",

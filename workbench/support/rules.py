@@ -298,8 +298,11 @@ GRAPH_RULES: Dict[str, Dict[str, Any]] = {
                 "iteration counter in the body"},
     "old-opset": {
         "check": "opset_below", "min": 7,
-        "reason": "opset {value} is older than 7: TensorRT's parser refuses pre-opset-7 models "
-                  "as a whole (broadcasting changed in opset 7)",
+        # the ops whose pre-7 `broadcast` semantics the parser refuses (others import fine)
+        "ops": ["Add", "Sub", "Mul", "Div", "Pow", "Gemm", "PRelu", "And", "Or", "Xor",
+                "Equal", "Greater", "Less", "Max", "Min", "Sum", "Mean"],
+        "reason": "opset {value} is older than 7: TensorRT's parser refuses pre-opset-7 "
+                  "broadcasting ({ops}) for the model as a whole",
         "hint": "re-export the model with opset >= 13"},
     "unsupported-io-dtype": {
         "check": "io_dtypes", "allowed": MATRIX_DTYPES,

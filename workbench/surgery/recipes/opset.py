@@ -40,6 +40,44 @@ def _modernize(proto: Any) -> Any:
     return proto
 
 
+def _channel_slopes(proto: Any) -> Any:
+    """Opset < 7 PRelu applies a [C] slope along axis 1; from opset 7 it broadcasts numpy-style
+    (trailing axes), and onnx's version converter leaves the slope as it is. Reshape such slope
+    initializers to [C, 1, ...] so the upgraded model computes the same."""
+    import onnx
+    from onnx import numpy_helper
+
+    g = proto.graph
+    try:
+        inf = onnx.shape_inference.infer_shapes(proto)
+    except Exception:
+        return proto
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in
+             list(inf.graph.value_info) + list(g.input) + list(g.output)
+             if vi.type.tensor_type.HasField("shape")}
+    inits = {t.name: t for t in g.initializer}
+    taken = {t.name for t in g.initializer} | {x for n in g.node for x in n.output}
+    ir3 = any(vi.name in inits for vi in g.input)  # the converter wants them listed then
+    for n in g.node:
+        if n.op_type != "PRelu" or len(n.input) < 2 or n.input[1] not in inits:
+            continue
+        slope = numpy_helper.to_array(inits[n.input[1]])
+        rank = ranks.get(n.input[0], 0)
+        if slope.ndim != 1 or slope.size <= 1 or rank <= 2:
+            continue
+        name = n.input[1] + "_per_channel"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        shaped = slope.reshape((slope.size,) + (1,) * (rank - 2))
+        g.initializer.append(numpy_helper.from_array(shaped, name))
+        if ir3:
+            g.input.append(onnx.helper.make_tensor_value_info(
+                name, inits[n.input[1]].data_type, list(shaped.shape)))
+        n.input[1] = name
+    return proto
+
+
 def upgrade_opset(proto: Any, target: Optional[int] = None) -> Tuple[Any, int]:
     """(converted copy, opset reached): the smallest target >= MIN_TARGET (or `target`) the
     version converter manages and onnx's checker accepts. WorkbenchError naming the op the
@@ -52,7 +90,10 @@ def upgrade_opset(proto: Any, target: Optional[int] = None) -> Tuple[Any, int]:
     errors: List[str] = []
     for t in _targets(have, target):
         try:  # (the converter wants IR 3's initializer inputs kept: "Input 1 is undefined")
-            out = _modernize(onnx.version_converter.convert_version(copy.deepcopy(proto), t))
+            src = copy.deepcopy(proto)
+            if have < MIN_OPSET:
+                src = _channel_slopes(src)
+            out = _modernize(onnx.version_converter.convert_version(src, t))
             out.ir_version = max(out.ir_version, 7 if t >= 13 else 4)
             onnx.checker.check_model(out)
             return out, t
