@@ -539,6 +539,9 @@ def _ort_load_error(m: Any) -> Optional[str]:
 
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    # kernels are assigned without optimisations too; constant folding of generated weights
+    # (ConstantOfShape) would cost seconds
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
         return None
