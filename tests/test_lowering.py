@@ -176,3 +176,15 @@ def test_convert_reports_kept_nodes_with_reasons():
     b = convert(m, "bf16", calibration=[feed])
     onnx.checker.check_model(b.proto, full_check=True)
     assert any(t.data_type == BF16 for t in b.proto.graph.initializer)
+
+
+def test_sequence_operands_stay_fp32():
+    """onnx's simple/test_sequence_model1: a tensor inserted into a sequence of FLOAT tensors
+    must keep the sequence's element type (SequenceInsert binds both)."""
+    from pathlib import Path
+
+    path = (Path(onnx.__file__).parent / "backend" / "test" / "data" / "simple" /
+            "test_sequence_model1" / "model.onnx")
+    r = lower(onnx.load(str(path)), "fp16")
+    onnx.checker.check_model(r.proto, full_check=True)
+    assert any(why == "sequence/optional operands stay FP32" for why in r.kept.values())

@@ -219,6 +219,11 @@ def plan_node(node: Any, types: Mapping[str, int], opset: int, low: str, blocked
     ins = _bindings(schema, len(node.input), schema.inputs)
     outs = _bindings(schema, len(node.output), schema.outputs)
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    bound = {t for t, x in list(zip(ins, node.input)) + list(zip(outs, node.output)) if x and t}
+    if any(a.startswith(("seq(", "optional(", "map(")) for t in bound & set(allowed)
+           for a in allowed[t]):
+        p.why = "sequence/optional operands stay FP32"
+        return p
     want = TYPE_STR[low]
     float_params = set()
     bad_params = set()
