@@ -80,11 +80,21 @@ def _num(x: Any) -> str:
     return f"{x:.3g}" if isinstance(x, (int, float)) else str(x)
 
 
+def remaining_line(r: Dict[str, Any]) -> str:
+    """One unsupported entry after --auto: node and op (or 'the model as a whole' for a
+    graph-level refusal), the reason, and the next step."""
+    where = (f"{r['node']} ({r['op'] or 'unknown op'})" if r.get("node")
+             else f"the model as a whole{' (' + r['op'] + ')' if r.get('op') else ''}")
+    hint = r.get("hint") or ""
+    return f"{where}: {r.get('reason') or 'refused'}" + (f" - next: {hint}" if hint else "")
+
+
 def step_line(step: Dict[str, Any], backend: str) -> str:
     """One --auto step for the log: the change, whether it was kept, and what the parser says
     of the whole model afterwards (the model, not the step: a kept step is never 'unsupported')."""
     p = step["proposal"]
-    line = f"{p['recipe']} on {p['node']}: {'kept' if step.get('kept') else 'NOT kept'}"
+    line = f"{p['recipe']} on {p['node'] or 'the model'}: " \
+        f"{'kept' if step.get('kept') else 'NOT kept'}"
     v = step.get("verification") or {}
     if v.get("max_abs_diff") is not None:
         line += f", max abs diff {v['max_abs_diff']:.3g}"
@@ -202,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
               + (f"; end-to-end {v['status']}, max abs diff {_num(v['max_abs_diff'])}" if v else "")
               + (f"; supported by {args.backend}: {report['supported']}" if checking else ""))
         for r in report.get("remaining") or []:
-            print(f"  still unsupported: {r['node']} ({r['op']}): {r['reason']}")
+            print("  still unsupported: " + remaining_line(r))
         from workbench.surgery.history import history_lines
 
         for line in history_lines(hist.view(), show_earlier=args.all_history,

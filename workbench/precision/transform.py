@@ -2,9 +2,10 @@
 
 `convert(model, "fp16"|"bf16"|"int8"|"fp8"|"fp32", ...)` returns a new ModelProto the user can
 inspect, diff, run on CPU with onnxruntime and hand to any TensorRT:
-- FP16: Casts + FP16 weights via onnxconverter-common (what `polygraphy convert --fp-to-fp16` uses),
-  with per-node / per-op-type exclusions kept in FP32 and I/O kept FP32 on request.
-- BF16: our own cast pass (workbench.precision.casts), same exclusions.
+- FP16 / BF16: Casts + low-precision weights by our own lowering (workbench.precision.lowering:
+  If/Loop/Scan bodies, operands bound to one type, validity checked; onnxconverter-common, which
+  `polygraphy convert --fp-to-fp16` uses, breaks on those), per-node / per-op-type exclusions
+  kept in FP32, I/O kept FP32 on request; opset < 7 upgraded first.
 - INT8: Q/DQ pairs (zero point 0, symmetric, per-channel weights) from onnxruntime.quantization's
   quantize_static with entropy / minmax / percentile calibration on CPU.
 - FP8 (E4M3FN): the same Q/DQ placement, scales re-derived as amax/448 (workbench.precision.quantize).
@@ -19,7 +20,6 @@ run against FP32 on onnxruntime CPU and the errors go into the report.
 from __future__ import annotations
 
 import copy
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -323,57 +323,6 @@ def _count_ops(proto: Any) -> Dict[str, int]:
     return counts
 
 
-def _fp16(proto: Any, exclude_nodes: List[str], exclude_ops: List[str],
-          keep_io_types: bool) -> Any:
-    from onnxconverter_common import float16
-
-    block_ops = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(exclude_ops))
-    try:
-        with warnings.catch_warnings():  # clipping is reported as findings, not stderr noise
-            warnings.simplefilter("ignore", UserWarning)
-            out = float16.convert_float_to_float16(
-                proto, keep_io_types=keep_io_types, op_block_list=block_ops,
-                node_block_list=list(exclude_nodes), max_finite_val=FP16_MAX,
-                min_positive_val=6e-8)
-    except Exception as e:
-        raise WorkbenchError(f"FP16 conversion failed: {type(e).__name__}: {e}",
-                             hint="exclude the node named in the message (--exclude NODE) "
-                             "and report the model") from None
-    _repair_fp16(out, set(exclude_nodes), block_ops)
-    fold_round_trip_casts(out)
-    return out
-
-
-def _repair_fp16(proto: Any, blocked_nodes: set, blocked_ops: Sequence[str]) -> None:
-    """Fix two onnxconverter-common 1.16 slips that make invalid graphs (seen on BERT):
-    a converted `Cast(to=FLOAT)` whose output it retyped to FLOAT16 keeps `to=FLOAT`; and with
-    keep_io_types a graph output that is also read inside the graph is fed FP32 to FP16 nodes."""
-    import onnx
-
-    g = proto.graph
-    f16 = onnx.TensorProto.FLOAT16
-    vi = {v.name: v.type.tensor_type.elem_type for v in g.value_info}
-    blocked_ops = set(blocked_ops)
-    outputs = {o.name for o in g.output}
-    for n in g.node:
-        if n.op_type == "Cast" and vi.get(n.output[0]) == f16:
-            for a in n.attribute:
-                if a.name == "to" and a.i == onnx.TensorProto.FLOAT:
-                    a.i = f16
-    pre_cast = {n.output[0]: n.input[0] for n in g.node
-                if n.op_type == "Cast" and n.output[0] in outputs and
-                vi.get(n.input[0]) == f16 or (n.op_type == "Cast" and n.output[0] in outputs
-                                              and n.input[0].endswith("_cast_to_" + n.output[0]))}
-    for n in g.node:
-        if n.op_type == "Cast" and n.output and n.output[0] in outputs:
-            continue
-        if n.name in blocked_nodes or n.op_type in blocked_ops:
-            continue
-        for k, name in enumerate(n.input):
-            if name in pre_cast:
-                n.input[k] = pre_cast[name]
-
-
 def fold_round_trip_casts(proto: Any) -> int:
     """Remove FP32 -> FP16/BF16 -> FP32 Cast round trips between nodes kept in FP32.
 
@@ -431,38 +380,6 @@ def fold_round_trip_casts(proto: Any) -> int:
     return removed
 
 
-def _bf16(proto: Any, exclude_nodes: List[str], exclude_ops: List[str],
-          keep_io_types: bool) -> Tuple[Any, List[Finding]]:
-    """BF16 via workbench.precision.casts; raises the opset when an op only takes bfloat16 later
-    (Conv, pooling: opset 22), and keeps nodes FP32 when that is impossible."""
-    from workbench.precision.casts import DEFAULT_BLOCK_OPS, lower_float, min_opset_for, opset_of
-    from workbench.precision.quantize import ensure_opset
-
-    findings: List[Finding] = []
-    need = min_opset_for(proto, "tensor(bfloat16)", sorted(DEFAULT_BLOCK_OPS | set(exclude_ops)))
-    have = opset_of(proto)
-    if need > have:
-        try:
-            proto = ensure_opset(proto, need)
-            findings.append(Finding("info", "opset-raised",
-                                    f"opset raised {have} -> {need}: some ops of this graph "
-                                    f"accept bfloat16 only from opset {need}",
-                                    source="precision"))
-        except WorkbenchError as e:
-            findings.append(Finding("warning", "opset-not-raised",
-                                    f"could not raise opset {have} -> {need} ({e.message}); ops "
-                                    "without bfloat16 at this opset stay FP32", source="precision"))
-    unsupported: List[str] = []
-    out = lower_float(proto, "bf16", exclude_nodes=exclude_nodes, exclude_ops=exclude_ops,
-                      keep_io_types=keep_io_types, unsupported=unsupported)
-    if unsupported:
-        findings.append(Finding("warning", "bf16-unsupported-op",
-                                f"{len(unsupported)} node(s) stay FP32: their op takes no bfloat16 "
-                                f"at opset {opset_of(out)}: " + ", ".join(unsupported[:12]),
-                                nodes=unsupported, source="precision"))
-    return out, findings
-
-
 def _clipped_weights(proto: Any, limit: float, skip: set) -> List[Finding]:
     """Initializers beyond `limit` (they get clipped when converted)."""
     from onnx import numpy_helper
@@ -484,28 +401,6 @@ def _clipped_weights(proto: Any, limit: float, skip: set) -> List[Finding]:
                                hint="exclude its consumer(s) to keep it FP32: "
                                + " ".join(f"--exclude {u}" for u in users)))
     return out
-
-
-def _kept_fp32(before: Any, after: Any, target: str, exclude_nodes: List[str],
-               exclude_ops: List[str], default_ops: Iterable[str]) -> Tuple[List[str], Finding]:
-    """Float-computing nodes that stayed FP32 (user exclusions + the converter's block list)."""
-    names = []
-    default_ops = set(default_ops)
-    for n in before.graph.node:
-        if n.name in exclude_nodes or n.op_type in exclude_ops or n.op_type in default_ops:
-            names.append(n.name)
-    why = []
-    if exclude_nodes:
-        why.append(f"{len(exclude_nodes)} excluded by name")
-    if exclude_ops:
-        why.append(f"op types {', '.join(exclude_ops)} excluded")
-    d = [n for n in names if n not in exclude_nodes and
-         next(x for x in before.graph.node if x.name == n).op_type not in exclude_ops]
-    if d:
-        why.append(f"{len(d)} on the converter's FP32 list")
-    msg = (f"{len(names)} node(s) kept in FP32" + (f" ({'; '.join(why)})" if why else "")
-           + (": " + ", ".join(names[:12]) + (" ..." if len(names) > 12 else "") if names else ""))
-    return names, Finding("info", "kept-fp32", msg, nodes=names, source="precision")
 
 
 def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (),
@@ -686,23 +581,79 @@ def keep_fp32(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[s
 
 
 def fp16_casts(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, Any]]:
-    """FP16 Casts + weights (onnxconverter-common), exclusions kept FP32."""
-    from onnxconverter_common import float16
-
-    out = _fp16(proto, job.exclude_nodes, job.exclude_ops, job.keep_io_types)
-    kept, f = _kept_fp32(proto, out, job.target, job.exclude_nodes, job.exclude_ops,
-                         float16.DEFAULT_OP_BLOCK_LIST)
-    return out, [f], {"kept_fp32": kept}
+    """FP16 Casts + weights (workbench.precision.lowering), exclusions kept FP32."""
+    return _lowered(proto, job, "fp16")
 
 
 def bf16_casts(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, Any]]:
-    """BF16 Casts + weights (workbench.precision.casts), exclusions kept FP32."""
-    from workbench.precision.casts import DEFAULT_BLOCK_OPS
+    """BF16 Casts + weights (workbench.precision.lowering), exclusions kept FP32."""
+    return _lowered(proto, job, "bf16")
 
-    out, findings = _bf16(proto, job.exclude_nodes, job.exclude_ops, job.keep_io_types)
-    kept, f = _kept_fp32(proto, out, job.target, job.exclude_nodes, job.exclude_ops,
-                         DEFAULT_BLOCK_OPS)
-    return out, findings + [f], {"kept_fp32": kept}
+
+def _lowered(proto: Any, job: TransformJob, low: str) -> Tuple[Any, List[Finding], Dict[str, Any]]:
+    """Both float targets: upgrade an old opset first (the parser and onnxruntime need >= 7;
+    BF16 needs the opset where the graph's ops take bfloat16), then lower (subgraphs
+    included), then say which nodes stayed FP32 and why."""
+    from workbench.precision.lowering import BLOCK_OPS, lower
+
+    findings: List[Finding] = []
+    proto = _upgraded(proto, low, job.exclude_ops, findings)
+    res = lower(proto, low, exclude_nodes=job.exclude_nodes, exclude_ops=job.exclude_ops,
+                keep_io_types=job.keep_io_types, block_ops=BLOCK_OPS)
+    kept = sorted(res.kept)
+    why: Dict[str, int] = {}
+    for reason in res.kept.values():
+        why[reason] = why.get(reason, 0) + 1
+    msg = (f"{len(kept)} node(s) kept in FP32"
+           + (" (" + "; ".join(f"{k}: {v}" for k, v in sorted(why.items())) + ")" if why else "")
+           + (": " + ", ".join(kept[:12]) + (" ..." if len(kept) > 12 else "") if kept else ""))
+    findings.append(Finding("info", "kept-fp32", msg, nodes=kept, source="precision",
+                            extra={"reasons": dict(res.kept)}))
+    if low == "bf16":
+        unsupported = [n for n, r in res.kept.items() if "takes no BF16" in r]
+        if unsupported:
+            findings.append(Finding(
+                "warning", "bf16-unsupported-op",
+                f"{len(unsupported)} node(s) stay FP32: their op takes no bfloat16 at opset "
+                f"{_opset(res.proto)}: " + ", ".join(unsupported[:12]), nodes=unsupported,
+                source="precision"))
+    return res.proto, findings, {"kept_fp32": kept, "casts_lowering": res.casts}
+
+
+def _opset(proto: Any) -> int:
+    return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _upgraded(proto: Any, low: str, exclude_ops: Sequence[str], findings: List[Finding]) -> Any:
+    """The model at an opset the lowering can use: >= 7 always (pre-7 broadcasting is refused
+    by TensorRT's parser and onnxruntime), for BF16 the opset where its ops take bfloat16."""
+    from workbench.precision.casts import DEFAULT_BLOCK_OPS, min_opset_for
+    from workbench.precision.quantize import ensure_opset
+    from workbench.surgery.recipes.opset import MIN_OPSET, upgrade_opset
+
+    have = _opset(proto)
+    if have and have < MIN_OPSET:
+        proto, target = upgrade_opset(proto)
+        findings.append(Finding("info", "opset-raised",
+                                f"opset raised {have} -> {target} (onnx version converter): "
+                                f"TensorRT and onnxruntime refuse pre-opset-7 models",
+                                source="precision"))
+        have = target
+    if low != "bf16":
+        return proto
+    need = min_opset_for(proto, "tensor(bfloat16)", sorted(DEFAULT_BLOCK_OPS | set(exclude_ops)))
+    if need > have:
+        try:
+            proto = ensure_opset(proto, need)
+            findings.append(Finding("info", "opset-raised",
+                                    f"opset raised {have} -> {need}: some ops of this graph "
+                                    f"accept bfloat16 only from opset {need}",
+                                    source="precision"))
+        except WorkbenchError as e:
+            findings.append(Finding("warning", "opset-not-raised",
+                                    f"could not raise opset {have} -> {need} ({e.message}); ops "
+                                    "without bfloat16 at this opset stay FP32", source="precision"))
+    return proto
 
 
 def qdq(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, Any]]:

@@ -401,6 +401,16 @@ def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any
                                                   tensor=t.name, value=name), "static",
                                  hint=_hint(rule["hint"], model, None, allowed=allowed),
                                  code=rule["id"], tensor=t.name)
+        elif kind == "opset_below":
+            ops = set(rule.get("ops") or ())
+            for imp in model.proto.opset_import:
+                if imp.domain in DEFAULT_DOMAINS and 0 < imp.version < rule["min"]:
+                    hits = sorted({n.op_type for n in g.node if n.op_type in ops})
+                    if ops and not hits:
+                        continue
+                    yield _entry(None, None, _fmt(rule["reason"], value=imp.version,
+                                                  ops=", ".join(hits)), "static",
+                                 hint=_hint(rule["hint"], model, None), code=rule["id"])
         elif kind == "loop_unbounded_counter":
             for site in _walk(model.index, functions=_functions(model)):
                 node, nid, path, scope = site.node, site.nid, site.path, site.scope

@@ -296,6 +296,14 @@ GRAPH_RULES: Dict[str, Dict[str, Any]] = {
                   "then ('Node input was not registered')",
         "hint": "give the Loop a finite max trip count (an initializer), or stop reading the "
                 "iteration counter in the body"},
+    "old-opset": {
+        "check": "opset_below", "min": 7,
+        # the ops whose pre-7 `broadcast` semantics the parser refuses (others import fine)
+        "ops": ["Add", "Sub", "Mul", "Div", "Pow", "Gemm", "PRelu", "And", "Or", "Xor",
+                "Equal", "Greater", "Less", "Max", "Min", "Sum", "Mean"],
+        "reason": "opset {value} is older than 7: TensorRT's parser refuses pre-opset-7 "
+                  "broadcasting ({ops}) for the model as a whole",
+        "hint": "re-export the model with opset >= 13"},
     "unsupported-io-dtype": {
         "check": "io_dtypes", "allowed": MATRIX_DTYPES,
         "reason": "{where} '{tensor}' has type {value}, which TensorRT does not support",

@@ -59,9 +59,11 @@ def default_checker(backend: str = "tensorrt-rtx", client: Any = None) -> Checke
 
 
 def brief(report: SupportReport) -> List[Dict[str, Any]]:
-    """The failing nodes of a report as {node, op, reason, source} (for logs and steps)."""
+    """The failing nodes of a report as {node, op, reason, source, hint} (for logs and
+    steps)."""
     return [{"node": u.get("node") or "", "op": u.get("op") or "",
-             "reason": u.get("reason") or "", "source": u.get("source") or ""}
+             "reason": u.get("reason") or "", "source": u.get("source") or "",
+             "hint": u.get("hint") or ""}
             for u in report.unsupported]
 
 
