@@ -267,3 +267,32 @@ def test_cli_compares_a_polygraphy_recorded_run(tmp_path, capsys):
     rc = cli_main(["compare", str(OVERFLOW), "--candidate-results", str(tmp_path / "theirs.json"),
                    "--results-runner", "nope", "--inputs", str(tmp_path / "in.npz")])
     assert rc == 2 and "trt-runner-N0" in capsys.readouterr().err
+
+
+def test_a_marked_build_that_fails_is_split_and_unmarkable_tensors_are_named(overflow_feeds):
+    """TensorRT 8.6 refuses to build BERT with every tensor marked (Myelin's ForeignNode has no
+    implementation once its insides are outputs). A failing marked build is retried as halves;
+    tensors whose marking alone breaks the build are named in a finding, the rest compared."""
+    from workbench.errors import WorkbenchError
+
+    cand = convert(OVERFLOW, "fp16", measure=False).proto
+    names = compare_tensors(OVERFLOW)
+    poison = names[2]
+    inner = onnx_candidate(cand)
+    builds = []
+
+    def flaky(marked):
+        builds.append(list(marked))
+        if poison in marked:
+            raise WorkbenchError("TensorRT failed to build the engine: Could not find any "
+                                 "implementation for node {ForeignNode[...]}")
+        return inner(marked)
+
+    rep = engine_layerwise(OVERFLOW, flaky, overflow_feeds, tensors=names, precision="fp16")
+    assert rep.unmarkable == [poison]
+    compared = {t.tensor for t in rep.tensors}
+    assert poison not in compared and compared == set(names) - {poison}
+    assert sum(len(c) for c in rep.chunks) == len(names) - 1
+    f = [x for x in rep.findings if x.code == "marking-breaks-build"]
+    assert len(f) == 1 and poison in f[0].tensors and "--mark boundaries" in f[0].hint
+    assert len(builds) <= 2 + 2 * 3 + 1  # unmarked + first try + at most 3 levels of halves

@@ -151,10 +151,18 @@ def test_bert_fp16_mark_all_observer_check(trt_worker, tmp_path):
                          memory_budget_mb=64, client=trt_worker)
     _print_report("bert mark-all", rep)
     assert rep.marking == "all" and any(f.code == "mark-all" for f in rep.findings)
-    assert len(rep.observer) == len(rep.chunks) >= 1 and len(rep.tensors) > 50
+    # TensorRT 8.6 cannot build this BERT with every tensor marked (seen on the H200: "Could
+    # not find any implementation for node {ForeignNode[...]}"): failing builds are split, the
+    # tensors that cannot be marked are named, whatever builds is compared and observed
+    assert rep.unmarkable or rep.chunks
+    if rep.unmarkable:
+        assert any(f.code == "marking-breaks-build" for f in rep.findings)
+    assert len(rep.observer) == len(rep.chunks)
+    assert len(rep.tensors) + len(rep.unmarkable) + rep.unmatched > 50
     assert rep.marking_changed_outputs == any(f.code == "marking-changed-outputs"
                                               for f in rep.findings)
-    print("[bert mark-all] marking changed the answer:", rep.marking_changed_outputs)
+    print("[bert mark-all] marking changed the answer:", rep.marking_changed_outputs,
+          "unmarkable:", len(rep.unmarkable), "compared:", len(rep.tensors))
 
 
 def _planted_overflow(d: int = 1024, blocks: int = 6, seed: int = 4) -> onnx.ModelProto:

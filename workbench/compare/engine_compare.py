@@ -174,6 +174,8 @@ class EngineCompareReport(LayerwiseReport):
     peak_rss_mb: float = 0.0
     budget_mb: Optional[float] = None
     seconds: float = 0.0
+    unmarkable: List[str] = field(default_factory=list)  # marking them broke the build
+    unmarkable_reason: str = ""
 
     @property
     def marking_changed_outputs(self) -> bool:
@@ -190,8 +192,12 @@ class EngineCompareReport(LayerwiseReport):
                  observer=self.observer, marking_changed_outputs=self.marking_changed_outputs,
                  stats_path=self.stats_path, kept=self.kept, fp16_range=self.fp16_range,
                  culprit_groups=self.culprit_groups(), peak_rss_mb=self.peak_rss_mb,
-                 budget_mb=self.budget_mb, seconds=self.seconds)
+                 budget_mb=self.budget_mb, seconds=self.seconds,
+                 unmarkable=self.unmarkable, unmarkable_reason=self.unmarkable_reason)
         return d
+
+
+MAX_SPLIT_DEPTH = 3  # a marked build that fails is retried as halves this many times
 
 
 def _fp16_exceed(arrays: Sequence[np.ndarray]) -> int:
@@ -301,12 +307,29 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
     groups = _groups(ref_p, compared, compared | set(outs))
     fh = stats.open("w", encoding="utf-8") if stats is not None else None
     try:
-        for k, chunk in enumerate(chunks):
+        queue = [(list(c), 0) for c in chunks]
+        done_chunks: List[List[str]] = []
+        while queue:
+            chunk, depth = queue.pop(0)
+            k = len(done_chunks)
             if on_chunk is not None:
-                on_chunk(k, len(chunks))
+                on_chunk(k, len(done_chunks) + len(queue) + 1)
+            try:
+                cand_out = candidate(list(chunk)).infer_all(feeds)
+            except WorkbenchError as e:
+                # marking these tensors can make TensorRT fail (a fused Myelin/ForeignNode
+                # region has no implementation once its insides are outputs): mark fewer
+                if len(chunk) > 1 and depth < MAX_SPLIT_DEPTH:
+                    half = len(chunk) // 2
+                    queue[:0] = [(chunk[:half], depth + 1), (chunk[half:], depth + 1)]
+                else:
+                    report.unmarkable.extend(chunk)
+                    report.unmarkable_reason = report.unmarkable_reason or \
+                        " ".join(str(e).split())[:300]
+                continue
+            done_chunks.append(chunk)
             ref_run = OnnxRuntimeRunner(mark_outputs(ref_p, chunk), outputs=chunk + outs)
             ref_out = ref_run.infer_all(feeds)
-            cand_out = candidate(list(chunk)).infer_all(feeds)
             if not observer:  # (a recorded run: every chunk is the same run)
                 cand_out = [{n: o[n] for n in chunk if n in o} for o in cand_out]
             obs = None
@@ -357,6 +380,7 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
             if fh is not None:
                 fh.flush()
             del ref_out, cand_out
+        report.chunks = done_chunks
     finally:
         if fh is not None:
             fh.close()
@@ -381,6 +405,17 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
 
 
 def _findings(report: EngineCompareReport) -> None:
+    if report.unmarkable:
+        names = report.unmarkable
+        report.findings.append(Finding(
+            "warning", "marking-breaks-build",
+            f"TensorRT could not build the engine with {len(names)} of these tensors marked as "
+            f"outputs ({report.unmarkable_reason}); they were not compared, e.g. "
+            + ", ".join(f"'{n}'" for n in names[:4]) + (" ..." if len(names) > 4 else ""),
+            tensors=names[:20], source="compare",
+            hint="marking the insides of a fused (Myelin/ForeignNode) region can leave TensorRT "
+                 "without an implementation: use the default --mark boundaries, or name fewer "
+                 "tensors"))
     changed = [o for o in report.observer if not o["same_answer"]]
     if changed:
         o = changed[0]
