@@ -71,6 +71,11 @@ def test_resnet50_matrix_on_the_gpu_with_latency_and_engine_accuracy(gpu_rig, re
             shutil.copy(tmp_path / "m" / f, Path(out) / f"matrix_{f}")
     by = {r["precision"]: r for r in res.results}
     for prec, r in by.items():
+        print(f"[matrix] {prec}: {r['status']} size {r.get('size_bytes', 0) / 1e6:.1f} MB, build "
+              f"{r.get('build_seconds')} s, P50 {r.get('latency_p50_ms')} ms, P99 "
+              f"{r.get('latency_p99_ms')} ms, {r.get('throughput_qps')} qps, error_rel "
+              f"{r.get('error_rel')} ({r.get('accuracy_source')}), gpus {r.get('gpus')}")
+    for prec, r in by.items():
         assert r["status"] == "ok", (prec, r.get("error"))
         assert r["backend"] == "tensorrt" and len(r["gpus"]) == 1  # Ray gave it one GPU
         assert r["size_bytes"] > 10e6 and Path(r["engine_path"]).is_file()
