@@ -35,8 +35,8 @@ import numpy as np
 
 from workbench.comparison import SENTINEL, compare_outputs, compare_tensor, infer_precision
 from workbench.compare.layer_compare import (LayerwiseReport, TensorError, added_error,
-                                            constant_tensors, plan_chunks, tensor_bytes,
-                                            weightless)
+                                            constant_tensors, divergence_findings, plan_chunks,
+                                            tensor_bytes, weightless)
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision.table import tolerances
 from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto, make_runner, samples_in
@@ -441,21 +441,4 @@ def _findings(report: EngineCompareReport) -> None:
             f"'{names[0]}' ({report.fp16_range[names[0]]} values)", tensors=names[:10],
             hint="keep their producers in FP32 (workbench compare --to fp16 bisects them)",
             source="compare"))
-    fd = report.first_divergence
-    if fd is not None:
-        report.findings.append(Finding(
-            "warning", "first-divergence",
-            f"first tensor beyond tolerance: '{fd.tensor}' from node '{fd.node}' ({fd.op}), "
-            f"max abs error {fd.max_abs:.3g}, relative {fd.rel:.3g}",
-            nodes=[fd.node], tensors=[fd.tensor], op=fd.op, source="compare"))
-    for t in report.culprits():
-        what = ("turns finite inputs into inf/NaN (overflow)" if not math.isfinite(t.added)
-                else f"adds relative error {t.added:.3g}")
-        members = [n for n in report.groups.get(t.tensor, []) if n != t.node]
-        inside = f" (engine layer also holds {', '.join(members[:4])})" if members else ""
-        report.findings.append(Finding(
-            "warning" if report.outputs_pass else "error", "precision-loss",
-            f"node '{t.node}' ({t.op}) {what}{inside}", nodes=[t.node] + members,
-            tensors=[t.tensor], op=t.op,
-            hint=f"keep it in higher precision: workbench precision --exclude {t.node}",
-            source="compare"))
+    report.findings.extend(divergence_findings(report, report.groups))

@@ -57,18 +57,8 @@ PASS_THROUGH_OPS = frozenset({
 
 # ----------------------------------------------------------------------------- running
 def run_all(proto: Any, feeds: Sequence[Feed], runner: str = "onnxruntime") -> List[Feed]:
-    """Every node output of `proto` for each feed. runner: onnxruntime | reference."""
-    r = make_runner(runner, proto, mark_all=True)
-    try:
-        r.start()
-    except WorkbenchError:
-        raise
-    except Exception as e:
-        raise WorkbenchError(f"{r.name} cannot load the model: {' '.join(str(e).split())[:300]}",
-                             hint="check it with `workbench inspect`; try --runner reference"
-                             if r.name == "onnxruntime" else "check it with `workbench inspect`"
-                             ) from None
-    return r.infer_all(feeds)
+    """Every node output of `proto` for each feed. runner: onnxruntime | emulate | reference."""
+    return _started(runner, proto).infer_all(feeds)
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -405,9 +395,18 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
                                            else ""),
                 prev.op if prev else "", prev.added if prev else 0.0))
     report.runs = runs
+    report.findings.extend(divergence_findings(report))
+    return report
+
+
+def divergence_findings(report: "LayerwiseReport",
+                        groups: Optional[Dict[str, List[str]]] = None) -> List[Finding]:
+    """The first divergence and one finding per culprit (the node to keep in FP32); `groups`:
+    the other ONNX nodes of each tensor's fused engine layer, named beside the culprit."""
+    out: List[Finding] = []
     fd = report.first_divergence
     if fd is not None:
-        report.findings.append(Finding(
+        out.append(Finding(
             "warning", "first-divergence",
             f"first tensor beyond tolerance: '{fd.tensor}' from node '{fd.node}' ({fd.op}), "
             f"max abs error {fd.max_abs:.3g}, relative {fd.rel:.3g}",
@@ -415,12 +414,15 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     for t in report.culprits():
         what = ("turns finite inputs into inf/NaN (overflow)" if not math.isfinite(t.added)
                 else f"adds relative error {t.added:.3g}")
-        report.findings.append(Finding(
+        members = [n for n in (groups or {}).get(t.tensor, []) if n != t.node]
+        inside = f" (engine layer also holds {', '.join(members[:4])})" if members else ""
+        out.append(Finding(
             "warning" if report.outputs_pass else "error", "precision-loss",
-            f"node '{t.node}' ({t.op}) {what}", nodes=[t.node], tensors=[t.tensor], op=t.op,
+            f"node '{t.node}' ({t.op}) {what}{inside}", nodes=[t.node] + members,
+            tensors=[t.tensor], op=t.op,
             hint=f"keep it in higher precision: workbench precision --exclude {t.node}",
             source="compare"))
-    return report
+    return out
 
 
 # ----------------------------------------------------------------------------- RunResults
