@@ -1,4 +1,4 @@
-"""Notebook views over `workbench` (ipywidgets + plotly FigureWidget, one anywidget graph view).
+"""Notebook views over `workbench` (ipywidgets + plotly figures (`Figure`), one anywidget graph view).
 
 Dependencies point one way: widgets import workbench, never the reverse. Panels are imported
 lazily so that `import widgets` stays cheap:
@@ -21,6 +21,7 @@ _LAZY = {
     "TimingPanel": "widgets.timing",
     "ComparePanel": "widgets.compare",
     "MatrixPanel": "widgets.matrix",
+    "Figure": "widgets.figure",
 }
 
 __all__ = sorted(_LAZY)

@@ -22,10 +22,10 @@ import math
 from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
-import plotly.graph_objects as go
 
 from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, error_text, esc,
                           fit, short_label)
+from widgets.figure import Figure
 from workbench import compare
 from workbench.errors import WorkbenchError
 
@@ -89,7 +89,7 @@ class ComparePanel(PanelBase, W.VBox):
         self.search_btn = W.Button(description=f"Find FP32 nodes ({target})" if target else
                                    "Find FP32 nodes", icon="search", disabled=target is None,
                                    layout=fit())
-        self.figure = go.FigureWidget(layout=dict(
+        self.figure = Figure(layout=dict(
             height=440, autosize=True, margin=dict(l=50, r=10, t=30, b=40),
             yaxis=dict(type="log", title="relative error"),
             xaxis=dict(title="tensor (topological order)", automargin=True),

@@ -26,6 +26,7 @@ from workbench.model import Model, open_model
 
 from widgets.base import (MUTED_COLOUR, OK_COLOUR, SEVERITY_COLOURS, BackgroundTask, FindingsList,
                           PanelBase, StatusLine, error_text, esc, fill, findings_html, fit)
+from widgets.figure import Figure
 
 DYN_STYLE = "background:#fff3cd;color:#7a5b00;border-radius:3px;padding:0 3px;font-weight:600"
 CARD_STYLE = ("border:1px solid #ddd;border-radius:6px;padding:6px 10px;margin:2px 6px 2px 0;"
@@ -70,7 +71,7 @@ class Inspector(PanelBase, W.VBox):
 
         self.title = W.HTML()
         self.cards = W.HBox(layout=W.Layout(flex_flow="row wrap"))
-        self.op_figure = go.FigureWidget(
+        self.op_figure = Figure(
             data=[go.Bar(x=[], y=[], orientation="h", marker_color="#4c78a8",
                          hovertemplate="%{y}: %{x}<extra></extra>")],
             # a set width: plotly's default (700 px, kept when the widget is laid out before

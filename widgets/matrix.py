@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import ipywidgets as W
-import plotly.graph_objects as go
 
 from widgets.base import PanelBase, esc, fill, fit
+from widgets.figure import Figure
 from workbench.matrix.plan import plan_matrix
 from workbench.matrix.run import MatrixResult, run_matrix
 from workbench.matrix.table import pareto_axes, pareto_front, results_frame
@@ -71,7 +71,7 @@ class MatrixPanel(PanelBase, W.VBox):
         self.progress = W.IntProgress(value=0, min=0, max=1, layout=fill())
         self.table_html = W.HTML("", layout=W.Layout(width="auto", overflow="auto"))
         self.note = W.HTML("")
-        self.figure = go.FigureWidget(layout=dict(autosize=True, height=420,
+        self.figure = Figure(layout=dict(autosize=True, height=420,
                                                   template="plotly_white"))
         self.run_btn.on_click(lambda _: self.start())
         self.cancel_btn.on_click(lambda _: self.cancel())

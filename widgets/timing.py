@@ -17,7 +17,6 @@ import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import ipywidgets as W
-import plotly.graph_objects as go
 
 from workbench.errors import WorkbenchError
 from workbench.timing import LayerTable, compare, lint, node_comparison, summarize
@@ -25,6 +24,7 @@ from workbench.graphindex import scope_parts
 from workbench.render import timing_figures as figures
 
 from widgets.base import FindingsList, esc, fit, short_label
+from widgets.figure import Figure
 
 HEAT_COLORS = ["#fff5d6", "#fdd49e", "#fc8d59", "#e34a33", "#b30000"]
 NO_TIME_COLOR = "#d9d9d9"
@@ -108,9 +108,9 @@ class TimingPanel(W.VBox):
         self.top = W.BoundedIntText(value=top, min=5, max=max(5, len(self.table)), description="layers")
         self.header = W.HTML(self._header_html())
         self.detail = W.HTML("<i>click a bar to see the layer and its ONNX nodes</i>")
-        self.bars = go.FigureWidget(fitted_bars(figures.layer_bars(self.table, "type", top)))
+        self.bars = Figure(fitted_bars(figures.layer_bars(self.table, "type", top)))
         self._wire_clicks()
-        self.treemap = (go.FigureWidget(fitted(figures.scope_treemap(self.table)))
+        self.treemap = (Figure(fitted(figures.scope_treemap(self.table)))
                         if self.table.has_times else None)
         if self.treemap is not None:
             self.treemap.data[0].on_click(self._on_treemap_click)
@@ -121,14 +121,14 @@ class TimingPanel(W.VBox):
         self.heat_btn.on_click(lambda _b: self.heatmap())
         self.compare_fig = self.nodes_fig = None
         if self.comparison is not None and self.table.has_times and self.vs_table.has_times:
-            self.compare_fig = go.FigureWidget(fitted(figures.compare_types(self.comparison)))
+            self.compare_fig = Figure(fitted(figures.compare_types(self.comparison)))
             nc = node_comparison(self.vs_table, self.table, (self.names[1], self.names[0]))
-            self.nodes_fig = go.FigureWidget(fitted(figures.compare_nodes(
+            self.nodes_fig = Figure(fitted(figures.compare_nodes(
                 nc, (self.names[1], self.names[0]))))
         prof = self.table.profile
         self.latency_fig = None
         if prof is not None and prof.latency_ms is not None and len(prof.latency_ms):
-            self.latency_fig = go.FigureWidget(fitted(figures.latency_figure(prof.latency_ms,
+            self.latency_fig = Figure(fitted(figures.latency_figure(prof.latency_ms,
                                                                              prof.throughput)))
         self.findings_html = FindingsList()
         self.findings_html.show(self.findings, empty="no lint findings", limit=None)

@@ -92,8 +92,9 @@ def views(locator: Any) -> Any:
                            ".p-Collapse-header")
 
 
-# A plotly FigureWidget now and then stays on its empty placeholder under load (seen for the
-# Inspector's histogram; cause not found yet): reported as a warning, not a layout failure.
+# A figure that stays on its empty placeholder is a failure. (plotly's own FigureWidget did, now
+# and then, under load: anywidget gives a model 2 s to load plotly's 4.9 MB module; the panels use
+# widgets.figure.Figure, which loads it once per page outside that window.)
 UNDRAWN = "never drew its figure:"
 DRAWN_JS = r"""
 (root) => [...root.querySelectorAll('.js-plotly-plot')].filter((gd) => {

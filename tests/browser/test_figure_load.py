@@ -1,0 +1,66 @@
+"""plotly figures in JupyterLab + chromium: `widgets.figure.Figure` (the panels' figure), several at
+once, loads plotly's module once per page and keeps the updates sent while the page still loads it
+(replayed in order). plotly's own FigureWidget is reported beside it: it loads the 4.9 MB module
+once per figure inside anywidget's 2 s initialize window, which on a loaded machine leaves some
+figures empty for good."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+DRAWN = r"""
+(sel) => [...document.querySelectorAll(sel + ' .js-plotly-plot')].map((gd) => ({
+  drawn: !!(gd.data && gd.data.length && gd._fullLayout),
+  title: (gd._fullLayout && gd._fullLayout.title && gd._fullLayout.title.text) || '',
+  ys: gd.data && gd.data[0] ? Array.from(gd.data[0].y) : [],
+}))
+"""
+
+
+def cells(kind: str, n: int) -> list:
+    make = ("from widgets.figure import Figure as F" if kind == "ours"
+            else "from plotly.graph_objects import FigureWidget as F")
+    return [
+        "import ipywidgets as w\n" + make + "\n"
+        f"figs = [F(layout=dict(height=180, width=260)) for _ in range({n})]\n"
+        "for i, f in enumerate(figs):\n    f.add_bar(x=['a', 'b'], y=[i, i + 1])\n"
+        f"box = w.HBox(figs); box.add_class('{kind}-figs'); display(box)\n"
+        # sent right after the views were asked for: they reach a page still loading plotly
+        "for i, f in enumerate(figs):\n    f.layout.title = f'late {i}'\n    f.data[0].y = [10 + i, 20 + i]\n",
+    ]
+
+
+def states(lab, kind: str, n: int, timeout_ms: int = 60000) -> list:
+    waited, got = 0, []
+    while waited < timeout_ms:
+        got = lab.page.evaluate(DRAWN, f".{kind}-figs")
+        if len(got) == n and all(g["drawn"] and g["title"].startswith("late") for g in got):
+            break
+        lab.page.wait_for_timeout(500)
+        waited += 500
+    return got
+
+
+def test_figures_load_plotly_once_and_keep_updates_sent_while_loading(lab):
+    n = 4
+    errors = []
+    lab.page.on("console", lambda m: errors.append(m.text) if "Failed to initialize" in m.text else None)
+    lab.page.on("pageerror", lambda e: errors.append(str(e)) if "Failed to initialize" in str(e) else None)
+    lab.open_notebook("figs.ipynb", cells("ours", n))
+    lab.run_all(timeout=300)
+    ours = states(lab, "ours", n)
+    stats = lab.page.evaluate("() => globalThis.__trtWorkbenchFigures")
+    lab.run_cell(cells("plain", n)[0], timeout=120)
+    plain = states(lab, "plain", n, timeout_ms=30000)
+    lab.screenshot("figures-load.png")
+    print("plotly FigureWidget on the same page:",
+          sum(g["drawn"] for g in plain), "of", n, "drew;", len(errors), "anywidget initialize timeouts")
+    assert len(ours) == n, ours
+    assert stats["loads"] == 1, stats                     # one plotly module for n figures
+    assert stats["replayed"] > 0, stats                   # the late updates did arrive while loading
+    for i, g in enumerate(sorted(ours, key=lambda g: g["title"])):
+        assert g["drawn"], ours
+        assert g["title"] == f"late {i}", ours           # the relayout sent while loading
+        assert g["ys"] == [10 + i, 20 + i], ours          # the restyle sent while loading
+    assert not lab.blocked, lab.blocked
