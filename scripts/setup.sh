@@ -11,6 +11,7 @@ python3 -m pip install -q -e ".[test]"
 # byte-compile as a regular (non-editable) install does: with PYTHONDONTWRITEBYTECODE set, every
 # `workbench` call would otherwise recompile each module it imports (tens of ms per call)
 python3 -m compileall -q workbench widgets >/dev/null
+bash scripts/git_filters.sh   # running the notebooks leaves `git status` clean
 PKGS=""
 command -v chromium >/dev/null 2>&1 || PKGS="$PKGS chromium"   # browser tests
 command -v dot >/dev/null 2>&1 || PKGS="$PKGS graphviz"        # graph layout vs Graphviz dot
