@@ -40,12 +40,14 @@ class BisectResult:
     evaluations: List[Dict[str, Any]] = field(default_factory=list)
     rows: List[Dict[str, Any]] = field(default_factory=list)  # accuracy vs latency per prefix
     message: str = ""
+    build_config: Dict[str, Any] = field(default_factory=dict)  # engine route: what was built
 
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "route": self.route, "excluded": self.excluded,
                 "suggested_exclusions": self.excluded, "passed": self.passed,
                 "candidates": self.candidates, "evaluations": self.evaluations,
-                "rows": self.rows, "message": self.message}
+                "rows": self.rows, "message": self.message,
+                **({"build_config": self.build_config} if self.build_config else {})}
 
     def table(self) -> str:
         """The accuracy-vs-latency table as text."""
@@ -63,7 +65,7 @@ class BisectResult:
 
 
 def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[str]], Any], *,
-                      latency: Optional[Callable[[Sequence[str]], float]] = None,
+                      latency: Optional[Callable[[Sequence[str]], Any]] = None,
                       target: str = "fp16", route: str = "", minimise: bool = True,
                       max_minimise: int = 8) -> BisectResult:
     """See the module docstring. `evaluate` returns a `workbench.comparison.Comparison`."""
@@ -116,7 +118,11 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
                                "passed": bool(c.passed), "worst_rel": _num(_worst(c)),
                                "p50_ms": None, "cost_ms": None}
         if latency is not None:
-            ms = float(latency(excl))
+            got = latency(excl)  # P50 ms, or {"p50_ms": ..., more figures for the row}
+            if isinstance(got, dict):
+                row.update({k: v for k, v in got.items() if k != "p50_ms"})
+                got = got["p50_ms"]
+            ms = float(got)
             row["p50_ms"] = ms
             row["cost_ms"] = None if prev_ms is None else ms - prev_ms
             prev_ms = ms
