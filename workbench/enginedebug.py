@@ -29,7 +29,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from workbench.build.engine import BuildConfig, backend_info, build_engine, inspect_engine
+from workbench.build.engine import (BuildConfig, BuildFailed, backend_info, build_engine,
+                                   inspect_engine)
 from workbench.build.result import BuildResult
 from workbench.compare.bisect import BisectResult, bisect_exclusions, suspects
 from workbench.compare.engine_compare import (EngineCompareReport, boundary_tensors,
@@ -254,6 +255,14 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
             out["layers_ms"] = float(prof.layers["median_ms"].sum())
         return out
 
+    note = ""
+    if config.layer_precision == "obey":  # a layer TensorRT cannot run in the target type
+        try:                              # fails the obeying build: prefer the constraints
+            engines[()] = build_engine(proto, config, client=client, timeout=timeout)
+        except BuildFailed as e:
+            note = (f"; TensorRT could not obey every layer in {config.entry.layer_dtype} "
+                    f"({e.message[:200]}): the constraints were preferred instead")
+            config = config.replace(layer_precision="prefer")
     if candidates is None:
         if report is None:  # where the fusion-aware compare puts the error
             report = compare_engine(proto, config, feeds, atol=atol, rtol=rtol, client=client,
@@ -262,6 +271,7 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     res = bisect_exclusions(list(candidates), evaluate, latency=cost if latency else None,
                             target=config.precision, route=_route_name(config))
     res.build_config = config.to_dict()
+    res.message += note
     return res
 
 
