@@ -164,3 +164,27 @@ def test_rtx_build_refuses_the_builder_flag_route_with_layer_precision(tmp_path)
         assert e.value.field == "route"
     finally:
         w.close()
+
+
+def test_suspects_put_a_fused_overflow_first_even_when_its_tensors_are_not_compared():
+    """The engine fuses the planted square and sum into the layer that outputs the norm, so
+    their tensors are never compared; the nodes of that layer still come first, upstream
+    first, ahead of the culprits by added error (CPU stand-in: the FP16 ONNX on onnx's
+    reference evaluator, compared only at the 'layer boundaries' an engine would have)."""
+    import numpy as np
+
+    from workbench.compare.bisect import suspects
+    from workbench.compare.engine_compare import engine_layerwise, onnx_candidate
+    from workbench.precision.transform import convert
+
+    model = planted_overflow(d=64, blocks=2)
+    fp16 = convert(model, "fp16", measure=False).proto
+    feeds = [{"input": np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)}]
+    boundaries = ["/b0/relu", "/b1/relu", "/planted/h", "/planted/n", "/planted/y"]
+    rep = engine_layerwise(model, onnx_candidate(fp16, runner="reference"), feeds,
+                           tensors=boundaries, precision="fp16")
+    assert "/planted/ss" not in {t.tensor for t in rep.tensors}
+    got = suspects(rep, model)
+    first = got[:len(PLANTED)]
+    assert set(first) <= set(PLANTED) and "/planted/sum" in first, got
+    assert got.index("/planted/sq") < got.index("/planted/sum") < got.index("/planted/sqrt")

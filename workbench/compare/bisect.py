@@ -155,10 +155,13 @@ def onnx_evaluator(model: Any, feeds: Sequence[Any], target: str = "fp16", *,
 
 
 def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
-    """Nodes to try in FP32, most suspicious first: the culprits with the other nodes of their
-    fused engine layers; then the producers and consumers of tensors beyond the FP16 range
-    (an FP32 node whose output still overflows once cast down needs its consumers too); then
-    the producers of tensors that turned non-finite."""
+    """Nodes to try in FP32, most suspicious first: first the nodes that make tensors whose
+    FP32 values lie beyond the FP16 range (in topological order: every node of the fused
+    engine layer that outputs it, upstream first, since a tensor fused inside the layer is
+    not compared but overflows all the same; then its consumers, since an FP32 node whose
+    output still overflows once cast down needs them too); then the culprits with the other
+    nodes of their fused engine layers; then the failing outputs' layers and the producers
+    of tensors that turned non-finite."""
     from workbench.graphindex import GraphIndex
     from workbench.runners import load_proto
 
@@ -168,18 +171,22 @@ def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
         n = gi.nodes[i]
         return n.name or f"{n.op_type}:{n.output[0]}"
 
-    groups = report.culprit_groups(top) if hasattr(report, "culprit_groups") else \
-        [[t.node] for t in report.culprits(top)]
-    out: List[str] = [n for g in groups for n in g]
-    for t in getattr(report, "outputs", []):  # a failing output's own fused layer
-        if not t.passed:
-            out.extend(getattr(report, "groups", {}).get(t.tensor, [t.node]))
+    layer = getattr(report, "groups", {}) or {}
     over = getattr(report, "fp16_range", {}) or {}
+    out: List[str] = []
     for t in report.tensors:
         if t.tensor in over:
             p = gi.producer_of(t.tensor)
-            out.append(name(p) if p is not None else t.node)
+            members = list(reversed(layer.get(t.tensor) or [])) or \
+                [name(p) if p is not None else t.node]
+            out.extend(members)
             out.extend(name(c) for c in gi.consumers_of(t.tensor))
+    groups = report.culprit_groups(top) if hasattr(report, "culprit_groups") else \
+        [[t.node] for t in report.culprits(top)]
+    out.extend(n for g in groups for n in g)
+    for t in getattr(report, "outputs", []):  # a failing output's own fused layer
+        if not t.passed:
+            out.extend(layer.get(t.tensor, [t.node]))
     out.extend(t.node for t in report.tensors if not t.finite)
     const = {name(i) for i in range(len(gi)) if gi.op(i) == "Constant"}
     return [n for n in dict.fromkeys(out) if n and n not in const]
