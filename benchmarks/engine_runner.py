@@ -142,6 +142,7 @@ def _model(tmp: Path) -> Path:
     weights, as tests/gpu/test_engine_compare.py makes it (no torch needed here)."""
     import importlib.util
 
+    sys.path.insert(0, str(REPO / "tests"))  # (the test module's shared model helpers)
     spec = importlib.util.spec_from_file_location(
         "gpu_engine_compare", REPO / "tests" / "gpu" / "test_engine_compare.py")
     mod = importlib.util.module_from_spec(spec)

@@ -230,11 +230,22 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     outs = [o.name for o in proto.graph.output]
     engines: Dict[tuple, BuildResult] = {}
 
+    preferred: List[List[str]] = []  # exclusion sets TensorRT could not obey
+
     def build(excluded: Sequence[str]) -> BuildResult:
         key = tuple(sorted(excluded))
         if key not in engines:
-            engines[key] = build_engine(proto, config.replace(exclude_nodes=list(key)),
-                                        client=client, timeout=timeout)
+            cfg = config.replace(exclude_nodes=list(key))
+            try:
+                engines[key] = build_engine(proto, cfg, client=client, timeout=timeout)
+            except BuildFailed:
+                # an exclusion that splits a layer TensorRT fuses (MatMul FP16 + Relu FP32)
+                # can leave it no format that obeys both: that build prefers the constraints
+                if cfg.layer_precision != "obey":
+                    raise
+                engines[key] = build_engine(proto, cfg.replace(layer_precision="prefer"),
+                                            client=client, timeout=timeout)
+                preferred.append(list(key))
         return engines[key]
 
     def evaluate(excluded: Sequence[str]) -> Any:
@@ -272,6 +283,10 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
                             target=config.precision, route=_route_name(config))
     res.build_config = config.to_dict()
     res.message += note
+    if preferred:
+        res.message += (f"; {len(preferred)} exclusion set(s) split a fused layer TensorRT "
+                        "could not build obeying them: built preferring the constraints")
+        res.preferred = preferred
     return res
 
 

@@ -41,13 +41,15 @@ class BisectResult:
     rows: List[Dict[str, Any]] = field(default_factory=list)  # accuracy vs latency per prefix
     message: str = ""
     build_config: Dict[str, Any] = field(default_factory=dict)  # engine route: what was built
+    preferred: List[List[str]] = field(default_factory=list)  # sets built preferring, not obeying
 
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "route": self.route, "excluded": self.excluded,
                 "suggested_exclusions": self.excluded, "passed": self.passed,
                 "candidates": self.candidates, "evaluations": self.evaluations,
                 "rows": self.rows, "message": self.message,
-                **({"build_config": self.build_config} if self.build_config else {})}
+                **({"build_config": self.build_config} if self.build_config else {}),
+                **({"preferred": self.preferred} if self.preferred else {})}
 
     def table(self) -> str:
         """The accuracy-vs-latency table as text."""
