@@ -168,8 +168,8 @@ def test_rtx_build_refuses_the_builder_flag_route_with_layer_precision(tmp_path)
 
 def test_suspects_put_a_fused_overflow_first_even_when_its_tensors_are_not_compared():
     """The engine fuses the planted square and sum into the layer that outputs the norm, so
-    their tensors are never compared; the nodes of that layer still come first, upstream
-    first, ahead of the culprits by added error (CPU stand-in: the FP16 ONNX on onnx's
+    their tensors are never compared; the nodes of that layer still come first, with the
+    producers and consumers of the tensors beyond the FP16 range, ahead of the culprits (CPU stand-in: the FP16 ONNX on onnx's
     reference evaluator, compared only at the 'layer boundaries' an engine would have)."""
     import numpy as np
 
@@ -185,6 +185,5 @@ def test_suspects_put_a_fused_overflow_first_even_when_its_tensors_are_not_compa
                            tensors=boundaries, precision="fp16")
     assert "/planted/ss" not in {t.tensor for t in rep.tensors}
     got = suspects(rep, model)
-    first = got[:len(PLANTED)]
-    assert set(first) <= set(PLANTED) and "/planted/sum" in first, got
-    assert got.index("/planted/sq") < got.index("/planted/sum") < got.index("/planted/sqrt")
+    assert set(got[:len(PLANTED)]) == set(PLANTED), got  # /planted/sum among them
+    assert len(got) > len(PLANTED)  # the culprits by added error follow

@@ -36,7 +36,7 @@ from workbench.compare.bisect import BisectResult, bisect_exclusions, suspects
 from workbench.compare.engine_compare import (EngineCompareReport, boundary_tensors,
                                               compare_tensors, engine_layerwise, mark_outputs,
                                               weightless)
-from workbench.comparison import compare_outputs
+from workbench.comparison import Comparison, compare_outputs
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision.table import tolerances
 from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto
@@ -230,26 +230,26 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     outs = [o.name for o in proto.graph.output]
     engines: Dict[tuple, BuildResult] = {}
 
-    preferred: List[List[str]] = []  # exclusion sets TensorRT could not obey
+    unbuildable: List[List[str]] = []  # exclusion sets TensorRT could not build obeying
 
     def build(excluded: Sequence[str]) -> BuildResult:
         key = tuple(sorted(excluded))
         if key not in engines:
-            cfg = config.replace(exclude_nodes=list(key))
-            try:
-                engines[key] = build_engine(proto, cfg, client=client, timeout=timeout)
-            except BuildFailed:
-                # an exclusion that splits a layer TensorRT fuses (MatMul FP16 + Relu FP32)
-                # can leave it no format that obeys both: that build prefers the constraints
-                if cfg.layer_precision != "obey":
-                    raise
-                engines[key] = build_engine(proto, cfg.replace(layer_precision="prefer"),
-                                            client=client, timeout=timeout)
-                preferred.append(list(key))
+            engines[key] = build_engine(proto, config.replace(exclude_nodes=list(key)),
+                                        client=client, timeout=timeout)
         return engines[key]
 
     def evaluate(excluded: Sequence[str]) -> Any:
-        res = build(excluded)
+        try:
+            res = build(excluded)
+        except BuildFailed as e:
+            # an exclusion set that splits a layer TensorRT fuses (MatMul FP32 + Relu FP16)
+            # can leave that layer no format obeying both: not an answer, so it fails
+            if config.layer_precision != "obey":
+                raise
+            unbuildable.append(list(excluded))
+            return Comparison(atol, rtol, reason="TensorRT cannot build it obeying the layer "
+                              f"precisions: {e.message[:300]}")
         got = TensorRTRunner(res.engine_path, model=proto, backend=res.backend,
                              client=client).infer_all(list(feeds))
         return compare_outputs(ref_out, got, atol, rtol, names=outs)
@@ -257,7 +257,10 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     def cost(excluded: Sequence[str]) -> Dict[str, Any]:
         from workbench.timing.capture import capture
 
-        res = build(excluded)
+        key = tuple(sorted(excluded))
+        if key not in engines:  # (a prefix TensorRT could not build: no latency)
+            return {"p50_ms": None}
+        res = engines[key]
         cap = capture(res.engine_path, backend=res.backend, client=client, iterations=50,
                       warmup=10, layer_iterations=5, timeout=timeout)
         out: Dict[str, Any] = {"p50_ms": float(cap.latency.get("p50_ms", 0.0))}
@@ -283,10 +286,10 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
                             target=config.precision, route=_route_name(config))
     res.build_config = config.to_dict()
     res.message += note
-    if preferred:
-        res.message += (f"; {len(preferred)} exclusion set(s) split a fused layer TensorRT "
-                        "could not build obeying them: built preferring the constraints")
-        res.preferred = preferred
+    if unbuildable:
+        res.message += (f"; {len(unbuildable)} exclusion set(s) split a layer TensorRT fuses "
+                        "and could not be built obeying the precisions (counted as failing)")
+        res.unbuildable = unbuildable
     return res
 
 

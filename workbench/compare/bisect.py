@@ -41,7 +41,7 @@ class BisectResult:
     rows: List[Dict[str, Any]] = field(default_factory=list)  # accuracy vs latency per prefix
     message: str = ""
     build_config: Dict[str, Any] = field(default_factory=dict)  # engine route: what was built
-    preferred: List[List[str]] = field(default_factory=list)  # sets built preferring, not obeying
+    unbuildable: List[List[str]] = field(default_factory=list)  # sets TensorRT could not build
 
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "route": self.route, "excluded": self.excluded,
@@ -49,7 +49,7 @@ class BisectResult:
                 "candidates": self.candidates, "evaluations": self.evaluations,
                 "rows": self.rows, "message": self.message,
                 **({"build_config": self.build_config} if self.build_config else {}),
-                **({"preferred": self.preferred} if self.preferred else {})}
+                **({"unbuildable": self.unbuildable} if self.unbuildable else {})}
 
     def table(self) -> str:
         """The accuracy-vs-latency table as text."""
@@ -124,10 +124,11 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
             if isinstance(got, dict):
                 row.update({k: v for k, v in got.items() if k != "p50_ms"})
                 got = got["p50_ms"]
-            ms = float(got)
-            row["p50_ms"] = ms
-            row["cost_ms"] = None if prev_ms is None else ms - prev_ms
-            prev_ms = ms
+            if got is not None:  # None: not measurable (e.g. a prefix that did not build)
+                ms = float(got)
+                row["p50_ms"] = ms
+                row["cost_ms"] = None if prev_ms is None else ms - prev_ms
+                prev_ms = ms
         res.rows.append(row)
     return res
 
@@ -157,11 +158,11 @@ def onnx_evaluator(model: Any, feeds: Sequence[Any], target: str = "fp16", *,
 
 
 def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
-    """Nodes to try in FP32, most suspicious first: first the nodes that make tensors whose
-    FP32 values lie beyond the FP16 range (in topological order: every node of the fused
-    engine layer that outputs it, upstream first, since a tensor fused inside the layer is
-    not compared but overflows all the same; then its consumers, since an FP32 node whose
-    output still overflows once cast down needs them too); then the culprits with the other
+    """Nodes to try in FP32, most suspicious first: the producers and consumers of tensors
+    whose FP32 values lie beyond the FP16 range (an FP32 node whose output still overflows
+    once cast down needs its consumers too), in topological order; then the other nodes of
+    the fused engine layers that output those tensors, nearest first (a tensor fused inside
+    a layer is never compared but overflows all the same); then the culprits with the other
     nodes of their fused engine layers; then the failing outputs' layers and the producers
     of tensors that turned non-finite."""
     from workbench.graphindex import GraphIndex
@@ -174,15 +175,14 @@ def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
         return n.name or f"{n.op_type}:{n.output[0]}"
 
     layer = getattr(report, "groups", {}) or {}
-    over = getattr(report, "fp16_range", {}) or {}
+    over = [t for t in report.tensors if t.tensor in (getattr(report, "fp16_range", {}) or {})]
     out: List[str] = []
-    for t in report.tensors:
-        if t.tensor in over:
-            p = gi.producer_of(t.tensor)
-            members = list(reversed(layer.get(t.tensor) or [])) or \
-                [name(p) if p is not None else t.node]
-            out.extend(members)
-            out.extend(name(c) for c in gi.consumers_of(t.tensor))
+    for t in over:  # what makes and what reads each tensor beyond the FP16 range
+        p = gi.producer_of(t.tensor)
+        out.append(name(p) if p is not None else t.node)
+        out.extend(name(c) for c in gi.consumers_of(t.tensor))
+    for t in over:  # then the rest of the fused layer that outputs it, nearest first
+        out.extend(layer.get(t.tensor) or [])
     groups = report.culprit_groups(top) if hasattr(report, "culprit_groups") else \
         [[t.node] for t in report.culprits(top)]
     out.extend(n for g in groups for n in g)
