@@ -187,3 +187,27 @@ def test_suspects_put_a_fused_overflow_first_even_when_its_tensors_are_not_compa
     got = suspects(rep, model)
     assert set(got[:len(PLANTED)]) == set(PLANTED), got  # /planted/sum among them
     assert len(got) > len(PLANTED)  # the culprits by added error follow
+
+
+def test_bisection_adds_and_drops_whole_fused_layers():
+    """A fused engine layer [a, b] goes into FP32 whole: the answer is never a split layer,
+    even where suspects put a and b far apart and the search would cut between them."""
+    from workbench.compare.bisect import bisect_exclusions
+    from workbench.comparison import Comparison
+
+    seen = []
+
+    def evaluate(excluded):
+        seen.append(set(excluded))
+        if ("a" in excluded) != ("b" in excluded):
+            return Comparison(1e-2, 1e-2, reason="TensorRT cannot build a split layer")
+        ok = {"a", "b", "z"} <= set(excluded)
+        return Comparison(1e-2, 1e-2) if ok else Comparison(1e-2, 1e-2, reason="misses")
+
+    cands = ["a", "x1", "x2", "x3", "z", "x4", "b", "x5"]
+    res = bisect_exclusions(cands, evaluate, units=[["a", "b"]])
+    assert res.passed and sorted(res.excluded) == ["a", "b", "z"], res.to_dict()
+    assert not any(("a" in s) != ("b" in s) for s in seen)  # no split layer was tried
+    assert res.rows[1]["added"] == "a + b"
+    plain = bisect_exclusions(cands, evaluate)  # without units the cut lands between them
+    assert any(("a" in s) != ("b" in s) for s in seen[len(seen) - len(plain.evaluations):])

@@ -43,7 +43,7 @@ from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto
 from workbench.trtrunner import TensorRTRunner
 
 __all__ = ["engine_candidate", "layer_boundaries", "compare_engine", "bisect_engine",
-           "bisect_config", "with_feed_profile", "MARK_ALL_WARNING"]
+           "bisect_config", "fused_units", "with_feed_profile", "MARK_ALL_WARNING"]
 
 MARK_ALL_WARNING = ("--mark all marks every tensor: TensorRT cannot fuse across marked tensors, "
                     "so the engine compared is not the engine you ship; the observer check says "
@@ -277,13 +277,17 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
             note = (f"; TensorRT could not obey every layer in {config.entry.layer_dtype} "
                     f"({e.message[:200]}): the constraints were preferred instead")
             config = config.replace(layer_precision="prefer")
+    units: List[List[str]] = []
+    if config.layer_precision:  # whole fused layers go into FP32 together
+        nodes = {n.name for n in proto.graph.node if n.op_type != "Constant" and n.name}
+        units = [[n for n in u if n in nodes] for u in fused_units(build(()), client=client)]
     if candidates is None:
         if report is None:  # where the fusion-aware compare puts the error
             report = compare_engine(proto, config, feeds, atol=atol, rtol=rtol, client=client,
                                     timeout=timeout)
         candidates = suspects(report, proto)
     res = bisect_exclusions(list(candidates), evaluate, latency=cost if latency else None,
-                            target=config.precision, route=_route_name(config))
+                            target=config.precision, route=_route_name(config), units=units)
     res.build_config = config.to_dict()
     res.message += note
     if unbuildable:
@@ -291,6 +295,19 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
                         "and could not be built obeying the precisions (counted as failing)")
         res.unbuildable = unbuildable
     return res
+
+
+def fused_units(result: BuildResult, *, client: Any = None) -> List[List[str]]:
+    """The ONNX nodes of each engine layer that holds more than one (its layer information's
+    metadata); [] where the engine does not deserialize here."""
+    from workbench.timing.layers import parse_layers
+
+    info = inspect_engine(result, client=client)
+    if info.get("source") != "engine-inspector":
+        return []
+    layers = parse_layers(info["info"], source="engine inspector")
+    return [list(dict.fromkeys(ly.onnx_from_metadata)) for ly in layers.layers
+            if len(set(ly.onnx_from_metadata)) > 1]
 
 
 def bisect_config(config: BuildConfig, *, client: Any = None) -> BuildConfig:

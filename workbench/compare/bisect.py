@@ -69,11 +69,27 @@ class BisectResult:
 def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[str]], Any], *,
                       latency: Optional[Callable[[Sequence[str]], Any]] = None,
                       target: str = "fp16", route: str = "", minimise: bool = True,
-                      max_minimise: int = 8) -> BisectResult:
-    """See the module docstring. `evaluate` returns a `workbench.comparison.Comparison`."""
+                      max_minimise: int = 8,
+                      units: Optional[Sequence[Sequence[str]]] = None) -> BisectResult:
+    """See the module docstring. `evaluate` returns a `workbench.comparison.Comparison`.
+    `units`: nodes that go into FP32 together (the ONNX nodes of one fused engine layer: an
+    exclusion that splits a fused layer leaves TensorRT no format that obeys it); the search
+    adds and drops whole units, each candidate joining the unit that holds it."""
     cands = list(dict.fromkeys(candidates))
+    unit_of = {n: list(u) for u in (units or []) for n in u}
+    groups: List[List[str]] = []
+    placed: set = set()
+    for n in cands:
+        if n in placed:
+            continue
+        g = [m for m in dict.fromkeys(unit_of.get(n, [n])) if m not in placed]
+        placed.update(g)
+        groups.append(g)
     memo: Dict[Tuple[str, ...], Any] = {}
     res = BisectResult(target, route, [], False, candidates=cands)
+
+    def flat(gs: Sequence[Sequence[str]]) -> List[str]:
+        return [n for g in gs for n in g]
 
     def ev(excl: Sequence[str]) -> Any:
         key = tuple(sorted(excl))
@@ -86,43 +102,45 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
 
     if ev([]).passed:
         res.passed, res.message = True, "the outputs meet the budget with nothing in FP32"
-        chosen: List[str] = []
+        chosen: List[List[str]] = []
     elif not cands:
         res.message = "the outputs miss the budget and there is no suspect to keep in FP32"
         return res
-    elif not ev(cands).passed:
+    elif not ev(flat(groups)).passed:
         res.message = (f"even with all {len(cands)} suspects in FP32 the outputs miss the "
                        "budget: the error comes from elsewhere (compare all tensors, --mark all)")
-        res.excluded = cands
+        res.excluded = flat(groups)
         return res
     else:
-        lo, hi = 0, len(cands)  # prefix lo fails, prefix hi passes
+        lo, hi = 0, len(groups)  # prefix lo fails, prefix hi passes
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if ev(cands[:mid]).passed:
+            if ev(flat(groups[:mid])).passed:
                 hi = mid
             else:
                 lo = mid
-        chosen = cands[:hi]
+        chosen = groups[:hi]
         if minimise and len(chosen) > 1:
-            for n in list(reversed(chosen))[:max_minimise]:
-                trial = [c for c in chosen if c != n]
-                if trial and ev(trial).passed:
+            for g in list(reversed(chosen))[:max_minimise]:
+                trial = [u for u in chosen if u is not g]
+                if trial and ev(flat(trial)).passed:
                     chosen = trial
         res.passed = True
-        res.message = f"{len(chosen)} node(s) in FP32 meet the budget"
-    res.excluded = chosen
+        n = len(flat(chosen))
+        res.message = f"{n} node(s) in FP32 meet the budget" + (
+            f" ({len(chosen)} fused engine layers)" if n != len(chosen) else "")
+    res.excluded = flat(chosen)
     prev_ms: Optional[float] = None
     for k in range(len(chosen) + 1):
-        excl = chosen[:k]
+        excl = flat(chosen[:k])
         c = ev(excl)
-        row: Dict[str, Any] = {"excluded": excl, "added": chosen[k - 1] if k else "",
+        row: Dict[str, Any] = {"excluded": excl, "added": " + ".join(chosen[k - 1]) if k else "",
                                "passed": bool(c.passed), "worst_rel": _num(_worst(c)),
                                "p50_ms": None, "cost_ms": None}
         if latency is not None:
             got = latency(excl)  # P50 ms, or {"p50_ms": ..., more figures for the row}
             if isinstance(got, dict):
-                row.update({k: v for k, v in got.items() if k != "p50_ms"})
+                row.update({k2: v for k2, v in got.items() if k2 != "p50_ms"})
                 got = got["p50_ms"]
             if got is not None:  # None: not measurable (e.g. a prefix that did not build)
                 ms = float(got)
