@@ -210,7 +210,10 @@ def test_planted_overflow_bisected_on_the_engine(trt_worker):
               f"{r['worst_rel']}, passed {r['passed']}, P50 {r['p50_ms']} ms, IProfiler layer "
               f"sum {r.get('layers_ms')} ms, cost {r['cost_ms']} ms")
     print(f"[planted] exclusion sets TensorRT could not build obeying: {res.unbuildable}")
-    assert res.passed and res.excluded and set(res.excluded) <= set(PLANTED), res.to_dict()
+    # whole fused engine layers go into FP32: each one the answer holds has a planted node
+    # (8.6 fuses /planted/scale into /b5/MatMul + /b5/Relu)
+    assert res.passed and res.excluded and set(PLANTED) & set(res.excluded), res.to_dict()
+    assert all(set(r["added"].split(" + ")) & set(PLANTED) for r in res.rows[1:]), res.rows
     fixed_cfg = BuildConfig.from_dict(res.build_config).replace(exclude_nodes=res.excluded)
     after = check(fixed_cfg, "rebuilt with the exclusions")
     print(f"[planted] error before {before.max_abs:.4g} (rel {before.rel:.4g}) -> after "
