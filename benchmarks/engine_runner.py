@@ -3,10 +3,14 @@ PyTorch eager FP32/FP16 (where torch imports), ResNet-50 at batch 1/8/32, side b
 run (GPU; the worker's TensorRT, e.g. WORKBENCH_TRT_PYTHON=/tmp/rig/bin/trt-python).
 
 - workbench: `run_engine` (the TensorRTRunner's op) timing its own execute loop with CUDA
-  events (`time_iterations`), plus the end-to-end wall time of `TensorRTRunner.infer` (feeds and
-  outputs through .npz files);
-- raw: a bare loop in the worker's interpreter: set shapes/addresses once, execute_async_v3 between
-  two CUDA events, P50;
+  events (`time_iterations`, ops_profile._Runner.timed), plus the end-to-end wall time of
+  `TensorRTRunner.infer` (feeds and outputs through .npz files);
+- raw: a bare loop in the worker's interpreter, served per request so the two interleave: set
+  shapes/addresses once, execute_async_v3 between two CUDA events, P50;
+- both on the same engine and input data, 200 ms of warm-up first, in WORKBENCH_BENCH_ROUNDS
+  rounds (default 3) that alternate which goes first; each figure is the median of its rounds;
+- diagnosis rows: the runner warmed up by a count of 10 (what it did before), the raw loop
+  warmed up by 20 and on never-written buffers (what this benchmark did before);
 - polygraphy: `TrtRunner.infer` on the same engine (host copies included, as it works);
 - torch: torchvision ResNet-50 eager (random weights) FP32 and FP16 where torch imports.
 Last line: one JSON object with P50s and the ratios runner/raw (goal <= 1.05).
@@ -20,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -27,53 +32,65 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 BATCHES = (1, 8, 32)
 ITER = 200
+ROUNDS = int(os.environ.get("WORKBENCH_BENCH_ROUNDS", "3"))
 TACTICS = os.environ.get("WORKBENCH_BENCH_TACTICS", "EDGE_MASK_CONVOLUTIONS,JIT_CONVOLUTIONS")
 
-RAW = r'''
-import json, sys, numpy as np, tensorrt as trt
+RAW = r"""
+import ctypes, json, sys, time, numpy as np, tensorrt as trt
 from polygraphy import cuda
-from polygraphy.backend.trt import TrtRunner, EngineFromBytes
-path, batches, iters = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+# a bare loop, served one request per stdin line so the benchmark can interleave it with the
+# workbench's runner: set shapes and addresses once, execute_async_v3 between two CUDA events
+path = sys.argv[1]
 logger = trt.Logger(trt.Logger.ERROR)
 engine = trt.Runtime(logger).deserialize_cuda_engine(open(path, "rb").read())
 ctx = engine.create_execution_context()
 stream = cuda.Stream()
 lib = cuda.wrapper().handle
-import ctypes
-out = {}
+names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+inp = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT][0]
 def ev():
     e = ctypes.c_void_p(); lib.cudaEventCreate(ctypes.byref(e)); return e
-for b in batches:
+s, e = ev(), ev()
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    b, iters = req["batch"], req["iterations"]
+    ctx.set_input_shape(inp, (b, 3, 224, 224))
     bufs = {}
-    for i in range(engine.num_io_tensors):
-        n = engine.get_tensor_name(i)
-        if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT:
-            ctx.set_input_shape(n, (b, 3, 224, 224))
-    for i in range(engine.num_io_tensors):
-        n = engine.get_tensor_name(i)
+    for n in names:
         shp = tuple(ctx.get_tensor_shape(n))
         bufs[n] = cuda.DeviceArray(shape=shp, dtype=np.dtype(trt.nptype(engine.get_tensor_dtype(n))))
         ctx.set_tensor_address(n, bufs[n].ptr)
-    for _ in range(20):
-        ctx.execute_async_v3(stream.ptr)
+    if req.get("npz"):  # the workbench's input, copied once (not per iteration)
+        bufs[inp].copy_from(np.load(req["npz"])["input"], stream=stream)
+    t_end = time.perf_counter() + req["warmup_ms"] / 1e3
+    k = 0
+    while k < req["warmup"] or time.perf_counter() < t_end:
+        ctx.execute_async_v3(stream.ptr); k += 1
+        if k % 10 == 0: stream.synchronize()
     stream.synchronize()
-    s, e, lat = ev(), ev(), []
+    lat = []
     for _ in range(iters):
         lib.cudaEventRecord(s, ctypes.c_void_p(stream.ptr)); ctx.execute_async_v3(stream.ptr)
         lib.cudaEventRecord(e, ctypes.c_void_p(stream.ptr)); lib.cudaEventSynchronize(e)
         ms = ctypes.c_float(); lib.cudaEventElapsedTime(ctypes.byref(ms), s, e); lat.append(ms.value)
-    out["raw_b%d" % b] = float(np.median(lat))
     for a in bufs.values(): a.free()
-del ctx
+    print(json.dumps({"p50_ms": float(np.median(lat))}), flush=True)
+"""
+
+EXTRA = r"""
+import json, sys, time, numpy as np, tensorrt as trt
+from polygraphy.backend.trt import TrtRunner, EngineFromBytes
+path, batches, iters = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+out = {}
 with TrtRunner(EngineFromBytes(open(path, "rb").read())) as r:
-    name = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)
-            if engine.get_tensor_mode(engine.get_tensor_name(i)) == trt.TensorIOMode.INPUT][0]
+    name = list(r.get_input_metadata().keys())[0]
     for b in batches:
         x = np.random.default_rng(0).standard_normal((b, 3, 224, 224)).astype(np.float32)
         for _ in range(10): r.infer({name: x})
         lat = []
         for _ in range(max(iters // 4, 20)):
-            t = __import__("time").perf_counter(); r.infer({name: x}); lat.append((__import__("time").perf_counter() - t) * 1e3)
+            t = time.perf_counter(); r.infer({name: x}); lat.append((time.perf_counter() - t) * 1e3)
         out["polygraphy_b%d" % b] = float(np.median(lat))
 try:
     import torch, torchvision
@@ -92,7 +109,32 @@ try:
 except Exception as ex:
     out["torch"] = "unavailable: %s" % ex
 print(json.dumps(out))
-'''
+"""
+
+
+class RawLoop:
+    """The bare execute_async_v3 loop in the worker's interpreter, one request at a time."""
+
+    def __init__(self, python: str, engine: str) -> None:
+        self.proc = subprocess.Popen([python, "-c", RAW, engine], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self._read()
+
+    def _read(self) -> dict:
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            raise SystemExit("the raw loop died (see its stderr above)")
+        return json.loads(line)
+
+    def p50(self, batch: int, npz: Optional[str], warmup: int, warmup_ms: float) -> float:
+        self.proc.stdin.write(json.dumps({"batch": batch, "iterations": ITER, "npz": npz,  # type: ignore[union-attr]
+                                          "warmup": warmup, "warmup_ms": warmup_ms}) + "\n")
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        return float(self._read()["p50_ms"])
+
+    def close(self) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        self.proc.wait(timeout=60)
 
 
 def _model(tmp: Path) -> Path:
@@ -100,6 +142,7 @@ def _model(tmp: Path) -> Path:
     weights, as tests/gpu/test_engine_compare.py makes it (no torch needed here)."""
     import importlib.util
 
+    sys.path.insert(0, str(REPO / "tests"))  # (the test module's shared model helpers)
     spec = importlib.util.spec_from_file_location(
         "gpu_engine_compare", REPO / "tests" / "gpu" / "test_engine_compare.py")
     mod = importlib.util.module_from_spec(spec)
@@ -159,16 +202,44 @@ def main() -> None:
     res = build_engine(onnx_path, cfg, timeout=1800)
     print(f"built {res.engine_path} in {time.monotonic() - t0:.1f} s ({res.route})", flush=True)
     client = default_client()
-    figures = {}
+    raw = RawLoop(client.python, res.engine_path)
+    npz = {}
     for b in BATCHES:
-        x = np.random.default_rng(0).standard_normal((b, 3, 224, 224)).astype(np.float32)
-        npz = tmp / f"in_{b}.npz"
-        np.savez(npz, input=x)
-        r = client.call(RUN_ENGINE, {"engine_path": res.engine_path, "inputs_npz": [str(npz)],
+        npz[b] = str(tmp / f"in_{b}.npz")
+        np.savez(npz[b], input=np.random.default_rng(0).standard_normal(
+            (b, 3, 224, 224)).astype(np.float32))
+
+    def workbench(b: int, warmup_ms: float) -> float:
+        r = client.call(RUN_ENGINE, {"engine_path": res.engine_path, "inputs_npz": [npz[b]],
                                      "out_dir": str(tmp / "out"), "backend": "tensorrt",
-                                     "time_iterations": ITER}, timeout=900)
-        figures[f"workbench_b{b}"] = r["latency"]["p50_ms"]
+                                     "time_iterations": ITER, "time_warmup_ms": warmup_ms},
+                        timeout=900)
+        return float(r["latency"]["p50_ms"])
+
+    # Rounds alternate which side goes first; each figure is the median of its rounds' P50s.
+    # Both sides: the same engine, the same input data, ITER executions between CUDA events
+    # after 200 ms of warm-up. The diagnosis rows repeat what the earlier benchmark compared:
+    # the runner warmed up by 10 executions (at batch 1 a few ms: idle clocks), and the raw
+    # loop on its never-written buffers.
+    runs: dict = {}
+    for rnd in range(ROUNDS):
+        for b in BATCHES:
+            pair = [("workbench", lambda: workbench(b, 200.0)),
+                    ("raw", lambda: raw.p50(b, npz[b], 20, 200.0))]
+            for tag, fn in (pair if rnd % 2 == 0 else pair[::-1]):
+                runs.setdefault(f"{tag}_b{b}", []).append(fn())
+        print(f"round {rnd + 1}/{ROUNDS}: " + ", ".join(
+            f"{k} {v[-1]:.4f}" for k, v in runs.items()), flush=True)
+    for b in BATCHES:
+        runs.setdefault(f"diag_workbench_warmup10_b{b}", []).append(workbench(b, 0.0))
+        runs.setdefault(f"diag_raw_unwritten_buffers_b{b}", []).append(raw.p50(b, None, 20, 200.0))
+        runs.setdefault(f"diag_raw_warmup20_b{b}", []).append(raw.p50(b, npz[b], 20, 0.0))
+    raw.close()
+    figures = {k: float(np.median(v)) for k, v in runs.items()}
+    spread = {k: [round(x, 4) for x in v] for k, v in runs.items() if len(v) > 1}
+    for b in BATCHES:
         runner = TensorRTRunner(res.engine_path, model=onnx_path, backend="tensorrt")
+        x = np.load(npz[b])["input"]
         runner.infer({"input": x})
         lat = []
         for _ in range(10):
@@ -176,14 +247,12 @@ def main() -> None:
             runner.infer({"input": x})
             lat.append((time.perf_counter() - t) * 1e3)
         figures[f"workbench_infer_wall_b{b}"] = float(np.median(lat))
-        print(f"batch {b}: workbench P50 {figures[f'workbench_b{b}']:.4f} ms, infer() wall "
-              f"{figures[f'workbench_infer_wall_b{b}']:.2f} ms", flush=True)
     py = client.python
-    out = subprocess.run([py, "-c", RAW, res.engine_path, json.dumps(list(BATCHES)), str(ITER)],
+    out = subprocess.run([py, "-c", EXTRA, res.engine_path, json.dumps(list(BATCHES)), str(ITER)],
                          capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         print(out.stderr[-3000:])
-        raise SystemExit(f"raw/polygraphy loop failed in {py}")
+        raise SystemExit(f"polygraphy/torch loop failed in {py}")
     figures.update(json.loads(out.stdout.strip().splitlines()[-1]))
     if "torch" in figures:  # not in the worker's interpreter: try this one
         figures.update(_torch_here())
@@ -193,7 +262,8 @@ def main() -> None:
                                          if k.endswith(f"_b{b}") and isinstance(v, float)))
     worst = max(figures[f"ratio_workbench_raw_b{b}"] for b in BATCHES)
     print(json.dumps({"benchmark": "engine_runner", "model": "resnet50", "precision": "fp16",
-                      "backend_version": res.backend_version, "p50_ms": figures,
+                      "backend_version": res.backend_version, "rounds": ROUNDS,
+                      "iterations": ITER, "p50_ms": figures, "rounds_p50_ms": spread,
                       "worst_ratio_vs_raw": worst, "goal": 1.05, "passed": worst <= 1.05}))
 
 

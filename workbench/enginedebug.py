@@ -15,8 +15,13 @@ the profile op), which sit beside or above `compare`:
 - `compare_engine(model, config, feeds, mark=...)`: the unmarked build, the tensors to mark
   ("boundaries" default, "all" with a warning, or a list), then `engine_layerwise`.
 - `bisect_engine(model, config, feeds)`: `compare.bisect.bisect_exclusions` with builds of
-  `config.replace(exclude_nodes=...)` (strongly typed: Cast insertion by the precision
-  transform; legacy route: layer precision) and the profile op's P50 latency as the cost.
+  `bisect_config(config).replace(exclude_nodes=...)` and the profile op's P50 latency as the
+  cost. The route is probed (NetworkDefinitionCreationFlag.STRONGLY_TYPED): strongly typed
+  TensorRT gets Casts inserted around the excluded nodes by the precision transform; a
+  TensorRT without strongly typed networks (8.x-10.x) gets the builder-flag route with layer
+  precision: every float layer held to the target precision, the excluded nodes' layers to
+  FP32, OBEY_PRECISION_CONSTRAINTS (with the flag alone the builder keeps layers in FP32 as it
+  likes, so an exclusion list means nothing there).
 """
 from __future__ import annotations
 
@@ -24,20 +29,21 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from workbench.build.engine import BuildConfig, build_engine, inspect_engine
+from workbench.build.engine import (BuildConfig, BuildFailed, backend_info, build_engine,
+                                   inspect_engine)
 from workbench.build.result import BuildResult
 from workbench.compare.bisect import BisectResult, bisect_exclusions, suspects
 from workbench.compare.engine_compare import (EngineCompareReport, boundary_tensors,
                                               compare_tensors, engine_layerwise, mark_outputs,
                                               weightless)
-from workbench.comparison import compare_outputs
+from workbench.comparison import Comparison, compare_outputs
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision.table import tolerances
 from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto
 from workbench.trtrunner import TensorRTRunner
 
 __all__ = ["engine_candidate", "layer_boundaries", "compare_engine", "bisect_engine",
-           "with_feed_profile", "MARK_ALL_WARNING"]
+           "bisect_config", "fused_units", "with_feed_profile", "MARK_ALL_WARNING"]
 
 MARK_ALL_WARNING = ("--mark all marks every tensor: TensorRT cannot fuse across marked tensors, "
                     "so the engine compared is not the engine you ship; the observer check says "
@@ -218,11 +224,13 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     """The ONNX nodes that must stay FP32 for the engine's outputs to meet atol/rtol, found by
     rebuilding with exclusions (see `compare.bisect`), with each exclusion's P50 latency."""
     proto = load_proto(model)
-    config = with_feed_profile(proto, config, feeds)
+    config = bisect_config(with_feed_profile(proto, config, feeds), client=client)
     atol, rtol = tolerances(config.precision, atol, rtol)
     ref_out = OnnxRuntimeRunner(proto).infer_all(list(feeds))
     outs = [o.name for o in proto.graph.output]
     engines: Dict[tuple, BuildResult] = {}
+
+    unbuildable: List[List[str]] = []  # exclusion sets TensorRT could not build obeying
 
     def build(excluded: Sequence[str]) -> BuildResult:
         key = tuple(sorted(excluded))
@@ -232,27 +240,94 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
         return engines[key]
 
     def evaluate(excluded: Sequence[str]) -> Any:
-        res = build(excluded)
+        try:
+            res = build(excluded)
+        except BuildFailed as e:
+            # an exclusion set that splits a layer TensorRT fuses (MatMul FP32 + Relu FP16)
+            # can leave that layer no format obeying both: not an answer, so it fails
+            if config.layer_precision != "obey":
+                raise
+            unbuildable.append(list(excluded))
+            return Comparison(atol, rtol, reason="TensorRT cannot build it obeying the layer "
+                              f"precisions: {e.message[:300]}")
         got = TensorRTRunner(res.engine_path, model=proto, backend=res.backend,
                              client=client).infer_all(list(feeds))
         return compare_outputs(ref_out, got, atol, rtol, names=outs)
 
-    def cost(excluded: Sequence[str]) -> float:
+    def cost(excluded: Sequence[str]) -> Dict[str, Any]:
         from workbench.timing.capture import capture
 
-        res = build(excluded)
+        key = tuple(sorted(excluded))
+        if key not in engines:  # (a prefix TensorRT could not build: no latency)
+            return {"p50_ms": None}
+        res = engines[key]
         cap = capture(res.engine_path, backend=res.backend, client=client, iterations=50,
-                      warmup=10, layer_iterations=1, timeout=timeout)
-        return float(cap.latency.get("p50_ms", 0.0))
+                      warmup=10, layer_iterations=5, timeout=timeout)
+        out: Dict[str, Any] = {"p50_ms": float(cap.latency.get("p50_ms", 0.0))}
+        prof = cap.profile
+        if prof is not None and prof.has_median:  # IProfiler: the sum of per-layer medians
+            out["layers_ms"] = float(prof.layers["median_ms"].sum())
+        return out
 
+    note = ""
+    if config.layer_precision == "obey":  # a layer TensorRT cannot run in the target type
+        try:                              # fails the obeying build: prefer the constraints
+            engines[()] = build_engine(proto, config, client=client, timeout=timeout)
+        except BuildFailed as e:
+            note = (f"; TensorRT could not obey every layer in {config.entry.layer_dtype} "
+                    f"({e.message[:200]}): the constraints were preferred instead")
+            config = config.replace(layer_precision="prefer")
+    units: List[List[str]] = []
+    if config.layer_precision:  # whole fused layers go into FP32 together
+        nodes = {n.name for n in proto.graph.node if n.op_type != "Constant" and n.name}
+        units = [[n for n in u if n in nodes] for u in fused_units(build(()), client=client)]
     if candidates is None:
         if report is None:  # where the fusion-aware compare puts the error
             report = compare_engine(proto, config, feeds, atol=atol, rtol=rtol, client=client,
                                     timeout=timeout)
         candidates = suspects(report, proto)
-    return bisect_exclusions(list(candidates), evaluate, latency=cost if latency else None,
-                             target=config.precision, route=_route_name(config))
+    res = bisect_exclusions(list(candidates), evaluate, latency=cost if latency else None,
+                            target=config.precision, route=_route_name(config), units=units)
+    res.build_config = config.to_dict()
+    res.message += note
+    if unbuildable:
+        res.message += (f"; {len(unbuildable)} exclusion set(s) split a layer TensorRT fuses "
+                        "and could not be built obeying the precisions (counted as failing)")
+        res.unbuildable = unbuildable
+    return res
+
+
+def fused_units(result: BuildResult, *, client: Any = None) -> List[List[str]]:
+    """The ONNX nodes of each engine layer that holds more than one (its layer information's
+    metadata); [] where the engine does not deserialize here."""
+    from workbench.timing.layers import parse_layers
+
+    info = inspect_engine(result, client=client)
+    if info.get("source") != "engine-inspector":
+        return []
+    layers = parse_layers(info["info"], source="engine inspector")
+    return [list(dict.fromkeys(ly.onnx_from_metadata)) for ly in layers.layers
+            if len(set(ly.onnx_from_metadata)) > 1]
+
+
+def bisect_config(config: BuildConfig, *, client: Any = None) -> BuildConfig:
+    """The config bisection builds with (see the module docstring): `config` where the
+    worker's TensorRT has strongly typed networks or the target is not a float one; else the
+    builder-flag route with `layer_precision` ("obey" unless the config says "prefer")."""
+    entry = config.entry
+    if entry.kind != "float" or not entry.layer_dtype or config.route == "strongly-typed":
+        return config
+    caps = backend_info(config.backend, client).get("capabilities", {})
+    if caps.get("strongly_typed_flag") or not caps.get(entry.capability or ""):
+        return config
+    return config.replace(route="legacy-flags", layer_precision=config.layer_precision or "obey")
 
 
 def _route_name(config: BuildConfig) -> str:
-    return config.route if config.route != "auto" else "auto (probed)"
+    if config.layer_precision:
+        return (f"legacy-flags, layer precision: every float layer {config.entry.layer_dtype}, "
+                f"excluded nodes float32 ({config.layer_precision} precision constraints)")
+    if config.route == "legacy-flags":
+        return "legacy-flags (excluded nodes' layers in float32)"
+    return (config.route if config.route != "auto" else "auto (probed)") + \
+        " (Casts around the excluded nodes)"

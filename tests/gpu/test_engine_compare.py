@@ -16,11 +16,11 @@ from onnx import TensorProto, helper, numpy_helper
 from workbench.build.engine import BuildConfig
 from workbench.worker.client import WorkerClient, WorkerError
 
+from planted_models import PLANTED, planted_overflow
+
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "tests" / "data" / "fixtures" / "trt86-h200"
 TACTICS = ["EDGE_MASK_CONVOLUTIONS", "JIT_CONVOLUTIONS"]  # cuBLAS/cuDNN are stubs on the rig
-PLANTED = ["/planted/scale", "/planted/sq", "/planted/sum", "/planted/sqrt", "/planted/eps",
-           "/planted/div"]
 
 
 @pytest.fixture(scope="module")
@@ -165,76 +165,60 @@ def test_bert_fp16_mark_all_observer_check(trt_worker, tmp_path):
           "unmarkable:", len(rep.unmarkable), "compared:", len(rep.tensors))
 
 
-def _planted_overflow(d: int = 1024, blocks: int = 6, seed: int = 4) -> onnx.ModelProto:
-    """sample_models/fp16_overflow.onnx at a realistic size: `blocks` MatMul+Add+Relu layers
-    of width d, then the planted chain (a x2e4 gain past FP16's max, a decomposed L2 norm
-    whose sum of squares overflows FP16), then a head."""
-    rng = np.random.default_rng(seed)
-    inits, nodes = [], []
-    x = "input"
-    for k in range(blocks):
-        w = (rng.standard_normal((d, d)) * math.sqrt(2.0 / d)).astype(np.float32)
-        inits += [numpy_helper.from_array(w, f"b{k}.w"),
-                  numpy_helper.from_array(np.zeros(d, np.float32), f"b{k}.b")]
-        nodes += [helper.make_node("MatMul", [x, f"b{k}.w"], [f"/b{k}/mm"], name=f"/b{k}/MatMul"),
-                  helper.make_node("Add", [f"/b{k}/mm", f"b{k}.b"], [f"/b{k}/add"],
-                                   name=f"/b{k}/Add"),
-                  helper.make_node("Relu", [f"/b{k}/add"], [f"/b{k}/relu"], name=f"/b{k}/Relu")]
-        x = f"/b{k}/relu"
-    inits += [numpy_helper.from_array(np.array(2e4, np.float32), "gain"),
-              numpy_helper.from_array(np.array([-1], np.int64), "axes"),
-              numpy_helper.from_array(np.array(1e-6, np.float32), "eps"),
-              numpy_helper.from_array(rng.standard_normal((d, 16)).astype(np.float32), "head.w")]
-    nodes += [helper.make_node("Mul", [x, "gain"], ["/planted/h"], name=PLANTED[0]),
-              helper.make_node("Mul", ["/planted/h", "/planted/h"], ["/planted/h2"],
-                               name=PLANTED[1]),
-              helper.make_node("ReduceSum", ["/planted/h2", "axes"], ["/planted/ss"],
-                               name=PLANTED[2], keepdims=1),
-              helper.make_node("Sqrt", ["/planted/ss"], ["/planted/n"], name=PLANTED[3]),
-              helper.make_node("Add", ["/planted/n", "eps"], ["/planted/ne"], name=PLANTED[4]),
-              helper.make_node("Div", ["/planted/h", "/planted/ne"], ["/planted/y"],
-                               name=PLANTED[5]),
-              helper.make_node("MatMul", ["/planted/y", "head.w"], ["output"], name="/head/MatMul")]
-    g = helper.make_graph(nodes, "planted_overflow",
-                          [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", d])],
-                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 16])],
-                          inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    return m
-
-
 def test_planted_overflow_bisected_on_the_engine(trt_worker):
+    """Bisection on the engine: on a TensorRT without strongly typed networks (8.6 here) the
+    route is layer precision (every float layer FP16, exclusions FP32, OBEY); the builder
+    flag alone keeps the planted chain in FP32 by itself (seen on the H200), so nothing there
+    could be bisected."""
+    from workbench.build.engine import build_engine
+    from workbench.compare.engine_compare import peak_rss_mb
     from workbench.comparison import compare_outputs
-    from workbench.enginedebug import bisect_engine, with_feed_profile
+    from workbench.enginedebug import bisect_config, bisect_engine, with_feed_profile
     from workbench.precision.table import tolerances
     from workbench.runners import OnnxRuntimeRunner
     from workbench.trtrunner import TensorRTRunner
-    from workbench.build.engine import build_engine
 
-    model = _planted_overflow()
+    model = planted_overflow()
     rng = np.random.default_rng(5)
     feeds = [{"input": rng.standard_normal((8, 1024)).astype(np.float32)} for _ in range(2)]
     cfg = with_feed_profile(model, _cfg(), feeds)
     atol, rtol = tolerances("fp16", None, None)
     ref = OnnxRuntimeRunner(model).infer_all(feeds)
-    base = build_engine(model, cfg, client=trt_worker)
-    got = TensorRTRunner(base.engine_path, model=model, client=trt_worker).infer_all(feeds)
-    before = compare_outputs(ref, got, atol, rtol)
-    print(f"\n[planted] route {base.route}; unmarked FP16 engine: max abs {before.max_abs}, "
-          f"passed {before.passed}")
+
+    def check(config, tag):
+        res = build_engine(model, config, client=trt_worker)
+        got = TensorRTRunner(res.engine_path, model=model, client=trt_worker).infer_all(feeds)
+        c = compare_outputs(ref, got, atol, rtol)
+        print(f"[planted] {tag}: route {res.route}, max abs {c.max_abs:.4g}, rel {c.rel:.4g}, "
+              f"passed {c.passed}; build notes {[n for n in res.notes if 'layer' in n]}")
+        return c
+
+    free = check(cfg, "FP16 builder flag alone")
+    bcfg = bisect_config(cfg, client=trt_worker)
+    print(f"[planted] bisection builds with route={bcfg.route} "
+          f"layer_precision={bcfg.layer_precision}")
+    before = check(bcfg, "bisection's route, nothing excluded") if bcfg != cfg else free
     if before.passed:
-        pytest.skip("this TensorRT kept the planted chain in FP32 by itself: nothing to bisect")
+        pytest.skip("the planted chain met the budget even with every layer held to FP16")
     res = bisect_engine(model, cfg, feeds, client=trt_worker)
+    print(f"[planted] route: {res.route}")
     print(f"[planted] {res.message}; excluded {res.excluded}; {len(res.evaluations)} builds "
-          f"evaluated")
+          f"evaluated; suspects {res.candidates}")
     print(res.table())
-    assert res.passed and res.excluded and set(res.excluded) <= set(PLANTED), res.to_dict()
-    fixed = build_engine(model, cfg.replace(exclude_nodes=res.excluded), client=trt_worker)
-    got = TensorRTRunner(fixed.engine_path, model=model, client=trt_worker).infer_all(feeds)
-    after = compare_outputs(ref, got, atol, rtol)
-    print(f"[planted] rebuilt engine: max abs {after.max_abs}, rel {after.rel}, "
-          f"passed {after.passed}")
+    for r in res.rows:
+        print(f"[planted] row {len(r['excluded'])} FP32 nodes (+{r['added'] or '-'}): worst rel "
+              f"{r['worst_rel']}, passed {r['passed']}, P50 {r['p50_ms']} ms, IProfiler layer "
+              f"sum {r.get('layers_ms')} ms, cost {r['cost_ms']} ms")
+    print(f"[planted] exclusion sets TensorRT could not build obeying: {res.unbuildable}")
+    # whole fused engine layers go into FP32: each one the answer holds has a planted node
+    # (8.6 fuses /planted/scale into /b5/MatMul + /b5/Relu)
+    assert res.passed and res.excluded and set(PLANTED) & set(res.excluded), res.to_dict()
+    assert all(set(r["added"].split(" + ")) & set(PLANTED) for r in res.rows[1:]), res.rows
+    fixed_cfg = BuildConfig.from_dict(res.build_config).replace(exclude_nodes=res.excluded)
+    after = check(fixed_cfg, "rebuilt with the exclusions")
+    print(f"[planted] error before {before.max_abs:.4g} (rel {before.rel:.4g}) -> after "
+          f"{after.max_abs:.4g} (rel {after.rel:.4g}); peak host RSS {peak_rss_mb():.0f} MB")
     assert after.passed
-    assert all(r["p50_ms"] is not None and r["p50_ms"] > 0 for r in res.rows)
+    failed_builds = [sorted(u) for u in res.unbuildable]
+    built = [r for r in res.rows if sorted(r["excluded"]) not in failed_builds]
+    assert built[-1] is res.rows[-1] and all(r["p50_ms"] > 0 for r in built)

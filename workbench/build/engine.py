@@ -217,6 +217,23 @@ def _expand_exclude_ops(ref: ModelRef, config: BuildConfig) -> List[str]:
     return names
 
 
+def layer_precisions(config: BuildConfig, excluded: List[str]) -> Dict[str, str]:
+    """The builder-flag route's layer precisions for the worker: each excluded node in the
+    base (FP32) type and, with `config.layer_precision`, every other float layer ("*") in the
+    target's; DataType names from the precision table."""
+    base = table.get(table.BASE).layer_dtype or "float32"
+    out: Dict[str, str] = {}
+    if config.layer_precision:
+        dt = config.entry.layer_dtype
+        if not dt:
+            raise WorkbenchError(f"{config.precision.upper()} has no layer precision on the "
+                                 "builder-flag route", field="layer_precision",
+                                 hint="leave layer_precision unset (the builder flag alone)")
+        out["*"] = dt
+    out.update({n: base for n in excluded})
+    return out
+
+
 def _node_for_index(ref: ModelRef, idx: Any) -> Optional[str]:
     try:
         i = int(idx)
@@ -356,7 +373,10 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     if route == "legacy-flags":  # the table names the flag and the calibrator; the worker obeys
         args["builder_flag"] = entry.builder_flag
         args["calibrate"] = bool(entry.flag_calibrator)
-        args["fp32_layers"] = _expand_exclude_ops(ref, config)
+        lp = layer_precisions(config, _expand_exclude_ops(ref, config))
+        if lp:
+            args["layer_precisions"] = lp
+            args["precision_constraints"] = config.layer_precision or "obey"
         if entry.flag_calibrator:
             args["calib_npz"], args["calib_cache"] = _write_calibration(
                 ref, config, ws, calib_hash or "", backend, version)
@@ -455,7 +475,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     from workbench.build.export import export_for
 
     findings += findings_from_log(out.get("log", []), side["names"])
-    for n in out.get("unmatched_fp32_layers", []):
+    for n in out.get("unmatched_layers", out.get("unmatched_fp32_layers", [])):
         findings.append(Finding("warning", "exclusion-not-found",
                                 f"no TensorRT layer matches excluded node '{n}'", nodes=[n],
                                 source="build", hint="check the node name"))

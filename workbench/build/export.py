@@ -121,10 +121,14 @@ def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
             a.append(entry.trtexec)
         if entry.flag_calibrator and calib_cache:
             a.append(f"--calib={_q(calib_cache)}")
-        if config.exclude_nodes:
-            a.append("--precisionConstraints=obey")
-            a.append("--layerPrecisions=" + ",".join(f"{_q(n)}:fp32"
-                                                       for n in config.exclude_nodes))
+        specs = [f"{_q(n)}:fp32" for n in config.exclude_nodes]
+        if config.layer_precision and entry.layer_dtype:  # "*" first: later specs win
+            specs.insert(0, f"{_q('*')}:{entry.name}")
+        if specs:
+            a.append(f"--precisionConstraints={config.layer_precision or 'obey'}")
+            a.append("--layerPrecisions=" + ",".join(specs))
+            if config.layer_precision:
+                a.append("--layerOutputTypes=" + ",".join(specs))
     elif backend != "tensorrt-rtx":
         a.append("--stronglyTyped")
     for p in config.plugins:
@@ -151,7 +155,8 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
     d["backend"] = "tensorrt-rtx" if exe.startswith("tensorrt_rtx") else "tensorrt"
     onnx = engine = ""
     shapes: Dict[str, List[str]] = {"min": [], "opt": [], "max": []}
-    legacy = False
+    legacy = every = False
+    constraints = "obey"
     by_flag = {p.trtexec: p.name for p in map(table.get, table.names()) if p.trtexec}
     for arg in argv[1:]:
         key, _, val = arg.partition("=")
@@ -174,10 +179,14 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
             d["route"] = "strongly-typed"
         elif key in by_flag:
             d["precision"], legacy = by_flag[key], True
+        elif key == "--precisionConstraints":
+            constraints = val
         elif key == "--layerPrecisions":
             for part in val.split(","):
                 name, _, prec = part.rpartition(":")
-                if prec == "fp32":
+                if name == "*":
+                    every = True
+                elif prec == "fp32":
                     d["exclude_nodes"].append(name)
         elif key == "--tacticSources":
             d["tactic_sources"] = [t[1:] for t in val.split(",") if t.startswith("+")]
@@ -189,6 +198,8 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
             d["extra_flags"].append(_TRTEXEC_TO_FLAG.get(arg, _TRTEXEC_TO_FLAG.get(key)))
     if legacy:
         d["route"] = "legacy-flags"
+    if every:
+        d["layer_precision"] = constraints
     if len({len(v) for v in shapes.values()}) != 1:
         raise WorkbenchError("trtexec needs as many --minShapes as --optShapes and --maxShapes",
                              field="shapes")
@@ -231,9 +242,10 @@ def polygraphy_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
             a.append(entry.polygraphy)
         if entry.flag_calibrator and calib_cache:
             a += ["--calibration-cache", _q(calib_cache)]
+        if config.exclude_nodes or config.layer_precision:
+            a += ["--precision-constraints", config.layer_precision or "obey"]
         if config.exclude_nodes:
-            a += ["--precision-constraints", "obey", "--layer-precisions"]
-            a += [_q(f"{n}:float32") for n in config.exclude_nodes]
+            a += ["--layer-precisions"] + [_q(f"{n}:float32") for n in config.exclude_nodes]
     else:
         a.append("--strongly-typed")
     if config.plugins:

@@ -23,7 +23,9 @@ ROUTES = ("auto", "strongly-typed", "legacy-flags")
 # HardwareCompatibilityLevel members by their config name (TensorRT >= 8.6; not TensorRT-RTX)
 HARDWARE_COMPATIBILITY = ("none", "ampere_plus", "same_compute_capability")
 # fields added later: left out of to_dict() while unset, so older configs keep their hash
-_OPTIONAL_FIELDS = ("hardware_compatibility",)
+_OPTIONAL_FIELDS = ("hardware_compatibility", "layer_precision")
+# layer_precision: how the builder-flag route holds every layer to the target precision
+LAYER_PRECISION = ("obey", "prefer")
 BACKENDS = BUILD_BACKENDS
 CALIBRATE_METHODS = table.CALIBRATE_METHODS
 Shape = List[int]
@@ -96,6 +98,10 @@ class BuildConfig:
     # where the engine may run besides the build GPU (TensorRT >= 8.6; None: not set, left out
     # of the JSON and the hash so configs written before it keep their hash)
     hardware_compatibility: Optional[str] = None
+    # builder-flag route (TensorRT <= 10): put every float layer in the target's precision and
+    # the excluded nodes in FP32, and make the builder "obey" (or "prefer") that; None: the
+    # flag alone, TensorRT picks each layer's precision (and may keep any in FP32)
+    layer_precision: Optional[str] = None
 
     # (declared below: precision, exclude_nodes, ... as properties onto `spec`)
     def __init__(self, spec: Optional[PrecisionSpec] = None, **kw: Any) -> None:
@@ -165,6 +171,13 @@ class BuildConfig:
                                      field="hardware_compatibility",
                                      hint="one of " + ", ".join(HARDWARE_COMPATIBILITY))
             self.hardware_compatibility = hw
+        if self.layer_precision is not None:
+            lp = str(self.layer_precision).strip().lower()
+            if lp not in LAYER_PRECISION:
+                raise WorkbenchError(f"unknown layer precision '{self.layer_precision}'",
+                                     field="layer_precision",
+                                     hint="one of " + ", ".join(LAYER_PRECISION))
+            self.layer_precision = lp
         self.profiles = [_norm_profile(p, k) for k, p in enumerate(self.profiles or [])]
         return self
 

@@ -40,12 +40,16 @@ class BisectResult:
     evaluations: List[Dict[str, Any]] = field(default_factory=list)
     rows: List[Dict[str, Any]] = field(default_factory=list)  # accuracy vs latency per prefix
     message: str = ""
+    build_config: Dict[str, Any] = field(default_factory=dict)  # engine route: what was built
+    unbuildable: List[List[str]] = field(default_factory=list)  # sets TensorRT could not build
 
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "route": self.route, "excluded": self.excluded,
                 "suggested_exclusions": self.excluded, "passed": self.passed,
                 "candidates": self.candidates, "evaluations": self.evaluations,
-                "rows": self.rows, "message": self.message}
+                "rows": self.rows, "message": self.message,
+                **({"build_config": self.build_config} if self.build_config else {}),
+                **({"unbuildable": self.unbuildable} if self.unbuildable else {})}
 
     def table(self) -> str:
         """The accuracy-vs-latency table as text."""
@@ -63,13 +67,29 @@ class BisectResult:
 
 
 def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[str]], Any], *,
-                      latency: Optional[Callable[[Sequence[str]], float]] = None,
+                      latency: Optional[Callable[[Sequence[str]], Any]] = None,
                       target: str = "fp16", route: str = "", minimise: bool = True,
-                      max_minimise: int = 8) -> BisectResult:
-    """See the module docstring. `evaluate` returns a `workbench.comparison.Comparison`."""
+                      max_minimise: int = 8,
+                      units: Optional[Sequence[Sequence[str]]] = None) -> BisectResult:
+    """See the module docstring. `evaluate` returns a `workbench.comparison.Comparison`.
+    `units`: nodes that go into FP32 together (the ONNX nodes of one fused engine layer: an
+    exclusion that splits a fused layer leaves TensorRT no format that obeys it); the search
+    adds and drops whole units, each candidate joining the unit that holds it."""
     cands = list(dict.fromkeys(candidates))
+    unit_of = {n: list(u) for u in (units or []) for n in u}
+    groups: List[List[str]] = []
+    placed: set = set()
+    for n in cands:
+        if n in placed:
+            continue
+        g = [m for m in dict.fromkeys(unit_of.get(n, [n])) if m not in placed]
+        placed.update(g)
+        groups.append(g)
     memo: Dict[Tuple[str, ...], Any] = {}
     res = BisectResult(target, route, [], False, candidates=cands)
+
+    def flat(gs: Sequence[Sequence[str]]) -> List[str]:
+        return [n for g in gs for n in g]
 
     def ev(excl: Sequence[str]) -> Any:
         key = tuple(sorted(excl))
@@ -82,44 +102,51 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
 
     if ev([]).passed:
         res.passed, res.message = True, "the outputs meet the budget with nothing in FP32"
-        chosen: List[str] = []
+        chosen: List[List[str]] = []
     elif not cands:
         res.message = "the outputs miss the budget and there is no suspect to keep in FP32"
         return res
-    elif not ev(cands).passed:
+    elif not ev(flat(groups)).passed:
         res.message = (f"even with all {len(cands)} suspects in FP32 the outputs miss the "
                        "budget: the error comes from elsewhere (compare all tensors, --mark all)")
-        res.excluded = cands
+        res.excluded = flat(groups)
         return res
     else:
-        lo, hi = 0, len(cands)  # prefix lo fails, prefix hi passes
+        lo, hi = 0, len(groups)  # prefix lo fails, prefix hi passes
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if ev(cands[:mid]).passed:
+            if ev(flat(groups[:mid])).passed:
                 hi = mid
             else:
                 lo = mid
-        chosen = cands[:hi]
+        chosen = groups[:hi]
         if minimise and len(chosen) > 1:
-            for n in list(reversed(chosen))[:max_minimise]:
-                trial = [c for c in chosen if c != n]
-                if trial and ev(trial).passed:
+            for g in list(reversed(chosen))[:max_minimise]:
+                trial = [u for u in chosen if u is not g]
+                if trial and ev(flat(trial)).passed:
                     chosen = trial
         res.passed = True
-        res.message = f"{len(chosen)} node(s) in FP32 meet the budget"
-    res.excluded = chosen
+        n = len(flat(chosen))
+        res.message = f"{n} node(s) in FP32 meet the budget" + (
+            f" ({len(chosen)} fused engine layers)" if n != len(chosen) else "")
+    res.excluded = flat(chosen)
     prev_ms: Optional[float] = None
     for k in range(len(chosen) + 1):
-        excl = chosen[:k]
+        excl = flat(chosen[:k])
         c = ev(excl)
-        row: Dict[str, Any] = {"excluded": excl, "added": chosen[k - 1] if k else "",
+        row: Dict[str, Any] = {"excluded": excl, "added": " + ".join(chosen[k - 1]) if k else "",
                                "passed": bool(c.passed), "worst_rel": _num(_worst(c)),
                                "p50_ms": None, "cost_ms": None}
         if latency is not None:
-            ms = float(latency(excl))
-            row["p50_ms"] = ms
-            row["cost_ms"] = None if prev_ms is None else ms - prev_ms
-            prev_ms = ms
+            got = latency(excl)  # P50 ms, or {"p50_ms": ..., more figures for the row}
+            if isinstance(got, dict):
+                row.update({k2: v for k2, v in got.items() if k2 != "p50_ms"})
+                got = got["p50_ms"]
+            if got is not None:  # None: not measurable (e.g. a prefix that did not build)
+                ms = float(got)
+                row["p50_ms"] = ms
+                row["cost_ms"] = None if prev_ms is None else ms - prev_ms
+                prev_ms = ms
         res.rows.append(row)
     return res
 
@@ -149,10 +176,13 @@ def onnx_evaluator(model: Any, feeds: Sequence[Any], target: str = "fp16", *,
 
 
 def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
-    """Nodes to try in FP32, most suspicious first: the culprits with the other nodes of their
-    fused engine layers; then the producers and consumers of tensors beyond the FP16 range
-    (an FP32 node whose output still overflows once cast down needs its consumers too); then
-    the producers of tensors that turned non-finite."""
+    """Nodes to try in FP32, most suspicious first: the producers and consumers of tensors
+    whose FP32 values lie beyond the FP16 range (an FP32 node whose output still overflows
+    once cast down needs its consumers too), in topological order; then the other nodes of
+    the fused engine layers that output those tensors, nearest first (a tensor fused inside
+    a layer is never compared but overflows all the same); then the culprits with the other
+    nodes of their fused engine layers; then the failing outputs' layers and the producers
+    of tensors that turned non-finite."""
     from workbench.graphindex import GraphIndex
     from workbench.runners import load_proto
 
@@ -162,18 +192,21 @@ def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
         n = gi.nodes[i]
         return n.name or f"{n.op_type}:{n.output[0]}"
 
+    layer = getattr(report, "groups", {}) or {}
+    over = [t for t in report.tensors if t.tensor in (getattr(report, "fp16_range", {}) or {})]
+    out: List[str] = []
+    for t in over:  # what makes and what reads each tensor beyond the FP16 range
+        p = gi.producer_of(t.tensor)
+        out.append(name(p) if p is not None else t.node)
+        out.extend(name(c) for c in gi.consumers_of(t.tensor))
+    for t in over:  # then the rest of the fused layer that outputs it, nearest first
+        out.extend(layer.get(t.tensor) or [])
     groups = report.culprit_groups(top) if hasattr(report, "culprit_groups") else \
         [[t.node] for t in report.culprits(top)]
-    out: List[str] = [n for g in groups for n in g]
+    out.extend(n for g in groups for n in g)
     for t in getattr(report, "outputs", []):  # a failing output's own fused layer
         if not t.passed:
-            out.extend(getattr(report, "groups", {}).get(t.tensor, [t.node]))
-    over = getattr(report, "fp16_range", {}) or {}
-    for t in report.tensors:
-        if t.tensor in over:
-            p = gi.producer_of(t.tensor)
-            out.append(name(p) if p is not None else t.node)
-            out.extend(name(c) for c in gi.consumers_of(t.tensor))
+            out.extend(layer.get(t.tensor, [t.node]))
     out.extend(t.node for t in report.tensors if not t.finite)
     const = {name(i) for i in range(len(gi)) if gi.op(i) == "Constant"}
     return [n for n in dict.fromkeys(out) if n and n not in const]

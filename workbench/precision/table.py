@@ -31,14 +31,15 @@ class Precision:
 
     __slots__ = ("name", "kind", "description", "needs_calibration", "builder_flag",
                  "flag_route", "flag_calibrator", "trtexec", "polygraphy", "transform",
-                 "max_abs", "aliases", "atol", "rtol")
+                 "max_abs", "aliases", "atol", "rtol", "layer_dtype")
 
     def __init__(self, name: str, kind: str, description: str, *, transform: Transform,
                  needs_calibration: bool = False, builder_flag: Optional[str] = None,
                  flag_route: bool = True, flag_calibrator: bool = False,
                  trtexec: Optional[str] = None, polygraphy: Optional[str] = None,
                  max_abs: Optional[float] = None, aliases: Tuple[str, ...] = (),
-                 atol: Optional[float] = None, rtol: Optional[float] = None) -> None:
+                 atol: Optional[float] = None, rtol: Optional[float] = None,
+                 layer_dtype: Optional[str] = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"precision kind must be one of {KINDS}, got {kind!r}")
         self.name = name.lower()
@@ -53,6 +54,9 @@ class Precision:
         self.polygraphy = polygraphy        # polygraphy convert flag of that route
         self.max_abs = max_abs              # float targets: largest finite value
         self.aliases = tuple(a.lower() for a in aliases)
+        # the TensorRT DataType attribute (`trt.float16`) a layer is pinned to on the
+        # builder-flag route's layer precision (TensorRT <= 10); None: no such route
+        self.layer_dtype = layer_dtype
         # default comparison tolerances against FP32 (`compare`, `precision`, verification):
         # tight for the untransformed model, FP16-like for every lowered one unless given
         loose = kind != "none"
@@ -140,13 +144,16 @@ def get(name: Any, *, field: str = "precision") -> Precision:
 
 _Q = "workbench.precision.transform:"
 register(Precision("fp32", "none", "the model as it is (no transform)",
-                   transform=_Q + "keep_fp32", aliases=("float32", "float")))
+                   transform=_Q + "keep_fp32", aliases=("float32", "float"),
+                   layer_dtype="float32"))
 register(Precision("fp16", "float", "FP16 Casts + FP16 weights; overflowing nodes stay FP32",
                    transform=_Q + "fp16_casts", builder_flag="FP16", trtexec="--fp16",
-                   polygraphy="--fp16", max_abs=FP16_MAX, aliases=("float16", "half")))
+                   polygraphy="--fp16", max_abs=FP16_MAX, aliases=("float16", "half"),
+                   layer_dtype="float16"))
 register(Precision("bf16", "float", "BF16 Casts + BF16 weights (FP32's range, fewer digits)",
                    transform=_Q + "bf16_casts", builder_flag="BF16", trtexec="--bf16",
-                   polygraphy="--bf16", max_abs=BF16_MAX, aliases=("bfloat16",)))
+                   polygraphy="--bf16", max_abs=BF16_MAX, aliases=("bfloat16",),
+                   layer_dtype="bfloat16"))
 register(Precision("int8", "quantized", "INT8 Q/DQ with calibrated scales (zero point 0)",
                    transform=_Q + "qdq", needs_calibration=True, builder_flag="INT8",
                    flag_calibrator=True, trtexec="--int8", polygraphy="--int8"))

@@ -609,7 +609,7 @@ class Config:
         self.calibrator: Any = None
         self.monitor: Any = None
         self.timing_cache: Optional[str] = None  # the path, when it is used
-        self.unmatched_fp32_layers: List[str] = []
+        self.unmatched_layers: List[str] = []  # layer_precisions names no layer matched
 
 
 def create_config(trt: Any, builder: Any, network: Any, logger: Any,
@@ -621,7 +621,9 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
                   fill_dynamic: bool = False, extra_flags: Optional[List[str]] = None,
                   tactic_sources: Optional[List[str]] = None, precision: str = "",
                   legacy_flags: bool = False, builder_flag: Optional[str] = None,
-                  calibrate: bool = False, fp32_layers: Optional[List[str]] = None,
+                  calibrate: bool = False,
+                  layer_precisions: Optional[Dict[str, str]] = None,
+                  precision_constraints: str = "obey",
                   calib_npz: Optional[str] = None, calib_cache: Optional[str] = None,
                   calibrate_method: str = "entropy", timing_cache: Optional[str] = None,
                   progress: bool = False, step_delay: float = 0.0,
@@ -632,8 +634,8 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
     (the engine inspector needs it), compute-capability targets (TensorRT-RTX ahead of time;
     `target_required=False` ignores them where the backend has none), optimization profiles
     (see add_profiles), builder flags and tactic sources by name, the legacy precision route
-    (FP16/BF16/INT8 builder flags, entropy/minmax calibrator, FP32-pinned layers), the timing
-    cache, and the progress monitor (cancel through it)."""
+    (FP16/BF16/INT8 builder flags, entropy/minmax calibrator), layer precisions (see
+    set_layer_precisions), the timing cache, and the progress monitor (cancel through it)."""
     cfg = Config(builder.create_builder_config())
     config = cfg.config
     if workspace_bytes:
@@ -657,7 +659,12 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
         set_tactic_sources(trt, config, tactic_sources)
     if legacy_flags:
         _legacy_precision(trt, builder, config, network, ctx, cfg, precision, builder_flag,
-                          calibrate, fp32_layers, calib_npz, calib_cache, calibrate_method)
+                          calibrate, calib_npz, calib_cache, calibrate_method)
+    if layer_precisions:
+        cfg.unmatched_layers, notes = set_layer_precisions(trt, config, network,
+                                                           layer_precisions,
+                                                           precision_constraints)
+        cfg.notes += notes
     if timing_cache:
         _load_timing_cache(builder, config, timing_cache, cfg)
     if progress and ctx is not None and getattr(trt, "IProgressMonitor", None) is not None:
@@ -730,8 +737,8 @@ def set_tactic_sources(trt: Any, config: Any, names: List[str]) -> None:
 
 def _legacy_precision(trt: Any, builder: Any, config: Any, network: Any, ctx: Any, cfg: Config,
                       precision: str, builder_flag: Optional[str], calibrate: bool,
-                      fp32_layers: Optional[List[str]], calib_npz: Optional[str],
-                      calib_cache: Optional[str], method: str) -> None:
+                      calib_npz: Optional[str], calib_cache: Optional[str],
+                      method: str) -> None:
     """TensorRT <= 10: the builder lowers precision by flag (the network stays FP32).
 
     The client's precision table says which BuilderFlag (`builder_flag`, e.g. "FP16") and
@@ -758,33 +765,113 @@ def _legacy_precision(trt: Any, builder: Any, config: Any, network: Any, ctx: An
             raise OpError("%s with builder flags needs calibration data or a calibration "
                           "cache" % precision.upper(), code="bad-calibration",
                           hint="pass --calib PATH with representative inputs")
-    if fp32_layers:
-        cfg.unmatched_fp32_layers = pin_fp32_layers(trt, config, network, fp32_layers)
 
 
-def pin_fp32_layers(trt: Any, config: Any, network: Any, names: List[str]) -> List[str]:
-    """Legacy route exclusions: keep the named layers in FP32 (OBEY precision constraints);
-    returns the names no layer matched."""
-    wanted = set(names)
-    found = set()
+_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
+_SUFFIX = re.compile(r"^(.*)_\d+$")
+# what `precision_constraints` asks of the builder: the flags to try, strongest first
+CONSTRAINT_FLAGS = {"obey": ("OBEY_PRECISION_CONSTRAINTS", "STRICT_TYPES"),
+                    "prefer": ("PREFER_PRECISION_CONSTRAINTS",)}
+
+
+def _float_types(trt: Any) -> List[Any]:
+    return [getattr(trt, n) for n in ("float32", "float16", "bfloat16") if hasattr(trt, n)]
+
+
+def _layer_nodes(layer: Any, wanted: Any) -> List[str]:
+    """The wanted ONNX node names `layer` belongs to: its name, its '[ONNX Layer: NAME]'
+    metadata, or (no metadata) NAME_<k>, the parser's name for a node's further layers."""
+    meta = str(getattr(layer, "metadata", "") or "")
+    hits = [n for n in _ONNX_LAYER.findall(meta) if n in wanted]
+    if layer.name in wanted:
+        hits.insert(0, layer.name)
+    elif not hits and not meta:
+        m = _SUFFIX.match(layer.name)
+        if m and m.group(1) in wanted:
+            hits.append(m.group(1))
+    return list(dict.fromkeys(hits))
+
+
+def _computes_in_float(trt: Any, layer: Any) -> bool:
+    """Polygraphy's rule for layers a precision can be put on: no constant, every output a
+    float execution tensor (shape computations and integer outputs keep their type)."""
+    const = getattr(getattr(trt, "LayerType", None), "CONSTANT", None)
+    if const is not None and layer.type == const:
+        return False
+    floats = _float_types(trt)
+    for j in range(layer.num_outputs):
+        t = layer.get_output(j)
+        if not getattr(t, "is_execution_tensor", True) or t.dtype not in floats:
+            return False
+    return True
+
+
+def plan_layer_precisions(trt: Any, network: Any, precisions: Dict[str, str]
+                          ) -> Tuple[List[Tuple[int, str]], List[str]]:
+    """([(layer index, DataType attribute name)], names no layer matched) for `precisions`:
+    ONNX node name -> a `trt` DataType attribute ("float32"...), "*" for every other layer
+    that computes in float. Read-only: works on any parsed network."""
+    for name, dt in precisions.items():
+        if not isinstance(getattr(trt, str(dt), None), type(getattr(trt, "float32", None))):
+            raise OpError("layer_precisions['%s']: '%s' is not a DataType of this TensorRT"
+                          % (name, dt), code="bad-args", details={"field": "layer_precisions"})
+    default = precisions.get("*")
+    wanted = {n: dt for n, dt in precisions.items() if n != "*"}
+    found: set = set()
+    plan: List[Tuple[int, str]] = []
     for i in range(network.num_layers):
         layer = network.get_layer(i)
-        meta = str(getattr(layer, "metadata", "") or "")
-        hit = layer.name in wanted or any("[ONNX Layer: %s]" % n in meta for n in wanted)
-        if not hit:
-            continue
-        found.update(n for n in wanted if n == layer.name or "[ONNX Layer: %s]" % n in meta)
-        layer.precision = trt.float32
+        nodes = _layer_nodes(layer, wanted)
+        found.update(nodes)
+        dt = wanted[nodes[0]] if nodes else default
+        if dt is not None and _computes_in_float(trt, layer):
+            plan.append((i, str(dt)))
+    return plan, sorted(set(wanted) - found)
+
+
+def set_layer_precisions(trt: Any, config: Any, network: Any, precisions: Dict[str, str],
+                         constraints: str = "obey") -> Tuple[List[str], List[str]]:
+    """Put layers in the DataTypes `precisions` names (see plan_layer_precisions): the layer
+    precision and the type of each float output that is not a network output, then the
+    builder flag that makes TensorRT obey (or prefer) them. Returns (unmatched names, notes).
+    The weakly typed networks of TensorRT <= 10 have layer precision; strongly typed ones
+    (TensorRT-RTX, 11) do not: an OpError says to keep nodes in FP32 with Casts instead."""
+    if constraints not in CONSTRAINT_FLAGS:
+        raise OpError("unknown precision constraints '%s'" % constraints, code="bad-args",
+                      details={"field": "precision_constraints"},
+                      hint="one of: %s" % ", ".join(CONSTRAINT_FLAGS))
+    plan, unmatched = plan_layer_precisions(trt, network, precisions)
+    if plan and not hasattr(network.get_layer(plan[0][0]), "precision"):
+        raise OpError("this TensorRT has no layer precision (its networks are strongly "
+                      "typed)", code="no-flag",
+                      hint="keep nodes in FP32 with Casts in the ONNX: the strongly typed route")
+    floats = _float_types(trt)
+    for i, dt_name in plan:
+        layer, dt = network.get_layer(i), getattr(trt, dt_name)
+        layer.precision = dt
         for j in range(layer.num_outputs):
-            if layer.get_output(j).dtype in (trt.float32, trt.float16):
-                layer.set_output_type(j, trt.float32)
-    if wanted:
-        bf = trt.BuilderFlag
-        flag = getattr(bf, "OBEY_PRECISION_CONSTRAINTS", None) or getattr(
-            bf, "STRICT_TYPES", None)
-        if flag is not None:
-            config.set_flag(flag)
-    return sorted(wanted - found)
+            t = layer.get_output(j)
+            if t.dtype in floats and not getattr(t, "is_network_output", False):
+                layer.set_output_type(j, dt)
+    notes: List[str] = []
+    bf = getattr(trt, "BuilderFlag", None)
+    names = CONSTRAINT_FLAGS[constraints] + tuple(
+        n for k, v in CONSTRAINT_FLAGS.items() if k != constraints for n in v)
+    flag = next((n for n in names if getattr(bf, n, None) is not None), None)
+    if flag is None:
+        raise OpError("this TensorRT has no precision-constraint builder flag", code="no-flag",
+                      hint="use the strongly typed route (Casts in the ONNX)")
+    if flag not in CONSTRAINT_FLAGS[constraints]:
+        notes.append("no BuilderFlag for '%s' precision constraints: %s used" % (constraints,
+                                                                                 flag))
+    config.set_flag(getattr(bf, flag))
+    counts: Dict[str, int] = {}
+    for _i, dt_name in plan:
+        counts[dt_name] = counts.get(dt_name, 0) + 1
+    notes.append("layer precision (%s): %s of %d layers" % (
+        flag, ", ".join("%d %s" % (c, n) for n, c in sorted(counts.items())),
+        network.num_layers))
+    return unmatched, notes
 
 
 # -- timing cache -----------------------------------------------------------------------------

@@ -26,13 +26,18 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
           workspace_bytes: Optional[int] = None, optimization_level: Optional[int] = None,
           timing_cache: Optional[str] = None, target: Optional[str] = None,
           plugins: Optional[List[str]] = None, extra_flags: Optional[List[str]] = None,
-          fp32_layers: Optional[List[str]] = None, calib_npz: Optional[str] = None,
+          layer_precisions: Optional[Dict[str, str]] = None,
+          precision_constraints: str = "obey", calib_npz: Optional[str] = None,
           calib_cache: Optional[str] = None, calibrate_method: str = "entropy",
           tactic_sources: Optional[List[str]] = None,
           keep_log: str = "info", report_layers: bool = True,
           test_step_delay: float = 0.0,
           hardware_compatibility: Optional[str] = None) -> Dict[str, Any]:
-    """Build `onnx_path` into `engine_path` (the client renames it into the cache)."""
+    """Build `onnx_path` into `engine_path` (the client renames it into the cache).
+
+    `layer_precisions` (weakly typed networks only): ONNX node name -> TensorRT DataType
+    attribute name, "*" for every other float layer, held to with `precision_constraints`
+    ("obey" | "prefer"); the client's precision table chooses the types."""
     t_start = time.monotonic()
     name, trt = L.load_backend(backend)
     if hardware_compatibility not in (None, "none") and name == "tensorrt-rtx":
@@ -47,13 +52,18 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
     net = L.network_from_onnx(trt, builder, logger, onnx_path,
                               strongly_typed=(route == "strongly-typed"))
     ctx.check_cancel()
+    if layer_precisions and net.strongly_typed:
+        raise OpError("layer_precisions need a weakly typed network; this build is strongly "
+                      "typed", code="bad-args", details={"field": "layer_precisions"},
+                      hint="keep nodes in FP32 with Casts in the ONNX on strongly typed builds")
     layers = L.describe_layers(trt, net.network) if report_layers else []
     cfg = L.create_config(
         trt, builder, net.network, logger, ctx, workspace_bytes=workspace_bytes,
         optimization_level=optimization_level, target=target, profiles=profiles or [],
         extra_flags=extra_flags, tactic_sources=tactic_sources, precision=precision,
         legacy_flags=(route == "legacy-flags"), builder_flag=builder_flag,
-        calibrate=calibrate, fp32_layers=fp32_layers, calib_npz=calib_npz,
+        calibrate=calibrate, layer_precisions=layer_precisions,
+        precision_constraints=precision_constraints, calib_npz=calib_npz,
         calib_cache=calib_cache, calibrate_method=calibrate_method, timing_cache=timing_cache,
         progress=True, step_delay=test_step_delay,
         hardware_compatibility=hardware_compatibility)
@@ -78,7 +88,7 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         "size_bytes": os.path.getsize(engine_path), "build_seconds": build_s,
         "seconds": time.monotonic() - t_start, "strongly_typed": net.strongly_typed,
         "route": route, "targets": cfg.targets, "log": logger.messages, "notes": cfg.notes,
-        "layers": layers, "unmatched_fp32_layers": cfg.unmatched_fp32_layers,
+        "layers": layers, "unmatched_layers": cfg.unmatched_layers,
         "progress_monitor": have_monitor,
         "calibration_cache": calib_cache if calib_cache and os.path.isfile(calib_cache) else None,
         **card,

@@ -10,8 +10,10 @@ is gone). Python 3.9, stdlib + numpy + tensorrt + polygraphy only.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -21,6 +23,8 @@ from workbench.worker import loaders as L
 from workbench.worker.cuda import Cuda
 from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
 from workbench.worker.registry import Context, OpError, op
+
+WARMUP_MS = 200.0  # back-to-back executions before timing (trtexec's --warmUp default)
 
 
 def _np_dtype(trt: Any, dt: Any) -> Any:
@@ -124,21 +128,44 @@ class _Runner:
         if not self.context.execute_async_v3(self.stream.ptr):
             raise OpError("execute_async_v3 failed", code="execute-failed")
 
-    def timed(self, iterations: int, warmup: int, ctx: Context, phase: str) -> List[float]:
-        for _ in range(warmup):
+    def timed(self, iterations: int, warmup: int, ctx: Context, phase: str,
+              warmup_ms: float = WARMUP_MS) -> List[float]:
+        """Latency of `iterations` executions in ms, each between two CUDA events on the
+        stream (host waits on the end event), after `warmup` executions and at least
+        `warmup_ms` of back-to-back ones (trtexec's --warmUp: the GPU's clocks rise under
+        load; a count of 10 at batch 1 is a few ms, timed at idle clocks). Inside the events
+        nothing but execute_async_v3, the same work as a bare loop; the cancel check and the
+        progress events are outside them, every 10th iteration."""
+        execute, sptr = self.context.execute_async_v3, self.stream.ptr
+        lib = self.cuda.lib
+        record, sync, elapsed = lib.cudaEventRecord, lib.cudaEventSynchronize, \
+            lib.cudaEventElapsedTime
+        stream = ctypes.c_void_p(sptr)
+        t_end = time.perf_counter() + max(float(warmup_ms), 0.0) / 1e3
+        n = 0
+        while n < warmup or time.perf_counter() < t_end:
             self.run()
+            n += 1
+            if n % 10 == 0:
+                self.stream.synchronize()  # (a bounded queue: time is waited, not enqueued)
         self.stream.synchronize()
         start, end = self.cuda.event(), self.cuda.event()
+        ms = ctypes.c_float(0.0)
+        ref = ctypes.byref(ms)
         out = []
         try:
             for i in range(iterations):
-                ctx.check_cancel()
-                self.cuda.record(start, self.stream.ptr)
-                self.run()
-                self.cuda.record(end, self.stream.ptr)
-                out.append(self.cuda.elapsed_ms(start, end))
                 if i % 10 == 0:
+                    ctx.check_cancel()
                     ctx.progress(phase, i / max(iterations, 1))
+                record(start, stream)
+                ok = execute(sptr)
+                record(end, stream)
+                rc = sync(end) or elapsed(ref, start, end)
+                if not ok:
+                    raise OpError("execute_async_v3 failed", code="execute-failed")
+                self.cuda.check(rc, "timing an execution")
+                out.append(float(ms.value))
         finally:
             self.cuda.destroy(start)
             self.cuda.destroy(end)

@@ -23,7 +23,7 @@ import numpy as np
 
 from workbench.worker import loaders as L
 from workbench.worker.cuda import Cuda
-from workbench.worker.ops_profile import _feed, _np_dtype, _Runner, _stats
+from workbench.worker.ops_profile import WARMUP_MS, _feed, _np_dtype, _Runner, _stats
 from workbench.worker.protocol import RUN_ENGINE
 from workbench.worker.registry import Context, OpError, op
 
@@ -62,9 +62,11 @@ def _to_host(runner: Any, name: str) -> np.ndarray:
 @op(RUN_ENGINE)
 def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: str,
                outputs: Optional[List[str]] = None, backend: str = "auto",
-               profile_index: int = 0, time_iterations: int = 0) -> Dict[str, Any]:
+               profile_index: int = 0, time_iterations: int = 0,
+               time_warmup_ms: float = WARMUP_MS) -> Dict[str, Any]:
     """Run `engine_path` on each .npz in `inputs_npz`; write `out_dir/outputs_K.npz` each.
-    time_iterations > 0: also time that many executions of the last batch (CUDA events)."""
+    time_iterations > 0: also time that many executions of the last batch (CUDA events,
+    after `time_warmup_ms` of warm-up: ops_profile._Runner.timed)."""
     if not os.path.isfile(engine_path):
         raise OpError("engine file not found: %s" % engine_path, code="not-found")
     if not isinstance(inputs_npz, list) or not inputs_npz:
@@ -108,7 +110,8 @@ def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: s
             ctx.progress("run", (k + 1) / len(inputs_npz), os.path.basename(path))
         latency = None
         if int(time_iterations) > 0:
-            latency = _stats(runner.timed(int(time_iterations), 10, ctx, "latency"))
+            latency = _stats(runner.timed(int(time_iterations), 10, ctx, "latency",
+                                          float(time_warmup_ms)))
         return {"latency": latency, "backend": name, "backend_version": L.version_of(trt),
                 "outputs": paths,
                 "names": want, "engine_inputs": runner.inputs,
