@@ -211,3 +211,64 @@ def test_bisection_adds_and_drops_whole_fused_layers():
     assert res.rows[1]["added"] == "a + b"
     plain = bisect_exclusions(cands, evaluate)  # without units the cut lands between them
     assert any(("a" in s) != ("b" in s) for s in seen[len(seen) - len(plain.evaluations):])
+
+
+class _Recorded:
+    """A real layer whose precision settings are recorded (TensorRT-RTX layers have none)."""
+
+    def __init__(self, layer, log):
+        self._layer, self._log = layer, log
+
+    def __getattr__(self, name):
+        return getattr(self._layer, name)
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            return object.__setattr__(self, name, value)
+        self._log.append((self._layer.name, name, value))
+
+    def set_output_type(self, j, dt):
+        self._log.append((self._layer.name, f"output{j}", dt))
+
+
+def test_standalone_script_puts_the_same_layers_in_the_same_types_as_the_worker(rtx,
+                                                                               planted_network):
+    """The exported build script (no workbench import) reproduces the worker's layer plan on a
+    network parsed by the real TensorRT-RTX; the engine build itself is a GPU matter."""
+    from workbench.build.export import python_script
+
+    L, trt = rtx
+    net, _ = planted_network
+    network = net.network
+    config = BuildConfig(precision="fp16", route="legacy-flags", layer_precision="obey",
+                         exclude_nodes=list(PLANTED[:3]))
+    src = python_script(config, "/m/p.onnx", "/m/p.engine", route="legacy-flags")
+    assert f"LAYER_PRECISIONS = {layer_precisions(config, list(PLANTED[:3]))!r}" in src
+    ns: dict = {"__name__": "exported"}
+    exec(compile(src, "build_and_run.py", "exec"), ns)
+    ns["trt"] = trt
+    log: list = []
+    flags: list = []
+
+    class Net:
+        num_layers = network.num_layers
+
+        @staticmethod
+        def get_layer(i):
+            return _Recorded(network.get_layer(i), log)
+
+    class Config:
+        @staticmethod
+        def set_flag(f):
+            flags.append(str(f))
+
+    try:
+        ns["set_layer_precisions"](Net, Config)
+    except SystemExit as e:  # this TensorRT has no constraint flag: said in one line
+        assert "Casts" in str(e)
+    plan, _ = L.plan_layer_precisions(trt, network, layer_precisions(config, list(PLANTED[:3])))
+    names = {getattr(trt, n): n for n in ("float32", "float16", "bfloat16") if hasattr(trt, n)}
+    want = {(network.get_layer(i).name, dt) for i, dt in plan}
+    got = {(name, names[value]) for name, what, value in log if what == "precision"}
+    assert got == want, got ^ want
+    assert {(n, "float32") for n in PLANTED[:3]} <= got and ("/b0/MatMul", "float16") in got

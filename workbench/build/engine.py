@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from workbench.build.cache import (CACHE_SCHEMA, ModelRef, cache_key, hash_calibration,
                                    load_cached, publish_engine, result_from_meta)
 from workbench.build.result import BuildResult
-from workbench.build.spec import BuildConfig, resolve_route
+from workbench.build.spec import BuildConfig, layer_precisions, resolve_route
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision import table
 from workbench.worker.protocol import BAD_INPUT_CODES, BUILD_BACKENDS
@@ -215,23 +215,6 @@ def _expand_exclude_ops(ref: ModelRef, config: BuildConfig) -> List[str]:
         ops = set(config.exclude_ops)
         names += [n.name for n in ref.model.graph.node if n.op_type in ops and n.name]
     return names
-
-
-def layer_precisions(config: BuildConfig, excluded: List[str]) -> Dict[str, str]:
-    """The builder-flag route's layer precisions for the worker: each excluded node in the
-    base (FP32) type and, with `config.layer_precision`, every other float layer ("*") in the
-    target's; DataType names from the precision table."""
-    base = table.get(table.BASE).layer_dtype or "float32"
-    out: Dict[str, str] = {}
-    if config.layer_precision:
-        dt = config.entry.layer_dtype
-        if not dt:
-            raise WorkbenchError(f"{config.precision.upper()} has no layer precision on the "
-                                 "builder-flag route", field="layer_precision",
-                                 hint="leave layer_precision unset (the builder flag alone)")
-        out["*"] = dt
-    out.update({n: base for n in excluded})
-    return out
 
 
 def _node_for_index(ref: ModelRef, idx: Any) -> Optional[str]:

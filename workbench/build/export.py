@@ -13,7 +13,7 @@ import re
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
-from workbench.build.spec import BuildConfig
+from workbench.build.spec import BuildConfig, layer_precisions
 from workbench.errors import WorkbenchError
 from workbench.precision import table
 
@@ -292,6 +292,8 @@ TARGETS = {targets!r}                 # TensorRT-RTX ahead-of-time compute capab
 PLUGINS = {plugins!r}
 TACTIC_SOURCES = {tactics!r}          # None = TensorRT's default set
 HARDWARE_COMPAT = {hardware!r}        # e.g. "AMPERE_PLUS": run on other GPUs (TensorRT >= 8.6)
+LAYER_PRECISIONS = {layer_precisions!r}   # builder-flag route: ONNX node -> DataType, "*" = others
+PRECISION_CONSTRAINTS = {constraints!r}   # "obey" | "prefer": how strictly TensorRT keeps them
 LOGGER = trt.Logger(trt.Logger.WARNING)
 
 
@@ -346,6 +348,8 @@ def build():
                 def write_calibration_cache(self, cache):
                     pass
             config.int8_calibrator = CacheOnly()
+    if LAYER_PRECISIONS:
+        set_layer_precisions(network, config)
     for prof in PROFILES:
         p = builder.create_optimization_profile()
         for name, (mn, opt, mx) in prof.items():
@@ -357,6 +361,39 @@ def build():
     with open(ENGINE, "wb") as f:
         f.write(plan)
     return plan
+
+
+def set_layer_precisions(network, config):
+    """Each float layer in the type LAYER_PRECISIONS names for its ONNX node (by layer name,
+    its '[ONNX Layer: NAME]' metadata, or NAME_<k>), else the "*" type; constants and layers
+    with integer or shape outputs keep theirs (Polygraphy's rule); then the constraint flag."""
+    import re
+    floats = [getattr(trt, n) for n in ("float32", "float16", "bfloat16") if hasattr(trt, n)]
+    wanted = {{n: dt for n, dt in LAYER_PRECISIONS.items() if n != "*"}}
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        meta = str(getattr(layer, "metadata", "") or "")
+        nodes = [n for n in re.findall(r"\[ONNX Layer: ([^\]]+)\]", meta) if n in wanted]
+        if layer.name in wanted:
+            nodes.insert(0, layer.name)
+        elif not nodes and not meta:
+            m = re.match(r"^(.*)_\d+$", layer.name)
+            nodes = [m.group(1)] if m and m.group(1) in wanted else []
+        dt = wanted[nodes[0]] if nodes else LAYER_PRECISIONS.get("*")
+        outs = [layer.get_output(j) for j in range(layer.num_outputs)]
+        if dt is None or layer.type == trt.LayerType.CONSTANT or not all(
+                getattr(t, "is_execution_tensor", True) and t.dtype in floats for t in outs):
+            continue
+        layer.precision = getattr(trt, dt)
+        for j, t in enumerate(outs):
+            if not t.is_network_output:
+                layer.set_output_type(j, getattr(trt, dt))
+    names = {{"obey": ("OBEY_PRECISION_CONSTRAINTS", "STRICT_TYPES"),
+             "prefer": ("PREFER_PRECISION_CONSTRAINTS",)}}[PRECISION_CONSTRAINTS]
+    flag = next((n for n in names if getattr(trt.BuilderFlag, n, None) is not None), None)
+    if flag is None:
+        sys.exit("this TensorRT cannot keep layer precisions (strongly typed: use Casts)")
+    config.set_flag(getattr(trt.BuilderFlag, flag))
 
 
 class Device:
@@ -467,7 +504,9 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
         profiles=[{n: [list(s) for s in v] for n, v in p.items()} for p in config.profiles],
         workspace=config.workspace_bytes, opt_level=config.builder_optimization_level,
         targets=targets, plugins=list(config.plugins), tactics=config.tactic_sources,
-        hardware=(config.hardware_compatibility or "").upper() or None)
+        hardware=(config.hardware_compatibility or "").upper() or None,
+        layer_precisions=layer_precisions(config, list(config.exclude_nodes)) if legacy else {},
+        constraints=config.layer_precision or "obey")
 
 
 def layer_info_note(engine_path: str) -> str:

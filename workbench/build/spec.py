@@ -288,3 +288,20 @@ def resolve_route(config: BuildConfig, caps: Dict[str, bool]) -> str:
         raise WorkbenchError("this TensorRT has no strongly typed networks", field="route",
                              hint="use --route legacy-flags (builder flags + calibrator)")
     return config.route
+
+
+def layer_precisions(config: BuildConfig, excluded: List[str]) -> Dict[str, str]:
+    """The builder-flag route's layer precisions for the worker: each excluded node in the
+    base (FP32) type and, with `config.layer_precision`, every other float layer ("*") in the
+    target's; DataType names from the precision table."""
+    base = table.get(table.BASE).layer_dtype or "float32"
+    out: Dict[str, str] = {}
+    if config.layer_precision:
+        dt = config.entry.layer_dtype
+        if not dt:
+            raise WorkbenchError(f"{config.precision.upper()} has no layer precision on the "
+                                 "builder-flag route", field="layer_precision",
+                                 hint="leave layer_precision unset (the builder flag alone)")
+        out["*"] = dt
+    out.update({n: base for n in excluded})
+    return out
