@@ -404,6 +404,20 @@ class OrtChild:
                     shutil.rmtree(folder, ignore_errors=True)
             raise AssertionError("unreachable")  # pragma: no cover
 
+    def forget(self, key: str) -> None:
+        """Drop a loaded model: its session in the child and its serialized copy (tmpfs is
+        memory). Short-lived models (a graph run a segment at a time) leave nothing behind."""
+        with self._lock:
+            self._sources.pop(key, None)
+            path = self._models.pop(key, None)
+            if path:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            if self._loaded.pop(key, None) is not None and self.alive:
+                self.call("forget", {"key": key}, what="dropping a model")
+
     def _reload(self, key: str, label: Optional[str], timeout: Optional[float],
                 max_rss: Optional[int]) -> None:
         if key not in self._sources:

@@ -11,7 +11,7 @@ dtypes are read back, and bfloat16/float8 travel as their unsigned view plus the
 
 Ops: ``ping``; ``load`` {model, key, threads, custom_ops} -> inputs/outputs (the session is cached under `key`,
 the client's model hash, least recently used dropped beyond CACHE_SIZE); ``run`` {key, feed specs,
-outputs, dir} -> output specs (dir/in.bin in, dir/out.bin out); ``forget``. Stdlib, numpy, onnxruntime (and ml_dtypes for exotic
+outputs, dir} -> output specs (dir/in.bin in, dir/out.bin out); ``forget`` {key} (all when no key). Stdlib, numpy, onnxruntime (and ml_dtypes for exotic
 dtypes) only; nothing else from workbench but the protocol module.
 """
 from __future__ import annotations
@@ -189,8 +189,11 @@ def main() -> None:
                                       args.get("custom_ops") or ())
             elif op == "run":
                 value = sessions.run(args["key"], args["feed"], args["outputs"], args["dir"])
-            elif op == "forget":
-                sessions.cache.clear()
+            elif op == "forget":  # one session (args.key), or all
+                if args.get("key"):
+                    sessions.cache.pop(args["key"], None)
+                else:
+                    sessions.cache.clear()
                 value = {}
             else:
                 send(P.error(rid, "unknown op '%s'" % op, code="unknown-op"))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -202,6 +202,14 @@ class Runner:
     def infer_all(self, feeds: Sequence[Feed]) -> List[Feed]:
         return [self.infer(f) for f in feeds]
 
+    def stream(self, feeds: Sequence[Feed], groups: Sequence[Sequence[str]]
+               ) -> Iterator[List[Feed]]:
+        """For each group of tensor names (topological order), their values for every feed,
+        one group at a time (a caller compares and drops each before the next). Here: one
+        run per group; graph runners override it to run each node once (`workbench.segments`)."""
+        for grp in groups:
+            yield [self.infer(f, grp) for f in feeds]
+
 
 def session(proto: Any, threads: Optional[int] = 1) -> Any:
     """An onnxruntime CPU session running the graph as written (no graph optimisations);
@@ -244,8 +252,11 @@ class OnnxRuntimeRunner(Runner):
         self.timeout, self.max_rss = timeout, max_rss
         self._key: Optional[str] = None
         self._meta: Dict[str, TensorMeta] = {}
+        self._text: Optional[str] = None  # how errors name the model (default: its path/name)
 
     def _label(self) -> str:
+        if self._text:
+            return self._text
         m = self.model
         if isinstance(m, (str, os.PathLike)):
             return str(m)
@@ -289,6 +300,50 @@ class OnnxRuntimeRunner(Runner):
     def input_metadata(self) -> Dict[str, TensorMeta]:
         self.start()
         return self._meta
+
+    def close(self) -> None:
+        """Drop the session (in the child: its cache entry and serialized model)."""
+        if self._key is not None:
+            from workbench.ortchild import default_child
+
+            default_child().forget(self._key)
+            self._key = None
+        self.sess = None
+        self._started = False
+
+    def stream(self, feeds: Sequence[Feed], groups: Sequence[Sequence[str]]
+               ) -> Iterator[List[Feed]]:
+        """Each group's tensors, every node run once: the graph a segment at a time
+        (`workbench.segments`), each segment a short-lived session; no full marked session."""
+        from workbench import segments
+
+        proto = load_proto(self.model)
+        if not segments.segmentable(proto):
+            yield from super().stream(feeds, groups)
+            return
+        meta = input_metadata_of(proto)
+        yield from segments.stream_segments(proto, [cast_feed(meta, f) for f in feeds], groups,
+                                            self._run_segment)
+
+    def _run_segment(self, model: Any, outputs: List[str], feeds: List[Feed]) -> List[Feed]:
+        seg = OnnxRuntimeRunner(model, threads=self.threads, outputs=outputs,
+                                isolated=self.isolated, timeout=self.timeout,
+                                max_rss=self.max_rss)
+        seg._text = self._label()  # errors name the model, and the node where one is pinned
+        try:
+            try:
+                seg.start()
+            except Exception as e:
+                from workbench.errors import WorkbenchError
+
+                if isinstance(e, WorkbenchError):
+                    raise
+                raise WorkbenchError(f"{self.name} cannot load the model: "
+                                     f"{' '.join(str(e).split())[:300]}", file=seg._text,
+                                     hint="check it with `workbench inspect`") from None
+            return [seg._infer(f, outputs) for f in feeds]
+        finally:
+            seg.close()
 
     def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
         want = list(names) if names is not None else self._names
@@ -386,9 +441,32 @@ class EmulatedRunner(Runner):
 
     def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
         assert self._inner is not None
-        wide = {k: (v.astype(np.float32) if v.dtype.kind == "f" or v.dtype.name == "bfloat16"
-                    else v) for k, v in feed.items()}
-        return self._inner._infer(wide, names)
+        return self._inner._infer(_widened(feed), names)
+
+    def stream(self, feeds: Sequence[Feed], groups: Sequence[Sequence[str]]
+               ) -> Iterator[List[Feed]]:
+        """Each group's tensors, the emulated graph run a segment at a time (each node once;
+        no full marked session)."""
+        from workbench.emulation import emulate
+        from workbench.errors import WorkbenchError
+
+        proto = load_proto(self.model)
+        em = emulate(proto, outputs="graph")
+        if em is None:
+            raise WorkbenchError("this graph cannot be emulated in FP32 (low-float values "
+                                 "inside control-flow bodies, or no low-float values)",
+                                 field="runner", hint="use --runner reference")
+        meta = input_metadata_of(proto)
+        inner = OnnxRuntimeRunner(em.proto, threads=self.threads)
+        inner._text = (f"{self.model} (emulated)" if isinstance(self.model, (str, os.PathLike))
+                       else "the emulated candidate")
+        yield from inner.stream([_widened(cast_feed(meta, f)) for f in feeds], groups)
+
+
+def _widened(feed: Feed) -> Feed:
+    """Low-float feeds as FP32 (the emulated graph rounds them on entry)."""
+    return {k: (v.astype(np.float32) if v.dtype.kind == "f" or v.dtype.name == "bfloat16"
+                else v) for k, v in feed.items()}
 
 
 def can_emulate(model: Any) -> bool:

@@ -40,6 +40,7 @@ from workbench.fsutil import atomic_write_text
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, has_low_float, limit_samples, load_proto,
                                low_float_runner, make_runner, samples_in)
+from workbench.segments import order_of
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
            "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
@@ -296,10 +297,12 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
              ref_order: List[str], outs: List[str], feeds: Sequence[Feed], atol: float,
              rtol: float, memory_budget_mb: Optional[float], producer: Dict[str, Any],
              record: Any) -> Dict[str, List[Feed]]:
-    """Fetch the marked tensors a chunk at a time within the budget; compare; drop."""
-    ref_r = _started("onnxruntime", ref_p)
-    cand_r = _started(runner, cand_p)
-    cand_names = set(cand_r.order) | {o.name for o in cand_p.graph.output}
+    """Fetch the marked tensors a chunk at a time within the budget; compare; drop. Both
+    graphs run a segment per chunk (`Runner.stream`: each node once), in step."""
+    ref_r = make_runner("onnxruntime", ref_p, mark_all=True)
+    cand_r = _started(runner, cand_p) if runner == "reference" else \
+        make_runner(runner, cand_p, mark_all=True)
+    cand_names = set(order_of(cand_p)) | {o.name for o in cand_p.graph.output}
     fixed = constant_tensors(ref_p)
     shared = [t for t in ref_order if t in cand_names and t not in fixed]
     report.constants = sum(1 for t in ref_order if t in fixed)
@@ -312,9 +315,8 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
     runs: Dict[str, List[Feed]] = {"reference": [{} for _ in feeds],
                                    "candidate": [{} for _ in feeds]}
     seen: set = set()
-    for chunk in chunks:
-        ref_out = [ref_r.infer(f, chunk) for f in feeds]
-        cand_out = [cand_r.infer(f, chunk) for f in feeds]
+    for chunk, ref_out, cand_out in zip(chunks, ref_r.stream(feeds, chunks),
+                                        cand_r.stream(feeds, chunks)):
         for o in outs:
             for k in range(len(feeds)):
                 if o in ref_out[k]:
