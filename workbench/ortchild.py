@@ -168,6 +168,7 @@ class OrtChild:
         self._models: "collections.OrderedDict[str, str]" = collections.OrderedDict()  # key -> the file serialized bytes were written to
         self._sources: Dict[str, Tuple[str, Optional[int], List[str]]] = {}  # key -> how to load
         self.starts = 0
+        self._ready = False  # the running child said "ready"
 
     # -- process ------------------------------------------------------------------------------
     @property
@@ -190,8 +191,25 @@ class OrtChild:
         return self._dir
 
     def _start(self) -> None:
-        if self.alive:
+        if self.alive and self._ready:
             return
+        if not self.alive:
+            self._spawn()
+        proc, events = self._proc, self._events
+        assert proc is not None
+        msg = self._wait(proc, events, time.monotonic() + 60, None, "starting")
+        if msg.get("event") != "ready":  # pragma: no cover - the child always says ready first
+            raise OrtError("the onnxruntime process did not start: " + str(msg))
+        self._ready = True
+
+    def warm(self) -> None:
+        """Start the process now without waiting for it: its interpreter and onnxruntime
+        import while the caller prepares its first request."""
+        with self._lock:
+            if not self.alive:
+                self._spawn()
+
+    def _spawn(self) -> None:
         env = dict(os.environ)
         if self.env:
             env.update(self.env)
@@ -200,6 +218,7 @@ class OrtChild:
         self._events = queue.Queue()
         self._stderr.clear()
         self._loaded.clear()
+        self._ready = False
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-S", "-c", _BOOT % (ROOT, paths)], stdin=subprocess.PIPE,
@@ -212,9 +231,6 @@ class OrtChild:
         proc, events = self._proc, self._events
         threading.Thread(target=self._read_stdout, args=(proc, events), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
-        msg = self._wait(proc, events, time.monotonic() + 60, None, "starting")
-        if msg.get("event") != "ready":  # pragma: no cover - the child always says ready first
-            raise OrtError("the onnxruntime process did not start: " + str(msg))
 
     def _read_stdout(self, proc: subprocess.Popen, events: "queue.Queue") -> None:
         assert proc.stdout is not None

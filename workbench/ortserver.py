@@ -107,6 +107,9 @@ def session_options(threads: Any = None, custom_ops: Sequence[str] = ()) -> Any:
     if threads is not None:
         so.intra_op_num_threads = int(threads)
     so.enable_cpu_mem_arena = False
+    # worker threads sleep between ops instead of spinning: the caller compares tensors on the
+    # same cores while onnxruntime runs (spinning burnt as much CPU as the kernels)
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     for lib in custom_ops:
         so.register_custom_ops_library(lib)
     return so

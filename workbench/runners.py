@@ -189,6 +189,10 @@ class Runner:
     def input_metadata(self) -> Dict[str, TensorMeta]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def warm(self) -> None:
+        """Start what runs the model in the background, if anything (the onnxruntime child),
+        so its start-up overlaps the caller's own preparation."""
+
     def infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
         """Outputs by name for one feed (declared inputs only, floats cast to their type);
         `names`: only these outputs (marked tensors are fetched a chunk at a time)."""
@@ -300,6 +304,12 @@ class OnnxRuntimeRunner(Runner):
     def input_metadata(self) -> Dict[str, TensorMeta]:
         self.start()
         return self._meta
+
+    def warm(self) -> None:
+        if self.isolated:
+            from workbench.ortchild import default_child
+
+            default_child().warm()
 
     def close(self) -> None:
         """Drop the session (in the child: its cache entry and serialized model)."""
@@ -438,6 +448,12 @@ class EmulatedRunner(Runner):
     def input_metadata(self) -> Dict[str, TensorMeta]:
         self.start()
         return self._meta
+
+    def warm(self) -> None:
+        from workbench.ortchild import default_child, isolated_by_default
+
+        if isolated_by_default():
+            default_child().warm()
 
     def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
         assert self._inner is not None

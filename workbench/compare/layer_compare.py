@@ -182,7 +182,12 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
     return [make_inputs(ref_p, seed=0, other=other)]
 
 
-DEFAULT_BUDGET_MB = 256.0  # marked tensors held at once (both runs, all samples)
+# marked tensors held at once (both runs, all samples). A chunk is one segment of each graph
+# (`Runner.stream`: every node runs once whatever the chunk count), so a small budget costs
+# only a short-lived session per segment; the reference evaluator re-runs the whole graph per
+# chunk, so it gets the larger one.
+DEFAULT_BUDGET_MB = 32.0
+RERUN_BUDGET_MB = 256.0
 
 
 _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
@@ -308,7 +313,8 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
     report.constants = sum(1 for t in ref_order if t in fixed)
     report.unmatched = len(ref_order) - len(shared) - report.constants
     sizes = tensor_bytes(ref_p, feeds[0], shared) if feeds else {}
-    budget = (memory_budget_mb if memory_budget_mb is not None else DEFAULT_BUDGET_MB) * 2 ** 20
+    default = RERUN_BUDGET_MB if runner == "reference" else DEFAULT_BUDGET_MB
+    budget = (memory_budget_mb if memory_budget_mb is not None else default) * 2 ** 20
     chunks = plan_chunks(shared, sizes, budget, 2 * max(1, len(feeds))) or [[]]
     chunks[-1] = chunks[-1] + [o for o in outs if o in cand_names and o not in chunks[-1]]
     report.chunks = len(chunks)
@@ -346,9 +352,11 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     atol/rtol None: the defaults of the candidate's precision (`workbench.comparison`).
 
     Bounded memory: the marked tensors are fetched a chunk at a time (both runs, every
-    sample), each chunk compared and dropped, so at most `memory_budget_mb` (default
-    DEFAULT_BUDGET_MB) of tensors are held; only per-tensor figures are kept. `stats_path`: each tensor's figures are also appended
+    sample; each chunk one segment of each graph, every node run once), each chunk compared
+    and dropped, so about `memory_budget_mb` (default DEFAULT_BUDGET_MB, RERUN_BUDGET_MB with
+    the reference evaluator) of tensors are held; only per-tensor figures are kept. `stats_path`: each tensor's figures are also appended
     there as a JSON line as soon as they are known."""
+    make_runner("onnxruntime", reference).warm()  # its child starts while we prepare
     ref_p, cand_p = load_proto(reference), load_proto(candidate)
     findings: List[Finding] = []
     if feeds is None:
