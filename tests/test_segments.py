@@ -192,3 +192,28 @@ def test_blocked_general_path_matches_whole_array_formulas(case):
     assert c.finite == (want["nan"] == 0 and want["inf"] == 0)
     if case == "sentinel-masks":
         assert c.inf == 0 and c.nan == 0  # masks held as infinities are no error
+
+
+def test_ahead_keeps_order_raises_producer_errors_and_stops_early():
+    import threading
+
+    assert list(segments.ahead(iter(range(50)))) == list(range(50))
+
+    def failing():
+        yield 1
+        raise ValueError("segment 2 broke")
+    it = segments.ahead(failing())
+    assert next(it) == 1
+    with pytest.raises(ValueError, match="segment 2 broke"):
+        next(it)
+    made = []
+
+    def counted():
+        for i in range(1000):
+            made.append(i)
+            yield i
+    it = segments.ahead(counted())
+    assert next(it) == 0
+    it.close()  # the consumer stops: the producer stops too, at most a step or two ahead
+    assert len(made) <= 3
+    assert not any(t.name == "segments-ahead" for t in threading.enumerate())

@@ -12,11 +12,12 @@ Graphs whose values are not all plain tensors (sequence or optional ops) cannot 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, List, Sequence, Set
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Sequence, Set, TypeVar
 
 import numpy as np
 
 Feed = Dict[str, np.ndarray]
+T = TypeVar("T")
 # run(segment model, its output names, one feed per sample) -> outputs per sample
 SegmentRun = Callable[[Any, List[str], List[Feed]], List[Feed]]
 
@@ -139,3 +140,48 @@ def order_of(proto: Any) -> List[str]:
     """Node outputs in topological (graph) order: what `mark all` marks."""
     return list(dict.fromkeys(o for n in proto.graph.node for o in n.output if o))
 
+
+
+def ahead(items: Iterable[T]) -> Iterator[T]:
+    """`items`, produced one step ahead in a background thread: the next segment runs (in the
+    onnxruntime child) while the caller compares this one. Holds at most two items; an error
+    in the producer is raised here, in the caller's thread."""
+    import queue
+    import threading
+
+    q: "queue.Queue[Any]" = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    end = object()
+
+    def produce() -> None:
+        try:
+            for it in items:
+                while not stop.is_set():
+                    try:
+                        q.put((True, it), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((True, end))
+        except BaseException as e:  # handed to the consumer
+            q.put((False, e))
+
+    t = threading.Thread(target=produce, name="segments-ahead", daemon=True)
+    t.start()
+    try:
+        while True:
+            ok, it = q.get()
+            if not ok:
+                raise it
+            if it is end:
+                return
+            yield it
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get(timeout=0.1)
+            except queue.Empty:
+                pass

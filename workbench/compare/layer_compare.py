@@ -40,7 +40,7 @@ from workbench.fsutil import atomic_write_text
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, has_low_float, limit_samples, load_proto,
                                low_float_runner, make_runner, samples_in)
-from workbench.segments import order_of
+from workbench.segments import ahead, order_of
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
            "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
@@ -315,14 +315,16 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
     sizes = tensor_bytes(ref_p, feeds[0], shared) if feeds else {}
     default = RERUN_BUDGET_MB if runner == "reference" else DEFAULT_BUDGET_MB
     budget = (memory_budget_mb if memory_budget_mb is not None else default) * 2 ** 20
-    chunks = plan_chunks(shared, sizes, budget, 2 * max(1, len(feeds))) or [[]]
+    # both runs of every sample, and two chunks at a time: the next runs while this one is
+    # compared (`ahead`)
+    chunks = plan_chunks(shared, sizes, budget, 2 * 2 * max(1, len(feeds))) or [[]]
     chunks[-1] = chunks[-1] + [o for o in outs if o in cand_names and o not in chunks[-1]]
     report.chunks = len(chunks)
     runs: Dict[str, List[Feed]] = {"reference": [{} for _ in feeds],
                                    "candidate": [{} for _ in feeds]}
     seen: set = set()
-    for chunk, ref_out, cand_out in zip(chunks, ref_r.stream(feeds, chunks),
-                                        cand_r.stream(feeds, chunks)):
+    for chunk, ref_out, cand_out in ahead(zip(chunks, ref_r.stream(feeds, chunks),
+                                              cand_r.stream(feeds, chunks))):
         for o in outs:
             for k in range(len(feeds)):
                 if o in ref_out[k]:
