@@ -394,8 +394,9 @@ class OrtChild:
 
     def run(self, key: str, feed: Dict[str, Any], outputs: Sequence[str], *,
             label: Optional[str] = None, timeout: Optional[float] = None,
-            max_rss: Optional[int] = None) -> Dict[str, Any]:
-        """Outputs by name for one feed of a model `load` returned `key` for."""
+            max_rss: Optional[int] = None, last: bool = False) -> Dict[str, Any]:
+        """Outputs by name for one feed of a model `load` returned `key` for. last: the model
+        is dropped after this run (as `forget`, without another round trip)."""
         from workbench.ortserver import load_arrays, save_arrays
 
         with self._lock:
@@ -407,10 +408,14 @@ class OrtChild:
                 os.makedirs(folder)
                 try:
                     specs = save_arrays(os.path.join(folder, "in.bin"), list(feed.items()))
-                    res = self.call("run", {"key": key, "feed": specs, "outputs": list(outputs),
-                                            "dir": folder},
-                                    what="running the model", label=label, timeout=timeout,
-                                    max_rss=max_rss)
+                    args = {"key": key, "feed": specs, "outputs": list(outputs), "dir": folder}
+                    if last:
+                        args["forget"] = True
+                    res = self.call("run", args, what="running the model", label=label,
+                                    timeout=timeout, max_rss=max_rss)
+                    if last:
+                        self._loaded.pop(key, None)  # the child dropped it
+                        self.forget(key)  # (the serialized copy: no call, it is not loaded)
                     return load_arrays(os.path.join(folder, "out.bin"), res)
                 except _NotLoaded:
                     self._loaded.pop(key, None)

@@ -351,11 +351,14 @@ class OnnxRuntimeRunner(Runner):
                 raise WorkbenchError(f"{self.name} cannot load the model: "
                                      f"{' '.join(str(e).split())[:300]}", file=seg._text,
                                      hint="check it with `workbench inspect`") from None
-            return [seg._infer(f, outputs) for f in feeds]
+            return [seg._infer(f, outputs, last=k == len(feeds) - 1)
+                    for k, f in enumerate(feeds)]
         finally:
             seg.close()
 
-    def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
+    def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None,
+               last: bool = False) -> Feed:
+        """last: the session is not needed after this run (the child drops it at once)."""
         want = list(names) if names is not None else self._names
         if not self.isolated:
             return dict(zip(want, self.sess.run(want, feed)))
@@ -364,7 +367,7 @@ class OnnxRuntimeRunner(Runner):
 
         def run() -> Feed:
             return default_child().run(self._key or "", feed, want, label=self._label(),
-                                       timeout=self.timeout, max_rss=self.max_rss)
+                                       timeout=self.timeout, max_rss=self.max_rss, last=last)
 
         try:
             try:
