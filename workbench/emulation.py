@@ -135,6 +135,26 @@ def _exact(node: Any, types: Dict[str, int], low: Dict[str, int]) -> bool:
         all(low.get(o) == low[floats[0]] for o in outs)
 
 
+def emulable(proto: Any) -> bool:
+    """Can `emulate` keep its promise for this graph (without building the twin)?"""
+    return _emulable(proto, _types(proto))
+
+
+def _emulable(proto: Any, types: Dict[str, int]) -> bool:
+    low = {t for t in types.values() if t in LOW}
+    if not low:
+        return False
+    if BFLOAT16 in low and _opset(proto) < 13:
+        return False  # Cast to bfloat16 needs opset 13
+    for node in proto.graph.node:
+        if _has_low_subgraph(node):
+            return False
+        if node.op_type in _DTYPE_ATTRS and any(a.name == _DTYPE_ATTRS[node.op_type]
+                                                and a.i in LOW for a in node.attribute):
+            return False
+    return True
+
+
 def emulate(proto: Any, outputs: str = "all", skip_exact: bool = True) -> Optional[Emulation]:
     """The FP32-compute / low-float-storage twin of `proto` (see the module docstring), or None.
     outputs="all": every original node output becomes a graph output (Polygraphy's mark all),
@@ -146,21 +166,12 @@ def emulate(proto: Any, outputs: str = "all", skip_exact: bool = True) -> Option
     from onnx import helper
 
     types = _types(proto)
-    opset = _opset(proto)
-    low = {n: t for n, t in types.items() if t in LOW}
-    if not low:
+    if not _emulable(proto, types):
         return None
-    if BFLOAT16 in low.values() and opset < 13:
-        return None  # Cast to bfloat16 needs opset 13
+    low = {n: t for n, t in types.items() if t in LOW}
     m = onnx.ModelProto()
     m.CopyFrom(proto)
     g = m.graph
-    for node in g.node:
-        if _has_low_subgraph(node):
-            return None
-        if node.op_type in _DTYPE_ATTRS and any(a.name == _DTYPE_ATTRS[node.op_type]
-                                                and a.i in LOW for a in node.attribute):
-            return None
     # initializers: exact FP32 copies of the low values
     for i, t in enumerate(g.initializer):
         if t.data_type in LOW:

@@ -490,9 +490,9 @@ def _widened(feed: Feed) -> Feed:
 
 def can_emulate(model: Any) -> bool:
     """Does `workbench.emulation` handle this low-float graph (else: the reference runner)?"""
-    from workbench.emulation import emulate
+    from workbench.emulation import emulable
 
-    return emulate(load_proto(model), outputs="graph") is not None
+    return emulable(load_proto(model))
 
 
 def low_float_runner(model: Any) -> str:
