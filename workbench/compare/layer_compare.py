@@ -1,13 +1,16 @@
 """Layer-wise comparison: where is precision lost, and which nodes must stay in higher precision?
 
 Runs a reference model (FP32, onnxruntime) and a candidate (its FP16/BF16/INT8/FP8 transform, or a
-surgically changed model) on the same inputs with *every* intermediate tensor marked as an output
-(Polygraphy's `--mark all`), matches tensors by name, and reports per tensor the figures of
-`workbench.comparison` (max/mean absolute error, error relative to the tensor's scale, cosine,
-pass/fail at atol/rtol). Tolerances default to the candidate's precision (`infer_precision`), the
-same defaults `find_exclusions` uses for its target, so `compare REF CAND` and `compare --to`
-agree. From that it finds the first divergence in topological order and the nodes that *add*
-error, which are the ones to keep in FP32 (`workbench precision --exclude NODE`):
+surgically changed model) on the same inputs with *every* intermediate tensor compared
+(Polygraphy's `--mark all`), without holding them all: both graphs run a segment at a time
+(`Runner.stream`, `workbench.segments`: every node once, a chunk of tensors within the memory
+budget per segment, the next segment running while this one is compared), matches tensors by name,
+and reports per tensor the figures of `workbench.comparison` (max/mean absolute error, error
+relative to the tensor's scale, cosine, pass/fail at atol/rtol). Tolerances default to the
+candidate's precision (`infer_precision`), the same defaults `find_exclusions` uses for its target,
+so `compare REF CAND` and `compare --to` agree. From that it finds the first divergence in
+topological order and the nodes that *add* error, which are the ones to keep in FP32 (`workbench
+precision --exclude NODE`):
 - a node that computes (Conv, Add, Softmax ...) adds its output's relative error minus the worst
   relative error among its inputs;
 - a node that only selects or moves values (Relu, MaxPool, Reshape, Concat ... `PASS_THROUGH_OPS`)
@@ -356,8 +359,9 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     Bounded memory: the marked tensors are fetched a chunk at a time (both runs, every
     sample; each chunk one segment of each graph, every node run once), each chunk compared
     and dropped, so about `memory_budget_mb` (default DEFAULT_BUDGET_MB, RERUN_BUDGET_MB with
-    the reference evaluator) of tensors are held; only per-tensor figures are kept. `stats_path`: each tensor's figures are also appended
-    there as a JSON line as soon as they are known."""
+    the reference evaluator) of tensors are held; only per-tensor figures are kept.
+    `stats_path`: each tensor's figures are also appended there as a JSON line as soon as they
+    are known."""
     make_runner("onnxruntime", reference).warm()  # its child starts while we prepare
     ref_p, cand_p = load_proto(reference), load_proto(candidate)
     findings: List[Finding] = []
