@@ -207,6 +207,10 @@ def _fmt(x: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.ortchild import default_child, isolated_by_default
+
+    if isolated_by_default():  # every route runs the reference on onnxruntime: its child's
+        default_child().warm()  # interpreter starts while this one imports and loads
     from workbench import compare
     from workbench.precision import table
 
