@@ -254,17 +254,24 @@ def _general_case(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
             r = r0[i:i + _BLOCK].astype(np.float64)
             g = g0[i:i + _BLOCK].astype(np.float64)
             nan_r, nan_g = np.isnan(r), np.isnan(g)
-            inf_r = np.isinf(r)
+            inf_r, inf_g = np.isinf(r), np.isinf(g)
             same = (nan_r & nan_g) | (inf_r & (r == g))
             ar = np.abs(r)
-            if sentinels:
-                same |= (ar >= SENTINEL) & (np.abs(g) >= SATURATED) & (np.sign(r) == np.sign(g))
+            big = ar >= SENTINEL if sentinels else None
+            if big is not None and big.any():  # (masks are rare: skip the passes otherwise)
+                same |= big & (np.abs(g) >= SATURATED) & (np.sign(r) == np.sign(g))
             d = np.abs(r - g)
-            d[same] = 0.0
-            d[np.isnan(d)] = np.inf
+            if same.any():
+                d[same] = 0.0
+            nan_d = np.isnan(d)
+            if nan_d.any():
+                d[nan_d] = np.inf
             fin_r = ~(nan_r | inf_r)
-            normal = fin_r & (ar < SENTINEL) if sentinels else fin_r
-            if normal.any():
+            normal = fin_r & ~big if big is not None else fin_r
+            every = bool(normal.all())
+            if every:
+                scale = max(scale, float(ar.max()))
+            elif normal.any():
                 scale = max(scale, float(ar[normal].max()))
             max_abs = max(max_abs, float(d.max()))
             if finite_d:
@@ -272,14 +279,15 @@ def _general_case(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
                     sum_abs += float(np.add.reduce(d))
                 else:
                     finite_d = False
-            ar[~normal] = 0.0
+            if not every:
+                ar[~normal] = 0.0
             allowed = np.maximum(atol, rtol * ar)
             mismatches += int(np.count_nonzero(d > allowed))
             nan += int(np.count_nonzero(nan_r != nan_g))
-            fin_g = np.isfinite(g)
-            inf += int(np.count_nonzero(np.isinf(g) & fin_r & ~same))
-            rf = np.where(normal, r, 0.0)
-            gf = np.where(normal & fin_g, g, 0.0)
+            inf += int(np.count_nonzero(inf_g & fin_r & ~same))
+            rf = r if every else np.where(normal, r, 0.0)
+            keep_g = normal & ~(nan_g | inf_g)
+            gf = g if keep_g.all() else np.where(keep_g, g, 0.0)
             rg += float(np.add.reduce(rf * gf))
             rr += float(np.add.reduce(rf * rf))
             gg += float(np.add.reduce(gf * gf))
