@@ -5,12 +5,19 @@ FP16 transform, on one input. Each contender runs as a fresh process, as a user 
 wall time and the peak resident memory of its whole process tree (the workbench's onnxruntime
 child included) are sampled every 10 ms.
 
-- baseline `polygraphy run REF --onnxrt --onnx-outputs mark all` (the issue's named baseline:
-  one run of the FP32 model only, so it does half of the job);
+- baseline `polygraphy run REF --onnxrt --onnx-outputs mark all` (the issue's named baseline):
+  one onnxruntime run of the FP32 model only, with every node output marked and held at once,
+  under Polygraphy's defaults (onnxruntime's full graph optimisations, spinning threads). It
+  does half of the job - no FP16 run, no comparison - so the goal asks the workbench to do
+  twice the inference in the same time;
 - `polygraphy-pair`: Polygraphy's Python API doing the whole job - OnnxrtRunner with every
   output marked on the FP32 and on the FP16 model, Comparator.run + compare_accuracy;
-- `workbench compare REF CAND --inputs IN.npz` (FP16 storage emulated on onnxruntime, marked
-  tensors fetched a chunk at a time within the default memory budget, figures per tensor).
+- `workbench compare REF CAND --inputs IN.npz --json`: the same whole job - onnxruntime FP32
+  and the FP16 model emulated on onnxruntime (FP16 storage, FP32 arithmetic), both graphs as
+  written (no graph optimisations), run in the workbench's onnxruntime child process a segment
+  at a time (every node once; the default 32 MB budget of tensors held), the next segment
+  running while this one is compared; per-tensor figures for every shared activation (constant
+  weights are not compared), culprits, findings, the JSON report on stdout.
 Also the hopeless-FP16 answer: `workbench compare light_inception_v1 --to fp16`.
 
 Goals (issue 11): workbench time <= 1.0x and peak memory <= 0.5x the baseline's.

@@ -7,7 +7,12 @@ onnxruntime); onnxruntime's CPU provider upcasts FP16 ops and drops the casts be
 hides overflow. `emulate(proto)` gives a third, fast and faithful option: the same graph in FP32
 with a Cast(to=low) -> Cast(to=float) pair after every value the candidate holds in low precision
 (graph inputs, initializers, node outputs), so onnxruntime computes at FP32 speed while every stored
-tensor is rounded and saturates exactly as the low type would.
+tensor is rounded and saturates exactly as the low type would. A value that is already exact
+in the low type gets no pair: the output of a Constant / ConstantOfShape holding a low-float
+value, and of an op that only selects or moves its low-float inputs (Relu, MaxPool, Reshape,
+Concat ... `EXACT_OPS`); rounding it again would change no bit and cost two passes over it.
+A Cast to the low type from a float keeps its type and rounds by itself: one widening Cast
+follows it.
 
 `emulate` returns None when it cannot keep that promise (control-flow bodies holding low-float
 values, an opset without BF16 casts, dtype attributes it does not know): callers then use the
@@ -23,6 +28,15 @@ import numpy as np
 FLOAT, FLOAT16, BFLOAT16 = 1, 10, 16
 LOW = (FLOAT16, BFLOAT16)
 _SUFFIX = "__wb_hi"
+# ops whose float outputs are values of their float inputs (selected, moved or compared): when
+# every float input already holds low-float values, so do the outputs (no rounding needed)
+EXACT_OPS = frozenset({
+    "Relu", "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Clip", "Neg",
+    "Abs", "Identity", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
+    "Slice", "Gather", "GatherElements", "GatherND", "Concat", "Split", "Expand", "Tile",
+    "DepthToSpace", "SpaceToDepth", "Where", "TopK",
+})
+FLOATS = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
 # ops with an attribute naming an output dtype (besides Cast / Constant / ConstantOfShape)
 _DTYPE_ATTRS = {"EyeLike": "dtype", "RandomNormal": "dtype", "RandomUniform": "dtype",
                 "RandomNormalLike": "dtype", "RandomUniformLike": "dtype", "Multinomial": "dtype",
@@ -105,29 +119,59 @@ def _widen(values: Any) -> None:
             vi.type.tensor_type.elem_type = FLOAT
 
 
-def emulate(proto: Any, outputs: str = "all") -> Optional[Emulation]:
+def _exact(node: Any, types: Dict[str, int], low: Dict[str, int]) -> bool:
+    """Are `node`'s outputs already exact in their low type (see the module docstring)?"""
+    if node.op_type in ("Constant", "ConstantOfShape"):
+        return all(a.t.data_type in LOW for a in node.attribute if a.type == 4)  # TENSOR
+    if node.op_type not in EXACT_OPS or node.domain not in ("", "ai.onnx"):
+        return False
+    if node.op_type == "Clip" and len(node.attribute):
+        return False  # opset < 11: float bounds as attributes, not low-float inputs
+    floats = [x for x in node.input if x and types.get(x, 0) in FLOATS]
+    if any(x and not types.get(x) for x in node.input):
+        return False  # an input of unknown type: round to be sure
+    outs = [o for o in node.output if o and types.get(o, 0) in FLOATS]
+    return bool(floats) and all(x in low for x in floats) and \
+        all(low.get(o) == low[floats[0]] for o in outs)
+
+
+def emulable(proto: Any) -> bool:
+    """Can `emulate` keep its promise for this graph (without building the twin)?"""
+    return _emulable(proto, _types(proto))
+
+
+def _emulable(proto: Any, types: Dict[str, int]) -> bool:
+    low = {t for t in types.values() if t in LOW}
+    if not low:
+        return False
+    if BFLOAT16 in low and _opset(proto) < 13:
+        return False  # Cast to bfloat16 needs opset 13
+    for node in proto.graph.node:
+        if _has_low_subgraph(node):
+            return False
+        if node.op_type in _DTYPE_ATTRS and any(a.name == _DTYPE_ATTRS[node.op_type]
+                                                and a.i in LOW for a in node.attribute):
+            return False
+    return True
+
+
+def emulate(proto: Any, outputs: str = "all", skip_exact: bool = True) -> Optional[Emulation]:
     """The FP32-compute / low-float-storage twin of `proto` (see the module docstring), or None.
     outputs="all": every original node output becomes a graph output (Polygraphy's mark all),
-    holding the rounded value under its original name; "graph": the graph outputs only."""
+    holding the rounded value under its original name; "graph": the graph outputs only.
+    skip_exact=False: a rounding pair after every low-float value, exact ones too, and after
+    Casts to the low type (which round by themselves); the values are the same (tests compare
+    the two)."""
     import onnx
     from onnx import helper
 
     types = _types(proto)
-    opset = _opset(proto)
-    low = {n: t for n, t in types.items() if t in LOW}
-    if not low:
+    if not _emulable(proto, types):
         return None
-    if BFLOAT16 in low.values() and opset < 13:
-        return None  # Cast to bfloat16 needs opset 13
+    low = {n: t for n, t in types.items() if t in LOW}
     m = onnx.ModelProto()
     m.CopyFrom(proto)
     g = m.graph
-    for node in g.node:
-        if _has_low_subgraph(node):
-            return None
-        if node.op_type in _DTYPE_ATTRS and any(a.name == _DTYPE_ATTRS[node.op_type]
-                                                and a.i in LOW for a in node.attribute):
-            return None
     # initializers: exact FP32 copies of the low values
     for i, t in enumerate(g.initializer):
         if t.data_type in LOW:
@@ -155,20 +199,29 @@ def emulate(proto: Any, outputs: str = "all") -> Optional[Emulation]:
         for k, x in enumerate(n.input):
             if x in rename:
                 n.input[k] = rename[x]
+        direct = False  # a Cast to the low type rounds itself: only the widening Cast follows
         if n.op_type == "Cast":
             for a in n.attribute:
                 if a.name == "to" and a.i in LOW:
-                    a.i = FLOAT
+                    direct = skip_exact and types.get(n.input[0]) in (FLOAT, FLOAT16, BFLOAT16) \
+                        and low.get(n.output[0]) == a.i  # (float input: one rounding, as before)
+                    if not direct:
+                        a.i = FLOAT
         elif n.op_type in ("Constant", "ConstantOfShape"):
             for a in n.attribute:
                 if a.type == onnx.AttributeProto.TENSOR and a.t.data_type in LOW:
                     a.t.CopyFrom(_to_float_tensor(a.t))
         pairs: List[Any] = []
+        exact = skip_exact and _exact(node, types, low)
         for k, o in enumerate(n.output):
             if not o:
                 continue
             order.append(o)
-            if o in low:
+            if o in low and direct:
+                n.output[k] = o + _SUFFIX + "_q"
+                pairs.append(helper.make_node("Cast", [o + _SUFFIX + "_q"], [o], to=FLOAT,
+                                              name=f"{o}__wb_widen"))
+            elif o in low and not exact:
                 hi = o + _SUFFIX
                 n.output[k] = hi
                 pairs += [helper.make_node("Cast", [hi], [hi + "_q"], to=low[o],

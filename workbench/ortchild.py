@@ -168,6 +168,7 @@ class OrtChild:
         self._models: "collections.OrderedDict[str, str]" = collections.OrderedDict()  # key -> the file serialized bytes were written to
         self._sources: Dict[str, Tuple[str, Optional[int], List[str]]] = {}  # key -> how to load
         self.starts = 0
+        self._ready = False  # the running child said "ready"
 
     # -- process ------------------------------------------------------------------------------
     @property
@@ -190,8 +191,25 @@ class OrtChild:
         return self._dir
 
     def _start(self) -> None:
-        if self.alive:
+        if self.alive and self._ready:
             return
+        if not self.alive:
+            self._spawn()
+        proc, events = self._proc, self._events
+        assert proc is not None
+        msg = self._wait(proc, events, time.monotonic() + 60, None, "starting")
+        if msg.get("event") != "ready":  # pragma: no cover - the child always says ready first
+            raise OrtError("the onnxruntime process did not start: " + str(msg))
+        self._ready = True
+
+    def warm(self) -> None:
+        """Start the process now without waiting for it: its interpreter and onnxruntime
+        import while the caller prepares its first request."""
+        with self._lock:
+            if not self.alive:
+                self._spawn()
+
+    def _spawn(self) -> None:
         env = dict(os.environ)
         if self.env:
             env.update(self.env)
@@ -200,6 +218,7 @@ class OrtChild:
         self._events = queue.Queue()
         self._stderr.clear()
         self._loaded.clear()
+        self._ready = False
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-S", "-c", _BOOT % (ROOT, paths)], stdin=subprocess.PIPE,
@@ -212,9 +231,6 @@ class OrtChild:
         proc, events = self._proc, self._events
         threading.Thread(target=self._read_stdout, args=(proc, events), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
-        msg = self._wait(proc, events, time.monotonic() + 60, None, "starting")
-        if msg.get("event") != "ready":  # pragma: no cover - the child always says ready first
-            raise OrtError("the onnxruntime process did not start: " + str(msg))
 
     def _read_stdout(self, proc: subprocess.Popen, events: "queue.Queue") -> None:
         assert proc.stdout is not None
@@ -378,8 +394,9 @@ class OrtChild:
 
     def run(self, key: str, feed: Dict[str, Any], outputs: Sequence[str], *,
             label: Optional[str] = None, timeout: Optional[float] = None,
-            max_rss: Optional[int] = None) -> Dict[str, Any]:
-        """Outputs by name for one feed of a model `load` returned `key` for."""
+            max_rss: Optional[int] = None, last: bool = False) -> Dict[str, Any]:
+        """Outputs by name for one feed of a model `load` returned `key` for. last: the model
+        is dropped after this run (as `forget`, without another round trip)."""
         from workbench.ortserver import load_arrays, save_arrays
 
         with self._lock:
@@ -391,10 +408,14 @@ class OrtChild:
                 os.makedirs(folder)
                 try:
                     specs = save_arrays(os.path.join(folder, "in.bin"), list(feed.items()))
-                    res = self.call("run", {"key": key, "feed": specs, "outputs": list(outputs),
-                                            "dir": folder},
-                                    what="running the model", label=label, timeout=timeout,
-                                    max_rss=max_rss)
+                    args = {"key": key, "feed": specs, "outputs": list(outputs), "dir": folder}
+                    if last:
+                        args["forget"] = True
+                    res = self.call("run", args, what="running the model", label=label,
+                                    timeout=timeout, max_rss=max_rss)
+                    if last:
+                        self._loaded.pop(key, None)  # the child dropped it
+                        self.forget(key)  # (the serialized copy: no call, it is not loaded)
                     return load_arrays(os.path.join(folder, "out.bin"), res)
                 except _NotLoaded:
                     self._loaded.pop(key, None)
@@ -403,6 +424,20 @@ class OrtChild:
                 finally:
                     shutil.rmtree(folder, ignore_errors=True)
             raise AssertionError("unreachable")  # pragma: no cover
+
+    def forget(self, key: str) -> None:
+        """Drop a loaded model: its session in the child and its serialized copy (tmpfs is
+        memory). Short-lived models (a graph run a segment at a time) leave nothing behind."""
+        with self._lock:
+            self._sources.pop(key, None)
+            path = self._models.pop(key, None)
+            if path:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            if self._loaded.pop(key, None) is not None and self.alive:
+                self.call("forget", {"key": key}, what="dropping a model")
 
     def _reload(self, key: str, label: Optional[str], timeout: Optional[float],
                 max_rss: Optional[int]) -> None:

@@ -11,7 +11,7 @@ dtypes are read back, and bfloat16/float8 travel as their unsigned view plus the
 
 Ops: ``ping``; ``load`` {model, key, threads, custom_ops} -> inputs/outputs (the session is cached under `key`,
 the client's model hash, least recently used dropped beyond CACHE_SIZE); ``run`` {key, feed specs,
-outputs, dir} -> output specs (dir/in.bin in, dir/out.bin out); ``forget``. Stdlib, numpy, onnxruntime (and ml_dtypes for exotic
+outputs, dir, forget?} -> output specs (dir/in.bin in, dir/out.bin out); ``forget`` {key} (all when no key). Stdlib, numpy, onnxruntime (and ml_dtypes for exotic
 dtypes) only; nothing else from workbench but the protocol module.
 """
 from __future__ import annotations
@@ -72,13 +72,19 @@ def save_arrays(path: str, items: Sequence[Tuple[str, Any]]) -> List[Dict[str, A
 
 
 def load_arrays(path: str, specs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
-    """The arrays `save_arrays` wrote: the file read once, each array a view of that buffer.
-    Only plain numeric, bool and unicode dtypes are accepted (never objects: no pickle)."""
+    """The arrays `save_arrays` wrote, each a view of the file mapped copy-on-write (no copy:
+    the pages are the file's, which may be removed at once; writing to an array copies only
+    the pages written). Only plain numeric, bool and unicode dtypes are accepted (never
+    objects: no pickle)."""
+    import mmap
+
     import numpy as np
 
-    buf = bytearray(os.path.getsize(path))
-    with open(path, "rb", buffering=0) as f:
-        f.readinto(buf)  # one copy, into the buffer every array then views
+    size = os.path.getsize(path)
+    buf: Any = bytearray(0)
+    if size:
+        with open(path, "rb", buffering=0) as f:
+            buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
     out: Dict[str, Any] = {}
     for s in specs:
         dt = np.dtype(str(s["dtype"]))
@@ -107,6 +113,9 @@ def session_options(threads: Any = None, custom_ops: Sequence[str] = ()) -> Any:
     if threads is not None:
         so.intra_op_num_threads = int(threads)
     so.enable_cpu_mem_arena = False
+    # worker threads sleep between ops instead of spinning: the caller compares tensors on the
+    # same cores while onnxruntime runs (spinning burnt as much CPU as the kernels)
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     for lib in custom_ops:
         so.register_custom_ops_library(lib)
     return so
@@ -140,11 +149,13 @@ class Sessions:
                 "outputs": [o.name for o in sess.get_outputs()], "pid": os.getpid()}
 
     def run(self, key: str, feed: List[Dict[str, Any]], outputs: List[str],
-            dir: str) -> List[Dict[str, Any]]:  # noqa: A002
+            dir: str, forget: bool = False) -> List[Dict[str, Any]]:  # noqa: A002
         sess = self.cache.get(key)
         if sess is None:  # dropped from the cache: the client loads it again and retries
             raise NotLoaded("session not loaded: " + key)
         self.cache.move_to_end(key)
+        if forget:  # a one-off model (a segment): dropped once this run returns
+            del self.cache[key]
         arrays = load_arrays(os.path.join(dir, "in.bin"), feed)
         res = sess.run(outputs, arrays)
         return save_arrays(os.path.join(dir, "out.bin"), list(zip(outputs, res)))
@@ -188,9 +199,13 @@ def main() -> None:
                 value = sessions.load(args["model"], args["key"], args.get("threads"),
                                       args.get("custom_ops") or ())
             elif op == "run":
-                value = sessions.run(args["key"], args["feed"], args["outputs"], args["dir"])
-            elif op == "forget":
-                sessions.cache.clear()
+                value = sessions.run(args["key"], args["feed"], args["outputs"], args["dir"],
+                                     bool(args.get("forget")))
+            elif op == "forget":  # one session (args.key), or all
+                if args.get("key"):
+                    sessions.cache.pop(args["key"], None)
+                else:
+                    sessions.cache.clear()
                 value = {}
             else:
                 send(P.error(rid, "unknown op '%s'" % op, code="unknown-op"))

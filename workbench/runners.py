@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -189,6 +189,10 @@ class Runner:
     def input_metadata(self) -> Dict[str, TensorMeta]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def warm(self) -> None:
+        """Start what runs the model in the background, if anything (the onnxruntime child),
+        so its start-up overlaps the caller's own preparation."""
+
     def infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
         """Outputs by name for one feed (declared inputs only, floats cast to their type);
         `names`: only these outputs (marked tensors are fetched a chunk at a time)."""
@@ -201,6 +205,14 @@ class Runner:
 
     def infer_all(self, feeds: Sequence[Feed]) -> List[Feed]:
         return [self.infer(f) for f in feeds]
+
+    def stream(self, feeds: Sequence[Feed], groups: Sequence[Sequence[str]]
+               ) -> Iterator[List[Feed]]:
+        """For each group of tensor names (topological order), their values for every feed,
+        one group at a time (a caller compares and drops each before the next). Here: one
+        run per group; graph runners override it to run each node once (`workbench.segments`)."""
+        for grp in groups:
+            yield [self.infer(f, grp) for f in feeds]
 
 
 def session(proto: Any, threads: Optional[int] = 1) -> Any:
@@ -244,8 +256,11 @@ class OnnxRuntimeRunner(Runner):
         self.timeout, self.max_rss = timeout, max_rss
         self._key: Optional[str] = None
         self._meta: Dict[str, TensorMeta] = {}
+        self._text: Optional[str] = None  # how errors name the model (default: its path/name)
 
     def _label(self) -> str:
+        if self._text:
+            return self._text
         m = self.model
         if isinstance(m, (str, os.PathLike)):
             return str(m)
@@ -290,7 +305,60 @@ class OnnxRuntimeRunner(Runner):
         self.start()
         return self._meta
 
-    def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
+    def warm(self) -> None:
+        if self.isolated:
+            from workbench.ortchild import default_child
+
+            default_child().warm()
+
+    def close(self) -> None:
+        """Drop the session (in the child: its cache entry and serialized model)."""
+        if self._key is not None:
+            from workbench.ortchild import default_child
+
+            default_child().forget(self._key)
+            self._key = None
+        self.sess = None
+        self._started = False
+
+    def stream(self, feeds: Sequence[Feed], groups: Sequence[Sequence[str]]
+               ) -> Iterator[List[Feed]]:
+        """Each group's tensors, every node run once: the graph a segment at a time
+        (`workbench.segments`), each segment a short-lived session; no full marked session."""
+        from workbench import segments
+
+        proto = load_proto(self.model)
+        if not segments.segmentable(proto):
+            yield from super().stream(feeds, groups)
+            return
+        meta = input_metadata_of(proto)
+        yield from segments.stream_segments(proto, [cast_feed(meta, f) for f in feeds], groups,
+                                            self._run_segment)
+
+    def _run_segment(self, model: Any, outputs: List[str], feeds: List[Feed]) -> List[Feed]:
+        seg = OnnxRuntimeRunner(model, threads=self.threads, outputs=outputs,
+                                isolated=self.isolated, timeout=self.timeout,
+                                max_rss=self.max_rss)
+        seg._text = self._label()  # errors name the model, and the node where one is pinned
+        try:
+            try:
+                seg.start()
+            except Exception as e:
+                from workbench.errors import WorkbenchError
+
+                if isinstance(e, WorkbenchError):
+                    raise
+                raise WorkbenchError(f"{self.name} cannot load the model: "
+                                     f"{' '.join(str(e).split())[:300]}", file=seg._text,
+                                     hint="check it with `workbench inspect`") from None
+            return [seg._infer(f, outputs, last=k == len(feeds) - 1)
+                    for k, f in enumerate(feeds)]
+        finally:
+            seg.close()
+
+    def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None,
+               last: bool = False) -> Feed:
+        """last: the session is not needed after this run (the child drops it at once)."""
         want = list(names) if names is not None else self._names
         if not self.isolated:
             return dict(zip(want, self.sess.run(want, feed)))
@@ -299,7 +367,7 @@ class OnnxRuntimeRunner(Runner):
 
         def run() -> Feed:
             return default_child().run(self._key or "", feed, want, label=self._label(),
-                                       timeout=self.timeout, max_rss=self.max_rss)
+                                       timeout=self.timeout, max_rss=self.max_rss, last=last)
 
         try:
             try:
@@ -384,18 +452,47 @@ class EmulatedRunner(Runner):
         self.start()
         return self._meta
 
+    def warm(self) -> None:
+        from workbench.ortchild import default_child, isolated_by_default
+
+        if isolated_by_default():
+            default_child().warm()
+
     def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
         assert self._inner is not None
-        wide = {k: (v.astype(np.float32) if v.dtype.kind == "f" or v.dtype.name == "bfloat16"
-                    else v) for k, v in feed.items()}
-        return self._inner._infer(wide, names)
+        return self._inner._infer(_widened(feed), names)
+
+    def stream(self, feeds: Sequence[Feed], groups: Sequence[Sequence[str]]
+               ) -> Iterator[List[Feed]]:
+        """Each group's tensors, the emulated graph run a segment at a time (each node once;
+        no full marked session)."""
+        from workbench.emulation import emulate
+        from workbench.errors import WorkbenchError
+
+        proto = load_proto(self.model)
+        em = emulate(proto, outputs="graph")
+        if em is None:
+            raise WorkbenchError("this graph cannot be emulated in FP32 (low-float values "
+                                 "inside control-flow bodies, or no low-float values)",
+                                 field="runner", hint="use --runner reference")
+        meta = input_metadata_of(proto)
+        inner = OnnxRuntimeRunner(em.proto, threads=self.threads)
+        inner._text = (f"{self.model} (emulated)" if isinstance(self.model, (str, os.PathLike))
+                       else "the emulated candidate")
+        yield from inner.stream([_widened(cast_feed(meta, f)) for f in feeds], groups)
+
+
+def _widened(feed: Feed) -> Feed:
+    """Low-float feeds as FP32 (the emulated graph rounds them on entry)."""
+    return {k: (v.astype(np.float32) if v.dtype.kind == "f" or v.dtype.name == "bfloat16"
+                else v) for k, v in feed.items()}
 
 
 def can_emulate(model: Any) -> bool:
     """Does `workbench.emulation` handle this low-float graph (else: the reference runner)?"""
-    from workbench.emulation import emulate
+    from workbench.emulation import emulable
 
-    return emulate(load_proto(model), outputs="graph") is not None
+    return emulable(load_proto(model))
 
 
 def low_float_runner(model: Any) -> str:

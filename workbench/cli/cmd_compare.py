@@ -40,8 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "reference = onnx's numpy evaluator computing in float16 (slow)")
     p.add_argument("--memory-budget", type=float, default=None, metavar="MB",
                    help="hold at most this many MB of marked tensors at once (both sides, all "
-                        "samples): more runs (CPU) or builds (engine) when they do not fit "
-                        "(CPU default 256)")
+                        "samples): more, smaller segments (CPU) or builds (engine) when they do not fit "
+                        "(CPU default 32: each chunk is one segment of the graph, every node "
+                        "runs once; 256 with --runner reference, which re-runs per chunk)")
     p.add_argument("--stats", metavar="STATS.jsonl",
                    help="stream each tensor's figures here as they are computed (JSON lines)")
     p.add_argument("--samples", type=int, default=8, help="at most this many samples (default 8)")
@@ -206,6 +207,10 @@ def _fmt(x: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.ortchild import default_child, isolated_by_default
+
+    if isolated_by_default():  # every route runs the reference on onnxruntime: its child's
+        default_child().warm()  # interpreter starts while this one imports and loads
     from workbench import compare
     from workbench.precision import table
 

@@ -1,13 +1,16 @@
 """Layer-wise comparison: where is precision lost, and which nodes must stay in higher precision?
 
 Runs a reference model (FP32, onnxruntime) and a candidate (its FP16/BF16/INT8/FP8 transform, or a
-surgically changed model) on the same inputs with *every* intermediate tensor marked as an output
-(Polygraphy's `--mark all`), matches tensors by name, and reports per tensor the figures of
-`workbench.comparison` (max/mean absolute error, error relative to the tensor's scale, cosine,
-pass/fail at atol/rtol). Tolerances default to the candidate's precision (`infer_precision`), the
-same defaults `find_exclusions` uses for its target, so `compare REF CAND` and `compare --to`
-agree. From that it finds the first divergence in topological order and the nodes that *add*
-error, which are the ones to keep in FP32 (`workbench precision --exclude NODE`):
+surgically changed model) on the same inputs with *every* intermediate tensor compared
+(Polygraphy's `--mark all`), without holding them all: both graphs run a segment at a time
+(`Runner.stream`, `workbench.segments`: every node once, a chunk of tensors within the memory
+budget per segment, the next segment running while this one is compared), matches tensors by name,
+and reports per tensor the figures of `workbench.comparison` (max/mean absolute error, error
+relative to the tensor's scale, cosine, pass/fail at atol/rtol). Tolerances default to the
+candidate's precision (`infer_precision`), the same defaults `find_exclusions` uses for its target,
+so `compare REF CAND` and `compare --to` agree. From that it finds the first divergence in
+topological order and the nodes that *add* error, which are the ones to keep in FP32 (`workbench
+precision --exclude NODE`):
 - a node that computes (Conv, Add, Softmax ...) adds its output's relative error minus the worst
   relative error among its inputs;
 - a node that only selects or moves values (Relu, MaxPool, Reshape, Concat ... `PASS_THROUGH_OPS`)
@@ -40,6 +43,7 @@ from workbench.fsutil import atomic_write_text
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, has_low_float, limit_samples, load_proto,
                                low_float_runner, make_runner, samples_in)
+from workbench.segments import ahead, order_of
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
            "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
@@ -181,7 +185,12 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
     return [make_inputs(ref_p, seed=0, other=other)]
 
 
-DEFAULT_BUDGET_MB = 256.0  # marked tensors held at once (both runs, all samples)
+# marked tensors held at once (both runs, all samples). A chunk is one segment of each graph
+# (`Runner.stream`: every node runs once whatever the chunk count), so a small budget costs
+# only a short-lived session per segment; the reference evaluator re-runs the whole graph per
+# chunk, so it gets the larger one.
+DEFAULT_BUDGET_MB = 32.0
+RERUN_BUDGET_MB = 256.0
 
 
 _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
@@ -296,25 +305,29 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
              ref_order: List[str], outs: List[str], feeds: Sequence[Feed], atol: float,
              rtol: float, memory_budget_mb: Optional[float], producer: Dict[str, Any],
              record: Any) -> Dict[str, List[Feed]]:
-    """Fetch the marked tensors a chunk at a time within the budget; compare; drop."""
-    ref_r = _started("onnxruntime", ref_p)
-    cand_r = _started(runner, cand_p)
-    cand_names = set(cand_r.order) | {o.name for o in cand_p.graph.output}
+    """Fetch the marked tensors a chunk at a time within the budget; compare; drop. Both
+    graphs run a segment per chunk (`Runner.stream`: each node once), in step."""
+    ref_r = make_runner("onnxruntime", ref_p, mark_all=True)
+    cand_r = _started(runner, cand_p) if runner == "reference" else \
+        make_runner(runner, cand_p, mark_all=True)
+    cand_names = set(order_of(cand_p)) | {o.name for o in cand_p.graph.output}
     fixed = constant_tensors(ref_p)
     shared = [t for t in ref_order if t in cand_names and t not in fixed]
     report.constants = sum(1 for t in ref_order if t in fixed)
     report.unmatched = len(ref_order) - len(shared) - report.constants
     sizes = tensor_bytes(ref_p, feeds[0], shared) if feeds else {}
-    budget = (memory_budget_mb if memory_budget_mb is not None else DEFAULT_BUDGET_MB) * 2 ** 20
-    chunks = plan_chunks(shared, sizes, budget, 2 * max(1, len(feeds))) or [[]]
+    default = RERUN_BUDGET_MB if runner == "reference" else DEFAULT_BUDGET_MB
+    budget = (memory_budget_mb if memory_budget_mb is not None else default) * 2 ** 20
+    # both runs of every sample, and two chunks at a time: the next runs while this one is
+    # compared (`ahead`)
+    chunks = plan_chunks(shared, sizes, budget, 2 * 2 * max(1, len(feeds))) or [[]]
     chunks[-1] = chunks[-1] + [o for o in outs if o in cand_names and o not in chunks[-1]]
     report.chunks = len(chunks)
     runs: Dict[str, List[Feed]] = {"reference": [{} for _ in feeds],
                                    "candidate": [{} for _ in feeds]}
     seen: set = set()
-    for chunk in chunks:
-        ref_out = [ref_r.infer(f, chunk) for f in feeds]
-        cand_out = [cand_r.infer(f, chunk) for f in feeds]
+    for chunk, ref_out, cand_out in ahead(zip(chunks, ref_r.stream(feeds, chunks),
+                                              cand_r.stream(feeds, chunks))):
         for o in outs:
             for k in range(len(feeds)):
                 if o in ref_out[k]:
@@ -344,9 +357,12 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     atol/rtol None: the defaults of the candidate's precision (`workbench.comparison`).
 
     Bounded memory: the marked tensors are fetched a chunk at a time (both runs, every
-    sample), each chunk compared and dropped, so at most `memory_budget_mb` (default
-    DEFAULT_BUDGET_MB) of tensors are held; only per-tensor figures are kept. `stats_path`: each tensor's figures are also appended
-    there as a JSON line as soon as they are known."""
+    sample; each chunk one segment of each graph, every node run once), each chunk compared
+    and dropped, so about `memory_budget_mb` (default DEFAULT_BUDGET_MB, RERUN_BUDGET_MB with
+    the reference evaluator) of tensors are held; only per-tensor figures are kept.
+    `stats_path`: each tensor's figures are also appended there as a JSON line as soon as they
+    are known."""
+    make_runner("onnxruntime", reference).warm()  # its child starts while we prepare
     ref_p, cand_p = load_proto(reference), load_proto(candidate)
     findings: List[Finding] = []
     if feeds is None:
