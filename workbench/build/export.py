@@ -373,11 +373,11 @@ def set_layer_precisions(network, config):
     for i in range(network.num_layers):
         layer = network.get_layer(i)
         meta = str(getattr(layer, "metadata", "") or "")
-        nodes = [n for n in re.findall(r"\[ONNX Layer: ([^\]]+)\]", meta) if n in wanted]
+        nodes = [n for n in re.findall(r"\\[ONNX Layer: ([^\\]]+)\\]", meta) if n in wanted]
         if layer.name in wanted:
             nodes.insert(0, layer.name)
         elif not nodes and not meta:
-            m = re.match(r"^(.*)_\d+$", layer.name)
+            m = re.match(r"^(.*)_\\d+$", layer.name)
             nodes = [m.group(1)] if m and m.group(1) in wanted else []
         dt = wanted[nodes[0]] if nodes else LAYER_PRECISIONS.get("*")
         outs = [layer.get_output(j) for j in range(layer.num_outputs)]
