@@ -300,6 +300,8 @@ class GraphStructure:
         self.scope_members = members
         self.scope_index = paths
         self._index: Optional[Dict[str, int]] = None
+        # titles for collapsed groups instead of '<scope> (N)' (the split view's engine layers)
+        self.group_labels: Dict[str, str] = {}
 
     # -- expand/collapse -------------------------------------------------------------------
     def default_expanded(self, max_visible: Optional[int] = None) -> Set[str]:
@@ -335,6 +337,15 @@ class GraphStructure:
             else:
                 break
         return {self.scopes[k] for k in np.nonzero(expanded)[0]}
+
+    def sole_child_scope(self, scope: str) -> Optional[str]:
+        """The one child scope of `scope` when nothing else is drawn in it (no direct member but
+        constant sources, which fold into their readers): opening it alone would show one group."""
+        k = self.scope_index[scope]
+        kids = np.nonzero(self.scope_parent == k)[0]
+        if kids.size != 1 or np.any((self.node_scope == k) & ~self._trivial_sources()):
+            return None
+        return self.scopes[int(kids[0])]
 
     def _ancestors_open(self, k: int, expanded: np.ndarray) -> bool:
         p = self.scope_parent[k]
@@ -446,7 +457,8 @@ class GraphStructure:
             else:
                 path = self.scopes[sk]
                 ids.append(GROUP_PREFIX + path)
-                labels.append(f"{group_names[path]} ({int(self.scope_members[sk])})")
+                labels.append(self.group_labels.get(path) or
+                              f"{group_names[path]} ({int(self.scope_members[sk])})")
         enclosing = np.where(elem, self.node_scope[np.where(elem, keys, 0)],
                              self.scope_parent[np.maximum(scope_k, 0)]) if len(self.scopes) else \
             np.full(m, -1, dtype=np.int64)
