@@ -102,8 +102,11 @@ def test_compare_panel_shows_the_error_heat_map_on_both_sides(compare_panel):
     assert split.onnx.scale["title"].startswith("relative error")
     # engine side: a layer carries the worst error of the ONNX nodes it was built from
     eng_cols = dict(zip(split.engine.data.ids, split.engine.colors))
+    layers = split.table.layers.layers
     per = {e: max(err[n] for n in ns if n in err) for e, ns in split.nodes_of.items()
-           if e in eng_cols and any(n in err for n in ns)}
+           if e in eng_cols and any(n in err for n in ns) and not layers[split.layer_of[e]].is_reformat}
+    reformats = [e for e in eng_cols if e in split.layer_of and layers[split.layer_of[e]].is_reformat]
+    assert reformats and all(eng_cols[e] is None for e in reformats)  # no error of their own
     assert any(len([n for n in split.nodes_of[e] if n in err]) > 1 for e in per)  # fused layers
     level = {e: ramp.index(eng_cols[e]) for e in per}
     by_value = sorted(per, key=per.get)

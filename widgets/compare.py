@@ -286,7 +286,8 @@ class ComparePanel(PanelBase, W.VBox):
     def color_split(self, rep: compare.LayerwiseReport) -> None:
         """Both sides of the split view by error (a continuous log scale): ONNX nodes by the
         worst relative error of their outputs, engine layers (and a group's members) by the
-        worst of the ONNX nodes they stand for. Non-finite errors count as 1e6."""
+        worst of the ONNX nodes they were built from (reformat copies stay without a value).
+        Non-finite errors count as 1e6."""
         err = {n: (r if math.isfinite(r) else 1e6) for n, r in self.error_by_node(rep).items()}
         err = {n: max(r, 1e-12) for n, r in err.items()}
         if not err:
@@ -295,7 +296,10 @@ class ComparePanel(PanelBase, W.VBox):
         self.split.onnx.color_by_values({n: r for n, r in err.items() if n in onnx_ids},
                                         title="relative error", levels=16)
         per_layer = {}
+        layers = self.split.table.layers.layers
         for eid, nodes in self.split.nodes_of.items():
+            if layers[self.split.layer_of[eid]].is_reformat:
+                continue  # a reformat copy only carries the nodes of the layer it serves
             vals = [err[n] for n in nodes if n in err]
             if vals:
                 per_layer[eid] = max(vals)

@@ -120,3 +120,47 @@ def test_a_foreign_node_range_opens_in_place_and_selects_its_onnx_nodes(lab):
         f"(n) => JSON.parse({ONNX_VIEW}.root.dataset.selected).includes(n)", arg=node, timeout=15000)
     assert _py(lab, "split.onnx.selected") == [node]
     assert not lab.blocked, lab.blocked
+
+
+def test_compare_panel_shows_the_split_view_with_errors_on_both_sides(lab):
+    """resnet_tiny: onnxruntime FP32 vs its FP16 conversion, with the layer information of the
+    model's real FP16 engine: the panel's 'ONNX | engine' button opens the split view, both
+    sides drawn in the error colours (the worst node and the worst layer in the hottest)."""
+    from browser_support import REPO
+
+    root = lab.server.root
+    shutil.copy(REPO / "sample_models" / "resnet_tiny.onnx", root / "resnet_tiny.onnx")
+    shutil.copy(REPO / "sample_models" / "calib" / "resnet_tiny.npz", root / "resnet_tiny.npz")
+    shutil.copy(REPO / "tests" / "data" / "timing" / "resnet_tiny_fp16.layers.json", root / "layers.json")
+    lab.open_notebook("compare_split.ipynb", [
+        "from widgets import ComparePanel\nfrom workbench.precision import convert\n"
+        "convert('resnet_tiny.onnx', 'fp16', measure=False).save('resnet_tiny.fp16.onnx')\n"
+        "c = ComparePanel('resnet_tiny.onnx', 'resnet_tiny.fp16.onnx', inputs='resnet_tiny.npz',"
+        " layers='layers.json')\nc"])
+    lab.run_all(timeout=300)
+    lab.run_cell("_ = c.wait(120)", timeout=300)
+    btn = lab.page.locator("button", has_text="ONNX | engine")
+    btn.wait_for(timeout=30000)
+    lab.page.wait_for_function("(b) => !b.disabled", arg=btn.element_handle(), timeout=30000)
+    btn.click()
+    lab.page.wait_for_function(
+        "() => window.__wbGraphViews && window.__wbGraphViews.length >= 2 && "
+        f"{ENGINE_VIEW}.root.dataset.firstPaint && {ONNX_VIEW}.root.dataset.firstPaint"
+        f" && Number({ENGINE_VIEW}.root.dataset.colored) > 0 && Number({ONNX_VIEW}.root.dataset.colored) > 0",
+        timeout=60000)
+    hot = _py(lab, "c.split.onnx.scale['stops'][-1][1]")
+    worst_node = _py(lab, "max((n for n in c.error_by_node() if n in c.split.onnx.data.ids),"
+                          " key=lambda n: min(c.error_by_node()[n], 1e6))")
+    worst_layer = _py(lab, "(lambda e: max((k for k in c.split.nodes_of if k in c.split.engine.data.ids"
+                           " and not c.split.table.layers.layers[c.split.layer_of[k]].is_reformat"
+                           " and any(n in e for n in c.split.nodes_of[k])), key=lambda k: max(min(e[n], 1e6)"
+                           " for n in c.split.nodes_of[k] if n in e)))(c.error_by_node())")
+    assert lab.page.evaluate(f"(id) => {ONNX_VIEW}.displayedColor(id)", worst_node) == hot
+    assert lab.page.evaluate(f"(id) => {ENGINE_VIEW}.displayedColor(id)", worst_layer) == hot
+    # several error levels drawn on the engine side, not one flat colour
+    levels = lab.page.evaluate(f"() => new Set({ENGINE_VIEW}.graph.nodes().map((i) => "
+                               f"{ENGINE_VIEW}.displayedColor(i))).size")
+    assert levels >= 3
+    lab.page.evaluate(f"() => {ENGINE_VIEW}.root.scrollIntoView({{block: 'center'}})")
+    lab.screenshot_element(".jupyter-widgets.widget-hbox", "graph-split-compare-errors.png")
+    assert not lab.blocked, lab.blocked
