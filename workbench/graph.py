@@ -1076,6 +1076,7 @@ def _order_ranks(m: int, r: np.ndarray, a: np.ndarray, b: np.ndarray, vpos: np.n
     deg_out = np.bincount(ss, minlength=n).astype(np.float64)
     best = _segment_crossings(pos, R, ss, sd)
     best_order = order
+    idle = 0
     for it in range(max(sweeps, 0) * 3):
         p = pos.astype(np.float64)
         if it % 2 == 0:
@@ -1088,8 +1089,10 @@ def _order_ranks(m: int, r: np.ndarray, a: np.ndarray, b: np.ndarray, vpos: np.n
         place(order)
         c = _segment_crossings(pos, R, ss, sd)
         if c < best:
-            best, best_order = c, order
-        if best == 0:
+            best, best_order, idle = c, order, 0
+        else:
+            idle += 1
+        if best == 0 or idle >= 4:  # two down and up sweeps without a gain
             break
     order = best_order
     place(order)
@@ -1172,12 +1175,11 @@ def _rank_sweeps(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.n
     neighbours there keep their order), each sweep followed by transpositions
     (`_transpose`); keeps the order with fewest crossings and stops after `patience` sweeps
     without a gain (dot's ordering)."""
-    up_ptr, up_nb = _csr(n, sd, ss)
-    dn_ptr, dn_nb = _csr(n, ss, sd)
-    up_l = np.split(up_nb, up_ptr[1:-1]) if n > 1 else [up_nb]
-    dn_l = np.split(dn_nb, dn_ptr[1:-1]) if n > 1 else [dn_nb]
-    up_l = [x.tolist() for x in up_l]
-    dn_l = [x.tolist() for x in dn_l]
+    csr = _adjacency(n, ss, sd)
+    up_ptr, up_nb, _, dn_ptr, dn_nb, _ = csr
+    ul, dl, up_p, dn_p = up_nb.tolist(), dn_nb.tolist(), up_ptr.tolist(), dn_ptr.tolist()
+    up_l = [ul[i:j] for i, j in zip(up_p[:-1], up_p[1:])]
+    dn_l = [dl[i:j] for i, j in zip(dn_p[:-1], dn_p[1:])]
     st, ct = starts.tolist(), counts.tolist()
     flat = order.tolist()
     ranks = [flat[s:s + c] for s, c in zip(st, ct)]
@@ -1220,7 +1222,7 @@ def _rank_sweeps(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.n
         pa = np.asarray(p, dtype=np.int64)
         c = _segment_crossings(pa, R, ss, sd)
         if c > 0:
-            cur, c = _transpose(cur, pa, R, starts, ss, sd, n, c, rounds=2)
+            cur, c = _transpose(cur, pa, R, starts, ss, sd, n, c, rounds=2, csr=csr)
             p = pa.tolist()
             flat = cur.tolist()
             ranks = [flat[s:s + k] for s, k in zip(st, ct)]
@@ -1233,17 +1235,22 @@ def _rank_sweeps(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.n
     return best_order, best
 
 
+def _adjacency(n: int, ss: np.ndarray, sd: np.ndarray) -> Tuple[np.ndarray, ...]:
+    """CSR neighbours above and below each element, with degrees:
+    (up_ptr, up_nb, deg_up, dn_ptr, dn_nb, deg_dn)."""
+    up_ptr, up_nb = _csr(n, sd, ss)
+    dn_ptr, dn_nb = _csr(n, ss, sd)
+    return up_ptr, up_nb, np.diff(up_ptr), dn_ptr, dn_nb, np.diff(dn_ptr)
+
+
 def _transpose(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.ndarray,
-               ss: np.ndarray, sd: np.ndarray, n: int, best: int, rounds: int = 8
-               ) -> Tuple[np.ndarray, int]:
+               ss: np.ndarray, sd: np.ndarray, n: int, best: int, rounds: int = 8,
+               csr: Optional[Tuple[np.ndarray, ...]] = None) -> Tuple[np.ndarray, int]:
     """Swap neighbours of a rank where that removes crossings with the ranks above and
     below (dot's transpose, vectorised). One batch swaps every disjoint pair of one parity on
     the ranks of one parity: those swaps do not interact (a pair's gain depends only on the
     ranks beside it), so each batch removes exactly the crossings its gains count."""
-    up_ptr, up_nb = _csr(n, sd, ss)      # neighbours above
-    dn_ptr, dn_nb = _csr(n, ss, sd)      # neighbours below
-    deg_up = np.diff(up_ptr)
-    deg_dn = np.diff(dn_ptr)
+    up_ptr, up_nb, deg_up, dn_ptr, dn_nb, deg_dn = csr if csr is not None else _adjacency(n, ss, sd)
     idx = np.arange(n)
     idle = 0
     for rnd in range(rounds * 4):
