@@ -1169,7 +1169,7 @@ FULL_SWEEPS_LIMIT = 12000  # above: one down and one up rank sweep (time), below
 
 def _rank_sweeps(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.ndarray,
                  counts: np.ndarray, ss: np.ndarray, sd: np.ndarray, n: int, best: int,
-                 iters: int, patience: int = 3) -> Tuple[np.ndarray, int]:
+                 iters: int, patience: int = 4) -> Tuple[np.ndarray, int]:
     """Weighted-median sweeps rank after rank (down, then up, ...), each rank ordered by the
     median position of its neighbours on the rank just placed (ties and elements without
     neighbours there keep their order), each sweep followed by transpositions
