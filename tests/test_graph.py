@@ -380,3 +380,40 @@ def test_expand_in_place_moves_the_rest_by_a_bounded_shift():
     _check_layout(d1)
     span = np.abs(d1.rank[d1.edges[:, 0]] - d1.rank[d1.edges[:, 1]])
     assert np.array_equal(np.diff(d1.bend_ptr), span - 1)
+
+
+def _visible_graph(path):
+    """(m, es, ed, vpos, width) of a real model's fully expanded view, as `view` lays it out."""
+    gs = wg.GraphStructure(path)
+    d = gs.view(gs.scopes, sweeps=0)
+    vpos = np.arange(len(d))
+    return len(d), d.edges[:, 0].astype(np.int64), d.edges[:, 1].astype(np.int64), vpos, d.width
+
+
+def test_transpositions_remove_exactly_the_crossings_they_count():
+    m, es, ed, vpos, width = _visible_graph(FIX86 / "bert_small.structure.onnx")
+    r, a, b, vp = wg._ranks(m, es, ed, vpos)
+    lay = wg._order_ranks(m, r, a, b, vp, np.asarray(width, dtype=np.float64), 0)  # no reduction
+    R, n, order = lay["R"], lay["n"], lay["order"]
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n) - lay["starts"][R[order]]
+    before = wg._segment_crossings(pos, R, lay["ss"], lay["sd"])
+    new, claimed = wg._transpose(order, pos.copy(), R, lay["starts"], lay["ss"], lay["sd"], n, before)
+    npos = np.empty(n, dtype=np.int64)
+    npos[new] = np.arange(n) - lay["starts"][R[new]]
+    assert claimed == wg._segment_crossings(npos, R, lay["ss"], lay["sd"]) < before
+    assert sorted(new.tolist()) == list(range(n)) and np.array_equal(R[new], np.sort(R))
+
+
+def test_layout_keeps_the_ranking_drawn_with_fewer_crossings():
+    path = REPO / "tests" / "data" / "zoo" / "clip_vision.structure.onnx"
+    m, es, ed, vpos, width = _visible_graph(path)
+    w = np.asarray(width, dtype=np.float64)
+    got = []
+    for pull_all in (True, False):
+        r, a, b, vp = wg._ranks(m, es, ed, vpos, pull_all=pull_all)
+        assert np.all(r[b] > r[a])  # either ranking points every edge downwards
+        got.append(wg._order_ranks(m, r, a, b, vp, w, 4)["best"])
+    lay = wg._sugiyama(m, es, ed, vpos, width=w)
+    assert lay.crossings == min(got) and got[0] != got[1]
+    assert wg.layer_crossings(lay.x, lay.rank, np.stack([es, ed], 1), lay.bend_ptr, lay.bend_x) == lay.crossings

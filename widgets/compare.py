@@ -14,7 +14,10 @@ background task (widgets/base.py); the thread only assigns widget values. `run_c
 `run_search` and `run_engine` are the work itself (tests and scripts may call them directly).
 The engine side (`workbench.enginedebug.compare_engine`: fusion-aware marking, chunks under
 `memory_budget_mb`, the observer check) shows in the same chart; the status line says whether
-marking changed the engine's answer.
+marking changed the engine's answer. When the engine's layer information is known (`layers=`,
+or captured by "Compare engine"), "ONNX | engine" shows the split view
+(`widgets.splitview.SplitView`) with the error heat map on both sides: ONNX nodes by the error
+of their outputs, engine layers by the worst error of the ONNX nodes they were built from.
 """
 from __future__ import annotations
 
@@ -70,7 +73,7 @@ class ComparePanel(PanelBase, W.VBox):
                  rtol: Optional[float] = None, allow_random: bool = False,
                  graph_view: Any = None, run: bool = True, engine: Any = None,
                  engine_file: Optional[str] = None, mark: Any = "boundaries",
-                 memory_budget_mb: Optional[float] = None) -> None:
+                 memory_budget_mb: Optional[float] = None, layers: Any = None) -> None:
         self._init_base()
         self.reference, self.candidate, self.inputs = reference, candidate, inputs
         self.target, self.atol, self.rtol = target, atol, rtol
@@ -81,6 +84,14 @@ class ComparePanel(PanelBase, W.VBox):
         self.error: Optional[str] = None
         self.engine, self.engine_file = engine, engine_file  # a BuildConfig (or its dict)
         self.mark, self.memory_budget_mb = mark, memory_budget_mb
+        self.layers = layers  # the engine's layer information (path, EngineLayers or LayerTable)
+        self.split: Any = None  # the ONNX | engine split view, once shown
+        self.split_box = W.VBox([])
+        self.split_btn = W.Button(description="ONNX | engine", icon="columns",
+                                  disabled=layers is None, layout=fit(),
+                                  tooltip="the ONNX graph and the engine's layers side by side, "
+                                          "coloured by error")
+        self.split_btn.on_click(lambda _: self.split_view())
 
         self.engine_btn = W.Button(description="Compare engine", icon="microchip",
                                    disabled=engine is None, layout=fit())
@@ -101,9 +112,9 @@ class ComparePanel(PanelBase, W.VBox):
         self.compare_btn.on_click(lambda _: self.start(self.run_compare))
         self.search_btn.on_click(lambda _: self.start(self.run_search))
         self.engine_btn.on_click(lambda _: self.start(self.run_engine))
-        super().__init__([W.HBox([self.compare_btn, self.search_btn, self.engine_btn]),
+        super().__init__([W.HBox([self.compare_btn, self.search_btn, self.engine_btn, self.split_btn]),
                           self.status, self.figure,
-                          self.table, self.findings_html])
+                          self.table, self.findings_html, self.split_box])
         if run and candidate is not None:
             self.start(self.run_compare)
 
@@ -125,6 +136,7 @@ class ComparePanel(PanelBase, W.VBox):
         self.compare_btn.disabled = self.candidate is None
         self.search_btn.disabled = self.target is None
         self.engine_btn.disabled = self.engine is None
+        self.split_btn.disabled = self.engine_layers() is None
 
     def _failed(self, e: Exception) -> None:
         self.error = error_text(e)
@@ -223,6 +235,8 @@ class ComparePanel(PanelBase, W.VBox):
         self.findings_html.show(rep.findings)
         if self.graph_view is not None:
             self.color_graph(rep)
+        if self.split is not None:
+            self.color_split(rep)
 
     def error_by_node(self, rep: Optional[compare.LayerwiseReport] = None) -> Dict[str, float]:
         rep = rep or self.report
@@ -239,3 +253,55 @@ class ComparePanel(PanelBase, W.VBox):
 
     def culprit_nodes(self) -> List[str]:
         return [t.node for t in self.report.culprits()] if self.report else []
+
+    # -- the ONNX | engine split view ----------------------------------------------------------
+    def engine_layers(self) -> Any:
+        """The engine's layer information: `layers=` or what "Compare engine" captured."""
+        if self.layers is not None:
+            return self.layers
+        return getattr(self.report, "layers", None)
+
+    def split_view(self) -> Any:
+        """The ONNX | engine split view, shown below the table and coloured by the current
+        report's errors on both sides (built once)."""
+        from widgets.splitview import SplitView
+        from workbench.model import model_from_proto
+        from workbench.timing import LayerTable
+
+        layers = self.engine_layers()
+        if layers is None:
+            raise WorkbenchError("no engine layer information to draw", field="layers",
+                                 hint="pass layers=LAYERS.json (workbench timing / capture) or run "
+                                      "Compare engine")
+        if self.split is None:
+            ref = self.reference  # a path, a Model or an in-memory ModelProto
+            onnx = model_from_proto(ref) if hasattr(ref, "SerializeToString") else ref
+            table = layers if isinstance(layers, LayerTable) else LayerTable.build(layers, onnx=onnx)
+            self.split = SplitView(table, onnx, height=460)
+            self.split_box.children = [self.split]
+        if self.report is not None:
+            self.color_split(self.report)
+        return self.split
+
+    def color_split(self, rep: compare.LayerwiseReport) -> None:
+        """Both sides of the split view by error (a continuous log scale): ONNX nodes by the
+        worst relative error of their outputs, engine layers (and a group's members) by the
+        worst of the ONNX nodes they were built from (reformat copies stay without a value).
+        Non-finite errors count as 1e6."""
+        err = {n: (r if math.isfinite(r) else 1e6) for n, r in self.error_by_node(rep).items()}
+        err = {n: max(r, 1e-12) for n, r in err.items()}
+        if not err:
+            return
+        onnx_ids = set(self.split.onnx.structure.ids)
+        self.split.onnx.color_by_values({n: r for n, r in err.items() if n in onnx_ids},
+                                        title="relative error", levels=16)
+        per_layer = {}
+        layers = self.split.table.layers.layers
+        for eid, nodes in self.split.nodes_of.items():
+            if layers[self.split.layer_of[eid]].is_reformat:
+                continue  # a reformat copy only carries the nodes of the layer it serves
+            vals = [err[n] for n in nodes if n in err]
+            if vals:
+                per_layer[eid] = max(vals)
+        if per_layer:
+            self.split.engine.color_by_values(per_layer, title="relative error", levels=16)

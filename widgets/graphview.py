@@ -170,7 +170,8 @@ class GraphView(anywidget.AnyWidget):
             self.selected = [s for s in self.selected if s in visible]
 
     def expand(self, scope: str) -> None:
-        """Open a scope (path like '/encoder/layer.0' or its group id 'scope:/encoder/layer.0')."""
+        """Open a scope (path like '/encoder/layer.0' or its group id 'scope:/encoder/layer.0'),
+        in place; a lone child scope inside it opens with it."""
         path = scope[len(GROUP_PREFIX):] if scope.startswith(GROUP_PREFIX) else scope
         if path not in self.structure.scope_index:
             raise WorkbenchError(f"no scope '{path}' in this graph", field="scope",
@@ -179,6 +180,10 @@ class GraphView(anywidget.AnyWidget):
         while k >= 0:  # opening a scope opens its parents too
             self._expanded.add(self.structure.scopes[k])
             k = int(self.structure.scope_parent[k])
+        inner = self.structure.sole_child_scope(path)
+        while inner is not None:  # and a chain of lone child scopes (no group showing one group)
+            self._expanded.add(inner)
+            inner = self.structure.sole_child_scope(inner)
         old = set(self.data.ids)
         self._relayout(in_place=path)
         new = [i for i in self.data.ids if i not in old]

@@ -2,7 +2,10 @@
 
 The engine side is a graph of its own, made from layer information (`workbench.timing`): one box
 per engine layer (its type as the title, the ONNX nodes it covers listed inside), edges along
-the tensors layers pass on. Selecting layers selects the ONNX nodes they were built from
+the tensors layers pass on. A ForeignNode (Myelin) range, or a layer covering more ONNX nodes
+than its box lists, is a group: one box ('Myelin: 390 ONNX nodes') that a click opens in place
+(the rest moves by a bounded shift) into its ONNX nodes, themselves grouped by name scope
+(`workbench.enginegraph`). Selecting layers selects the ONNX nodes they were built from
 (`LayerTable` mapping: names, metadata, ForeignNode/Myelin ranges) and selecting ONNX nodes
 selects the layers covering them.
 
@@ -17,45 +20,15 @@ from typing import Any, Dict, List, Optional, Sequence
 import ipywidgets as W
 
 from workbench.errors import WorkbenchError
+from workbench.enginegraph import MAX_LISTED, SLASH, engine_graph, layer_id  # noqa: F401
 from workbench.graph import GraphStructure
 
 from widgets.graphview import GraphView
 
-SLASH = "\u2215"  # '/' in layer names would read as ONNX name scopes: drawn as a division slash
-MAX_LISTED = 4    # ONNX nodes listed inside a layer's box (then '+N more')
-
-
-def layer_id(name: str) -> str:
-    """The engine graph's element id of a layer name."""
-    return name.replace("/", SLASH)
-
 
 def engine_model(table: Any) -> Any:
-    """An ONNX-shaped graph of the engine's layers (one node per layer, its type as op, the
-    covered ONNX nodes as doc string) for GraphStructure/GraphView to lay out and draw."""
-    from onnx import helper
-
-    layers = table.layers.layers
-    produced = {t.name for lay in layers for t in lay.outputs}
-    consumed = {t.name for lay in layers for t in lay.inputs}
-    nodes = []
-    seen: Dict[str, int] = {}
-    for lay in layers:
-        nm = layer_id(lay.name)
-        if nm in seen:  # a name twice (profiles per optimisation profile): keep them apart
-            seen[nm] += 1
-            nm = f"{nm} #{seen[nm]}"
-        else:
-            seen[nm] = 0
-        nd = helper.make_node(str(lay.type or "Layer").replace(" ", ""), [t.name for t in lay.inputs],
-                              [t.name for t in lay.outputs], name=nm, domain="trt.engine")
-        nodes.append(nd)
-    ins = sorted(consumed - produced)
-    outs = sorted(produced - consumed) or sorted(produced)[-1:]
-    g = helper.make_graph(nodes, "engine", [helper.make_empty_tensor_value_info(t) for t in ins],
-                          [helper.make_empty_tensor_value_info(t) for t in outs])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
-                                               helper.make_opsetid("trt.engine", 1)])
+    """An ONNX-shaped graph of the engine's layers (`workbench.enginegraph.engine_graph`)."""
+    return engine_graph(table).model
 
 
 class SplitView(W.HBox):
@@ -70,16 +43,17 @@ class SplitView(W.HBox):
             raise WorkbenchError("the split view needs the ONNX model the engine was built from",
                                  field="onnx", hint="pass onnx=PATH (the model given to the builder)")
         self.onnx = GraphView(onnx, height=height)
-        model = engine_model(self.table)
-        self.engine = GraphView(GraphStructure(model), height=height)
-        s = self.engine.structure
-        # engine element id <-> layer row; layer -> ONNX node ids
-        self.layer_of: Dict[str, int] = {}
-        self.nodes_of: Dict[str, List[str]] = {}
-        rows = list(self.table.df["onnx_nodes"])
-        for k, eid in enumerate(s.ids[: s.n_nodes]):
-            self.layer_of[eid] = k
-            self.nodes_of[eid] = [str(n) for n in (rows[k] if k < len(rows) else [])]
+        self.graph = engine_graph(self.table)
+        s = GraphStructure(self.graph.model)
+        s.group_labels = dict(self.graph.group_labels)
+        # ForeignNode ranges (and layers too big to list) start collapsed: one box per layer
+        self.engine = GraphView(s, height=height, expanded=())
+        self.layer_of: Dict[str, int] = self.graph.layer_of   # engine node id -> layer row
+        self.nodes_of: Dict[str, List[str]] = self.graph.nodes_of  # -> ONNX node ids
+        self._engine_of: Dict[str, List[str]] = {}  # ONNX node id -> engine node ids
+        for eid, ns in self.nodes_of.items():
+            for n in ns:
+                self._engine_of.setdefault(n, []).append(eid)
         self._fill_layer_boxes()
         self._syncing = False
         self._exact_nodes: Optional[List[str]] = None
@@ -91,10 +65,16 @@ class SplitView(W.HBox):
         super().__init__([self.onnx, self.engine])
 
     def _fill_layer_boxes(self) -> None:
-        """List each layer's ONNX nodes inside its box (the engine graph's weight lines)."""
+        """List each layer's ONNX nodes inside its box (the engine graph's weight lines); a
+        group's members carry their ONNX node's weight lines."""
         s = self.engine.structure
+        onnx_lines = self.onnx.structure.weights()
         lines = []
         for eid in s.ids[: s.n_nodes]:
+            if eid in self.graph.member_of:
+                k = self.onnx.structure.element_index(self.graph.member_of[eid])
+                lines.append(onnx_lines[k] if k is not None and k < len(onnx_lines) else "")
+                continue
             names = [n.rsplit("/", 1)[-1] or n for n in self.nodes_of.get(eid, [])]
             if len(names) > MAX_LISTED:
                 names = names[: MAX_LISTED - 1] + [f"+{len(names) - MAX_LISTED + 1} ONNX nodes"]
@@ -105,7 +85,11 @@ class SplitView(W.HBox):
     # -- selection both ways ------------------------------------------------------------------
     def select_layers(self, layer_names: Sequence[str]) -> List[str]:
         """Select engine layers (names as in layer information) and their ONNX nodes."""
-        ids = [layer_id(n) if layer_id(n) in self.layer_of else n for n in layer_names]
+        rows: Dict[str, List[int]] = {}
+        for k, lay in enumerate(self.table.layers.layers):
+            rows.setdefault(lay.name, []).append(k)
+        ids = [self.graph.element_of_layer[k] for n in layer_names for k in rows.get(n, [])]
+        ids += [n for n in layer_names if n not in rows]  # engine element ids as they are
         self.engine.select(ids)
         return list(self._last_nodes)
 
@@ -131,8 +115,8 @@ class SplitView(W.HBox):
                 visible = set(view.data.ids)
 
     def layers_covering(self, node_ids: Sequence[str]) -> List[str]:
-        want = set(node_ids)
-        return [eid for eid, ns in self.nodes_of.items() if want & set(ns)]
+        """Engine node ids built from any of these ONNX nodes (a group's members for a group)."""
+        return list(dict.fromkeys(e for n in node_ids for e in self._engine_of.get(n, ())))
 
     def _on_engine(self, change: Dict[str, Any]) -> None:
         if self._syncing:
@@ -164,6 +148,6 @@ class SplitView(W.HBox):
 
     def selected_layers(self) -> List[str]:
         """Layer names selected on the engine side."""
-        s = self.engine.structure
-        names = {layer_id(lay.name): lay.name for lay in self.table.layers.layers}
-        return [names.get(e, e) for e in self.engine.selected_nodes() if e in s.ids]
+        layers = self.table.layers.layers
+        rows = dict.fromkeys(self.layer_of[e] for e in self.engine.selected_nodes() if e in self.layer_of)
+        return [layers[k].name for k in rows]

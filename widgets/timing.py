@@ -8,8 +8,13 @@
     panel.select_layer(name)   # what a click on a bar does
 
 Tabs: per-layer bars (colour by type or precision; click = select the layer and its ONNX nodes in
-the graph view), a treemap by ONNX name scope, engine vs engine, latency, findings. Figures are
-plotly FigureWidgets updated in place (no new figure per change).
+the graph view), a treemap by ONNX name scope, engine vs engine, latency, findings, and, when the
+panel knows the ONNX model and no graph view is given, Graph: the ONNX | engine split view
+(`widgets.splitview.SplitView`, built when the tab is first opened). `graph_view` may itself be
+a SplitView: bar clicks then select the layer on the engine side and its nodes on the ONNX
+side, clicks on either side light up the bars, and the heat map colours both sides (ONNX nodes
+by their time, engine layers by theirs). Figures are plotly FigureWidgets updated in place (no
+new figure per change).
 """
 from __future__ import annotations
 
@@ -89,9 +94,16 @@ class TimingPanel(W.VBox):
     def __init__(self, layers: LayersArg, profile: Any = None, onnx: Any = None, vs: Any = None,
                  graph_view: Any = None, *, vs_profile: Any = None,
                  names: Sequence[str] = ("engine", "baseline"), top: int = 60) -> None:
+        from widgets.splitview import SplitView
+
         self.table = _as_table(layers, profile, onnx)
         self.vs_table = None if vs is None else _as_table(vs, vs_profile, onnx)
+        self.split: Optional[SplitView] = graph_view if isinstance(graph_view, SplitView) else None
+        if self.split is not None:
+            graph_view = self.split.onnx  # the ONNX side is the graph view; the engine side follows
         self.graph_view = graph_view
+        self._onnx = onnx if onnx is not None else (self.table.index.path or None
+                                                    if self.table.index is not None else None)
         self.names = (str(names[0]), str(names[1]))
         self.selected_layer: Optional[str] = None
         self.selected_nodes: List[str] = []
@@ -116,8 +128,11 @@ class TimingPanel(W.VBox):
             self.treemap.data[0].on_click(self._on_treemap_click)
         if graph_view is not None and hasattr(graph_view, "observe"):
             graph_view.observe(self._on_graph_select, names="selected")
+        self.graph_box: Optional[W.Box] = None  # the Graph tab (split view), filled when opened
+        if graph_view is None and self._onnx is not None and self.table.index is not None:
+            self.graph_box = W.VBox([W.HTML("<i>opening the ONNX | engine split view ...</i>")])
         self.heat_btn = W.Button(description="heat map on graph", icon="fire",
-                                 disabled=graph_view is None, layout=fit())
+                                 disabled=graph_view is None, layout=fit())  # enabled when a graph shows
         self.heat_btn.on_click(lambda _b: self.heatmap())
         self.compare_fig = self.nodes_fig = None
         if self.comparison is not None and self.table.has_times and self.vs_table.has_times:
@@ -144,11 +159,38 @@ class TimingPanel(W.VBox):
         if self.latency_fig is not None:
             pages.append(("Latency", self.latency_fig))
         pages.append(("Findings", self.findings_html))
+        if self.graph_box is not None:
+            pages.append(("Graph", self.graph_box))
         self.tabs = W.Tab(children=[p for _, p in pages])
         for i, (title, _) in enumerate(pages):
             self.tabs.set_title(i, title)
         self.tab_titles = [t for t, _ in pages]
+        if self.graph_box is not None:
+            self.tabs.observe(self._on_tab, names="selected_index")
         super().__init__([self.header, self.tabs])
+
+    def _on_tab(self, change: Dict[str, Any]) -> None:
+        if change["new"] is not None and self.tab_titles[change["new"]] == "Graph":
+            self.split_view()
+
+    def split_view(self) -> Any:
+        """The ONNX | engine split view of this engine (the Graph tab's; built once), wired to
+        the bars: a click on either side lights up its layers, a bar click selects there."""
+        from widgets.splitview import SplitView
+
+        if self.split is None:
+            if self._onnx is None or self.table.index is None:
+                raise WorkbenchError("the split view needs the ONNX model the engine was built from",
+                                     field="onnx", hint="pass onnx=PATH to the Timing panel")
+            self.split = SplitView(self.table, self._onnx)
+            self.graph_view = self.split.onnx
+            self.graph_view.observe(self._on_graph_select, names="selected")
+            self.heat_btn.disabled = False
+            if self.graph_box is not None:
+                self.graph_box.children = [self.split]
+            if self.selected_layer is not None:
+                self.select_layer(self.selected_layer)
+        return self.split
 
     # -- views -------------------------------------------------------------------------------
     def _header_html(self) -> str:
@@ -207,6 +249,12 @@ class TimingPanel(W.VBox):
             names = list(tr.customdata) if tr.customdata is not None else []
             tr.selectedpoints = [names.index(name)] if name in names else []
         self._show_in_graph(ids)
+        if self.split is not None:  # the layer itself on the engine side (its nodes stay selected)
+            self._syncing = True
+            try:
+                self.split.select_layers([name])
+            finally:
+                self._syncing = False
         return ids
 
     def _show_in_graph(self, ids: List[str]) -> None:
@@ -264,6 +312,10 @@ class TimingPanel(W.VBox):
         """Colour the graph view by per-node time (log bins). Returns node id -> colour.
         levels=N: a continuous log colour scale of N steps with a gradient legend instead
         (`GraphView.color_by_values`; nodes without time stay white and outlined)."""
+        if self.split is None and self.graph_box is not None:
+            self.split_view()
+        if self.split is not None:
+            self._heat_engine(levels or 16)
         if levels and self.graph_view is not None and hasattr(self.graph_view, "color_by_values"):
             nt = self.table.node_times(include_attributed=True)
             nt = nt[nt["time_ms"] > 0]
@@ -278,3 +330,20 @@ class TimingPanel(W.VBox):
         if self.graph_view is not None:
             self.graph_view.color_by(mapping, legend=legend)
         return mapping
+
+    def _heat_engine(self, levels: int) -> None:
+        """The split view's engine side coloured by each layer's own time (a continuous log scale)."""
+        assert self.split is not None
+        times = {}
+        for eid, k in self.split.layer_of.items():
+            if eid in self.split.graph.member_of:  # a group: its members share the layer's time
+                continue
+            ms = float(self.table.df["time_ms"].iloc[k])
+            if ms == ms and ms > 0:
+                times[eid] = ms
+        for k, eid in enumerate(self.split.graph.element_of_layer):
+            ms = float(self.table.df["time_ms"].iloc[k])
+            if eid.startswith("scope:") and ms == ms and ms > 0:
+                times[eid] = ms
+        if times:
+            self.split.engine.color_by_values(times, title="layer time", unit="ms", levels=int(levels))

@@ -125,8 +125,10 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
 
 
 def layer_boundaries(result: Union[BuildResult, str], *, backend: str = "auto",
-                     client: Any = None, findings: Optional[List[Finding]] = None) -> List[str]:
-    """Output tensor names of the engine's layers (see the module docstring)."""
+                     client: Any = None, findings: Optional[List[Finding]] = None,
+                     keep: Optional[Dict[str, Any]] = None) -> List[str]:
+    """Output tensor names of the engine's layers (see the module docstring); `keep["layers"]`
+    receives the parsed layer information (`EngineLayers`) where the inspector gave it."""
     from workbench.timing.layers import parse_layers
 
     if isinstance(result, str):
@@ -191,10 +193,10 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     def boundaries() -> List[str]:
         if engine:
             return layer_boundaries(engine, backend=config.backend, client=client,
-                                    findings=findings)
+                                    findings=findings, keep=base)
         res = build_engine(load_proto(model), config, client=client, timeout=timeout)
         base["result"] = res
-        return layer_boundaries(res, client=client, findings=findings)
+        return layer_boundaries(res, client=client, findings=findings, keep=base)
 
     tensors = _marked(model, mark, boundaries, findings)
     runners: List[TensorRTRunner] = []
@@ -206,6 +208,7 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
                            keep_dir=keep_dir, atol=atol, rtol=rtol, precision=config.precision,
                            candidate_name=f"tensorrt-{config.precision}", findings=findings,
                            on_chunk=on_chunk)
+    rep.layers = base.get("layers")  # the split view draws the engine from it
     probe = next((r.last.get("debug_api") for r in runners if r.last.get("debug_api")), None)
     if probe and probe.get("mark_debug"):
         rep.findings.append(Finding(

@@ -176,6 +176,7 @@ class EngineCompareReport(LayerwiseReport):
     seconds: float = 0.0
     unmarkable: List[str] = field(default_factory=list)  # marking them broke the build
     unmarkable_reason: str = ""
+    layers: Optional[Any] = field(default=None, repr=False)  # EngineLayers of the unmarked engine
 
     @property
     def marking_changed_outputs(self) -> bool:
