@@ -217,3 +217,21 @@ def test_ahead_keeps_order_raises_producer_errors_and_stops_early():
     it.close()  # the consumer stops: the producer stops too, at most a step or two ahead
     assert len(made) <= 3
     assert not any(t.name == "segments-ahead" for t in threading.enumerate())
+
+
+def test_ahead_holds_at_most_two_items_the_callers_and_the_next():
+    """layerwise plans chunks at half the budget for two in flight: a third must not exist."""
+    import time
+
+    alive: set = set()
+    peak = [0]
+
+    def made():
+        for i in range(6):
+            alive.add(i)
+            peak[0] = max(peak[0], len(alive))
+            yield i
+    for i in segments.ahead(made()):
+        time.sleep(0.05)  # the caller compares slowly: the producer runs ahead as far as it may
+        alive.discard(i)
+    assert peak[0] == 2

@@ -144,44 +144,51 @@ def order_of(proto: Any) -> List[str]:
 
 def ahead(items: Iterable[T]) -> Iterator[T]:
     """`items`, produced one step ahead in a background thread: the next segment runs (in the
-    onnxruntime child) while the caller compares this one. Holds at most two items; an error
-    in the producer is raised here, in the caller's thread."""
+    onnxruntime child) while the caller compares this one. At most two items exist at once
+    (the caller's and the next): the producer starts an item only once the caller has taken
+    the previous one. An error in the producer is raised here, in the caller's thread."""
     import queue
     import threading
 
-    q: "queue.Queue[Any]" = queue.Queue(maxsize=1)
+    q: "queue.Queue[Any]" = queue.Queue()
+    slots = threading.Semaphore(2)  # items alive: the caller's and the one being made / queued
     stop = threading.Event()
     end = object()
 
     def produce() -> None:
         try:
-            for it in items:
-                while not stop.is_set():
-                    try:
-                        q.put((True, it), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
+            it = iter(items)
+            while True:
+                while not slots.acquire(timeout=0.1):
+                    if stop.is_set():
+                        return
                 if stop.is_set():
                     return
-            q.put((True, end))
+                try:
+                    x = next(it)
+                except StopIteration:
+                    q.put((True, end))
+                    return
+                q.put((True, x))
+                del x
         except BaseException as e:  # handed to the consumer
             q.put((False, e))
 
     t = threading.Thread(target=produce, name="segments-ahead", daemon=True)
     t.start()
+    held = False  # the caller holds an item (a slot) until it asks for the next
     try:
         while True:
             ok, it = q.get()
+            if held:
+                slots.release()  # the caller's previous item is done with
+            held = ok and it is not end
             if not ok:
                 raise it
             if it is end:
                 return
             yield it
+            del it
     finally:
         stop.set()
-        while t.is_alive():
-            try:
-                q.get(timeout=0.1)
-            except queue.Empty:
-                pass
+        t.join()
