@@ -272,3 +272,15 @@ def test_standalone_script_puts_the_same_layers_in_the_same_types_as_the_worker(
     got = {(name, names[value]) for name, what, value in log if what == "precision"}
     assert got == want, got ^ want
     assert {(n, "float32") for n in PLANTED[:3]} <= got and ("/b0/MatMul", "float16") in got
+
+
+def test_bisection_counts_only_builder_failures_as_unbuildable_sets():
+    """A cancel, a timeout or a crashed worker during a bisection build is no answer about
+    the exclusion set: it must stop the bisection, not count as a failing set."""
+    from workbench.build.engine import BuildCancelled, BuildFailed
+    from workbench.enginedebug import _not_buildable
+
+    assert _not_buildable(BuildFailed("no implementation obeys the layer precisions"))
+    assert not _not_buildable(BuildCancelled("the build was cancelled", code="cancelled"))
+    for code in ("timeout", "worker-crashed", "bad-args", "no-gpu"):
+        assert not _not_buildable(BuildFailed("x", code=code)), code

@@ -29,8 +29,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from workbench.build.engine import (BuildConfig, BuildFailed, backend_info, build_engine,
-                                   inspect_engine)
+from workbench.build.engine import (BuildCancelled, BuildConfig, BuildFailed, backend_info,
+                                   build_engine, inspect_engine)
 from workbench.build.result import BuildResult
 from workbench.compare.bisect import BisectResult, bisect_exclusions, suspects
 from workbench.compare.engine_compare import (EngineCompareReport, boundary_tensors,
@@ -248,7 +248,7 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
         except BuildFailed as e:
             # an exclusion set that splits a layer TensorRT fuses (MatMul FP32 + Relu FP16)
             # can leave that layer no format obeying both: not an answer, so it fails
-            if config.layer_precision != "obey":
+            if config.layer_precision != "obey" or not _not_buildable(e):
                 raise
             unbuildable.append(list(excluded))
             return Comparison(atol, rtol, reason="TensorRT cannot build it obeying the layer "
@@ -277,6 +277,8 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
         try:                              # fails the obeying build: prefer the constraints
             engines[()] = build_engine(proto, config, client=client, timeout=timeout)
         except BuildFailed as e:
+            if not _not_buildable(e):
+                raise
             note = (f"; TensorRT could not obey every layer in {config.entry.layer_dtype} "
                     f"({e.message[:200]}): the constraints were preferred instead")
             config = config.replace(layer_precision="prefer")
@@ -324,6 +326,12 @@ def bisect_config(config: BuildConfig, *, client: Any = None) -> BuildConfig:
     if caps.get("strongly_typed_flag") or not caps.get(entry.capability or ""):
         return config
     return config.replace(route="legacy-flags", layer_precision=config.layer_precision or "obey")
+
+
+def _not_buildable(e: BuildFailed) -> bool:
+    """Did TensorRT's builder find no engine (code "build-failed")? A cancel, a timeout, a
+    crashed worker or bad arguments are not answers about the exclusion set: they propagate."""
+    return e.code == "build-failed" and not isinstance(e, BuildCancelled)
 
 
 def _route_name(config: BuildConfig) -> str:
