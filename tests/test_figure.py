@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import plotly
+import pytest
 import plotly.graph_objects as go
 
 from widgets import Figure
@@ -30,3 +31,26 @@ def test_every_attribute_plotly_listens_to_is_replayed():
     listened = set(re.findall(r'model\.on\("change:(\w+)"', _plotly_bundle()))
     assert listened, "plotly's bundle changed shape: no model.on('change:...') found"
     assert listened <= set(Figure().get_state()["_replay_names"]), listened
+
+
+def test_replay_drops_deltas_a_later_full_state_already_holds():
+    """The loader's replay filter, run in node: a full `_widget_data` set while plotly loads
+    (Python sends one on every display) supersedes the data deltas before it, a full
+    `_widget_layout` the layout deltas before it; update/animate go only when both full states
+    follow; deltas after them and unknown traits stay, in order."""
+    import json
+    import shutil
+    import subprocess
+
+    from widgets.figure import _LOADER
+
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed (scripts/setup.sh installs it with npm)")
+    body = _LOADER[_LOADER.index("const TOUCHES"):_LOADER.index("export default")]
+    queue = [["_py2js_restyle", 1], ["_py2js_relayout", 2], ["_py2js_update", 3],
+             ["_widget_data", 4], ["_py2js_addTraces", 5], ["_py2js_update", 6],
+             ["_widget_layout", 7], ["_py2js_relayout", 8], ["_some_future_trait", 9]]
+    js = body + f"\nconsole.log(JSON.stringify(superseded({json.dumps(queue)})));"
+    out = subprocess.run(["node", "-e", js], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == [["_py2js_addTraces", 5], ["_py2js_update", 6],
+                               ["_py2js_relayout", 8], ["_some_future_trait", 9]]

@@ -22,7 +22,7 @@ import traitlets
 _LOADER = r"""
 const KEY = Symbol.for("trt-workbench.plotly-widget-module");
 // what happened on this page, for tests and for a curious user: plotly module loads, replayed changes
-const STATS = (globalThis.__trtWorkbenchFigures = globalThis.__trtWorkbenchFigures || { loads: 0, replayed: 0 });
+const STATS = (globalThis.__trtWorkbenchFigures = globalThis.__trtWorkbenchFigures || { loads: 0, replayed: 0, superseded: 0 });
 
 function plotlyModule(model) {
   let p = globalThis[KEY];
@@ -52,6 +52,28 @@ function replayable(model, handlers, override) {
   });
 }
 
+// Deltas already contained in a later full state (_widget_data / _widget_layout, which plotly
+// reads when it starts) must not be applied again: drop them, and the full states themselves.
+const TOUCHES = {
+  _py2js_restyle: "d", _py2js_addTraces: "d", _py2js_deleteTraces: "d", _py2js_moveTraces: "d",
+  _py2js_removeTraceProps: "d", _py2js_relayout: "l", _py2js_removeLayoutProps: "l",
+  _py2js_update: "dl", _py2js_animate: "dl",
+};
+function superseded(queue) {
+  const last = { d: -1, l: -1 };
+  queue.forEach(([name], i) => {
+    if (name === "_widget_data") last.d = i;
+    if (name === "_widget_layout") last.l = i;
+  });
+  const kept = queue.filter(([name], i) => {
+    if (name === "_widget_data" || name === "_widget_layout") return false;
+    const t = TOUCHES[name];
+    return !t || [...t].some((k) => i > last[k]);
+  });
+  if (typeof STATS !== "undefined") STATS.superseded += queue.length - kept.length;
+  return kept;
+}
+
 export default () => {
   let ready = null;
   let widget = null;
@@ -72,7 +94,7 @@ export default () => {
         proxy = replayable(model, handlers, override);
         recording = false;
         if (widget.initialize) await widget.initialize({ ...ctx, model: proxy });
-        for (const [name, value] of queue) {
+        for (const [name, value] of superseded(queue)) {
           override.set(name, value);
           STATS.replayed += 1;
           try {

@@ -58,7 +58,8 @@ def test_figures_load_plotly_once_and_keep_updates_sent_while_loading(lab):
           sum(g["drawn"] for g in plain), "of", n, "drew;", len(errors), "anywidget initialize timeouts")
     assert len(ours) == n, ours
     assert stats["loads"] == 1, stats                     # one plotly module for n figures
-    assert stats["replayed"] > 0, stats                   # the late updates did arrive while loading
+    # the late updates did arrive while plotly loaded: replayed, or held by a later full state
+    assert stats["replayed"] + stats["superseded"] > 0, stats
     for i, g in enumerate(sorted(ours, key=lambda g: g["title"])):
         assert g["drawn"], ours
         assert g["title"] == f"late {i}", ours           # the relayout sent while loading
