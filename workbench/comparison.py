@@ -147,19 +147,6 @@ def _top1(ref: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> Optional[floa
 _BLOCK = 1 << 16
 
 
-def _dot3(r: np.ndarray, g: np.ndarray) -> Tuple[float, float, float]:
-    """(r.g, r.r, g.g) with float64 accumulation, a block at a time (no full float64 copies)."""
-    rg = rr = gg = 0.0
-    for i in range(0, r.size, _BLOCK):
-        a = r[i:i + _BLOCK].astype(np.float64)
-        b = g[i:i + _BLOCK].astype(np.float64)
-        # multiply + pairwise sum, not BLAS dot: BLAS threads crawl on a busy machine
-        rg += float(np.add.reduce(a * b))
-        rr += float(np.add.reduce(a * a))
-        gg += float(np.add.reduce(b * b))
-    return rg, rr, gg
-
-
 def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndarray,
                  g0: np.ndarray, atol: float, rtol: float, sentinels: bool,
                  t1: Optional[float]) -> Optional[TensorComparison]:
@@ -243,7 +230,7 @@ def _general_case(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
                   t1: Optional[float]) -> TensorComparison:
     """NaN/inf/sentinels anywhere: float64 figures, a block of _BLOCK elements at a time (the
     temporaries stay in cache; no full-size float64 copies). Counts, maxima and the dot
-    products (summed per block like `_dot3`) are those of whole-array passes; the mean sums
+    products (float64, summed per block) are those of whole-array passes; the mean sums
     per-block sums (float64 rounding differences only)."""
     max_abs = sum_abs = rg = rr = gg = 0.0
     scale = -1.0

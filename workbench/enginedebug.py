@@ -285,7 +285,11 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     units: List[List[str]] = []
     if config.layer_precision:  # whole fused layers go into FP32 together
         nodes = {n.name for n in proto.graph.node if n.op_type != "Constant" and n.name}
-        units = [[n for n in u if n in nodes] for u in fused_units(build(()), client=client)]
+        fused = fused_units(build(()), client=client)
+        units = [[n for n in u if n in nodes] for u in fused or []]
+        if fused is None:  # no layer information here: exclusions may split fused layers
+            note += ("; the engine's layer information was not readable here, so exclusions "
+                     "are single nodes and may split layers TensorRT fuses")
     if candidates is None:
         if report is None:  # where the fusion-aware compare puts the error
             report = compare_engine(proto, config, feeds, atol=atol, rtol=rtol, client=client,
@@ -302,14 +306,14 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     return res
 
 
-def fused_units(result: BuildResult, *, client: Any = None) -> List[List[str]]:
+def fused_units(result: BuildResult, *, client: Any = None) -> Optional[List[List[str]]]:
     """The ONNX nodes of each engine layer that holds more than one (its layer information's
-    metadata); [] where the engine does not deserialize here."""
+    metadata); None where the engine does not deserialize here."""
     from workbench.timing.layers import parse_layers
 
     info = inspect_engine(result, client=client)
     if info.get("source") != "engine-inspector":
-        return []
+        return None
     layers = parse_layers(info["info"], source="engine inspector")
     return [list(dict.fromkeys(ly.onnx_from_metadata)) for ly in layers.layers
             if len(set(ly.onnx_from_metadata)) > 1]

@@ -534,6 +534,12 @@ def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
     if route == "legacy-flags" and config.entry.flag_calibrator and not calib_cache:
         notes.append(f"{config.precision.upper()} with builder flags needs a calibration "
                      "cache (--calib)")
+    if (route or config.route) == "legacy-flags" and config.layer_precision:
+        notes.append("layer precisions: the standalone script builds what the workbench built; "
+                     "trtexec matches layers by exact name only (not by '[ONNX Layer: ...]' "
+                     "metadata or NAME_<k>) and its --layerOutputTypes='*' also retypes the "
+                     "network outputs; Polygraphy's --layer-precisions has no '*', so its line "
+                     "keeps only the FP32 exclusions")
     return {"trtexec": trtexec_command(config, onnx_path, engine_path, **kw),
             "polygraphy": polygraphy_command(config, onnx_path, engine_path, **kw),
             "script": python_script(config, onnx_path, engine_path, **kw),

@@ -147,6 +147,8 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
                 row["p50_ms"] = ms
                 row["cost_ms"] = None if prev_ms is None else ms - prev_ms
                 prev_ms = ms
+            else:  # the next row's cost is against this one, which has no figure
+                prev_ms = None
         res.rows.append(row)
     return res
 
