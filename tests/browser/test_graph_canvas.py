@@ -28,22 +28,20 @@ def _render_mod():
 
 
 @pytest.fixture(scope="module")
-def page():
-    from playwright.sync_api import sync_playwright
-
+def page(browser):
+    """A plain page in the session's chromium (one Playwright per process: a second
+    sync_playwright() inside the first one's loop is refused)."""
     mod = _render_mod()
-    with sync_playwright() as p:
-        browser = mod.launch(p)
-        pg = browser.new_page(viewport={"width": 1280, "height": 820})
-        errors = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        sp = mod.StaticPage(pg)
-        sp.errors = errors
-        try:
-            yield sp
-        finally:
-            sp.close()
-            browser.close()
+    pg = browser.new_page(viewport={"width": 1280, "height": 820})
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    sp = mod.StaticPage(pg)
+    sp.errors = errors
+    try:
+        yield sp
+    finally:
+        sp.close()
+        pg.close()
 
 
 def _shot(sp, name):
