@@ -32,18 +32,24 @@ def _click(lab, view, element_id, shift=False):
         lab.page.keyboard.up("Shift")
 
 
-def test_split_view_selects_across_onnx_and_engine(lab):
-    for name in ("resnet50.structure.onnx", "resnet50_fp16.layers.json", "resnet50_fp16.profile.json"):
+def _open_split(lab, stem: str, notebook: str) -> None:
+    """A notebook showing SplitView(STEM_fp16.layers.json, STEM.structure.onnx) from the H200
+    fixtures, run until both views have painted."""
+    for name in (f"{stem}.structure.onnx", f"{stem}_fp16.layers.json", f"{stem}_fp16.profile.json"):
         shutil.copy(H200 / name, lab.server.root / name)
-    lab.open_notebook("split.ipynb", [
+    lab.open_notebook(notebook, [
         "from widgets.splitview import SplitView\n"
-        "split = SplitView('resnet50_fp16.layers.json', 'resnet50.structure.onnx',"
-        " profile='resnet50_fp16.profile.json', height=460)\n"
+        f"split = SplitView('{stem}_fp16.layers.json', '{stem}.structure.onnx',"
+        f" profile='{stem}_fp16.profile.json', height=460)\n"
         "split"])
     lab.run_all()
     lab.page.wait_for_function(
         "() => window.__wbGraphViews && window.__wbGraphViews.length >= 2 && "
         f"{ENGINE_VIEW}.root.dataset.firstPaint && {ONNX_VIEW}.root.dataset.firstPaint", timeout=60000)
+
+
+def test_split_view_selects_across_onnx_and_engine(lab):
+    _open_split(lab, "resnet50", "split.ipynb")
     # an engine layer fusing several ONNX nodes
     layer, nodes = _py(lab, "next([e, split.nodes_of[e]] for e in split.engine.data.ids "
                             "if len(split.nodes_of.get(e, [])) > 1)")
@@ -66,17 +72,7 @@ def test_a_foreign_node_range_opens_in_place_and_selects_its_onnx_nodes(lab):
     """H200 BERT FP16: Myelin fused the encoder into one ForeignNode layer, drawn as one group;
     a click opens it where it stands (the other boxes move sideways by at most half the width
     it gained, boxes above it not at all) and its member boxes select their ONNX nodes."""
-    for name in ("bert_small.structure.onnx", "bert_small_fp16.layers.json", "bert_small_fp16.profile.json"):
-        shutil.copy(H200 / name, lab.server.root / name)
-    lab.open_notebook("split_bert.ipynb", [
-        "from widgets.splitview import SplitView\n"
-        "split = SplitView('bert_small_fp16.layers.json', 'bert_small.structure.onnx',"
-        " profile='bert_small_fp16.profile.json', height=460)\n"
-        "split"])
-    lab.run_all()
-    lab.page.wait_for_function(
-        "() => window.__wbGraphViews && window.__wbGraphViews.length >= 2 && "
-        f"{ENGINE_VIEW}.root.dataset.firstPaint && {ONNX_VIEW}.root.dataset.firstPaint", timeout=60000)
+    _open_split(lab, "bert_small", "split_bert.ipynb")
     gid = _py(lab, "next(e for e in split.graph.element_of_layer if e.startswith('scope:'))")
     covered = _py(lab, f"sorted(split.graph.member_of[m] for m in split.engine.structure.members({gid[6:]!r}))")
     assert len(covered) > 100
