@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from workbench.build.engine import BuildConfig, build_engine
-from workbench.worker.client import WorkerClient, WorkerError
+from gpu_rig import open_gpu_worker
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_models"
@@ -26,17 +26,7 @@ LARGE_PROFILE = [{"input": [[1, 3, 32, 32], [256, 3, 32, 32], [256, 3, 32, 32]]}
 
 @pytest.fixture(scope="module")
 def legacy_worker():
-    w = WorkerClient()
-    try:
-        w.call("cuda_info", timeout=120)
-    except WorkerError as e:
-        w.close()
-        pytest.skip(f"no usable GPU for the TensorRT worker ({w.python}): {e}")
-    try:
-        info = w.call("backend_info", {"backend": "tensorrt"}, timeout=120)
-    except WorkerError as e:
-        w.close()
-        pytest.skip(f"no full TensorRT in the worker's interpreter ({w.python}): {e}")
+    w, _cuda, info = open_gpu_worker()
     caps = info["capabilities"]
     if not (caps.get("fp16_flag") and caps.get("int8_flag") and caps.get("int8_calibrator")):
         w.close()

@@ -14,9 +14,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from workbench.build.engine import BuildConfig
-from workbench.worker.client import WorkerClient, WorkerError
 
 from planted_models import PLANTED, planted_overflow
+from gpu_rig import open_gpu_worker
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "tests" / "data" / "fixtures" / "trt86-h200"
@@ -25,17 +25,7 @@ TACTICS = ["EDGE_MASK_CONVOLUTIONS", "JIT_CONVOLUTIONS"]  # cuBLAS/cuDNN are stu
 
 @pytest.fixture(scope="module")
 def trt_worker():
-    w = WorkerClient()
-    try:
-        w.call("cuda_info", timeout=120)
-    except WorkerError as e:
-        w.close()
-        pytest.skip(f"no usable GPU for the TensorRT worker ({w.python}): {e}")
-    try:
-        info = w.call("backend_info", {"backend": "tensorrt"}, timeout=120)
-    except WorkerError as e:
-        w.close()
-        pytest.skip(f"no full TensorRT in the worker's interpreter ({w.python}): {e}")
+    w, _cuda, info = open_gpu_worker()
     print("TensorRT", info["version"])
     yield w
     w.close()

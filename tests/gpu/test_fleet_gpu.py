@@ -11,7 +11,8 @@ import pytest
 
 from workbench.build.card import card_path, read_card
 from workbench.build.engine import BuildConfig, build_engine
-from workbench.worker.client import WorkerClient, WorkerError
+from workbench.worker.client import WorkerError
+from gpu_rig import open_gpu_worker
 
 REPO = Path(__file__).resolve().parents[2]
 RESNET = REPO / "sample_models" / "resnet_tiny.onnx"
@@ -21,17 +22,7 @@ PROFILE = [{"input": [[1, 3, 32, 32], [8, 3, 32, 32], [32, 3, 32, 32]]}]
 
 @pytest.fixture(scope="module")
 def gpu_worker():
-    w = WorkerClient()
-    try:
-        cuda = w.call("cuda_info", timeout=120)
-    except WorkerError as e:
-        w.close()
-        pytest.skip(f"no usable GPU for the TensorRT worker: {e}")
-    try:
-        info = w.call("backend_info", {"backend": "tensorrt"}, timeout=120)
-    except WorkerError as e:
-        w.close()
-        pytest.skip(f"no full TensorRT in the worker's interpreter: {e}")
+    w, cuda, info = open_gpu_worker()
     yield w, cuda, info
     w.close()
 

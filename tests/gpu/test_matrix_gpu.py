@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.matrix_models import images, resnet50_like
-from workbench.worker.client import WorkerClient, WorkerError
+from gpu_rig import open_gpu_worker
 
 ray = pytest.importorskip("ray")
 TACTICS = ["EDGE_MASK_CONVOLUTIONS", "JIT_CONVOLUTIONS"]  # cuBLAS/cuDNN are stubs on the rig
@@ -24,14 +24,8 @@ PROFILE = {"input": [[1, 3, 224, 224], [8, 3, 224, 224], [16, 3, 224, 224]]}
 
 @pytest.fixture(scope="module")
 def gpu_rig():
-    w = WorkerClient()
-    try:
-        info = w.call("cuda_info", timeout=120)
-        w.call("backend_info", {"backend": "tensorrt"}, timeout=120)
-    except WorkerError as e:
-        pytest.skip(f"no usable GPU / full TensorRT for the worker ({w.python}): {e}")
-    finally:
-        w.close()
+    w, info, _trt = open_gpu_worker()
+    w.close()
     return info
 
 

@@ -17,22 +17,12 @@ from quant_models import detector, quantized  # noqa: E402
 from workbench.support.checker import check  # noqa: E402
 from workbench.surgery.recipes import get_recipe  # noqa: E402
 from workbench.surgery.split import split_model  # noqa: E402
-from workbench.worker.client import WorkerClient, WorkerError  # noqa: E402
+from gpu_rig import open_gpu_worker  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def trt_worker():
-    w = WorkerClient()
-    try:
-        w.call("cuda_info", timeout=120)
-    except WorkerError as e:
-        w.close()
-        pytest.skip(f"no usable GPU for the TensorRT worker ({w.python}): {e}")
-    try:
-        info = w.call("backend_info", {"backend": "tensorrt"}, timeout=120)
-    except WorkerError as e:
-        w.close()
-        pytest.skip(f"no full TensorRT in the worker's interpreter ({w.python}): {e}")
+    w, _cuda, info = open_gpu_worker()
     yield w, info
     w.close()
 

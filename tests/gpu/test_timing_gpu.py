@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from workbench.timing import capture, capture_onnx, compare, summarize
-from workbench.worker.client import WorkerClient, WorkerError
+from gpu_rig import open_gpu_worker
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_models"
@@ -20,17 +20,7 @@ TACTICS = ["EDGE_MASK_CONVOLUTIONS", "JIT_CONVOLUTIONS"]  # cuBLAS/cuDNN are stu
 
 @pytest.fixture(scope="module")
 def gpu_worker():
-    w = WorkerClient()
-    try:
-        info = w.call("cuda_info", timeout=120)
-    except WorkerError as e:
-        w.close()
-        pytest.skip(f"no usable GPU for the TensorRT worker: {e}")
-    try:
-        w.call("backend_info", {"backend": "tensorrt"}, timeout=120)
-    except WorkerError as e:
-        w.close()
-        pytest.skip(f"no full TensorRT in the worker's interpreter: {e}")
+    w, info, _trt = open_gpu_worker()
     yield w, info
     w.close()
 
