@@ -181,16 +181,7 @@ def _report_engine(args: argparse.Namespace, report: "object", label: str, searc
             print("observer check: " + ("MARKING CHANGED THE ANSWER" if
                                         report.marking_changed_outputs else "marked builds give "
                                         "the unmarked engine's answer"))
-        print("outputs: " + ", ".join(f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} "
-                                      f"cos {t.cosine:.6f} {'PASS' if t.passed else 'FAIL'}"
-                                      for t in report.outputs))
-        worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)
-        print(f"\n{'tensor':48} {'op':14} {'max abs':>10} {'rel':>10} {'added':>10}")
-        for t in worst[:args.top]:
-            print(f"{t.tensor[:48]:48} {t.op[:14]:14} {_fmt(t.max_abs):>10} {_fmt(t.rel):>10} "
-                  f"{_fmt(t.added):>10}")
-        for f in report.findings:
-            print(str(f))
+        _print_tensors(report, args.top)
         if search is not None:
             print(f"\nbisection ({search.route}): {search.message}")
             print(search.table())
@@ -200,6 +191,21 @@ def _report_engine(args: argparse.Namespace, report: "object", label: str, searc
     if search is not None:
         return 0 if search.passed else 1
     return 0 if report.outputs_pass and not report.marking_changed_outputs else 1
+
+
+def _print_tensors(report: "object", top: int) -> None:
+    """The text view shared by the CPU and engine reports: outputs, the `top` tensors with the
+    largest relative error, the findings."""
+    print("outputs: " + ", ".join(f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} "
+                                  f"cos {t.cosine:.6f} {'PASS' if t.passed else 'FAIL'}"
+                                  for t in report.outputs))
+    worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)
+    print(f"\n{'tensor':48} {'op':14} {'max abs':>10} {'rel':>10} {'added':>10}")
+    for t in worst[:top]:
+        print(f"{t.tensor[:48]:48} {t.op[:14]:14} {_fmt(t.max_abs):>10} {_fmt(t.rel):>10} "
+              f"{_fmt(t.added):>10}")
+    for f in report.findings:
+        print(str(f))
 
 
 def _fmt(x: float) -> str:
@@ -302,14 +308,5 @@ def run(args: argparse.Namespace) -> int:
               f"({report.candidate_runner}, {report.precision})  samples: {report.samples}  "
               f"atol {report.atol:g} rtol {report.rtol:g}")
         print(f"{len(report.tensors)} tensors compared, {report.unmatched} only in one model")
-        print("outputs: " + ", ".join(f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} "
-                                      f"cos {t.cosine:.6f} {'PASS' if t.passed else 'FAIL'}"
-                                      for t in report.outputs))
-        worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)
-        print(f"\n{'tensor':48} {'op':14} {'max abs':>10} {'rel':>10} {'added':>10}")
-        for t in worst[:args.top]:
-            print(f"{t.tensor[:48]:48} {t.op[:14]:14} {_fmt(t.max_abs):>10} {_fmt(t.rel):>10} "
-                  f"{_fmt(t.added):>10}")
-        for f in report.findings:
-            print(str(f))
+        _print_tensors(report, args.top)
     return 0 if report.outputs_pass else 1
