@@ -22,7 +22,7 @@ of their outputs, engine layers by the worst error of the ONNX nodes they were b
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import ipywidgets as W
 
@@ -142,27 +142,32 @@ class ComparePanel(PanelBase, W.VBox):
         self.error = error_text(e)
         self.status.error(self.error)
 
-    def run_compare(self) -> Optional[compare.LayerwiseReport]:
-        self._busy("comparing layer by layer ...")
+    def _attempt(self, message: str, work: Callable[[], None]) -> None:
+        """One run of the panel's work: busy state, the error shown in the status, idle after."""
+        self._busy(message)
         try:
-            self.report = compare.layerwise(self.reference, self.candidate, calibration=self.inputs,
-                                            atol=self.atol, rtol=self.rtol,
-                                            allow_random=self.allow_random)
+            work()
             self.error = None
-            self.show(self.report)
         except WorkbenchError as e:
             self._failed(e)
         finally:
             self._idle()
+
+    def run_compare(self) -> Optional[compare.LayerwiseReport]:
+        def work() -> None:
+            self.report = compare.layerwise(self.reference, self.candidate, calibration=self.inputs,
+                                            atol=self.atol, rtol=self.rtol,
+                                            allow_random=self.allow_random)
+            self.show(self.report)
+
+        self._attempt("comparing layer by layer ...", work)
         return self.report
 
     def run_search(self) -> Optional[compare.ExclusionSearch]:
-        self._busy(f"searching the nodes to keep in FP32 for {self.target} ...")
-        try:
+        def work() -> None:
             self.search = compare.find_exclusions(self.reference, self.target,
                                                   calibration=self.inputs, atol=self.atol,
                                                   rtol=self.rtol, allow_random=self.allow_random)
-            self.error = None
             if self.search.final is not None:
                 self.report = self.search.final
                 self.show(self.search.final)
@@ -171,16 +176,13 @@ class ComparePanel(PanelBase, W.VBox):
             self.status.value += (f"<br><b>{esc(self.target)}: {verdict}</b> with "
                                   f"{len(self.search.excluded)} node(s) kept in FP32: "
                                   f"<code>{esc(flags)}</code>")
-        except WorkbenchError as e:
-            self._failed(e)
-        finally:
-            self._idle()
+
+        self._attempt(f"searching the nodes to keep in FP32 for {self.target} ...", work)
         return self.search
 
     def run_engine(self) -> Optional[compare.LayerwiseReport]:
         """The engine itself vs onnxruntime FP32 (workbench.enginedebug.compare_engine)."""
-        self._busy("building and running the engine ...")
-        try:
+        def work() -> None:
             from workbench.build.spec import BuildConfig
             from workbench.enginedebug import compare_engine
 
@@ -191,12 +193,9 @@ class ComparePanel(PanelBase, W.VBox):
             self.report = compare_engine(self.reference, cfg, feeds, engine=self.engine_file,
                                          mark=self.mark, memory_budget_mb=self.memory_budget_mb,
                                          atol=self.atol, rtol=self.rtol)
-            self.error = None
             self.show(self.report)
-        except WorkbenchError as e:
-            self._failed(e)
-        finally:
-            self._idle()
+
+        self._attempt("building and running the engine ...", work)
         return self.report
 
     # -- view ------------------------------------------------------------------------------
