@@ -325,6 +325,14 @@ function render({ model, el: host }) {
     camera.setBounds(scene.bounds, stage.clientWidth || 600, stage.clientHeight || 400);
   }
 
+  function legendRow(color, label) {
+    const row = el("div");
+    const sw = el("span", { class: "sw" });
+    sw.style.background = color;
+    row.append(sw, el("span", {}, label));
+    legend.append(row);
+  }
+
   function applyColors() {
     const c = model.get("colors");
     colors = c && data && c.length === data.n ? c : null;
@@ -341,20 +349,10 @@ function render({ model, el: host }) {
       const ticks = el("div", { class: "wb-ticks" });
       for (const t of scale.ticks || []) ticks.append(el("span", {}, t));
       legend.append(g, ticks);
-      const row = el("div");
-      const sw = el("span", { class: "sw" });
-      sw.style.background = NO_DATA_FILL;
-      row.append(sw, el("span", {}, scale.no_data || "no data (outlined)"));
-      legend.append(row);
+      legendRow(NO_DATA_FILL, scale.no_data || "no data (outlined)");
       legend.style.display = "block";
     } else if (colors && leg.length) {
-      for (const [label, col] of leg) {
-        const row = el("div");
-        const sw = el("span", { class: "sw" });
-        sw.style.background = col;
-        row.append(sw, el("span", {}, label));
-        legend.append(row);
-      }
+      for (const [label, col] of leg) legendRow(col, label);
       legend.style.display = "block";
     } else if (data && data.n) {
       // default: colours by op category, only the categories present
@@ -365,18 +363,10 @@ function render({ model, el: host }) {
         seen.set(c, (seen.get(c) || 0) + 1);
       }
       for (const [cat, cnt] of [...seen.entries()].sort((a, b) => b[1] - a[1])) {
-        const row = el("div");
-        const sw = el("span", { class: "sw" });
-        sw.style.background = CATEGORY_COLORS[cat];
-        row.append(sw, el("span", {}, `${cat} (${cnt})`));
-        legend.append(row);
+        legendRow(CATEGORY_COLORS[cat], `${cat} (${cnt})`);
       }
       for (const [label, col] of [["scope (click to open)", BASE_COLOR.group], ["input", BASE_COLOR.input], ["output", BASE_COLOR.output]]) {
-        const row = el("div");
-        const sw = el("span", { class: "sw" });
-        sw.style.background = col;
-        row.append(sw, el("span", {}, label));
-        legend.append(row);
+        legendRow(col, label);
       }
       legend.style.display = "block";
     } else legend.style.display = "none";
