@@ -242,8 +242,9 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     event name the refused nodes); `split_tail=False` makes every refusal a BuildFailed.
     """
     config = (config or BuildConfig()).validate()
-    kwargs = dict(cancel=cancel, timeout=timeout, use_cache=use_cache,
-                  strict_profiles=strict_profiles)
+    t0 = time.monotonic()
+    kwargs: Dict[str, Any] = dict(cancel=cancel, timeout=timeout, use_cache=use_cache,
+                                  strict_profiles=strict_profiles)
     try:
         res = _build_whole(model_or_path, config, on_event=on_event, client=client,
                            output=output, **kwargs)
@@ -255,6 +256,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         from workbench.build.tail import build_split
 
         backend = backend_info(config.backend, client)["backend"]  # (memoised)
+        if timeout is not None:  # one time limit for the whole model's try and the prefix's
+            kwargs["timeout"] = max(0.1, timeout - (time.monotonic() - t0))
         return build_split(model_or_path, config, e, build=build_engine, backend=backend,
                            output=output, client=client, on_event=on_event, **kwargs)
     if output is not None:
