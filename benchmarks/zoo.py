@@ -211,7 +211,7 @@ def table(rows: List[Dict[str, Any]]) -> str:
             notes.append(f"fp16: {f.get('message', '')[:60]}")
         elif not f.get("ok"):
             notes.append(f"FP32 output max {f.get('ref_scale') or 0:.2g}")
-        if f.get("valid") and f.get("ok_selection") != f.get("ok"):
+        if f.get("valid") and (f.get("selection") or {}).get("selection_nodes"):
             notes.append(f"sel.: {f.get('selection', {}).get('summary', '')[:150]}")
         note = "; ".join(notes)
         sel = "ok" if f.get("ok_selection") else "FAIL"
