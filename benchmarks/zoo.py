@@ -2,14 +2,18 @@
 
 Per model (materialized with tests/zoo_models.py, seed 0) and backend (TensorRT-RTX here):
 `inspect`, `check`, `fix --auto`, `precision --to fp16` (valid: onnx checker + onnxruntime
-load; accurate: max |FP16 - FP32| / max |FP32| over the float outputs on the fixed seeded
-input, budget 1%), and a first-try `build --precision fp16` with no hand-written profile
-(the default profile; ahead of time for sm89, opt level 0, time-limited). Each step runs the
+load; accurate, strict: max |FP16 - FP32| / max |FP32| over the float outputs on the fixed
+seeded input, budget 1%; accurate, selection-aware: `workbench.compare.selection` — after a
+data-dependent selection (NMS, TopK, NonZero) the tensors feeding it within the budget and the
+selected rows differing only among near-tied candidates), and a first-try `build --precision
+fp16` with no hand-written profile (the default profile; ahead of time for sm89, opt level 0,
+time-limited): an engine alone, or an engine + ONNX tail when the parser refuses a tail the
+split recipe cuts (`split` in the table). Each step runs the
 real CLI in a child process with a time limit and records exit code, last message and
 seconds. Prints one table row per model as it goes, then the table, then one JSON object.
 
     python benchmarks/zoo.py [--models a,b | --small] [--build-timeout 240]
-                             [--step-timeout 300] [--jsonl results.jsonl]
+                             [--step-timeout 300] [--jsonl results.jsonl [--resume]]
 """
 from __future__ import annotations
 
@@ -57,14 +61,15 @@ def _unsupported(items: List[Dict[str, Any]]) -> str:
     return f"{u.get('op')} at {u.get('node')}: {str(u.get('reason') or '')[:80]}{more}"
 
 
-def _ort(path: Path, feeds: Dict[str, Any]) -> List[Any]:
+def _ort(path: Path, feeds: Dict[str, Any]) -> Dict[str, Any]:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
     sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(None, feeds)))
 
 
 def rel_error(ref: List[Any], got: List[Any]) -> Optional[float]:
@@ -132,14 +137,21 @@ def run_model(name: str, work: Path, *, build_timeout: float = 240,
             ref = _ort(model, feeds)
             got = _ort(fp16, feeds)
             step["valid"] = True
-            err = rel_error(ref, got)
+            err = rel_error(list(ref.values()), [got[k] for k in ref])
             step["rel_error"] = err
-            step["ref_scale"] = max((float(np.abs(a).max()) for a in ref
+            step["ref_scale"] = max((float(np.abs(a).max()) for a in ref.values()
                                      if a.dtype.kind == "f" and a.size), default=None)
             step["accurate"] = err is not None and err <= BUDGET
+            from workbench.compare.selection import selection_aware
+
+            sel = selection_aware(str(model), str(fp16), feeds, tol=BUDGET,
+                                  ref_outputs=ref, cand_outputs=got)
+            step["accurate_selection"] = sel.passed
+            step["selection"] = dict(sel.to_dict(), summary=sel.summary())
         except Exception as e:  # noqa: BLE001 - the table says what broke
             step["message"] = f"{type(e).__name__}: {str(e).splitlines()[0][:250]}"
     step["ok"] = bool(step["valid"] and step.get("accurate"))
+    step["ok_selection"] = bool(step["valid"] and step.get("accurate_selection"))
     row["fp16"] = step
     engine = work / "engines" / f"{name}.engine"
     r = _cli(["build", str(src), "--precision", "fp16", "--backend", backend, "--target",
@@ -152,6 +164,13 @@ def run_model(name: str, work: Path, *, build_timeout: float = 240,
         if r["rc"] != 0:
             b["message"] = (d.get("error") or b["message"])[:300]
             b["node"] = d.get("node")
+        split = d.get("split") or None
+        b["split"] = bool(split)
+        if split:
+            b["engine_nodes"] = split.get("engine_nodes")
+            b["onnxruntime_nodes"] = split.get("onnxruntime_nodes")
+            b["refused"] = [f"{r.get('op')} at {r.get('node')}" for r in
+                            split.get("refused") or []][:3]
         b["profile"] = next((f.get("extra", {}).get("flag") for f in d.get("findings", [])
                              if f.get("code") == "default-profile"), None)
     except (ValueError, AttributeError):
@@ -166,26 +185,38 @@ def run_model(name: str, work: Path, *, build_timeout: float = 240,
 
 def _cell(step: Dict[str, Any]) -> str:
     mark = "ok" if step.get("ok") else ("TIME" if step.get("rc") == "timeout" else "FAIL")
+    if step.get("ok") and step.get("split"):
+        mark = "split"
     return f"{mark} {step.get('seconds', 0):.0f}s"
 
 
 def table(rows: List[Dict[str, Any]]) -> str:
+    """fp16: valid and accurate (strict, elementwise); sel.: accurate, selection-aware;
+    build: ok = an engine alone, split = engine + ONNX tail."""
     head = f"{'model':38s} {'category':14s} " + " ".join(f"{s:>9s}" for s in STEPS) + \
-        "  fp16 rel.err  note"
+        f" {'sel.':>5s}  fp16 rel.err  note"
     out = [head, "-" * len(head)]
     for r in rows:
         f = r["fp16"]
         err = f.get("rel_error")
-        note = ""
+        notes = []
         if not r["fix"]["ok"]:
-            note = f"fix: {r['fix']['message'][:70] or 'exit ' + str(r['fix']['rc'])}; "
+            notes.append(f"fix: {r['fix']['message'][:70] or 'exit ' + str(r['fix']['rc'])}")
         if not r["build"]["ok"]:
-            note += f"build: {r['build']['message'][:80]}"
+            notes.append(f"build: {r['build']['message'][:80]}")
+        elif r["build"].get("split"):
+            notes.append(f"build: engine {r['build'].get('engine_nodes')} nodes + onnxruntime "
+                         f"tail {r['build'].get('onnxruntime_nodes')}")
+        if not f.get("valid"):
+            notes.append(f"fp16: {f.get('message', '')[:60]}")
         elif not f.get("ok"):
-            note = f"fp16: {f.get('message', '')[:60]}" if not f.get("valid") else \
-                f"FP32 output max {f.get('ref_scale') or 0:.2g}"
+            notes.append(f"FP32 output max {f.get('ref_scale') or 0:.2g}")
+        if f.get("valid") and (f.get("selection") or {}).get("selection_nodes"):
+            notes.append(f"sel.: {f.get('selection', {}).get('summary', '')[:150]}")
+        note = "; ".join(notes)
+        sel = "ok" if f.get("ok_selection") else "FAIL"
         out.append(f"{r['model']:38s} {r['category']:14s} " +
-                   " ".join(f"{_cell(r[s]):>9s}" for s in STEPS) +
+                   " ".join(f"{_cell(r[s]):>9s}" for s in STEPS) + f" {sel:>5s}"
                    f"  {'-' if err is None else f'{err:.2e}':>12s}  {note}")
     return "\n".join(out)
 
@@ -203,7 +234,12 @@ def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
             "fix": rate(lambda r: r["fix"]["ok"]),
             "fp16_valid": rate(lambda r: r["fp16"]["valid"]),
             "fp16_accurate": rate(lambda r: r["fp16"].get("accurate")),
+            "fp16_accurate_selection_aware": rate(lambda r: r["fp16"].get("ok_selection")),
             "first_try_build": rate(lambda r: r["build"]["ok"]),
+            "first_try_build_engine_only": rate(lambda r: r["build"]["ok"] and
+                                                not r["build"].get("split")),
+            "first_try_build_split": rate(lambda r: r["build"]["ok"] and
+                                          bool(r["build"].get("split"))),
             "exit3": sum(1 for r in rows for s in STEPS if r[s].get("rc") == 3),
             "seconds": round(sum(r["seconds"] for r in rows), 1)}
 
@@ -216,12 +252,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--step-timeout", type=float, default=300)
     ap.add_argument("--jsonl", help="append each model's row here as it finishes")
     ap.add_argument("--work", help="work folder (default: a temporary one)")
+    ap.add_argument("--resume", action="store_true",
+                    help="models already in --jsonl are not run again: their rows count")
     a = ap.parse_args(argv)
     chosen = list(SMALL) if a.small else (a.models.split(",") if a.models else
                                           sorted(names(), key=lambda n: manifest()[n]["params"]))
     work = Path(a.work or tempfile.mkdtemp(prefix="wb-zoo-bench-"))
     rows = []
+    done: Dict[str, Dict[str, Any]] = {}
+    if a.resume and a.jsonl and os.path.isfile(a.jsonl):
+        with open(a.jsonl) as fh:
+            done = {r["model"]: r for r in map(json.loads, filter(str.strip, fh))}
     for name in chosen:
+        if name in done:
+            rows.append(done[name])
+            continue
         row = run_model(name, work, build_timeout=a.build_timeout, step_timeout=a.step_timeout)
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)

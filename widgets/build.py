@@ -34,9 +34,10 @@ class BuildPanel(PanelBase, W.VBox):
 
     def __init__(self, model_or_path: Any, config: Optional[BuildConfig] = None, *,
                  timeout: Optional[float] = None, client: Any = None,
-                 strict_profiles: bool = False) -> None:
+                 strict_profiles: bool = False, split_tail: bool = True) -> None:
         self.model = model_or_path
         self.strict_profiles = strict_profiles  # True: no default profiles (as --strict-profiles)
+        self.split_tail = split_tail  # False: a refused tail is an error (as --no-split)
         self.config = config or BuildConfig()
         self.client = client
         self.result: Optional[BuildResult] = None
@@ -137,7 +138,8 @@ class BuildPanel(PanelBase, W.VBox):
         def work() -> BuildResult:
             return build_engine(self.model, config, on_event=self._on_event,
                                 cancel=task.cancel, timeout=limit, client=self.client,
-                                strict_profiles=self.strict_profiles)
+                                strict_profiles=self.strict_profiles,
+                                split_tail=self.split_tail)
 
         return self.task.start(work, done=self._done, failed=self._failed) is not None
 
@@ -223,4 +225,21 @@ class BuildPanel(PanelBase, W.VBox):
             f"<br>build {r.build_seconds:.2f} s &middot; cache "
             f"{'hit' if r.cache_hit else 'miss'} &middot; config {esc(r.config_hash)}<br>"
             f"network tensor dtypes: {esc(dtypes)}"
-            + (f"<br>memory: {esc(mem)}" if mem else "") + "</div>")
+            + (f"<br>memory: {esc(mem)}" if mem else "") + self._split_html(r) + "</div>")
+
+    @staticmethod
+    def _split_html(r: BuildResult) -> str:
+        """A split build: what runs where, the files beside the engine, how to run the pair."""
+        if not r.split:
+            return ""
+        s = r.split
+        ops = sorted({x["op"] for x in s["refused"]})
+        return ("<div style='margin-top:4px;padding:4px;background:#fff4e5'>"
+                f"<b>split build</b>: the parser refused {len(s['refused'])} node(s) "
+                f"({esc(', '.join(ops))}, first <code>{esc(s['refused'][0]['node'])}</code>); "
+                f"engine {s['engine_nodes']} nodes + onnxruntime tail {s['onnxruntime_nodes']} "
+                f"nodes<br>tail <code>{esc(s['tail'])}</code>, manifest "
+                f"<code>{esc(s['manifest'])}</code><br>run the pair: <code>{esc(s['run'])}"
+                "</code><br>chain vs original on onnxruntime: "
+                f"{esc(s['verification'])}; <code>BuildPanel(..., split_tail=False)</code> "
+                "makes it an error</div>")

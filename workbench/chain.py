@@ -58,9 +58,10 @@ class ChainedRunner(Runner):
     @classmethod
     def from_folder(cls, folder: Any, prefix: Optional[Runner] = None,
                     tail: Optional[Runner] = None) -> "ChainedRunner":
-        """The runner of a split folder; onnxruntime for whichever part is not given."""
-        folder = Path(folder)
+        """The runner of a split folder (or of a manifest file, e.g. the `ENGINE.split.json`
+        a split build writes); onnxruntime for whichever part is not given."""
         man = read_manifest(folder)
+        folder = Path(folder) if Path(folder).is_dir() else Path(folder).parent
         if prefix is None:
             prefix = OnnxRuntimeRunner(str(folder / man["prefix"]["file"]))
         if tail is None and man.get("tail"):

@@ -232,8 +232,47 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                  on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
                  cancel: Optional[threading.Event] = None, timeout: Optional[float] = None,
                  client: Any = None, output: Optional[PathLike] = None,
-                 use_cache: bool = True, strict_profiles: bool = False) -> BuildResult:
+                 use_cache: bool = True, strict_profiles: bool = False,
+                 split_tail: bool = True) -> BuildResult:
     """Build (or fetch from the cache) the engine of `model_or_path` for `config`.
+
+    When the parser refuses nodes that all lie in a tail the split recipe cuts, the largest
+    supported prefix becomes the engine and the tail + a chain manifest are written beside it
+    (`workbench.build.tail`; `result.split` says so, a "split-build" finding and a "notice"
+    event name the refused nodes); `split_tail=False` makes every refusal a BuildFailed.
+    """
+    config = (config or BuildConfig()).validate()
+    t0 = time.monotonic()
+    kwargs: Dict[str, Any] = dict(cancel=cancel, timeout=timeout, use_cache=use_cache,
+                                  strict_profiles=strict_profiles)
+    try:
+        res = _build_whole(model_or_path, config, on_event=on_event, client=client,
+                           output=output, **kwargs)
+    except (BuildCancelled, BuildTimeout):
+        raise
+    except BuildFailed as e:
+        if not split_tail or e.code != "parse-failed":
+            raise
+        from workbench.build.tail import build_split
+
+        backend = backend_info(config.backend, client)["backend"]  # (memoised)
+        if timeout is not None:  # one time limit for the whole model's try and the prefix's
+            kwargs["timeout"] = max(0.1, timeout - (time.monotonic() - t0))
+        return build_split(model_or_path, config, e, build=build_engine, backend=backend,
+                           output=output, client=client, on_event=on_event, **kwargs)
+    if output is not None:
+        from workbench.build.tail import clear_stale_split
+
+        clear_stale_split(output)
+    return res
+
+
+def _build_whole(model_or_path: Any, config: BuildConfig, *,
+                 on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
+                 cancel: Optional[threading.Event] = None, timeout: Optional[float] = None,
+                 client: Any = None, output: Optional[PathLike] = None,
+                 use_cache: bool = True, strict_profiles: bool = False) -> BuildResult:
+    """The engine of the whole model (no split).
 
     Without profiles, dynamic inputs get default ones (`precision.profiles.default_profile`):
     from calibration data, the profile advisor's proposal; a "default-profile" finding (also

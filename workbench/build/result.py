@@ -29,6 +29,8 @@ class BuildResult:
     layers: List[Dict[str, Any]] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     config: Optional[Dict[str, Any]] = None
+    # a split build (workbench.build.tail): refused nodes, node counts, tail + manifest paths
+    split: Optional[Dict[str, Any]] = None
 
     @property
     def size(self) -> int:
@@ -60,7 +62,7 @@ class BuildResult:
             "dtypes": self.dtype_counts(), "memory": self.memory, "notes": self.notes,
             "findings": [f.to_dict() for f in self.findings],
             "export": {k: v for k, v in self.export.items() if k != "script"},
-            "config": self.config,
+            "config": self.config, "split": self.split,
         }
         if with_log:
             d["log"] = self.log

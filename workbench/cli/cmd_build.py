@@ -57,6 +57,10 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--strict-profiles", action="store_true",
                    help="a dynamic input without --profile is an error (CI); by default it "
                         "gets a default profile, printed with the flag that sets it")
+    p.add_argument("--no-split", action="store_true",
+                   help="a parser refusal is an error even when the refused nodes are a tail "
+                        "the split recipe cuts (CI); by default the prefix becomes the engine "
+                        "and the tail + a chain manifest are written beside it, with a notice")
     p.add_argument("--backend", default="auto", choices=list(BACKENDS))
     p.add_argument("--route", default="auto", choices=["auto", "strongly-typed",
                                                        "legacy-flags"])
@@ -238,7 +242,8 @@ def run(args: "argparse.Namespace") -> int:
     try:
         res = build_engine(args.model, config, on_event=progress, timeout=args.timeout,
                            cancel=cancel, output=args.output, use_cache=not args.no_cache,
-                           client=client, strict_profiles=args.strict_profiles)
+                           client=client, strict_profiles=args.strict_profiles,
+                           split_tail=not args.no_split)
     except BuildFailed as e:
         if progress:
             progress.close()
@@ -271,6 +276,10 @@ def run(args: "argparse.Namespace") -> int:
         return 0
     hit = " (cache hit)" if res.cache_hit else ""
     print(f"engine: {d['engine_path']} ({res.size_bytes / 1e6:.2f} MB){hit}")
+    if res.split:
+        print(f"split build: engine {res.split['engine_nodes']} nodes + onnxruntime tail "
+              f"{res.split['onnxruntime_nodes']} nodes: {res.split['tail']}, "
+              f"{res.split['manifest']}")
     print(f"backend: {res.backend} {res.backend_version}  route: {res.route}  "
           f"build: {res.build_seconds:.2f} s  total: {res.seconds:.2f} s  "
           f"config: {res.config_hash}")
@@ -281,7 +290,8 @@ def run(args: "argparse.Namespace") -> int:
         print("memory: " + ", ".join(f"{k.replace('_bytes', '')} {v / 2**20:.1f} MiB"
                                      for k, v in mem.items()))
     for f in res.findings:
-        print(f"  {f}")
+        if f.code != "split-build":  # its notice went to stderr before the engine line
+            print(f"  {f}")
     print("trtexec:    " + res.export.get("trtexec", ""))
     print("polygraphy: " + res.export.get("polygraphy", ""))
     for note in res.export.get("notes") or []:

@@ -49,6 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--save-results", metavar="RUN.json",
                    help="save both runs' outputs as Polygraphy RunResults JSON")
     p.add_argument("--top", type=int, default=10, help="rows of the per-tensor table (default 10)")
+    p.add_argument("--selection-aware", action="store_true",
+                   help="exit status from the selection-aware verdict (after NMS / TopK / "
+                        "NonZero: the tensors feeding the selection within --rtol, selected "
+                        "rows differing only among near-tied scores; "
+                        "workbench.compare.selection); it is reported beside the strict one "
+                        "whenever the reference selects")
     p.add_argument("--json", action="store_true", help="print JSON to stdout")
     e = p.add_argument_group("engine side (TensorRT through the worker)")
     e.add_argument("--engine-from-build", action="store_true",
@@ -301,12 +307,42 @@ def run(args: argparse.Namespace) -> int:
         runs = {"onnxruntime-fp32": report.runs["reference"],
                 f"{report.candidate_runner}-candidate": report.runs["candidate"]}
         compare.save_run_results(args.save_results, runs)
+    sel = _selection_checks(args, calib, report.rtol)
     if args.json:
-        print_json(report.to_dict())
+        d = report.to_dict()
+        d["selection_aware"] = [c.to_dict() for c in sel] if sel is not None else None
+        print_json(d)
     else:
         print(f"reference: {args.reference} (onnxruntime)  candidate: {args.candidate} "
               f"({report.candidate_runner}, {report.precision})  samples: {report.samples}  "
               f"atol {report.atol:g} rtol {report.rtol:g}")
         print(f"{len(report.tensors)} tensors compared, {report.unmatched} only in one model")
         _print_tensors(report, args.top)
+        if sel is not None:
+            ok = sum(c.passed for c in sel)
+            worst = next((c for c in sel if not c.passed), sel[0])
+            strict = worst.strict_rel
+            print(f"selection-aware (budget rel {report.rtol:g}): "
+                  f"{'PASS' if ok == len(sel) else 'FAIL'} on {ok}/{len(sel)} sample(s): "
+                  f"{worst.summary()}; strict elementwise: rel "
+                  f"{'-' if strict is None else _fmt(strict)} "
+                  f"{'PASS' if all(c.strict_passed for c in sel) else 'FAIL'}")
+    if args.selection_aware and sel is not None:
+        return 0 if all(c.passed for c in sel) else 1
     return 0 if report.outputs_pass else 1
+
+
+def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> "object":
+    """The selection-aware verdict per sample (at most --samples), None when the reference
+    selects nothing data-dependently."""
+    from workbench.compare import sample_feeds
+    from workbench.compare.selection import selection_aware, selection_nodes
+    from workbench.runners import load_proto
+
+    ref = load_proto(args.reference)
+    if not selection_nodes(ref):
+        return None
+    feeds = sample_feeds(ref, args.candidate, calibration=calib,
+                         allow_random=args.allow_random)[:max(1, args.samples)]
+    cand = load_proto(args.candidate)
+    return [selection_aware(ref, cand, f, tol=tol) for f in feeds]

@@ -29,7 +29,7 @@ from workbench.support.checker import SupportReport
 from workbench.surgery.recipes.base import as_proto, node_ids
 from workbench.surgery.recipes.split import node_reads, tail_of
 
-__all__ = ["SplitResult", "split_model", "cut_model", "tail_of"]
+__all__ = ["SplitResult", "split_model", "cut_model", "tail_of", "nodes_of_ops"]
 
 Checker = Callable[[str], SupportReport]
 
@@ -50,8 +50,9 @@ class SplitResult:
     def supported(self) -> bool:
         return bool(self.report is not None and self.report.supported)
 
-    def save(self, folder: Any) -> Dict[str, str]:
-        """Write prefix.onnx, tail.onnx (when there is one) and split.json into `folder`."""
+    def save(self, folder: Any, manifest_name: Optional[str] = None) -> Dict[str, str]:
+        """Write prefix.onnx, tail.onnx (when there is one) and split.json (or
+        `manifest_name`; the files the manifest names) into `folder`, the manifest last."""
         from workbench.chain import MANIFEST
         from workbench.fsutil import atomic_write_text
         from workbench.model import save_model
@@ -65,7 +66,7 @@ class SplitResult:
             save_model(self.tail, paths["tail"])
         man = dict(self.manifest, verification=self.verification.to_dict()
                    if self.verification else None, rounds=self.rounds)
-        paths["manifest"] = str(folder / MANIFEST)
+        paths["manifest"] = str(folder / (manifest_name or MANIFEST))
         atomic_write_text(paths["manifest"], json.dumps(man, indent=1, default=str))
         return paths
 
@@ -240,6 +241,7 @@ def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = Fals
         (proto.graph.name or "model")
     check = check or default_checker(backend, build, client, target)
     tail: Set[int] = set()
+    starts: List[int] = []  # the nodes the backend refused (the rest of the tail follows them)
     rounds: List[Dict[str, Any]] = []
     report: Optional[SupportReport] = None
     with tempfile.TemporaryDirectory(prefix="workbench-split-") as tmp:
@@ -267,6 +269,10 @@ def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = Fals
             # map prefix indices back to the original's
             by_name = _index_map(proto, prefix)
             new = {by_name[i] for i in refused} - tail
+            # an op the backend has no importer for is refused wherever it is: cut every node
+            # of it at once (the parser stops at its first error: one round per node else)
+            new |= set(nodes_of_ops(proto, _op_level(report))) - tail
+            starts.extend(sorted(new))
             rounds.append({"refused": [node_ids(prefix)[i] for i in refused],
                            "reasons": [u.get("reason") for u in report.unsupported][:4]})
             if not new:
@@ -280,6 +286,8 @@ def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = Fals
                                  "(`workbench fix --auto`)")
     manifest["backend"] = {"name": report.backend, "version": report.backend_version,
                            "build": build}
+    ids = node_ids(proto)
+    manifest["refused"] = [{"node": ids[i], "op": proto.graph.node[i].op_type} for i in starts]
     from workbench.surgery.recipes.nms import offers
 
     # the split is exact; an NMS could instead become TensorRT's plugin (stated, not applied)
@@ -288,6 +296,37 @@ def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = Fals
     if verify:
         res.verification = verify_split(proto, res, inputs)
     return res
+
+
+OP_LEVEL_CODES = ("plugin-missing", "unsupported-op")  # refused for the op, not the node
+
+
+def _op_level(report: SupportReport) -> Set[str]:
+    """Ops a report refuses as such (no importer): every node of them is refused."""
+    return {u["op"] for u in report.unsupported if u.get("op") and
+            u.get("code") in OP_LEVEL_CODES}
+
+
+def _bodies(node: Any) -> List[Any]:
+    from onnx import AttributeProto
+
+    out: List[Any] = []
+    for a in node.attribute:
+        if a.type == AttributeProto.GRAPH:
+            out.append(a.g)
+        elif a.type == AttributeProto.GRAPHS:
+            out.extend(a.graphs)
+    return out
+
+
+def _holds(node: Any, ops: Set[str]) -> bool:
+    return node.op_type in ops or any(_holds(n, ops) for g in _bodies(node) for n in g.node)
+
+
+def nodes_of_ops(proto: Any, ops: Any) -> List[int]:
+    """Top-level node indices of `ops`, or holding one in a (nested) subgraph."""
+    ops = set(ops)
+    return [i for i, n in enumerate(proto.graph.node) if ops and _holds(n, ops)]
 
 
 def _index_map(proto: Any, prefix: Any) -> Dict[int, int]:
@@ -316,6 +355,11 @@ def verify_split(original: Any, res: SplitResult, inputs: Optional[Dict[str, Any
     chain = ChainedRunner(OnnxRuntimeRunner(res.prefix),
                           OnnxRuntimeRunner(res.tail) if res.tail is not None else None,
                           res.manifest)
-    want = OnnxRuntimeRunner(proto).infer(feed)
-    got = chain.infer(feed)
+    try:
+        want = OnnxRuntimeRunner(proto).infer(feed)
+        got = chain.infer(feed)
+    except Exception as e:  # onnxruntime refuses the sample (e.g. a batch the export fixed)
+        first = str(e).strip().splitlines()[0][:240] if str(e).strip() else type(e).__name__
+        return Verification("unverified", reason=f"onnxruntime could not run the sample "
+                            f"inputs: {first}", tolerance=tol)
     return compare_outputs(want, got, tol)

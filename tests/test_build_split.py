@@ -1,0 +1,166 @@
+"""First-try build with a refused tail: `build_engine` / `workbench build` on a model whose
+NonZero post-processing TensorRT-RTX's parser refuses builds the prefix as a real RTX engine
+and writes the ONNX tail + chain manifest beside it; the chain equals the original on
+onnxruntime. Refusals that are no cuttable tail stay errors; --no-split makes every one an error."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T, helper as h
+
+from conftest import REPO
+from quant_models import detector
+from workbench.build.engine import BuildConfig, BuildFailed, build_engine
+from workbench.chain import ChainedRunner, read_manifest
+from workbench.runners import OnnxRuntimeRunner
+from workbench.support.checker import check
+
+CFG = BuildConfig(precision="fp16", target="sm89", builder_optimization_level=0)
+
+
+def _feeds(n=6):
+    rng = np.random.default_rng(11)
+    return [{"images": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(n)]
+
+
+def _equal(a, b):
+    assert set(a) == set(b)
+    for k in a:
+        assert a[k].shape == b[k].shape and a[k].dtype == b[k].dtype, k
+        assert np.array_equal(a[k], b[k]), k
+
+
+@pytest.fixture()
+def det_path(tmp_path):
+    p = tmp_path / "det.onnx"
+    onnx.save(detector(), str(p))
+    return p
+
+
+def test_refused_tail_builds_first_try_and_chain_equals_original(det_path, tmp_path):
+    assert not check(str(det_path), backend="tensorrt-rtx").supported
+    events = []
+    engine = tmp_path / "out" / "det.engine"
+    res = build_engine(det_path, CFG, output=engine, on_event=events.append)
+    assert res.backend == "tensorrt-rtx" and res.size_bytes > 0 and engine.is_file()
+    s = res.split
+    assert s["refused"] == [{"node": "/post/nonzero", "op": "NonZero"}]
+    assert (s["engine_nodes"], s["onnxruntime_nodes"]) == (10, 4)
+    assert s["verification"].startswith("equivalent")
+    assert sorted(p.name for p in engine.parent.iterdir()) == [
+        "det.engine", "det.engine.card.json", "det.prefix.onnx", "det.split.json",
+        "det.tail.onnx"]
+    man = read_manifest(s["manifest"])
+    assert man["engine"] == "det.engine" and man["tail"]["file"] == "det.tail.onnx"
+    assert man["prefix"]["file"] == "det.prefix.onnx"
+    # the engine was built from the prefix file beside it, which RTX takes whole
+    assert check(str(engine.parent / "det.prefix.onnx"), backend="tensorrt-rtx").supported
+    assert "NonZero" not in {n.op_type for n in onnx.load(s["prefix"]).graph.node}
+    # the one notice: refused node + op, node counts, how to run the pair, the opt-out flag
+    notes = [e["message"] for e in events if e.get("event") == "notice"
+             and e["finding"]["code"] == "split-build"]
+    assert len(notes) == 1
+    for part in ("NonZero at /post/nonzero", "engine runs 10 node(s)", "tail's 4",
+                 "ChainedRunner.from_folder(", "--no-split"):
+        assert part in notes[0], part
+    assert res.findings[0].code == "split-build" and res.to_dict()["split"] == s
+    chain = ChainedRunner.from_folder(s["manifest"])
+    original = OnnxRuntimeRunner(str(det_path))
+    counts = set()
+    for feed in _feeds():
+        want = original.infer(feed)
+        _equal(want, chain.infer(feed))
+        counts.add(want["kept_boxes"].shape[0])
+    assert len(counts) > 1  # the selection really is data-dependent
+
+
+def test_no_split_keeps_the_refusal_an_error_and_writes_nothing(det_path, tmp_path):
+    engine = tmp_path / "det.engine"
+    with pytest.raises(BuildFailed) as e:
+        build_engine(det_path, CFG, output=engine, split_tail=False)
+    assert e.value.node == "/post/nonzero" and e.value.op == "NonZero"
+    assert not list(tmp_path.glob("det.*.onnx")) and not (tmp_path / "det.split.json").exists()
+
+
+def test_refusal_that_is_no_tail_stays_an_error_naming_node_op_and_why(tmp_path):
+    g = h.make_graph([h.make_node("NonZero", ["x"], ["y"], name="first")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [4])],
+                     [h.make_tensor_value_info("y", T.INT64, [1, None])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    p = tmp_path / "nz.onnx"
+    onnx.save(m, str(p))
+    with pytest.raises(BuildFailed) as e:
+        build_engine(p, CFG, output=tmp_path / "nz.engine")
+    assert e.value.node == "first" and e.value.op == "NonZero"
+    assert "no split build: nothing of the model is left" in e.value.hint
+    assert any(f.code == "no-split" for f in e.value.findings)
+    assert not (tmp_path / "nz.split.json").exists() and not (tmp_path / "nz.engine").exists()
+
+
+def test_refusal_an_exact_recipe_fixes_stays_an_error(tmp_path):
+    from conftest import SAMPLES
+
+    with pytest.raises(BuildFailed) as e:
+        build_engine(SAMPLES / "needs_fixing.onnx",
+                     CFG.replace(profiles=[{"input": [[1, 4, 12, 12]] * 3}]),
+                     output=tmp_path / "n.engine")
+    assert e.value.code == "parse-failed" and e.value.node and e.value.op
+    assert "no split build: `workbench fix MODEL --auto` rewrites" in e.value.hint
+    assert not list(tmp_path.iterdir())
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+
+
+def test_cli_build_prints_the_notice_and_json_says_split(det_path, tmp_path):
+    out = tmp_path / "e" / "det.engine"
+    r = _cli("build", det_path, "-o", out, "--mkdir", "--target", "sm89", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["ok"] and d["split"]["onnxruntime_nodes"] == 4
+    assert d["split"]["refused"][0] == {"node": "/post/nonzero", "op": "NonZero"}
+    human = _cli("build", det_path, "-o", out, "--target", "sm89")
+    assert human.returncode == 0, human.stderr
+    assert "note: split build: tensorrt-rtx's parser refused 1 node(s): NonZero at " \
+        "/post/nonzero" in human.stderr
+    assert "--no-split" in human.stderr
+    assert f"split build: engine 10 nodes + onnxruntime tail 4 nodes: " \
+        f"{out.parent / 'det.tail.onnx'}" in human.stdout
+    strict = _cli("build", det_path, "-o", tmp_path / "s.engine", "--target", "sm89",
+                  "--no-split")
+    assert strict.returncode == 1
+    assert "build failed at node '/post/nonzero'" in strict.stderr and "NonZero" in strict.stderr
+    # a later build of a supported model to the same engine leaves no stale chain beside it
+    prefix = out.parent / "det.prefix.onnx"
+    whole = tmp_path / "whole.onnx"
+    whole.write_bytes(prefix.read_bytes())
+    again = _cli("build", whole, "-o", out, "--target", "sm89", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["split"] is None
+    assert not (out.parent / "det.split.json").exists()
+    assert not (out.parent / "det.tail.onnx").exists()
+
+
+def test_build_panel_shows_the_split_and_the_notice(det_path):
+    from widgets import BuildPanel
+
+    panel = BuildPanel(det_path, CFG)
+    panel.start()
+    res = panel.wait(180)
+    assert panel.state == "done", panel.status.value
+    assert res.split and res.split["onnxruntime_nodes"] == 4
+    card = panel.engine_card.value
+    assert "split build" in card and "NonZero" in card and "/post/nonzero" in card
+    assert "onnxruntime tail 4 nodes" in card and "split_tail=False" in card
+    assert "split build: tensorrt-rtx's parser refused 1 node(s)" in panel.log_view.value
+    strict = BuildPanel(det_path, CFG, split_tail=False)
+    strict.start()
+    strict.wait(180)
+    assert strict.state == "failed" and "/post/nonzero" in strict.status.value

@@ -1,0 +1,176 @@
+"""The selection-aware accuracy check (workbench.compare.selection) on real onnxruntime runs of
+a small NonMaxSuppression detector: near-tied scores that swap under noise fail the strict
+elementwise check and pass the selection-aware one; noise beyond the budget on the tensors
+feeding the selection fails both; the row rule itself on hand-made rows."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+from workbench.compare.selection import judge_rows, selection_aware, selection_region
+
+N = 6
+# sigmoid scores ~ 0.9, 0.7, 0.50002, 0.5, 0.49999, 0.1: the third place is a near tie
+LOGITS = np.log(np.array([0.9, 0.7, 0.50002, 0.5, 0.49999, 0.1]) /
+                (1 - np.array([0.9, 0.7, 0.50002, 0.5, 0.49999, 0.1]))).astype(np.float32)
+BOXES = np.array([[10 * i, 0, 10 * i + 5, 5] for i in range(N)], dtype=np.float32)  # apart
+
+
+def _detector(score_noise=None, box_noise=None):
+    """boxes/logits -> (optional noise, standing in for FP16's) -> NMS keeps 3 -> gathered rows.
+    Outputs: the selected boxes and scores (after the selection) and `scores` (before it)."""
+    nodes = [h.make_node("Sigmoid", ["logits"], ["s0"], name="sigmoid"),
+             h.make_node("Mul", ["boxes_in", "one"], ["b0"], name="scale")]
+    inits = [nh.from_array(np.array(1.0, np.float32), "one"),
+             nh.from_array(np.array([3], np.int64), "max_out"),
+             nh.from_array(np.array([0.5], np.float32), "iou"),
+             nh.from_array(np.array([0, 1], np.int64), "ax01"),
+             nh.from_array(np.array([0], np.int64), "ax0"),
+             nh.from_array(np.array(2, np.int64), "col")]
+    for src, dst, noise in (("s0", "scores", score_noise), ("b0", "boxes", box_noise)):
+        if noise is None:
+            nodes.append(h.make_node("Identity", [src], [dst], name=f"keep_{dst}"))
+        else:
+            inits.append(nh.from_array(np.asarray(noise, np.float32), f"noise_{dst}"))
+            nodes.append(h.make_node("Add", [src, f"noise_{dst}"], [dst], name=f"noise_{dst}"))
+    nodes += [
+        h.make_node("Unsqueeze", ["boxes", "ax0"], ["boxes3"], name="b3"),
+        h.make_node("Unsqueeze", ["scores", "ax01"], ["scores3"], name="s3"),
+        h.make_node("NonMaxSuppression", ["boxes3", "scores3", "max_out", "iou"], ["sel"],
+                    name="nms"),
+        h.make_node("Gather", ["sel", "col"], ["idx"], axis=1, name="index"),
+        h.make_node("Gather", ["boxes", "idx"], ["kept_boxes"], axis=0, name="gather_boxes"),
+        h.make_node("Gather", ["scores", "idx"], ["kept_scores"], axis=0, name="gather_scores"),
+    ]
+    g = h.make_graph(nodes, "det", [h.make_tensor_value_info("boxes_in", T.FLOAT, [N, 4]),
+                                    h.make_tensor_value_info("logits", T.FLOAT, [N])],
+                     [h.make_tensor_value_info("kept_boxes", T.FLOAT, [None, 4]),
+                      h.make_tensor_value_info("kept_scores", T.FLOAT, [None]),
+                      h.make_tensor_value_info("scores", T.FLOAT, [N])], initializer=inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m
+
+
+FEED = {"boxes_in": BOXES, "logits": LOGITS}
+
+
+def test_region_frontier_and_selected_outputs_come_from_the_graph():
+    region, frontier, selected = selection_region(_detector())
+    assert set(frontier) == {"boxes3", "scores3", "boxes", "scores"}
+    assert selected == ["kept_boxes", "kept_scores"]
+    assert len(region) == 4  # nms and the three gathers
+
+
+def test_near_tied_swap_fails_strict_and_passes_selection_aware():
+    noise = np.array([0, 0, -5e-5, 5e-5, 0, 0], np.float32)  # 1e-4 of the scale: in budget
+    check = selection_aware(_detector(), _detector(score_noise=noise), FEED, tol=0.01)
+    # the swap is real: onnxruntime picked box 3 instead of box 2
+    assert check.strict_passed is False and check.strict_rel == pytest.approx(10 / 25)
+    assert check.passed, check.to_dict()
+    (g,) = check.groups
+    assert (g.score, g.ref_rows, g.cand_rows, g.matched) == ("kept_scores", 3, 3, 2)
+    assert g.unmatched_ref == pytest.approx([0.50002], abs=1e-6)
+    assert g.unmatched_cand == pytest.approx([0.50005], abs=1e-6)
+    assert check.frontier_rel == pytest.approx(5e-5 / 0.9, rel=0.05)
+    assert check.plain["scores"] < 1e-4
+    assert "1+1 swapped, 0 without a near-tied partner" in check.summary()
+
+
+def test_identical_candidate_passes_both():
+    check = selection_aware(_detector(), _detector(), FEED, tol=0.01)
+    assert check.strict_passed and check.passed and check.strict_rel == 0
+    assert check.groups[0].matched == 3
+
+
+def test_noise_beyond_the_budget_feeding_the_selection_fails_both():
+    noise = np.array([0, 0, -0.05, 0.05, 0, 0], np.float32)  # 5.5% of the scale
+    check = selection_aware(_detector(), _detector(score_noise=noise), FEED, tol=0.01)
+    assert not check.strict_passed and not check.passed
+    assert check.frontier["scores"] == pytest.approx(0.05 / 0.9, rel=0.05)
+    box = np.zeros((N, 4), np.float32)
+    box[0] = 0.5  # selected boxes moved by 0.5 / 55: within no elementwise budget of 1e-3
+    check = selection_aware(_detector(), _detector(box_noise=box), FEED, tol=1e-3)
+    assert not check.passed and check.frontier["boxes"] > 1e-3
+
+
+def test_a_model_without_selection_is_judged_elementwise():
+    m = _detector()
+    del m.graph.node[-4:]
+    del m.graph.output[:2]
+    noisy = _detector(score_noise=np.full(N, 1e-3, np.float32))
+    del noisy.graph.node[-4:]
+    del noisy.graph.output[:2]
+    check = selection_aware(m, noisy, FEED, tol=0.01)
+    assert check.selection_nodes == 0 and not check.groups and check.passed
+    assert check.strict_rel == pytest.approx(1e-3 / 0.9, rel=0.05)
+    assert "elementwise" in check.summary()
+    assert not selection_aware(m, noisy, FEED, tol=1e-4).passed
+
+
+def test_a_frontier_tensor_missing_from_the_candidate_cannot_pass():
+    cand = _detector()
+    for n in cand.graph.node:
+        n.input[:] = ["boxes_x" if x == "boxes" else x for x in n.input]
+        n.output[:] = ["boxes_x" if x == "boxes" else x for x in n.output]
+    check = selection_aware(_detector(), cand, FEED, tol=0.01)
+    assert not check.passed and check.missing == ["boxes"]
+    assert "cannot judge" in check.reason
+
+
+def _rows(scores, base=0):
+    s = np.asarray(scores, np.float64)
+    boxes = np.stack([np.arange(len(s)) + base] * 4, axis=1).astype(np.float32)
+    return {"b": boxes, "s": s.astype(np.float32), "l": np.zeros(len(s), np.int64)}
+
+
+def test_row_rule_partner_and_cut_off():
+    ref = _rows([0.9, 0.5, 0.3])
+    # the last row left at the cut-off (the lowest reference score): consistent
+    cand = {k: v[:2] for k, v in ref.items()}
+    g = judge_rows(ref, cand, ["b", "s", "l"], "s", 0.01)
+    assert g.consistent and g.matched == 2 and g.unpaired == []
+    # the best row lost, nothing near-tied took its place: not consistent
+    cand = {k: v[1:] for k, v in ref.items()}
+    g = judge_rows(ref, cand, ["b", "s", "l"], "s", 0.01)
+    assert not g.consistent and g.unpaired == [pytest.approx(0.9)]
+    # a row swapped for another box of a score 0.2 lower: no near-tied partner
+    cand = _rows([0.9, 0.5, 0.3])
+    cand["b"][1] += 100
+    cand["s"][1] = 0.3
+    g = judge_rows(ref, cand, ["b", "s", "l"], "s", 0.01)
+    assert not g.consistent and len(g.unpaired) == 1
+    # a label that changed makes another row (an integer field must be equal); at the same
+    # score it is a near-tied candidate of another class, so a swap
+    cand = _rows([0.9, 0.5, 0.3])
+    cand["l"][0] = 7
+    g = judge_rows(ref, cand, ["b", "s", "l"], "s", 0.01)
+    assert g.matched == 2 and len(g.unmatched_ref) == 1 and g.consistent
+
+
+def test_compare_cli_reports_both_verdicts(tmp_path):
+    import subprocess
+    import sys
+
+    import onnx
+
+    from conftest import REPO
+
+    ref, cand, feed = tmp_path / "ref.onnx", tmp_path / "cand.onnx", tmp_path / "feed.npz"
+    onnx.save(_detector(), str(ref))
+    onnx.save(_detector(score_noise=np.array([0, 0, -5e-5, 5e-5, 0, 0], np.float32)), str(cand))
+    np.savez(feed, **FEED)
+
+    def cli(*extra):
+        return subprocess.run([sys.executable, "-m", "workbench.cli", "compare", str(ref),
+                               str(cand), "--inputs", str(feed), "--atol", "0.01", "--rtol",
+                               "0.01", *extra], capture_output=True, text=True, cwd=REPO,
+                              timeout=300)
+
+    r = cli()
+    assert r.returncode == 1, r.stderr  # the strict verdict decides by default
+    assert "selection-aware (budget rel 0.01): PASS on 1/1 sample(s)" in r.stdout
+    assert "1+1 swapped, 0 without a near-tied partner" in r.stdout
+    assert "strict elementwise: rel 0.4 FAIL" in r.stdout
+    assert cli("--selection-aware").returncode == 0

@@ -1,0 +1,294 @@
+"""Accuracy after a data-dependent selection (NonMaxSuppression, TopK, NonZero + Gather).
+
+An elementwise comparison of a detector's final boxes is meaningless when near-tied candidates
+swap: FP16 noise of 1e-4 on two scores 1e-5 apart picks the other box, and the box rows differ
+by the whole box. This check judges such a model in two parts and always reports the strict
+elementwise figure beside it (`strict`, never hidden):
+
+1. **The tensors that feed the selection** (the *frontier*): every float tensor made outside
+   the selection region and read inside it (per-anchor scores, boxes, features). The region is
+   every selection node (top-level NonMaxSuppression / TopK / NonZero, or an If / Loop / Scan
+   whose body holds one) and everything downstream of it. Each frontier tensor must be within
+   the budget: rel = max |cand - ref| / max |ref| <= tol (`workbench.comparison`'s relative
+   error). Outputs made outside the region are held to the same budget.
+2. **The selected outputs** (graph outputs made inside the region), judged by rows. A group is
+   the selected outputs sharing the score output's leading (data-dependent) length on each side;
+   its score is its 1-D float output (the first one, or `score=`). Row i is the tuple of row i
+   of every output of the group. A candidate row *matches* a reference row when every float
+   field is within tol x (that output's max |ref|) and every integer / bool field is equal;
+   rows are matched one to one, greedily in the reference's score order, to the candidate row
+   of the nearest score. The group is *consistent* when every unmatched row (either side) has
+   a *swap partner*, an unmatched row of the other side whose score is within tol x S of its
+   own (S = max |reference score|), except rows at the selection's cut-off: a row without a
+   partner is allowed only when its score is within tol x S of the lowest reference score
+   (one that entered or left at the threshold or top-K boundary). Unmatched candidate rows are
+   judged by their candidate scores (their reference scores were not selected, so not
+   computed); part 1 bounds those within the budget. Outputs of the region that fit no group
+   (no 1-D float score, other leading lengths) are held to the strict elementwise budget.
+
+`passed` = part 1 within budget and every group consistent. A model without selection nodes
+has no frontier and no groups: `passed` is the elementwise budget on every output.
+
+    check = selection_aware(ref_model, cand_model, feed, tol=0.01)
+    check.passed, check.strict_rel, check.to_dict()
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from workbench.comparison import compare_tensor
+
+SELECTION_OPS = ("NonMaxSuppression", "TopK", "NonZero")
+__all__ = ["SELECTION_OPS", "SelectionCheck", "SelectionGroup", "selection_region",
+           "selection_aware", "judge_rows"]
+
+
+# ----------------------------------------------------------------------------- the graph
+def selection_nodes(proto: Any) -> List[int]:
+    """Top-level node indices that select data-dependently (or whose bodies do)."""
+    from workbench.surgery.split import nodes_of_ops
+
+    return nodes_of_ops(proto, SELECTION_OPS)
+
+
+def selection_region(proto: Any) -> Tuple[Set[int], List[str], List[str]]:
+    """(region node indices, frontier tensors, selected graph outputs); all empty when the
+    model selects nothing. Frontier: tensors made outside the region (graph inputs excluded)
+    that region nodes read, float or not (the caller compares the float ones)."""
+    from workbench.surgery.split import cut_model, tail_of
+
+    starts = selection_nodes(proto)
+    if not starts:
+        return set(), [], []
+    region = tail_of(proto, starts)
+    _, _, manifest = cut_model(proto, region, proto.graph.name or "model")
+    made = {o for i in region for o in proto.graph.node[i].output if o}
+    selected = [o.name for o in proto.graph.output if o.name in made]
+    return region, list(manifest["cut"]), selected
+
+
+def _with_outputs(proto: Any, names: Sequence[str]) -> Any:
+    import onnx
+
+    m = copy.deepcopy(proto)
+    have = {o.name for o in m.graph.output}
+    for n in names:
+        if n not in have:
+            m.graph.output.append(onnx.ValueInfoProto(name=n))
+    return m
+
+
+# ----------------------------------------------------------------------------- rows
+@dataclass
+class SelectionGroup:
+    """One group of selected outputs judged by rows (see the module docstring)."""
+
+    outputs: List[str]
+    score: str
+    ref_rows: int
+    cand_rows: int
+    matched: int
+    unmatched_ref: List[float] = field(default_factory=list)   # their reference scores
+    unmatched_cand: List[float] = field(default_factory=list)  # their candidate scores
+    unpaired: List[float] = field(default_factory=list)        # no partner, not at cut-off
+    score_scale: float = 0.0
+    consistent: bool = False
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"outputs": self.outputs, "score": self.score, "ref_rows": self.ref_rows,
+                "cand_rows": self.cand_rows, "matched": self.matched,
+                "unmatched_ref": len(self.unmatched_ref),
+                "unmatched_cand": len(self.unmatched_cand), "unpaired": self.unpaired[:8],
+                "score_scale": self.score_scale, "consistent": self.consistent}
+
+
+def _field_match(r: np.ndarray, c: np.ndarray, tol: float) -> np.ndarray:
+    """[n_ref, n_cand] bool: row i of r equals row j of c (floats within tol x max |r|)."""
+    width = int(np.prod(r.shape[1:], dtype=np.int64))  # (0-row outputs cannot infer -1)
+    r2 = r.reshape(r.shape[0], width)
+    c2 = c.reshape(c.shape[0], width)
+    if r.dtype.kind == "f" or c.dtype.kind == "f":
+        r64, c64 = r2.astype(np.float64), c2.astype(np.float64)
+        finite = r64[np.isfinite(r64)]
+        scale = float(np.abs(finite).max()) if finite.size else 1.0
+        bound = tol * (scale if scale > 0 else 1.0)
+        return (np.abs(r64[:, None, :] - c64[None, :, :]) <= bound).all(axis=2)
+    return (r2[:, None, :] == c2[None, :, :]).all(axis=2)
+
+
+def judge_rows(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], outputs: List[str],
+               score: str, tol: float) -> SelectionGroup:
+    """The row rule of the module docstring for one group."""
+    rs = np.asarray(ref[score], dtype=np.float64).reshape(-1)
+    cs = np.asarray(cand[score], dtype=np.float64).reshape(-1)
+    n, m = rs.size, cs.size
+    finite = rs[np.isfinite(rs)]
+    scale = float(np.abs(finite).max()) if finite.size else 1.0
+    band = tol * (scale if scale > 0 else 1.0)
+    match = np.ones((n, m), dtype=bool)
+    for name in outputs:
+        match &= _field_match(np.asarray(ref[name]), np.asarray(cand[name]), tol)
+    used = np.zeros(m, dtype=bool)
+    ref_matched = np.zeros(n, dtype=bool)
+    for i in np.argsort(-rs, kind="stable"):
+        js = np.flatnonzero(match[i] & ~used)
+        if js.size:
+            j = js[np.argmin(np.abs(cs[js] - rs[i]))]
+            used[j] = True
+            ref_matched[i] = True
+    ur, uc = rs[~ref_matched], cs[~used]
+    low = float(rs.min()) if n else (float(cs.min()) if m else 0.0)
+    unpaired: List[float] = []
+    for mine, other in ((ur, uc), (uc, ur)):
+        for s in mine:
+            partner = other.size and bool((np.abs(other - s) <= band).any())
+            if not partner and abs(s - low) > band:
+                unpaired.append(float(s))
+    return SelectionGroup(list(outputs), score, n, m, int(ref_matched.sum()),
+                          [float(x) for x in ur], [float(x) for x in uc], unpaired, scale,
+                          consistent=not unpaired)
+
+
+def _groups(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], selected: List[str],
+            score: Optional[str]) -> Tuple[List[Tuple[List[str], str]], List[str]]:
+    """([(outputs, score)], outputs left to the elementwise rule)."""
+    floats1d = [o for o in selected if np.ndim(ref[o]) == 1 and np.ndim(cand[o]) == 1
+                and np.asarray(ref[o]).dtype.kind == "f"]
+    s = score if score in selected else (floats1d[0] if floats1d else None)
+    if s is None:
+        return [], list(selected)
+    nr, nc = np.shape(ref[s])[0], np.shape(cand[s])[0]
+    members = [o for o in selected if np.ndim(ref[o]) >= 1 and np.ndim(cand[o]) >= 1
+               and np.shape(ref[o])[0] == nr and np.shape(cand[o])[0] == nc
+               and np.shape(ref[o])[1:] == np.shape(cand[o])[1:]]
+    return [(members, s)], [o for o in selected if o not in members]
+
+
+# ----------------------------------------------------------------------------- the check
+@dataclass
+class SelectionCheck:
+    """Both verdicts: `strict_passed` / `strict_rel` (elementwise on every output of equal
+    shape) and `passed` (selection-aware: the module docstring's rule)."""
+
+    tol: float
+    strict_rel: Optional[float]
+    strict_passed: bool
+    passed: bool
+    selection_nodes: int = 0
+    frontier: Dict[str, float] = field(default_factory=dict)   # name -> rel
+    missing: List[str] = field(default_factory=list)           # frontier absent in candidate
+    plain: Dict[str, float] = field(default_factory=dict)      # outputs outside region -> rel
+    elementwise: Dict[str, float] = field(default_factory=dict)  # region outputs, no group
+    groups: List[SelectionGroup] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def frontier_rel(self) -> Optional[float]:
+        return max(self.frontier.values(), default=None)
+
+    def to_dict(self) -> Dict[str, Any]:
+        worst = sorted(self.frontier.items(), key=lambda kv: -kv[1])[:5]
+        return {"tol": self.tol, "passed": self.passed, "strict_passed": self.strict_passed,
+                "strict_rel": self.strict_rel, "selection_nodes": self.selection_nodes,
+                "frontier_tensors": len(self.frontier), "frontier_rel": self.frontier_rel,
+                "frontier_worst": dict(worst), "missing": self.missing[:8],
+                "plain": self.plain, "elementwise": self.elementwise,
+                "groups": [g.to_dict() for g in self.groups], "reason": self.reason}
+
+    def summary(self) -> str:
+        """One line for a table cell or a report."""
+        if not self.selection_nodes:
+            return "no data-dependent selection: elementwise"
+        parts = [f"{len(self.frontier)} tensors feed the selection, worst rel "
+                 f"{(self.frontier_rel or 0):.2e}"]
+        for g in self.groups:
+            parts.append(f"{g.score}: {g.matched}/{g.ref_rows} rows match, "
+                         f"{len(g.unmatched_ref)}+{len(g.unmatched_cand)} swapped, "
+                         f"{len(g.unpaired)} without a near-tied partner")
+        if self.reason:
+            parts.append(self.reason)
+        return "; ".join(parts)
+
+
+def _rel(name: str, a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return float("inf")
+    if a.dtype.kind not in "f" and b.dtype.kind not in "f":
+        return 0.0 if np.array_equal(a, b) else float("inf")
+    if a.size == 0:
+        return 0.0
+    return float(compare_tensor(name, a.astype(np.float32), b, 0.0, 0.0, sentinels=False,
+                                top1=False).rel)
+
+
+def _strict(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], names: Sequence[str]
+            ) -> Optional[float]:
+    """Elementwise relative error over the float outputs of equal shape (None: none)."""
+    worst: Optional[float] = None
+    for k in names:
+        a, b = np.asarray(ref[k]), np.asarray(cand.get(k, np.zeros(0)))
+        if a.dtype.kind != "f" or a.shape != b.shape or a.size == 0:
+            continue
+        r = _rel(k, a, b)
+        worst = r if worst is None else max(worst, r)
+    return worst
+
+
+def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray], *,
+                    tol: float = 0.01, score: Optional[str] = None,
+                    ref_outputs: Optional[Dict[str, np.ndarray]] = None,
+                    cand_outputs: Optional[Dict[str, np.ndarray]] = None,
+                    runner: Any = None) -> SelectionCheck:
+    """Judge `cand_model` against `ref_model` on `feed` (both run by onnxruntime, or `runner`:
+    a callable (proto, feed) -> outputs). Precomputed outputs are reused when the model
+    selects nothing (no extra run)."""
+    from workbench.runners import OnnxRuntimeRunner, load_proto
+
+    run = runner or (lambda proto, f: OnnxRuntimeRunner(proto).infer(f))
+    ref_p = load_proto(ref_model)
+    names = [o.name for o in ref_p.graph.output]
+    starts = selection_nodes(ref_p)
+    if not starts:
+        ref = ref_outputs if ref_outputs is not None else run(ref_p, feed)
+        cand = cand_outputs if cand_outputs is not None else run(load_proto(cand_model), feed)
+        plain = {k: _rel(k, ref[k], cand[k]) if k in cand else float("inf") for k in names}
+        strict = _strict(ref, cand, names)
+        ok = all(v <= tol for v in plain.values())
+        return SelectionCheck(tol, strict, strict is not None and strict <= tol, ok,
+                              plain=plain)
+    _, frontier, selected = selection_region(ref_p)
+    cand_p = load_proto(cand_model)
+    cand_made = {o for n in cand_p.graph.node for o in n.output} | \
+        {i.name for i in cand_p.graph.input}
+    missing = [t for t in frontier if t not in cand_made]
+    probe = [t for t in frontier if t in cand_made]
+    ref = run(_with_outputs(ref_p, frontier), feed)
+    cand = run(_with_outputs(cand_p, probe), feed)
+    strict = _strict(ref, cand, names)
+    check = SelectionCheck(tol, strict, strict is not None and strict <= tol and all(
+        np.shape(ref[k]) == np.shape(cand[k]) for k in names), False,
+        selection_nodes=len(starts), missing=missing)
+    for t in probe:
+        if np.asarray(ref[t]).dtype.kind == "f":
+            check.frontier[t] = _rel(t, ref[t], cand[t])
+    for k in names:
+        if k not in selected:
+            check.plain[k] = _rel(k, ref[k], cand[k])
+    groups, rest = _groups(ref, cand, selected, score)
+    for outs, s in groups:
+        check.groups.append(judge_rows(ref, cand, outs, s, tol))
+    for k in rest:
+        check.elementwise[k] = _rel(k, ref[k], cand[k])
+    if missing:
+        check.reason = (f"{len(missing)} tensor(s) feeding the selection are not in the "
+                        f"candidate (e.g. '{missing[0]}'): cannot judge")
+    check.passed = (not missing and all(v <= tol for v in check.frontier.values())
+                    and all(v <= tol for v in check.plain.values())
+                    and all(v <= tol for v in check.elementwise.values())
+                    and all(g.consistent for g in check.groups))
+    return check
