@@ -1032,9 +1032,10 @@ def _chain_segments(m: int, a: np.ndarray, b: np.ndarray, span: np.ndarray, k: n
 
 
 def _order_ranks(m: int, r: np.ndarray, a: np.ndarray, b: np.ndarray, vpos: np.ndarray,
-                 w: np.ndarray, sweeps: int) -> Dict[str, Any]:
+                 w: np.ndarray, sweeps: int, final: bool = True) -> Dict[str, Any]:
     """Dummies for the long edges of a ranking, then the order of every rank (crossing
-    reduction); returns what `_sugiyama` places."""
+    reduction; final=False: the three starts of `_mincross` only, `_refine` finishes);
+    returns what `_sugiyama` places."""
     span = r[b] - r[a]
     k = np.maximum(span - 1, 0)
     # long edges of one source share a trunk of dummies (one per rank down to the deepest
@@ -1097,16 +1098,27 @@ def _order_ranks(m: int, r: np.ndarray, a: np.ndarray, b: np.ndarray, vpos: np.n
     order = best_order
     place(order)
     if sweeps > 0 and best > 0:
-        if n <= RANK_SWEEP_LIMIT:  # rank after rank, each sweep transposed, until no gain
-            iters = sweeps * 2 if n <= FULL_SWEEPS_LIMIT else 2
-            order, best = _rank_sweeps(order, pos, R, starts, counts, ss, sd, n, best, iters)
-            place(order)
-        if best > 0:
+        if n <= RANK_SWEEP_LIMIT:  # dot's mincross: rank after rank, transposed, best kept
+            full = n <= FULL_SWEEPS_LIMIT
+            order, best = _mincross(order, R, starts, counts, ss, sd, n, prio, best,
+                                    max_iter=(sweeps * 6 if final else 0) if full else 2,
+                                    min_quit=8 if full else 2, starts_tried=3 if full else 1)
+        else:
             order, best = _transpose(order, pos, R, starts, ss, sd, n, best)
-            place(order)
     return {"order": order, "best": int(best), "R": R, "n": n, "W": W, "starts": starts,
             "counts": counts, "ss": ss, "sd": sd, "k": k, "r": r, "bend_idx": bend_idx,
+            "prio": prio, "full": sweeps > 0 and n <= FULL_SWEEPS_LIMIT,
             "n_ranks": n_ranks}
+
+
+def _refine(lay: Dict[str, Any], sweeps: int) -> Dict[str, Any]:
+    """The last stage of `_mincross` (more sweeps from the best order) on an ordered ranking
+    of `_order_ranks(..., final=False)`."""
+    if lay["full"] and lay["best"] > 0:
+        lay["order"], lay["best"] = _mincross(
+            lay["order"], lay["R"], lay["starts"], lay["counts"], lay["ss"], lay["sd"],
+            lay["n"], lay["prio"], lay["best"], max_iter=sweeps * 6, starts_tried=1)
+    return lay
 
 
 def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweeps: int = 4,
@@ -1123,15 +1135,17 @@ def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweep
     w = np.ones(m) if width is None else np.asarray(width, dtype=np.float64)
 
     # two rankings (every element as late as its consumers allow; or only those writing as
-    # many edges as they read), each ordered; the one drawn with fewer crossings is kept
+    # many edges as they read), each ordered from three starts; the one drawn with fewer
+    # crossings is kept and swept further
     r, a, b, vp = _ranks(m, es, ed, vpos)
-    lay = _order_ranks(m, r, a, b, vp, w, sweeps)
+    lay = _order_ranks(m, r, a, b, vp, w, sweeps, final=False)
     if sweeps > 0 and lay["best"] > 0:
         r2, a2, b2, vp2 = _ranks(m, es, ed, vpos, pull_all=False)
         if not np.array_equal(r2, r):
-            other = _order_ranks(m, r2, a2, b2, vp2, w, sweeps)
+            other = _order_ranks(m, r2, a2, b2, vp2, w, sweeps, final=False)
             if other["best"] < lay["best"]:
                 lay = other
+    lay = _refine(lay, sweeps)
     order, best, R, n, W = lay["order"], lay["best"], lay["R"], lay["n"], lay["W"]
     starts, counts, ss, sd, k, r = lay["starts"], lay["counts"], lay["ss"], lay["sd"], lay["k"], lay["r"]
     bend_idx, n_ranks = lay["bend_idx"], lay["n_ranks"]
@@ -1167,72 +1181,150 @@ RANK_SWEEP_LIMIT = 80000  # elements + dummies up to which ranks are swept one a
 FULL_SWEEPS_LIMIT = 12000  # above: one down and one up rank sweep (time), below: up to 2 x sweeps
 
 
-def _rank_sweeps(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.ndarray,
-                 counts: np.ndarray, ss: np.ndarray, sd: np.ndarray, n: int, best: int,
-                 iters: int, patience: int = 4) -> Tuple[np.ndarray, int]:
-    """Weighted-median sweeps rank after rank (down, then up, ...), each rank ordered by the
-    median position of its neighbours on the rank just placed (ties and elements without
-    neighbours there keep their order), each sweep followed by transpositions
-    (`_transpose`); keeps the order with fewest crossings and stops after `patience` sweeps
-    without a gain (dot's ordering)."""
+def _bfs_order(n: int, R: List[int], n_ranks: int, by_prio: List[int], first: List[List[int]],
+               nxt: List[List[int]]) -> List[List[int]]:
+    """dot's initial order: breadth first from every element without neighbours on one side
+    (`first` empty), taken in priority order, each rank filled in visiting order."""
+    from collections import deque
+
+    mark = [False] * n
+    ranks: List[List[int]] = [[] for _ in range(n_ranks)]
+    for v in by_prio:
+        if first[v] or mark[v]:
+            continue
+        mark[v] = True
+        q = deque([v])
+        while q:
+            u = q.popleft()
+            ranks[R[u]].append(u)
+            for w in nxt[u]:
+                if not mark[w]:
+                    mark[w] = True
+                    q.append(w)
+    for v in by_prio:  # not reachable that way (only with cycles): in priority order
+        if not mark[v]:
+            ranks[R[v]].append(v)
+    return ranks
+
+
+def _median_step(ranks: List[List[int]], p: List[int], nbl: List[List[int]], seq: Iterable[int],
+                 reverse: bool) -> None:
+    """One weighted-median sweep (dot's `medians` + `reorder`): each rank of `seq`, in turn,
+    sorted by the weighted median position of its neighbours on the rank just placed;
+    elements without neighbours there keep their place; ties keep their order (`reverse`:
+    flip it). Updates `ranks` and positions `p` in place."""
+    for r in seq:
+        layer = ranks[r]
+        mv = []
+        fixed = False
+        for v in layer:
+            ns = nbl[v]
+            d = len(ns)
+            if d == 1:
+                mv.append(p[ns[0]])
+            elif d == 2:
+                mv.append((p[ns[0]] + p[ns[1]]) * 0.5)
+            elif d == 0:
+                mv.append(-1.0)
+                fixed = True
+            else:
+                q = sorted([p[w] for w in ns])
+                h = d // 2
+                if d % 2:
+                    mv.append(q[h])
+                else:  # weighted median: towards the denser side
+                    wl, wr = q[h - 1] - q[0], q[-1] - q[h]
+                    mv.append((q[h - 1] * wr + q[h] * wl) / (wl + wr) if wl != wr
+                              else (q[h - 1] + q[h]) * 0.5)
+        if fixed:
+            slots = [j for j, x in enumerate(mv) if x >= 0]
+        else:
+            slots = list(range(len(layer)))
+        moved = sorted(slots[::-1] if reverse else slots, key=mv.__getitem__)
+        if moved == slots:
+            continue
+        new = list(layer)
+        for s, j in zip(slots, moved):
+            v = layer[j]
+            new[s] = v
+            p[v] = s
+        ranks[r] = new
+
+
+def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.ndarray,
+              ss: np.ndarray, sd: np.ndarray, n: int, prio: np.ndarray, best: int,
+              max_iter: int = 24, min_quit: int = 8, starts_tried: int = 3
+              ) -> Tuple[np.ndarray, int]:
+    """dot's crossing minimisation (Gansner et al. 1993, Graphviz `mincross`): from each
+    start (the given order, breadth first from the sources, breadth first from the sinks)
+    four weighted-median sweeps, each followed by transpositions; then up to `max_iter` more
+    from the best order found, stopping after `min_quit` sweeps without a 0.5% gain;
+    alternate sweeps flip ties (dot's `reverse`). Keeps the order with fewest crossings."""
     csr = _adjacency(n, ss, sd)
     up_ptr, up_nb, _, dn_ptr, dn_nb, _ = csr
     ul, dl, up_p, dn_p = up_nb.tolist(), dn_nb.tolist(), up_ptr.tolist(), dn_ptr.tolist()
     up_l = [ul[i:j] for i, j in zip(up_p[:-1], up_p[1:])]
     dn_l = [dl[i:j] for i, j in zip(dn_p[:-1], dn_p[1:])]
     st, ct = starts.tolist(), counts.tolist()
-    flat = order.tolist()
-    ranks = [flat[s:s + c] for s, c in zip(st, ct)]
-    p = pos.tolist()
-    best_order = order
-    n_r = len(ranks)
-    multi = [r for r in range(n_r) if ct[r] > 1]
-    down_seq = [r for r in multi if r > 0]
-    up_seq = [r for r in reversed(multi) if r < n_r - 1]
-    idle = 0
-    for it in range(iters):
-        down = it % 2 == 0
-        nbl = up_l if down else dn_l
-        for r in (down_seq if down else up_seq):
-            layer = ranks[r]
-            keys = []
-            for v in layer:
-                ns = nbl[v]
-                d = len(ns)
-                if d == 0:
-                    keys.append(p[v])
-                elif d == 1:
-                    keys.append(p[ns[0]])
-                elif d == 2:
-                    keys.append((p[ns[0]] + p[ns[1]]) * 0.5)
-                else:
-                    q = sorted([p[w] for w in ns])
-                    h = d // 2
-                    if d % 2:
-                        keys.append(q[h])
-                    else:  # weighted median: towards the denser side
-                        wl, wr = q[h - 1] - q[0], q[-1] - q[h]
-                        keys.append((q[h - 1] * wr + q[h] * wl) / (wl + wr) if wl + wr > 0
-                                    else (q[h - 1] + q[h]) * 0.5)
-            layer = [layer[i] for i in sorted(range(len(layer)), key=keys.__getitem__)]
-            ranks[r] = layer
+    n_r = len(st)
+    Rl = R.tolist()
+    slots = _transpose_slots(R, starts, n)
+
+    def split(flat: List[int]) -> List[List[int]]:
+        return [flat[s:s + c] for s, c in zip(st, ct)]
+
+    def positions(ranks: List[List[int]]) -> List[int]:
+        p = [0] * n
+        for layer in ranks:
             for j, v in enumerate(layer):
                 p[v] = j
-        cur = np.fromiter((v for r in ranks for v in r), dtype=np.int64, count=n)
-        pa = np.asarray(p, dtype=np.int64)
+        return p
+
+    def settle(ranks: List[List[int]], p: List[int], ties: bool) -> Tuple[List[List[int]], List[int], int]:
+        pa = np.array(p, dtype=np.int64)
         c = _segment_crossings(pa, R, ss, sd)
-        if c > 0:
-            cur, c = _transpose(cur, pa, R, starts, ss, sd, n, c, rounds=2, csr=csr)
-            p = pa.tolist()
-            flat = cur.tolist()
-            ranks = [flat[s:s + k] for s, k in zip(st, ct)]
-        if c < best:
-            best, best_order, idle = c, cur, 0
+        if c == 0:
+            return ranks, p, 0
+        flat = np.fromiter((v for layer in ranks for v in layer), dtype=np.int64, count=n)
+        flat, c = _transpose(flat, pa, R, starts, ss, sd, n, c, csr=csr, ties=ties, slots=slots)
+        return split(flat.tolist()), pa.tolist(), c
+
+    down_seq = [r for r in range(1, n_r) if ct[r] > 1]
+    up_seq = [r for r in range(n_r - 2, -1, -1) if ct[r] > 1]
+    by_prio = np.argsort(prio, kind="stable").tolist()
+    best_ranks = split(order.tolist())
+    best_c = best
+    inits = [lambda: split(order.tolist()),
+             lambda: _bfs_order(n, Rl, n_r, by_prio, up_l, dn_l),
+             lambda: _bfs_order(n, Rl, n_r, by_prio, dn_l, up_l)][:max(1, starts_tried)]
+    for stage in range(len(inits) + 1):
+        if stage < len(inits):
+            ranks = inits[stage]()
+            ranks, p, cur = settle(ranks, positions(ranks), False)
+            if cur <= best_c:
+                best_ranks, best_c = [list(x) for x in ranks], cur
+            iters = 4
         else:
-            idle += 1
-        if best == 0 or idle >= patience:
+            ranks = [list(x) for x in best_ranks]
+            p, cur = positions(ranks), best_c
+            iters = max_iter
+        trying = 0
+        for it in range(iters):
+            if trying >= min_quit or cur == 0:
+                break
+            trying += 1
+            reverse = it % 4 < 2
+            down = it % 2 == 0
+            _median_step(ranks, p, up_l if down else dn_l, down_seq if down else up_seq, reverse)
+            ranks, p, cur = settle(ranks, p, not reverse)
+            if cur <= best_c:
+                if cur < 0.995 * best_c:
+                    trying = 0
+                best_ranks, best_c = [list(x) for x in ranks], cur
+        if best_c == 0:
             break
-    return best_order, best
+    out = np.fromiter((v for layer in best_ranks for v in layer), dtype=np.int64, count=n)
+    return out, int(best_c)
 
 
 def _adjacency(n: int, ss: np.ndarray, sd: np.ndarray) -> Tuple[np.ndarray, ...]:
@@ -1243,50 +1335,74 @@ def _adjacency(n: int, ss: np.ndarray, sd: np.ndarray) -> Tuple[np.ndarray, ...]
     return up_ptr, up_nb, np.diff(up_ptr), dn_ptr, dn_nb, np.diff(dn_ptr)
 
 
+def _transpose_slots(R: np.ndarray, starts: np.ndarray, n: int) -> List[np.ndarray]:
+    """Left slots (in the rank-grouped flat order) of the pairs `_transpose` compares, per
+    batch: slot parity within the rank and rank parity (0,0), (1,0), (0,1), (1,1)."""
+    ro = np.sort(R)
+    within = np.arange(n) - starts[ro]
+    same = ro[:-1] == ro[1:]
+    return [np.nonzero(same & (within[:-1] % 2 == b % 2) & (ro[:-1] % 2 == (b // 2) % 2))[0]
+            for b in range(4)]
+
+
 def _transpose(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.ndarray,
                ss: np.ndarray, sd: np.ndarray, n: int, best: int, rounds: int = 8,
-               csr: Optional[Tuple[np.ndarray, ...]] = None) -> Tuple[np.ndarray, int]:
+               csr: Optional[Tuple[np.ndarray, ...]] = None, ties: bool = False,
+               slots: Optional[List[np.ndarray]] = None) -> Tuple[np.ndarray, int]:
     """Swap neighbours of a rank where that removes crossings with the ranks above and
     below (dot's transpose, vectorised). One batch swaps every disjoint pair of one parity on
     the ranks of one parity: those swaps do not interact (a pair's gain depends only on the
-    ranks beside it), so each batch removes exactly the crossings its gains count."""
+    ranks beside it), so each batch removes exactly the crossings its gains count.
+    ties: also swap pairs that cross as often either way (no gain, a new neighbourhood)."""
     up_ptr, up_nb, deg_up, dn_ptr, dn_nb, deg_dn = csr if csr is not None else _adjacency(n, ss, sd)
-    idx = np.arange(n)
+    if slots is None:
+        slots = _transpose_slots(R, starts, n)
+    sides = ((up_ptr, up_nb, deg_up), (dn_ptr, dn_nb, deg_dn))
+    order = order.copy()
     idle = 0
     for rnd in range(rounds * 4):
-        parity, rank_parity = rnd % 2, (rnd // 2) % 2
-        within = idx - starts[R[order]]
-        ro = R[order]
-        left = np.nonzero((within[:-1] % 2 == parity) & (ro[:-1] == ro[1:])
-                          & (ro[:-1] % 2 == rank_parity))[0]
-        gain = np.zeros(left.size)
-        u, v = order[left], order[left + 1]
-        for ptr, nb, deg in ((up_ptr, up_nb, deg_up), (dn_ptr, dn_nb, deg_dn)):
-            if left.size == 0:
+        left = slots[rnd % 4]
+        if left.size == 0:
+            idle += 1
+            if idle >= 4:
                 break
-            cnt = deg[u] * deg[v]
-            cnt = np.where(cnt <= 4096, cnt, 0)
+            continue
+        u, v = order[left], order[left + 1]
+        gain = np.zeros(left.size)
+        now = np.zeros(left.size)  # crossings the pair makes as it stands
+        for ptr, nb, deg in sides:
+            du, dv = deg[u], deg[v]
+            cnt = du * dv
+            cnt[cnt > 4096] = 0
             tot = int(cnt.sum())
             if tot == 0:
                 continue
             pk = np.repeat(np.arange(left.size), cnt)
-            t = np.arange(tot) - (np.cumsum(cnt) - cnt)[pk]
-            dv = deg[v][pk]
-            p = pos[nb[ptr[u[pk]] + t // dv]]
-            q = pos[nb[ptr[v[pk]] + t % dv]]
-            gain += np.bincount(pk, weights=(p > q).astype(np.float64) - (p < q), minlength=left.size)
+            t = np.arange(tot) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            dvk = dv[pk]
+            p = pos[nb[ptr[u][pk] + t // dvk]]
+            q = pos[nb[ptr[v][pk] + t % dvk]]
+            gt = np.bincount(pk, weights=p > q, minlength=left.size)
+            gain += gt - np.bincount(pk, weights=p < q, minlength=left.size)
+            now += gt
         ok = gain > 0
-        if not ok.any():
+        if ok.any():
+            idle = 0
+        else:
             idle += 1
-            if idle >= 4:  # a full cycle of parities without a swap: converged
+            if idle >= 4:  # a full cycle of parities without a gain: converged
                 break
-            continue
-        idle = 0
+            if not ties:
+                continue
+        if ties:  # dot's transpose(reverse): also swap pairs that cross as much either way
+            ok |= (gain == 0) & (now > 0)
+            if not ok.any():
+                continue
         swap = left[ok]
-        order = order.copy()
-        order[swap], order[swap + 1] = order[swap + 1], order[swap]
-        pos[order[swap]] -= 1
-        pos[order[swap + 1]] += 1
+        a, b = order[swap], order[swap + 1]
+        order[swap], order[swap + 1] = b, a
+        pos[a] += 1
+        pos[b] -= 1
         best -= int(gain[ok].sum())
     return order, best
 
