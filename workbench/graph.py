@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple, Union
 
@@ -249,7 +250,7 @@ class GraphStructure:
                 source="graph"))
 
         # a topological order; cycles are broken by reversing back-edges (and flagged)
-        self.order, back = _topological_order(self.n, self.src, self.dst)
+        self.order, back = _topological_order(self.n, self.src, self.dst, n)
         if back.size:
             cyc = _cycle_members(self.n, self.src, self.dst)
             self.flags[cyc] |= FLAG_CYCLE
@@ -745,11 +746,23 @@ def _csr(n: int, a: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return indptr, b[o]
 
 
-def _topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """A topological order (element index order when that already is one, as in most ONNX
-    files) and the indices of edges that had to be treated as back-edges to break cycles."""
+def _topological_order(n: int, src: np.ndarray, dst: np.ndarray, n_nodes: Optional[int] = None
+                       ) -> Tuple[np.ndarray, np.ndarray]:
+    """A topological order and the indices of edges that had to be treated as back-edges to
+    break cycles. When the elements are in order already (as the nodes of most ONNX files
+    are; elements from `n_nodes` on, graph inputs, placed just before their first reader)
+    that order is taken without a search."""
     if src.size == 0 or bool(np.all(src < dst)):
         return np.arange(n, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if n_nodes is not None:
+        key = np.arange(n, dtype=np.float64)
+        late = src >= n_nodes  # edges out of graph inputs
+        first = np.full(n, np.inf)
+        np.minimum.at(first, src[late], dst[late])
+        reads = np.isfinite(first)
+        key[reads] = first[reads] - 0.5
+        if bool(np.all(key[src] < key[dst])):
+            return np.lexsort((np.arange(n), key)), np.zeros(0, dtype=np.int64)
     indptr, tgt = _csr(n, src, dst)
     indeg = np.bincount(dst, minlength=n)
     order = _kahn(n, indptr.tolist(), tgt.tolist(), indeg.tolist())
@@ -1285,10 +1298,14 @@ def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.n
         c = _segment_crossings(pa, R, ss, sd)
         if c == 0:
             return ranks, p, 0
-        flat = np.fromiter((v for layer in ranks for v in layer), dtype=np.int64, count=n)
+        flat = np.array(list(chain.from_iterable(ranks)), dtype=np.int64)
         flat, c = _transpose(flat, pa, R, starts, ss, sd, n, c, csr=csr, ties=ties, slots=slots)
         return split(flat.tolist()), pa.tolist(), c
 
+    one_up = [x[0] if len(x) == 1 else -1 for x in up_l]
+    one_dn = [x[0] if len(x) == 1 else -1 for x in dn_l]
+    memo_dn: Dict[Tuple[int, bool], Any] = {}
+    memo_up: Dict[Tuple[int, bool], Any] = {}
     down_seq = [r for r in range(1, n_r) if ct[r] > 1]
     up_seq = [r for r in range(n_r - 2, -1, -1) if ct[r] > 1]
     by_prio = np.argsort(prio, kind="stable").tolist()
@@ -1323,8 +1340,7 @@ def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.n
                 best_ranks, best_c = [list(x) for x in ranks], cur
         if best_c == 0:
             break
-    out = np.fromiter((v for layer in best_ranks for v in layer), dtype=np.int64, count=n)
-    return out, int(best_c)
+    return np.array(list(chain.from_iterable(best_ranks)), dtype=np.int64), int(best_c)
 
 
 def _adjacency(n: int, ss: np.ndarray, sd: np.ndarray) -> Tuple[np.ndarray, ...]:
