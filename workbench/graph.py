@@ -1373,7 +1373,15 @@ def _transpose(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.nda
     up_ptr, up_nb, deg_up, dn_ptr, dn_nb, deg_dn = csr if csr is not None else _adjacency(n, ss, sd)
     if slots is None:
         slots = _transpose_slots(R, starts, n)
-    sides = ((up_ptr, up_nb, deg_up), (dn_ptr, dn_nb, deg_dn))
+    # both sides in one list per element: neighbours below lifted by n, so a pair of
+    # neighbours on different sides always compares the same way (corrected below)
+    owner = np.concatenate([np.repeat(np.arange(n), deg_up), np.repeat(np.arange(n), deg_dn)])
+    o = np.argsort(owner, kind="stable")
+    nb_all = np.concatenate([up_nb, dn_nb])[o]
+    lift = np.concatenate([np.zeros(up_nb.size, dtype=np.int64),
+                           np.full(dn_nb.size, n, dtype=np.int64)])[o]
+    deg = deg_up + deg_dn
+    ptr = np.concatenate([[0], np.cumsum(deg)])
     order = order.copy()
     idle = 0
     for rnd in range(rounds * 4):
@@ -1384,23 +1392,27 @@ def _transpose(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.nda
                 break
             continue
         u, v = order[left], order[left + 1]
-        gain = np.zeros(left.size)
-        now = np.zeros(left.size)  # crossings the pair makes as it stands
-        for ptr, nb, deg in sides:
-            du, dv = deg[u], deg[v]
-            cnt = du * dv
-            cnt[cnt > 4096] = 0
-            tot = int(cnt.sum())
-            if tot == 0:
-                continue
+        dv = deg[v]
+        cnt = deg[u] * dv
+        huge = cnt > 8192  # such pairs are left as they are
+        cnt[huge] = 0
+        tot = int(cnt.sum())
+        mixed = deg_dn[u] * deg_up[v]
+        gain = (deg_up[u] * deg_dn[v] - mixed).astype(np.float64)
+        now = -mixed.astype(np.float64)  # crossings the pair makes as it stands
+        if tot:
             pk = np.repeat(np.arange(left.size), cnt)
             t = np.arange(tot) - np.repeat(np.cumsum(cnt) - cnt, cnt)
             dvk = dv[pk]
-            p = pos[nb[ptr[u][pk] + t // dvk]]
-            q = pos[nb[ptr[v][pk] + t % dvk]]
+            a = ptr[u][pk] + t // dvk
+            b = ptr[v][pk] + t % dvk
+            p = pos[nb_all[a]] + lift[a]
+            q = pos[nb_all[b]] + lift[b]
             gt = np.bincount(pk, weights=p > q, minlength=left.size)
             gain += gt - np.bincount(pk, weights=p < q, minlength=left.size)
             now += gt
+        gain[huge] = 0
+        now[huge] = 0
         ok = gain > 0
         if ok.any():
             idle = 0
