@@ -160,7 +160,7 @@ class GraphStructure:
         node_ids = list(m.node_ids)
         names = [nd.name for nd in nodes]
         ops = [nd.op_type for nd in nodes]
-        init_names = {t.name for t in g.initializer}
+        self.init_names = init_names = {t.name for t in g.initializer}
         graph_inputs = [v.name for v in g.input if v.name not in init_names]
         graph_outputs = [v.name for v in g.output]
         n_in, n_out = len(graph_inputs), len(graph_outputs)
@@ -490,7 +490,7 @@ class GraphStructure:
             scopes=self.scopes, scope_parent=self.scope_parent.astype(np.int32),
             expanded=sorted(exp_set & set(self.scopes)), findings=list(self.findings),
             total_nodes=self.n_nodes, visible_of=vis, width=width.astype(np.float32),
-            info=info, edge_labels=[self.edge_label(int(e)) for e in edge_first.tolist()],
+            info=info, edge_labels=self.edge_labels(edge_first.tolist()),
             bend_ptr=lay.bend_ptr.astype(np.int32), bend_x=lay.bend_x.astype(np.float32),
             crossings=lay.crossings)
 
@@ -571,7 +571,8 @@ class GraphStructure:
         MAX_WEIGHT_LINES (then '+N more')."""
         if self._weights is None:
             gi = self.model.index
-            inits = {t.name: tuple(int(d) for d in t.dims) for t in self.model.graph.initializer}
+            vals = gi.values  # the index's initializer shapes (edge labels read it too)
+            inits = {t: vals[t].shape for t in self.init_names}
             triv = self._trivial_sources()
             consumers = np.bincount(self.src, minlength=self.n)
             fmt = lambda dims: f"<{'x'.join(str(d) for d in dims) or 'scalar'}>"  # noqa: E731
@@ -590,16 +591,18 @@ class GraphStructure:
             out = []
             node_inputs = gi.node_inputs
             op_names = [self.ops[o] for o in self.op[: self.n_nodes].tolist()]
+            if const_of_node:  # a folded constant's output reads like an initializer
+                graph_nodes = self.model.graph.node
+                const_text = {t: text for j, text in const_of_node.items()
+                              for t in graph_nodes[j].output if producer.get(t) == j}
+                init_text = {**const_text, **init_text}
             for i in range(self.n_nodes):
-                lines = []
-                for k, t in enumerate(node_inputs[i]):
-                    shape = init_text.get(t)
-                    if shape is None:
-                        p = producer.get(t)
-                        shape = const_of_node.get(p) if p is not None else None
-                    if shape is None:
-                        continue
-                    lines.append(f"{_input_name(op_names[i], gi.domain(i), k, t)} {shape}")
+                hits = [(k, t) for k, t in enumerate(node_inputs[i]) if t in init_text]
+                if not hits:
+                    out.append("")
+                    continue
+                lines = [f"{_input_name(op_names[i], gi.domain(i), k, t)} {init_text[t]}"
+                         for k, t in hits]
                 if len(lines) > MAX_WEIGHT_LINES:
                     lines = lines[:MAX_WEIGHT_LINES - 1] + [f"+{len(lines) - MAX_WEIGHT_LINES + 1} more"]
                 out.append("\n".join(lines))
@@ -610,22 +613,33 @@ class GraphStructure:
     def edge_label(self, e: int) -> str:
         """dtype and shape of the tensor on structure edge e ('float32 1x64x56x56'), as far
         as the model declares them ('' when it does not)."""
-        t = self.edge_tensor[e] if e < len(self.edge_tensor) else ""
-        got = self._edge_labels.get(t)
-        if got is not None:
-            return got
-        vals = self._values if self._values is not None else self.model.index.values
-        self._values = vals
-        vt = vals.get(t) if t else None
-        if vt is None:
-            label = ""
-        else:
-            dt = _DTYPE_NAMES.get(vt.dtype, "") if vt.dtype else ""
-            shape = "" if vt.shape is None else "x".join("?" if d is None else str(d)
-                                                         for d in vt.shape)
-            label = f"{dt} {shape}".strip() if vt.shape != () else f"{dt} scalar".strip()
-        self._edge_labels[t] = label
-        return label
+        return self.edge_labels([e])[0]
+
+    def edge_labels(self, edges: Iterable[int]) -> List[str]:
+        """`edge_label` of each structure edge (one label per tensor, made once)."""
+        if self._values is None:
+            self._values = self.model.index.values
+        vals, cache, tens = self._values, self._edge_labels, self.edge_tensor
+        out = []
+        for e in edges:
+            t = tens[e] if e < len(tens) else ""
+            label = cache.get(t)
+            if label is None:
+                vt = vals.get(t) if t else None
+                if vt is None:
+                    label = ""
+                else:
+                    dt = _DTYPE_NAMES.get(vt.dtype, "") if vt.dtype else ""
+                    if vt.shape is None:
+                        label = dt
+                    elif vt.shape == ():
+                        label = f"{dt} scalar".strip()
+                    else:
+                        shape = "x".join(["?" if d is None else str(d) for d in vt.shape])
+                        label = f"{dt} {shape}" if dt else shape
+                cache[t] = label
+            out.append(label)
+        return out
 
     def element_index(self, element_id: str) -> Optional[int]:
         """Element of a node/input/output id, or of the only node with that name (None when

@@ -346,14 +346,15 @@ class GraphIndex:
         if self._values is None:
             out: Dict[str, ValueType] = {}
             g = self.graph
-            for vi in list(g.input) + list(getattr(g, "value_info", [])) + list(g.output):
-                if not hasattr(vi, "type"):  # a FunctionProto's inputs are plain names
-                    continue
-                vt = _value_type(vi)
-                if vt is not None:
-                    out[vi.name] = vt
-            for t in getattr(g, "initializer", []):
-                out[t.name] = ValueType(t.data_type, tuple(int(d) for d in t.dims))
+            for vis in (g.input, getattr(g, "value_info", ()), g.output):
+                for vi in vis:
+                    if isinstance(vi, str):  # a FunctionProto's inputs are plain names
+                        break
+                    vt = _value_type(vi)
+                    if vt is not None:
+                        out[vi.name] = vt
+            for t in getattr(g, "initializer", ()):
+                out[t.name] = ValueType(t.data_type, tuple(t.dims))
             self._values = out
         return self._values
 
