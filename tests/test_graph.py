@@ -388,6 +388,22 @@ def test_mincross_finds_the_fewest_crossings_of_small_layered_graphs(seed):
     assert got == _fewest_crossings(R, starts, counts, ss, sd) < before
 
 
+@pytest.mark.parametrize("sizes", [(3, 4, 3, 2), (40, 60, 50)])  # pairs compared / merge sort
+def test_crossings_per_rank_gap(sizes):
+    R, starts, counts, ss, sd = _random_layered(5, sizes, p=0.2)
+    pos = np.random.default_rng(1).permutation(R.size) % 7 + 7 * R  # any distinct order per rank
+    pos = np.argsort(np.argsort(pos)) - starts[R]
+    want = np.zeros(len(sizes), dtype=np.int64)
+    for i in range(ss.size):
+        for j in range(i + 1, ss.size):
+            if R[ss[i]] == R[ss[j]]:
+                du, dl = pos[ss[i]] - pos[ss[j]], pos[sd[i]] - pos[sd[j]]
+                want[R[ss[i]]] += du * dl < 0
+    got = wg._gap_crossings(pos, R, ss, sd, len(sizes))
+    assert got.tolist() == want.tolist() and want.sum() > 0
+    assert wg._segment_crossings(pos, R, ss, sd) == want.sum()
+
+
 def test_transpositions_with_ties_count_exactly():
     R, starts, counts, ss, sd = _random_layered(3, (6, 8, 8, 6), p=0.3)
     n = R.size

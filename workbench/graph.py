@@ -959,17 +959,20 @@ def _ranks(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, pull_all
     return np.array(latest, dtype=np.int64), a, b, vpos
 
 
-def _inversions(v: np.ndarray) -> int:
+def _inversions(v: np.ndarray, group: Optional[np.ndarray] = None, n_groups: int = 0
+                ) -> Union[int, np.ndarray]:
     """Pairs i < j with v[i] > v[j] (bottom-up merge sort, each level one vectorised
-    searchsorted)."""
+    searchsorted); with `group` (per element): the count per group of the later element."""
     n = int(v.size)
     if n < 2:
-        return 0
+        return 0 if group is None else np.zeros(n_groups, dtype=np.int64)
     _, s = np.unique(v, return_inverse=True)
     s = s.astype(np.int64).reshape(-1)
     big = int(s.max()) + 2
     idx = np.arange(n)
     total = 0
+    per = None if group is None else np.zeros(n_groups, dtype=np.float64)
+    grp = group
     size = 1
     while size < n:
         blk = idx // size
@@ -981,10 +984,16 @@ def _inversions(v: np.ndarray) -> int:
         rp = pair[right]
         hi = np.searchsorted(left_keys, rp * big + big, side="left")
         lo = np.searchsorted(left_keys, rk, side="right")
-        total += int((hi - lo).sum())
-        s = s[np.argsort(key, kind="stable")]
+        if per is None:
+            total += int((hi - lo).sum())
+        else:
+            per += np.bincount(grp[right], weights=hi - lo, minlength=n_groups)
+        o = np.argsort(key, kind="stable")
+        s = s[o]
+        if grp is not None:
+            grp = grp[o]
         size *= 2
-    return total
+    return total if per is None else per.astype(np.int64)
 
 
 def _segment_crossings(pos: np.ndarray, rank: np.ndarray, ss: np.ndarray, sd: np.ndarray) -> int:
@@ -993,22 +1002,37 @@ def _segment_crossings(pos: np.ndarray, rank: np.ndarray, ss: np.ndarray, sd: np
     merge-sort count of inversions."""
     if ss.size < 2:
         return 0
+    return int(_gap_crossings(pos, rank, ss, sd, 0, total=True))
+
+
+def _gap_crossings(pos: np.ndarray, rank: np.ndarray, ss: np.ndarray, sd: np.ndarray,
+                   n_gaps: int, total: bool = False) -> Union[int, np.ndarray]:
+    """Crossings per rank gap (gap r: between ranks r and r + 1), or their sum (total)."""
+    if ss.size < 2:
+        return 0 if total else np.zeros(n_gaps, dtype=np.int64)
     g, pu, pl = rank[ss], pos[ss], pos[sd]
     cnt = np.bincount(g)
+    n_gaps = max(n_gaps, cnt.size)
     if int((cnt.astype(np.int64) ** 2).sum()) > 60 * ss.size:  # then a merge-sort count is faster
         o = np.lexsort((pl, pu, g))
         big = int(pl.max()) + 1
-        return _inversions(g[o] * big + pl[o])
+        go = g[o]
+        if total:
+            return _inversions(go * big + pl[o])
+        return _inversions(go * big + pl[o], go, n_gaps)
     o = np.argsort(g, kind="stable")
     gu, u, lo = g[o], pu[o], pl[o]
     end = (np.cumsum(cnt))[gu]
     partners = end - np.arange(gu.size) - 1
     tot = int(partners.sum())
     if tot == 0:
-        return 0
+        return 0 if total else np.zeros(n_gaps, dtype=np.int64)
     i = np.repeat(np.arange(gu.size), partners)
     j = i + 1 + (np.arange(tot) - (np.cumsum(partners) - partners)[i])
-    return int(np.count_nonzero((u[i] - u[j]) * (lo[i] - lo[j]) < 0))
+    crossing = (u[i] - u[j]) * (lo[i] - lo[j]) < 0
+    if total:
+        return int(np.count_nonzero(crossing))
+    return np.bincount(gu[i[crossing]], minlength=n_gaps)
 
 
 def layer_crossings(x: np.ndarray, rank: np.ndarray, edges: np.ndarray,
@@ -1059,9 +1083,11 @@ def _chain_segments(m: int, a: np.ndarray, b: np.ndarray, span: np.ndarray, k: n
 
 
 def _order_ranks(m: int, r: np.ndarray, a: np.ndarray, b: np.ndarray, vpos: np.ndarray,
-                 w: np.ndarray, sweeps: int, final: bool = True) -> Dict[str, Any]:
+                 w: np.ndarray, sweeps: int, final: bool = True,
+                 tries: Tuple[int, ...] = (0, 1, 2)) -> Dict[str, Any]:
     """Dummies for the long edges of a ranking, then the order of every rank (crossing
-    reduction; final=False: the three starts of `_mincross` only, `_refine` finishes);
+    reduction; final=False: the `tries` of `_mincross` only, `_more_starts` and `_refine`
+    go on);
     returns what `_sugiyama` places."""
     span = r[b] - r[a]
     k = np.maximum(span - 1, 0)
@@ -1129,7 +1155,7 @@ def _order_ranks(m: int, r: np.ndarray, a: np.ndarray, b: np.ndarray, vpos: np.n
             full = n <= FULL_SWEEPS_LIMIT
             order, best = _mincross(order, R, starts, counts, ss, sd, n, prio, best,
                                     max_iter=(sweeps * 6 if final else 0) if full else 2,
-                                    min_quit=8 if full else 2, starts_tried=3 if full else 1)
+                                    min_quit=8 if full else 2, tries=tries if full else (0,))
         else:
             order, best = _transpose(order, pos, R, starts, ss, sd, n, best)
     return {"order": order, "best": int(best), "R": R, "n": n, "W": W, "starts": starts,
@@ -1144,8 +1170,21 @@ def _refine(lay: Dict[str, Any], sweeps: int) -> Dict[str, Any]:
     if lay["full"] and lay["best"] > 0:
         lay["order"], lay["best"] = _mincross(
             lay["order"], lay["R"], lay["starts"], lay["counts"], lay["ss"], lay["sd"],
-            lay["n"], lay["prio"], lay["best"], max_iter=sweeps * 6, starts_tried=1)
+            lay["n"], lay["prio"], lay["best"], max_iter=sweeps * 6, tries=(0,))
     return lay
+
+
+def _more_starts(lay: Dict[str, Any], tries: Tuple[int, ...] = (1, 2)) -> Dict[str, Any]:
+    """More starts of `_mincross` (no last stage) on an ordered ranking: the best order
+    found by any start is kept."""
+    if lay["full"] and lay["best"] > 0:
+        lay["order"], lay["best"] = _mincross(
+            lay["order"], lay["R"], lay["starts"], lay["counts"], lay["ss"], lay["sd"],
+            lay["n"], lay["prio"], lay["best"], max_iter=0, tries=tries)
+    return lay
+
+
+RACE_MARGIN = 1.5  # a ranking drawn with this many times the other's crossings is dropped
 
 
 def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweeps: int = 4,
@@ -1162,17 +1201,18 @@ def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweep
     w = np.ones(m) if width is None else np.asarray(width, dtype=np.float64)
 
     # two rankings (every element as late as its consumers allow; or only those writing as
-    # many edges as they read), each ordered from three starts; the one drawn with fewer
-    # crossings is kept and swept further
+    # many edges as they read), each ordered from the barycentre start; a ranking drawn with
+    # RACE_MARGIN times the other's crossings is dropped, the rest get the breadth-first
+    # starts; the one drawn with fewer crossings is kept and swept further
     r, a, b, vp = _ranks(m, es, ed, vpos)
-    lay = _order_ranks(m, r, a, b, vp, w, sweeps, final=False)
-    if sweeps > 0 and lay["best"] > 0:
+    lays = [_order_ranks(m, r, a, b, vp, w, sweeps, final=False, tries=(0,))]
+    if sweeps > 0 and lays[0]["best"] > 0:
         r2, a2, b2, vp2 = _ranks(m, es, ed, vpos, pull_all=False)
         if not np.array_equal(r2, r):
-            other = _order_ranks(m, r2, a2, b2, vp2, w, sweeps, final=False)
-            if other["best"] < lay["best"]:
-                lay = other
-    lay = _refine(lay, sweeps)
+            lays.append(_order_ranks(m, r2, a2, b2, vp2, w, sweeps, final=False, tries=(0,)))
+    low = min(x["best"] for x in lays)
+    lays = [_more_starts(x) for x in lays if x["best"] <= RACE_MARGIN * low]
+    lay = _refine(min(lays, key=lambda x: x["best"]), sweeps)
     order, best, R, n, W = lay["order"], lay["best"], lay["R"], lay["n"], lay["W"]
     starts, counts, ss, sd, k, r = lay["starts"], lay["counts"], lay["ss"], lay["sd"], lay["k"], lay["r"]
     bend_idx, n_ranks = lay["bend_idx"], lay["n_ranks"]
@@ -1280,10 +1320,10 @@ def _median_step(ranks: List[List[int]], p: List[int], nbl: List[List[int]], seq
 
 def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.ndarray,
               ss: np.ndarray, sd: np.ndarray, n: int, prio: np.ndarray, best: int,
-              max_iter: int = 24, min_quit: int = 8, starts_tried: int = 3
+              max_iter: int = 24, min_quit: int = 8, tries: Tuple[int, ...] = (0, 1, 2)
               ) -> Tuple[np.ndarray, int]:
     """dot's crossing minimisation (Gansner et al. 1993, Graphviz `mincross`): from each
-    start (the given order, breadth first from the sources, breadth first from the sinks)
+    of `tries` (0: the given order, 1: breadth first from the sources, 2: from the sinks)
     four weighted-median sweeps, each followed by transpositions; then up to `max_iter` more
     from the best order found, stopping after `min_quit` sweeps without a 0.5% gain;
     alternate sweeps flip ties (dot's `reverse`). Keeps the order with fewest crossings."""
@@ -1309,11 +1349,13 @@ def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.n
 
     def settle(ranks: List[List[int]], p: List[int], ties: bool) -> Tuple[List[List[int]], List[int], int]:
         pa = np.array(p, dtype=np.int64)
-        c = _segment_crossings(pa, R, ss, sd)
+        gaps = _gap_crossings(pa, R, ss, sd, n_r)
+        c = int(gaps.sum())
         if c == 0:
             return ranks, p, 0
         flat = np.array(list(chain.from_iterable(ranks)), dtype=np.int64)
-        flat, c = _transpose(flat, pa, R, starts, ss, sd, n, c, csr=csr, ties=ties, slots=slots)
+        flat, c = _transpose(flat, pa, R, starts, ss, sd, n, c, csr=csr, ties=ties, slots=slots,
+                             gaps=gaps)
         return split(flat.tolist()), pa.tolist(), c
 
     one_up = [x[0] if len(x) == 1 else -1 for x in up_l]
@@ -1327,7 +1369,8 @@ def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.n
     best_c = best
     inits = [lambda: split(order.tolist()),
              lambda: _bfs_order(n, Rl, n_r, by_prio, up_l, dn_l),
-             lambda: _bfs_order(n, Rl, n_r, by_prio, dn_l, up_l)][:max(1, starts_tried)]
+             lambda: _bfs_order(n, Rl, n_r, by_prio, dn_l, up_l)]
+    inits = [inits[k] for k in tries]
     for stage in range(len(inits) + 1):
         if stage < len(inits):
             ranks = inits[stage]()
@@ -1365,28 +1408,43 @@ def _adjacency(n: int, ss: np.ndarray, sd: np.ndarray) -> Tuple[np.ndarray, ...]
     return up_ptr, up_nb, np.diff(up_ptr), dn_ptr, dn_nb, np.diff(dn_ptr)
 
 
-def _transpose_slots(R: np.ndarray, starts: np.ndarray, n: int) -> List[np.ndarray]:
-    """Left slots (in the rank-grouped flat order) of the pairs `_transpose` compares, per
-    batch: slot parity within the rank and rank parity (0,0), (1,0), (0,1), (1,1)."""
+def _transpose_slots(R: np.ndarray, starts: np.ndarray, n: int
+                     ) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """Left slots (in the rank-grouped flat order) of the pairs `_transpose` compares, and
+    their ranks, per batch: slot parity within the rank and rank parity (0,0), (1,0), (0,1),
+    (1,1)."""
     ro = np.sort(R)
     within = np.arange(n) - starts[ro]
     same = ro[:-1] == ro[1:]
-    return [np.nonzero(same & (within[:-1] % 2 == b % 2) & (ro[:-1] % 2 == (b // 2) % 2))[0]
-            for b in range(4)]
+    out = []
+    for b in range(4):
+        left = np.nonzero(same & (within[:-1] % 2 == b % 2) & (ro[:-1] % 2 == (b // 2) % 2))[0]
+        out.append((left, ro[left]))
+    return out
 
 
 def _transpose(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.ndarray,
                ss: np.ndarray, sd: np.ndarray, n: int, best: int, rounds: int = 8,
                csr: Optional[Tuple[np.ndarray, ...]] = None, ties: bool = False,
-               slots: Optional[List[np.ndarray]] = None) -> Tuple[np.ndarray, int]:
+               slots: Optional[List[Tuple[np.ndarray, np.ndarray]]] = None,
+               gaps: Optional[np.ndarray] = None) -> Tuple[np.ndarray, int]:
     """Swap neighbours of a rank where that removes crossings with the ranks above and
     below (dot's transpose, vectorised). One batch swaps every disjoint pair of one parity on
     the ranks of one parity: those swaps do not interact (a pair's gain depends only on the
     ranks beside it), so each batch removes exactly the crossings its gains count.
-    ties: also swap pairs that cross as often either way (no gain, a new neighbourhood)."""
+    ties: also swap pairs that cross as often either way (no gain, a new neighbourhood).
+    gaps (crossings per rank gap): only ranks beside a gap with crossings, or beside a rank
+    swapped since, are tried (a pair elsewhere neither gains nor crosses: the same swaps)."""
     up_ptr, up_nb, deg_up, dn_ptr, dn_nb, deg_dn = csr if csr is not None else _adjacency(n, ss, sd)
     if slots is None:
         slots = _transpose_slots(R, starts, n)
+    busy = None
+    if gaps is not None:
+        hot = np.asarray(gaps) > 0
+        n_r = int(R.max()) + 1 if R.size else 0
+        busy = np.zeros(max(n_r, hot.size + 1) + 1, dtype=bool)
+        busy[:hot.size] |= hot
+        busy[1:hot.size + 1] |= hot  # rank r sits between gaps r - 1 and r
     # both sides in one list per element: neighbours below lifted by n, so a pair of
     # neighbours on different sides always compares the same way (corrected below)
     owner = np.concatenate([np.repeat(np.arange(n), deg_up), np.repeat(np.arange(n), deg_dn)])
@@ -1399,7 +1457,10 @@ def _transpose(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.nda
     order = order.copy()
     idle = 0
     for rnd in range(rounds * 4):
-        left = slots[rnd % 4]
+        left, rk = slots[rnd % 4]
+        if busy is not None:
+            on = busy[rk]
+            left, rk = left[on], rk[on]
         if left.size == 0:
             idle += 1
             if idle >= 4:
@@ -1441,6 +1502,11 @@ def _transpose(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.nda
             if not ok.any():
                 continue
         swap = left[ok]
+        if busy is not None:  # the gaps beside a swapped rank may cross now
+            sr = rk[ok]
+            busy[sr] = True
+            busy[sr + 1] = True
+            busy[np.maximum(sr - 1, 0)] = True
         a, b = order[swap], order[swap + 1]
         order[swap], order[swap + 1] = b, a
         pos[a] += 1
