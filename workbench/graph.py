@@ -5,9 +5,10 @@ element ids, positions, box widths, weight lines ('W <64x3x7x7>'), edge dtype/sh
 edge bends that the front end draws as-is. Layout is a Sugiyama-style pass (`_sugiyama`):
 longest-path ranks (two rankings tried: every element, or only those writing as many edges as
 they read, pulled down next to their consumers), long edges routed through one dummy per rank
-(the long edges of one source share a trunk), crossing reduction (vectorised barycentre sweeps,
-weighted-median sweeps rank after rank each followed by vectorised transpositions, early exit
-when sweeps stop gaining), then x coordinates
+(the long edges of one source share a trunk), crossing reduction like dot's `mincross`
+(`_mincross`: three starts — barycentre sweeps, breadth first from the sources, from the sinks —
+each followed by weighted-median sweeps rank after rank and vectorised transpositions that may
+also swap ties; the two rankings race, the better one is swept further), then x coordinates
 that keep each rank's order and boxes apart while pulling neighbours (and dummy chains) straight.
 `benchmarks/graph_layout.py` compares crossings and edge length with Graphviz dot.
 
@@ -1190,9 +1191,9 @@ RACE_MARGIN = 1.5  # a ranking drawn with this many times the other's crossings 
 def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweeps: int = 4,
               width: Optional[np.ndarray] = None) -> Layered:
     """Sugiyama-style layout: ranks (two rankings tried), long edges through dummy
-    elements, crossing reduction (barycentre sweeps over all ranks at once, then weighted-
-    median sweeps rank after rank, each followed by vectorised adjacent transpositions,
-    keeping the best order), and x coordinates pulled towards neighbours while keeping each
+    elements, crossing reduction (barycentre sweeps over all ranks at once, then dot's
+    mincross from three starts, `_mincross`, keeping the best order), and x coordinates
+    pulled towards neighbours while keeping each
     rank's order and the boxes' widths apart (dummy chains weigh more, so long edges run
     straight)."""
     if m == 0:
