@@ -251,7 +251,7 @@ class GraphStructure:
                 source="graph"))
 
         # a topological order; cycles are broken by reversing back-edges (and flagged)
-        self.order, back = _topological_order(self.n, self.src, self.dst, n)
+        self.order, back = _topological_order(self.n, self.src, self.dst)
         if back.size:
             cyc = _cycle_members(self.n, self.src, self.dst)
             self.flags[cyc] |= FLAG_CYCLE
@@ -761,23 +761,11 @@ def _csr(n: int, a: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return indptr, b[o]
 
 
-def _topological_order(n: int, src: np.ndarray, dst: np.ndarray, n_nodes: Optional[int] = None
-                       ) -> Tuple[np.ndarray, np.ndarray]:
-    """A topological order and the indices of edges that had to be treated as back-edges to
-    break cycles. When the elements are in order already (as the nodes of most ONNX files
-    are; elements from `n_nodes` on, graph inputs, placed just before their first reader)
-    that order is taken without a search."""
+def _topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """A topological order (element index order when that already is one, as in most ONNX
+    files) and the indices of edges that had to be treated as back-edges to break cycles."""
     if src.size == 0 or bool(np.all(src < dst)):
         return np.arange(n, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    if n_nodes is not None:
-        key = np.arange(n, dtype=np.float64)
-        late = src >= n_nodes  # edges out of graph inputs
-        first = np.full(n, np.inf)
-        np.minimum.at(first, src[late], dst[late])
-        reads = np.isfinite(first)
-        key[reads] = first[reads] - 0.5
-        if bool(np.all(key[src] < key[dst])):
-            return np.lexsort((np.arange(n), key)), np.zeros(0, dtype=np.int64)
     indptr, tgt = _csr(n, src, dst)
     indeg = np.bincount(dst, minlength=n)
     order = _kahn(n, indptr.tolist(), tgt.tolist(), indeg.tolist())
@@ -1154,9 +1142,13 @@ def _order_ranks(m: int, r: np.ndarray, a: np.ndarray, b: np.ndarray, vpos: np.n
     if sweeps > 0 and best > 0:
         if n <= RANK_SWEEP_LIMIT:  # dot's mincross: rank after rank, transposed, best kept
             full = n <= FULL_SWEEPS_LIMIT
-            order, best = _mincross(order, R, starts, counts, ss, sd, n, prio, best,
-                                    max_iter=(sweeps * 6 if final else 0) if full else 2,
-                                    min_quit=8 if full else 2, tries=tries if full else (0,))
+            if full:
+                order, best = _mincross(order, R, starts, counts, ss, sd, n, prio, best,
+                                        max_iter=sweeps * 6 if final else 0, tries=tries)
+            else:  # big: the given start, one down and one up sweep, no flips (time)
+                order, best = _mincross(order, R, starts, counts, ss, sd, n, prio, best,
+                                        max_iter=0, tries=(0,), start_iters=2, rounds=2,
+                                        flip=False)
         else:
             order, best = _transpose(order, pos, R, starts, ss, sd, n, best)
     return {"order": order, "best": int(best), "R": R, "n": n, "W": W, "starts": starts,
@@ -1321,13 +1313,15 @@ def _median_step(ranks: List[List[int]], p: List[int], nbl: List[List[int]], seq
 
 def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.ndarray,
               ss: np.ndarray, sd: np.ndarray, n: int, prio: np.ndarray, best: int,
-              max_iter: int = 24, min_quit: int = 8, tries: Tuple[int, ...] = (0, 1, 2)
+              max_iter: int = 24, min_quit: int = 8, tries: Tuple[int, ...] = (0, 1, 2),
+              start_iters: int = 4, rounds: int = 8, flip: bool = True
               ) -> Tuple[np.ndarray, int]:
     """dot's crossing minimisation (Gansner et al. 1993, Graphviz `mincross`): from each
     of `tries` (0: the given order, 1: breadth first from the sources, 2: from the sinks)
-    four weighted-median sweeps, each followed by transpositions; then up to `max_iter` more
-    from the best order found, stopping after `min_quit` sweeps without a 0.5% gain;
-    alternate sweeps flip ties (dot's `reverse`). Keeps the order with fewest crossings."""
+    `start_iters` weighted-median sweeps, each followed by transpositions (`rounds` of
+    `_transpose`); then up to `max_iter` more from the best order found, stopping after
+    `min_quit` sweeps without a 0.5% gain; with `flip`, alternate pairs of sweeps flip ties
+    and swap tied pairs (dot's `reverse`). Keeps the order with fewest crossings."""
     csr = _adjacency(n, ss, sd)
     up_ptr, up_nb, _, dn_ptr, dn_nb, _ = csr
     ul, dl, up_p, dn_p = up_nb.tolist(), dn_nb.tolist(), up_ptr.tolist(), dn_ptr.tolist()
@@ -1355,8 +1349,8 @@ def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.n
         if c == 0:
             return ranks, p, 0
         flat = np.array(list(chain.from_iterable(ranks)), dtype=np.int64)
-        flat, c = _transpose(flat, pa, R, starts, ss, sd, n, c, csr=csr, ties=ties, slots=slots,
-                             gaps=gaps)
+        flat, c = _transpose(flat, pa, R, starts, ss, sd, n, c, rounds=rounds, csr=csr,
+                             ties=ties, slots=slots, gaps=gaps)
         return split(flat.tolist()), pa.tolist(), c
 
     one_up = [x[0] if len(x) == 1 else -1 for x in up_l]
@@ -1378,7 +1372,7 @@ def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.n
             ranks, p, cur = settle(ranks, positions(ranks), False)
             if cur <= best_c:
                 best_ranks, best_c = [list(x) for x in ranks], cur
-            iters = 4
+            iters = start_iters
         else:
             ranks = [list(x) for x in best_ranks]
             p, cur = positions(ranks), best_c
@@ -1388,10 +1382,10 @@ def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.n
             if trying >= min_quit or cur == 0:
                 break
             trying += 1
-            reverse = it % 4 < 2
+            reverse = flip and it % 4 < 2
             down = it % 2 == 0
             _median_step(ranks, p, up_l if down else dn_l, down_seq if down else up_seq, reverse)
-            ranks, p, cur = settle(ranks, p, not reverse)
+            ranks, p, cur = settle(ranks, p, flip and not reverse)
             if cur <= best_c:
                 if cur < 0.995 * best_c:
                     trying = 0
