@@ -416,6 +416,17 @@ def test_transpositions_with_ties_count_exactly():
     assert claimed == wg._segment_crossings(new, R, ss, sd) < before
 
 
+@pytest.mark.parametrize("size", [1000, 5000])  # the full ordering; the one for big graphs
+def test_benchmark_transformer_graphs_are_drawn_without_crossings(size):
+    """The BERT-like graphs of benchmarks/graph_layout.py have a drawing without crossings;
+    both orderings (the full one, and at 5000 nodes, over FULL_SWEEPS_LIMIT elements and
+    bends, the cheaper one for big graphs) find it."""
+    gs = wg.GraphStructure(model_from_proto(_bench().transformer_like(size)))
+    d = gs.view(gs.scopes)
+    assert d.crossings == 0
+    assert wg.layer_crossings(d.x, d.rank, d.edges, d.bend_ptr, d.bend_x) == 0
+
+
 def test_rank_sweeps_beat_the_file_order():
     gs = wg.GraphStructure(_light("light_inception_v2.onnx"))
     d0 = gs.view(gs.scopes, sweeps=0)
