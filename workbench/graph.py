@@ -5,9 +5,10 @@ element ids, positions, box widths, weight lines ('W <64x3x7x7>'), edge dtype/sh
 edge bends that the front end draws as-is. Layout is a Sugiyama-style pass (`_sugiyama`):
 longest-path ranks (two rankings tried: every element, or only those writing as many edges as
 they read, pulled down next to their consumers), long edges routed through one dummy per rank
-(the long edges of one source share a trunk), crossing reduction (vectorised barycentre sweeps,
-weighted-median sweeps rank after rank each followed by vectorised transpositions, early exit
-when sweeps stop gaining), then x coordinates
+(the long edges of one source share a trunk), crossing reduction like dot's `mincross`
+(`_mincross`: three starts — barycentre sweeps, breadth first from the sources, from the sinks —
+each followed by weighted-median sweeps rank after rank and vectorised transpositions that may
+also swap ties; the two rankings race, the better one is swept further), then x coordinates
 that keep each rank's order and boxes apart while pulling neighbours (and dummy chains) straight.
 `benchmarks/graph_layout.py` compares crossings and edge length with Graphviz dot.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple, Union
 
@@ -159,7 +161,7 @@ class GraphStructure:
         node_ids = list(m.node_ids)
         names = [nd.name for nd in nodes]
         ops = [nd.op_type for nd in nodes]
-        init_names = {t.name for t in g.initializer}
+        self.init_names = init_names = {t.name for t in g.initializer}
         graph_inputs = [v.name for v in g.input if v.name not in init_names]
         graph_outputs = [v.name for v in g.output]
         n_in, n_out = len(graph_inputs), len(graph_outputs)
@@ -489,7 +491,7 @@ class GraphStructure:
             scopes=self.scopes, scope_parent=self.scope_parent.astype(np.int32),
             expanded=sorted(exp_set & set(self.scopes)), findings=list(self.findings),
             total_nodes=self.n_nodes, visible_of=vis, width=width.astype(np.float32),
-            info=info, edge_labels=[self.edge_label(int(e)) for e in edge_first.tolist()],
+            info=info, edge_labels=self.edge_labels(edge_first.tolist()),
             bend_ptr=lay.bend_ptr.astype(np.int32), bend_x=lay.bend_x.astype(np.float32),
             crossings=lay.crossings)
 
@@ -570,7 +572,8 @@ class GraphStructure:
         MAX_WEIGHT_LINES (then '+N more')."""
         if self._weights is None:
             gi = self.model.index
-            inits = {t.name: tuple(int(d) for d in t.dims) for t in self.model.graph.initializer}
+            vals = gi.values  # the index's initializer shapes (edge labels read it too)
+            inits = {t: vals[t].shape for t in self.init_names}
             triv = self._trivial_sources()
             consumers = np.bincount(self.src, minlength=self.n)
             fmt = lambda dims: f"<{'x'.join(str(d) for d in dims) or 'scalar'}>"  # noqa: E731
@@ -589,16 +592,18 @@ class GraphStructure:
             out = []
             node_inputs = gi.node_inputs
             op_names = [self.ops[o] for o in self.op[: self.n_nodes].tolist()]
+            if const_of_node:  # a folded constant's output reads like an initializer
+                graph_nodes = self.model.graph.node
+                const_text = {t: text for j, text in const_of_node.items()
+                              for t in graph_nodes[j].output if producer.get(t) == j}
+                init_text = {**const_text, **init_text}
             for i in range(self.n_nodes):
-                lines = []
-                for k, t in enumerate(node_inputs[i]):
-                    shape = init_text.get(t)
-                    if shape is None:
-                        p = producer.get(t)
-                        shape = const_of_node.get(p) if p is not None else None
-                    if shape is None:
-                        continue
-                    lines.append(f"{_input_name(op_names[i], gi.domain(i), k, t)} {shape}")
+                hits = [(k, t) for k, t in enumerate(node_inputs[i]) if t in init_text]
+                if not hits:
+                    out.append("")
+                    continue
+                lines = [f"{_input_name(op_names[i], gi.domain(i), k, t)} {init_text[t]}"
+                         for k, t in hits]
                 if len(lines) > MAX_WEIGHT_LINES:
                     lines = lines[:MAX_WEIGHT_LINES - 1] + [f"+{len(lines) - MAX_WEIGHT_LINES + 1} more"]
                 out.append("\n".join(lines))
@@ -609,22 +614,33 @@ class GraphStructure:
     def edge_label(self, e: int) -> str:
         """dtype and shape of the tensor on structure edge e ('float32 1x64x56x56'), as far
         as the model declares them ('' when it does not)."""
-        t = self.edge_tensor[e] if e < len(self.edge_tensor) else ""
-        got = self._edge_labels.get(t)
-        if got is not None:
-            return got
-        vals = self._values if self._values is not None else self.model.index.values
-        self._values = vals
-        vt = vals.get(t) if t else None
-        if vt is None:
-            label = ""
-        else:
-            dt = _DTYPE_NAMES.get(vt.dtype, "") if vt.dtype else ""
-            shape = "" if vt.shape is None else "x".join("?" if d is None else str(d)
-                                                         for d in vt.shape)
-            label = f"{dt} {shape}".strip() if vt.shape != () else f"{dt} scalar".strip()
-        self._edge_labels[t] = label
-        return label
+        return self.edge_labels([e])[0]
+
+    def edge_labels(self, edges: Iterable[int]) -> List[str]:
+        """`edge_label` of each structure edge (one label per tensor, made once)."""
+        if self._values is None:
+            self._values = self.model.index.values
+        vals, cache, tens = self._values, self._edge_labels, self.edge_tensor
+        out = []
+        for e in edges:
+            t = tens[e] if e < len(tens) else ""
+            label = cache.get(t)
+            if label is None:
+                vt = vals.get(t) if t else None
+                if vt is None:
+                    label = ""
+                else:
+                    dt = _DTYPE_NAMES.get(vt.dtype, "") if vt.dtype else ""
+                    if vt.shape is None:
+                        label = dt
+                    elif vt.shape == ():
+                        label = f"{dt} scalar".strip()
+                    else:
+                        shape = "x".join(["?" if d is None else str(d) for d in vt.shape])
+                        label = f"{dt} {shape}" if dt else shape
+                cache[t] = label
+            out.append(label)
+        return out
 
     def element_index(self, element_id: str) -> Optional[int]:
         """Element of a node/input/output id, or of the only node with that name (None when
@@ -932,17 +948,20 @@ def _ranks(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, pull_all
     return np.array(latest, dtype=np.int64), a, b, vpos
 
 
-def _inversions(v: np.ndarray) -> int:
+def _inversions(v: np.ndarray, group: Optional[np.ndarray] = None, n_groups: int = 0
+                ) -> Union[int, np.ndarray]:
     """Pairs i < j with v[i] > v[j] (bottom-up merge sort, each level one vectorised
-    searchsorted)."""
+    searchsorted); with `group` (per element): the count per group of the later element."""
     n = int(v.size)
     if n < 2:
-        return 0
+        return 0 if group is None else np.zeros(n_groups, dtype=np.int64)
     _, s = np.unique(v, return_inverse=True)
     s = s.astype(np.int64).reshape(-1)
     big = int(s.max()) + 2
     idx = np.arange(n)
     total = 0
+    per = None if group is None else np.zeros(n_groups, dtype=np.float64)
+    grp = group
     size = 1
     while size < n:
         blk = idx // size
@@ -954,10 +973,16 @@ def _inversions(v: np.ndarray) -> int:
         rp = pair[right]
         hi = np.searchsorted(left_keys, rp * big + big, side="left")
         lo = np.searchsorted(left_keys, rk, side="right")
-        total += int((hi - lo).sum())
-        s = s[np.argsort(key, kind="stable")]
+        if per is None:
+            total += int((hi - lo).sum())
+        else:
+            per += np.bincount(grp[right], weights=hi - lo, minlength=n_groups)
+        o = np.argsort(key, kind="stable")
+        s = s[o]
+        if grp is not None:
+            grp = grp[o]
         size *= 2
-    return total
+    return total if per is None else per.astype(np.int64)
 
 
 def _segment_crossings(pos: np.ndarray, rank: np.ndarray, ss: np.ndarray, sd: np.ndarray) -> int:
@@ -966,22 +991,37 @@ def _segment_crossings(pos: np.ndarray, rank: np.ndarray, ss: np.ndarray, sd: np
     merge-sort count of inversions."""
     if ss.size < 2:
         return 0
+    return int(_gap_crossings(pos, rank, ss, sd, 0, total=True))
+
+
+def _gap_crossings(pos: np.ndarray, rank: np.ndarray, ss: np.ndarray, sd: np.ndarray,
+                   n_gaps: int, total: bool = False) -> Union[int, np.ndarray]:
+    """Crossings per rank gap (gap r: between ranks r and r + 1), or their sum (total)."""
+    if ss.size < 2:
+        return 0 if total else np.zeros(n_gaps, dtype=np.int64)
     g, pu, pl = rank[ss], pos[ss], pos[sd]
     cnt = np.bincount(g)
+    n_gaps = max(n_gaps, cnt.size)
     if int((cnt.astype(np.int64) ** 2).sum()) > 60 * ss.size:  # then a merge-sort count is faster
         o = np.lexsort((pl, pu, g))
         big = int(pl.max()) + 1
-        return _inversions(g[o] * big + pl[o])
+        go = g[o]
+        if total:
+            return _inversions(go * big + pl[o])
+        return _inversions(go * big + pl[o], go, n_gaps)
     o = np.argsort(g, kind="stable")
     gu, u, lo = g[o], pu[o], pl[o]
     end = (np.cumsum(cnt))[gu]
     partners = end - np.arange(gu.size) - 1
     tot = int(partners.sum())
     if tot == 0:
-        return 0
+        return 0 if total else np.zeros(n_gaps, dtype=np.int64)
     i = np.repeat(np.arange(gu.size), partners)
     j = i + 1 + (np.arange(tot) - (np.cumsum(partners) - partners)[i])
-    return int(np.count_nonzero((u[i] - u[j]) * (lo[i] - lo[j]) < 0))
+    crossing = (u[i] - u[j]) * (lo[i] - lo[j]) < 0
+    if total:
+        return int(np.count_nonzero(crossing))
+    return np.bincount(gu[i[crossing]], minlength=n_gaps)
 
 
 def layer_crossings(x: np.ndarray, rank: np.ndarray, edges: np.ndarray,
@@ -1032,9 +1072,12 @@ def _chain_segments(m: int, a: np.ndarray, b: np.ndarray, span: np.ndarray, k: n
 
 
 def _order_ranks(m: int, r: np.ndarray, a: np.ndarray, b: np.ndarray, vpos: np.ndarray,
-                 w: np.ndarray, sweeps: int) -> Dict[str, Any]:
+                 w: np.ndarray, sweeps: int, final: bool = True,
+                 tries: Tuple[int, ...] = (0, 1, 2)) -> Dict[str, Any]:
     """Dummies for the long edges of a ranking, then the order of every rank (crossing
-    reduction); returns what `_sugiyama` places."""
+    reduction; final=False: the `tries` of `_mincross` only, `_more_starts` and `_refine`
+    go on);
+    returns what `_sugiyama` places."""
     span = r[b] - r[a]
     k = np.maximum(span - 1, 0)
     # long edges of one source share a trunk of dummies (one per rank down to the deepest
@@ -1097,24 +1140,52 @@ def _order_ranks(m: int, r: np.ndarray, a: np.ndarray, b: np.ndarray, vpos: np.n
     order = best_order
     place(order)
     if sweeps > 0 and best > 0:
-        if n <= RANK_SWEEP_LIMIT:  # rank after rank, each sweep transposed, until no gain
-            iters = sweeps * 2 if n <= FULL_SWEEPS_LIMIT else 2
-            order, best = _rank_sweeps(order, pos, R, starts, counts, ss, sd, n, best, iters)
-            place(order)
-        if best > 0:
+        if n <= RANK_SWEEP_LIMIT:  # dot's mincross: rank after rank, transposed, best kept
+            full = n <= FULL_SWEEPS_LIMIT
+            if full:
+                order, best = _mincross(order, R, starts, counts, ss, sd, n, prio, best,
+                                        max_iter=sweeps * 6 if final else 0, tries=tries)
+            else:  # big: the given start, one down and one up sweep, no flips (time)
+                order, best = _mincross(order, R, starts, counts, ss, sd, n, prio, best,
+                                        max_iter=0, tries=(0,), start_iters=2, rounds=2,
+                                        flip=False)
+        else:
             order, best = _transpose(order, pos, R, starts, ss, sd, n, best)
-            place(order)
     return {"order": order, "best": int(best), "R": R, "n": n, "W": W, "starts": starts,
             "counts": counts, "ss": ss, "sd": sd, "k": k, "r": r, "bend_idx": bend_idx,
+            "prio": prio, "full": sweeps > 0 and n <= FULL_SWEEPS_LIMIT,
             "n_ranks": n_ranks}
+
+
+def _refine(lay: Dict[str, Any], sweeps: int) -> Dict[str, Any]:
+    """The last stage of `_mincross` (more sweeps from the best order) on an ordered ranking
+    of `_order_ranks(..., final=False)`."""
+    if lay["full"] and lay["best"] > 0:
+        lay["order"], lay["best"] = _mincross(
+            lay["order"], lay["R"], lay["starts"], lay["counts"], lay["ss"], lay["sd"],
+            lay["n"], lay["prio"], lay["best"], max_iter=sweeps * 6, tries=(0,))
+    return lay
+
+
+def _more_starts(lay: Dict[str, Any], tries: Tuple[int, ...] = (1, 2)) -> Dict[str, Any]:
+    """More starts of `_mincross` (no last stage) on an ordered ranking: the best order
+    found by any start is kept."""
+    if lay["full"] and lay["best"] > 0:
+        lay["order"], lay["best"] = _mincross(
+            lay["order"], lay["R"], lay["starts"], lay["counts"], lay["ss"], lay["sd"],
+            lay["n"], lay["prio"], lay["best"], max_iter=0, tries=tries)
+    return lay
+
+
+RACE_MARGIN = 1.5  # a ranking drawn with this many times the other's crossings is dropped
 
 
 def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweeps: int = 4,
               width: Optional[np.ndarray] = None) -> Layered:
     """Sugiyama-style layout: ranks (two rankings tried), long edges through dummy
-    elements, crossing reduction (barycentre sweeps over all ranks at once, then weighted-
-    median sweeps rank after rank, each followed by vectorised adjacent transpositions,
-    keeping the best order), and x coordinates pulled towards neighbours while keeping each
+    elements, crossing reduction (barycentre sweeps over all ranks at once, then dot's
+    mincross from three starts, `_mincross`, keeping the best order), and x coordinates
+    pulled towards neighbours while keeping each
     rank's order and the boxes' widths apart (dummy chains weigh more, so long edges run
     straight)."""
     if m == 0:
@@ -1123,15 +1194,18 @@ def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweep
     w = np.ones(m) if width is None else np.asarray(width, dtype=np.float64)
 
     # two rankings (every element as late as its consumers allow; or only those writing as
-    # many edges as they read), each ordered; the one drawn with fewer crossings is kept
+    # many edges as they read), each ordered from the barycentre start; a ranking drawn with
+    # RACE_MARGIN times the other's crossings is dropped, the rest get the breadth-first
+    # starts; the one drawn with fewer crossings is kept and swept further
     r, a, b, vp = _ranks(m, es, ed, vpos)
-    lay = _order_ranks(m, r, a, b, vp, w, sweeps)
-    if sweeps > 0 and lay["best"] > 0:
+    lays = [_order_ranks(m, r, a, b, vp, w, sweeps, final=False, tries=(0,))]
+    if sweeps > 0 and lays[0]["best"] > 0:
         r2, a2, b2, vp2 = _ranks(m, es, ed, vpos, pull_all=False)
         if not np.array_equal(r2, r):
-            other = _order_ranks(m, r2, a2, b2, vp2, w, sweeps)
-            if other["best"] < lay["best"]:
-                lay = other
+            lays.append(_order_ranks(m, r2, a2, b2, vp2, w, sweeps, final=False, tries=(0,)))
+    low = min(x["best"] for x in lays)
+    lays = [_more_starts(x) for x in lays if x["best"] <= RACE_MARGIN * low]
+    lay = _refine(min(lays, key=lambda x: x["best"]), sweeps)
     order, best, R, n, W = lay["order"], lay["best"], lay["R"], lay["n"], lay["W"]
     starts, counts, ss, sd, k, r = lay["starts"], lay["counts"], lay["ss"], lay["sd"], lay["k"], lay["r"]
     bend_idx, n_ranks = lay["bend_idx"], lay["n_ranks"]
@@ -1167,72 +1241,158 @@ RANK_SWEEP_LIMIT = 80000  # elements + dummies up to which ranks are swept one a
 FULL_SWEEPS_LIMIT = 12000  # above: one down and one up rank sweep (time), below: up to 2 x sweeps
 
 
-def _rank_sweeps(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.ndarray,
-                 counts: np.ndarray, ss: np.ndarray, sd: np.ndarray, n: int, best: int,
-                 iters: int, patience: int = 4) -> Tuple[np.ndarray, int]:
-    """Weighted-median sweeps rank after rank (down, then up, ...), each rank ordered by the
-    median position of its neighbours on the rank just placed (ties and elements without
-    neighbours there keep their order), each sweep followed by transpositions
-    (`_transpose`); keeps the order with fewest crossings and stops after `patience` sweeps
-    without a gain (dot's ordering)."""
+def _bfs_order(n: int, R: List[int], n_ranks: int, by_prio: List[int], first: List[List[int]],
+               nxt: List[List[int]]) -> List[List[int]]:
+    """dot's initial order: breadth first from every element without neighbours on one side
+    (`first` empty), taken in priority order, each rank filled in visiting order."""
+    from collections import deque
+
+    mark = [False] * n
+    ranks: List[List[int]] = [[] for _ in range(n_ranks)]
+    for v in by_prio:
+        if first[v] or mark[v]:
+            continue
+        mark[v] = True
+        q = deque([v])
+        while q:
+            u = q.popleft()
+            ranks[R[u]].append(u)
+            for w in nxt[u]:
+                if not mark[w]:
+                    mark[w] = True
+                    q.append(w)
+    for v in by_prio:  # not reachable that way (only with cycles): in priority order
+        if not mark[v]:
+            ranks[R[v]].append(v)
+    return ranks
+
+
+def _median_step(ranks: List[List[int]], p: List[int], nbl: List[List[int]], seq: Iterable[int],
+                 reverse: bool) -> None:
+    """One weighted-median sweep (dot's `medians` + `reorder`): each rank of `seq`, in turn,
+    sorted by the weighted median position of its neighbours on the rank just placed;
+    elements without neighbours there keep their place; ties keep their order (`reverse`:
+    flip it). Updates `ranks` and positions `p` in place."""
+    for r in seq:
+        layer = ranks[r]
+        mv = []
+        fixed = False
+        for v in layer:
+            ns = nbl[v]
+            d = len(ns)
+            if d == 1:
+                mv.append(p[ns[0]])
+            elif d == 2:
+                mv.append((p[ns[0]] + p[ns[1]]) * 0.5)
+            elif d == 0:
+                mv.append(-1.0)
+                fixed = True
+            else:
+                q = sorted([p[w] for w in ns])
+                h = d // 2
+                if d % 2:
+                    mv.append(q[h])
+                else:  # weighted median: towards the denser side
+                    wl, wr = q[h - 1] - q[0], q[-1] - q[h]
+                    mv.append((q[h - 1] * wr + q[h] * wl) / (wl + wr) if wl != wr
+                              else (q[h - 1] + q[h]) * 0.5)
+        if fixed:
+            slots = [j for j, x in enumerate(mv) if x >= 0]
+        else:
+            slots = list(range(len(layer)))
+        moved = sorted(slots[::-1] if reverse else slots, key=mv.__getitem__)
+        if moved == slots:
+            continue
+        new = list(layer)
+        for s, j in zip(slots, moved):
+            v = layer[j]
+            new[s] = v
+            p[v] = s
+        ranks[r] = new
+
+
+def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.ndarray,
+              ss: np.ndarray, sd: np.ndarray, n: int, prio: np.ndarray, best: int,
+              max_iter: int = 24, min_quit: int = 8, tries: Tuple[int, ...] = (0, 1, 2),
+              start_iters: int = 4, rounds: int = 8, flip: bool = True
+              ) -> Tuple[np.ndarray, int]:
+    """dot's crossing minimisation (Gansner et al. 1993, Graphviz `mincross`): from each
+    of `tries` (0: the given order, 1: breadth first from the sources, 2: from the sinks)
+    `start_iters` weighted-median sweeps, each followed by transpositions (`rounds` of
+    `_transpose`); then up to `max_iter` more from the best order found, stopping after
+    `min_quit` sweeps without a 0.5% gain; with `flip`, alternate pairs of sweeps flip ties
+    and swap tied pairs (dot's `reverse`). Keeps the order with fewest crossings."""
     csr = _adjacency(n, ss, sd)
     up_ptr, up_nb, _, dn_ptr, dn_nb, _ = csr
     ul, dl, up_p, dn_p = up_nb.tolist(), dn_nb.tolist(), up_ptr.tolist(), dn_ptr.tolist()
     up_l = [ul[i:j] for i, j in zip(up_p[:-1], up_p[1:])]
     dn_l = [dl[i:j] for i, j in zip(dn_p[:-1], dn_p[1:])]
     st, ct = starts.tolist(), counts.tolist()
-    flat = order.tolist()
-    ranks = [flat[s:s + c] for s, c in zip(st, ct)]
-    p = pos.tolist()
-    best_order = order
-    n_r = len(ranks)
-    multi = [r for r in range(n_r) if ct[r] > 1]
-    down_seq = [r for r in multi if r > 0]
-    up_seq = [r for r in reversed(multi) if r < n_r - 1]
-    idle = 0
-    for it in range(iters):
-        down = it % 2 == 0
-        nbl = up_l if down else dn_l
-        for r in (down_seq if down else up_seq):
-            layer = ranks[r]
-            keys = []
-            for v in layer:
-                ns = nbl[v]
-                d = len(ns)
-                if d == 0:
-                    keys.append(p[v])
-                elif d == 1:
-                    keys.append(p[ns[0]])
-                elif d == 2:
-                    keys.append((p[ns[0]] + p[ns[1]]) * 0.5)
-                else:
-                    q = sorted([p[w] for w in ns])
-                    h = d // 2
-                    if d % 2:
-                        keys.append(q[h])
-                    else:  # weighted median: towards the denser side
-                        wl, wr = q[h - 1] - q[0], q[-1] - q[h]
-                        keys.append((q[h - 1] * wr + q[h] * wl) / (wl + wr) if wl + wr > 0
-                                    else (q[h - 1] + q[h]) * 0.5)
-            layer = [layer[i] for i in sorted(range(len(layer)), key=keys.__getitem__)]
-            ranks[r] = layer
+    n_r = len(st)
+    Rl = R.tolist()
+    slots = _transpose_slots(R, starts, n)
+
+    def split(flat: List[int]) -> List[List[int]]:
+        return [flat[s:s + c] for s, c in zip(st, ct)]
+
+    def positions(ranks: List[List[int]]) -> List[int]:
+        p = [0] * n
+        for layer in ranks:
             for j, v in enumerate(layer):
                 p[v] = j
-        cur = np.fromiter((v for r in ranks for v in r), dtype=np.int64, count=n)
-        pa = np.asarray(p, dtype=np.int64)
-        c = _segment_crossings(pa, R, ss, sd)
-        if c > 0:
-            cur, c = _transpose(cur, pa, R, starts, ss, sd, n, c, rounds=2, csr=csr)
-            p = pa.tolist()
-            flat = cur.tolist()
-            ranks = [flat[s:s + k] for s, k in zip(st, ct)]
-        if c < best:
-            best, best_order, idle = c, cur, 0
+        return p
+
+    def settle(ranks: List[List[int]], p: List[int], ties: bool) -> Tuple[List[List[int]], List[int], int]:
+        pa = np.array(p, dtype=np.int64)
+        gaps = _gap_crossings(pa, R, ss, sd, n_r)
+        c = int(gaps.sum())
+        if c == 0:
+            return ranks, p, 0
+        flat = np.array(list(chain.from_iterable(ranks)), dtype=np.int64)
+        flat, c = _transpose(flat, pa, R, starts, ss, sd, n, c, rounds=rounds, csr=csr,
+                             ties=ties, slots=slots, gaps=gaps)
+        return split(flat.tolist()), pa.tolist(), c
+
+    one_up = [x[0] if len(x) == 1 else -1 for x in up_l]
+    one_dn = [x[0] if len(x) == 1 else -1 for x in dn_l]
+    memo_dn: Dict[Tuple[int, bool], Any] = {}
+    memo_up: Dict[Tuple[int, bool], Any] = {}
+    down_seq = [r for r in range(1, n_r) if ct[r] > 1]
+    up_seq = [r for r in range(n_r - 2, -1, -1) if ct[r] > 1]
+    by_prio = np.argsort(prio, kind="stable").tolist()
+    best_ranks = split(order.tolist())
+    best_c = best
+    inits = [lambda: split(order.tolist()),
+             lambda: _bfs_order(n, Rl, n_r, by_prio, up_l, dn_l),
+             lambda: _bfs_order(n, Rl, n_r, by_prio, dn_l, up_l)]
+    inits = [inits[k] for k in tries]
+    for stage in range(len(inits) + 1):
+        if stage < len(inits):
+            ranks = inits[stage]()
+            ranks, p, cur = settle(ranks, positions(ranks), False)
+            if cur <= best_c:
+                best_ranks, best_c = [list(x) for x in ranks], cur
+            iters = start_iters
         else:
-            idle += 1
-        if best == 0 or idle >= patience:
+            ranks = [list(x) for x in best_ranks]
+            p, cur = positions(ranks), best_c
+            iters = max_iter
+        trying = 0
+        for it in range(iters):
+            if trying >= min_quit or cur == 0:
+                break
+            trying += 1
+            reverse = flip and it % 4 < 2
+            down = it % 2 == 0
+            _median_step(ranks, p, up_l if down else dn_l, down_seq if down else up_seq, reverse)
+            ranks, p, cur = settle(ranks, p, flip and not reverse)
+            if cur <= best_c:
+                if cur < 0.995 * best_c:
+                    trying = 0
+                best_ranks, best_c = [list(x) for x in ranks], cur
+        if best_c == 0:
             break
-    return best_order, best
+    return np.array(list(chain.from_iterable(best_ranks)), dtype=np.int64), int(best_c)
 
 
 def _adjacency(n: int, ss: np.ndarray, sd: np.ndarray) -> Tuple[np.ndarray, ...]:
@@ -1243,50 +1403,109 @@ def _adjacency(n: int, ss: np.ndarray, sd: np.ndarray) -> Tuple[np.ndarray, ...]
     return up_ptr, up_nb, np.diff(up_ptr), dn_ptr, dn_nb, np.diff(dn_ptr)
 
 
+def _transpose_slots(R: np.ndarray, starts: np.ndarray, n: int
+                     ) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """Left slots (in the rank-grouped flat order) of the pairs `_transpose` compares, and
+    their ranks, per batch: slot parity within the rank and rank parity (0,0), (1,0), (0,1),
+    (1,1)."""
+    ro = np.sort(R)
+    within = np.arange(n) - starts[ro]
+    same = ro[:-1] == ro[1:]
+    out = []
+    for b in range(4):
+        left = np.nonzero(same & (within[:-1] % 2 == b % 2) & (ro[:-1] % 2 == (b // 2) % 2))[0]
+        out.append((left, ro[left]))
+    return out
+
+
 def _transpose(order: np.ndarray, pos: np.ndarray, R: np.ndarray, starts: np.ndarray,
                ss: np.ndarray, sd: np.ndarray, n: int, best: int, rounds: int = 8,
-               csr: Optional[Tuple[np.ndarray, ...]] = None) -> Tuple[np.ndarray, int]:
+               csr: Optional[Tuple[np.ndarray, ...]] = None, ties: bool = False,
+               slots: Optional[List[Tuple[np.ndarray, np.ndarray]]] = None,
+               gaps: Optional[np.ndarray] = None) -> Tuple[np.ndarray, int]:
     """Swap neighbours of a rank where that removes crossings with the ranks above and
     below (dot's transpose, vectorised). One batch swaps every disjoint pair of one parity on
     the ranks of one parity: those swaps do not interact (a pair's gain depends only on the
-    ranks beside it), so each batch removes exactly the crossings its gains count."""
+    ranks beside it), so each batch removes exactly the crossings its gains count.
+    ties: also swap pairs that cross as often either way (no gain, a new neighbourhood).
+    gaps (crossings per rank gap): only ranks beside a gap with crossings, or beside a rank
+    swapped since, are tried (a pair elsewhere neither gains nor crosses: the same swaps)."""
     up_ptr, up_nb, deg_up, dn_ptr, dn_nb, deg_dn = csr if csr is not None else _adjacency(n, ss, sd)
-    idx = np.arange(n)
+    if slots is None:
+        slots = _transpose_slots(R, starts, n)
+    busy = None
+    if gaps is not None:
+        hot = np.asarray(gaps) > 0
+        n_r = int(R.max()) + 1 if R.size else 0
+        busy = np.zeros(max(n_r, hot.size + 1) + 1, dtype=bool)
+        busy[:hot.size] |= hot
+        busy[1:hot.size + 1] |= hot  # rank r sits between gaps r - 1 and r
+    # both sides in one list per element: neighbours below lifted by n, so a pair of
+    # neighbours on different sides always compares the same way (corrected below)
+    owner = np.concatenate([np.repeat(np.arange(n), deg_up), np.repeat(np.arange(n), deg_dn)])
+    o = np.argsort(owner, kind="stable")
+    nb_all = np.concatenate([up_nb, dn_nb])[o]
+    lift = np.concatenate([np.zeros(up_nb.size, dtype=np.int64),
+                           np.full(dn_nb.size, n, dtype=np.int64)])[o]
+    deg = deg_up + deg_dn
+    ptr = np.concatenate([[0], np.cumsum(deg)])
+    order = order.copy()
     idle = 0
     for rnd in range(rounds * 4):
-        parity, rank_parity = rnd % 2, (rnd // 2) % 2
-        within = idx - starts[R[order]]
-        ro = R[order]
-        left = np.nonzero((within[:-1] % 2 == parity) & (ro[:-1] == ro[1:])
-                          & (ro[:-1] % 2 == rank_parity))[0]
-        gain = np.zeros(left.size)
-        u, v = order[left], order[left + 1]
-        for ptr, nb, deg in ((up_ptr, up_nb, deg_up), (dn_ptr, dn_nb, deg_dn)):
-            if left.size == 0:
-                break
-            cnt = deg[u] * deg[v]
-            cnt = np.where(cnt <= 4096, cnt, 0)
-            tot = int(cnt.sum())
-            if tot == 0:
-                continue
-            pk = np.repeat(np.arange(left.size), cnt)
-            t = np.arange(tot) - (np.cumsum(cnt) - cnt)[pk]
-            dv = deg[v][pk]
-            p = pos[nb[ptr[u[pk]] + t // dv]]
-            q = pos[nb[ptr[v[pk]] + t % dv]]
-            gain += np.bincount(pk, weights=(p > q).astype(np.float64) - (p < q), minlength=left.size)
-        ok = gain > 0
-        if not ok.any():
+        left, rk = slots[rnd % 4]
+        if busy is not None:
+            on = busy[rk]
+            left, rk = left[on], rk[on]
+        if left.size == 0:
             idle += 1
-            if idle >= 4:  # a full cycle of parities without a swap: converged
+            if idle >= 4:
                 break
             continue
-        idle = 0
+        u, v = order[left], order[left + 1]
+        dv = deg[v]
+        cnt = deg[u] * dv
+        huge = cnt > 8192  # such pairs are left as they are
+        cnt[huge] = 0
+        tot = int(cnt.sum())
+        mixed = deg_dn[u] * deg_up[v]
+        gain = (deg_up[u] * deg_dn[v] - mixed).astype(np.float64)
+        now = -mixed.astype(np.float64)  # crossings the pair makes as it stands
+        if tot:
+            pk = np.repeat(np.arange(left.size), cnt)
+            t = np.arange(tot) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            dvk = dv[pk]
+            a = ptr[u][pk] + t // dvk
+            b = ptr[v][pk] + t % dvk
+            p = pos[nb_all[a]] + lift[a]
+            q = pos[nb_all[b]] + lift[b]
+            gt = np.bincount(pk, weights=p > q, minlength=left.size)
+            gain += gt - np.bincount(pk, weights=p < q, minlength=left.size)
+            now += gt
+        gain[huge] = 0
+        now[huge] = 0
+        ok = gain > 0
+        if ok.any():
+            idle = 0
+        else:
+            idle += 1
+            if idle >= 4:  # a full cycle of parities without a gain: converged
+                break
+            if not ties:
+                continue
+        if ties:  # dot's transpose(reverse): also swap pairs that cross as much either way
+            ok |= (gain == 0) & (now > 0)
+            if not ok.any():
+                continue
         swap = left[ok]
-        order = order.copy()
-        order[swap], order[swap + 1] = order[swap + 1], order[swap]
-        pos[order[swap]] -= 1
-        pos[order[swap + 1]] += 1
+        if busy is not None:  # the gaps beside a swapped rank may cross now
+            sr = rk[ok]
+            busy[sr] = True
+            busy[sr + 1] = True
+            busy[np.maximum(sr - 1, 0)] = True
+        a, b = order[swap], order[swap + 1]
+        order[swap], order[swap + 1] = b, a
+        pos[a] += 1
+        pos[b] -= 1
         best -= int(gain[ok].sum())
     return order, best
 

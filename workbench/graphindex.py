@@ -119,10 +119,14 @@ def _value_type(vi: Any) -> Optional[ValueType]:
         return None
     tt = t.tensor_type
     shape = None
-    if tt.HasField("shape"):
-        shape = tuple(d.dim_value if d.HasField("dim_value") else
-                      (d.dim_param or None) for d in tt.shape.dim)
+    if tt.HasField("shape"):  # most dims are positive values: one attribute read each
+        shape = tuple([d.dim_value or _dim(d) for d in tt.shape.dim])
     return ValueType(tt.elem_type, shape)
+
+
+def _dim(d: Any) -> Any:
+    """A dim without a positive value: 0 when set to 0, its symbolic name, or None."""
+    return 0 if d.HasField("dim_value") else (d.dim_param or None)
 
 
 def _subgraphs_of(node: Any) -> List[Tuple[str, Any]]:
@@ -342,14 +346,15 @@ class GraphIndex:
         if self._values is None:
             out: Dict[str, ValueType] = {}
             g = self.graph
-            for vi in list(g.input) + list(getattr(g, "value_info", [])) + list(g.output):
-                if not hasattr(vi, "type"):  # a FunctionProto's inputs are plain names
-                    continue
-                vt = _value_type(vi)
-                if vt is not None:
-                    out[vi.name] = vt
-            for t in getattr(g, "initializer", []):
-                out[t.name] = ValueType(t.data_type, tuple(int(d) for d in t.dims))
+            for vis in (g.input, getattr(g, "value_info", ()), g.output):
+                for vi in vis:
+                    if isinstance(vi, str):  # a FunctionProto's inputs are plain names
+                        break
+                    vt = _value_type(vi)
+                    if vt is not None:
+                        out[vi.name] = vt
+            for t in getattr(g, "initializer", ()):
+                out[t.name] = ValueType(t.data_type, tuple(t.dims))
             self._values = out
         return self._values
 
@@ -408,9 +413,11 @@ class GraphIndex:
         return got
 
     def has_subgraphs(self, i: int) -> bool:
-        n = self.nodes[i]
-        return bool(n.attribute) and any(a.type in (_ATTR_GRAPH, _ATTR_GRAPHS)
-                                         for a in n.attribute)
+        for a in self.nodes[i].attribute:
+            t = a.type
+            if t == _ATTR_GRAPH or t == _ATTR_GRAPHS:
+                return True
+        return False
 
     @property
     def outer_refs(self) -> List[str]:
