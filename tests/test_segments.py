@@ -235,3 +235,40 @@ def test_ahead_holds_at_most_two_items_the_callers_and_the_next():
         time.sleep(0.05)  # the caller compares slowly: the producer runs ahead as far as it may
         alive.discard(i)
     assert peak[0] == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64])
+@pytest.mark.parametrize("sentinels", [True, False])
+def test_plain_reference_path_gives_the_full_general_paths_figures_bit_for_bit(dtype,
+                                                                                sentinels):
+    """A reference of finite, unmasked values skips the reference-side NaN/inf/mask passes;
+    every figure stays the full general path's, bit for bit (candidate inf, NaN, finite)."""
+    rng = np.random.default_rng(5)
+    n = 2 * (1 << 16) + 321
+    r = (rng.standard_normal(n) * 300).astype(dtype)
+    g = (r.astype(np.float64) + rng.standard_normal(n)).astype(np.float32)
+    g[rng.integers(0, n, 400)] = np.inf
+    g[rng.integers(0, n, 200)] = -np.inf
+    g[rng.integers(0, n, 100)] = np.nan
+    g[: 1 << 16] = np.clip(g[: 1 << 16], -1e4, 1e4)  # a block with finite candidate values
+    assert comparison._plain_reference(r, sentinels)
+    args = ("t", [n], "x", n, r, g, 1e-2, 1e-2)
+    fast = comparison._general_plain(*args, None)
+    full = comparison._general_full(*args, sentinels, None)
+    assert fast.inf > 0 and fast.nan > 0 and not fast.finite
+    for f in comparison.TensorComparison.__dataclass_fields__:
+        assert getattr(fast, f) == getattr(full, f), f
+    # a candidate finite throughout: the mean is summed too
+    g2 = np.nan_to_num(g, posinf=1e4, neginf=-1e4, nan=0.0)
+    fast = comparison._general_plain("t", [n], "x", n, r, g2, 1e-2, 1e-2, None)
+    full = comparison._general_full("t", [n], "x", n, r, g2, 1e-2, 1e-2, sentinels, None)
+    assert math.isfinite(fast.mean_abs)
+    for f in comparison.TensorComparison.__dataclass_fields__:
+        assert getattr(fast, f) == getattr(full, f), f
+    # references with NaN, inf or (with sentinels) masks take the full path
+    for bad in (np.nan, np.inf, 3.4e38):
+        if np.dtype(dtype).kind == "f" and (bad != 3.4e38 or sentinels):
+            r2 = r.copy()
+            with np.errstate(over="ignore"):
+                r2[7] = bad
+            assert not comparison._plain_reference(r2, sentinels)
