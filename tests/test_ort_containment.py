@@ -333,3 +333,58 @@ def test_a_kernel_survives_a_segfaulting_custom_op_in_compare_panel(tmp_path, cr
         assert kernel.run("1+1", timeout=10) == "2"
     finally:
         kernel.close()
+
+
+def _in_thread(fn):
+    box = {}
+
+    def go():
+        try:
+            box["out"] = fn()
+        except Exception as e:  # what that caller sees
+            box["error"] = e
+
+    t = threading.Thread(target=go)
+    t.start()
+    return t, box
+
+
+def test_requests_of_two_threads_run_side_by_side_in_the_child(monkeypatch):
+    """A long run in one thread does not hold up another thread's loads and runs (the
+    layer-wise compare streams both graphs at once); each caller gets its own answer."""
+    monkeypatch.setenv("WORKBENCH_ORT_LOCATE_S", "0")
+    feed = make_inputs(onnx.load(str(RESNET)))
+    want = runners.OnnxRuntimeRunner(RESNET, isolated=False).infer(feed)["logits"]
+    slow = runners.OnnxRuntimeRunner(slow_loop(), timeout=20)
+    slow.start()
+    pid = default_child().pid
+    t, box = _in_thread(lambda: slow.infer(slow_feed(10 ** 9)))
+    time.sleep(0.3)  # the long run is in the child now
+    for _ in range(3):  # answered while it runs (a one-request-at-a-time child would wait 20 s)
+        got = runners.OnnxRuntimeRunner(RESNET, threads=1).infer(feed)["logits"]
+        assert np.array_equal(got, want)
+    assert t.is_alive() and default_child().pid == pid
+    default_child().kill()  # (end the long run)
+    t.join(60)
+    assert isinstance(box.get("error"), OrtCrashed)
+    assert np.array_equal(runners.OnnxRuntimeRunner(RESNET).infer(feed)["logits"], want)
+
+
+def test_a_crash_ends_every_request_in_flight_and_the_next_call_starts_afresh(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_ORT_LOCATE_S", "0")
+    a = runners.OnnxRuntimeRunner(slow_loop(), timeout=60)
+    b = runners.OnnxRuntimeRunner(slow_loop(32), timeout=60)
+    a.start()
+    b.start()
+    pid = default_child().pid
+    (ta, ba), (tb, bb) = (_in_thread(lambda: a.infer(slow_feed(10 ** 9))),
+                          _in_thread(lambda: b.infer(slow_feed(10 ** 9, 32))))
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGSEGV)
+    ta.join(60)
+    tb.join(60)
+    for box in (ba, bb):
+        assert isinstance(box.get("error"), OrtCrashed), box
+        assert "onnxruntime crashed (SIGSEGV)" in str(box["error"])
+    y = runners.OnnxRuntimeRunner(slow_loop()).infer(slow_feed(2))["y"]
+    assert y.shape == (1, 64) and default_child().pid not in (None, pid)

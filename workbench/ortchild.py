@@ -16,6 +16,9 @@ also runs under RLIMIT_AS when $WORKBENCH_ORT_ADDRESS_SPACE is set. A run past a
 (`OrtLimitExceeded`); a death is `OrtCrashed` naming the model, the signal and, when a re-run in
 a fresh child can pin it, the node (`locate_crash`: the shortest prefix of the graph that still
 crashes). Either way the next call starts a fresh child. Arrays cross as .npy files (no pickle).
+Several threads may call at once (a layer-wise compare streams its two graphs side by side): each
+waits for its own answer, the child runs their loads and runs concurrently, and a crash ends every
+request in flight.
 """
 from __future__ import annotations
 
@@ -162,7 +165,12 @@ class OrtChild:
         self._events: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
         self._stderr: Deque[str] = collections.deque(maxlen=stderr_lines)
         self._ids = itertools.count(1)
+        self._pending_lock = threading.Lock()
         self._lock = threading.RLock()  # a widget's background thread and the kernel share it
+        # requests in flight: id -> the queue its answer goes to (several caller threads may
+        # wait at once, each on its own request; the lock is held only to start or send)
+        self._pending: Dict[int, Tuple[subprocess.Popen, "queue.Queue[Any]"]] = {}
+        self._eof: Dict[int, bool] = {}  # child pid -> its stdout has closed
         self._dir: Optional[str] = None
         self._loaded: Dict[str, Dict[str, Any]] = {}  # key -> load reply, for this child
         self._models: "collections.OrderedDict[str, str]" = collections.OrderedDict()  # key -> the file serialized bytes were written to
@@ -229,16 +237,25 @@ class OrtChild:
                            hint="check that this Python can start subprocesses") from None
         self.starts += 1
         proc, events = self._proc, self._events
+        self._eof[proc.pid] = False
         threading.Thread(target=self._read_stdout, args=(proc, events), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
 
     def _read_stdout(self, proc: subprocess.Popen, events: "queue.Queue") -> None:
+        """Route each message to the request waiting for it (by id); others (ready) to
+        `events`. At the end of the stream every waiter of this process hears None."""
         assert proc.stdout is not None
         try:
             for msg in P.read_json_lines(proc.stdout, lambda line: self._stderr.append(line)):
-                events.put(msg)
+                with self._pending_lock:
+                    to = self._pending.get(msg.get("id"))  # type: ignore[arg-type]
+                (to[1] if to and to[0] is proc else events).put(msg)
         finally:
-            events.put(None)
+            with self._pending_lock:
+                self._eof[proc.pid] = True
+                waiting = [q for p, q in self._pending.values() if p is proc]
+            for q in waiting + [events]:
+                q.put(None)
 
     def _read_stderr(self, proc: subprocess.Popen) -> None:
         assert proc.stderr is not None
@@ -248,9 +265,11 @@ class OrtChild:
     def log_tail(self) -> str:
         return "\n".join(self._stderr)
 
-    def kill(self) -> None:
-        """Stop the child now (its process group); the next call starts a fresh one."""
-        proc, self._proc = self._proc, None
+    def kill(self, proc: Optional[subprocess.Popen] = None) -> None:
+        """Stop the child now (its process group); the next call starts a fresh one. `proc`:
+        only that process (a request's watcher stops the child it waits on, not a newer one)."""
+        if proc is None or proc is self._proc:
+            proc, self._proc = self._proc, None
         if proc is None:
             return
         if proc.poll() is None:
@@ -294,7 +313,7 @@ class OrtChild:
             if isinstance(msg, dict):
                 return msg
             if time.monotonic() >= deadline:
-                self.kill()
+                self.kill(proc)
                 raise OrtLimitExceeded(
                     f"onnxruntime exceeded its time limit of {timeout:g} s while {what} and was "
                     "stopped", file=label,
@@ -302,7 +321,7 @@ class OrtChild:
             if max_rss:
                 rss = _rss(proc.pid)
                 if rss > max_rss:
-                    self.kill()
+                    self.kill(proc)
                     raise OrtLimitExceeded(
                         f"onnxruntime used {rss / 2**20:.0f} MiB, over its memory limit of "
                         f"{max_rss / 2**20:.0f} MiB, while {what} and was stopped", file=label,
@@ -312,12 +331,14 @@ class OrtChild:
         try:
             rc = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # stdout closed but still alive: stop it
-            self.kill()
+            self.kill(proc)
             rc = -int(signal.SIGKILL)
         time.sleep(0.05)  # let the stderr reader take the last lines
         tail = self.log_tail()
-        self._proc = None
-        self._loaded.clear()
+        with self._lock:
+            if proc is self._proc:  # (another waiter may have started a fresh one since)
+                self._proc = None
+                self._loaded.clear()
         last = [ln for ln in tail.splitlines() if ln.strip()][-2:]
         raise OrtCrashed(f"onnxruntime crashed ({_signal_name(rc)}) while {what}"
                          + (f"; last output: {'; '.join(last)}" if last else ""),
@@ -327,22 +348,30 @@ class OrtChild:
              label: Optional[str] = None, timeout: Optional[float] = None,
              max_rss: Optional[int] = None) -> Any:
         """Send one request and return its result. onnxruntime's own refusals: OrtFailed; the
-        process dying or going past a limit: OrtCrashed / OrtLimitExceeded."""
+        process dying or going past a limit: OrtCrashed / OrtLimitExceeded. Several threads
+        may call at once: each waits for its own answer (the child runs their loads and runs
+        side by side)."""
+        what = what or f"'{op}'"
+        answers: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
         with self._lock:
             self._start()
             proc = self._proc
             assert proc is not None and proc.stdin is not None
             rid = next(self._ids)
-            what = what or f"'{op}'"
+            with self._pending_lock:
+                self._pending[rid] = (proc, answers)
+                if self._eof.get(proc.pid):
+                    answers.put(None)  # its stdout closed already: it is dying
             try:
                 proc.stdin.write(P.encode(P.request(rid, op, args)))
                 proc.stdin.flush()
             except (BrokenPipeError, OSError):
-                self._crashed(proc, what, label)
+                answers.put(None)
+        try:
             limit = self.timeout if timeout is None else timeout
             deadline = time.monotonic() + limit
             while True:
-                msg = self._wait(proc, self._events, deadline,
+                msg = self._wait(proc, answers, deadline,
                                  self.max_rss if max_rss is None else max_rss, what, label, limit)
                 if msg.get("id") != rid:
                     continue
@@ -354,18 +383,25 @@ class OrtChild:
                     if err.get("code") == "not-loaded":
                         raise _NotLoaded(text)
                     raise OrtFailed(text, node_in_message(text))
+        finally:
+            with self._pending_lock:
+                self._pending.pop(rid, None)
 
     # -- models ---------------------------------------------------------------------------------
     def load(self, model: Any, *, threads: Optional[int] = None, label: Optional[str] = None,
-             timeout: Optional[float] = None, max_rss: Optional[int] = None
-             ) -> Tuple[str, Dict[str, Any]]:
+             timeout: Optional[float] = None, max_rss: Optional[int] = None,
+             private: bool = False) -> Tuple[str, Dict[str, Any]]:
         """Load a model (a path, or serialized ModelProto bytes) into a cached session in the
-        child; returns (key, {"inputs": [{name, type, shape}], "outputs": [names]})."""
+        child; returns (key, {"inputs": [{name, type, shape}], "outputs": [names]}).
+        private: a key of its own, shared with no other load of the same bytes (a one-off
+        model that its caller forgets while another thread may run the same bytes)."""
         from workbench.ortserver import custom_op_libraries
 
         key, path = model_key(model)
         custom_ops = custom_op_libraries()
         key = f"{key}|threads={threads}|ops={os.pathsep.join(custom_ops)}"
+        if private:
+            key += f"|private={next(self._ids)}"
         with self._lock:
             if not path:
                 path = self._models.get(key, "")
@@ -382,15 +418,18 @@ class OrtChild:
                         except OSError:
                             pass
                 self._models.move_to_end(key)
-            if not self.alive or key not in self._loaded:
-                label = label or (str(model) if isinstance(model, (str, os.PathLike))
-                                  else "the model")
-                self._loaded[key] = self.call(
-                    "load", {"model": path, "key": key, "threads": threads,
-                             "custom_ops": custom_ops},
-                    what="loading the model", label=label, timeout=timeout, max_rss=max_rss)
+            info = self._loaded.get(key) if self.alive else None
+        if info is None:  # (the answer is awaited without the lock: other threads go on)
+            label = label or (str(model) if isinstance(model, (str, os.PathLike))
+                              else "the model")
+            info = self.call("load", {"model": path, "key": key, "threads": threads,
+                                      "custom_ops": custom_ops},
+                             what="loading the model", label=label, timeout=timeout,
+                             max_rss=max_rss)
+            with self._lock:
+                self._loaded[key] = info
                 self._sources[key] = (path, threads, custom_ops)
-            return key, self._loaded[key]
+        return key, info
 
     def run(self, key: str, feed: Dict[str, Any], outputs: Sequence[str], *,
             label: Optional[str] = None, timeout: Optional[float] = None,
@@ -399,31 +438,34 @@ class OrtChild:
         is dropped after this run (as `forget`, without another round trip)."""
         from workbench.ortserver import load_arrays, save_arrays
 
-        with self._lock:
-            for attempt in (0, 1):
-                if not self.alive or key not in self._loaded:  # a fresh child since, or the
-                    self._reload(key, label, timeout, max_rss)  # session left its cache
-                rid = next(self._ids)
-                folder = os.path.join(self.folder, f"run-{rid}")
-                os.makedirs(folder)
-                try:
-                    specs = save_arrays(os.path.join(folder, "in.bin"), list(feed.items()))
-                    args = {"key": key, "feed": specs, "outputs": list(outputs), "dir": folder}
-                    if last:
-                        args["forget"] = True
-                    res = self.call("run", args, what="running the model", label=label,
-                                    timeout=timeout, max_rss=max_rss)
-                    if last:
+        for attempt in (0, 1):
+            with self._lock:
+                loaded = self.alive and key in self._loaded
+            if not loaded:  # a fresh child since, or the session left its cache
+                self._reload(key, label, timeout, max_rss)
+            rid = next(self._ids)
+            folder = os.path.join(self.folder, f"run-{rid}")
+            os.makedirs(folder)
+            try:
+                specs = save_arrays(os.path.join(folder, "in.bin"), list(feed.items()))
+                args = {"key": key, "feed": specs, "outputs": list(outputs), "dir": folder}
+                if last:
+                    args["forget"] = True
+                res = self.call("run", args, what="running the model", label=label,
+                                timeout=timeout, max_rss=max_rss)
+                if last:
+                    with self._lock:
                         self._loaded.pop(key, None)  # the child dropped it
-                        self.forget(key)  # (the serialized copy: no call, it is not loaded)
-                    return load_arrays(os.path.join(folder, "out.bin"), res)
-                except _NotLoaded:
+                    self.forget(key)  # (the serialized copy: no call, it is not loaded)
+                return load_arrays(os.path.join(folder, "out.bin"), res)
+            except _NotLoaded:
+                with self._lock:
                     self._loaded.pop(key, None)
-                    if attempt:
-                        raise
-                finally:
-                    shutil.rmtree(folder, ignore_errors=True)
-            raise AssertionError("unreachable")  # pragma: no cover
+                if attempt:
+                    raise
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def forget(self, key: str) -> None:
         """Drop a loaded model: its session in the child and its serialized copy (tmpfs is
@@ -436,18 +478,23 @@ class OrtChild:
                     os.unlink(path)
                 except OSError:
                     pass
-            if self._loaded.pop(key, None) is not None and self.alive:
-                self.call("forget", {"key": key}, what="dropping a model")
+            drop = self._loaded.pop(key, None) is not None and self.alive
+        if drop:
+            self.call("forget", {"key": key}, what="dropping a model")
 
     def _reload(self, key: str, label: Optional[str], timeout: Optional[float],
                 max_rss: Optional[int]) -> None:
-        if key not in self._sources:
+        with self._lock:
+            source = self._sources.get(key)
+        if source is None:
             raise OrtModelGone("the model is no longer loaded in the onnxruntime process",
                                file=label, hint="load it again (a new runner)")
-        path, threads, custom_ops = self._sources[key]
-        self._loaded[key] = self.call(
+        path, threads, custom_ops = source
+        info = self.call(
             "load", {"model": path, "key": key, "threads": threads, "custom_ops": custom_ops},
             what="loading the model", label=label, timeout=timeout, max_rss=max_rss)
+        with self._lock:
+            self._loaded[key] = info
 
 
 def node_in_message(text: str) -> Optional[str]:

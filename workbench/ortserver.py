@@ -9,7 +9,8 @@ is one raw file in a private folder (on /dev/shm when there is one: shared memor
 plus a JSON spec per array (dtype string, shape, offset); only plain numeric, bool and unicode
 dtypes are read back, and bfloat16/float8 travel as their unsigned view plus the dtype's name.
 
-Ops: ``ping``; ``load`` {model, key, threads, custom_ops} -> inputs/outputs (the session is cached under `key`,
+Requests of several caller threads may be in flight at once (``load`` and ``run`` each get a
+thread here). Ops: ``ping``; ``load`` {model, key, threads, custom_ops} -> inputs/outputs (the session is cached under `key`,
 the client's model hash, least recently used dropped beyond CACHE_SIZE); ``run`` {key, feed specs,
 outputs, dir, forget?} -> output specs (dir/in.bin in, dir/out.bin out); ``forget`` {key} (all when no key). Stdlib, numpy, onnxruntime (and ml_dtypes for exotic
 dtypes) only; nothing else from workbench but the protocol module.
@@ -126,39 +127,59 @@ class NotLoaded(KeyError):
 
 
 class Sessions:
-    """onnxruntime sessions by model key, least recently used dropped first."""
+    """onnxruntime sessions by model key, least recently used dropped first. Thread-safe: runs
+    of different requests proceed at once (onnxruntime releases the GIL while it runs)."""
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
+        import threading
+
         self.size = size
         self.cache: "collections.OrderedDict[str, Any]" = collections.OrderedDict()
+        self.lock = threading.Lock()
 
     def load(self, model: str, key: str, threads: Any = None,
              custom_ops: Sequence[str] = ()) -> Dict[str, Any]:
-        sess = self.cache.get(key)
+        with self.lock:
+            sess = self.cache.get(key)
         if sess is None:
             import onnxruntime as ort
 
             sess = ort.InferenceSession(model, session_options(threads, custom_ops),
                                         providers=["CPUExecutionProvider"])
+        with self.lock:
             self.cache[key] = sess
+            self.cache.move_to_end(key)
             while len(self.cache) > self.size:
                 self.cache.popitem(last=False)
-        self.cache.move_to_end(key)
         return {"inputs": [{"name": i.name, "type": i.type, "shape": list(i.shape)}
                            for i in sess.get_inputs()],
                 "outputs": [o.name for o in sess.get_outputs()], "pid": os.getpid()}
 
     def run(self, key: str, feed: List[Dict[str, Any]], outputs: List[str],
             dir: str, forget: bool = False) -> List[Dict[str, Any]]:  # noqa: A002
-        sess = self.cache.get(key)
-        if sess is None:  # dropped from the cache: the client loads it again and retries
-            raise NotLoaded("session not loaded: " + key)
-        self.cache.move_to_end(key)
-        if forget:  # a one-off model (a segment): dropped once this run returns
-            del self.cache[key]
+        with self.lock:
+            sess = self.cache.get(key)
+            if sess is None:  # dropped from the cache: the client loads it again and retries
+                raise NotLoaded("session not loaded: " + key)
+            self.cache.move_to_end(key)
+            if forget:  # a one-off model (a segment): dropped once this run returns
+                del self.cache[key]
         arrays = load_arrays(os.path.join(dir, "in.bin"), feed)
         res = sess.run(outputs, arrays)
+        del arrays
         return save_arrays(os.path.join(dir, "out.bin"), list(zip(outputs, res)))
+
+    def forget(self, key: Any = None) -> None:
+        """Drop one session (all when no key)."""
+        with self.lock:
+            if key:
+                self.cache.pop(key, None)
+            else:
+                self.cache.clear()
+
+    def keys(self) -> List[str]:
+        with self.lock:
+            return list(self.cache)
 
 
 def _limit_address_space() -> None:
@@ -170,16 +191,25 @@ def _limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
 
 
+CONCURRENT_OPS = ("load", "run")  # each in a thread of its own: a caller's two streams overlap
+
+
 def main() -> None:
-    """Serve requests until stdin closes (one at a time: the client waits for each answer)."""
+    """Serve requests until stdin closes. `load` and `run` each go to a thread of their own, so
+    requests of different caller threads (a reference and a candidate streamed side by side)
+    run at once; every answer carries its request's id."""
+    import threading
+
     proto_fd = os.dup(1)
     os.dup2(2, 1)  # whatever onnxruntime's C++ code prints goes to stderr, not the protocol
     sys.stdout = sys.stderr
     out = os.fdopen(proto_fd, "w", buffering=1, encoding="utf-8")
+    out_lock = threading.Lock()
 
     def send(msg: Dict[str, Any]) -> None:
-        out.write(P.encode(msg))
-        out.flush()
+        with out_lock:
+            out.write(P.encode(msg))
+            out.flush()
 
     _limit_address_space()
     import onnxruntime  # noqa: F401 - before "ready": start-up is not charged to a request's limit
@@ -190,11 +220,10 @@ def main() -> None:
     def bad(line: str) -> None:
         send(P.error(None, "bad JSON request", type="protocol", code="bad-args"))
 
-    for msg in P.read_json_lines(sys.stdin, bad):
-        rid, op, args = msg.get("id"), msg.get("op"), msg.get("args") or {}
+    def serve(rid: Any, op: Any, args: Dict[str, Any]) -> None:
         try:
             if op == "ping":
-                value: Any = {"pid": os.getpid(), "sessions": list(sessions.cache)}
+                value: Any = {"pid": os.getpid(), "sessions": sessions.keys()}
             elif op == "load":
                 value = sessions.load(args["model"], args["key"], args.get("threads"),
                                       args.get("custom_ops") or ())
@@ -202,14 +231,11 @@ def main() -> None:
                 value = sessions.run(args["key"], args["feed"], args["outputs"], args["dir"],
                                      bool(args.get("forget")))
             elif op == "forget":  # one session (args.key), or all
-                if args.get("key"):
-                    sessions.cache.pop(args["key"], None)
-                else:
-                    sessions.cache.clear()
+                sessions.forget(args.get("key"))
                 value = {}
             else:
                 send(P.error(rid, "unknown op '%s'" % op, code="unknown-op"))
-                continue
+                return
             send(P.result(rid, value))
         except NotLoaded as e:
             send(P.error(rid, str(e), code="not-loaded"))
@@ -218,6 +244,13 @@ def main() -> None:
                          code="out-of-memory"))
         except Exception as e:
             send(P.error(rid, " ".join(str(e).split()), type="exception", code=type(e).__name__))
+
+    for msg in P.read_json_lines(sys.stdin, bad):
+        rid, op, args = msg.get("id"), msg.get("op"), msg.get("args") or {}
+        if op in CONCURRENT_OPS:
+            threading.Thread(target=serve, args=(rid, op, args), daemon=True).start()
+        else:
+            serve(rid, op, args)
 
 
 if __name__ == "__main__":

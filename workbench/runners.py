@@ -257,6 +257,7 @@ class OnnxRuntimeRunner(Runner):
         self._key: Optional[str] = None
         self._meta: Dict[str, TensorMeta] = {}
         self._text: Optional[str] = None  # how errors name the model (default: its path/name)
+        self._one_off = False  # a segment: its session is shared with no other runner
 
     def _label(self) -> str:
         if self._text:
@@ -298,7 +299,8 @@ class OnnxRuntimeRunner(Runner):
         src = self._src
         data = str(src) if isinstance(src, (str, os.PathLike)) else src.SerializeToString()
         self._key, info = default_child().load(data, threads=self.threads, label=self._label(),
-                                               timeout=self.timeout, max_rss=self.max_rss)
+                                               timeout=self.timeout, max_rss=self.max_rss,
+                                               private=self._one_off)
         return info
 
     def input_metadata(self) -> Dict[str, TensorMeta]:
@@ -340,6 +342,7 @@ class OnnxRuntimeRunner(Runner):
                                 isolated=self.isolated, timeout=self.timeout,
                                 max_rss=self.max_rss)
         seg._text = self._label()  # errors name the model, and the node where one is pinned
+        seg._one_off = True  # (another stream may run the same bytes at the same time)
         try:
             try:
                 seg.start()

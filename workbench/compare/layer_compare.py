@@ -31,6 +31,7 @@ import base64
 import io
 import json
 import math
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -306,7 +307,8 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
              rtol: float, memory_budget_mb: Optional[float], producer: Dict[str, Any],
              record: Any) -> Dict[str, List[Feed]]:
     """Fetch the marked tensors a chunk at a time within the budget; compare; drop. Both
-    graphs run a segment per chunk (`Runner.stream`: each node once), in step."""
+    graphs run a segment per chunk (`Runner.stream`: each node once), side by side, each a
+    chunk ahead of the comparison."""
     ref_r = make_runner("onnxruntime", ref_p, mark_all=True)
     cand_r = _started(runner, cand_p) if runner == "reference" else \
         make_runner(runner, cand_p, mark_all=True)
@@ -326,8 +328,19 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
     runs: Dict[str, List[Feed]] = {"reference": [{} for _ in feeds],
                                    "candidate": [{} for _ in feeds]}
     seen: set = set()
-    for chunk, ref_out, cand_out in ahead(zip(chunks, ref_r.stream(feeds, chunks),
-                                              cand_r.stream(feeds, chunks))):
+    # the two graphs stream side by side (each a segment ahead, in a thread of its own: the
+    # onnxruntime child runs both at once) while this thread compares
+    ref_s, cand_s = ahead(ref_r.stream(feeds, chunks)), ahead(cand_r.stream(feeds, chunks))
+    with closing(ref_s), closing(cand_s):
+        _compare_chunks(zip(chunks, ref_s, cand_s), outs, feeds, runs, seen, producer, atol,
+                        rtol, record)
+    return runs
+
+
+def _compare_chunks(items: Any, outs: List[str], feeds: Sequence[Feed],
+                    runs: Dict[str, List[Feed]], seen: set, producer: Dict[str, Any],
+                    atol: float, rtol: float, record: Any) -> None:
+    for chunk, ref_out, cand_out in items:
         for o in outs:
             for k in range(len(feeds)):
                 if o in ref_out[k]:
@@ -344,7 +357,6 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
             record(t, compare_tensor(t, [o[t] for o in ref_out], [o[t] for o in cand_out],
                                      atol, rtol))
         del ref_out, cand_out
-    return runs
 
 
 def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = None, *,
