@@ -281,16 +281,10 @@ class OrtChild:
         self._loaded.clear()
 
     def close(self) -> None:
-        """End the child and remove the transfer folder."""
+        """End the child and remove the transfer folder. The child holds nothing to save (its
+        sessions are caches), so it is stopped at once: waiting for its interpreter to wind
+        down cost every CLI call ~60 ms at exit."""
         with self._lock:
-            proc = self._proc
-            if proc is not None and proc.poll() is None:
-                try:
-                    assert proc.stdin is not None
-                    proc.stdin.close()
-                    proc.wait(timeout=5)
-                except Exception:
-                    pass
             self.kill()
             if self._dir:
                 shutil.rmtree(self._dir, ignore_errors=True)
