@@ -111,6 +111,35 @@ def test_layerwise_streams_with_the_same_figures_at_any_budget(feeds):
     assert [t.to_dict() for t in one.outputs] == [t.to_dict() for t in many.outputs]
 
 
+def test_two_core_comparison_gives_the_one_core_figures(monkeypatch):
+    """Large activations are compared on two threads (every other tensor in a helper): the
+    same figures, recorded in graph order, as one thread gives."""
+    from onnx import TensorProto, helper
+
+    from workbench import compare
+    from workbench.compare import layer_compare
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 128, 128])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Mul", ["a", "a"], ["b"], name="square"),
+             helper.make_node("Add", ["b", "x"], ["c"], name="add"),
+             helper.make_node("Exp", ["c"], ["d"], name="exp"),  # overflows in FP16
+             helper.make_node("Sigmoid", ["d"], ["y"], name="sigmoid")]
+    g = helper.make_graph(nodes, "big", [x], [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, [1, 16, 128, 128])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    fp16 = convert(m, "fp16").proto
+    feed = [{"x": (np.random.default_rng(0).standard_normal((1, 16, 128, 128)) * 4
+                   ).astype(np.float32)}]
+    reports = {}
+    for cores in (1, 2):
+        monkeypatch.setattr(layer_compare, "_cores", lambda: cores)
+        reports[cores] = compare.layerwise(m, fp16, feed, memory_budget_mb=1e6).to_dict()
+    assert reports[1] == reports[2]
+    assert [t["tensor"] for t in reports[2]["tensors"]] == ["a", "b", "c", "d", "y"]
+    assert any(t["inf"] for t in reports[2]["tensors"])  # the general path ran in the helper too
+
+
 def test_segment_sessions_leave_nothing_in_the_child(feeds):
     proto = onnx.load(str(RESNET))
     child = default_child()

@@ -347,6 +347,7 @@ def _compare_chunks(items: Any, outs: List[str], feeds: Sequence[Feed],
                     runs["reference"][k][o] = ref_out[k][o]
                 if o in cand_out[k]:
                     runs["candidate"][k][o] = cand_out[k][o]
+        todo: List[str] = []
         for t in chunk:
             if t in seen or t not in producer or t not in ref_out[0] or t not in cand_out[0]:
                 continue
@@ -354,9 +355,57 @@ def _compare_chunks(items: Any, outs: List[str], feeds: Sequence[Feed],
             if np.asarray(ra).dtype.kind not in "fc" or np.shape(ra) != np.shape(ga):
                 continue
             seen.add(t)
-            record(t, compare_tensor(t, [o[t] for o in ref_out], [o[t] for o in cand_out],
-                                     atol, rtol))
-        del ref_out, cand_out
+            todo.append(t)
+        done = _compare_all(todo, ref_out, cand_out, atol, rtol)
+        for t in todo:  # recorded in graph order (a node's added error reads its inputs')
+            record(t, done[t])
+        del ref_out, cand_out, done
+
+
+def _compare_all(names: List[str], ref_out: List[Feed], cand_out: List[Feed], atol: float,
+                 rtol: float) -> Dict[str, TensorComparison]:
+    """Each tensor's figures; with more than one core, a helper thread takes every other
+    tensor (largest first), so a chunk of large activations is compared on two cores while
+    the next segments still wait for it (numpy releases the GIL in its loops)."""
+    import threading
+
+    def one(t: str) -> TensorComparison:
+        return compare_tensor(t, [o[t] for o in ref_out], [o[t] for o in cand_out], atol, rtol)
+
+    out: Dict[str, TensorComparison] = {}
+    big = sorted(names, key=lambda t: -int(np.size(ref_out[0][t])))
+    if len(big) < 2 or _cores() < 2 or np.size(ref_out[0][big[1]]) < (1 << 18):
+        for t in names:
+            out[t] = one(t)
+        return out
+    failed: List[BaseException] = []
+
+    def helper() -> None:
+        try:
+            for t in big[1::2]:
+                out[t] = one(t)
+        except BaseException as e:  # raised in the caller's thread below
+            failed.append(e)
+
+    th = threading.Thread(target=helper, name="compare-helper", daemon=True)
+    th.start()
+    try:
+        for t in big[0::2]:
+            out[t] = one(t)
+    finally:
+        th.join()
+    if failed:
+        raise failed[0]
+    return out
+
+
+def _cores() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = None, *,
