@@ -388,3 +388,18 @@ def test_a_crash_ends_every_request_in_flight_and_the_next_call_starts_afresh(mo
         assert "onnxruntime crashed (SIGSEGV)" in str(box["error"])
     y = runners.OnnxRuntimeRunner(slow_loop()).infer(slow_feed(2))["y"]
     assert y.shape == (1, 64) and default_child().pid not in (None, pid)
+
+
+def test_child_allocator_reuses_freed_tensors_unless_the_caller_says_otherwise():
+    from workbench.ortchild import MALLOC_ENV
+
+    child = OrtChild(env={"MALLOC_ARENA_MAX": "4"})
+    try:
+        child.call("ping")
+        environ = dict(kv.split("=", 1) for kv in
+                       open(f"/proc/{child.pid}/environ").read().split("\0") if "=" in kv)
+    finally:
+        child.close()
+    assert environ["MALLOC_ARENA_MAX"] == "4"  # the caller's setting wins
+    for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
+        assert environ[k] == MALLOC_ENV[k] == str(32 << 20)
