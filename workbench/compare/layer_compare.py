@@ -4,7 +4,8 @@ Runs a reference model (FP32, onnxruntime) and a candidate (its FP16/BF16/INT8/F
 surgically changed model) on the same inputs with *every* intermediate tensor compared
 (Polygraphy's `--mark all`), without holding them all: both graphs run a segment at a time
 (`Runner.stream`, `workbench.segments`: every node once, a chunk of tensors within the memory
-budget per segment, the next segment running while this one is compared), matches tensors by name,
+budget per segment; the two graphs side by side in the onnxruntime child, each a segment ahead
+while this one is compared on up to two threads), matches tensors by name,
 and reports per tensor the figures of `workbench.comparison` (max/mean absolute error, error
 relative to the tensor's scale, cosine, pass/fail at atol/rtol). Tolerances default to the
 candidate's precision (`infer_precision`), the same defaults `find_exclusions` uses for its target,
