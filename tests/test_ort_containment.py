@@ -403,3 +403,41 @@ def test_child_allocator_reuses_freed_tensors_unless_the_caller_says_otherwise()
     assert environ["MALLOC_ARENA_MAX"] == "4"  # the caller's setting wins
     for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
         assert environ[k] == MALLOC_ENV[k] == str(32 << 20)
+
+
+def test_outputs_fed_back_are_read_where_they_lie_and_their_folder_goes_with_them(tmp_path):
+    """A run's output fed to a later run (a segment's tensors the next segments read) is named
+    by file and offset, not written out again; its run folder lives as long as its arrays."""
+    import gc
+
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Neg", ["x"], ["y"], name="neg")], "neg",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    child = OrtChild()
+    try:
+        key, _ = child.load(m.SerializeToString())
+        x = np.arange(15, dtype=np.float32).reshape(3, 5)
+        first = child.run(key, {"x": x}, ["y"])["y"]
+        runs = lambda: [n for n in os.listdir(child.folder) if n.startswith("run-")]  # noqa: E731
+        assert len(runs()) == 1  # kept while `first` lives
+        spec = child._mapped_spec("x", first)
+        assert spec is not None and spec["file"].endswith("out.bin")
+        assert child._mapped_spec("x", first.copy()) is None  # not a view of a run's output
+        second = child.run(key, {"x": first}, ["y"])["y"]
+        np.testing.assert_array_equal(second, x)
+        # the child refuses feed files outside the caller's transfer folder
+        outside = tmp_path / "out.bin"
+        outside.write_bytes(x.tobytes())
+        bad = dict(spec, file=str(outside), offset=0)
+        os.makedirs(os.path.join(child.folder, "run-x"))
+        with pytest.raises(OrtFailed, match="outside the transfer folder"):
+            child.call("run", {"key": key, "feed": [bad], "outputs": ["y"],
+                               "dir": os.path.join(child.folder, "run-x")})
+        del first, second
+        gc.collect()
+        assert runs() == ["run-x"]  # the runs' folders went with their arrays
+    finally:
+        child.close()

@@ -178,6 +178,7 @@ class OrtChild:
         # wait at once, each on its own request; the lock is held only to start or send)
         self._pending: Dict[int, Tuple[subprocess.Popen, "queue.Queue[Any]"]] = {}
         self._eof: Dict[int, bool] = {}  # child pid -> its stdout has closed
+        self._mapped: Dict[int, Any] = {}  # id(mmap of an out.bin) -> (ref, path, address, size)
         self._dir: Optional[str] = None
         self._loaded: Dict[str, Dict[str, Any]] = {}  # key -> load reply, for this child
         self._models: "collections.OrderedDict[str, str]" = collections.OrderedDict()  # key -> the file serialized bytes were written to
@@ -449,8 +450,16 @@ class OrtChild:
             rid = next(self._ids)
             folder = os.path.join(self.folder, f"run-{rid}")
             os.makedirs(folder)
+            kept = False
             try:
-                specs = save_arrays(os.path.join(folder, "in.bin"), list(feed.items()))
+                fresh, refs = [], []
+                for name, a in feed.items():
+                    ref = self._mapped_spec(name, a)
+                    if ref is None:
+                        fresh.append((name, a))
+                    else:
+                        refs.append(ref)
+                specs = save_arrays(os.path.join(folder, "in.bin"), fresh) + refs
                 args = {"key": key, "feed": specs, "outputs": list(outputs), "dir": folder}
                 if last:
                     args["forget"] = True
@@ -460,15 +469,52 @@ class OrtChild:
                     with self._lock:
                         self._loaded.pop(key, None)  # the child dropped it
                     self.forget(key)  # (the serialized copy: no call, it is not loaded)
-                return load_arrays(os.path.join(folder, "out.bin"), res)
+                out_path = os.path.join(folder, "out.bin")
+                out = load_arrays(out_path, res)
+                kept = self._keep_mapped(out, out_path, folder)
+                return out
             except _NotLoaded:
                 with self._lock:
                     self._loaded.pop(key, None)
                 if attempt:
                     raise
             finally:
-                shutil.rmtree(folder, ignore_errors=True)
+                if not kept:
+                    shutil.rmtree(folder, ignore_errors=True)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- outputs fed back ------------------------------------------------------------------------
+    # A run's outputs are views of its out.bin, mapped here. While any of them lives, the file
+    # stays (its folder is removed when the mapping is garbage), so an output fed to a later
+    # run (a segment's tensors that the next segments read) is named by file and offset
+    # instead of being written out again.
+    def _keep_mapped(self, out: Dict[str, Any], path: str, folder: str) -> bool:
+        import weakref
+
+        import numpy as np
+
+        mm = next((_mapping_of(a) for a in out.values()), None)
+        if mm is None:
+            return False
+        base = np.frombuffer(mm, np.uint8, count=1).__array_interface__["data"][0]
+        k = id(mm)
+        self._mapped[k] = (weakref.ref(mm), path, base, len(mm))
+        weakref.finalize(mm, _unmapped, self._mapped, k, folder)
+        return True
+
+    def _mapped_spec(self, name: str, a: Any) -> Optional[Dict[str, Any]]:
+        """The feed spec naming `a` where it lies (an output of an earlier run), or None."""
+        mm = _mapping_of(a)
+        entry = self._mapped.get(id(mm)) if mm is not None else None
+        if entry is None or entry[0]() is not mm or not a.flags.c_contiguous or \
+                a.dtype.kind not in "biufc" or a.dtype.type.__module__ != "numpy":
+            return None
+        _, path, base, size = entry
+        off = a.__array_interface__["data"][0] - base
+        if off < 0 or off + a.nbytes > size:
+            return None
+        return {"name": name, "dtype": a.dtype.str, "shape": list(a.shape), "offset": off,
+                "view": None, "file": path}
 
     def forget(self, key: str) -> None:
         """Drop a loaded model: its session in the child and its serialized copy (tmpfs is
@@ -498,6 +544,22 @@ class OrtChild:
             what="loading the model", label=label, timeout=timeout, max_rss=max_rss)
         with self._lock:
             self._loaded[key] = info
+
+
+def _mapping_of(a: Any) -> Any:
+    """The mmap an array is a view of (`load_arrays`), or None."""
+    import mmap
+
+    b = a
+    while getattr(b, "base", None) is not None and not isinstance(b, memoryview):
+        b = b.base
+    obj = b.obj if isinstance(b, memoryview) else None
+    return obj if isinstance(obj, mmap.mmap) else None
+
+
+def _unmapped(mapped: Dict[int, Any], k: int, folder: str) -> None:
+    mapped.pop(k, None)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def node_in_message(text: str) -> Optional[str]:

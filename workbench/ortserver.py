@@ -75,17 +75,24 @@ def save_arrays(path: str, items: Sequence[Tuple[str, Any]]) -> List[Dict[str, A
 def load_arrays(path: str, specs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     """The arrays `save_arrays` wrote, each a view of the file mapped copy-on-write (no copy:
     the pages are the file's, which may be removed at once; writing to an array copies only
-    the pages written). Only plain numeric, bool and unicode dtypes are accepted (never
-    objects: no pickle)."""
+    the pages written). A spec with a "file" is read from that file instead of `path` (an
+    output of an earlier run fed back as it lies: no copy either). Only plain numeric, bool
+    and unicode dtypes are accepted (never objects: no pickle)."""
     import mmap
 
     import numpy as np
 
-    size = os.path.getsize(path)
-    buf: Any = bytearray(0)
-    if size:
-        with open(path, "rb", buffering=0) as f:
-            buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+    maps: Dict[str, Any] = {}
+
+    def mapped(p: str) -> Any:
+        if p not in maps:
+            size = os.path.getsize(p)
+            maps[p] = bytearray(0)
+            if size:
+                with open(p, "rb", buffering=0) as f:
+                    maps[p] = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+        return maps[p]
+
     out: Dict[str, Any] = {}
     for s in specs:
         dt = np.dtype(str(s["dtype"]))
@@ -93,7 +100,8 @@ def load_arrays(path: str, specs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
             raise ValueError("refused dtype %r for '%s' (plain arrays only)" % (s["dtype"], s["name"]))
         shape = [int(d) for d in s["shape"]]
         count = int(np.prod(shape)) if shape else 1
-        a = np.frombuffer(buf, dtype=dt, count=count, offset=int(s["offset"])).reshape(shape)
+        a = np.frombuffer(mapped(s.get("file") or path), dtype=dt, count=count,
+                          offset=int(s["offset"])).reshape(shape)
         out[s["name"]] = a.view(_dtype(s["view"])) if s.get("view") else a
     return out
 
@@ -164,6 +172,10 @@ class Sessions:
             self.cache.move_to_end(key)
             if forget:  # a one-off model (a segment): dropped once this run returns
                 del self.cache[key]
+        folder = os.path.realpath(os.path.dirname(dir)) + os.sep
+        for spec in feed:  # outputs of earlier runs: only from the caller's transfer folder
+            if spec.get("file") and not os.path.realpath(spec["file"]).startswith(folder):
+                raise ValueError("refused feed file outside the transfer folder: %s" % spec["file"])
         arrays = load_arrays(os.path.join(dir, "in.bin"), feed)
         res = sess.run(outputs, arrays)
         del arrays
