@@ -426,8 +426,10 @@ def test_outputs_fed_back_are_read_where_they_lie_and_their_folder_goes_with_the
         spec = child._mapped_spec("x", first)
         assert spec is not None and spec["file"].endswith("out.bin")
         assert child._mapped_spec("x", first.copy()) is None  # not a view of a run's output
-        second = child.run(key, {"x": first}, ["y"])["y"]
+        second = child.run(key, {"x": first}, ["y"], reuse=True)["y"]
         np.testing.assert_array_equal(second, x)
+        first[0, 0] = 100.0  # written by the caller: without reuse, its own values go
+        np.testing.assert_array_equal(child.run(key, {"x": first}, ["y"])["y"][0, 0], -100.0)
         # the child refuses feed files outside the caller's transfer folder
         outside = tmp_path / "out.bin"
         outside.write_bytes(x.tobytes())

@@ -437,9 +437,12 @@ class OrtChild:
 
     def run(self, key: str, feed: Dict[str, Any], outputs: Sequence[str], *,
             label: Optional[str] = None, timeout: Optional[float] = None,
-            max_rss: Optional[int] = None, last: bool = False) -> Dict[str, Any]:
+            max_rss: Optional[int] = None, last: bool = False,
+            reuse: bool = False) -> Dict[str, Any]:
         """Outputs by name for one feed of a model `load` returned `key` for. last: the model
-        is dropped after this run (as `forget`, without another round trip)."""
+        is dropped after this run (as `forget`, without another round trip). reuse: feed
+        arrays that are outputs of earlier runs are read from their out.bin as they lie (the
+        caller has not written into them: the file holds the values as they came)."""
         from workbench.ortserver import load_arrays, save_arrays
 
         for attempt in (0, 1):
@@ -454,7 +457,7 @@ class OrtChild:
             try:
                 fresh, refs = [], []
                 for name, a in feed.items():
-                    ref = self._mapped_spec(name, a)
+                    ref = self._mapped_spec(name, a) if reuse else None
                     if ref is None:
                         fresh.append((name, a))
                     else:

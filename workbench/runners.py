@@ -354,14 +354,21 @@ class OnnxRuntimeRunner(Runner):
                 raise WorkbenchError(f"{self.name} cannot load the model: "
                                      f"{' '.join(str(e).split())[:300]}", file=seg._text,
                                      hint="check it with `workbench inspect`") from None
-            return [seg._infer(f, outputs, last=k == len(feeds) - 1)
+            outs = [seg._infer(f, outputs, last=k == len(feeds) - 1, reuse=True)
                     for k, f in enumerate(feeds)]
+            for o in outs:  # kept tensors are fed on as they lie: nobody may write into them
+                for a in o.values():
+                    if isinstance(a, np.ndarray):
+                        a.flags.writeable = False
+            return outs
         finally:
             seg.close()
 
     def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None,
-               last: bool = False) -> Feed:
-        """last: the session is not needed after this run (the child drops it at once)."""
+               last: bool = False, reuse: bool = False) -> Feed:
+        """last: the session is not needed after this run (the child drops it at once).
+        reuse: feeds that are earlier runs' outputs, unchanged, are read where they lie (a
+        segment's inputs: `workbench.segments` never writes into the tensors it keeps)."""
         want = list(names) if names is not None else self._names
         if not self.isolated:
             return dict(zip(want, self.sess.run(want, feed)))
@@ -370,7 +377,8 @@ class OnnxRuntimeRunner(Runner):
 
         def run() -> Feed:
             return default_child().run(self._key or "", feed, want, label=self._label(),
-                                       timeout=self.timeout, max_rss=self.max_rss, last=last)
+                                       timeout=self.timeout, max_rss=self.max_rss, last=last,
+                                       reuse=reuse)
 
         try:
             try:
