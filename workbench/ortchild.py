@@ -401,11 +401,14 @@ class OrtChild:
         model that its caller forgets while another thread may run the same bytes)."""
         from workbench.ortserver import custom_op_libraries
 
-        key, path = model_key(model)
+        if private and isinstance(model, (bytes, bytearray)):  # (no hash: it is never shared)
+            key, path = f"private:{next(self._ids)}", ""
+        else:
+            key, path = model_key(model)
+            if private:
+                key += f"|private={next(self._ids)}"
         custom_ops = custom_op_libraries()
         key = f"{key}|threads={threads}|ops={os.pathsep.join(custom_ops)}"
-        if private:
-            key += f"|private={next(self._ids)}"
         with self._lock:
             if not path:
                 path = self._models.get(key, "")
