@@ -20,6 +20,12 @@ child included) are sampled every 10 ms.
   weights are not compared), culprits, findings, the JSON report on stdout.
 Also the hopeless-FP16 answer: `workbench compare light_inception_v1 --to fp16`.
 
+Bytecode: Polygraphy, onnx and numpy run from site-packages, compiled to .pyc when they were
+installed; the checkout's modules are compiled the same way once before the runs (`compileall`
+into their __pycache__, git-ignored), as an installed workbench would be. Where
+PYTHONDONTWRITEBYTECODE is set (this machine) they would otherwise be compiled from source in
+every run (~0.1 s of the parent's start-up); `--no-compile` measures that.
+
 Goals (issue 11): workbench time <= 1.0x and peak memory <= 0.5x the baseline's.
 Last line: one JSON object with the figures.
 
@@ -91,7 +97,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="light_resnet50")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-compile", action="store_true",
+                    help="leave the checkout's modules uncompiled (see the module docstring)")
     args = ap.parse_args()
+    if not args.no_compile:
+        import compileall
+
+        compileall.compile_dir(str(REPO / "workbench"), quiet=1)
     ref = LIGHT / f"{args.model}.onnx"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     tmp = Path(tempfile.mkdtemp(prefix="wb-markall-"))
@@ -123,7 +135,8 @@ def main() -> None:
 
     (pt, pm), (qt, qm), (wt, wm) = fig("polygraphy"), fig("pair"), fig("workbench")
     print(f"{args.model}: FP32 vs FP16, every tensor, 1 input, {args.repeat} runs each (median "
-          "wall, max peak RSS of the process tree)")
+          "wall, max peak RSS of the process tree; checkout "
+          f"{'not compiled' if args.no_compile else 'compiled to .pyc like site-packages'})")
     print(f"  {'polygraphy run --onnxrt --onnx-outputs mark all (FP32 only)':64} {pt:6.2f} s "
           f"{pm:7.0f} MB")
     print(f"  {'polygraphy API, both models marked + compare_accuracy':64} {qt:6.2f} s "
@@ -136,7 +149,7 @@ def main() -> None:
     print(f"  hopeless FP16 (light_inception_v1 --to fp16): {hop[0]:.2f} s, exit {hop[2]} "
           "(goal < 10 s with the range finding)")
     print(json.dumps({
-        "model": args.model, "repeat": args.repeat,
+        "model": args.model, "repeat": args.repeat, "compiled": not args.no_compile,
         "polygraphy_markall_s": round(pt, 3), "polygraphy_markall_rss_mb": round(pm, 1),
         "polygraphy_pair_s": round(qt, 3), "polygraphy_pair_rss_mb": round(qm, 1),
         "workbench_s": round(wt, 3), "workbench_rss_mb": round(wm, 1),

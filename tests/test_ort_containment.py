@@ -333,3 +333,113 @@ def test_a_kernel_survives_a_segfaulting_custom_op_in_compare_panel(tmp_path, cr
         assert kernel.run("1+1", timeout=10) == "2"
     finally:
         kernel.close()
+
+
+def _in_thread(fn):
+    box = {}
+
+    def go():
+        try:
+            box["out"] = fn()
+        except Exception as e:  # what that caller sees
+            box["error"] = e
+
+    t = threading.Thread(target=go)
+    t.start()
+    return t, box
+
+
+def test_requests_of_two_threads_run_side_by_side_in_the_child(monkeypatch):
+    """A long run in one thread does not hold up another thread's loads and runs (the
+    layer-wise compare streams both graphs at once); each caller gets its own answer."""
+    monkeypatch.setenv("WORKBENCH_ORT_LOCATE_S", "0")
+    feed = make_inputs(onnx.load(str(RESNET)))
+    want = runners.OnnxRuntimeRunner(RESNET, isolated=False).infer(feed)["logits"]
+    slow = runners.OnnxRuntimeRunner(slow_loop(), timeout=20)
+    slow.start()
+    pid = default_child().pid
+    t, box = _in_thread(lambda: slow.infer(slow_feed(10 ** 9)))
+    time.sleep(0.3)  # the long run is in the child now
+    for _ in range(3):  # answered while it runs (a one-request-at-a-time child would wait 20 s)
+        got = runners.OnnxRuntimeRunner(RESNET, threads=1).infer(feed)["logits"]
+        assert np.array_equal(got, want)
+    assert t.is_alive() and default_child().pid == pid
+    default_child().kill()  # (end the long run)
+    t.join(60)
+    assert isinstance(box.get("error"), OrtCrashed)
+    assert np.array_equal(runners.OnnxRuntimeRunner(RESNET).infer(feed)["logits"], want)
+
+
+def test_a_crash_ends_every_request_in_flight_and_the_next_call_starts_afresh(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_ORT_LOCATE_S", "0")
+    a = runners.OnnxRuntimeRunner(slow_loop(), timeout=60)
+    b = runners.OnnxRuntimeRunner(slow_loop(32), timeout=60)
+    a.start()
+    b.start()
+    pid = default_child().pid
+    (ta, ba), (tb, bb) = (_in_thread(lambda: a.infer(slow_feed(10 ** 9))),
+                          _in_thread(lambda: b.infer(slow_feed(10 ** 9, 32))))
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGSEGV)
+    ta.join(60)
+    tb.join(60)
+    for box in (ba, bb):
+        assert isinstance(box.get("error"), OrtCrashed), box
+        assert "onnxruntime crashed (SIGSEGV)" in str(box["error"])
+    y = runners.OnnxRuntimeRunner(slow_loop()).infer(slow_feed(2))["y"]
+    assert y.shape == (1, 64) and default_child().pid not in (None, pid)
+
+
+def test_child_allocator_reuses_freed_tensors_unless_the_caller_says_otherwise():
+    from workbench.ortchild import MALLOC_ENV
+
+    child = OrtChild(env={"MALLOC_ARENA_MAX": "4"})
+    try:
+        child.call("ping")
+        environ = dict(kv.split("=", 1) for kv in
+                       open(f"/proc/{child.pid}/environ").read().split("\0") if "=" in kv)
+    finally:
+        child.close()
+    assert environ["MALLOC_ARENA_MAX"] == "4"  # the caller's setting wins
+    for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
+        assert environ[k] == MALLOC_ENV[k] == str(32 << 20)
+
+
+def test_outputs_fed_back_are_read_where_they_lie_and_their_folder_goes_with_them(tmp_path):
+    """A run's output fed to a later run (a segment's tensors the next segments read) is named
+    by file and offset, not written out again; its run folder lives as long as its arrays."""
+    import gc
+
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Neg", ["x"], ["y"], name="neg")], "neg",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    child = OrtChild()
+    try:
+        key, _ = child.load(m.SerializeToString())
+        x = np.arange(15, dtype=np.float32).reshape(3, 5)
+        first = child.run(key, {"x": x}, ["y"])["y"]
+        runs = lambda: [n for n in os.listdir(child.folder) if n.startswith("run-")]  # noqa: E731
+        assert len(runs()) == 1  # kept while `first` lives
+        spec = child._mapped_spec("x", first)
+        assert spec is not None and spec["file"].endswith("out.bin")
+        assert child._mapped_spec("x", first.copy()) is None  # not a view of a run's output
+        second = child.run(key, {"x": first}, ["y"], reuse=True)["y"]
+        np.testing.assert_array_equal(second, x)
+        first[0, 0] = 100.0  # written by the caller: without reuse, its own values go
+        np.testing.assert_array_equal(child.run(key, {"x": first}, ["y"])["y"][0, 0], -100.0)
+        # the child refuses feed files outside the caller's transfer folder
+        outside = tmp_path / "out.bin"
+        outside.write_bytes(x.tobytes())
+        bad = dict(spec, file=str(outside), offset=0)
+        os.makedirs(os.path.join(child.folder, "run-x"))
+        with pytest.raises(OrtFailed, match="outside the transfer folder"):
+            child.call("run", {"key": key, "feed": [bad], "outputs": ["y"],
+                               "dir": os.path.join(child.folder, "run-x")})
+        del first, second
+        gc.collect()
+        assert runs() == ["run-x"]  # the runs' folders went with their arrays
+    finally:
+        child.close()

@@ -111,6 +111,35 @@ def test_layerwise_streams_with_the_same_figures_at_any_budget(feeds):
     assert [t.to_dict() for t in one.outputs] == [t.to_dict() for t in many.outputs]
 
 
+def test_two_core_comparison_gives_the_one_core_figures(monkeypatch):
+    """Large activations are compared on two threads (every other tensor in a helper): the
+    same figures, recorded in graph order, as one thread gives."""
+    from onnx import TensorProto, helper
+
+    from workbench import compare
+    from workbench.compare import layer_compare
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 128, 128])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Mul", ["a", "a"], ["b"], name="square"),
+             helper.make_node("Add", ["b", "x"], ["c"], name="add"),
+             helper.make_node("Exp", ["c"], ["d"], name="exp"),  # overflows in FP16
+             helper.make_node("Sigmoid", ["d"], ["y"], name="sigmoid")]
+    g = helper.make_graph(nodes, "big", [x], [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, [1, 16, 128, 128])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    fp16 = convert(m, "fp16").proto
+    feed = [{"x": (np.random.default_rng(0).standard_normal((1, 16, 128, 128)) * 4
+                   ).astype(np.float32)}]
+    reports = {}
+    for cores in (1, 2):
+        monkeypatch.setattr(layer_compare, "_cores", lambda: cores)
+        reports[cores] = compare.layerwise(m, fp16, feed, memory_budget_mb=1e6).to_dict()
+    assert reports[1] == reports[2]
+    assert [t["tensor"] for t in reports[2]["tensors"]] == ["a", "b", "c", "d", "y"]
+    assert any(t["inf"] for t in reports[2]["tensors"])  # the general path ran in the helper too
+
+
 def test_segment_sessions_leave_nothing_in_the_child(feeds):
     proto = onnx.load(str(RESNET))
     child = default_child()
@@ -235,3 +264,40 @@ def test_ahead_holds_at_most_two_items_the_callers_and_the_next():
         time.sleep(0.05)  # the caller compares slowly: the producer runs ahead as far as it may
         alive.discard(i)
     assert peak[0] == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64])
+@pytest.mark.parametrize("sentinels", [True, False])
+def test_plain_reference_path_gives_the_full_general_paths_figures_bit_for_bit(dtype,
+                                                                                sentinels):
+    """A reference of finite, unmasked values skips the reference-side NaN/inf/mask passes;
+    every figure stays the full general path's, bit for bit (candidate inf, NaN, finite)."""
+    rng = np.random.default_rng(5)
+    n = 2 * (1 << 16) + 321
+    r = (rng.standard_normal(n) * 300).astype(dtype)
+    g = (r.astype(np.float64) + rng.standard_normal(n)).astype(np.float32)
+    g[rng.integers(0, n, 400)] = np.inf
+    g[rng.integers(0, n, 200)] = -np.inf
+    g[rng.integers(0, n, 100)] = np.nan
+    g[: 1 << 16] = np.clip(g[: 1 << 16], -1e4, 1e4)  # a block with finite candidate values
+    assert comparison._plain_reference(r, sentinels)
+    args = ("t", [n], "x", n, r, g, 1e-2, 1e-2)
+    fast = comparison._general_plain(*args, None)
+    full = comparison._general_full(*args, sentinels, None)
+    assert fast.inf > 0 and fast.nan > 0 and not fast.finite
+    for f in comparison.TensorComparison.__dataclass_fields__:
+        assert getattr(fast, f) == getattr(full, f), f
+    # a candidate finite throughout: the mean is summed too
+    g2 = np.nan_to_num(g, posinf=1e4, neginf=-1e4, nan=0.0)
+    fast = comparison._general_plain("t", [n], "x", n, r, g2, 1e-2, 1e-2, None)
+    full = comparison._general_full("t", [n], "x", n, r, g2, 1e-2, 1e-2, sentinels, None)
+    assert math.isfinite(fast.mean_abs)
+    for f in comparison.TensorComparison.__dataclass_fields__:
+        assert getattr(fast, f) == getattr(full, f), f
+    # references with NaN, inf or (with sentinels) masks take the full path
+    for bad in (np.nan, np.inf, 3.4e38):
+        if np.dtype(dtype).kind == "f" and (bad != 3.4e38 or sentinels):
+            r2 = r.copy()
+            with np.errstate(over="ignore"):
+                r2[7] = bad
+            assert not comparison._plain_reference(r2, sentinels)

@@ -9,7 +9,8 @@ is one raw file in a private folder (on /dev/shm when there is one: shared memor
 plus a JSON spec per array (dtype string, shape, offset); only plain numeric, bool and unicode
 dtypes are read back, and bfloat16/float8 travel as their unsigned view plus the dtype's name.
 
-Ops: ``ping``; ``load`` {model, key, threads, custom_ops} -> inputs/outputs (the session is cached under `key`,
+Requests of several caller threads may be in flight at once (``load`` and ``run`` each get a
+thread here). Ops: ``ping``; ``load`` {model, key, threads, custom_ops} -> inputs/outputs (the session is cached under `key`,
 the client's model hash, least recently used dropped beyond CACHE_SIZE); ``run`` {key, feed specs,
 outputs, dir, forget?} -> output specs (dir/in.bin in, dir/out.bin out); ``forget`` {key} (all when no key). Stdlib, numpy, onnxruntime (and ml_dtypes for exotic
 dtypes) only; nothing else from workbench but the protocol module.
@@ -74,17 +75,24 @@ def save_arrays(path: str, items: Sequence[Tuple[str, Any]]) -> List[Dict[str, A
 def load_arrays(path: str, specs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     """The arrays `save_arrays` wrote, each a view of the file mapped copy-on-write (no copy:
     the pages are the file's, which may be removed at once; writing to an array copies only
-    the pages written). Only plain numeric, bool and unicode dtypes are accepted (never
-    objects: no pickle)."""
+    the pages written). A spec with a "file" is read from that file instead of `path` (an
+    output of an earlier run fed back as it lies: no copy either). Only plain numeric, bool
+    and unicode dtypes are accepted (never objects: no pickle)."""
     import mmap
 
     import numpy as np
 
-    size = os.path.getsize(path)
-    buf: Any = bytearray(0)
-    if size:
-        with open(path, "rb", buffering=0) as f:
-            buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+    maps: Dict[str, Any] = {}
+
+    def mapped(p: str) -> Any:
+        if p not in maps:
+            size = os.path.getsize(p)
+            maps[p] = bytearray(0)
+            if size:
+                with open(p, "rb", buffering=0) as f:
+                    maps[p] = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+        return maps[p]
+
     out: Dict[str, Any] = {}
     for s in specs:
         dt = np.dtype(str(s["dtype"]))
@@ -92,7 +100,8 @@ def load_arrays(path: str, specs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
             raise ValueError("refused dtype %r for '%s' (plain arrays only)" % (s["dtype"], s["name"]))
         shape = [int(d) for d in s["shape"]]
         count = int(np.prod(shape)) if shape else 1
-        a = np.frombuffer(buf, dtype=dt, count=count, offset=int(s["offset"])).reshape(shape)
+        a = np.frombuffer(mapped(s.get("file") or path), dtype=dt, count=count,
+                          offset=int(s["offset"])).reshape(shape)
         out[s["name"]] = a.view(_dtype(s["view"])) if s.get("view") else a
     return out
 
@@ -126,39 +135,63 @@ class NotLoaded(KeyError):
 
 
 class Sessions:
-    """onnxruntime sessions by model key, least recently used dropped first."""
+    """onnxruntime sessions by model key, least recently used dropped first. Thread-safe: runs
+    of different requests proceed at once (onnxruntime releases the GIL while it runs)."""
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
+        import threading
+
         self.size = size
         self.cache: "collections.OrderedDict[str, Any]" = collections.OrderedDict()
+        self.lock = threading.Lock()
 
     def load(self, model: str, key: str, threads: Any = None,
              custom_ops: Sequence[str] = ()) -> Dict[str, Any]:
-        sess = self.cache.get(key)
+        with self.lock:
+            sess = self.cache.get(key)
         if sess is None:
             import onnxruntime as ort
 
             sess = ort.InferenceSession(model, session_options(threads, custom_ops),
                                         providers=["CPUExecutionProvider"])
+        with self.lock:
             self.cache[key] = sess
+            self.cache.move_to_end(key)
             while len(self.cache) > self.size:
                 self.cache.popitem(last=False)
-        self.cache.move_to_end(key)
         return {"inputs": [{"name": i.name, "type": i.type, "shape": list(i.shape)}
                            for i in sess.get_inputs()],
                 "outputs": [o.name for o in sess.get_outputs()], "pid": os.getpid()}
 
     def run(self, key: str, feed: List[Dict[str, Any]], outputs: List[str],
             dir: str, forget: bool = False) -> List[Dict[str, Any]]:  # noqa: A002
-        sess = self.cache.get(key)
-        if sess is None:  # dropped from the cache: the client loads it again and retries
-            raise NotLoaded("session not loaded: " + key)
-        self.cache.move_to_end(key)
-        if forget:  # a one-off model (a segment): dropped once this run returns
-            del self.cache[key]
+        with self.lock:
+            sess = self.cache.get(key)
+            if sess is None:  # dropped from the cache: the client loads it again and retries
+                raise NotLoaded("session not loaded: " + key)
+            self.cache.move_to_end(key)
+            if forget:  # a one-off model (a segment): dropped once this run returns
+                del self.cache[key]
+        folder = os.path.realpath(os.path.dirname(dir)) + os.sep
+        for spec in feed:  # outputs of earlier runs: only from the caller's transfer folder
+            if spec.get("file") and not os.path.realpath(spec["file"]).startswith(folder):
+                raise ValueError("refused feed file outside the transfer folder: %s" % spec["file"])
         arrays = load_arrays(os.path.join(dir, "in.bin"), feed)
         res = sess.run(outputs, arrays)
+        del arrays
         return save_arrays(os.path.join(dir, "out.bin"), list(zip(outputs, res)))
+
+    def forget(self, key: Any = None) -> None:
+        """Drop one session (all when no key)."""
+        with self.lock:
+            if key:
+                self.cache.pop(key, None)
+            else:
+                self.cache.clear()
+
+    def keys(self) -> List[str]:
+        with self.lock:
+            return list(self.cache)
 
 
 def _limit_address_space() -> None:
@@ -170,16 +203,25 @@ def _limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
 
 
+CONCURRENT_OPS = ("load", "run")  # each in a thread of its own: a caller's two streams overlap
+
+
 def main() -> None:
-    """Serve requests until stdin closes (one at a time: the client waits for each answer)."""
+    """Serve requests until stdin closes. `load` and `run` each go to a thread of their own, so
+    requests of different caller threads (a reference and a candidate streamed side by side)
+    run at once; every answer carries its request's id."""
+    import threading
+
     proto_fd = os.dup(1)
     os.dup2(2, 1)  # whatever onnxruntime's C++ code prints goes to stderr, not the protocol
     sys.stdout = sys.stderr
     out = os.fdopen(proto_fd, "w", buffering=1, encoding="utf-8")
+    out_lock = threading.Lock()
 
     def send(msg: Dict[str, Any]) -> None:
-        out.write(P.encode(msg))
-        out.flush()
+        with out_lock:
+            out.write(P.encode(msg))
+            out.flush()
 
     _limit_address_space()
     import onnxruntime  # noqa: F401 - before "ready": start-up is not charged to a request's limit
@@ -190,11 +232,10 @@ def main() -> None:
     def bad(line: str) -> None:
         send(P.error(None, "bad JSON request", type="protocol", code="bad-args"))
 
-    for msg in P.read_json_lines(sys.stdin, bad):
-        rid, op, args = msg.get("id"), msg.get("op"), msg.get("args") or {}
+    def serve(rid: Any, op: Any, args: Dict[str, Any]) -> None:
         try:
             if op == "ping":
-                value: Any = {"pid": os.getpid(), "sessions": list(sessions.cache)}
+                value: Any = {"pid": os.getpid(), "sessions": sessions.keys()}
             elif op == "load":
                 value = sessions.load(args["model"], args["key"], args.get("threads"),
                                       args.get("custom_ops") or ())
@@ -202,14 +243,11 @@ def main() -> None:
                 value = sessions.run(args["key"], args["feed"], args["outputs"], args["dir"],
                                      bool(args.get("forget")))
             elif op == "forget":  # one session (args.key), or all
-                if args.get("key"):
-                    sessions.cache.pop(args["key"], None)
-                else:
-                    sessions.cache.clear()
+                sessions.forget(args.get("key"))
                 value = {}
             else:
                 send(P.error(rid, "unknown op '%s'" % op, code="unknown-op"))
-                continue
+                return
             send(P.result(rid, value))
         except NotLoaded as e:
             send(P.error(rid, str(e), code="not-loaded"))
@@ -218,6 +256,13 @@ def main() -> None:
                          code="out-of-memory"))
         except Exception as e:
             send(P.error(rid, " ".join(str(e).split()), type="exception", code=type(e).__name__))
+
+    for msg in P.read_json_lines(sys.stdin, bad):
+        rid, op, args = msg.get("id"), msg.get("op"), msg.get("args") or {}
+        if op in CONCURRENT_OPS:
+            threading.Thread(target=serve, args=(rid, op, args), daemon=True).start()
+        else:
+            serve(rid, op, args)
 
 
 if __name__ == "__main__":

@@ -257,6 +257,7 @@ class OnnxRuntimeRunner(Runner):
         self._key: Optional[str] = None
         self._meta: Dict[str, TensorMeta] = {}
         self._text: Optional[str] = None  # how errors name the model (default: its path/name)
+        self._one_off = False  # a segment: its session is shared with no other runner
 
     def _label(self) -> str:
         if self._text:
@@ -298,7 +299,8 @@ class OnnxRuntimeRunner(Runner):
         src = self._src
         data = str(src) if isinstance(src, (str, os.PathLike)) else src.SerializeToString()
         self._key, info = default_child().load(data, threads=self.threads, label=self._label(),
-                                               timeout=self.timeout, max_rss=self.max_rss)
+                                               timeout=self.timeout, max_rss=self.max_rss,
+                                               private=self._one_off)
         return info
 
     def input_metadata(self) -> Dict[str, TensorMeta]:
@@ -340,6 +342,7 @@ class OnnxRuntimeRunner(Runner):
                                 isolated=self.isolated, timeout=self.timeout,
                                 max_rss=self.max_rss)
         seg._text = self._label()  # errors name the model, and the node where one is pinned
+        seg._one_off = True  # (another stream may run the same bytes at the same time)
         try:
             try:
                 seg.start()
@@ -351,14 +354,21 @@ class OnnxRuntimeRunner(Runner):
                 raise WorkbenchError(f"{self.name} cannot load the model: "
                                      f"{' '.join(str(e).split())[:300]}", file=seg._text,
                                      hint="check it with `workbench inspect`") from None
-            return [seg._infer(f, outputs, last=k == len(feeds) - 1)
+            outs = [seg._infer(f, outputs, last=k == len(feeds) - 1, reuse=True)
                     for k, f in enumerate(feeds)]
+            for o in outs:  # kept tensors are fed on as they lie: nobody may write into them
+                for a in o.values():
+                    if isinstance(a, np.ndarray):
+                        a.flags.writeable = False
+            return outs
         finally:
             seg.close()
 
     def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None,
-               last: bool = False) -> Feed:
-        """last: the session is not needed after this run (the child drops it at once)."""
+               last: bool = False, reuse: bool = False) -> Feed:
+        """last: the session is not needed after this run (the child drops it at once).
+        reuse: feeds that are earlier runs' outputs, unchanged, are read where they lie (a
+        segment's inputs: `workbench.segments` never writes into the tensors it keeps)."""
         want = list(names) if names is not None else self._names
         if not self.isolated:
             return dict(zip(want, self.sess.run(want, feed)))
@@ -367,7 +377,8 @@ class OnnxRuntimeRunner(Runner):
 
         def run() -> Feed:
             return default_child().run(self._key or "", feed, want, label=self._label(),
-                                       timeout=self.timeout, max_rss=self.max_rss, last=last)
+                                       timeout=self.timeout, max_rss=self.max_rss, last=last,
+                                       reuse=reuse)
 
         try:
             try:

@@ -4,7 +4,8 @@ Runs a reference model (FP32, onnxruntime) and a candidate (its FP16/BF16/INT8/F
 surgically changed model) on the same inputs with *every* intermediate tensor compared
 (Polygraphy's `--mark all`), without holding them all: both graphs run a segment at a time
 (`Runner.stream`, `workbench.segments`: every node once, a chunk of tensors within the memory
-budget per segment, the next segment running while this one is compared), matches tensors by name,
+budget per segment; the two graphs side by side in the onnxruntime child, each a segment ahead
+while this one is compared on up to two threads), matches tensors by name,
 and reports per tensor the figures of `workbench.comparison` (max/mean absolute error, error
 relative to the tensor's scale, cosine, pass/fail at atol/rtol). Tolerances default to the
 candidate's precision (`infer_precision`), the same defaults `find_exclusions` uses for its target,
@@ -31,6 +32,7 @@ import base64
 import io
 import json
 import math
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -306,7 +308,8 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
              rtol: float, memory_budget_mb: Optional[float], producer: Dict[str, Any],
              record: Any) -> Dict[str, List[Feed]]:
     """Fetch the marked tensors a chunk at a time within the budget; compare; drop. Both
-    graphs run a segment per chunk (`Runner.stream`: each node once), in step."""
+    graphs run a segment per chunk (`Runner.stream`: each node once), side by side, each a
+    chunk ahead of the comparison."""
     ref_r = make_runner("onnxruntime", ref_p, mark_all=True)
     cand_r = _started(runner, cand_p) if runner == "reference" else \
         make_runner(runner, cand_p, mark_all=True)
@@ -326,14 +329,26 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
     runs: Dict[str, List[Feed]] = {"reference": [{} for _ in feeds],
                                    "candidate": [{} for _ in feeds]}
     seen: set = set()
-    for chunk, ref_out, cand_out in ahead(zip(chunks, ref_r.stream(feeds, chunks),
-                                              cand_r.stream(feeds, chunks))):
+    # the two graphs stream side by side (each a segment ahead, in a thread of its own: the
+    # onnxruntime child runs both at once) while this thread compares
+    ref_s, cand_s = ahead(ref_r.stream(feeds, chunks)), ahead(cand_r.stream(feeds, chunks))
+    with closing(ref_s), closing(cand_s):
+        _compare_chunks(zip(chunks, ref_s, cand_s), outs, feeds, runs, seen, producer, atol,
+                        rtol, record)
+    return runs
+
+
+def _compare_chunks(items: Any, outs: List[str], feeds: Sequence[Feed],
+                    runs: Dict[str, List[Feed]], seen: set, producer: Dict[str, Any],
+                    atol: float, rtol: float, record: Any) -> None:
+    for chunk, ref_out, cand_out in items:
         for o in outs:
             for k in range(len(feeds)):
                 if o in ref_out[k]:
                     runs["reference"][k][o] = ref_out[k][o]
                 if o in cand_out[k]:
                     runs["candidate"][k][o] = cand_out[k][o]
+        todo: List[str] = []
         for t in chunk:
             if t in seen or t not in producer or t not in ref_out[0] or t not in cand_out[0]:
                 continue
@@ -341,10 +356,57 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
             if np.asarray(ra).dtype.kind not in "fc" or np.shape(ra) != np.shape(ga):
                 continue
             seen.add(t)
-            record(t, compare_tensor(t, [o[t] for o in ref_out], [o[t] for o in cand_out],
-                                     atol, rtol))
-        del ref_out, cand_out
-    return runs
+            todo.append(t)
+        done = _compare_all(todo, ref_out, cand_out, atol, rtol)
+        for t in todo:  # recorded in graph order (a node's added error reads its inputs')
+            record(t, done[t])
+        del ref_out, cand_out, done
+
+
+def _compare_all(names: List[str], ref_out: List[Feed], cand_out: List[Feed], atol: float,
+                 rtol: float) -> Dict[str, TensorComparison]:
+    """Each tensor's figures; with more than one core, a helper thread takes every other
+    tensor (largest first), so a chunk of large activations is compared on two cores while
+    the next segments still wait for it (numpy releases the GIL in its loops)."""
+    import threading
+
+    def one(t: str) -> TensorComparison:
+        return compare_tensor(t, [o[t] for o in ref_out], [o[t] for o in cand_out], atol, rtol)
+
+    out: Dict[str, TensorComparison] = {}
+    big = sorted(names, key=lambda t: -int(np.size(ref_out[0][t])))
+    if len(big) < 2 or _cores() < 2 or np.size(ref_out[0][big[1]]) < (1 << 18):
+        for t in names:
+            out[t] = one(t)
+        return out
+    failed: List[BaseException] = []
+
+    def helper() -> None:
+        try:
+            for t in big[1::2]:
+                out[t] = one(t)
+        except BaseException as e:  # raised in the caller's thread below
+            failed.append(e)
+
+    th = threading.Thread(target=helper, name="compare-helper", daemon=True)
+    th.start()
+    try:
+        for t in big[0::2]:
+            out[t] = one(t)
+    finally:
+        th.join()
+    if failed:
+        raise failed[0]
+    return out
+
+
+def _cores() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = None, *,
