@@ -109,6 +109,9 @@ def _opt_feed(model: Any, config: Any) -> Optional[Dict[str, Any]]:
     from workbench.precision.profiles import default_profile
 
     proto = proto_of(model)
+    if any(not i.type.HasField("tensor_type") or not i.type.tensor_type.elem_type
+           for i in proto.graph.input):
+        return None  # a sequence/optional input: the split recipe's own sample inputs
     try:
         prof = config.profiles[0] if config.profiles else default_profile(proto)[0].to_dict()
     except WorkbenchError:
@@ -132,8 +135,9 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
 
     if on_event is not None:
         on_event({"event": "progress", "phase": "splitting", "fraction": None,
-                  "message": f"the parser refused {failure.op or 'a node'} at "
-                  f"'{failure.node}': cutting the model there (--no-split: an error)"})
+                  "message": (f"the parser refused {failure.op or 'a node'} at '{failure.node}'"
+                              if failure.node else "the parser refused the model")
+                  + ": trying to cut the model there (--no-split: an error)"})
     fixable = _exact_rewrites(model, backend, client, config.target or "sm89")
     if fixable:
         p = fixable[0]
@@ -145,6 +149,9 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
                           inputs=_opt_feed(model, config))
     except WorkbenchError as e:
         raise _refusal(failure, e.message) from None
+    except (KeyError, ValueError, TypeError, IndexError) as e:  # a graph the recipe can't cut
+        raise _refusal(failure, f"the split recipe cannot cut this graph ({type(e).__name__}: "
+                       f"{e})") from None
     if res.tail is None or not res.supported:
         raise _refusal(failure, "the backend takes no prefix of it") from None
     foreign = [n for n in res.tail.graph.node if not tail_runs_in_onnxruntime(n)]
