@@ -346,6 +346,14 @@ def _general_full(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
             rg += float(np.add.reduce(rf * gf))
             rr += float(np.add.reduce(rf * rf))
             gg += float(np.add.reduce(gf * gf))
+    return _figures(name, shape, dtype, size, max_abs, sum_abs, finite_d, scale, rg, rr, gg,
+                    nan, inf, mismatches, t1)
+
+
+def _figures(name: str, shape: List[int], dtype: str, size: int, max_abs: float, sum_abs: float,
+             finite_d: bool, scale: float, rg: float, rr: float, gg: float, nan: int, inf: int,
+             mismatches: int, t1: Optional[float]) -> TensorComparison:
+    """The comparison from the block passes' running sums (both paths end here)."""
     scale = scale if scale >= 0 else 1.0
     scale = scale or 1.0
     mean_abs = sum_abs / size if finite_d else math.inf
@@ -354,7 +362,6 @@ def _general_full(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
     return TensorComparison(name, shape, dtype, size, max_abs, mean_abs, max_abs / scale,
                             mean_abs / scale, scale, cos, nan, inf, mismatches,
                             nan == 0 and inf == 0, mismatches == 0, t1)
-
 
 
 def _general_plain(name: str, shape: List[int], dtype: str, size: int, r0: np.ndarray,
@@ -404,14 +411,8 @@ def _general_plain(name: str, shape: List[int], dtype: str, size: int, r0: np.nd
             mismatches += int(np.count_nonzero(m))
             x, y, z = _dots(r, g, t)
             rg, rr, gg = rg + x, rr + y, gg + z
-    scale = scale if scale >= 0 else 1.0
-    scale = scale or 1.0
-    mean_abs = sum_abs / size if finite_d else math.inf
-    denom = math.sqrt(rr) * math.sqrt(gg)
-    cos = float(rg / denom) if denom else (1.0 if max_abs == 0 else 0.0)
-    return TensorComparison(name, shape, dtype, size, max_abs, mean_abs, max_abs / scale,
-                            mean_abs / scale, scale, cos, nan, inf, mismatches,
-                            nan == 0 and inf == 0, mismatches == 0, t1)
+    return _figures(name, shape, dtype, size, max_abs, sum_abs, finite_d, scale, rg, rr, gg,
+                    nan, inf, mismatches, t1)
 
 
 def _batches(x: Union[Feed, Sequence[Feed]]) -> List[Feed]:

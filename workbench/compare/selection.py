@@ -34,7 +34,6 @@ has no frontier and no groups: `passed` is the elementwise budget on every outpu
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -69,17 +68,6 @@ def selection_region(proto: Any) -> Tuple[Set[int], List[str], List[str]]:
     made = {o for i in region for o in proto.graph.node[i].output if o}
     selected = [o.name for o in proto.graph.output if o.name in made]
     return region, list(manifest["cut"]), selected
-
-
-def _with_outputs(proto: Any, names: Sequence[str]) -> Any:
-    import onnx
-
-    m = copy.deepcopy(proto)
-    have = {o.name for o in m.graph.output}
-    for n in names:
-        if n not in have:
-            m.graph.output.append(onnx.ValueInfoProto(name=n))
-    return m
 
 
 # ----------------------------------------------------------------------------- rows
@@ -267,8 +255,10 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
         {i.name for i in cand_p.graph.input}
     missing = [t for t in frontier if t not in cand_made]
     probe = [t for t in frontier if t in cand_made]
-    ref = run(_with_outputs(ref_p, frontier), feed)
-    cand = run(_with_outputs(cand_p, probe), feed)
+    from workbench.compare.engine_compare import mark_outputs
+
+    ref = run(mark_outputs(ref_p, frontier), feed)
+    cand = run(mark_outputs(cand_p, probe), feed)
     strict = _strict(ref, cand, names)
     check = SelectionCheck(tol, strict, strict is not None and strict <= tol and all(
         np.shape(ref[k]) == np.shape(cand[k]) for k in names), False,
