@@ -313,3 +313,39 @@ def test_weights_made_at_run_time_are_not_compared():
     compared = {t.tensor for t in rep.tensors}
     assert rep.constants == len(consts) and not (compared & consts)
     assert any(t.op == "Conv" for t in rep.tensors)
+
+
+def _underflow_model() -> onnx.ModelProto:
+    """x -> Mul 1e-9 ('shrink': |values| ~1e-9, below FP16's smallest 6e-8) -> Relu -> Mul 1e9
+    -> Add x: in FP32 the output is relu(x) + x; in FP16 'shrink' becomes zeros and the output
+    only x."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "s"], ["t"], name="shrink"),
+         helper.make_node("Relu", ["t"], ["r"], name="relu"),
+         helper.make_node("Mul", ["r", "g"], ["u"], name="grow"),
+         helper.make_node("Add", ["u", "x"], ["y"], name="add")],
+        "underflow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        [numpy_helper.from_array(np.array(1e-9, np.float32), "s"),
+         numpy_helper.from_array(np.array(1e9, np.float32), "g")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_fp16_underflow_is_named_at_once_and_its_nodes_start_in_fp32():
+    """Activations entirely below FP16's smallest subnormal become zeros: the range pre-pass
+    names the tensors and the node, the search starts with their producers/consumers in FP32,
+    and the result meets the budget (the same model without that start does not)."""
+    m = _underflow_model()
+    feeds = [{"x": np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32) + 2.0}]
+    nodes, found, hopeless = compare.range_prepass(m, feeds, "fp16")
+    under = [f for f in found if f.code == "fp16-underflow"]
+    assert not hopeless and len(under) == 1 and under[0].severity == "warning"
+    assert under[0].tensors[:2] == ["t", "r"] and "'shrink' (Mul)" in under[0].message
+    assert "all zeros" in under[0].message and "--exclude shrink" in under[0].hint
+    assert {"shrink", "relu", "grow"} <= set(nodes)
+    s = compare.find_exclusions(m, "fp16", feeds=feeds)
+    assert s.passed and {"shrink", "relu"} <= set(s.excluded)
+    plain = compare.find_exclusions(m, "fp16", feeds=feeds, check_range=False, max_rounds=0)
+    assert not plain.passed  # without the pre-pass the FP16 model loses relu(x) entirely

@@ -599,25 +599,30 @@ HOPELESS_MIN = 16      # ... and more than this many nodes (a small planted bloc
 def range_prepass(ref: Any, feeds: Sequence[Feed], target: str
                   ) -> Tuple[List[str], List[Finding], bool]:
     """Before any search: FP32 activations beyond the target's largest finite value (FP16:
-    65504) on these inputs. Returns (nodes that must stay FP32 - producers and consumers of
+    65504) on these inputs, and those entirely below its smallest (they become zeros; their
+    nodes start in FP32 too, never counted as hopeless). Returns (nodes that must stay FP32 - producers and consumers of
     those tensors, findings, hopeless). Hopeless: more than HOPELESS_SHARE of the compute nodes
     (and more than HOPELESS_MIN) would have to stay FP32, so no exclusion list can make the
     target worth it."""
     from workbench.precision import table
-    from workbench.precision.transform import activation_ranges, overflow_findings
+    from workbench.precision.transform import (activation_ranges, overflow_findings,
+                                               underflow_findings)
 
     entry = table.get(target, field="target")
     if entry.max_abs is None or entry.max_abs > 1e38:  # BF16/FP32 range: nothing to find
         return [], [], False
     ranges = activation_ranges(ref, list(feeds))
     found = overflow_findings(ref, ranges, entry.max_abs, target.upper())
+    if entry.min_abs:  # values that flush to zero: named at once, searched from FP32
+        found += underflow_findings(ref, ranges, entry.min_abs, target.upper())
     pos = {o: i for i, n in enumerate(ref.graph.node) for o in n.output}
     over = sorted((f for f in found if f.code.endswith("-overflow")),
                   key=lambda f: pos.get(f.tensors[0], 0))  # topological: the first one first
     nodes = list(dict.fromkeys(n for f in over for n in f.nodes))
     compute = [n for n in ref.graph.node if n.op_type not in ("Constant", "ConstantOfShape")]
+    under = [n for f in found if f.code.endswith("-underflow") for n in f.extra["exclude"]]
     if not over:
-        return [], found, False
+        return under, found, False
     worst = max(over, key=lambda f: (f.extra or {}).get("max_abs") or math.inf)
     wmax = (worst.extra or {}).get("max_abs")
     tensors = [t for f in over for t in f.tensors]
@@ -637,7 +642,7 @@ def range_prepass(ref: Any, feeds: Sequence[Feed], target: str
                  f"rescale the model (normalisation before the first layers)",
             extra={"limit": entry.max_abs, "tensors": len(tensors), "nodes": len(nodes)})
         ] + [f for f in found if not f.code.endswith("-overflow")], True
-    return nodes, [Finding(
+    return list(dict.fromkeys(nodes + under)), [Finding(
         "info", f"{target}-range",
         f"{len(tensors)} FP32 activation(s) exceed the {target.upper()} limit {entry.max_abs:g} "
         f"({listed}): the search starts with their {len(nodes)} producer/consumer node(s) in FP32",

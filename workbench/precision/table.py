@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 from workbench.errors import WorkbenchError
 
 FP16_MAX = 65504.0
+FP16_TINY = 2.0 ** -24  # the smallest FP16 subnormal: smaller magnitudes become 0
 BF16_MAX = 3.3895313892515355e38
 BASE = "fp32"  # what the builder-flag route hands TensorRT: the original model
 CALIBRATE_METHODS = ("entropy", "minmax", "percentile")
@@ -31,14 +32,14 @@ class Precision:
 
     __slots__ = ("name", "kind", "description", "needs_calibration", "builder_flag",
                  "flag_route", "flag_calibrator", "trtexec", "polygraphy", "transform",
-                 "max_abs", "aliases", "atol", "rtol", "layer_dtype")
+                 "max_abs", "min_abs", "aliases", "atol", "rtol", "layer_dtype")
 
     def __init__(self, name: str, kind: str, description: str, *, transform: Transform,
                  needs_calibration: bool = False, builder_flag: Optional[str] = None,
                  flag_route: bool = True, flag_calibrator: bool = False,
                  trtexec: Optional[str] = None, polygraphy: Optional[str] = None,
-                 max_abs: Optional[float] = None, aliases: Tuple[str, ...] = (),
-                 atol: Optional[float] = None, rtol: Optional[float] = None,
+                 max_abs: Optional[float] = None, min_abs: Optional[float] = None,
+                 aliases: Tuple[str, ...] = (), atol: Optional[float] = None, rtol: Optional[float] = None,
                  layer_dtype: Optional[str] = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"precision kind must be one of {KINDS}, got {kind!r}")
@@ -53,6 +54,7 @@ class Precision:
         self.trtexec = trtexec              # trtexec flag of the builder-flag route
         self.polygraphy = polygraphy        # polygraphy convert flag of that route
         self.max_abs = max_abs              # float targets: largest finite value
+        self.min_abs = min_abs              # ... and smallest non-zero one (below: 0)
         self.aliases = tuple(a.lower() for a in aliases)
         # the TensorRT DataType attribute (`trt.float16`) a layer is pinned to on the
         # builder-flag route's layer precision (TensorRT <= 10); None: no such route
@@ -148,7 +150,8 @@ register(Precision("fp32", "none", "the model as it is (no transform)",
                    layer_dtype="float32"))
 register(Precision("fp16", "float", "FP16 Casts + FP16 weights; overflowing nodes stay FP32",
                    transform=_Q + "fp16_casts", builder_flag="FP16", trtexec="--fp16",
-                   polygraphy="--fp16", max_abs=FP16_MAX, aliases=("float16", "half"),
+                   polygraphy="--fp16", max_abs=FP16_MAX, min_abs=FP16_TINY,
+                   aliases=("float16", "half"),
                    layer_dtype="float16"))
 register(Precision("bf16", "float", "BF16 Casts + BF16 weights (FP32's range, fewer digits)",
                    transform=_Q + "bf16_casts", builder_flag="BF16", trtexec="--bf16",

@@ -223,6 +223,38 @@ def overflow_findings(proto: Any, ranges: Dict[str, float], limit: float = FP16_
     return findings
 
 
+def underflow_findings(proto: Any, ranges: Dict[str, float], tiny: float,
+                       dtype_name: str = "FP16") -> List[Finding]:
+    """One warning for the FP32 node outputs whose values are all below `tiny` in magnitude
+    and not all zero (0 < max |value| < the target's smallest subnormal): in the target each
+    becomes all zeros. Names the tensors (graph order) and, in extra["exclude"], every node
+    that would keep them: producers and consumers. Untrained weights often do this."""
+    prod = _producers(proto.graph)
+    cons = _consumers(proto.graph)
+    pos = {o: i for i, n in enumerate(proto.graph.node) for o in n.output}
+    tiny_t = sorted((t for t, amax in ranges.items() if 0.0 < amax < tiny and t in prod),
+                    key=lambda t: pos.get(t, 0))
+    if not tiny_t:
+        return []
+    nodes: List[str] = []
+    for t in tiny_t:
+        nodes += [prod[t].name] + [c.name for c in cons.get(t, [])]
+    nodes = list(dict.fromkeys(nodes))
+    first = prod[tiny_t[0]]
+    listed = ", ".join(f"'{t}'" for t in tiny_t[:5]) + (" ..." if len(tiny_t) > 5 else "")
+    return [Finding(
+        "warning", f"{dtype_name.lower()}-underflow",
+        f"{len(tiny_t)} FP32 activation(s) lie entirely below {dtype_name}'s smallest value "
+        f"{tiny:.3g} on these inputs ({listed}; the first from node '{first.name}' "
+        f"({first.op_type}), max |value| {ranges[tiny_t[0]]:.3g}): in {dtype_name} they become "
+        "all zeros",
+        nodes=nodes[:20], tensors=tiny_t[:20], op=first.op_type, source="precision",
+        hint="check that the inputs and weights are representative (untrained weights give "
+             "tiny activations); else keep these nodes in FP32: "
+             + " ".join(f"--exclude {n}" for n in nodes[:4]) + (" ..." if len(nodes) > 4 else ""),
+        extra={"tiny": tiny, "tensors": len(tiny_t), "exclude": nodes})]
+
+
 def auto_exclusions(model_or_path: Any, calibration: Any, *, target: str = "fp16",
                     allow_random: bool = False) -> Tuple[List[str], List[Finding]]:
     """Nodes that must stay FP32 for FP16 (activations beyond 65504 on the calibration data):
