@@ -102,7 +102,8 @@ class ComparePanel(PanelBase, W.VBox):
                                    layout=fit())
         self.figure = Figure(layout=dict(
             height=440, autosize=True, margin=dict(l=50, r=10, t=30, b=40),
-            yaxis=dict(type="log", title="relative error"),
+            # SI labels on every tick (a log axis otherwise labels 2..9 as bare digits)
+            yaxis=dict(type="log", title="relative error", tickformat="~s"),
             xaxis=dict(title="tensor (topological order)", automargin=True),
             title="error per tensor vs FP32"))
         self.figure.add_bar(x=[], y=[], marker=dict(color=[]), name="relative error",
@@ -172,10 +173,12 @@ class ComparePanel(PanelBase, W.VBox):
                 self.report = self.search.final
                 self.show(self.search.final)
             verdict = "within tolerance" if self.search.passed else "NOT within tolerance"
-            flags = " ".join("--exclude " + n for n in self.search.excluded)
+            # one unbreakable flag each: a line wraps between flags, never inside one
+            flags = " ".join(f"<span style='white-space:nowrap'>--exclude {esc(n)}</span>"
+                             for n in self.search.excluded)
             self.status.value += (f"<br><b>{esc(self.target)}: {verdict}</b> with "
                                   f"{len(self.search.excluded)} node(s) kept in FP32: "
-                                  f"<code>{esc(flags)}</code>")
+                                  f"<code>{flags}</code>")
 
         self._attempt(f"searching the nodes to keep in FP32 for {self.target} ...", work)
         return self.search

@@ -23,5 +23,6 @@ def bisect_figure(result: Any) -> Any:
     fig.update_layout(title="FP32 exclusions: accuracy vs latency",
                       xaxis_title="P50 latency (ms)" if timed else "nodes kept in FP32",
                       yaxis_title="worst output relative error", yaxis_type="log",
+                      yaxis_tickformat="~s",  # every tick labelled, not bare digits
                       template="plotly_white", height=360)
     return fig
