@@ -231,7 +231,9 @@ def underflow_findings(proto: Any, ranges: Dict[str, float], tiny: float,
     that would keep them: producers and consumers. Untrained weights often do this."""
     prod = _producers(proto.graph)
     cons = _consumers(proto.graph)
-    pos = {o: i for i, n in enumerate(proto.graph.node) for o in n.output}
+    from workbench.graphindex import GraphIndex
+
+    pos = GraphIndex.of(proto).producer  # tensor -> its node's place in graph order
     tiny_t = sorted((t for t, amax in ranges.items() if 0.0 < amax < tiny and t in prod),
                     key=lambda t: pos.get(t, 0))
     if not tiny_t:
