@@ -229,20 +229,17 @@ def underflow_findings(proto: Any, ranges: Dict[str, float], tiny: float,
     and not all zero (0 < max |value| < the target's smallest subnormal): in the target each
     becomes all zeros. Names the tensors (graph order) and, in extra["exclude"], every node
     that would keep them: producers and consumers. Untrained weights often do this."""
-    prod = _producers(proto.graph)
-    cons = _consumers(proto.graph)
     from workbench.graphindex import GraphIndex
 
-    pos = GraphIndex.of(proto).producer  # tensor -> its node's place in graph order
-    tiny_t = sorted((t for t, amax in ranges.items() if 0.0 < amax < tiny and t in prod),
-                    key=lambda t: pos.get(t, 0))
+    gi = GraphIndex.of(proto.graph)
+    pos = gi.producer  # tensor -> its producer's place in graph order
+    tiny_t = sorted((t for t, amax in ranges.items() if 0.0 < amax < tiny and t in pos),
+                    key=pos.__getitem__)
     if not tiny_t:
         return []
-    nodes: List[str] = []
-    for t in tiny_t:
-        nodes += [prod[t].name] + [c.name for c in cons.get(t, [])]
-    nodes = list(dict.fromkeys(nodes))
-    first = prod[tiny_t[0]]
+    nodes = list(dict.fromkeys(gi.nodes[i].name for t in tiny_t
+                               for i in [pos[t]] + gi.consumers_of(t)))
+    first = gi.nodes[pos[tiny_t[0]]]
     listed = ", ".join(f"'{t}'" for t in tiny_t[:5]) + (" ..." if len(tiny_t) > 5 else "")
     return [Finding(
         "warning", f"{dtype_name.lower()}-underflow",
