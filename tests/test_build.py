@@ -194,6 +194,91 @@ def test_timed_out_build_leaves_no_partial_engine(monkeypatch, _isolated_home):
         c.close()
 
 
+def _history(home: Path) -> list:
+    from workbench.workspace import read_jsonl
+
+    return [r for h in home.glob("models/*/history.jsonl") for r in read_jsonl(h)
+            if r.get("action") == "build"]
+
+
+def _start_slow_build(model, config, started: threading.Event, box: dict, **kw):
+    """A real build on its own worker in a thread; `started` is set once TensorRT builds."""
+    c = WorkerClient()
+
+    def on_event(ev):
+        if ev.get("event") == "progress" and ev.get("phase") == "building":
+            started.set()
+
+    def run():
+        try:
+            box["result"] = build_engine(model, config, client=c, on_event=on_event, **kw)
+        except BaseException as e:  # (asserted by the test)
+            box["error"] = e
+        finally:
+            c.close()
+            started.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_second_build_of_the_same_engine_waits_and_reads_the_first(client, monkeypatch,
+                                                                      _isolated_home):
+    monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.02")  # the first build takes seconds
+    started, box = threading.Event(), {}
+    first = _start_slow_build(RESNET, cfg(), started, box)
+    assert started.wait(120) and "error" not in box
+    events = []
+    second = build_engine(RESNET, cfg(), client=client, on_event=events.append)
+    first.join(120)
+    assert "error" not in box, box.get("error")
+    assert not box["result"].cache_hit and second.cache_hit
+    assert second.key == box["result"].key and second.engine_path == box["result"].engine_path
+    notices = [e["message"] for e in events if e.get("event") == "notice"]
+    assert any("another build of this engine" in m for m in notices), notices
+    assert [e.get("phase") for e in events if e.get("event") == "progress"][0] == "hashing"
+    assert "building" not in {e.get("phase") for e in events}  # it never built itself
+    hist = _history(_isolated_home)
+    assert sorted(r["cache_hit"] for r in hist if "cache_hit" in r) == [False, True]
+    # the cache lists engines and cards only (the build lock lives elsewhere)
+    assert all(n.endswith((".engine", ".json")) for n in engines_dir_files(_isolated_home))
+
+
+def test_waiting_for_a_twin_build_obeys_cancel_and_the_time_limit(client, monkeypatch,
+                                                                  _isolated_home):
+    monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.05")
+    started, box = threading.Event(), {}
+    stop_first = threading.Event()
+    first = _start_slow_build(BERT, cfg("bert_tiny"), started, box, cancel=stop_first)
+    try:
+        assert started.wait(120) and "error" not in box
+        t0 = time.monotonic()
+        with pytest.raises(BuildTimeout) as e:
+            build_engine(BERT, cfg("bert_tiny"), client=client, timeout=1.5)
+        assert time.monotonic() - t0 < 10
+        assert "another build of the same engine" in str(e.value)
+        cancel = threading.Event()
+
+        def on_event(ev):
+            if ev.get("event") == "notice" and "another build" in ev.get("message", ""):
+                cancel.set()
+
+        with pytest.raises(BuildCancelled) as e:
+            build_engine(BERT, cfg("bert_tiny"), client=client, cancel=cancel,
+                         on_event=on_event)
+        assert "waited for another build" in str(e.value)
+        assert first.is_alive()  # neither stopped the build it waited for
+    finally:
+        stop_first.set()
+        first.join(60)
+    assert isinstance(box.get("error"), BuildCancelled)
+    # the first one's cancel freed the key: the next build runs at once and builds
+    monkeypatch.delenv("WORKBENCH_BUILD_STEP_DELAY")
+    res = build_engine(BERT, cfg("bert_tiny"), client=client, timeout=120)
+    assert not res.cache_hit and Path(res.engine_path).is_file()
+
+
 def test_progress_reaches_one_and_grows(client, monkeypatch):
     monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.01")
     events = []

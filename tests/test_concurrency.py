@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from conftest import REPO, SAMPLES
-from workbench.fsutil import CorruptLineWarning, locked
+from workbench.fsutil import CorruptLineWarning, LockWaitStopped, locked, single_flight
 from workbench.surgery.changes import apply_in_history
 from workbench.surgery.history import History, replay
 from workbench.workspace import ModelWorkspace
@@ -77,6 +77,61 @@ def test_lock_is_released_when_its_holder_is_killed(tmp_path):
     with locked(lock):  # the kernel dropped the dead holder's flock
         pass
     assert time.monotonic() - t0 < 5
+
+
+def test_single_flight_waits_for_a_killed_holder_and_tells_once(tmp_path):
+    """A build's key lock: the second holder waits (one on_wait), and a holder killed
+    mid-build frees it at once (the kernel drops its flock); no stale lock ever blocks."""
+    lock = tmp_path / "b" / "k.lock"
+    code = ("import sys, signal; sys.path.insert(0, %r)\n"
+            "from workbench.fsutil import single_flight\n"
+            "with single_flight(%r):\n    print('HELD', flush=True)\n    signal.pause()\n"
+            % (str(REPO), str(lock)))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "HELD"
+    waits = []
+    with pytest.raises(LockWaitStopped) as e:
+        with single_flight(lock, deadline=time.monotonic() + 0.5, on_wait=lambda: waits.append(1)):
+            pass
+    assert e.value.reason == "timeout" and waits == [1]
+    import threading
+
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(LockWaitStopped) as e:
+        with single_flight(lock, cancel=cancel):
+            pass
+    assert e.value.reason == "cancelled"
+    threading.Timer(0.5, lambda: os.kill(p.pid, signal.SIGKILL)).start()
+    t0 = time.monotonic()
+    with single_flight(lock, on_wait=lambda: waits.append(2), poll=0.05) as waited:
+        took = time.monotonic() - t0
+    p.wait(30)
+    assert waited and waits == [1, 2] and 0.3 < took < 5
+    with single_flight(lock) as waited:  # free now: no wait
+        assert not waited
+
+
+def test_single_flight_excludes_threads_of_one_process(tmp_path):
+    import threading
+
+    lock, inside, most = tmp_path / "k.lock", [0], [0]
+    guard = threading.Lock()
+
+    def worker():
+        for _ in range(20):
+            with single_flight(lock, poll=0.001):
+                with guard:
+                    inside[0] += 1
+                    most[0] = max(most[0], inside[0])
+                time.sleep(0.002)
+                with guard:
+                    inside[0] -= 1
+
+    ts = [threading.Thread(target=worker) for _ in range(4)]
+    [t.start() for t in ts]
+    [t.join(60) for t in ts]
+    assert most[0] == 1 and inside[0] == 0
 
 
 def test_a_forked_child_does_not_inherit_the_lock(tmp_path):

@@ -169,3 +169,58 @@ def locked(path: PathLike) -> Iterator[None]:
                     _unlock_fd(fd)
                 finally:
                     os.close(fd)
+
+
+class LockWaitStopped(Exception):
+    """`single_flight` gave up waiting: `reason` is "cancelled" or "timeout"."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _try_lock_fd(fd: int) -> bool:
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        else:  # pragma: no cover - Windows
+            import msvcrt
+
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def single_flight(path: PathLike, *, cancel: Any = None, deadline: Optional[float] = None,
+                  on_wait: Optional[Any] = None, poll: float = 0.2) -> Iterator[bool]:
+    """Hold the lock file `path` for a long step (a build) that must run once, not twice at
+    the same time: a second holder waits, polling, until the first is done (or dies: the
+    kernel drops a dead process's flock), then runs, typically to find the first one's result.
+    Unlike `locked` it may be held for minutes and is not re-entrant: each entry opens its own
+    file description, so two threads of one process exclude each other too. `on_wait()` is
+    called once when the lock is taken by someone else; waiting stops with LockWaitStopped
+    when `cancel.is_set()` or `time.monotonic()` passes `deadline`. Yields whether it waited."""
+    import time
+
+    key = os.path.abspath(os.fspath(path))
+    os.makedirs(os.path.dirname(key), exist_ok=True)
+    fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o666)
+    waited = False
+    try:
+        while not _try_lock_fd(fd):
+            if not waited and on_wait is not None:
+                on_wait()
+            waited = True
+            if cancel is not None and cancel.is_set():
+                raise LockWaitStopped("cancelled")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise LockWaitStopped("timeout")
+            time.sleep(poll)
+        try:
+            yield waited
+        finally:
+            _unlock_fd(fd)
+    finally:
+        os.close(fd)

@@ -81,6 +81,11 @@ class ModelWorkspace:
     def lock_path(self) -> Path:
         return self.dir / ".lock"
 
+    def build_lock_path(self, key: str) -> Path:
+        """The lock a build of cache key `key` holds while it runs (`fsutil.single_flight`),
+        kept apart from the engines so a listing of the cache shows engines and cards only."""
+        return self.dir / ".building" / f"{key[:32]}.lock"
+
     def lock(self) -> ContextManager[None]:
         """The workspace's inter-process lock (re-entrant in a thread): hold it only for
         short read-then-write steps, never across a parse or a build."""

@@ -1,10 +1,12 @@
 """The engine cache: content hashes (memoised by path, size and mtime, so large models and
 calibration sets are hashed once), cache keys, reading a cached build back and publishing one.
 
-Processes sharing a workspace build without a lock (a build takes minutes); only the publish
-(engine rename + its card) and the lookup run under the workspace lock, so a reader always
-sees an engine together with the card that describes it. The first complete engine published
-under a key stays: a second build of the same key finishing later is dropped.
+A build holds its key's own lock while it runs (`Workspace.build_lock_path`): a second build
+of the same key waits, then reads the first one's engine from the cache; builds of other keys
+run side by side. Only the publish (engine rename + its card) and the lookup run under the
+workspace lock, so a reader always sees an engine together with the card that describes it.
+The first complete engine published under a key stays; only a build asked not to use the cache
+(it does not wait either) replaces it.
 
 The key is sha256(model bytes incl. external data + config + calibration data + backend
 name/version + target); fields that do not change the engine are left out.

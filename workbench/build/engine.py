@@ -20,6 +20,7 @@ backends): for tests and classroom demos of progress and cancel on builds that t
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -32,6 +33,7 @@ from workbench.build.cache import (CACHE_SCHEMA, ModelRef, cache_key, hash_calib
 from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig, layer_precisions, resolve_route
 from workbench.errors import Finding, WorkbenchError
+from workbench.fsutil import LockWaitStopped, single_flight
 from workbench.precision import table
 from workbench.worker.protocol import BAD_INPUT_CODES, BUILD_BACKENDS
 
@@ -93,6 +95,14 @@ def _emit(on_event: Optional[Callable[[Dict[str, Any]], None]], phase: str,
     if on_event is not None:
         on_event({"event": "progress", "phase": phase, "fraction": fraction,
                   "message": message})
+
+
+def _waiting_for_twin(on_event: Optional[Callable[[Dict[str, Any]], None]]) -> None:
+    """Tell the user why nothing moves: the same engine is being built elsewhere."""
+    if on_event is not None:
+        on_event({"event": "notice", "message": "another build of this engine (same model and "
+                  "settings) is running; waiting for it, then using its engine"})
+    _emit(on_event, "waiting", None, "another build of the same engine is running")
 
 
 def _readable_progress(on_event: Optional[Callable[[Dict[str, Any]], None]], model: str,
@@ -337,197 +347,218 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
     engine = ws.engines_dir / f"{key[:32]}.engine"
     meta_path = ws.engines_dir / f"{key[:32]}.json"
 
+    # One build per key at a time, across threads and processes (two notebooks, a matrix, a
+    # resumed run beside a killed one's orphan): a second build of the same engine waits for
+    # the first, then finds its engine in the cache instead of building it again.
+    flight = contextlib.ExitStack()
     if use_cache:
-        meta = load_cached(engine, meta_path, key, ws)
-        if meta is not None:
-            from workbench.build.card import card_from_meta, card_path, write_card
-
-            if not os.path.isfile(card_path(str(engine))):  # cached before engines had cards
-                with ws.lock():
-                    write_card(engine, card_from_meta(meta, engine))
-            res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=True)
-            res.findings = defaulted + [f for f in res.findings if f.code != "default-profile"]
-            if output is not None:
-                res.output_path = _copy_out(engine, output, ref.path, meta)
-            # the cached commands name the engine path of the build that made them: this
-            # run's lines name this run's output
-            from workbench.build.export import export_for
-
-            res.export = export_for(config, onnx_path=str(meta.get("onnx_path") or ""),
-                                    engine_path=str(output or engine),
-                                    backend=meta["backend"], route=meta.get("route"),
-                                    calib_cache=meta.get("calib_cache"))
-            _emit(on_event, "cache-hit", 1.0, str(engine))
-            ws.append_history({"action": "build", "cache_hit": True, "key": key,
-                               "config_hash": config.config_hash, "engine": str(engine)})
-            return res
-
-    # The profile check needs the graph (protobuf import + parse: tens of ms on a cold CLI).
-    # When TensorRT gets the user's own FP32 file, the build starts at once and the check runs
-    # beside it: a failing check stops the build and is what the user sees; nothing is cached.
-    speculative = (ref.path is not None and entry.kind == "none" and
-                   not config.exclude_ops)
-    if not speculative:
-        _validate_profiles(ref, config)
-    findings: List[Finding] = list(defaulted)
-    if route == "strongly-typed":  # precision lives in the ONNX TensorRT gets
-        onnx_path, pfind = _transformed_onnx(ref, config, ws, on_event)
-    else:  # legacy flags: the builder lowers precision; TensorRT gets the FP32 model
-        onnx_path, pfind = _transformed_onnx(ref, config.replace(precision=table.BASE), ws,
-                                             on_event)
-    findings += pfind
-    if cancel is not None and cancel.is_set():
-        raise BuildCancelled("the build was cancelled before TensorRT started", code="cancelled")
-
-    timing_cache = config.timing_cache or str(
-        ws.timing_caches_dir / f"{backend}-{version}.cache")
-    args: Dict[str, Any] = dict(
-        onnx_path=str(onnx_path), backend=config.backend if config.backend != "auto" else
-        backend, route=route, precision=config.precision, profiles=config.profiles,
-        workspace_bytes=config.workspace_bytes,
-        optimization_level=config.builder_optimization_level, timing_cache=timing_cache,
-        target=config.target, plugins=[str(Path(p).resolve()) for p in config.plugins],
-        extra_flags=config.extra_flags, tactic_sources=config.tactic_sources,
-        report_layers=True,
-        **({"hardware_compatibility": config.hardware_compatibility}
-           if config.hardware_compatibility else {}),
-        test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0))
-    if route == "legacy-flags":  # the table names the flag and the calibrator; the worker obeys
-        args["builder_flag"] = entry.builder_flag
-        args["calibrate"] = bool(entry.flag_calibrator)
-        lp = layer_precisions(config, _expand_exclude_ops(ref, config))
-        if lp:
-            args["layer_precisions"] = lp
-            args["precision_constraints"] = config.layer_precision or "obey"
-        if entry.flag_calibrator:
-            args["calib_npz"], args["calib_cache"] = _write_calibration(
-                ref, config, ws, calib_hash or "", backend, version)
-            args["calibrate_method"] = config.calibrate_method
-    tmp = ws.engines_dir / f".{key[:32]}.{os.getpid()}.{threading.get_ident()}.partial"
-    args["engine_path"] = str(tmp)
-    remaining = None if timeout is None else max(0.1, timeout - (time.monotonic() - t0))
-    side: Dict[str, Any] = {}  # what the thread beside the build found: names, invalid, error
-    invalid = threading.Event()  # the speculative profile check failed: stop the build
-    sent = threading.Event()
-
-    def _during_build() -> None:  # graph load, profile check, name index: beside TensorRT
-        # after the request is out: protobuf's import holds the GIL for ms at a time
-        sent.wait(5.0)
-        if speculative:
-            try:
-                _validate_profiles(ref, config)
-            except WorkbenchError as e:
-                side["invalid"] = e
-                invalid.set()
-                return
         try:
-            import workbench.build.export  # noqa: F401  (needed as soon as the build returns)
-            from workbench.build.log import NameIndex
+            flight.enter_context(single_flight(
+                ws.build_lock_path(key), cancel=cancel,
+                deadline=None if timeout is None else t0 + timeout,
+                on_wait=lambda: _waiting_for_twin(on_event)))
+        except LockWaitStopped as e:
+            if e.reason == "cancelled":
+                raise BuildCancelled("the build was cancelled while it waited for another "
+                                     "build of the same engine", code="cancelled") from None
+            raise BuildTimeout(f"the time limit of {timeout:g} s passed while another build "
+                               "of the same engine was still running; nothing was built",
+                               code="timeout", hint="raise --timeout, or run again once the "
+                               "other build is done (its engine is then a cache hit)") from None
+    with flight:
+        if use_cache:
+            meta = load_cached(engine, meta_path, key, ws)
+            if meta is not None:
+                from workbench.build.card import card_from_meta, card_path, write_card
 
-            side["names"] = NameIndex.from_graph(_graph_of(onnx_path, ref))
-        except BaseException as e:
-            side["error"] = e
+                if not os.path.isfile(card_path(str(engine))):  # cached before engines had cards
+                    with ws.lock():
+                        write_card(engine, card_from_meta(meta, engine))
+                res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=True)
+                res.findings = defaulted + [f for f in res.findings if f.code != "default-profile"]
+                if output is not None:
+                    res.output_path = _copy_out(engine, output, ref.path, meta)
+                # the cached commands name the engine path of the build that made them: this
+                # run's lines name this run's output
+                from workbench.build.export import export_for
 
-    def _raise_if_invalid() -> None:
-        sent.set()  # (the request may never have gone out)
-        prefetch.join()
-        if "invalid" in side:
-            raise side["invalid"]
+                res.export = export_for(config, onnx_path=str(meta.get("onnx_path") or ""),
+                                        engine_path=str(output or engine),
+                                        backend=meta["backend"], route=meta.get("route"),
+                                        calib_cache=meta.get("calib_cache"))
+                _emit(on_event, "cache-hit", 1.0, str(engine))
+                ws.append_history({"action": "build", "cache_hit": True, "key": key,
+                                   "config_hash": config.config_hash, "engine": str(engine)})
+                return res
 
-    prefetch = threading.Thread(target=_during_build, daemon=True)
-    prefetch.start()
-    done = False
-    try:
-        out = client.call("build", args, timeout=remaining, on_event=on_event,
-                          cancel=_AnyEvent(cancel, invalid), sent=sent)
-        _raise_if_invalid()
-        done = True  # complete: published under its key with its card (publish_engine)
-    except WorkerTimeout as e:
-        _raise_if_invalid()
-        _failed(ws, key, config, "timeout")
-        raise BuildTimeout(f"the build exceeded its time limit of {timeout:g} s and was "
-                           "stopped; nothing was cached", code="timeout", hint=e.hint,
-                           log=[{"level": "info", "message": e.log_tail}]) from None
-    except WorkerCancelled:
-        _raise_if_invalid()
-        _failed(ws, key, config, "cancelled")
-        raise BuildCancelled("the build was cancelled; nothing was cached",
-                             code="cancelled") from None
-    except WorkerError as e:
-        _raise_if_invalid()
-        from workbench.build.log import NameIndex, findings_from_log
+        # The profile check needs the graph (protobuf import + parse: tens of ms on a cold CLI).
+        # When TensorRT gets the user's own FP32 file, the build starts at once and the check runs
+        # beside it: a failing check stops the build and is what the user sees; nothing is cached.
+        speculative = (ref.path is not None and entry.kind == "none" and
+                       not config.exclude_ops)
+        if not speculative:
+            _validate_profiles(ref, config)
+        findings: List[Finding] = list(defaulted)
+        if route == "strongly-typed":  # precision lives in the ONNX TensorRT gets
+            onnx_path, pfind = _transformed_onnx(ref, config, ws, on_event)
+        else:  # legacy flags: the builder lowers precision; TensorRT gets the FP32 model
+            onnx_path, pfind = _transformed_onnx(ref, config.replace(precision=table.BASE), ws,
+                                                 on_event)
+        findings += pfind
+        if cancel is not None and cancel.is_set():
+            raise BuildCancelled("the build was cancelled before TensorRT started",
+                                 code="cancelled")
 
-        if e.code in BAD_INPUT_CODES:  # the user's input is wrong (CLI exit 2)
-            field_name = (e.details or {}).get("field")
-            raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
-                                 field=field_name, node=e.node, hint=e.hint) from None
-        if e.code == "parse-failed" and not e.node:
-            ref.model  # a file that is not ONNX at all: WorkbenchError naming it (exit 2)
-        node = e.node
-        errs = (e.details or {}).get("errors") or []
-        if not node and errs and errs[0].get("node_index") is not None:
-            node = _node_for_index(ref, errs[0]["node_index"])
-        log = (e.details or {}).get("log") or []
-        found = findings_from_log(log, NameIndex.from_graph(ref.model.graph))
-        for err in errs:  # every node the parser refused, not only the first
-            n = err.get("node") or _node_for_index(ref, err.get("node_index"))
-            plugin = "plugin" in str(err.get("message", "")).lower()
-            hint = ("pass the plugin library with --plugins, or replace the node "
-                    "(`workbench fix MODEL`)" if plugin else
-                    "see `workbench check MODEL`; `workbench fix MODEL` proposes recipes")
-            found.append(Finding(
-                "error", "missing-plugin" if plugin else "parse-error",
-                f"TensorRT's parser refused {err.get('op') or 'the node'}: {err.get('message')}",
-                nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint))
-        _failed(ws, key, config, e.code, node=node, message=e.message)
-        raise BuildFailed(e.message, node=node, op=e.op, hint=e.hint, code=e.code, log=log,
-                          findings=found,
-                          file=str(ref.path) if ref.path else None) from None
-    finally:
-        if not done:  # the partial engine and the worker's own temp file, if any
-            for stale in ws.engines_dir.glob(tmp.name + "*"):
+        timing_cache = config.timing_cache or str(
+            ws.timing_caches_dir / f"{backend}-{version}.cache")
+        args: Dict[str, Any] = dict(
+            onnx_path=str(onnx_path), backend=config.backend if config.backend != "auto" else
+            backend, route=route, precision=config.precision, profiles=config.profiles,
+            workspace_bytes=config.workspace_bytes,
+            optimization_level=config.builder_optimization_level, timing_cache=timing_cache,
+            target=config.target, plugins=[str(Path(p).resolve()) for p in config.plugins],
+            extra_flags=config.extra_flags, tactic_sources=config.tactic_sources,
+            report_layers=True,
+            **({"hardware_compatibility": config.hardware_compatibility}
+               if config.hardware_compatibility else {}),
+            test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0))
+        if route == "legacy-flags":  # the table names the flag and the calibrator; the worker obeys
+            args["builder_flag"] = entry.builder_flag
+            args["calibrate"] = bool(entry.flag_calibrator)
+            lp = layer_precisions(config, _expand_exclude_ops(ref, config))
+            if lp:
+                args["layer_precisions"] = lp
+                args["precision_constraints"] = config.layer_precision or "obey"
+            if entry.flag_calibrator:
+                args["calib_npz"], args["calib_cache"] = _write_calibration(
+                    ref, config, ws, calib_hash or "", backend, version)
+                args["calibrate_method"] = config.calibrate_method
+        tmp = ws.engines_dir / f".{key[:32]}.{os.getpid()}.{threading.get_ident()}.partial"
+        args["engine_path"] = str(tmp)
+        remaining = None if timeout is None else max(0.1, timeout - (time.monotonic() - t0))
+        side: Dict[str, Any] = {}  # what the thread beside the build found: names, invalid, error
+        invalid = threading.Event()  # the speculative profile check failed: stop the build
+        sent = threading.Event()
+
+        def _during_build() -> None:  # graph load, profile check, name index: beside TensorRT
+            # after the request is out: protobuf's import holds the GIL for ms at a time
+            sent.wait(5.0)
+            if speculative:
                 try:
-                    stale.unlink()
-                except OSError:
-                    pass
-    prefetch.join()
-    if "error" in side:
-        raise side["error"]
-    from workbench.build.log import findings_from_log
-    from workbench.build.export import export_for
+                    _validate_profiles(ref, config)
+                except WorkbenchError as e:
+                    side["invalid"] = e
+                    invalid.set()
+                    return
+            try:
+                import workbench.build.export  # noqa: F401  (needed as soon as the build returns)
+                from workbench.build.log import NameIndex
 
-    findings += findings_from_log(out.get("log", []), side["names"])
-    for n in out.get("unmatched_layers", out.get("unmatched_fp32_layers", [])):
-        findings.append(Finding("warning", "exclusion-not-found",
-                                f"no TensorRT layer matches excluded node '{n}'", nodes=[n],
-                                source="build", hint="check the node name"))
-    export = export_for(config, onnx_path=str(onnx_path), engine_path=str(output or engine),
-                        backend=out["backend"], route=route,
-                        calib_cache=args.get("calib_cache"))
-    meta = {
-        "key": key, "key_doc": key_doc, "config": config.to_dict(),
-        "config_hash": config.config_hash, "size_bytes": out["size_bytes"],
-        "backend": out["backend"], "backend_version": out["backend_version"], "route": route,
-        "onnx_path": str(onnx_path), "build_seconds": out["build_seconds"],
-        "targets": out.get("targets", []), "notes": out.get("notes", []),
-        "findings": [f.to_dict() for f in findings], "export": export,
-        "log": out.get("log", [])[-4000:], "layers": out.get("layers", []),
-        "calib_cache": args.get("calib_cache"), "created": time.time(),
-        # for the engine card (workbench.build.card): real I/O, where it runs, its model
-        "io": out.get("io"), "hardware_compatibility": out.get("hardware_compatibility"),
-        "version_compatible": "VERSION_COMPATIBLE" in config.extra_flags,
-        "built_on": out.get("built_on"),
-        "model_path": str(ref.path) if ref.path is not None else None,
-    }
-    meta = publish_engine(ws, tmp, engine, meta_path, meta, replace=not use_cache)
-    res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=False)
-    if output is not None:
-        res.output_path = _copy_out(engine, output, ref.path, meta)
-    ws.append_history({"action": "build", "cache_hit": False, "key": key,
-                       "config_hash": config.config_hash, "engine": str(engine),
-                       "seconds": round(res.seconds, 3), "backend": res.backend,
-                       "backend_version": res.backend_version, "precision": config.precision})
-    return res
+                side["names"] = NameIndex.from_graph(_graph_of(onnx_path, ref))
+            except BaseException as e:
+                side["error"] = e
+
+        def _raise_if_invalid() -> None:
+            sent.set()  # (the request may never have gone out)
+            prefetch.join()
+            if "invalid" in side:
+                raise side["invalid"]
+
+        prefetch = threading.Thread(target=_during_build, daemon=True)
+        prefetch.start()
+        done = False
+        try:
+            out = client.call("build", args, timeout=remaining, on_event=on_event,
+                              cancel=_AnyEvent(cancel, invalid), sent=sent)
+            _raise_if_invalid()
+            done = True  # complete: published under its key with its card (publish_engine)
+        except WorkerTimeout as e:
+            _raise_if_invalid()
+            _failed(ws, key, config, "timeout")
+            raise BuildTimeout(f"the build exceeded its time limit of {timeout:g} s and was "
+                               "stopped; nothing was cached", code="timeout", hint=e.hint,
+                               log=[{"level": "info", "message": e.log_tail}]) from None
+        except WorkerCancelled:
+            _raise_if_invalid()
+            _failed(ws, key, config, "cancelled")
+            raise BuildCancelled("the build was cancelled; nothing was cached",
+                                 code="cancelled") from None
+        except WorkerError as e:
+            _raise_if_invalid()
+            from workbench.build.log import NameIndex, findings_from_log
+
+            if e.code in BAD_INPUT_CODES:  # the user's input is wrong (CLI exit 2)
+                field_name = (e.details or {}).get("field")
+                raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
+                                     field=field_name, node=e.node, hint=e.hint) from None
+            if e.code == "parse-failed" and not e.node:
+                ref.model  # a file that is not ONNX at all: WorkbenchError naming it (exit 2)
+            node = e.node
+            errs = (e.details or {}).get("errors") or []
+            if not node and errs and errs[0].get("node_index") is not None:
+                node = _node_for_index(ref, errs[0]["node_index"])
+            log = (e.details or {}).get("log") or []
+            found = findings_from_log(log, NameIndex.from_graph(ref.model.graph))
+            for err in errs:  # every node the parser refused, not only the first
+                n = err.get("node") or _node_for_index(ref, err.get("node_index"))
+                plugin = "plugin" in str(err.get("message", "")).lower()
+                hint = ("pass the plugin library with --plugins, or replace the node "
+                        "(`workbench fix MODEL`)" if plugin else
+                        "see `workbench check MODEL`; `workbench fix MODEL` proposes recipes")
+                found.append(Finding(
+                    "error", "missing-plugin" if plugin else "parse-error",
+                    f"TensorRT's parser refused {err.get('op') or 'the node'}: "
+                    f"{err.get('message')}",
+                    nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint))
+            _failed(ws, key, config, e.code, node=node, message=e.message)
+            raise BuildFailed(e.message, node=node, op=e.op, hint=e.hint, code=e.code, log=log,
+                              findings=found,
+                              file=str(ref.path) if ref.path else None) from None
+        finally:
+            if not done:  # the partial engine and the worker's own temp file, if any
+                for stale in ws.engines_dir.glob(tmp.name + "*"):
+                    try:
+                        stale.unlink()
+                    except OSError:
+                        pass
+        prefetch.join()
+        if "error" in side:
+            raise side["error"]
+        from workbench.build.log import findings_from_log
+        from workbench.build.export import export_for
+
+        findings += findings_from_log(out.get("log", []), side["names"])
+        for n in out.get("unmatched_layers", out.get("unmatched_fp32_layers", [])):
+            findings.append(Finding("warning", "exclusion-not-found",
+                                    f"no TensorRT layer matches excluded node '{n}'", nodes=[n],
+                                    source="build", hint="check the node name"))
+        export = export_for(config, onnx_path=str(onnx_path), engine_path=str(output or engine),
+                            backend=out["backend"], route=route,
+                            calib_cache=args.get("calib_cache"))
+        meta = {
+            "key": key, "key_doc": key_doc, "config": config.to_dict(),
+            "config_hash": config.config_hash, "size_bytes": out["size_bytes"],
+            "backend": out["backend"], "backend_version": out["backend_version"], "route": route,
+            "onnx_path": str(onnx_path), "build_seconds": out["build_seconds"],
+            "targets": out.get("targets", []), "notes": out.get("notes", []),
+            "findings": [f.to_dict() for f in findings], "export": export,
+            "log": out.get("log", [])[-4000:], "layers": out.get("layers", []),
+            "calib_cache": args.get("calib_cache"), "created": time.time(),
+            # for the engine card (workbench.build.card): real I/O, where it runs, its model
+            "io": out.get("io"), "hardware_compatibility": out.get("hardware_compatibility"),
+            "version_compatible": "VERSION_COMPATIBLE" in config.extra_flags,
+            "built_on": out.get("built_on"),
+            "model_path": str(ref.path) if ref.path is not None else None,
+        }
+        meta = publish_engine(ws, tmp, engine, meta_path, meta, replace=not use_cache)
+        res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=False)
+        if output is not None:
+            res.output_path = _copy_out(engine, output, ref.path, meta)
+        ws.append_history({"action": "build", "cache_hit": False, "key": key,
+                           "config_hash": config.config_hash, "engine": str(engine),
+                           "seconds": round(res.seconds, 3), "backend": res.backend,
+                           "backend_version": res.backend_version, "precision": config.precision})
+        return res
 
 
 class _AnyEvent:
