@@ -16,8 +16,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import List
 
+import pandas  # noqa: F401  (see below)
 import plotly.graph_objects as go
 import traitlets
+
+# plotly's validators look pandas up in sys.modules without importing it (`get_module("pandas",
+# should_load=False)`, then `pd.Series`). When a panel's thread fills a figure while another
+# thread is still importing pandas, that lookup finds the half-initialised module and the update
+# fails ("partially initialized module 'pandas' has no attribute 'Series'"), leaving the chart
+# empty. Importing it here, on the thread that imports the widgets, closes that window.
 
 _LOADER = r"""
 const KEY = Symbol.for("trt-workbench.plotly-widget-module");

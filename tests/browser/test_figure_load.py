@@ -65,3 +65,42 @@ def test_figures_load_plotly_once_and_keep_updates_sent_while_loading(lab):
         assert g["title"] == f"late {i}", ours           # the relayout sent while loading
         assert g["ys"] == [10 + i, 20 + i], ours          # the restyle sent while loading
     assert not lab.blocked, lab.blocked
+
+
+# A panel's pattern: the figure is made, its background work starts at once and fills it from a
+# thread, and the panel (a box holding the figure) is the cell's value. Depending on the delay
+# the update reaches the page before the figure's model exists, before its module has loaded,
+# while plotly loads, or after it has drawn: every case must draw it, and the kernel's figure
+# must keep its data (the page's first report must not reset it).
+DELAYS = (0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.5)
+PANEL_CELL = (
+    "import threading, time\nimport ipywidgets as w\nfrom widgets.figure import Figure\n"
+    "late = []\n"
+    f"for i, d in enumerate({DELAYS!r}):\n"
+    "    f = Figure(layout=dict(height=150, width=200, title='empty'))\n"
+    "    f.add_bar(x=[], y=[], marker=dict(color=[]))\n"
+    "    def fill(f=f, i=i, d=d):\n"
+    "        time.sleep(d)\n"
+    "        with f.batch_update():\n"
+    "            f.data[0].x = list(range(i + 2))\n"
+    "            f.data[0].y = [i + 1.0 + k for k in range(i + 2)]\n"
+    "            f.data[0].marker.color = ['#d62728'] * (i + 2)\n"
+    "            f.layout.title = f'late {i}'\n"
+    "    threading.Thread(target=fill, daemon=True).start()\n"
+    "    late.append(f)\n"
+    "box = w.HBox(late); box.add_class('panel-figs'); box")
+
+
+def test_figures_filled_from_a_thread_at_any_moment_draw_and_keep_their_data(lab):
+    n = len(DELAYS)
+    lab.open_notebook("panel-figs.ipynb", [PANEL_CELL])
+    lab.run_all(timeout=300)
+    got = states(lab, "panel", n)
+    lab.page.wait_for_timeout(1500)  # (any report from the page back to the kernel lands)
+    got = lab.page.evaluate(DRAWN, ".panel-figs")
+    kernel = lab.run_cell("print([len(f.data[0].y) for f in late])")
+    assert kernel.strip().splitlines()[-1] == str([i + 2 for i in range(n)]), kernel
+    assert len(got) == n, got
+    for i, g in enumerate(sorted(got, key=lambda g: g["title"])):
+        assert g["drawn"] and g["title"] == f"late {i}", (DELAYS[i], got)
+        assert g["ys"] == [i + 1.0 + k for k in range(i + 2)], (DELAYS[i], got)

@@ -51,9 +51,11 @@ def test_every_panel_renders_without_error(lab):
             f"{name}: no widget rendered ({text[:200]})"
         lab.page.wait_for_timeout(300)
         if name == "compare":  # the chart shows the per-tensor errors the report holds
-            n = int(lab.run_cell("print(len(c.report.tensors), len(c.figure.data[0].y))")
-                    .split()[-1])
-            assert n > 0
+            said = lab.run_cell(
+                "print(repr(c.status.value[:300]), c.figure.data[0]._props.keys(), "
+                "c.figure.data[0]._prop_defaults, c.figure._last_trace_edit_id)\n"
+                "print(len(c.report.tensors), len(c.figure.data[0].y))")
+            assert int(said.split()[-1]) > 0, said
         (REPO / "test-artifacts").mkdir(exist_ok=True)
         out.screenshot(path=str(REPO / "test-artifacts" / f"panel-{name}-1400.png"))
     assert not lab.blocked, lab.blocked
