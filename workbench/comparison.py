@@ -246,6 +246,8 @@ def compare_tensor(name: str, ref: Arrays, got: Arrays, atol: float, rtol: float
     if size == 0:
         return TensorComparison(name, shape, dtype, 0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0, 0, 0,
                                 True, True, t1)
+    if rdt.kind not in "biufc" or gdt.kind not in "biufc":
+        return _exact_case(name, shape, dtype, size, r0, g0, t1)
     if rdt == gdt and _identical(r0, g0, rdt.kind in "fc"):
         # identical (the common case for exact rewrites): no float64 copies
         fin = np.abs(r0[np.isfinite(r0)]) if rdt.kind in "fc" else np.abs(r0)
@@ -258,6 +260,17 @@ def compare_tensor(name: str, ref: Arrays, got: Arrays, atol: float, rtol: float
     if fast is not None:
         return fast
     return _general_case(name, shape, dtype, size, r0, g0, atol, rtol, sentinels, t1)
+
+
+def _exact_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndarray,
+                g0: np.ndarray, t1: Optional[float]) -> TensorComparison:
+    """Strings, objects (tensors with no numeric distance): equal element by element or not.
+    Each differing element is a mismatch with an infinite error (no tolerance applies)."""
+    same = r0 == g0 if r0.shape == g0.shape else np.zeros(r0.shape, bool)
+    bad = int(size - np.count_nonzero(same))
+    err = math.inf if bad else 0.0
+    return TensorComparison(name, shape, dtype, size, err, err if bad else 0.0, err, err, 1.0,
+                            1.0 if not bad else 0.0, 0, 0, bad, True, bad == 0, t1)
 
 
 def _identical(r0: np.ndarray, g0: np.ndarray, equal_nan: bool) -> bool:
