@@ -22,6 +22,30 @@ EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 _parser_cls: Any = None
 
 
+class _UsageError(SystemExit):
+    """argparse's exit 2, carrying the one line it printed (for --json's error object)."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(EXIT_BAD_INPUT)
+        self.line = line
+
+
+def _json_error(verb: Optional[str], code: int, line: str,
+                err: Optional[WorkbenchError] = None) -> None:
+    """With --json, a failure still prints one JSON object on stdout: ok false, the exit
+    code and the same one line as stderr (plus file/node/field/hint when known)."""
+    import json
+
+    out = {"ok": False, "verb": verb, "exit_code": code, "message": line}
+    if err is not None:
+        out.update({k: v for k, v in err.to_dict().items() if k != "error"})
+    try:
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # (stdout gone: stderr has the line)
+        pass
+
+
 def _parser_class() -> Any:
     """argparse.ArgumentParser that errors in one line with exit 2 (argparse is imported here,
     after a verb that wants its TensorRT worker early has started it)."""
@@ -31,8 +55,9 @@ def _parser_class() -> Any:
 
         class _Parser(argparse.ArgumentParser):
             def error(self, message: str) -> None:  # type: ignore[override]
-                sys.stderr.write(f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
-                sys.exit(EXIT_BAD_INPUT)
+                line = f"{self.prog}: error: {message} (see '{self.prog} --help')"
+                sys.stderr.write(line + "\n")
+                raise _UsageError(line)
 
         _parser_cls = _Parser
     return _parser_cls
@@ -96,16 +121,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         # the worker's TensorRT import then overlaps all of this process's own start-up
         mods[0].start_early(argv[1:])
     parser = build_parser(verb, mods)
-    args, extra = parser.parse_known_args(argv)
-    if extra:
-        _unknown_arguments(parser, getattr(args, "verb", None), extra)
+    want_json = "--json" in argv
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            _unknown_arguments(parser, getattr(args, "verb", None), extra)
+    except _UsageError as e:
+        if want_json:
+            _json_error(verb, EXIT_BAD_INPUT, e.line)
+        raise
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
+    want_json = bool(getattr(args, "json", False))
     try:
         return int(args._run(args) or 0)
     except WorkbenchError as e:
-        sys.stderr.write(f"workbench {args.verb}: error: {e.one_line()}\n")
+        line = f"workbench {args.verb}: error: {e.one_line()}"
+        sys.stderr.write(line + "\n")
+        if want_json:
+            _json_error(args.verb, EXIT_BAD_INPUT, line, e)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         sys.stderr.write(f"workbench {args.verb}: interrupted\n")
@@ -116,8 +151,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         if os.environ.get("WORKBENCH_DEBUG"):
             raise
         msg = " ".join(f"{type(e).__name__}: {e}".split())[:500]
-        sys.stderr.write(f"workbench {args.verb}: internal error: {msg} "
-                         "(re-run with WORKBENCH_DEBUG=1 for a traceback, and please report it)\n")
+        line = (f"workbench {args.verb}: internal error: {msg} "
+                "(re-run with WORKBENCH_DEBUG=1 for a traceback, and please report it)")
+        sys.stderr.write(line + "\n")
+        if want_json:
+            _json_error(args.verb, EXIT_INTERNAL, line)
         return EXIT_INTERNAL
 
 
