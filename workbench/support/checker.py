@@ -734,8 +734,11 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
                 reason = f"{reason} (likely cause: {known['reason']})"
             if code in codes.GENERIC_PARSER_CODES or not node:
                 code = known["code"]
+            if not node and known["reason"] not in reason:  # the rule names the tensor
+                reason = f"{known['reason']} (the parser: {reason})"
             hint = known.get("hint") or hint
         unsupported.append(_entry(node, op, reason, "parser", hint=hint,
+                                  tensor=None if node or known is None else known.get("tensor"),
                                   code=code, message=err.get("message"),
                                   error_code=err.get("code"),
                                   subgraph=(site.path.rstrip("/") or None) if site else None,
