@@ -18,6 +18,7 @@ A TensorRT engine run through the worker (issue 11) is a third `Runner` with the
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -351,9 +352,7 @@ class OnnxRuntimeRunner(Runner):
 
                 if isinstance(e, WorkbenchError):
                     raise
-                raise WorkbenchError(f"{self.name} cannot load the model: "
-                                     f"{' '.join(str(e).split())[:300]}", file=seg._text,
-                                     hint="check it with `workbench inspect`") from None
+                raise load_error(self.name, e, seg._text) from None
             outs = [seg._infer(f, outputs, last=k == len(feeds) - 1, reuse=True)
                     for k, f in enumerate(feeds)]
             for o in outs:  # kept tensors are fed on as they lie: nobody may write into them
@@ -513,6 +512,32 @@ def low_float_runner(model: Any) -> str:
     if not has_low_float(proto):
         return "onnxruntime"
     return "emulate" if can_emulate(proto) else "reference"
+
+
+_ORT_LOAD_PREFIX = re.compile(r"^(\[ONNXRuntimeError\] : \d+ : \w+ : )?Load model from .*? "
+                              r"failed:\s*")
+
+
+def load_error(runner: str, e: BaseException, label: Optional[str],
+               hint: str = "check it with `workbench inspect`") -> Any:
+    """WorkbenchError for a model the runner cannot load: the runner's own words without the
+    temporary file it was loaded from, naming the user's model, with the next step for the
+    refusals users meet (repeated node names, an op without a kernel)."""
+    from workbench.errors import WorkbenchError
+
+    msg = _ORT_LOAD_PREFIX.sub("", " ".join(str(e).split()))
+    low = msg.lower()
+    if "same node name" in low or "duplicate definition" in low or "duplicate" in low and \
+            "name" in low:
+        hint = "make the names unique: `workbench fix MODEL --recipe rename_duplicates -o OUT`"
+    elif "not a registered function/op" in low or "could not find an implementation" in low:
+        hint = ("onnxruntime has no kernel for that op: load its custom-op library in "
+                "onnxruntime, or replace the node (`workbench fix MODEL`)")
+    if label and os.path.exists(label):
+        import shlex
+
+        hint = hint.replace("MODEL", shlex.quote(label))
+    return WorkbenchError(f"{runner} cannot load the model: {msg[:300]}", file=label, hint=hint)
 
 
 def make_runner(kind: str, model: Any, *, mark_all: bool = False,

@@ -32,6 +32,7 @@ import base64
 import io
 import json
 import math
+import os
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,7 @@ from workbench.comparison import SENTINEL, TensorComparison, compare_tensor, inf
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.precision.table import tolerances
-from workbench.runners import (Feed, has_low_float, limit_samples, load_proto,
+from workbench.runners import (Feed, has_low_float, limit_samples, load_error, load_proto,
                                low_float_runner, make_runner, samples_in)
 from workbench.segments import ahead, order_of
 
@@ -289,30 +290,42 @@ def plan_chunks(names: Sequence[str], sizes: Dict[str, int], budget_bytes: Optio
 
 
 
-def _started(kind: str, proto: Any) -> Any:
-    r = make_runner(kind, proto, mark_all=True)
+def _started(kind: str, proto: Any, label: Optional[str] = None) -> Any:
+    r = _labelled(make_runner(kind, proto, mark_all=True), label)
     try:
         r.start()
     except WorkbenchError:
         raise
     except Exception as e:
-        raise WorkbenchError(f"{r.name} cannot load the model: {' '.join(str(e).split())[:300]}",
-                             hint="check it with `workbench inspect`; try --runner reference"
-                             if r.name != "reference" else "check it with `workbench inspect`"
-                             ) from None
+        raise load_error(r.name, e, label or r._label(),
+                         hint="check it with `workbench inspect`; try --runner reference"
+                         if r.name != "reference" else "check it with `workbench inspect`"
+                         ) from None
     return r
+
+
+def _labelled(r: Any, label: Optional[str]) -> Any:
+    """The runner, its errors naming `label` (the user's file) when given."""
+    if label and hasattr(r, "_text"):
+        r._text = label
+    return r
+
+
+def _label_of(model: Any) -> Optional[str]:
+    return str(model) if isinstance(model, (str, os.PathLike)) else None
 
 
 def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
              ref_order: List[str], outs: List[str], feeds: Sequence[Feed], atol: float,
              rtol: float, memory_budget_mb: Optional[float], producer: Dict[str, Any],
-             record: Any) -> Dict[str, List[Feed]]:
+             record: Any, labels: Tuple[Optional[str], Optional[str]] = (None, None)
+             ) -> Dict[str, List[Feed]]:
     """Fetch the marked tensors a chunk at a time within the budget; compare; drop. Both
     graphs run a segment per chunk (`Runner.stream`: each node once), side by side, each a
     chunk ahead of the comparison."""
-    ref_r = make_runner("onnxruntime", ref_p, mark_all=True)
-    cand_r = _started(runner, cand_p) if runner == "reference" else \
-        make_runner(runner, cand_p, mark_all=True)
+    ref_r = _labelled(make_runner("onnxruntime", ref_p, mark_all=True), labels[0])
+    cand_r = _started(runner, cand_p, labels[1]) if runner == "reference" else \
+        _labelled(make_runner(runner, cand_p, mark_all=True), labels[1])
     cand_names = set(order_of(cand_p)) | {o.name for o in cand_p.graph.output}
     fixed = constant_tensors(ref_p)
     shared = [t for t in ref_order if t in cand_names and t not in fixed]
@@ -457,7 +470,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
 
     try:
         runs = _chunked(report, ref_p, cand_p, candidate_runner, ref_order, outs, feeds,
-                        atol, rtol, memory_budget_mb, producer, record)
+                        atol, rtol, memory_budget_mb, producer, record,
+                        (_label_of(reference), _label_of(candidate)))
     finally:
         if sink is not None:
             sink.close()
