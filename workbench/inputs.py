@@ -6,7 +6,7 @@ importing numpy or the onnx package (the protobuf classes are enough; see `onnx_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Union
+from typing import Any, List, Tuple, Union
 
 # ONNX TensorProto elem type -> numpy dtype name (only types a model input can sensibly have)
 ONNX_TO_NP_NAME = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
@@ -73,3 +73,35 @@ def model_inputs(model: Any) -> List[InputSpec]:
                     dims.append(None)
         specs.append(InputSpec(vi.name, tt.elem_type, dims))
     return specs
+
+
+def zero_size_axes(model: Any) -> List[Tuple[str, int, str]]:
+    """(input, axis, how) for input axes TensorRT's parser reads as a FIXED size 0 while the
+    model means them as unknown: a dim_param set to "" or a dim_value of 0 (an absent dim
+    and a negative dim_value are dynamic to both)."""
+    proto = proto_of(model)
+    inits = {i.name for i in proto.graph.initializer}
+    out = []
+    for vi in proto.graph.input:
+        tt = vi.type.tensor_type
+        if vi.name in inits or not tt.HasField("shape"):
+            continue
+        for axis, d in enumerate(tt.shape.dim):
+            which = d.WhichOneof("value")
+            if which == "dim_param" and not d.dim_param:
+                out.append((vi.name, axis, "has an empty dim_param '', which TensorRT's "
+                            "parser reads as a fixed size 0"))
+            elif which == "dim_value" and d.dim_value == 0:
+                out.append((vi.name, axis, "has size 0: TensorRT would build for empty "
+                            "tensors only"))
+    return out
+
+
+def shape_text(model: Any, name: str) -> str:
+    """The input's shape as a set_input_shapes value (AxBxC): unknown axes become N (axis 0)
+    or d<axis>, so every axis has a size or a name."""
+    for s in model_inputs(model):
+        if s.name == name:
+            return "x".join(str(d) if d is not None else ("N" if i == 0 else f"d{i}")
+                            for i, d in enumerate(s.dims))
+    return "N"

@@ -302,6 +302,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
     names: Dict[str, str] = {}
     on_event = _readable_progress(on_event, model_name, Path(output).name if output is not None
                                   else f"the cached engine of {model_name}", names)
+    _refuse_zero_size_axes(ref)
     defaulted: List[Finding] = []
     if not config.profiles:  # dynamic inputs get default profiles, or (strict) one error
         config, defaulted = _default_profiles(ref, config, strict_profiles)
@@ -583,6 +584,27 @@ def _validate_profiles(ref: ModelRef, config: BuildConfig) -> None:
         raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
                              field=f"profiles.{e.field}" if e.field else "profiles",
                              hint=e.hint) from None
+
+
+def _refuse_zero_size_axes(ref: ModelRef) -> None:
+    """An input axis TensorRT reads as a fixed size 0 (`inputs.zero_size_axes`) is refused
+    before the build, naming the input, the axis and the recipe that names the axis (else
+    TensorRT refuses every profile as 'changes static dim 0 (0 -> 1)')."""
+    import shlex
+
+    from workbench.inputs import shape_text, zero_size_axes
+
+    bad = zero_size_axes(ref.model)
+    if not bad:
+        return
+    name, axis, how = bad[0]
+    more = f" (and {len(bad) - 1} more axis/axes)" if len(bad) > 1 else ""
+    path = shlex.quote(str(ref.path)) if ref.path else "MODEL"
+    raise WorkbenchError(
+        f"input '{name}' axis {axis} {how}{more}", file=str(ref.path) if ref.path else None, field=f"inputs.{name}",
+        hint=f"give the axis a name or a size: `workbench fix {path} --recipe "
+        f"set_input_shapes:shapes={shlex.quote(name)}/{shape_text(ref.model, name)} -o "
+        "FIXED.onnx`, then build FIXED.onnx")
 
 
 def _default_profiles(ref: ModelRef, config: BuildConfig, strict: bool

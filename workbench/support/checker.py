@@ -510,7 +510,23 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
                               stage=rule.get("stage", "parse"), subgraph=sub,
                               local_function_stack=stack))
     out.extend(_graph_checks(model, table))
+    extra.extend(_zero_size_axes(model))
     return out, extra
+
+
+def _zero_size_axes(model: Model) -> List[Finding]:
+    """A warning per input whose axis the parser reads as a fixed size 0 (it parses; every
+    build profile is then refused)."""
+    import shlex
+
+    from workbench.inputs import shape_text, zero_size_axes
+
+    path = shlex.quote(str(model.path)) if model.path else "MODEL"
+    return [Finding("warning", codes.ZERO_SIZE_AXIS, f"input '{name}' axis {axis} {how}",
+                    tensors=[name], source="static",
+                    hint=f"`workbench fix {path} --recipe set_input_shapes:shapes="
+                    f"{shlex.quote(name)}/{shape_text(model.proto, name)} -o FIXED.onnx`")
+            for name, axis, how in zero_size_axes(model.proto)]
 
 
 # --- the real parser (in the worker) -----------------------------------------------------------
