@@ -114,7 +114,10 @@ def test_backend_unavailable_exits_2_saying_how_to_install(tmp_path):
                             str(POLY / "conv.onnx"), "--backend", backend, "--json"],
                            capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 2, r.stderr
-        assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+        assert len(r.stderr.strip().splitlines()) == 1
+        doc = json.loads(r.stdout)  # --json: the failure as one JSON object too
+        assert doc["ok"] is False and doc["exit_code"] == 2
+        assert doc["message"] == r.stderr.strip()
         assert "WORKBENCH_TRT_PYTHON" in r.stderr and "install" in r.stderr
         assert backend in r.stderr
     # auto falls back to static rules, says so, and still answers

@@ -3,6 +3,7 @@ missing external data stays inspectable, saves are atomic and never touch the or
 are stable and unique."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -32,8 +33,10 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 def assert_bad_input(path: Path, *words: str) -> str:
     r = run_cli("inspect", "--json", str(path))
     assert r.returncode == 2, (r.returncode, r.stdout[:300], r.stderr)
-    assert r.stdout == ""
     err = r.stderr.strip()
+    # --json: the failure is one JSON object on stdout too, with the same line
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and doc["exit_code"] == 2 and doc["message"] == err, r.stdout
     assert len(err.splitlines()) == 1, err
     assert "Traceback" not in err
     assert str(path) in err or path.name in err, err
