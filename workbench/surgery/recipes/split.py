@@ -15,16 +15,16 @@ ORT_DOMAINS = ("", "ai.onnx", "com.microsoft")
 
 def tail_runs_in_onnxruntime(node: Any) -> bool:
     """Only an op onnxruntime has a kernel for can stay in the ONNX tail: a standard ONNX op
-    (known to onnx's schemas) or an onnxruntime contrib op."""
+    (known to onnx's schemas, ai.onnx.ml's included) or an onnxruntime contrib op."""
     import onnx
 
     d = node.domain or ""
     if d == "com.microsoft":
         return True
-    if d not in ("", "ai.onnx"):
+    if d not in ("", "ai.onnx", "ai.onnx.ml"):
         return False
     try:
-        return bool(onnx.defs.has(node.op_type))
+        return bool(onnx.defs.has(node.op_type, "" if d == "ai.onnx" else d))
     except Exception:
         return False
 
