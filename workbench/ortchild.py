@@ -28,6 +28,7 @@ import hashlib
 import itertools
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -70,6 +71,16 @@ class OrtFailed(RuntimeError):
     def __init__(self, message: str, node: Optional[str] = None) -> None:
         super().__init__(message)
         self.node = node
+
+
+class OrtLoadFailed(OrtFailed):
+    """onnxruntime refused to load the model (`label`: how errors name it). A caller that does
+    not explain it leaves it to the CLI, which reports it as bad input."""
+
+    def __init__(self, message: str, node: Optional[str] = None,
+                 label: Optional[str] = None) -> None:
+        super().__init__(message, node)
+        self.label = label
 
 
 class _NotLoaded(OrtError):
@@ -429,10 +440,16 @@ class OrtChild:
         if info is None:  # (the answer is awaited without the lock: other threads go on)
             label = label or (str(model) if isinstance(model, (str, os.PathLike))
                               else "the model")
-            info = self.call("load", {"model": path, "key": key, "threads": threads,
-                                      "custom_ops": custom_ops},
-                             what="loading the model", label=label, timeout=timeout,
-                             max_rss=max_rss)
+            try:
+                info = self.call("load", {"model": path, "key": key, "threads": threads,
+                                          "custom_ops": custom_ops},
+                                 what="loading the model", label=label, timeout=timeout,
+                                 max_rss=max_rss)
+            except OrtLoadFailed:
+                raise
+            except OrtFailed as e:  # (without the tmpfs copy's path: it names nothing users have)
+                text = re.sub(r"Load model from .*? failed:\s*", "", str(e), count=1)
+                raise OrtLoadFailed(text, e.node, label) from None
             with self._lock:
                 self._loaded[key] = info
                 self._sources[key] = (path, threads, custom_ops)

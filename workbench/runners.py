@@ -514,8 +514,8 @@ def low_float_runner(model: Any) -> str:
     return "emulate" if can_emulate(proto) else "reference"
 
 
-_ORT_LOAD_PREFIX = re.compile(r"^(\[ONNXRuntimeError\] : \d+ : \w+ : )?Load model from .*? "
-                              r"failed:\s*")
+_ORT_LOAD_PREFIX = re.compile(r"^(\[ONNXRuntimeError\] : \d+ : \w+ : )?(Load model from .*? "
+                              r"failed:\s*)?")
 
 
 def load_error(runner: str, e: BaseException, label: Optional[str],

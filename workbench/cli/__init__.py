@@ -111,6 +111,17 @@ def _unknown_arguments(parser: "argparse.ArgumentParser", verb: Optional[str],
     target.error(msg)
 
 
+def _user_error(e: BaseException) -> Optional[WorkbenchError]:
+    """The WorkbenchError an exception stands for when the user's input caused it: a model
+    onnxruntime refuses to load (named, with the next step); None for our own bugs."""
+    mod = sys.modules.get("workbench.ortchild")  # (only loaded when onnxruntime ran)
+    if mod is None or not isinstance(e, mod.OrtLoadFailed):
+        return None
+    from workbench.runners import load_error
+
+    return load_error("onnxruntime", e, e.label)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None) if argv else None
@@ -148,6 +159,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:  # a bug of ours: still one line, with a way to see more
+        user = _user_error(e)
+        if user is not None:  # (a model onnxruntime refuses, met where nobody explained it)
+            line = f"workbench {args.verb}: error: {user.one_line()}"
+            sys.stderr.write(line + "\n")
+            if want_json:
+                _json_error(args.verb, EXIT_BAD_INPUT, line, user)
+            return EXIT_BAD_INPUT
         if os.environ.get("WORKBENCH_DEBUG"):
             raise
         msg = " ".join(f"{type(e).__name__}: {e}".split())[:500]
