@@ -204,3 +204,19 @@ def test_legitimate_odd_models_build_in_fp16(zoo, tmp_path, name):
                        "--opt-level", "0", "-o", tmp_path / "m.engine")
     assert rc == 0, err
     assert (tmp_path / "m.engine").stat().st_size > 0
+
+
+# ------------------------------------------------------------------ fix --split
+def test_split_of_a_zero_node_graph_is_all_engine(zoo, tmp_path):
+    rc, out, err = _main("fix", zoo["zero_node"], "--split", "-o", tmp_path / "s", "--json")
+    assert rc == 0, err  # was exit 2: 'nothing of the model is left for the engine'
+    split = json.loads(out)["split"]
+    assert split["supported"] is True and split["tail"] is None and split["prefix"]["nodes"] == 0
+
+
+def test_split_refusal_names_the_users_model(zoo, tmp_path):
+    path = zoo["string_input"]
+    rc, _, err = _main("fix", path, "--split", "-o", tmp_path / "s")
+    line = _error_line(rc, err)
+    assert rc == 2 and line.startswith(f"workbench fix: error: {path}: ")  # (was a hash)
+    assert "graph input 'x' has type STRING" in line

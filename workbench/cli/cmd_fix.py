@@ -226,11 +226,16 @@ def run(args: argparse.Namespace) -> int:
 def _split(args: argparse.Namespace, hist: Any, report: Dict[str, Any], log: Any) -> int:
     """Split the current version into the folder OUT; the report gets the manifest."""
     from workbench.cli.common import print_json
+    from workbench.errors import WorkbenchError
     from workbench.surgery.split import split_model
 
     inputs = _load_inputs(args.inputs) if args.inputs else None
-    res = split_model(hist.current_path(), backend=args.backend, build=args.build,
-                      inputs=inputs)
+    try:
+        res = split_model(hist.current_path(), backend=args.backend, build=args.build,
+                          inputs=inputs)
+    except WorkbenchError as e:  # named by the user's model, not the workspace version's hash
+        raise WorkbenchError(e.message, file=str(args.model), node=e.node, field=e.field,
+                             hint=e.hint) from None
     res.manifest["model"] = str(args.model)
     paths = res.save(args.output)
     report["split"] = dict(res.to_dict(), files=paths)
