@@ -159,6 +159,18 @@ def test_empty_dim_param_is_named_and_the_hint_works(zoo, tmp_path):
 # ------------------------------------------------------------------ onnxruntime refusals
 def test_duplicate_node_names_name_the_users_file_and_the_recipe(zoo, tmp_path):
     path = zoo["dup_node_names"]
+    # check warns before anything fails: TensorRT parses it, onnxruntime will not load it
+    rc, out, _ = _main("check", path, "--json")
+    assert rc == 0, out
+    dup = [f for f in json.loads(out)["findings"] if f["code"] == "duplicate-node-name"]
+    assert len(dup) == 1 and dup[0]["severity"] == "warning", dup
+    import onnx
+
+    k = sum(nd.name == "n" for nd in onnx.load(str(path)).graph.node)
+    assert k >= 2
+    assert dup[0]["nodes"] == [f"n#{i}" for i in range(k)], dup
+    assert f"'n' is used by {k} nodes" in dup[0]["message"]
+    assert f"`workbench fix {path} --recipe rename_duplicates" in dup[0]["hint"]
     rc, _, err = _main("compare", path, "--to", "fp16", "--allow-random")  # (was exit 3)
     line = _error_line(rc, err)
     assert rc == 2 and "/dev/shm" not in line

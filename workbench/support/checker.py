@@ -511,7 +511,32 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
                               local_function_stack=stack))
     out.extend(_graph_checks(model, table))
     extra.extend(_zero_size_axes(model))
+    extra.extend(_duplicate_node_names(model))
     return out, extra
+
+
+def _duplicate_node_names(model: Model) -> List[Finding]:
+    """A warning per node name the main graph repeats: TensorRT parses it, but onnxruntime
+    refuses to load the model (so compare and the FP16 checks cannot run) and a layer or timing
+    that names the node is ambiguous; the views show such nodes as NAME#k."""
+    import shlex
+    from collections import Counter
+
+    graph = model.proto.graph
+    repeated = Counter(n.name for n in graph.node if n.name)
+    path = shlex.quote(str(model.path)) if model.path else "MODEL"
+    out = []
+    for name, count in repeated.items():
+        if count < 2:
+            continue
+        ids = [nid for node, nid in zip(graph.node, model.node_ids) if node.name == name]
+        out.append(Finding(
+            "warning", codes.DUPLICATE_NODE_NAME,
+            f"node name '{name}' is used by {count} nodes; onnxruntime refuses to load the "
+            "model (compare cannot run) and names mapped back to it are ambiguous (shown as "
+            f"{', '.join(repr(i) for i in ids)})", nodes=ids, source="static",
+            hint=f"`workbench fix {path} --recipe rename_duplicates -o FIXED.onnx`"))
+    return out
 
 
 def _zero_size_axes(model: Model) -> List[Finding]:

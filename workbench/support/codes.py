@@ -24,6 +24,8 @@ DUPLICATE_TENSOR_NAME = "duplicate-tensor-name"
 QDQ_ZERO_POINT = "qdq-zero-point"
 QDQ_ZERO_POINT_RUNTIME = "qdq-zero-point-runtime"
 UNSUPPORTED_DTYPE = "unsupported-dtype"
+# two nodes share a name: TensorRT takes it, onnxruntime refuses it, name lookups are ambiguous
+DUPLICATE_NODE_NAME = "duplicate-node-name"
 # an input axis TensorRT reads as a fixed size 0 (dim_param "" or dim_value 0)
 ZERO_SIZE_AXIS = "zero-size-input-axis"
 # the parser's own error codes, when nothing more specific is known
