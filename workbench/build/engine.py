@@ -302,7 +302,6 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
     names: Dict[str, str] = {}
     on_event = _readable_progress(on_event, model_name, Path(output).name if output is not None
                                   else f"the cached engine of {model_name}", names)
-    _refuse_zero_size_axes(ref)
     defaulted: List[Finding] = []
     if not config.profiles:  # dynamic inputs get default profiles, or (strict) one error
         config, defaulted = _default_profiles(ref, config, strict_profiles)
@@ -578,6 +577,7 @@ def _validate_profiles(ref: ModelRef, config: BuildConfig) -> None:
     from workbench.precision.profiles import validate_profiles
 
     model = ref.model  # an unreadable file is reported as such, not as a profile problem
+    _refuse_zero_size_axes(ref)  # (else: every profile refused as 'changes static dim 0')
     try:
         validate_profiles(model, config.profiles)
     except WorkbenchError as e:
@@ -601,7 +601,8 @@ def _refuse_zero_size_axes(ref: ModelRef) -> None:
     more = f" (and {len(bad) - 1} more axis/axes)" if len(bad) > 1 else ""
     path = shlex.quote(str(ref.path)) if ref.path else "MODEL"
     raise WorkbenchError(
-        f"input '{name}' axis {axis} {how}{more}", file=str(ref.path) if ref.path else None, field=f"inputs.{name}",
+        f"input '{name}' axis {axis} {how}{more}", file=str(ref.path) if ref.path else None,
+        field=f"inputs.{name}",
         hint=f"give the axis a name or a size: `workbench fix {path} --recipe "
         f"set_input_shapes:shapes={shlex.quote(name)}/{shape_text(ref.model, name)} -o "
         "FIXED.onnx`, then build FIXED.onnx")
