@@ -232,3 +232,30 @@ def test_split_refusal_names_the_users_model(zoo, tmp_path):
     line = _error_line(rc, err)
     assert rc == 2 and line.startswith(f"workbench fix: error: {path}: ")  # (was a hash)
     assert "graph input 'x' has type STRING" in line
+
+
+def test_a_stale_value_info_is_named_and_the_printed_fix_replaces_it(zoo, tmp_path):
+    """The file declares 'a' as [1, 7, 2]; Relu of a [1, 4] input makes it [1, 4]. inspect
+    says so (it showed the file's shape silently) and its command re-infers the real one."""
+    path = zoo["wrong_value_info"]
+    rc, out, _ = _main("inspect", path, "--json")
+    assert rc == 0, out
+    doc = json.loads(out)
+    stale = [w for w in doc["warnings"] if w["code"] == "declared-shape-conflict"]
+    assert stale and stale[0]["nodes"] == ["relu"] and stale[0]["op"] == "Relu", stale
+    assert "differ in rank: (2) vs (3)" in stale[0]["message"]
+    hint = stale[0]["hint"]
+    assert f"`workbench fix {path} --recipe infer_shapes -o FIXED.onnx`" in hint
+    fixed = tmp_path / "fixed.onnx"
+    assert _main("fix", path, "--recipe", "infer_shapes", "-o", fixed)[0] == 0
+    rc, out, _ = _main("inspect", fixed, "--json")
+    doc = json.loads(out)
+    assert not [w for w in doc["warnings"] if w["code"] == "declared-shape-conflict"], doc
+    import onnx
+
+    vi = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+          for v in onnx.load(str(fixed)).graph.value_info}
+    assert vi["a"] == [1, 4], vi
+    # a consistent file gets no such warning (strict inference is the only run there)
+    rc, out, _ = _main("inspect", zoo["shared_symbolic"], "--json")
+    assert not [w for w in json.loads(out)["warnings"] if w["code"] == "declared-shape-conflict"]

@@ -19,6 +19,7 @@ from workbench.errors import Finding
 from workbench.graphindex import scope_of, scope_parts
 from workbench.model import Model, external_location, model_skeleton, open_model
 from workbench.onnx_light import has_schema, onnx_proto
+from workbench.onnx_light import declared_conflicts
 from workbench.onnx_light import infer_shapes as _onnx_infer_shapes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -277,16 +278,31 @@ def _inference_copy(proto: "onnx.ModelProto") -> "onnx.ModelProto":
 
 def infer_shapes(model: Model) -> "tuple[Dict[str, TensorInfo], str]":
     """Run ONNX shape inference on the weightless graph. Returns (tensor name -> info, status)."""
+    known, status, _ = _infer(model)
+    return known, status
+
+
+def _infer(model: Model) -> "tuple[Dict[str, TensorInfo], str, List[tuple]]":
+    """infer_shapes, plus (node, op, what differs) for every node whose inferred output
+    contradicts the file's declared value_info. Strict inference runs first: on a consistent
+    graph it is the only run; only where it fails does the lenient run follow."""
     proto = model.proto
     known: Dict[str, TensorInfo] = {}
     for vi in list(proto.graph.input) + list(proto.graph.output) + list(proto.graph.value_info):
         known[vi.name] = value_info(vi)
     for t in proto.graph.initializer:
         known[t.name] = TensorInfo(t.name, dtype_name(t.data_type), [int(d) for d in t.dims])
+    copy = _inference_copy(proto)
+    conflicts: List[tuple] = []
     try:
-        inferred = _onnx_infer_shapes(_inference_copy(proto), data_prop=True)
-    except Exception as e:  # inference is a bonus: report, keep the declared shapes
-        return known, "failed: " + " ".join(f"{type(e).__name__}: {e}".split())[:300]
+        inferred = _onnx_infer_shapes(copy, data_prop=True, strict=True)
+    except Exception as strict_error:  # (an op without a schema, a stale value_info, ...)
+        conflicts = declared_conflicts(strict_error)
+        try:
+            inferred = _onnx_infer_shapes(copy, data_prop=True)
+        except Exception as e:  # inference is a bonus: report, keep the declared shapes
+            return known, "failed: " + " ".join(f"{type(e).__name__}: {e}".split())[:300], \
+                conflicts
     for vi in inferred.graph.value_info:
         info = value_info(vi)
         old = known.get(vi.name)
@@ -298,7 +314,7 @@ def infer_shapes(model: Model) -> "tuple[Dict[str, TensorInfo], str]":
         old = known.get(vi.name)
         if old is None or old.shape is None or old.dtype == "undefined":
             known[vi.name] = info
-    return known, "ok"
+    return known, "ok", conflicts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -573,10 +589,10 @@ def summarize(model_or_path: Union[Model, str, Path], *, shapes: bool = True) ->
     ops = dict(Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
                        for n in g.node).most_common())
     if shapes:
-        known, status = infer_shapes(model)
+        known, status, conflicts = _infer(model)
         outputs = [_better(o, known.get(o.name)) for o in outputs]
     else:
-        known, status = {}, "skipped"
+        known, status, conflicts = {}, "skipped", []
     ext = 0
     for f in model.external_files:
         try:
@@ -584,7 +600,8 @@ def summarize(model_or_path: Union[Model, str, Path], *, shapes: bool = True) ->
         except OSError:
             pass
     opsets = {(o.domain or "ai.onnx"): int(o.version) for o in proto.opset_import}
-    warnings = list(model.warnings) + _lint(model, ops, inputs, status)
+    warnings = list(model.warnings) + _lint(model, ops, inputs, status) + \
+        _conflict_findings(model, conflicts)
     return Summary(
         path=str(model.path) if model.path else None, size_bytes=model.size_bytes,
         external_data_bytes=ext, ir_version=int(proto.ir_version),
@@ -594,6 +611,23 @@ def summarize(model_or_path: Union[Model, str, Path], *, shapes: bool = True) ->
         inputs=inputs, outputs=outputs, shapes=known, shape_inference=status,
         weights_available=model.weights_available,
         local_functions=[f"{f.domain}::{f.name}" for f in proto.functions], warnings=warnings)
+
+
+def _conflict_findings(model: Model, conflicts: List[tuple]) -> List[Finding]:
+    """One warning per node whose inferred output contradicts the declared value_info (a stale
+    file: the graph was edited and its shapes were not): the shapes shown there are the file's,
+    not the real ones."""
+    import shlex
+
+    path = shlex.quote(str(model.path)) if model.path else "MODEL"
+    return [Finding("warning", "declared-shape-conflict",
+                    f"node '{node}' ({op}): the shape the file declares for a tensor here "
+                    f"contradicts ONNX shape inference ({what}); shapes shown for it are the "
+                    "file's, which may be stale", nodes=[node] if node else [], op=op or None,
+                    source="inspect",
+                    hint=f"re-infer the shapes: `workbench fix {path} --recipe infer_shapes -o "
+                    "FIXED.onnx` (replaces the stale value_info), or re-export the model")
+            for node, op, what in conflicts]
 
 
 def _better(declared: TensorInfo, inferred: Optional[TensorInfo]) -> TensorInfo:

@@ -14,9 +14,10 @@ import glob
 import importlib.abc
 import importlib.util
 import os
+import re
 import sys
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
 
 _PB = "onnx.onnx_ml_pb2"
 _CPP = "onnx.onnx_cpp2py_export"
@@ -132,16 +133,29 @@ def strict_model_class() -> Any:
     return _strict_cls or None
 
 
-def infer_shapes(model: Any, *, data_prop: bool = True) -> Any:
-    """ONNX shape inference (non-strict) returning a ModelProto of the same class."""
+def infer_shapes(model: Any, *, data_prop: bool = True, strict: bool = False) -> Any:
+    """ONNX shape inference returning a ModelProto of the same class; `strict` raises on the
+    first node whose inference fails (e.g. a declared shape that contradicts it)."""
     if "onnx" in sys.modules or not is_light():
         import onnx.shape_inference
 
-        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=strict,
                                                  data_prop=data_prop)
     C = sys.modules[_CPP]
-    out = C.shape_inference.infer_shapes(model.SerializeToString(), False, False, data_prop)
+    out = C.shape_inference.infer_shapes(model.SerializeToString(), False, strict, data_prop)
     return type(model).FromString(out)
+
+
+# "(op_type:Relu, node name: relu): [ShapeInferenceError] Inferred shape and existing shape
+# differ in rank: (2) vs (3)" - one line per node in a strict inference's error
+_CONFLICT = re.compile(r"\(op_type:([^,]*), node name: ([^)]*)\):\s*\[\w+\]\s*"
+                       r"(Inferred (?:shape and existing shape|elem type)[^\n]*)")
+
+
+def declared_conflicts(error: BaseException) -> List[Tuple[str, str, str]]:
+    """(node name, op, what differs) for each node whose inferred output contradicts a
+    declared value_info, read from a strict shape inference's error (empty for other errors)."""
+    return [(m.group(2), m.group(1), m.group(3).strip()) for m in _CONFLICT.finditer(str(error))]
 
 
 def has_schema(op_type: str, domain: str = "") -> bool:

@@ -9,8 +9,8 @@ from workbench.errors import WorkbenchError
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names, as_proto,
                                     constant_value, find_node_index, gs_export, gs_import,
-                                    infer_structure_shapes, infer_types, label, node_ids, register,
-                                    tensor_types, unique_name)
+                                    infer_structure_shapes, infer_types, label, light_copy,
+                                    node_ids, register, tensor_types, unique_name)
 
 NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                     "Bernoulli", "Multinomial"}
@@ -303,6 +303,11 @@ class InferShapes(Recipe):
     def precondition(self, model: Any) -> Precondition:
         proto = as_proto(model)
         g = proto.graph
+        stale = _stale_value_info(proto)
+        if stale:
+            return Precondition(True, f"applies because the declared shape of {len(stale)} "
+                                "tensor(s) contradicts shape inference (stale value_info: "
+                                f"{', '.join(sorted(stale)[:5])})", [])
         known = {v.name for v in g.value_info} | {o.name for o in g.output if o.type.tensor_type.elem_type}
         missing = [o for n in g.node for o in n.output if o and o not in known]
         if not missing:
@@ -317,7 +322,29 @@ class InferShapes(Recipe):
                             f"and inference finds {len(new)} ({', '.join(new[:5])})", [])
 
     def _apply(self, proto: Any) -> Any:
+        stale = _stale_value_info(proto)
+        if stale:  # inference keeps a declared shape it contradicts: drop those first
+            keep = [vi for vi in proto.graph.value_info if vi.name not in stale]
+            del proto.graph.value_info[:]
+            proto.graph.value_info.extend(keep)
         return infer_structure_shapes(proto, inplace=True)
+
+
+def _stale_value_info(proto: Any) -> set:
+    """Names of value_info entries whose declared shape contradicts ONNX shape inference
+    (outputs of the nodes a strict inference names; graph outputs are not value_info)."""
+    from workbench.onnx_light import declared_conflicts
+    from workbench.onnx_light import infer_shapes as onnx_infer
+
+    try:
+        onnx_infer(light_copy(proto), data_prop=True, strict=True)
+        return set()
+    except Exception as e:  # (read for its conflicts; any other failure is not ours here)
+        nodes = {n for n, _, _ in declared_conflicts(e) if n}
+    if not nodes:
+        return set()
+    declared = {vi.name for vi in proto.graph.value_info}
+    return {o for n in proto.graph.node if n.name in nodes for o in n.output if o in declared}
 
 
 def parse_shape(text: Any) -> List[Any]:
