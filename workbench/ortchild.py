@@ -83,6 +83,16 @@ class OrtLoadFailed(OrtFailed):
         self.label = label
 
 
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
+_LOAD_FROM = re.compile(r"Load model from .*? failed:\s*")
+
+
+def load_message(text: str) -> str:
+    """onnxruntime's words on a model it cannot load, without its error-code prefix and the
+    "Load model from PATH failed:" part (PATH is a temporary copy users never made)."""
+    return _LOAD_FROM.sub("", _ORT_PREFIX.sub("", text), count=1)
+
+
 class _NotLoaded(OrtError):
     """The child dropped the session from its cache (load it again)."""
 
@@ -448,8 +458,7 @@ class OrtChild:
             except OrtLoadFailed:
                 raise
             except OrtFailed as e:  # (without the tmpfs copy's path: it names nothing users have)
-                text = re.sub(r"Load model from .*? failed:\s*", "", str(e), count=1)
-                raise OrtLoadFailed(text, e.node, label) from None
+                raise OrtLoadFailed(load_message(str(e)), e.node, label) from None
             with self._lock:
                 self._loaded[key] = info
                 self._sources[key] = (path, threads, custom_ops)

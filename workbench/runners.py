@@ -18,7 +18,6 @@ A TensorRT engine run through the worker (issue 11) is a third `Runner` with the
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -514,18 +513,15 @@ def low_float_runner(model: Any) -> str:
     return "emulate" if can_emulate(proto) else "reference"
 
 
-_ORT_LOAD_PREFIX = re.compile(r"^(\[ONNXRuntimeError\] : \d+ : \w+ : )?(Load model from .*? "
-                              r"failed:\s*)?")
-
-
 def load_error(runner: str, e: BaseException, label: Optional[str],
                hint: str = "check it with `workbench inspect`") -> Any:
     """WorkbenchError for a model the runner cannot load: the runner's own words without the
     temporary file it was loaded from, naming the user's model, with the next step for the
     refusals users meet (repeated node names, an op without a kernel)."""
     from workbench.errors import WorkbenchError
+    from workbench.ortchild import load_message
 
-    msg = _ORT_LOAD_PREFIX.sub("", " ".join(str(e).split()))
+    msg = load_message(" ".join(str(e).split()))
     low = msg.lower()
     if "same node name" in low or "duplicate definition" in low or "duplicate" in low and \
             "name" in low:
