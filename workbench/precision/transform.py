@@ -28,6 +28,7 @@ import numpy as np
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision import table
+from workbench.precision.lowering import structural_error
 from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
 
 SENTINEL_ABS = 1.0e38  # |x| this large is float32's min/max used as a mask value, not data
@@ -493,7 +494,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                               {"batches": len(batches), "random": random_used,
                                "method": calibrate_method if entry.needs_calibration else None}}
     before_ops = _count_ops(proto)
-    source_error = _structural_error(proto)  # (a complaint the FP32 model already has)
+    source_error = structural_error(proto)  # (a complaint the FP32 model already has)
 
     if route == "modelopt":
         from workbench.precision.quantize import convert_modelopt
@@ -697,21 +698,10 @@ def qdq(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, An
                     job.calibrate_method, job.per_channel)
 
 
-def _structural_error(proto: Any) -> str:
-    """onnx's structural checker's complaint about `proto`, one line ('' when it passes)."""
-    import onnx
-
-    try:
-        onnx.checker.check_model(proto, full_check=False)
-        return ""
-    except Exception as e:
-        return " ".join(str(e).split())
-
-
 def _check_valid(proto: Any, target: str, source_error: str = "") -> None:
     """The converted model passes onnx's checker, or fails it exactly as its FP32 source does
     (e.g. a graph output declared without a shape, which onnxruntime and TensorRT accept)."""
-    err = _structural_error(proto)
+    err = structural_error(proto)
     if err and err != source_error:
         raise WorkbenchError(f"the {target.upper()} model is not valid ONNX: {err[:300]}",
                              hint="exclude the node named in the message and report the model")
