@@ -520,16 +520,15 @@ def _duplicate_node_names(model: Model) -> List[Finding]:
     refuses to load the model (so compare and the FP16 checks cannot run) and a layer or timing
     that names the node is ambiguous; the views show such nodes as NAME#k."""
     import shlex
-    from collections import Counter
 
-    graph = model.proto.graph
-    repeated = Counter(n.name for n in graph.node if n.name)
+    index = model.index
     path = shlex.quote(str(model.path)) if model.path else "MODEL"
     out = []
-    for name, count in repeated.items():
+    for name, where in index.by_name.items():
+        count = len(where)
         if count < 2:
             continue
-        ids = [nid for node, nid in zip(graph.node, model.node_ids) if node.name == name]
+        ids = [index.ids[i] for i in where]
         out.append(Finding(
             "warning", codes.DUPLICATE_NODE_NAME,
             f"node name '{name}' is used by {count} nodes; onnxruntime refuses to load the "
