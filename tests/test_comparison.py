@@ -168,6 +168,33 @@ def test_fast_finite_comparison_matches_the_float64_path():
     assert fast.mismatches > 0  # the data straddles the tolerance: the count is exercised
 
 
+@pytest.mark.parametrize("cand", [np.float32, np.float16])
+def test_float32_path_with_an_overflowing_candidate_matches_the_float64_path(cand):
+    """A candidate with NaN / inf of its own (FP16 overflow) beside a finite reference stays
+    on the float32 path; its figures are the float64 general path's (counts exactly)."""
+    rng = np.random.default_rng(3)
+    n = 3 * (1 << 16) + 17
+    r = (rng.standard_normal(n) * 300).astype(np.float32)
+    g = (r + rng.standard_normal(n).astype(np.float32) * 0.5).astype(cand)
+    g[rng.integers(1 << 16, n, 300)] = np.inf
+    g[rng.integers(1 << 16, n, 90)] = -np.inf
+    g[rng.integers(1 << 16, n, 40)] = np.nan
+    args = ("t", [n], "x", n, r, g, 1e-2, 1e-2)
+    fast = comparison._finite_case(*args, True, None)
+    slow = comparison._general_plain("t", [n], "x", n, r.astype(np.float64),
+                                     g.astype(np.float64), 1e-2, 1e-2, None)
+    assert fast is not None and fast.nan == slow.nan > 0 and fast.inf == slow.inf > 0
+    assert fast.mismatches == slow.mismatches and not fast.finite and not fast.passed
+    assert fast.max_abs == slow.max_abs == math.inf and fast.mean_abs == math.inf
+    for k in ("scale", "cosine"):
+        assert getattr(fast, k) == pytest.approx(getattr(slow, k), rel=1e-9), k
+    # a reference with NaN, inf or a mask sentinel is left to the general path
+    for bad in (np.nan, np.inf, 3.0e38):
+        r2 = r.copy()
+        r2[n - 5] = bad
+        assert comparison._finite_case("t", [n], "x", n, r2, g, 1e-2, 1e-2, True, None) is None
+
+
 def test_runners_cast_feeds_to_declared_types_and_mark_all():
     io16 = convert(RESNET, "fp16", keep_io_types=False).proto
     feed = {"input": np.load(CALIB)["input"][:2], "unused": np.zeros(1)}

@@ -157,7 +157,7 @@ class _Scratch:
         f32, f64 = np.float32, np.float64
         self.r32, self.g32, self.d32, self.t32 = (np.empty(_BLOCK, f32) for _ in range(4))
         self.r, self.g, self.d, self.t = (np.empty(_BLOCK, f64) for _ in range(4))
-        self.m = np.empty(_BLOCK, np.bool_)
+        self.m, self.m2 = np.empty(_BLOCK, np.bool_), np.empty(_BLOCK, np.bool_)
 
 
 def _buffers() -> _Scratch:
@@ -167,69 +167,109 @@ def _buffers() -> _Scratch:
     return s
 
 
-def _dots(r: np.ndarray, g: np.ndarray, p: np.ndarray) -> Tuple[float, float, float]:
-    """(sum r*g, sum r*r, sum g*g) of float64 blocks, `p` the product buffer."""
-    np.multiply(r, g, out=p)
-    rg = float(np.add.reduce(p))
-    np.multiply(r, r, out=p)
-    rr = float(np.add.reduce(p))
-    np.multiply(g, g, out=p)
-    return rg, rr, float(np.add.reduce(p))
+# OpenBLAS runs a dot product of more than 10000 elements on several threads, which then spin
+# for a while after it: a core taken from the onnxruntime child streaming the next segment (a
+# layer-wise compare of a ResNet-50 took 1.3x as long). Pieces this long stay on one thread.
+_PIECE = 8192
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """sum a*b of two float64 blocks: BLAS dot products a piece at a time (one pass, nothing
+    written; multiply-then-sum wrote a product block per sum, at 2x the time)."""
+    n = a.shape[0]
+    k = n - n % _PIECE
+    s = 0.0
+    if k:  # (a batched matmul of pieces: one call, each piece a single-threaded dot)
+        s = float(np.matmul(a[:k].reshape(-1, 1, _PIECE), b[:k].reshape(-1, _PIECE, 1)).sum())
+    if k < n:
+        s += float(np.dot(a[k:], b[k:]))
+    return s
+
+
+def _dots(r: np.ndarray, g: np.ndarray) -> Tuple[float, float, float]:
+    """(sum r*g, sum r*r, sum g*g) of float64 blocks."""
+    return _dot(r, g), _dot(r, r), _dot(g, g)
+
+
+def _mismatches(d: np.ndarray, ar: np.ndarray, atol: Any, rtol: Any, t: np.ndarray,
+                m: np.ndarray, m2: np.ndarray) -> int:
+    """How many d > max(atol, rtol * ar), exactly: d > atol and d > rtol * ar (numpy's
+    maximum with a scalar is ~7x slower than a comparison). `ar` may be `t`."""
+    np.multiply(ar, rtol, out=t)
+    np.greater(d, t, out=m)
+    np.greater(d, atol, out=m2)
+    np.logical_and(m, m2, out=m)
+    return int(np.count_nonzero(m))
 
 
 def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndarray,
                  g0: np.ndarray, atol: float, rtol: float, sentinels: bool,
                  t1: Optional[float]) -> Optional[TensorComparison]:
-    """The common case - float tensors, everything finite, no sentinels - in float32 passes,
-    a block of _BLOCK elements at a time: the same figures as the general path (differences
-    are float32 rounding of |r - g|, far below any tolerance) at a fraction of its time and
-    memory. None: use the general path (decided from min/max alone, no temporaries)."""
+    """The common cases - float tensors of at most 32 bits, a reference of finite values (no
+    mask sentinels); the candidate finite, or with NaN / inf of its own (an FP16 overflow) -
+    in float32 passes, a block of _BLOCK elements at a time, the dot products in float64: the
+    general path's figures (`_general_plain`: differences are float32 rounding of |r - g|,
+    far below any tolerance) at a fraction of its time and memory. None: use the general
+    path - decided on the way, from each block's reference maximum (a NaN or inf shows
+    there), so a tensor that needs it costs at most the blocks read before the first one."""
     if r0.dtype.kind != "f" or g0.dtype.kind != "f" or r0.dtype.itemsize > 4 \
             or g0.dtype.itemsize > 4:
         return None
-    glo, ghi = float(g0.min()), float(g0.max())
-    if not (math.isfinite(glo) and math.isfinite(ghi)):
-        return None  # inf or NaN in the candidate (NaN propagates through min/max)
-    scale = max(-float(r0.min()), float(r0.max()))  # max |reference|
-    if not math.isfinite(scale) or (sentinels and scale >= SENTINEL):
-        return None
     f32 = np.float32
     at, rt = f32(atol), f32(rtol)
+    limit = SENTINEL if sentinels else math.inf
     max_abs = sum_abs = rg = rr = gg = 0.0
-    mismatches = 0
+    scale = 0.0
+    finite_d = True
+    mismatches = nan = inf = 0
     S = _buffers()
-    for i in range(0, size, _BLOCK):
-        rb, gb = r0[i:i + _BLOCK], g0[i:i + _BLOCK]
-        n = len(rb)
-        r, g = rb, gb
-        if r.dtype != f32:
-            r = S.r32[:n]
-            np.copyto(r, rb, casting="unsafe")
-        if g.dtype != f32:
-            g = S.g32[:n]
-            np.copyto(g, gb, casting="unsafe")
-        d, t, m = S.d32[:n], S.t32[:n], S.m[:n]
-        np.subtract(r, g, out=d)
-        np.abs(d, out=d)
-        max_abs = max(max_abs, float(d.max()))
-        sum_abs += float(np.add.reduce(d, dtype=np.float64))
-        np.abs(r, out=t)
-        np.multiply(t, rt, out=t)
-        np.maximum(t, at, out=t)
-        np.greater(d, t, out=m)
-        mismatches += int(np.count_nonzero(m))
-        a, b = S.r[:n], S.g[:n]
-        np.copyto(a, rb, casting="unsafe")
-        np.copyto(b, gb, casting="unsafe")
-        x, y, z = _dots(a, b, S.t[:n])
-        rg, rr, gg = rg + x, rr + y, gg + z
-    mean_abs = sum_abs / size
-    denom = math.sqrt(rr) * math.sqrt(gg)
-    cos = rg / denom if denom else (1.0 if max_abs == 0 else 0.0)
-    scale = scale or 1.0
-    return TensorComparison(name, shape, dtype, size, max_abs, mean_abs, max_abs / scale,
-                            mean_abs / scale, scale, cos, 0, 0, mismatches, True,
-                            mismatches == 0, t1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for i in range(0, size, _BLOCK):
+            rb, gb = r0[i:i + _BLOCK], g0[i:i + _BLOCK]
+            n = len(rb)
+            r, g = rb, gb
+            if r.dtype != f32:
+                r = S.r32[:n]
+                np.copyto(r, rb, casting="unsafe")
+            if g.dtype != f32:
+                g = S.g32[:n]
+                np.copyto(g, gb, casting="unsafe")
+            d, t, m, m2 = S.d32[:n], S.t32[:n], S.m[:n], S.m2[:n]
+            np.abs(r, out=t)
+            rmax = float(t.max())
+            if not rmax < limit:  # NaN, inf or a mask in the reference: the general path
+                return None
+            np.subtract(r, g, out=d)
+            np.abs(d, out=d)
+            dmax = float(d.max())
+            clean = True  # every candidate value finite
+            if not math.isfinite(dmax):  # the candidate's NaN / inf (the reference is finite)
+                clean = False
+                np.isfinite(g, out=m)
+                bad = ~m
+                nan_g = np.isnan(g)
+                k = int(np.count_nonzero(nan_g))
+                nan += k
+                inf += int(np.count_nonzero(bad)) - k
+                if k:
+                    d[nan_g] = np.inf  # (r finite: d is NaN exactly where g is)
+                dmax = math.inf
+                finite_d = False
+            max_abs = max(max_abs, dmax)
+            scale = max(scale, rmax)
+            if finite_d:
+                sum_abs += float(np.add.reduce(d))  # (float32 pairwise sum of one block)
+            if dmax > atol:  # (nothing can exceed the tolerance otherwise)
+                mismatches += _mismatches(d, t, at, rt, t, m, m2)
+            a, b = S.r[:n], S.g[:n]
+            np.copyto(a, rb, casting="unsafe")
+            np.copyto(b, gb, casting="unsafe")
+            if not clean:  # the candidate's cosine side keeps its finite values only
+                b[bad] = 0.0
+            x, y, z = _dots(a, b)
+            rg, rr, gg = rg + x, rr + y, gg + z
+    return _figures(name, shape, dtype, size, max_abs, sum_abs, finite_d, scale, rg, rr, gg,
+                    nan, inf, mismatches, t1)
 
 
 def compare_tensor(name: str, ref: Arrays, got: Arrays, atol: float, rtol: float, *,
@@ -349,16 +389,14 @@ def _general_full(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
                     finite_d = False
             if not every:
                 ar[~normal] = 0.0
-            allowed = np.maximum(atol, rtol * ar)
-            mismatches += int(np.count_nonzero(d > allowed))
+            mismatches += int(np.count_nonzero((d > atol) & (d > rtol * ar)))  # d > max(..)
             nan += int(np.count_nonzero(nan_r != nan_g))
             inf += int(np.count_nonzero(inf_g & fin_r & ~same))
             rf = r if every else np.where(normal, r, 0.0)
             keep_g = normal & ~(nan_g | inf_g)
             gf = g if keep_g.all() else np.where(keep_g, g, 0.0)
-            rg += float(np.add.reduce(rf * gf))
-            rr += float(np.add.reduce(rf * rf))
-            gg += float(np.add.reduce(gf * gf))
+            x, y, z = _dots(rf, gf)
+            rg, rr, gg = rg + x, rr + y, gg + z
     return _figures(name, shape, dtype, size, max_abs, sum_abs, finite_d, scale, rg, rr, gg,
                     nan, inf, mismatches, t1)
 
@@ -418,11 +456,9 @@ def _general_plain(name: str, shape: List[int], dtype: str, size: int, r0: np.nd
                     finite_d = False
             np.abs(r, out=t)
             scale = max(scale, float(t.max()))
-            np.multiply(t, rtol, out=t)
-            np.maximum(t, atol, out=t)
-            np.greater(d, t, out=m)
-            mismatches += int(np.count_nonzero(m))
-            x, y, z = _dots(r, g, t)
+            if dmax > atol:  # (nothing can exceed the tolerance otherwise)
+                mismatches += _mismatches(d, t, atol, rtol, t, m, S.m2[:n])
+            x, y, z = _dots(r, g)
             rg, rr, gg = rg + x, rr + y, gg + z
     return _figures(name, shape, dtype, size, max_abs, sum_abs, finite_d, scale, rg, rr, gg,
                     nan, inf, mismatches, t1)
