@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import List
 
 from workbench.cli.common import print_json
 from workbench.errors import WorkbenchError
@@ -12,6 +13,18 @@ from workbench.errors import WorkbenchError
 NAME = "compare"
 HELP = ("compare a candidate model (FP16/INT8/fixed) with the FP32 reference tensor by tensor, "
         "or find which nodes must stay FP32 for a target precision (--to)")
+
+
+def start_early(argv: List[str]) -> None:
+    """Start the onnxruntime child before argparse and the verb's imports (called with the
+    raw arguments after `compare`): every route runs the reference on onnxruntime, and the
+    child's interpreter and onnxruntime import overlap all of this process's start-up."""
+    if "-h" in argv or "--help" in argv:
+        return
+    from workbench.ortchild import default_child, isolated_by_default
+
+    if isolated_by_default():
+        default_child().warm()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
