@@ -342,8 +342,8 @@ def _general_case(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
     temporaries stay in cache; no full-size float64 copies). Counts, maxima and the dot
     products (float64, summed per block) are those of whole-array passes; the mean sums
     per-block sums (float64 rounding differences only). A reference with nothing but finite,
-    unmasked values (the common case: an FP16 candidate that overflows) skips the passes
-    for the reference's NaN / inf / masks; the figures are the same, bit for bit."""
+    unmasked values (float64 tensors; 32-bit and narrower ones take `_finite_case`) skips
+    the passes for the reference's NaN / inf / masks; the figures are the same, bit for bit."""
     if _plain_reference(r0, sentinels):
         return _general_plain(name, shape, dtype, size, r0, g0, atol, rtol, t1)
     return _general_full(name, shape, dtype, size, r0, g0, atol, rtol, sentinels, t1)
