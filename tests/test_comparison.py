@@ -193,6 +193,11 @@ def test_float32_path_with_an_overflowing_candidate_matches_the_float64_path(can
         r2 = r.copy()
         r2[n - 5] = bad
         assert comparison._finite_case("t", [n], "x", n, r2, g, 1e-2, 1e-2, True, None) is None
+    # finite values whose difference passes float32's range (no sentinels) are left to it too
+    big = np.array([3.0e38, -3.0e38], np.float32)
+    assert comparison._finite_case("t", [2], "x", 2, big, -big, 1e-2, 1e-2, False, None) is None
+    c = comparison.compare_tensor("t", big, -big, 1e-2, 1e-2, sentinels=False)
+    assert c.max_abs == pytest.approx(6.0e38, rel=1e-6) and c.nan == c.inf == 0
 
 
 def test_runners_cast_feeds_to_declared_types_and_mark_all():

@@ -202,6 +202,20 @@ def _mismatches(d: np.ndarray, ar: np.ndarray, atol: Any, rtol: Any, t: np.ndarr
     return int(np.count_nonzero(m))
 
 
+def _candidate_faults(g: np.ndarray, d: np.ndarray, m: np.ndarray
+                      ) -> Tuple[int, int, np.ndarray]:
+    """A block beside a finite reference: (NaN count, inf count, where g is not finite) of the
+    candidate `g` - every NaN and inf there is the candidate's - with d = |r - g| set to inf
+    where g is NaN (d is NaN exactly there). `m` is a scratch mask."""
+    np.isfinite(g, out=m)
+    bad = ~m
+    nan_g = np.isnan(g)
+    k = int(np.count_nonzero(nan_g))
+    if k:
+        d[nan_g] = np.inf
+    return k, int(np.count_nonzero(bad)) - k, bad
+
+
 def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndarray,
                  g0: np.ndarray, atol: float, rtol: float, sentinels: bool,
                  t1: Optional[float]) -> Optional[TensorComparison]:
@@ -245,14 +259,10 @@ def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndar
             clean = True  # every candidate value finite
             if not math.isfinite(dmax):  # the candidate's NaN / inf (the reference is finite)
                 clean = False
-                np.isfinite(g, out=m)
-                bad = ~m
-                nan_g = np.isnan(g)
-                k = int(np.count_nonzero(nan_g))
-                nan += k
-                inf += int(np.count_nonzero(bad)) - k
-                if k:
-                    d[nan_g] = np.inf  # (r finite: d is NaN exactly where g is)
+                k_nan, k_inf, bad = _candidate_faults(g, d, m)
+                if not (k_nan or k_inf):  # |r - g| of finite values past float32's range
+                    return None
+                nan, inf = nan + k_nan, inf + k_inf
                 dmax = math.inf
                 finite_d = False
             max_abs = max(max_abs, dmax)
@@ -436,16 +446,9 @@ def _general_plain(name: str, shape: List[int], dtype: str, size: int, r0: np.nd
             np.copyto(g, gb, casting="unsafe")
             np.subtract(r, g, out=d)
             np.abs(d, out=d)
-            np.isfinite(g, out=m)
-            g_finite = bool(m.all())
-            if not g_finite:
-                bad = ~m
-                nan_g = np.isnan(g)
-                k = int(np.count_nonzero(nan_g))
-                nan += k  # the reference has no NaN: a NaN here is the candidate's
-                inf += int(np.count_nonzero(bad)) - k  # (and every inf)
-                if k:
-                    d[nan_g] = np.inf  # r finite: d is NaN exactly where g is
+            if not math.isfinite(float(d.max())):  # (r finite: only g's NaN / inf do that)
+                k_nan, k_inf, bad = _candidate_faults(g, d, m)
+                nan, inf = nan + k_nan, inf + k_inf
                 g[bad] = 0.0  # the candidate's cosine side keeps its finite values only
             dmax = float(d.max())
             max_abs = max(max_abs, dmax)
