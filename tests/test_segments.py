@@ -248,6 +248,26 @@ def test_ahead_keeps_order_raises_producer_errors_and_stops_early():
     assert not any(t.name == "segments-ahead" for t in threading.enumerate())
 
 
+def test_ahead_starts_producing_before_the_first_next():
+    """Two streams side by side (a reference and a candidate) both start at once: the second
+    must not wait until the caller has taken the first one's first item."""
+    import threading
+
+    started = [threading.Event(), threading.Event()]
+
+    def made(k):
+        started[k].set()
+        yield k
+    a, b = segments.ahead(made(0)), segments.ahead(made(1))
+    assert started[1].wait(5) and started[0].is_set()  # before any next()
+    assert (next(a), next(b)) == (0, 1)
+    assert list(a) == [] and list(b) == []
+    assert not any(t.name == "segments-ahead" for t in threading.enumerate())
+    c = segments.ahead(made(0))
+    c.close()  # closed before its first next: the thread ends
+    assert not any(t.name == "segments-ahead" for t in threading.enumerate())
+
+
 def test_ahead_holds_at_most_two_items_the_callers_and_the_next():
     """layerwise plans chunks at half the budget for two in flight: a third must not exist."""
     import time

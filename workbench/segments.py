@@ -142,53 +142,84 @@ def order_of(proto: Any) -> List[str]:
 
 
 
-def ahead(items: Iterable[T]) -> Iterator[T]:
+def ahead(items: Iterable[T]) -> "Ahead[T]":
     """`items`, produced one step ahead in a background thread: the next segment runs (in the
-    onnxruntime child) while the caller compares this one. At most two items exist at once
-    (the caller's and the next): the producer starts an item only once the caller has taken
-    the previous one. An error in the producer is raised here, in the caller's thread."""
-    import queue
-    import threading
+    onnxruntime child) while the caller compares this one. The thread starts at once, not at
+    the first `next` (two streams side by side both start before the caller waits on the
+    first). At most two items exist at once (the caller's and the next): the producer starts
+    an item only once the caller has taken the previous one. An error in the producer is
+    raised here, in the caller's thread. `close()` (or the end) stops and joins the thread."""
+    return Ahead(items)
 
-    q: "queue.Queue[Any]" = queue.Queue()
-    slots = threading.Semaphore(2)  # items alive: the caller's and the one being made / queued
-    stop = threading.Event()
-    end = object()
 
-    def produce() -> None:
+class Ahead(Iterator[T]):
+    """The iterator `ahead` returns (see there)."""
+
+    def __init__(self, items: Iterable[T]) -> None:
+        import queue
+        import threading
+
+        self._q: "queue.Queue[Any]" = queue.Queue()
+        self._slots = threading.Semaphore(2)  # items alive: the caller's and the next one
+        self._stop = threading.Event()
+        self._held = False  # the caller holds an item (a slot) until it asks for the next
+        self._done = False
+        # (the thread holds no reference to self: an iterator dropped unfinished is collected,
+        # and __del__ stops its thread)
+        self._thread = threading.Thread(target=_produce, name="segments-ahead", daemon=True,
+                                        args=(iter(items), self._q, self._slots, self._stop))
+        self._thread.start()
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        ok, it = self._q.get()
+        if self._held:
+            self._slots.release()  # the caller's previous item is done with
+        self._held = ok and it is not _END
+        if not ok:
+            self.close()
+            raise it
+        if it is _END:
+            self.close()
+            raise StopIteration
+        return it
+
+    def close(self) -> None:
+        """Stop the producer (at most a step ahead) and wait for its thread."""
+        self._done = True
+        self._stop.set()
+        self._held = False
         try:
-            it = iter(items)
-            while True:
-                while not slots.acquire(timeout=0.1):
-                    if stop.is_set():
-                        return
-                if stop.is_set():
-                    return
-                try:
-                    x = next(it)
-                except StopIteration:
-                    q.put((True, end))
-                    return
-                q.put((True, x))
-                del x
-        except BaseException as e:  # handed to the consumer
-            q.put((False, e))
+            while True:  # drop what was made ahead: the producer may be waiting to put more
+                self._q.get_nowait()
+        except Exception:
+            pass
+        self._thread.join()
 
-    t = threading.Thread(target=produce, name="segments-ahead", daemon=True)
-    t.start()
-    held = False  # the caller holds an item (a slot) until it asks for the next
+    def __del__(self) -> None:  # an iterator dropped unfinished: its thread stops soon
+        self._stop.set()
+
+
+_END = object()
+
+
+def _produce(it: Iterator[Any], q: Any, slots: Any, stop: Any) -> None:
+    """`Ahead`'s thread: make the next item once a slot is free; the end or an error is queued
+    for the consumer."""
     try:
         while True:
-            ok, it = q.get()
-            if held:
-                slots.release()  # the caller's previous item is done with
-            held = ok and it is not end
-            if not ok:
-                raise it
-            if it is end:
+            while not slots.acquire(timeout=0.1):
+                if stop.is_set():
+                    return
+            if stop.is_set():
                 return
-            yield it
-            del it
-    finally:
-        stop.set()
-        t.join()
+            try:
+                x = next(it)
+            except StopIteration:
+                q.put((True, _END))
+                return
+            q.put((True, x))
+            del x
+    except BaseException as e:  # handed to the consumer
+        q.put((False, e))
