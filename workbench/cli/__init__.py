@@ -178,16 +178,64 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def run() -> None:
-    """The console script: main(), then let a worker this process started go at once."""
+    """The console script: main(), then let a worker this process started go at once. A verb
+    that runs onnxruntime (RUNS_ONNXRUNTIME) runs in a forked worker with onnxruntime
+    in-process, this process watching it (`workbench.cli.supervise`)."""
+    argv = sys.argv[1:]
+    first = next((a for a in argv if not a.startswith("-")), None) if argv else None
+    rc: Optional[int] = None
+    if first is not None and argv[0] == first:
+        mods = _verbs(first)
+        if len(mods) == 1 and getattr(mods[0], "RUNS_ONNXRUNTIME", False):
+            from workbench.cli import supervise
+
+            if supervise.wanted(argv):
+                rc = supervise.run_forked(first, lambda: _exit(_main_released(argv), force=True))
+    if rc is None:
+        rc = _main_released(argv, catch_exit=False)
+    _exit(rc)
+
+
+def _main_released(argv: List[str], catch_exit: bool = True) -> int:
+    """main(argv), then the TensorRT worker this process started (if any) is let go at once.
+    catch_exit: a SystemExit (argparse's usage errors) becomes its exit code."""
     try:
-        rc = main()
+        return main(argv)
+    except SystemExit as e:
+        if not catch_exit:
+            raise
+        if e.code is None or isinstance(e.code, int):
+            return int(e.code or 0)
+        sys.stderr.write(f"{e.code}\n")
+        return 1
     finally:
         client = sys.modules.get("workbench.worker.client")  # (only if this run used one)
         if client is not None:
             client.release_default_client()
-    # exiting: the interpreter's last full collection would walk every object of every module
-    # (~10 ms after a build) to free memory the OS takes back anyway; atexit still runs
-    import gc
 
-    gc.freeze()
-    sys.exit(rc)
+
+def _exit(rc: int, force: bool = False) -> None:
+    """Leave without the interpreter's teardown: freeing every module's objects (numpy, onnx's
+    protobufs) took ~40 ms of a 1 s `compare` to give back memory the OS takes back anyway.
+    What a normal exit does first still happens: threads that are not daemons are waited for
+    (threading's shutdown hooks run), then the atexit handlers, then both streams are flushed.
+    The normal exit where threading has no shutdown hook, or with $WORKBENCH_DEBUG unless
+    `force` (a forked worker must end here)."""
+    import atexit
+    import threading
+
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None or not hasattr(atexit, "_run_exitfuncs") or \
+            (os.environ.get("WORKBENCH_DEBUG") and not force):
+        import gc
+
+        gc.freeze()  # (the last full collection would walk every object of every module)
+        sys.exit(rc)
+    shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`): nothing more to say there
+            pass
+    os._exit(rc)
