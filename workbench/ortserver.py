@@ -1,8 +1,9 @@
 """The onnxruntime child process: load models into cached sessions and run feeds, over JSON lines.
 
-The calling process (a notebook kernel, the CLI) never runs a converted or untrusted model in its
-own address space: a segfault or abort inside onnxruntime ends this process only, and the client
-(`workbench.ortchild`) turns that into a one-line error. Requests and events use the TensorRT
+The calling process (a notebook kernel, a Python caller) never runs a converted or untrusted model
+in its own address space: a segfault or abort inside onnxruntime ends this process only, and the
+client (`workbench.ortchild`) turns that into a one-line error. (The `workbench` console script
+gets the same from a fork instead: `workbench.cli.supervise`.) Requests and events use the TensorRT
 worker's framing and message shapes (`workbench.worker.protocol`: ``{"id", "op", "args"}`` in,
 one ``result`` or ``error`` out). Arrays never travel as JSON or pickle: each direction of a run
 is one raw file in a private folder (on /dev/shm when there is one: shared memory in effect)

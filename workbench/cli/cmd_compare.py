@@ -11,6 +11,9 @@ from workbench.cli.common import print_json
 from workbench.errors import WorkbenchError
 
 NAME = "compare"
+# the console script runs this verb in a forked worker with onnxruntime in-process
+# (`workbench.cli.supervise`: a crash is still one line, naming the model and node)
+RUNS_ONNXRUNTIME = True
 HELP = ("compare a candidate model (FP16/INT8/fixed) with the FP32 reference tensor by tensor, "
         "or find which nodes must stay FP32 for a target precision (--to)")
 
