@@ -14,10 +14,14 @@ child included) are sampled every 10 ms.
   output marked on the FP32 and on the FP16 model, Comparator.run + compare_accuracy;
 - `workbench compare REF CAND --inputs IN.npz --json`: the same whole job - onnxruntime FP32
   and the FP16 model emulated on onnxruntime (FP16 storage, FP32 arithmetic), both graphs as
-  written (no graph optimisations), run in the workbench's onnxruntime child process a segment
-  at a time (every node once; the default 32 MB budget of tensors held), the next segment
-  running while this one is compared; per-tensor figures for every shared activation (constant
-  weights are not compared), culprits, findings, the JSON report on stdout.
+  written (no graph optimisations), run a segment at a time (every node once; the default 32 MB
+  budget of tensors held), the next segment running while this one is compared; per-tensor
+  figures for every shared activation (constant weights are not compared), culprits, findings,
+  the JSON report on stdout. The console script runs it in a forked worker with onnxruntime
+  in-process, watching it (`workbench.cli.supervise`);
+- `workbench-isolated` (for information, not a goal): the same command with
+  WORKBENCH_CLI_FORK=0, every onnxruntime run in the onnxruntime child process (the route a
+  notebook takes), its tensors crossing through shared-memory files.
 Also the hopeless-FP16 answer: `workbench compare light_inception_v1 --to fp16`.
 
 Bytecode: Polygraphy, onnx and numpy run from site-packages, compiled to .pyc when they were
@@ -123,17 +127,20 @@ def main() -> None:
           str(tmp / "in.npz"), "--json"]
     hopeless = [sys.executable, "-m", "workbench.cli", "compare",
                 str(LIGHT / "light_inception_v1.onnx"), "--to", "fp16", "--allow-random"]
-    runs: Dict[str, List[Tuple[float, float, int]]] = {k: [] for k in
-                                                       ("polygraphy", "pair", "workbench")}
+    iso_env = dict(env, WORKBENCH_CLI_FORK="0")
+    runs: Dict[str, List[Tuple[float, float, int]]] = {
+        k: [] for k in ("polygraphy", "pair", "workbench", "isolated")}
     for i in range(args.repeat):  # interleaved, so load on the machine hits all alike
-        for name, cmd in (("polygraphy", poly), ("pair", pair), ("workbench", wb)):
-            runs[name].append(measure(cmd, env))
+        for name, cmd, e in (("polygraphy", poly, env), ("pair", pair, env),
+                             ("workbench", wb, env), ("isolated", wb, iso_env)):
+            runs[name].append(measure(cmd, e))
     hop = measure(hopeless, env)
 
     def fig(name: str) -> Tuple[float, float]:
         return (statistics.median(r[0] for r in runs[name]), max(r[1] for r in runs[name]))
 
     (pt, pm), (qt, qm), (wt, wm) = fig("polygraphy"), fig("pair"), fig("workbench")
+    it, im = fig("isolated")
     print(f"{args.model}: FP32 vs FP16, every tensor, 1 input, {args.repeat} runs each (median "
           "wall, max peak RSS of the process tree; checkout "
           f"{'not compiled' if args.no_compile else 'compiled to .pyc like site-packages'})")
@@ -143,6 +150,8 @@ def main() -> None:
           f"{qm:7.0f} MB")
     print(f"  {'workbench compare REF CAND (both models, per-tensor figures)':64} {wt:6.2f} s "
           f"{wm:7.0f} MB")
+    print(f"  {'the same, onnxruntime in its child (WORKBENCH_CLI_FORK=0)':64} "
+          f"{it:6.2f} s {im:7.0f} MB")
     print(f"  workbench / polygraphy mark-all: time {wt / pt:.2f}x (goal <= 1.0), memory "
           f"{wm / pm:.2f}x (goal <= 0.5); vs the same job in Polygraphy: time {wt / qt:.2f}x, "
           f"memory {wm / qm:.2f}x")
@@ -153,6 +162,7 @@ def main() -> None:
         "polygraphy_markall_s": round(pt, 3), "polygraphy_markall_rss_mb": round(pm, 1),
         "polygraphy_pair_s": round(qt, 3), "polygraphy_pair_rss_mb": round(qm, 1),
         "workbench_s": round(wt, 3), "workbench_rss_mb": round(wm, 1),
+        "workbench_isolated_s": round(it, 3), "workbench_isolated_rss_mb": round(im, 1),
         "time_ratio": round(wt / pt, 3), "memory_ratio": round(wm / pm, 3),
         "time_ratio_vs_pair": round(wt / qt, 3), "memory_ratio_vs_pair": round(wm / qm, 3),
         "goal_time": wt / pt <= 1.0, "goal_memory": wm / pm <= 0.5,
