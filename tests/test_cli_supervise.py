@@ -22,10 +22,39 @@ from workbench.precision.transform import convert
 OVERFLOW = SAMPLES / "fp16_overflow.onnx"
 
 
+ROUTE_ENV = ("WORKBENCH_CLI_FORK", "WORKBENCH_ORT_ISOLATE", "WORKBENCH_ORT_TIMEOUT",
+             "WORKBENCH_ORT_ADDRESS_SPACE", "WORKBENCH_ORT_MAX_RSS")
+
+
+def _env(env=None):
+    e = {k: v for k, v in os.environ.items() if k not in ROUTE_ENV}  # (the test's own route)
+    e.update(env or {})
+    return e
+
+
 def _cli(*args, env=None, **kw):
-    e = dict(os.environ, **(env or {}))
     return subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True,
-                          text=True, timeout=300, env=e, **kw)
+                          text=True, timeout=300, env=_env(env), **kw)
+
+
+def _traced(*args, env=None):
+    """Run the CLI, sampling its process tree: (returncode, stdout, stderr, the command lines
+    of every process seen under it)."""
+    p = subprocess.Popen([sys.executable, "-m", "workbench.cli", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=_env(env))
+    root, seen = psutil.Process(p.pid), set()
+    while p.poll() is None:
+        try:
+            for c in root.children(recursive=True):
+                try:
+                    seen.add(" ".join(c.cmdline()))
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        time.sleep(0.005)
+    out, err = p.communicate()
+    return p.returncode, out, err, seen
 
 
 @pytest.fixture
@@ -40,10 +69,15 @@ def overflow_pair(tmp_path):
 def test_the_forked_worker_gives_the_isolated_routes_answer(overflow_pair):
     fp16, inputs = overflow_pair
     args = ["compare", str(OVERFLOW), str(fp16), "--inputs", str(inputs), "--json"]
-    forked = _cli(*args)
-    isolated = _cli(*args, env={"WORKBENCH_CLI_FORK": "0"})
-    assert forked.returncode == isolated.returncode == 1, forked.stderr + isolated.stderr
-    a, b = json.loads(forked.stdout), json.loads(isolated.stdout)
+    rc_f, out_f, err_f, seen_f = _traced(*args)
+    rc_i, out_i, err_i, seen_i = _traced(*args, env={"WORKBENCH_CLI_FORK": "0"})
+    assert rc_f == rc_i == 1, err_f + err_i
+    # the routes taken: a fork of the command (same command line), no onnxruntime child; and
+    # the onnxruntime child (workbench.ortserver) when forking is off
+    assert any("workbench.cli compare" in c for c in seen_f), seen_f
+    assert not any("workbench.ortserver" in c for c in seen_f), seen_f
+    assert any("workbench.ortserver" in c for c in seen_i), seen_i
+    a, b = json.loads(out_f), json.loads(out_i)
     assert a["culprits"][0]["node"] == "/scale/Mul"
     assert a == b  # every figure of every tensor
 
@@ -75,10 +109,17 @@ print(json.dumps({{"rc": rc, "pid": os.getpid(),
 
 
 @pytest.mark.parametrize("env", [{"WORKBENCH_CLI_FORK": "0"}, {"WORKBENCH_ORT_ISOLATE": "0"},
-                                 {"WORKBENCH_ORT_TIMEOUT": "30"}])
+                                 {"WORKBENCH_ORT_ADDRESS_SPACE": str(8 << 30)}])
 def test_no_fork_where_the_user_asked_otherwise(env, monkeypatch):
     from workbench.cli import supervise
 
+    for k in ROUTE_ENV:
+        monkeypatch.delenv(k, raising=False)
+    threads = [2]  # (this test process has threads of earlier tests: the count is set here)
+    monkeypatch.setattr(supervise.threading, "active_count", lambda: threads[0])
+    assert not supervise.wanted(["compare", "a.onnx"])  # threads alive: never fork
+    threads[0] = 1
+    assert supervise.wanted(["compare", "a.onnx"])
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert not supervise.wanted(["compare", "a.onnx"])
@@ -93,46 +134,119 @@ def crash_lib(tmp_path_factory):
 
 
 def test_a_crash_in_the_worker_is_run_again_isolated_and_named(crash_lib, tmp_path):
+    """The re-run names model and node as the isolated route does; what the worker appended to
+    --stats before it crashed is cut back first (the tensor before the crash is there once)."""
     model = tmp_path / "crashy.onnx"
     onnx.save(crashy(), str(model))
-    r = _cli("compare", str(model), str(model), "--allow-random",
+    stats = tmp_path / "stats.jsonl"
+    stats.write_text("kept\n")
+    r = _cli("compare", str(model), str(model), "--allow-random", "--stats", str(stats),
+             "--memory-budget", "0.00001",  # a tensor per segment: 'a' is compared, then boom
              env={"WORKBENCH_ORT_CUSTOM_OPS": crash_lib})
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    assert lines[0] == ("workbench compare: the run crashed (SIGSEGV); running it again with "
-                        "onnxruntime in a child process, to name the model and node")
-    assert lines[-1].startswith(f"workbench compare: error: {model}, node 'boom': onnxruntime "
-                                "crashed (SIGSEGV) while running the model")
+    assert lines[0] == ("workbench compare: the run with onnxruntime in-process stopped (it "
+                        "crashed (SIGSEGV)); running it again with onnxruntime in a child process")
+    # (the two streams' requests in flight: the crash may be met loading or running a segment)
+    assert lines[-1].startswith(f"workbench compare: error: {model}") and \
+        "onnxruntime crashed (SIGSEGV) while" in lines[-1]
+    rows = stats.read_text().splitlines()  # ('a' is there if the re-run compared it in time)
+    assert rows[0] == "kept" and [json.loads(x)["tensor"] for x in rows[1:]] in ([], ["a"])
 
 
-def test_the_memory_limit_stops_the_worker_with_one_line(overflow_pair):
+def test_a_crashed_workers_appends_are_cut_back(tmp_path):
+    """run_forked: the worker appends to one file and creates another, then crashes: both are
+    as before the fork when run_forked returns None (the command is then run again)."""
+    old, new = tmp_path / "stats.jsonl", tmp_path / "fresh.jsonl"
+    old.write_text("kept\n")
+    code = f"""
+import os, signal, sys
+from workbench.cli import supervise
+def work():
+    with open({str(old)!r}, "a") as f:
+        f.write("from the worker\\n")
+    open({str(new)!r}, "w").write("x")
+    os.kill(os.getpid(), signal.SIGSEGV)
+print(supervise.run_forked("compare", work, [{str(old)!r}, {str(new)!r}]))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=str(REPO), env=_env())
+    assert r.stdout.strip() == "None", r.stderr
+    assert "stopped (it crashed (SIGSEGV))" in r.stderr
+    assert old.read_text() == "kept\n" and not new.exists()
+
+
+def test_a_crash_mid_run_is_named_by_node_after_the_isolated_rerun(crash_lib, tmp_path):
+    model = tmp_path / "crashy.onnx"
+    onnx.save(crashy(), str(model))
+    r = _cli("compare", str(model), str(model), "--allow-random", "--json",
+             env={"WORKBENCH_ORT_CUSTOM_OPS": crash_lib})
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 2 and "Traceback" not in r.stderr, r.stderr
+    # the isolated route's own words: the streams' two requests are in flight when the child
+    # dies; the run's error names the node, a segment load's says it crashed while loading
+    assert lines[-1].startswith(f"workbench compare: error: {model}") and \
+        "onnxruntime crashed (SIGSEGV) while" in lines[-1]
+    d = json.loads(r.stdout)  # the --json error object, once
+    assert d["ok"] is False and d["message"] == lines[-1]
+    assert d.get("node") in (None, "boom")
+    assert ("node 'boom'" in lines[-1]) == (d.get("node") == "boom")
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_past_the_memory_limit_the_run_is_redone_isolated(overflow_pair, json_out):
+    """The worker holds Python, numpy and onnxruntime; the isolated route limits onnxruntime's
+    child alone: a worker past the limit is stopped and the command redone that way (here it
+    then passes: the tiny model's onnxruntime child stays below the limit)."""
     fp16, inputs = overflow_pair
-    r = _cli("compare", str(OVERFLOW), str(fp16), "--inputs", str(inputs),
-             env={"WORKBENCH_ORT_MAX_RSS": str(40 << 20)})  # below what the imports take
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    line = r.stderr.strip().splitlines()[-1]
-    assert line.startswith("workbench compare: error: the run used ") and \
-        "over its memory limit of 40 MiB, and was stopped" in line
+    args = ["compare", str(OVERFLOW), str(fp16), "--inputs", str(inputs),
+            *(["--json"] if json_out else [])]
+    r = _cli(*args, env={"WORKBENCH_ORT_MAX_RSS": str(40 << 20)})  # below the imports' RSS
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr  # (FP16 overflows)
+    assert lines[0].startswith("workbench compare: the run with onnxruntime in-process stopped "
+                               "(it used ") and "over the memory limit of 40 MiB" in lines[0]
+    if json_out:
+        plain = _cli(*args)
+        assert plain.returncode == 1 and json.loads(r.stdout) == json.loads(plain.stdout)
 
 
-def test_sigterm_reaches_the_worker_and_nothing_is_left_behind(tmp_path):
+def _slow(tmp_path):
     model = tmp_path / "slow.onnx"
     onnx.save(slow_loop(), str(model))
     np.savez(tmp_path / "slow.npz", **slow_feed(10 ** 9))
+    return model, tmp_path / "slow.npz"
+
+
+def test_the_per_run_time_limit_holds_in_the_worker(tmp_path):
+    model, feed = _slow(tmp_path)
+    t0 = time.monotonic()
+    r = _cli("compare", str(model), str(model), "--inputs", str(feed),
+             env={"WORKBENCH_ORT_TIMEOUT": "1"})
+    assert time.monotonic() - t0 < 60
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "onnxruntime exceeded its time limit of 1 s while running the model" in lines[0]
+
+
+def test_sigterm_reaches_the_worker_and_nothing_is_left_behind(tmp_path):
+    model, feed = _slow(tmp_path)
     p = subprocess.Popen([sys.executable, "-m", "workbench.cli", "compare", str(model),
-                          str(model), "--inputs", str(tmp_path / "slow.npz")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          str(model), "--inputs", str(feed)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     sup = psutil.Process(p.pid)
     deadline = time.monotonic() + 60
     workers = []
-    while time.monotonic() < deadline and not workers:
+    while time.monotonic() < deadline:
         workers = sup.children()
+        # inside onnxruntime's loop once it has spent a while of CPU
+        if workers and sum(workers[0].cpu_times()[:2]) > 2.0:
+            break
         time.sleep(0.05)
     assert workers, "no worker was forked"
-    time.sleep(1.5)  # the worker is inside onnxruntime's loop by now
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=30)
-    assert p.returncode == 128 + signal.SIGTERM
+    assert p.returncode == -signal.SIGTERM  # ended by the signal, as the worker was
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive
 
@@ -149,3 +263,19 @@ def test_the_forked_worker_drives_the_tensorrt_worker(tmp_path):
              str(SAMPLES / "calib" / "resnet_tiny.npz"), "--samples", "2")
     err = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(err) == 1 and "needs an NVIDIA GPU" in err[0], r.stderr
+
+
+def test_an_in_process_run_keeps_the_childs_time_limit():
+    """The worker's (and any in-process) onnxruntime run stops at its time limit, as the
+    child's does: onnxruntime's terminate flag, set from a timer, stops the Loop inside."""
+    from workbench.ortchild import OrtLimitExceeded
+    from workbench.runners import OnnxRuntimeRunner
+
+    r = OnnxRuntimeRunner(slow_loop(), isolated=False, timeout=1.0)
+    t0 = time.monotonic()
+    with pytest.raises(OrtLimitExceeded) as e:
+        r.infer(slow_feed(10 ** 9))
+    assert time.monotonic() - t0 < 30
+    assert "\n" not in str(e.value) and "time limit of 1 s while running the model" in str(e.value)
+    out = OnnxRuntimeRunner(slow_loop(), isolated=False, timeout=30.0).infer(slow_feed(3))
+    assert np.isfinite(next(iter(out.values()))).all()  # a run within its limit is untouched

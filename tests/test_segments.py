@@ -259,7 +259,7 @@ def test_ahead_starts_producing_before_the_first_next():
         started[k].set()
         yield k
     a, b = segments.ahead(made(0)), segments.ahead(made(1))
-    assert started[1].wait(5) and started[0].is_set()  # before any next()
+    assert started[0].wait(5) and started[1].wait(5)  # both, before any next()
     assert (next(a), next(b)) == (0, 1)
     assert list(a) == [] and list(b) == []
     assert not any(t.name == "segments-ahead" for t in threading.enumerate())

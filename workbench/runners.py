@@ -369,7 +369,8 @@ class OnnxRuntimeRunner(Runner):
         segment's inputs: `workbench.segments` never writes into the tensors it keeps)."""
         want = list(names) if names is not None else self._names
         if not self.isolated:
-            return dict(zip(want, self.sess.run(want, feed)))
+            return dict(zip(want, _run_limited(self.sess, want, feed, self.timeout,
+                                               self._label())))
         from workbench.ortchild import (LOCATE_ENV, OrtCrashed, OrtModelGone, default_child,
                                         locate_crash)
 
@@ -393,6 +394,36 @@ class OnnxRuntimeRunner(Runner):
                      "process or is not inside one node)")
             raise OrtCrashed(e.message + where, returncode=e.returncode, log_tail=e.log_tail,
                              file=e.file, node=node, hint=e.hint) from None
+
+
+def _run_limited(sess: Any, want: List[str], feed: Feed, timeout: Optional[float],
+                 label: str) -> List[Any]:
+    """An in-process run under the child's time limit (`timeout`, else $WORKBENCH_ORT_TIMEOUT,
+    else 600 s): a timer sets onnxruntime's terminate flag, which it checks between nodes
+    (inside Loop bodies too), and the run ends as a limit error naming the model."""
+    import threading
+
+    import onnxruntime as ort
+
+    from workbench.ortchild import TIMEOUT_ENV, OrtLimitExceeded
+
+    limit = float(timeout or os.environ.get(TIMEOUT_ENV) or 600)
+    ro = ort.RunOptions()
+    ro.log_severity_level = 4  # (the terminated run's error is ours to report, in one line)
+    timer = threading.Timer(limit, setattr, (ro, "terminate", True))
+    timer.daemon = True
+    timer.start()
+    try:
+        return sess.run(want, feed, ro)
+    except Exception:
+        if ro.terminate:
+            raise OrtLimitExceeded(
+                f"onnxruntime exceeded its time limit of {limit:g} s while running the model "
+                "and was stopped", file=label,
+                hint=f"raise the limit (timeout=, ${TIMEOUT_ENV}) or run fewer samples") from None
+        raise
+    finally:
+        timer.cancel()
 
 
 class ReferenceRunner(Runner):

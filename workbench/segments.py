@@ -190,12 +190,18 @@ class Ahead(Iterator[T]):
         self._done = True
         self._stop.set()
         self._held = False
-        try:
-            while True:  # drop what was made ahead: the producer may be waiting to put more
-                self._q.get_nowait()
-        except Exception:
-            pass
+        self._drain()  # (the producer may be waiting for a slot: it sees the stop)
         self._thread.join()
+        self._drain()  # what it finished meanwhile
+
+    def _drain(self) -> None:
+        import queue
+
+        try:
+            while True:
+                self._q.get_nowait()
+        except queue.Empty:
+            pass
 
     def __del__(self) -> None:  # an iterator dropped unfinished: its thread stops soon
         self._stop.set()

@@ -190,7 +190,9 @@ def run() -> None:
             from workbench.cli import supervise
 
             if supervise.wanted(argv):
-                rc = supervise.run_forked(first, lambda: _exit(_main_released(argv), force=True))
+                rewind = supervise.option_values(argv, getattr(mods[0], "REWIND_OPTIONS", ()))
+                rc = supervise.run_forked(first, lambda: _exit(_main_released(argv), force=True),
+                                          rewind)
     if rc is None:
         rc = _main_released(argv, catch_exit=False)
     _exit(rc)
@@ -235,7 +237,10 @@ def _exit(rc: int, force: bool = False) -> None:
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`| head`): nothing more to say there
+            if stream is not None:
+                stream.flush()
+        except BrokenPipeError:  # a closed pipe (`| head`): nothing more to say there
             pass
+        except (OSError, ValueError):  # output lost (a full disk): as CPython's own exit
+            rc = rc or 120
     os._exit(rc)

@@ -14,6 +14,7 @@ NAME = "compare"
 # the console script runs this verb in a forked worker with onnxruntime in-process
 # (`workbench.cli.supervise`: a crash is still one line, naming the model and node)
 RUNS_ONNXRUNTIME = True
+REWIND_OPTIONS = ("--stats",)  # appended to as it runs: cut back if the worker's run is redone
 HELP = ("compare a candidate model (FP16/INT8/fixed) with the FP32 reference tensor by tensor, "
         "or find which nodes must stay FP32 for a target precision (--to)")
 

@@ -3,24 +3,27 @@
 A verb that runs onnxruntime (compare) normally sends every run to the onnxruntime child
 (`workbench.ortchild`), so that a crash in onnxruntime ends that child and not the caller. In a
 notebook the caller is the user's kernel and must survive. A CLI call has no state to keep:
-it needs only to turn a crash into a one-line error. So the console script forks once, before
-anything heavy is imported. The fork (the worker) runs the verb with onnxruntime in its own
-address space (no transfer of every tensor through shared-memory files, no round trip per
-segment: a layer-wise compare of ResNet-50 took 0.78 s instead of 1.01 s), and this process
-waits for it:
+it needs only to turn a crash into a one-line error. So on Linux the console script forks once,
+before anything heavy is imported. The fork (the worker) runs the verb with onnxruntime in its
+own address space (no transfer of every tensor through shared-memory files, no round trip per
+segment: a layer-wise compare of ResNet-50 took 0.90 s instead of 1.10 s), under the same
+per-run time limit ($WORKBENCH_ORT_TIMEOUT, default 600 s: onnxruntime's terminate flag), and
+this process waits for it:
 
-- the worker's exit status is the command's;
-- a crash (killed by SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE or SIGKILL) is announced in one
-  line and the command runs again here, the usual way (onnxruntime in its child), which names the
-  model and, where a fresh run pins it, the node (`ortchild.locate_crash`);
-- the worker's resident memory is watched as the child's is ($WORKBENCH_ORT_MAX_RSS, default 3/4
-  of physical memory): past it, the worker is stopped and the error says so;
-- SIGTERM and SIGHUP are passed on; SIGINT too, unless it came from the terminal, which sends it
-  to the worker as well (both are in the terminal's foreground process group).
+- the worker's exit status is the command's (a worker killed by SIGTERM, SIGHUP or SIGINT ends
+  this process with the same signal);
+- a crash (killed by SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE or SIGKILL), or a worker past the
+  memory limit ($WORKBENCH_ORT_MAX_RSS, default 3/4 of physical memory: the worker is stopped),
+  is announced in one line and the command runs again here, the usual way (onnxruntime in its
+  child), which names the model and, where a fresh run pins it, the node
+  (`ortchild.locate_crash`), or the run past the limit. Files the verb appends to as it goes
+  (`--stats`) are cut back to where they were first;
+- SIGTERM, SIGHUP and SIGINT are passed on to the worker, which takes a second SIGINT within a
+  second for the same one (a terminal sends Ctrl-C to both processes).
 
-Not used where fork is missing, where threads already run, with $WORKBENCH_ORT_ISOLATE=0 (the
-user runs onnxruntime in-process anyway), with $WORKBENCH_ORT_TIMEOUT set (a per-run time limit
-needs the child), or with $WORKBENCH_CLI_FORK=0. Stdlib only: this process imports nothing heavy.
+Not used off Linux, where threads already run, with $WORKBENCH_ORT_ISOLATE=0 (the user runs
+onnxruntime in-process anyway), with $WORKBENCH_ORT_ADDRESS_SPACE set (an RLIMIT_AS for the child
+alone), or with $WORKBENCH_CLI_FORK=0. Stdlib only: this process imports nothing heavy.
 """
 from __future__ import annotations
 
@@ -28,42 +31,73 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, List, Optional
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 FORK_ENV = "WORKBENCH_CLI_FORK"  # "0": never fork; the verb runs with onnxruntime in its child
-CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE,
-           signal.SIGKILL}
+CRASHES = {getattr(signal, n) for n in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE",
+                                        "SIGKILL") if hasattr(signal, n)}
+PASSED_ON = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP")
+                  if hasattr(signal, n))
 WATCH_S = 0.05  # how often the worker's resident memory is read
 
 
 def wanted(argv: List[str]) -> bool:
     """Should this command run in a forked worker (see the module docstring)?"""
-    from workbench.ortchild import ISOLATE_ENV, TIMEOUT_ENV
+    from workbench.ortchild import ISOLATE_ENV
+    from workbench.ortserver import ADDRESS_SPACE_ENV
 
     env = os.environ
-    return (hasattr(os, "fork") and env.get(FORK_ENV, "1") != "0"
-            and env.get(ISOLATE_ENV, "1") != "0" and not env.get(TIMEOUT_ENV)
-            and threading.active_count() == 1 and "-h" not in argv and "--help" not in argv)
+    return (sys.platform.startswith("linux") and hasattr(os, "fork")
+            and env.get(FORK_ENV, "1") != "0" and env.get(ISOLATE_ENV, "1") != "0"
+            and not env.get(ADDRESS_SPACE_ENV) and threading.active_count() == 1
+            and "-h" not in argv and "--help" not in argv)
 
 
-def run_forked(verb: str, work: Callable[[], None]) -> Optional[int]:
+def option_values(argv: Sequence[str], names: Sequence[str]) -> List[str]:
+    """The values given to the options `names` in `argv` (`--opt V` and `--opt=V`)."""
+    out: List[str] = []
+    for i, a in enumerate(argv):
+        for n in names:
+            if a == n and i + 1 < len(argv):
+                out.append(argv[i + 1])
+            elif a.startswith(n + "="):
+                out.append(a[len(n) + 1:])
+    return out
+
+
+def run_forked(verb: str, work: Callable[[], None], rewind: Sequence[str] = ()
+               ) -> Optional[int]:
     """Run `work` (the verb; it ends the process itself, with the verb's exit code) in a forked
-    worker with onnxruntime in-process. Here: the worker's exit code, or None when it crashed
-    (the caller then runs the verb the usual way, onnxruntime in its child)."""
+    worker with onnxruntime in-process. Here: the worker's exit code, or None when it crashed or
+    went past the memory limit (the caller then runs the verb the usual way, onnxruntime in its
+    child); the files in `rewind` are then as they were before the fork."""
     from workbench.ortchild import ISOLATE_ENV, MAX_RSS_ENV, _default_max_rss
 
     limit = int(os.environ.get(MAX_RSS_ENV) or _default_max_rss())
+    marks = [(p, _size(p)) for p in rewind]
     for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    pid = os.fork()
+        if stream is not None:
+            stream.flush()
+    parent = os.getpid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, PASSED_ON)  # (until each side has its handlers)
+    try:
+        pid = os.fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
+        return _main_here(verb, "could not fork")
     if pid == 0:  # the worker: never returns into the caller's code
         code = 70  # (EX_SOFTWARE: `work` returned instead of ending the process)
         try:
             os.environ[ISOLATE_ENV] = "0"
-            _die_with_parent()
+            _once_per_interrupt()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
+            _die_with_parent(parent)
             work()
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except KeyboardInterrupt:
+            code = 130
         except BaseException:  # (WORKBENCH_DEBUG re-raises our bugs: show the traceback)
             import traceback
 
@@ -72,99 +106,119 @@ def run_forked(verb: str, work: Callable[[], None]) -> Optional[int]:
         finally:
             for stream in (sys.stdout, sys.stderr):
                 try:
-                    stream.flush()
+                    if stream is not None:
+                        stream.flush()
                 except (OSError, ValueError):
                     pass
             os._exit(code)
-    return _watch(verb, pid, limit)
+    status, over = _watch(pid, limit)
+    if over:
+        return _again(verb, marks, f"it used {over / 2**20:.0f} MiB, over the memory limit of "
+                      f"{limit / 2**20:.0f} MiB, and was stopped")
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    sig = os.WTERMSIG(status)
+    if sig in CRASHES:
+        return _again(verb, marks, f"it crashed ({signal.Signals(sig).name})")
+    if sig in PASSED_ON:  # end as the worker did, by the same signal
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+    return 128 + sig
 
 
-def _die_with_parent() -> None:
-    """Linux: the worker gets SIGTERM when this process dies (killed with SIGKILL, say)."""
-    if not sys.platform.startswith("linux"):
-        return
+def _main_here(verb: str, why: str) -> None:
+    sys.stderr.write(f"workbench {verb}: note: {why}; onnxruntime runs in its child process\n")
+    return None
+
+
+def _again(verb: str, marks: List[Tuple[str, Optional[int]]], why: str) -> None:
+    """Announce the re-run, and put the files the worker appended to back as they were."""
+    for path, size in marks:
+        try:
+            if size is None:
+                os.unlink(path)
+            else:
+                os.truncate(path, size)
+        except OSError:
+            pass
+    sys.stderr.write(f"workbench {verb}: the run with onnxruntime in-process stopped ({why}); "
+                     "running it again with onnxruntime in a child process\n")
+    return None
+
+
+def _size(path: str) -> Optional[int]:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
+def _once_per_interrupt() -> None:
+    """In the worker: a SIGINT within a second of the last one is the same Ctrl-C (the
+    terminal sends it to the process group, the supervisor passes its own copy on)."""
+    last = [-10.0]
+
+    def handler(sig: int, frame: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < 1.0:
+            return
+        last[0] = now
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, handler)
+
+
+def _die_with_parent(parent: int) -> None:
+    """The worker gets SIGTERM when the supervisor dies (killed with SIGKILL, say)."""
     try:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - no libc prctl
         pass
-    if os.getppid() == 1:  # the parent died before prctl took effect
+    if os.getppid() != parent:  # the supervisor died before prctl took effect
         os._exit(128 + int(signal.SIGTERM))
 
 
-def _from_terminal() -> bool:
-    """Is this process in the terminal's foreground process group (a Ctrl-C reaches the worker
-    too)?"""
-    try:
-        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _watch(verb: str, pid: int, limit: int) -> Optional[int]:
-    stopped: List[int] = []
-
-    def forward(sig: int, _frame: object) -> None:
-        if sig == signal.SIGINT and _from_terminal():
-            return  # the terminal sent it to the worker as well
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        status = _wait(pid, limit, stopped)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    if stopped:
-        sys.stderr.write(f"workbench {verb}: error: the run used {stopped[0] / 2**20:.0f} MiB, "
-                         f"over its memory limit of {limit / 2**20:.0f} MiB, and was stopped "
-                         f"(raise ${'WORKBENCH_ORT_MAX_RSS'}, or use fewer samples or a smaller "
-                         "--memory-budget)\n")
-        return 2
-    if os.WIFEXITED(status):
-        return os.WEXITSTATUS(status)
-    sig = os.WTERMSIG(status)
-    if sig in CRASHES:
-        name = signal.Signals(sig).name
-        sys.stderr.write(f"workbench {verb}: the run crashed ({name}); running it again with "
-                         "onnxruntime in a child process, to name the model and node\n")
-        return None
-    return 128 + sig
-
-
-def _wait(pid: int, limit: int, stopped: List[int]) -> int:
-    """The worker's wait status; its RSS read every WATCH_S, and the worker killed past
-    `limit` (the RSS is put in `stopped`). Wakes at once when the worker ends (a pidfd)."""
+def _watch(pid: int, limit: int) -> Tuple[int, int]:
+    """(the worker's wait status, its RSS when it was stopped past `limit`, else 0). Signals
+    this process gets meanwhile are passed on; waking at once when the worker ends (a pidfd),
+    the RSS read every WATCH_S."""
     import select
 
-    fd = None
-    if hasattr(os, "pidfd_open"):
+    fd: Optional[int] = None
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+
+    def send(sig: int) -> None:
         try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            fd = None
+            if fd is not None and hasattr(signal, "pidfd_send_signal"):
+                signal.pidfd_send_signal(fd, sig)  # (never a reused pid)
+            else:
+                os.kill(pid, sig)
+        except (ProcessLookupError, OSError):
+            pass
+    old: Dict[int, Any] = {s: signal.signal(s, lambda sig, _f: send(sig)) for s in PASSED_ON}
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
+    over = 0
     try:
         while True:
             if fd is not None:
-                try:
-                    select.select([fd], [], [], WATCH_S)
-                except InterruptedError:  # pragma: no cover - (retried by Python since 3.5)
-                    pass
+                select.select([fd], [], [], WATCH_S)
+            else:
+                time.sleep(0.005)
             got, status = os.waitpid(pid, os.WNOHANG)
             if got == pid:
-                return status
+                return status, over
             rss = _rss(pid)
-            if limit and rss > limit and not stopped:
-                stopped.append(rss)
-                os.kill(pid, signal.SIGKILL)
-            if fd is None:
-                import time
-
-                time.sleep(0.005)
+            if limit and rss > limit and not over:
+                over = rss
+                send(signal.SIGKILL)
     finally:
+        for s, h in old.items():
+            signal.signal(s, h)
         if fd is not None:
             os.close(fd)
 
