@@ -26,3 +26,14 @@ def _isolated_home(tmp_path_factory, monkeypatch):
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def crash_lib(tmp_path_factory) -> str:
+    """A real onnxruntime custom-op library whose op segfaults (compiled here; skip without cc)."""
+    from ort_models import build_crash_library
+
+    lib = build_crash_library(tmp_path_factory.mktemp("crashlib"))
+    if lib is None:
+        pytest.skip("no C compiler to build the crashing custom-op library")
+    return lib

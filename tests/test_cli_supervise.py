@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from conftest import REPO, SAMPLES
-from ort_models import build_crash_library, crashy, slow_feed, slow_loop
+from ort_models import crashy, slow_feed, slow_loop
 from workbench.precision.transform import convert
 
 OVERFLOW = SAMPLES / "fp16_overflow.onnx"
@@ -123,14 +123,6 @@ def test_no_fork_where_the_user_asked_otherwise(env, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert not supervise.wanted(["compare", "a.onnx"])
-
-
-@pytest.fixture(scope="module")
-def crash_lib(tmp_path_factory):
-    lib = build_crash_library(tmp_path_factory.mktemp("crashlib"))
-    if lib is None:
-        pytest.skip("no C compiler to build the crashing custom-op library")
-    return lib
 
 
 def test_a_crash_in_the_worker_is_run_again_isolated_and_named(crash_lib, tmp_path):

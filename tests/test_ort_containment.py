@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 from conftest import REPO, SAMPLES
-from ort_models import build_crash_library, crashy, hungry, slow_feed, slow_loop
+from ort_models import crashy, hungry, slow_feed, slow_loop
 from workbench import runners
 from workbench.equivalence import make_inputs, verify
 from workbench.ortchild import (OrtChild, OrtCrashed, OrtError, OrtFailed, OrtLimitExceeded,
@@ -117,15 +117,6 @@ def test_a_crash_mid_run_is_one_line_error_and_the_next_call_works(monkeypatch):
     # this process lives on; a fresh child answers the next call
     out = runners.OnnxRuntimeRunner(m).infer(slow_feed(3))
     assert out["y"].shape == (1, 64) and default_child().pid not in (None, pid)
-
-
-@pytest.fixture(scope="module")
-def crash_lib(tmp_path_factory):
-    """A real onnxruntime custom-op library whose op segfaults (compiled here; skip without cc)."""
-    lib = build_crash_library(tmp_path_factory.mktemp("crashlib"))
-    if lib is None:
-        pytest.skip("no C compiler to build the crashing custom-op library")
-    return lib
 
 
 def test_a_segfaulting_custom_op_is_one_line_error_naming_model_and_node(crash_lib, monkeypatch):

@@ -186,6 +186,8 @@ def _watch(pid: int, limit: int) -> Tuple[int, int]:
     the RSS read every WATCH_S."""
     import select
 
+    from workbench.ortchild import _rss
+
     fd: Optional[int] = None
     try:
         fd = os.pidfd_open(pid)
@@ -221,11 +223,3 @@ def _watch(pid: int, limit: int) -> Tuple[int, int]:
             signal.signal(s, h)
         if fd is not None:
             os.close(fd)
-
-
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
