@@ -276,3 +276,36 @@ def test_an_in_process_run_keeps_the_childs_time_limit():
     assert "\n" not in str(e.value) and "time limit of 1 s while running the model" in str(e.value)
     out = OnnxRuntimeRunner(slow_loop(), isolated=False, timeout=30.0).infer(slow_feed(3))
     assert np.isfinite(next(iter(out.values()))).all()  # a run within its limit is untouched
+
+
+def test_verb_of_reads_only_a_leading_verb():
+    from workbench.cli import verb_of
+
+    assert verb_of(["compare", "a.onnx", "--json"]) == "compare"
+    assert verb_of(["--json", "compare"]) is None  # an option first: no verb (argparse says)
+    assert verb_of([]) is None
+
+
+class _Stream:
+    def __init__(self, exc=None):
+        self.exc, self.flushed = exc, 0
+
+    def flush(self):
+        self.flushed += 1
+        if self.exc:
+            raise self.exc
+
+
+@pytest.mark.parametrize("exc, ok", [(None, True), (BrokenPipeError(), True),
+                                     (OSError(28, "No space left on device"), False),
+                                     (ValueError("I/O operation on closed file"), False)])
+def test_flush_streams_says_when_output_was_lost(monkeypatch, exc, ok):
+    """Before os._exit both streams are flushed; a closed pipe is no loss, a full disk is (the
+    process then exits 120, as CPython's own exit)."""
+    from workbench.cli.common import flush_streams
+
+    out, err = _Stream(exc), _Stream()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    assert flush_streams() is ok
+    assert out.flushed == err.flushed == 1  # stderr still flushed after stdout failed

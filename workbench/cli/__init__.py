@@ -122,10 +122,14 @@ def _user_error(e: BaseException) -> Optional[WorkbenchError]:
     return load_error("onnxruntime", e, e.label)
 
 
+def verb_of(argv: List[str]) -> Optional[str]:
+    """The verb of `workbench VERB ...` (the first argument, not an option), else None."""
+    return argv[0] if argv and not argv[0].startswith("-") else None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    first = next((a for a in argv if not a.startswith("-")), None) if argv else None
-    verb = first if argv and argv[0] == first else None  # `workbench VERB ...` only
+    verb = verb_of(argv)
     mods = _verbs(verb)
     if verb is not None and len(mods) == 1 and hasattr(mods[0], "start_early"):
         # a verb that needs TensorRT starts its worker before argparse is even imported:
@@ -182,9 +186,9 @@ def run() -> None:
     that runs onnxruntime (RUNS_ONNXRUNTIME) runs in a forked worker with onnxruntime
     in-process, this process watching it (`workbench.cli.supervise`)."""
     argv = sys.argv[1:]
-    first = next((a for a in argv if not a.startswith("-")), None) if argv else None
+    first = verb_of(argv)
     rc: Optional[int] = None
-    if first is not None and argv[0] == first:
+    if first is not None:
         mods = _verbs(first)
         if len(mods) == 1 and getattr(mods[0], "RUNS_ONNXRUNTIME", False):
             from workbench.cli import supervise
@@ -233,14 +237,10 @@ def _exit(rc: int, force: bool = False) -> None:
 
         gc.freeze()  # (the last full collection would walk every object of every module)
         sys.exit(rc)
+    from workbench.cli.common import flush_streams
+
     shutdown()
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except BrokenPipeError:  # a closed pipe (`| head`): nothing more to say there
-            pass
-        except (OSError, ValueError):  # output lost (a full disk): as CPython's own exit
-            rc = rc or 120
+    if not flush_streams():  # output lost (a full disk): as CPython's own exit
+        rc = rc or 120
     os._exit(rc)

@@ -10,6 +10,22 @@ if TYPE_CHECKING:  # pragma: no cover
     import argparse
 
 
+def flush_streams() -> bool:
+    """Flush stdout and stderr before the process ends without the interpreter's teardown
+    (os._exit). False when output was lost (a full disk): the caller exits 120, as CPython's
+    own exit does; a closed pipe (`| head`) is not a loss - nothing more is wanted there."""
+    ok = True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except BrokenPipeError:
+            pass
+        except (OSError, ValueError):
+            ok = False
+    return ok
+
+
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
     sys.stdout.flush()

@@ -72,13 +72,12 @@ def run_forked(verb: str, work: Callable[[], None], rewind: Sequence[str] = ()
     worker with onnxruntime in-process. Here: the worker's exit code, or None when it crashed or
     went past the memory limit (the caller then runs the verb the usual way, onnxruntime in its
     child); the files in `rewind` are then as they were before the fork."""
+    from workbench.cli.common import flush_streams
     from workbench.ortchild import ISOLATE_ENV, MAX_RSS_ENV, _default_max_rss
 
     limit = int(os.environ.get(MAX_RSS_ENV) or _default_max_rss())
     marks = [(p, _size(p)) for p in rewind]
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()
+    flush_streams()  # (what is buffered is written once, not by both processes)
     parent = os.getpid()
     signal.pthread_sigmask(signal.SIG_BLOCK, PASSED_ON)  # (until each side has its handlers)
     try:
@@ -104,12 +103,8 @@ def run_forked(verb: str, work: Callable[[], None], rewind: Sequence[str] = ()
             traceback.print_exc()
             code = 3
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    if stream is not None:
-                        stream.flush()
-                except (OSError, ValueError):
-                    pass
+            if not flush_streams():
+                code = code or 120
             os._exit(code)
     status, over = _watch(pid, limit)
     if over:
