@@ -349,3 +349,29 @@ def test_fp16_underflow_is_named_at_once_and_its_nodes_start_in_fp32():
     assert s.passed and {"shrink", "relu"} <= set(s.excluded)
     plain = compare.find_exclusions(m, "fp16", feeds=feeds, check_range=False, max_rounds=0)
     assert not plain.passed  # without the pre-pass the FP16 model loses relu(x) entirely
+
+
+def _relu_then(op: str) -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r"),
+                           helper.make_node(op, ["y"], ["z"], name="n2")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_refused_candidate_is_named_by_the_label_it_was_given():
+    """find_exclusions compares in-memory conversions: a refusal names the user's file and
+    the conversion (`labels`), not the graph's internal name; without labels, the graph's."""
+    from workbench.errors import WorkbenchError
+
+    feeds = [{"x": np.ones((2, 3), np.float32)}]
+    with pytest.raises(WorkbenchError) as e:
+        compare.layerwise(_relu_then("Relu"), _relu_then("NoSuchOp"), feeds,
+                          labels=(None, "m.onnx converted to fp16"))
+    line = e.value.one_line()
+    assert line.startswith("m.onnx converted to fp16: onnxruntime cannot load") and "NoSuchOp" in line
+    with pytest.raises(WorkbenchError) as e:
+        compare.layerwise(_relu_then("Relu"), _relu_then("NoSuchOp"), feeds)
+    assert "model 'g'" in e.value.one_line()

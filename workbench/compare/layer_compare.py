@@ -427,7 +427,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
               rtol: Optional[float] = None, candidate_runner: str = "auto",
               max_samples: int = 8, allow_random: bool = False,
               memory_budget_mb: Optional[float] = None,
-              stats_path: Any = None) -> LayerwiseReport:
+              stats_path: Any = None,
+              labels: Tuple[Optional[str], Optional[str]] = (None, None)) -> LayerwiseReport:
     """Compare every tensor the two models share (by name). See the module docstring.
     atol/rtol None: the defaults of the candidate's precision (`workbench.comparison`).
 
@@ -436,7 +437,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     and dropped, so about `memory_budget_mb` (default DEFAULT_BUDGET_MB, RERUN_BUDGET_MB with
     the reference evaluator) of tensors are held; only per-tensor figures are kept.
     `stats_path`: each tensor's figures are also appended there as a JSON line as soon as they
-    are known."""
+    are known. `labels`: how errors name the two models (default: their paths, when given as
+    paths)."""
     make_runner("onnxruntime", reference).warm()  # its child starts while we prepare
     ref_p, cand_p = load_proto(reference), load_proto(candidate)
     findings: List[Finding] = []
@@ -471,7 +473,7 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     try:
         runs = _chunked(report, ref_p, cand_p, candidate_runner, ref_order, outs, feeds,
                         atol, rtol, memory_budget_mb, producer, record,
-                        (_label_of(reference), _label_of(candidate)))
+                        (labels[0] or _label_of(reference), labels[1] or _label_of(candidate)))
     finally:
         if sink is not None:
             sink.close()
@@ -676,6 +678,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
     from workbench.precision.transform import convert
 
     ref = load_proto(model)
+    label = _label_of(model)
     if any(not n.name for n in ref.graph.node):  # exclusion lists need names: the stable ids
         import onnx
 
@@ -702,7 +705,8 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
     for k in range(max_rounds + 1):
         res = convert(ref, target, exclude_nodes=excluded, calibration=calibration,
                       measure=False)
-        report = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol)
+        report = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol,
+                           labels=(label, f"{label} converted to {target}" if label else None))
         report.findings[:0] = findings
         worst = max((t.rel for t in report.outputs), default=0.0)
         rounds.append({"round": k, "excluded": list(excluded), "outputs_pass": report.outputs_pass,
