@@ -371,7 +371,8 @@ def test_a_refused_candidate_is_named_by_the_label_it_was_given():
         compare.layerwise(_relu_then("Relu"), _relu_then("NoSuchOp"), feeds,
                           labels=(None, "m.onnx converted to fp16"))
     line = e.value.one_line()
-    assert line.startswith("m.onnx converted to fp16: onnxruntime cannot load") and "NoSuchOp" in line
+    assert line.startswith("m.onnx converted to fp16: onnxruntime cannot load")
+    assert "NoSuchOp" in line
     with pytest.raises(WorkbenchError) as e:
         compare.layerwise(_relu_then("Relu"), _relu_then("NoSuchOp"), feeds)
     assert "model 'g'" in e.value.one_line()
