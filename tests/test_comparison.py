@@ -219,3 +219,21 @@ def test_limit_samples_spans_batches_in_order():
     got = runners.limit_samples(feeds, 7)
     assert [f["x"].tolist() for f in got] == [[0, 1, 2, 3, 4], [5, 6]]
     assert runners.samples_in(got[1]) == 2
+
+
+@pytest.mark.parametrize("noise", [0.0, 1e-4, 0.3, 3.0])
+def test_fast_path_cosine_keeps_its_distance_from_one(noise):
+    """The float32 path's cosine (from the difference's sums) against exactly rounded sums:
+    1 - cosine to 1e-4 of itself, for an FP16 rounding (1 - cos ~ 1e-7) and for errors as
+    large as the values (cos far from 1)."""
+    rng = np.random.default_rng(7)
+    n = 3 * (1 << 16) + 123
+    r = (rng.standard_normal(n) * 5).astype(np.float32)
+    g = (r.astype(np.float16).astype(np.float32)
+         + (rng.standard_normal(n) * noise).astype(np.float32))
+    c = comparison.compare_tensor("t", r, g, 1e-3, 1e-3)
+    R, G = r.astype(np.float64), g.astype(np.float64)  # products of float32 are exact here
+    rg, rr, gg = (math.fsum(R * G), math.fsum(R * R), math.fsum(G * G))
+    exact = 1.0 - rg / math.sqrt(rr * gg)
+    assert exact > 0
+    assert abs((1.0 - c.cosine) - exact) <= 1e-4 * exact + 1e-15, (c.cosine, exact)

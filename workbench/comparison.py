@@ -155,7 +155,8 @@ class _Scratch:
 
     def __init__(self) -> None:
         f32, f64 = np.float32, np.float64
-        self.r32, self.g32, self.d32, self.t32 = (np.empty(_BLOCK, f32) for _ in range(4))
+        self.r32, self.g32, self.d32, self.t32, self.s32 = (np.empty(_BLOCK, f32)
+                                                            for _ in range(5))
         self.r, self.g, self.d, self.t = (np.empty(_BLOCK, f64) for _ in range(4))
         self.m, self.m2 = np.empty(_BLOCK, np.bool_), np.empty(_BLOCK, np.bool_)
 
@@ -191,6 +192,33 @@ def _dots(r: np.ndarray, g: np.ndarray) -> Tuple[float, float, float]:
     return _dot(r, g), _dot(r, r), _dot(g, g)
 
 
+def _dot32(a: np.ndarray, b: np.ndarray) -> float:
+    """sum a*b of two float32 blocks: float32 dot products a piece at a time (single-threaded,
+    as `_dot`), the pieces summed in float64."""
+    n = a.shape[0]
+    k = n - n % _PIECE
+    s = 0.0
+    if k:
+        s = float(np.matmul(a[:k].reshape(-1, 1, _PIECE), b[:k].reshape(-1, _PIECE, 1))
+                  .sum(dtype=np.float64))
+    if k < n:
+        s += float(np.dot(a[k:], b[k:]))
+    return s
+
+
+def _cosine_terms(r: np.ndarray, s: np.ndarray) -> Tuple[float, float, float]:
+    """(sum r*r, sum r*s, sum s*s) of float32 blocks, s = r - g. The cosine is taken from these
+    (`_cosine`): its distance from 1 comes from the small sums of the difference, so float32
+    dot products carry it to ~1e-6 of itself - where float64 sums of r*g, r*r and g*g lose it
+    to cancellation - at half the cost (no float64 copies)."""
+    return _dot32(r, r), _dot32(r, s), _dot32(s, s)
+
+
+def _cosine(rr: float, rs: float, ss: float) -> Tuple[float, float, float]:
+    """(sum r*g, sum r*r, sum g*g) from `_cosine_terms` sums: g = r - s."""
+    return rr - rs, rr, max(rr - 2.0 * rs + ss, 0.0)
+
+
 def _mismatches(d: np.ndarray, ar: np.ndarray, atol: Any, rtol: Any, t: np.ndarray,
                 m: np.ndarray, m2: np.ndarray) -> int:
     """How many d > max(atol, rtol * ar), exactly: d > atol and d > rtol * ar (numpy's
@@ -221,8 +249,8 @@ def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndar
                  t1: Optional[float]) -> Optional[TensorComparison]:
     """The common cases - float tensors of at most 32 bits, a reference of finite values (no
     mask sentinels); the candidate finite, or with NaN / inf of its own (an FP16 overflow) -
-    in float32 passes, a block of _BLOCK elements at a time, the dot products in float64: the
-    general path's figures (`_general_plain`: differences are float32 rounding of |r - g|,
+    in float32 passes, a block of _BLOCK elements at a time, the cosine from the difference
+    (`_cosine_terms`), the sums across blocks in float64: the general path's figures (`_general_plain`: differences are float32 rounding of |r - g|,
     far below any tolerance) at a fraction of its time and memory. None: use the general
     path - decided on the way, from each block's reference maximum (a NaN or inf shows
     there), so a tensor that needs it costs at most the blocks read before the first one."""
@@ -232,7 +260,7 @@ def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndar
     f32 = np.float32
     at, rt = f32(atol), f32(rtol)
     limit = SENTINEL if sentinels else math.inf
-    max_abs = sum_abs = rg = rr = gg = 0.0
+    max_abs = sum_abs = rs = rr = ss = 0.0
     scale = 0.0
     finite_d = True
     mismatches = nan = inf = 0
@@ -248,13 +276,13 @@ def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndar
             if g.dtype != f32:
                 g = S.g32[:n]
                 np.copyto(g, gb, casting="unsafe")
-            d, t, m, m2 = S.d32[:n], S.t32[:n], S.m[:n], S.m2[:n]
+            d, t, m, m2, sd = S.d32[:n], S.t32[:n], S.m[:n], S.m2[:n], S.s32[:n]
             np.abs(r, out=t)
             rmax = float(t.max())
             if not rmax < limit:  # NaN, inf or a mask in the reference: the general path
                 return None
-            np.subtract(r, g, out=d)
-            np.abs(d, out=d)
+            np.subtract(r, g, out=sd)
+            np.abs(sd, out=d)
             dmax = float(d.max())
             clean = True  # every candidate value finite
             if not math.isfinite(dmax):  # the candidate's NaN / inf (the reference is finite)
@@ -271,13 +299,11 @@ def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndar
                 sum_abs += float(np.add.reduce(d))  # (float32 pairwise sum of one block)
             if dmax > atol:  # (nothing can exceed the tolerance otherwise)
                 mismatches += _mismatches(d, t, at, rt, t, m, m2)
-            a, b = S.r[:n], S.g[:n]
-            np.copyto(a, rb, casting="unsafe")
-            np.copyto(b, gb, casting="unsafe")
-            if not clean:  # the candidate's cosine side keeps its finite values only
-                b[bad] = 0.0
-            x, y, z = _dots(a, b)
-            rg, rr, gg = rg + x, rr + y, gg + z
+            if not clean:  # the candidate's cosine side keeps its finite values only (g = 0)
+                np.copyto(sd, r, where=bad)
+            x, y, z = _cosine_terms(r, sd)
+            rr, rs, ss = rr + x, rs + y, ss + z
+    rg, rr, gg = _cosine(rr, rs, ss)
     return _figures(name, shape, dtype, size, max_abs, sum_abs, finite_d, scale, rg, rr, gg,
                     nan, inf, mismatches, t1)
 
