@@ -309,3 +309,23 @@ def test_flush_streams_says_when_output_was_lost(monkeypatch, exc, ok):
     monkeypatch.setattr(sys, "stderr", err)
     assert flush_streams() is ok
     assert out.flushed == err.flushed == 1  # stderr still flushed after stdout failed
+
+
+@pytest.mark.parametrize("user, preloaded, expected", [
+    (None, False, "1"), ("3", False, "3"), (None, True, None)])
+def test_the_console_script_asks_for_one_blas_thread(user, preloaded, expected):
+    """Before numpy is imported the console script asks OpenBLAS for one thread (its threads
+    spin at import); a count the user set is kept, and a numpy already loaded is left alone."""
+    code = ("import os, sys\n"
+            + ("import numpy\n" if preloaded else "")
+            + "from workbench.cli import _one_blas_thread\n_one_blas_thread()\n"
+            "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+            "import numpy\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["PYTHONPATH"] = str(REPO)
+    if user is not None:
+        env["OPENBLAS_NUM_THREADS"] = user
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(expected)

@@ -185,6 +185,7 @@ def run() -> None:
     """The console script: main(), then let a worker this process started go at once. A verb
     that runs onnxruntime (RUNS_ONNXRUNTIME) runs in a forked worker with onnxruntime
     in-process, this process watching it (`workbench.cli.supervise`)."""
+    _one_blas_thread()
     argv = sys.argv[1:]
     first = verb_of(argv)
     rc: Optional[int] = None
@@ -200,6 +201,16 @@ def run() -> None:
     if rc is None:
         rc = _main_released(argv, catch_exit=False)
     _exit(rc)
+
+
+def _one_blas_thread() -> None:
+    """numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin a while
+    (~0.08 s of a core at every start of the command). The command's numpy work is elementwise
+    passes and single-threaded dot pieces (`workbench.comparison`; onnxruntime and TensorRT
+    have thread pools of their own), so it asks for one BLAS thread unless the user set a
+    count. Only the console script does this: a notebook's numpy is the user's."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _main_released(argv: List[str], catch_exit: bool = True) -> int:
