@@ -164,3 +164,20 @@ def test_build_panel_shows_the_split_and_the_notice(det_path):
     strict.start()
     strict.wait(180)
     assert strict.state == "failed" and "/post/nonzero" in strict.status.value
+
+
+def test_a_refusal_a_static_rule_explains_is_said_in_the_model_terms_first(tmp_path):
+    """The real parser refuses qdq_conv's QuantizeLinear with an assertion that talks about
+    DLA; the build error leads with what is wrong in the model (a non-zero zero point, its
+    values) and keeps TensorRT's words after it, in the message and in the finding."""
+    from conftest import POLY
+
+    with pytest.raises(BuildFailed) as e:
+        build_engine(POLY / "qdq_conv.onnx", CFG, output=tmp_path / "q.engine")
+    lead = ("TensorRT could not parse the model at node 'onnx_graphsurgeon_node_1' "
+            "(QuantizeLinear): QuantizeLinear has a non-zero zero point ([84, 24, 196])")
+    assert e.value.message.startswith(lead), e.value.message
+    assert "(TensorRT's parser: " in e.value.message and "shiftIsAllZeros" in e.value.message
+    refused = [f for f in e.value.findings if f.code == "parse-error"]
+    assert refused and refused[0].message.startswith(
+        "TensorRT's parser refused QuantizeLinear: QuantizeLinear has a non-zero zero point")

@@ -68,6 +68,9 @@ def test_fixture_reasons_are_specific(fixture_reports):
     assert "--plugin" in cap[0]["hint"]
     qdq = fixture_reports["qdq_conv.onnx"].unsupported[0]
     assert "zero point" in qdq["reason"].lower() and "symmetric" in qdq["hint"]
+    # the cause in the model's terms leads; TensorRT's own words follow, kept whole
+    assert qdq["reason"].startswith("QuantizeLinear has a non-zero zero point ([84, 24, 196])")
+    assert "(TensorRT's parser: " in qdq["reason"] and "shiftIsAllZeros" in qdq["reason"]
     dup = fixture_reports["bad_graph_with_dup_value_info.onnx"].unsupported[0]
     assert "duplicate tensor name: inp" in dup["reason"]
     loop = fixture_reports["loop.onnx"].unsupported[0]

@@ -227,6 +227,17 @@ def _expand_exclude_ops(ref: ModelRef, config: BuildConfig) -> List[str]:
     return names
 
 
+def _parse_cause(ref: Any, node: str, backend: str) -> Optional[Dict[str, Any]]:
+    """The static rule that says, in the model's terms, why the parser refused `node`
+    (`workbench.support.checker.parse_cause`); None where none names a cause."""
+    from workbench.support.checker import parse_cause
+
+    try:
+        return parse_cause(ref.model, node, backend)
+    except WorkbenchError:  # no rule table for this backend: TensorRT's words stand alone
+        return None
+
+
 def _node_for_index(ref: ModelRef, idx: Any) -> Optional[str]:
     try:
         i = int(idx)
@@ -486,6 +497,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
         except WorkerError as e:
             _raise_if_invalid()
             from workbench.build.log import NameIndex, findings_from_log
+            from workbench.support.checker import in_users_terms
 
             if e.code in BAD_INPUT_CODES:  # the user's input is wrong (CLI exit 2)
                 field_name = (e.details or {}).get("field")
@@ -499,19 +511,26 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                 node = _node_for_index(ref, errs[0]["node_index"])
             log = (e.details or {}).get("log") or []
             found = findings_from_log(log, NameIndex.from_graph(ref.model.graph))
-            for err in errs:  # every node the parser refused, not only the first
+            message = e.message
+            for k, err in enumerate(errs):  # every node the parser refused, not only the first
                 n = err.get("node") or _node_for_index(ref, err.get("node_index"))
                 plugin = "plugin" in str(err.get("message", "")).lower()
                 hint = ("pass the plugin library with --plugins, or replace the node "
                         "(`workbench fix MODEL`)" if plugin else
                         "see `workbench check MODEL`; `workbench fix MODEL` proposes recipes")
+                said = str(err.get("message"))
+                cause = _parse_cause(ref, n, backend) if n and not plugin else None
+                if cause is not None:  # the model's terms first, TensorRT's words after
+                    said = in_users_terms(cause["reason"], said)
+                    if k == 0 and n == node:
+                        message = (f"TensorRT could not parse the model at node '{n}' "
+                                   f"({err.get('op') or e.op or 'op'}): {said}")
                 found.append(Finding(
                     "error", "missing-plugin" if plugin else "parse-error",
-                    f"TensorRT's parser refused {err.get('op') or 'the node'}: "
-                    f"{err.get('message')}",
+                    f"TensorRT's parser refused {err.get('op') or 'the node'}: {said}",
                     nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint))
-            _failed(ws, key, config, e.code, node=node, message=e.message)
-            raise BuildFailed(e.message, node=node, op=e.op, hint=e.hint, code=e.code, log=log,
+            _failed(ws, key, config, e.code, node=node, message=message)
+            raise BuildFailed(message, node=node, op=e.op, hint=e.hint, code=e.code, log=log,
                               findings=found,
                               file=str(ref.path) if ref.path else None) from None
         finally:

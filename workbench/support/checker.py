@@ -748,6 +748,30 @@ def check_files(paths: Sequence[Union[str, os.PathLike]], backend: str = "tensor
             for m, rec in zip(models, res["results"])]
 
 
+def _names_a_cause(entry: Dict[str, Any]) -> bool:
+    """Does a static entry name why the parser refuses the node (a zero point, a dtype, an
+    attribute), not only that the op is refused?"""
+    return entry["stage"] == "parse" and entry["code"] not in codes.OP_REJECTED
+
+
+def in_users_terms(cause: str, parser_message: str) -> str:
+    """The cause in the model's terms first, TensorRT's own words after (they name C++
+    functions, assertions and DLA flags that say little to the person who exported the model)."""
+    return f"{cause} (TensorRT's parser: {parser_message})"
+
+
+def parse_cause(model: Union[Model, str, os.PathLike], node: str, rules: str
+                ) -> Optional[Dict[str, Any]]:
+    """The static rule entry that explains why TensorRT's parser refused `node` (reason, code,
+    hint), or None where no rule names a specific cause. For errors reported outside `check`
+    (a failed build)."""
+    entries, _ = static_check(model, rules)
+    for e in entries:
+        if e.get("node") == node and _names_a_cause(e):
+            return e
+    return None
+
+
 def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules: Optional[str],
                    label: str, b: Optional[Dict[str, Any]]) -> SupportReport:
     """Turn the worker's parse (and build) answer into a report with users' next steps."""
@@ -770,8 +794,8 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
         # graph-level rule that fired) explains the cause, the code and the next step better
         known = by_node.get(node) if node else (graph_level[0] if graph_level else None)
         if known is not None and known["stage"] == "parse":
-            if node and known["code"] not in codes.OP_REJECTED and known["reason"] not in reason:
-                reason = f"{reason} (likely cause: {known['reason']})"
+            if node and _names_a_cause(known) and known["reason"] not in reason:
+                reason = in_users_terms(known["reason"], reason)
             if code in codes.GENERIC_PARSER_CODES or not node:
                 code = known["code"]
             if not node and known["reason"] not in reason:  # the rule names the tensor
