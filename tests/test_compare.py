@@ -376,3 +376,26 @@ def test_a_refused_candidate_is_named_by_the_label_it_was_given():
     with pytest.raises(WorkbenchError) as e:
         compare.layerwise(_relu_then("Relu"), _relu_then("NoSuchOp"), feeds)
     assert "model 'g'" in e.value.one_line()
+
+
+def test_find_exclusions_names_its_conversions_after_the_user_file(tmp_path, monkeypatch):
+    """Every round's comparison is labelled with the user's file and the conversion, so an
+    error in any round names them (wiring of `labels`; the real comparison still runs)."""
+    from workbench.compare import layer_compare
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_relu_then("Relu"), str(path))
+    seen = []
+    real = layer_compare.layerwise
+
+    def spy(*a, **k):
+        seen.append(k.get("labels"))
+        return real(*a, **k)
+    monkeypatch.setattr(layer_compare, "layerwise", spy)
+    feeds = [{"x": np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)}]
+    res = compare.find_exclusions(str(path), "fp16", feeds=feeds)
+    assert res.passed and seen
+    assert all(s == (str(path), f"{path} converted to fp16") for s in seen)
+    seen.clear()
+    compare.find_exclusions(_relu_then("Relu"), "fp16", feeds=feeds)  # in memory: no file
+    assert seen and all(s == (None, None) for s in seen)
