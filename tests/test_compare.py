@@ -399,3 +399,24 @@ def test_find_exclusions_names_its_conversions_after_the_user_file(tmp_path, mon
     seen.clear()
     compare.find_exclusions(_relu_then("Relu"), "fp16", feeds=feeds)  # in memory: no file
     assert seen and all(s == (None, None) for s in seen)
+
+
+def test_string_outputs_are_saved_without_pickle(tmp_path):
+    """onnxruntime returns string tensors as arrays of Python str: --save-results writes
+    them as fixed-width unicode (bytes as fixed-width bytes) that load back without pickle;
+    other Python objects are a one-line error naming the output."""
+    from workbench.errors import WorkbenchError
+
+    names = np.array(["cat", "bird"], dtype=object)
+    raw = np.array([b"\x00a", b"bc"], dtype=object)
+    path = compare.save_run_results(tmp_path / "r.json",
+                                    {"ort": [{"label": names, "raw": raw,
+                                              "y": np.ones(2, np.float32)}]})
+    back = compare.load_run_results(path)["ort"][0]
+    assert back["label"].dtype.kind == "U" and back["label"].tolist() == ["cat", "bird"]
+    assert back["raw"].dtype.kind == "S" and back["raw"].tolist() == [b"\x00a", b"bc"]
+    assert back["y"].dtype == np.float32
+    with pytest.raises(WorkbenchError, match="ort output 'odd' holds Python objects"):
+        compare.save_run_results(tmp_path / "o.json",
+                                 {"ort": [{"odd": np.array([1, "a"], dtype=object)}]})
+    assert not (tmp_path / "o.json").exists()

@@ -520,18 +520,33 @@ def divergence_findings(report: "LayerwiseReport",
 
 
 # ----------------------------------------------------------------------------- RunResults
+def _picklefree(a: np.ndarray, where: str) -> np.ndarray:
+    """`a` as an array np.save writes without pickle: onnxruntime hands string tensors back as
+    arrays of Python str objects, saved as fixed-width unicode (bytes as fixed-width bytes)."""
+    if a.dtype != object:
+        return a
+    items = a.ravel().tolist()
+    if all(isinstance(x, str) for x in items):
+        return a.astype(np.str_)
+    if all(isinstance(x, bytes) for x in items):
+        return a.astype(np.bytes_)
+    raise WorkbenchError(f"{where} holds Python objects, which cannot be saved without pickle",
+                         field="save_results", hint="save the results without that output")
+
+
 def save_run_results(path: Any, runs: Dict[str, List[Feed]]) -> Path:
     """Save {runner name: [outputs per iteration]} as Polygraphy RunResults JSON
     (`polygraphy run --load-outputs` reads it)."""
 
-    def arr(a: np.ndarray) -> Dict[str, Any]:
+    def arr(a: np.ndarray, where: str) -> Dict[str, Any]:
         buf = io.BytesIO()
-        np.save(buf, np.asarray(a), allow_pickle=False)
+        np.save(buf, _picklefree(np.asarray(a), where), allow_pickle=False)
         return {"values": {"array": base64.b64encode(buf.getvalue()).decode(),
                            "polygraphy_class": "ndarray"}, "polygraphy_class": "LazyArray"}
 
-    lst = [[name, [{"outputs": {k: arr(v) for k, v in it.items()}, "runtime": None,
-                    "runner_name": name, "polygraphy_class": "IterationResult"} for it in iters]]
+    lst = [[name, [{"outputs": {k: arr(v, f"{name} output '{k}'") for k, v in it.items()},
+                    "runtime": None, "runner_name": name,
+                    "polygraphy_class": "IterationResult"} for it in iters]]
            for name, iters in runs.items()]
     return atomic_write_text(Path(path), json.dumps({"lst": lst, "polygraphy_class": "RunResults"}))
 
