@@ -73,3 +73,25 @@ def build_crash_library(folder) -> str:
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(out), str(src)], check=True,
                    capture_output=True, timeout=120)
     return str(out)
+
+
+def slow_twin(iters: int = 1_000_000) -> onnx.ModelProto:
+    """crashy()'s tensors (x -> a -> b -> y, the same node names) with a slow Loop (`iters`
+    Tanh steps, about a second) where crashy segfaults: a healthy model to compare it with."""
+    body = helper.make_graph(
+        [helper.make_node("Tanh", ["v_in"], ["v_out"], name="body_tanh"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [2, 4])])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="first"),
+             helper.make_node("Loop", ["n", "true", "a"], ["b"], name="boom", body=body),
+             helper.make_node("Relu", ["b"], ["y"], name="last")]
+    g = helper.make_graph(nodes, "twin",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                          initializer=[numpy_helper.from_array(np.array(iters, np.int64), "n"),
+                                       numpy_helper.from_array(np.array(True), "true")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)

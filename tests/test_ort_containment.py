@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 from conftest import REPO, SAMPLES
-from ort_models import crashy, hungry, slow_feed, slow_loop
+from ort_models import crashy, hungry, slow_feed, slow_loop, slow_twin
 from workbench import runners
 from workbench.equivalence import make_inputs, verify
 from workbench.ortchild import (OrtChild, OrtCrashed, OrtError, OrtFailed, OrtLimitExceeded,
@@ -127,6 +127,7 @@ def test_a_segfaulting_custom_op_is_one_line_error_naming_model_and_node(crash_l
         runners.OnnxRuntimeRunner(crashy()).infer(feed)
     text = str(e.value)
     assert "\n" not in text and e.value.node == "boom" and e.value.returncode == -signal.SIGSEGV
+    assert not e.value.shared and "another model" not in text  # it ran alone in the child
     assert text.startswith("model 'crashy', node 'boom': onnxruntime crashed (SIGSEGV) while "
                            "running the model; a fresh process crashes again at node 'boom'")
     # the caller lives, and the library stays usable for healthy models in a fresh child
@@ -439,3 +440,51 @@ def test_outputs_fed_back_are_read_where_they_lie_and_their_folder_goes_with_the
         assert runs() == ["run-x"]  # the runs' folders went with their arrays
     finally:
         child.close()
+
+
+def test_a_compare_blames_the_model_that_crashed_the_shared_child(crash_lib, monkeypatch,
+                                                                   tmp_path):
+    """Both models of a layer-wise compare run in the one child; the candidate's custom op
+    kills it while the (healthy, slow) reference is mid-run. The error names the candidate
+    and its node - the crash that repeats in a fresh process - not the reference that
+    happened to be read first; the reference's own error says the crash may not be its."""
+    from workbench import compare
+
+    monkeypatch.setenv("WORKBENCH_ORT_CUSTOM_OPS", crash_lib)
+    ref, cand = tmp_path / "ref.onnx", tmp_path / "cand.onnx"
+    onnx.save(slow_twin(), str(ref))
+    onnx.save(crashy(), str(cand))
+    feeds = [{"x": np.ones((2, 4), np.float32)}]
+    with pytest.raises(OrtCrashed) as e:
+        compare.layerwise(str(ref), str(cand), feeds, candidate_runner="onnxruntime")
+    line = e.value.one_line()
+    assert e.value.node == "boom" and e.value.shared
+    assert line.startswith(f"{cand}, node 'boom': onnxruntime crashed (SIGSEGV)"), line
+
+
+def test_a_crash_under_two_runs_says_it_may_be_the_other_model(monkeypatch):
+    """Two runs in the child when it dies (killed): each error says another model was running
+    and the crash may be that model's (neither crash repeats in a fresh process)."""
+    monkeypatch.setenv("WORKBENCH_ORT_LOCATE", "5")
+    a, b = runners.OnnxRuntimeRunner(slow_twin()), runners.OnnxRuntimeRunner(slow_twin(999_999))
+    a.start()
+    b.start()
+    pid = default_child().pid
+    errors = []
+
+    def go(r):
+        try:
+            r.infer({"x": np.ones((2, 4), np.float32)})
+        except OrtCrashed as e:
+            errors.append(e)
+    ts = [threading.Thread(target=go, args=(r,)) for r in (a, b)]
+    for t in ts:
+        t.start()
+    time.sleep(0.3)
+    os.kill(pid, signal.SIGSEGV)
+    for t in ts:
+        t.join(60)
+    assert len(errors) == 2
+    for e in errors:
+        assert e.shared and e.node is None
+        assert "another model was running in the same onnxruntime child" in e.one_line()

@@ -322,3 +322,18 @@ def test_plain_reference_path_gives_the_full_general_paths_figures_bit_for_bit(d
             with np.errstate(over="ignore"):
                 r2[7] = bad
             assert not comparison._plain_reference(r2, sentinels)
+
+
+def test_ahead_failure_returns_the_next_error_or_none_and_closes():
+    def failing():
+        raise ValueError("broke")
+        yield 1
+    it = segments.ahead(failing())
+    err = it.failure(10)
+    assert isinstance(err, ValueError) and str(err) == "broke"
+    with pytest.raises(StopIteration):
+        next(it)
+    fine = segments.ahead(iter([1, 2, 3]))
+    assert fine.failure(10) is None  # an item, not an error (dropped: the stream is closed)
+    with pytest.raises(StopIteration):
+        next(fine)

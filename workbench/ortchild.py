@@ -105,10 +105,13 @@ class OrtModelGone(OrtError):
 class OrtCrashed(OrtError):
     """The onnxruntime child died (segfault, abort, killed) while working on a model."""
 
-    def __init__(self, message: str, *, returncode: int, log_tail: str = "", **kw: Any) -> None:
+    def __init__(self, message: str, *, returncode: int, log_tail: str = "",
+                 shared: bool = False, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.returncode = returncode
         self.log_tail = log_tail
+        # other requests were running in the child when it died: the crash may be theirs
+        self.shared = shared
 
 
 class OrtLimitExceeded(OrtError):
@@ -199,6 +202,7 @@ class OrtChild:
         # wait at once, each on its own request; the lock is held only to start or send)
         self._pending: Dict[int, Tuple[subprocess.Popen, "queue.Queue[Any]"]] = {}
         self._eof: Dict[int, bool] = {}  # child pid -> its stdout has closed
+        self._died_with: Dict[int, int] = {}  # child pid -> requests in flight when it closed
         self._mapped: Dict[int, Any] = {}  # id(mmap of an out.bin) -> (ref, path, address, size)
         self._dir: Optional[str] = None
         self._loaded: Dict[str, Dict[str, Any]] = {}  # key -> load reply, for this child
@@ -285,6 +289,7 @@ class OrtChild:
             with self._pending_lock:
                 self._eof[proc.pid] = True
                 waiting = [q for p, q in self._pending.values() if p is proc]
+                self._died_with[proc.pid] = len(waiting)
             for q in waiting + [events]:
                 q.put(None)
 
@@ -365,9 +370,12 @@ class OrtChild:
                 self._proc = None
                 self._loaded.clear()
         last = [ln for ln in tail.splitlines() if ln.strip()][-2:]
+        with self._pending_lock:
+            shared = self._died_with.get(proc.pid, 0) > 1
         raise OrtCrashed(f"onnxruntime crashed ({_signal_name(rc)}) while {what}"
                          + (f"; last output: {'; '.join(last)}" if last else ""),
-                         returncode=rc, log_tail=tail, file=label, hint=CRASH_HINT)
+                         returncode=rc, log_tail=tail, file=label, hint=CRASH_HINT,
+                         shared=shared)
 
     def call(self, op: str, args: Optional[Dict[str, Any]] = None, *, what: str = "",
              label: Optional[str] = None, timeout: Optional[float] = None,

@@ -392,8 +392,11 @@ class OnnxRuntimeRunner(Runner):
             where = (f"; a fresh process crashes again at node '{node}'" if node else
                      "; it could not be pinned to a node (the crash did not repeat in a fresh "
                      "process or is not inside one node)")
+            if e.shared and not node:
+                where += ("; another model was running in the same onnxruntime child when it "
+                          "died: the crash may be that model's")
             raise OrtCrashed(e.message + where, returncode=e.returncode, log_tail=e.log_tail,
-                             file=e.file, node=node, hint=e.hint) from None
+                             file=e.file, node=node, hint=e.hint, shared=e.shared) from None
 
 
 def _run_limited(sess: Any, want: List[str], feed: Feed, timeout: Optional[float],

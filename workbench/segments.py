@@ -12,7 +12,8 @@ Graphs whose values are not all plain tensors (sequence or optional ops) cannot 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Sequence, Set, TypeVar
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set,
+                    TypeVar)
 
 import numpy as np
 
@@ -184,6 +185,21 @@ class Ahead(Iterator[T]):
             self.close()
             raise StopIteration
         return it
+
+    def failure(self, timeout: float) -> Optional[BaseException]:
+        """The error the producer's next step ends in, waiting at most `timeout` s for it; None
+        when that step made an item (dropped: for a caller about to raise another error) or is
+        still at work. The stream is closed after."""
+        import queue
+
+        if self._done:
+            return None
+        try:
+            ok, it = self._q.get(timeout=timeout)
+        except queue.Empty:
+            ok, it = True, None
+        self.close()
+        return None if ok else it
 
     def close(self) -> None:
         """Stop the producer (at most a step ahead) and wait for its thread."""

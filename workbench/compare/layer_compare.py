@@ -36,7 +36,7 @@ import os
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -346,9 +346,40 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
     # onnxruntime child runs both at once) while this thread compares
     ref_s, cand_s = ahead(ref_r.stream(feeds, chunks)), ahead(cand_r.stream(feeds, chunks))
     with closing(ref_s), closing(cand_s):
-        _compare_chunks(zip(chunks, ref_s, cand_s), outs, feeds, runs, seen, producer, atol,
-                        rtol, record)
+        pairs = ((c, r, g) for c, (r, g) in zip(chunks, _side_by_side(ref_s, cand_s)))
+        _compare_chunks(pairs, outs, feeds, runs, seen, producer, atol, rtol, record)
     return runs
+
+
+def _locate_wait_s() -> float:
+    """How long a stream whose child died under it waits for the other stream's answer: that
+    one re-runs its segment in a fresh process to pin the crash ($WORKBENCH_ORT_LOCATE s)."""
+    from workbench.ortchild import LOCATE_ENV
+
+    return float(os.environ.get(LOCATE_ENV) or 30) + 30.0
+
+
+def _side_by_side(a: Any, b: Any) -> Iterator[Tuple[Any, Any]]:
+    """Pairs of two `ahead` streams. Both run in the one onnxruntime child: when it dies under
+    both, the error raised is the one whose crash repeated in a fresh process (pinned to a
+    node: that model crashed it), not whichever stream the caller happened to read first."""
+    from workbench.ortchild import OrtCrashed
+
+    streams = (a, b)
+    while True:
+        got = []
+        for k, s in enumerate(streams):
+            try:
+                got.append(next(s))
+            except StopIteration:
+                return
+            except OrtCrashed as e:
+                if e.shared and e.node is None:
+                    other = streams[1 - k].failure(_locate_wait_s())
+                    if isinstance(other, OrtCrashed) and other.node is not None:
+                        raise other from None
+                raise
+        yield got[0], got[1]
 
 
 def _compare_chunks(items: Any, outs: List[str], feeds: Sequence[Feed],
