@@ -209,8 +209,9 @@ def _dot32(a: np.ndarray, b: np.ndarray) -> float:
 def _cosine_terms(r: np.ndarray, s: np.ndarray) -> Tuple[float, float, float]:
     """(sum r*r, sum r*s, sum s*s) of float32 blocks, s = r - g. The cosine is taken from these
     (`_cosine`): its distance from 1 comes from the small sums of the difference, so float32
-    dot products carry it to ~1e-6 of itself - where float64 sums of r*g, r*r and g*g lose it
-    to cancellation - at half the cost (no float64 copies)."""
+    dot products carry it to ~1e-6 of itself (about what float64 sums of r*g, r*r and g*g
+    kept: 1 - cos is a difference of numbers near 1 there) at half their cost: no float64
+    copies, float32 dot products."""
     return _dot32(r, r), _dot32(r, s), _dot32(s, s)
 
 
@@ -250,8 +251,9 @@ def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndar
     """The common cases - float tensors of at most 32 bits, a reference of finite values (no
     mask sentinels); the candidate finite, or with NaN / inf of its own (an FP16 overflow) -
     in float32 passes, a block of _BLOCK elements at a time, the cosine from the difference
-    (`_cosine_terms`), the sums across blocks in float64: the general path's figures (`_general_plain`: differences are float32 rounding of |r - g|,
-    far below any tolerance) at a fraction of its time and memory. None: use the general
+    (`_cosine_terms`), the sums across blocks in float64: the general path's figures
+    (`_general_plain`: differences are float32 rounding of |r - g|, far below any
+    tolerance) at a fraction of its time and memory. None: use the general
     path - decided on the way, from each block's reference maximum (a NaN or inf shows
     there), so a tensor that needs it costs at most the blocks read before the first one."""
     if r0.dtype.kind != "f" or g0.dtype.kind != "f" or r0.dtype.itemsize > 4 \
