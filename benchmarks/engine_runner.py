@@ -260,7 +260,11 @@ def main() -> None:
         raise SystemExit(f"polygraphy/torch loop failed in {py}")
     figures.update(json.loads(out.stdout.strip().splitlines()[-1]))
     if "torch" in figures:  # not in the worker's interpreter: try this one
-        figures.update(_torch_here())
+        figures["torch_in_worker_python"] = figures.pop("torch")
+        here = _torch_here()
+        figures.update(here)
+        if "torch_here" not in here:  # (torch ran here: say which interpreter)
+            figures["torch_ran_in"] = sys.executable
     for b in BATCHES:
         figures[f"ratio_of_medians_b{b}"] = figures[f"workbench_b{b}"] / figures[f"raw_b{b}"]
         figures[f"ratio_workbench_raw_b{b}"] = float(np.median(

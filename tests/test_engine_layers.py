@@ -296,3 +296,24 @@ def test_a_marked_build_that_fails_is_split_and_unmarkable_tensors_are_named(ove
     f = [x for x in rep.findings if x.code == "marking-breaks-build"]
     assert len(f) == 1 and poison in f[0].tensors and "--mark boundaries" in f[0].hint
     assert len(builds) <= 2 + 2 * 3 + 1  # unmarked + first try + at most 3 levels of halves
+
+
+def test_bisection_table_shows_whole_node_names_and_cuts_visibly():
+    """The 'last added' column holds a fused layer's nodes whole (the rig's run printed
+    '/planted/sq + /planted/sum + /planted/sq', a cut that reads as another node); names
+    beyond its width end in '...'."""
+    from workbench.compare.bisect import BisectResult
+
+    fused = "/planted/sq + /planted/sum + /planted/sqrt"
+    huge = " + ".join(f"/encoder/layer.{i}/attention/output/dense/MatMul" for i in range(3))
+    rows = [{"excluded": [], "added": None, "worst_rel": "inf", "passed": False,
+             "p50_ms": 0.0663, "cost_ms": None},
+            {"excluded": ["a", "b", "c"], "added": fused, "worst_rel": 0.004, "passed": True,
+             "p50_ms": 0.074, "cost_ms": 0.0077},
+            {"excluded": ["a", "b", "c", "d"], "added": huge, "worst_rel": 0.003,
+             "passed": True, "p50_ms": 0.075, "cost_ms": 0.001}]
+    text = BisectResult("fp16", "legacy-flags", ["a", "b", "c", "d"], True, rows=rows).table()
+    lines = text.splitlines()
+    assert fused in lines[2] and lines[2].split()[0] == "3"
+    assert huge not in text and huge[:69] + "..." in lines[3]
+    assert len({len(ln) for ln in lines}) == 1  # the columns line up

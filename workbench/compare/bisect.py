@@ -53,12 +53,16 @@ class BisectResult:
 
     def table(self) -> str:
         """The accuracy-vs-latency table as text."""
-        lines = [f"{'FP32 nodes':>10}  {'last added':40} {'worst rel':>10} {'pass':>5} "
+        w = min(max([len(r["added"] or "-") for r in self.rows] + [10]), 72)
+        lines = [f"{'FP32 nodes':>10}  {'last added':{w}} {'worst rel':>10} {'pass':>5} "
                  f"{'P50 ms':>9} {'cost ms':>9}"]
         for r in self.rows:
             p50 = r.get("p50_ms")
             cost = r.get("cost_ms")
-            lines.append(f"{len(r['excluded']):>10}  {(r['added'] or '-')[:40]:40} "
+            added = r["added"] or "-"
+            if len(added) > w:  # cut visibly: a cut name must not read as another node's
+                added = added[:w - 3] + "..."
+            lines.append(f"{len(r['excluded']):>10}  {added:{w}} "
                          f"{r['worst_rel'] if isinstance(r['worst_rel'], str) else format(r['worst_rel'], '.3g'):>10} "
                          f"{'yes' if r['passed'] else 'no':>5} "
                          f"{'-' if p50 is None else format(p50, '.4f'):>9} "
