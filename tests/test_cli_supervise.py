@@ -199,8 +199,11 @@ def test_past_the_memory_limit_the_run_is_redone_isolated(overflow_pair, json_ou
     assert r.returncode in (1, 2) and "Traceback" not in r.stderr, r.stderr
     assert lines[0].startswith("workbench compare: the run with onnxruntime in-process stopped "
                                "(it used ") and "over the memory limit of 40 MiB" in lines[0]
-    if r.returncode == 2:  # the isolated child went past the limit too
-        assert len(lines) == 2 and lines[1].startswith(f"workbench compare: error: {OVERFLOW}")
+    if r.returncode == 2:  # the isolated child went past the limit too: the line names the
+        # model whose run saw it (both run in the one child; the other run's stop is not said)
+        assert len(lines) == 2 and lines[1].startswith(
+            (f"workbench compare: error: {OVERFLOW}", f"workbench compare: error: {fp16}"))
+        assert "limit" in lines[1] and "crashed" not in lines[1], lines[1]
         if json_out:
             assert json.loads(r.stdout)["message"] == lines[1]
     elif json_out:  # (1: the FP16 candidate overflows, as a plain run says)

@@ -488,3 +488,55 @@ def test_a_crash_under_two_runs_says_it_may_be_the_other_model(monkeypatch):
     for e in errors:
         assert e.shared and e.node is None
         assert "another model was running in the same onnxruntime child" in e.one_line()
+
+
+def test_a_run_stopped_for_another_runs_memory_limit_is_run_again():
+    """One run goes past its memory limit and the child is stopped; a slow run beside it in
+    the same child is not reported as a crash (SIGKILL): it runs again in a fresh child and
+    gives its answer, and the hungry run's error names its limit."""
+    from workbench.ortchild import OrtStopped
+
+    slow = runners.OnnxRuntimeRunner(slow_twin(3_000_000))
+    slow.start()
+    box = {}
+
+    def go():
+        try:
+            box["out"] = slow.infer({"x": np.ones((2, 4), np.float32)})
+        except Exception as e:  # what the caller would see
+            box["error"] = e
+    t = threading.Thread(target=go)
+    t.start()
+    time.sleep(0.3)  # the loop is running
+    pid = default_child().pid
+    with pytest.raises(OrtLimitExceeded, match="over its memory limit of 256 MiB"):
+        runners.OnnxRuntimeRunner(hungry(), max_rss=256 << 20).infer(
+            {"n": np.array([2 ** 28], np.int64)})
+    t.join(60)
+    assert not t.is_alive() and "error" not in box, box.get("error")
+    assert box["out"]["y"].shape == (2, 4) and np.isfinite(box["out"]["y"]).all()
+    assert default_child().pid not in (None, pid)  # answered by a fresh child
+    # what the stopped run hears before it runs again, from the child itself
+    child = OrtChild(max_rss=16 << 30)
+    try:
+        k_slow, _ = child.load(slow_twin(3_000_000).SerializeToString())
+        k_big, _ = child.load(hungry().SerializeToString())
+        heard = {}
+
+        def bystander():
+            try:
+                child.run(k_slow, {"x": np.ones((2, 4), np.float32)}, ["y"])
+            except Exception as e:
+                heard["error"] = e
+        t = threading.Thread(target=bystander)
+        t.start()
+        time.sleep(0.3)
+        with pytest.raises(OrtLimitExceeded):
+            child.run(k_big, {"n": np.array([2 ** 28], np.int64)}, ["total"],
+                      max_rss=256 << 20)
+        t.join(60)
+        e = heard.get("error")
+        assert isinstance(e, OrtStopped) and not isinstance(e, OrtCrashed)
+        assert "another run in the same child went past its memory limit of 256 MiB" in str(e)
+    finally:
+        child.close()

@@ -118,6 +118,11 @@ class OrtLimitExceeded(OrtError):
     """A run went past its time or memory limit and the child was stopped."""
 
 
+class OrtStopped(OrtError):
+    """The child was stopped because another run in it went past its limit: this run did
+    nothing wrong (`OnnxRuntimeRunner` runs it again in a fresh child)."""
+
+
 def isolated_by_default() -> bool:
     """Do onnxruntime runs go to the child? Yes unless $WORKBENCH_ORT_ISOLATE is "0"."""
     return os.environ.get(ISOLATE_ENV, "1") != "0"
@@ -203,6 +208,7 @@ class OrtChild:
         self._pending: Dict[int, Tuple[subprocess.Popen, "queue.Queue[Any]"]] = {}
         self._eof: Dict[int, bool] = {}  # child pid -> its stdout has closed
         self._died_with: Dict[int, int] = {}  # child pid -> requests in flight when it closed
+        self._stopped_for: Dict[int, str] = {}  # child pid -> the limit we stopped it for
         self._mapped: Dict[int, Any] = {}  # id(mmap of an out.bin) -> (ref, path, address, size)
         self._dir: Optional[str] = None
         self._loaded: Dict[str, Dict[str, Any]] = {}  # key -> load reply, for this child
@@ -343,6 +349,7 @@ class OrtChild:
             if isinstance(msg, dict):
                 return msg
             if time.monotonic() >= deadline:
+                self._stopped_for[proc.pid] = f"time limit of {timeout:g} s"
                 self.kill(proc)
                 raise OrtLimitExceeded(
                     f"onnxruntime exceeded its time limit of {timeout:g} s while {what} and was "
@@ -351,6 +358,7 @@ class OrtChild:
             if max_rss:
                 rss = _rss(proc.pid)
                 if rss > max_rss:
+                    self._stopped_for[proc.pid] = f"memory limit of {max_rss / 2**20:.0f} MiB"
                     self.kill(proc)
                     raise OrtLimitExceeded(
                         f"onnxruntime used {rss / 2**20:.0f} MiB, over its memory limit of "
@@ -370,6 +378,11 @@ class OrtChild:
                 self._proc = None
                 self._loaded.clear()
         last = [ln for ln in tail.splitlines() if ln.strip()][-2:]
+        limit = self._stopped_for.get(proc.pid)
+        if limit:  # we stopped it, for another run's limit: not this run's crash
+            raise OrtStopped(f"onnxruntime was stopped while {what}: another run in the same "
+                             f"child went past its {limit}", file=label,
+                             hint="run it again (the other run's error names its model)")
         with self._pending_lock:
             shared = self._died_with.get(proc.pid, 0) > 1
         raise OrtCrashed(f"onnxruntime crashed ({_signal_name(rc)}) while {what}"

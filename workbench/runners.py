@@ -371,8 +371,8 @@ class OnnxRuntimeRunner(Runner):
         if not self.isolated:
             return dict(zip(want, _run_limited(self.sess, want, feed, self.timeout,
                                                self._label())))
-        from workbench.ortchild import (LOCATE_ENV, OrtCrashed, OrtModelGone, default_child,
-                                        locate_crash)
+        from workbench.ortchild import (LOCATE_ENV, OrtCrashed, OrtModelGone, OrtStopped,
+                                        default_child, locate_crash)
 
         def run() -> Feed:
             return default_child().run(self._key or "", feed, want, label=self._label(),
@@ -382,8 +382,8 @@ class OnnxRuntimeRunner(Runner):
         try:
             try:
                 return run()
-            except OrtModelGone:  # the child was closed since (or dropped the file): load again
-                self._load()
+            except (OrtModelGone, OrtStopped):  # the child was closed since (or dropped the
+                self._load()  # file, or was stopped for another run's limit): load again, once
                 return run()
         except OrtCrashed as e:
             budget = float(os.environ.get(LOCATE_ENV) or 30)

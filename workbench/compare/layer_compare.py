@@ -361,9 +361,10 @@ def _locate_wait_s() -> float:
 
 def _side_by_side(a: Any, b: Any) -> Iterator[Tuple[Any, Any]]:
     """Pairs of two `ahead` streams. Both run in the one onnxruntime child: when it dies under
-    both, the error raised is the one whose crash repeated in a fresh process (pinned to a
-    node: that model crashed it), not whichever stream the caller happened to read first."""
-    from workbench.ortchild import OrtCrashed
+    both, the error raised is the cause - the run that went past its limit, or the crash that
+    repeated in a fresh process (pinned to a node: that model crashed it) - not whichever
+    stream the caller happened to read first."""
+    from workbench.ortchild import OrtCrashed, OrtLimitExceeded, OrtStopped
 
     streams = (a, b)
     while True:
@@ -373,10 +374,11 @@ def _side_by_side(a: Any, b: Any) -> Iterator[Tuple[Any, Any]]:
                 got.append(next(s))
             except StopIteration:
                 return
-            except OrtCrashed as e:
-                if e.shared and e.node is None:
+            except (OrtCrashed, OrtStopped) as e:
+                if isinstance(e, OrtStopped) or (e.shared and e.node is None):
                     other = streams[1 - k].failure(_locate_wait_s())
-                    if isinstance(other, OrtCrashed) and other.node is not None:
+                    if isinstance(other, OrtLimitExceeded) or (
+                            isinstance(other, OrtCrashed) and other.node is not None):
                         raise other from None
                 raise
         yield got[0], got[1]
