@@ -279,6 +279,8 @@ class OrtChild:
         self.starts += 1
         proc, events = self._proc, self._events
         self._eof[proc.pid] = False
+        self._died_with.pop(proc.pid, None)  # (a pid reused: nothing of an earlier child's)
+        self._stopped_for.pop(proc.pid, None)
         threading.Thread(target=self._read_stdout, args=(proc, events), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
 

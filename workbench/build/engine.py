@@ -227,15 +227,15 @@ def _expand_exclude_ops(ref: ModelRef, config: BuildConfig) -> List[str]:
     return names
 
 
-def _parse_cause(ref: Any, node: str, backend: str) -> Optional[Dict[str, Any]]:
-    """The static rule that says, in the model's terms, why the parser refused `node`
-    (`workbench.support.checker.parse_cause`); None where none names a cause."""
-    from workbench.support.checker import parse_cause
+def _parse_causes(ref: Any, backend: str) -> Dict[str, Dict[str, Any]]:
+    """By node, the static rules that say in the model's terms why the parser refuses it
+    (`workbench.support.checker.parse_causes`)."""
+    from workbench.support.checker import parse_causes
 
     try:
-        return parse_cause(ref.model, node, backend)
+        return parse_causes(ref.model, backend)
     except WorkbenchError:  # no rule table for this backend: TensorRT's words stand alone
-        return None
+        return {}
 
 
 def _node_for_index(ref: ModelRef, idx: Any) -> Optional[str]:
@@ -512,19 +512,20 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             log = (e.details or {}).get("log") or []
             found = findings_from_log(log, NameIndex.from_graph(ref.model.graph))
             message = e.message
+            causes = _parse_causes(ref, backend) if errs else {}
             for k, err in enumerate(errs):  # every node the parser refused, not only the first
                 n = err.get("node") or _node_for_index(ref, err.get("node_index"))
                 plugin = "plugin" in str(err.get("message", "")).lower()
                 hint = ("pass the plugin library with --plugins, or replace the node "
                         "(`workbench fix MODEL`)" if plugin else
                         "see `workbench check MODEL`; `workbench fix MODEL` proposes recipes")
-                said = str(err.get("message"))
-                cause = _parse_cause(ref, n, backend) if n and not plugin else None
+                raw = str(err.get("message"))
+                said = raw
+                cause = causes.get(n) if n and not plugin else None
                 if cause is not None:  # the model's terms first, TensorRT's words after
-                    said = in_users_terms(cause["reason"], said)
-                    if k == 0 and n == node:
-                        message = (f"TensorRT could not parse the model at node '{n}' "
-                                   f"({err.get('op') or e.op or 'op'}): {said}")
+                    said = in_users_terms(cause["reason"], raw)
+                    if k == 0 and raw and raw in message:  # (the worker's line quotes it)
+                        message = message.replace(raw, said, 1)
                 found.append(Finding(
                     "error", "missing-plugin" if plugin else "parse-error",
                     f"TensorRT's parser refused {err.get('op') or 'the node'}: {said}",

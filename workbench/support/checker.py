@@ -760,16 +760,16 @@ def in_users_terms(cause: str, parser_message: str) -> str:
     return f"{cause} (TensorRT's parser: {parser_message})"
 
 
-def parse_cause(model: Union[Model, str, os.PathLike], node: str, rules: str
-                ) -> Optional[Dict[str, Any]]:
-    """The static rule entry that explains why TensorRT's parser refused `node` (reason, code,
-    hint), or None where no rule names a specific cause. For errors reported outside `check`
-    (a failed build)."""
+def parse_causes(model: Union[Model, str, os.PathLike], rules: str) -> Dict[str, Dict[str, Any]]:
+    """By node, the static rule entries that explain why TensorRT's parser refuses it (reason,
+    code, hint): nodes where a rule names a specific cause. For errors reported outside
+    `check` (a failed build)."""
     entries, _ = static_check(model, rules)
+    out: Dict[str, Dict[str, Any]] = {}
     for e in entries:
-        if e.get("node") == node and _names_a_cause(e):
-            return e
-    return None
+        if e.get("node") and _names_a_cause(e):
+            out.setdefault(e["node"], e)
+    return out
 
 
 def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules: Optional[str],
