@@ -175,13 +175,15 @@ _PIECE = 8192
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    """sum a*b of two float64 blocks: BLAS dot products a piece at a time (one pass, nothing
-    written; multiply-then-sum wrote a product block per sum, at 2x the time)."""
+    """sum a*b of two blocks (float64, or float32 with the pieces summed in float64): BLAS dot
+    products a piece at a time (one pass, nothing written; multiply-then-sum wrote a product
+    block per sum, at 2x the time)."""
     n = a.shape[0]
     k = n - n % _PIECE
     s = 0.0
     if k:  # (a batched matmul of pieces: one call, each piece a single-threaded dot)
-        s = float(np.matmul(a[:k].reshape(-1, 1, _PIECE), b[:k].reshape(-1, _PIECE, 1)).sum())
+        s = float(np.matmul(a[:k].reshape(-1, 1, _PIECE), b[:k].reshape(-1, _PIECE, 1))
+                  .sum(dtype=np.float64))
     if k < n:
         s += float(np.dot(a[k:], b[k:]))
     return s
@@ -192,27 +194,13 @@ def _dots(r: np.ndarray, g: np.ndarray) -> Tuple[float, float, float]:
     return _dot(r, g), _dot(r, r), _dot(g, g)
 
 
-def _dot32(a: np.ndarray, b: np.ndarray) -> float:
-    """sum a*b of two float32 blocks: float32 dot products a piece at a time (single-threaded,
-    as `_dot`), the pieces summed in float64."""
-    n = a.shape[0]
-    k = n - n % _PIECE
-    s = 0.0
-    if k:
-        s = float(np.matmul(a[:k].reshape(-1, 1, _PIECE), b[:k].reshape(-1, _PIECE, 1))
-                  .sum(dtype=np.float64))
-    if k < n:
-        s += float(np.dot(a[k:], b[k:]))
-    return s
-
-
 def _cosine_terms(r: np.ndarray, s: np.ndarray) -> Tuple[float, float, float]:
     """(sum r*r, sum r*s, sum s*s) of float32 blocks, s = r - g. The cosine is taken from these
     (`_cosine`): its distance from 1 comes from the small sums of the difference, so float32
     dot products carry it to ~1e-6 of itself (about what float64 sums of r*g, r*r and g*g
     kept: 1 - cos is a difference of numbers near 1 there) at half their cost: no float64
     copies, float32 dot products."""
-    return _dot32(r, r), _dot32(r, s), _dot32(s, s)
+    return _dot(r, r), _dot(r, s), _dot(s, s)
 
 
 def _cosine(rr: float, rs: float, ss: float) -> Tuple[float, float, float]:

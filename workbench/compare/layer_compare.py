@@ -665,9 +665,9 @@ def range_prepass(ref: Any, feeds: Sequence[Feed], target: str
     """Before any search: FP32 activations beyond the target's largest finite value (FP16:
     65504) on these inputs, and those entirely below its smallest (they become zeros; their
     nodes start in FP32 too, never counted as hopeless). Returns (nodes that must stay FP32 -
-    producers and consumers of those tensors, findings, hopeless). Hopeless: more than HOPELESS_SHARE of the compute nodes
-    (and more than HOPELESS_MIN) would have to stay FP32, so no exclusion list can make the
-    target worth it."""
+    producers and consumers of those tensors, findings, hopeless). Hopeless: more than
+    HOPELESS_SHARE of the compute nodes (and more than HOPELESS_MIN) would have to stay FP32,
+    so no exclusion list can make the target worth it."""
     from workbench.precision import table
     from workbench.precision.transform import (activation_ranges, overflow_findings,
                                                underflow_findings)
