@@ -133,6 +133,36 @@ def test_resnet50_fp16_heat_map_has_ten_colour_levels_at_fit_zoom(page):
     assert not page.errors, page.errors
 
 
+def test_a_highlight_fades_the_heat_map_around_it_instead_of_wiping_it(page):
+    """TimingPanel.select_layer then heatmap() (06_timing): the highlighted layer's nodes keep
+    their colour; the others are faded, not the flat grey that hid every level."""
+    from widgets.graphview import GraphView
+    from widgets.timing import TimingPanel
+
+    view = GraphView(R50, expand_all=True)
+    panel = TimingPanel(H200 / "resnet50_fp16.layers.json", H200 / "resnet50_fp16.profile.json",
+                        onnx=R50, graph_view=view)
+    mapping = panel.heatmap(levels=16)
+    d = view.data
+    lit = [d.ids[i] for i in range(len(d)) if view.colors[i]][:2]
+    page.open(d, height=700, colors=view.colors, legend=view.legend, scale=view.scale,
+              highlighted=lit)
+    page.js("h.drawNow()")
+    others = [i for i in range(len(d)) if view.colors[i] and d.ids[i] not in lit]
+    shown = page.js("arg.map((id) => h.displayedColor(id))", [d.ids[i] for i in others])
+    assert page.js("arg.map((id) => h.displayedColor(id))", lit) == \
+        [view.colors[d.index(x)] for x in lit]
+    assert "#e4e4e4" not in shown
+    want = {}  # each faded colour: the overlay colour mixed 60% with white
+    for i, got in zip(others, shown):
+        c = [int(view.colors[i][k:k + 2], 16) for k in (1, 3, 5)]
+        want[i] = "#" + "".join(f"{round(v + (255 - v) * 0.6):02x}" for v in c)
+        assert got == want[i], (d.ids[i], view.colors[i], got)
+    assert len(set(shown)) >= 10 and len(set(mapping.values())) >= 10
+    _shot(page, "graph-canvas-resnet50-heat-highlighted.png")
+    assert not page.errors, page.errors
+
+
 def test_search_next_previous_walks_the_matches(page):
     from widgets.graphview import GraphView
 

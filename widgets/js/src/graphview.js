@@ -18,6 +18,13 @@ const FLAG_NAMES = { 1: "cycle", 2: "dangling input", 4: "duplicate name", 8: "t
 const BASE_COLOR = { node: "#5b7db1", group: "#8e6bb8", input: "#3f9b57", output: "#c07a2c" };
 const FLAG_COLOR = "#d62728";
 const DIM_COLOR = "#e4e4e4";
+const FADE = 0.6;  // share of white mixed into a dimmed overlay colour
+function fade(hex) {
+  // "#rrggbb" mixed with white (FADE of it)
+  const c = [1, 3, 5].map((k) => parseInt(hex.slice(k, k + 2), 16));
+  if (hex.length !== 7 || c.some((v) => Number.isNaN(v))) return DIM_COLOR;
+  return "#" + c.map((v) => Math.round(v + (255 - v) * FADE).toString(16).padStart(2, "0")).join("");
+}
 const NO_DATA_FILL = "#ffffff";
 const UNIT = 100;            // px per layout x unit at zoom 1
 const TITLE_H = 20, LINE_H = 13, PAD = 4, RANK_GAP = 34, GROUP_H = 30, IO_H = 22;
@@ -252,7 +259,9 @@ function render({ model, el: host }) {
     else if (data.flags[i]) fill = FLAG_COLOR;
     else if (kind === "node") fill = CATEGORY_COLORS[categoryOf(data.ops[data.op[i]])];
     else fill = BASE_COLOR[kind];
-    if (dim) fill = DIM_COLOR;
+    // dimmed beside a highlight: flat grey, but a data overlay (time, error) is only faded,
+    // so its levels stay readable around what is highlighted
+    if (dim) fill = colors && colors[i] ? fade(colors[i]) : DIM_COLOR;
     void id;
     return fill;
   }
