@@ -420,3 +420,18 @@ def test_string_outputs_are_saved_without_pickle(tmp_path):
         compare.save_run_results(tmp_path / "o.json",
                                  {"ort": [{"odd": np.array([1, "a"], dtype=object)}]})
     assert not (tmp_path / "o.json").exists()
+
+
+def test_random_inputs_are_said_in_the_text_output_of_the_search_too(tmp_path):
+    """`compare --to fp16 --allow-random` printed the range finding and the rounds, and its
+    warning of random inputs only under --json (the help promises a warning)."""
+    text = _cli("compare", str(OVERFLOW), "--to", "fp16", "--allow-random")
+    assert text.returncode == 0, text.stderr
+    warn = [ln for ln in text.stdout.splitlines() if ln.startswith("WARNING random-inputs")]
+    assert len(warn) == 1 and "compared on random inputs" in warn[0], text.stdout
+    d = json.loads(_cli("compare", str(OVERFLOW), "--to", "fp16", "--allow-random", "--json").stdout)
+    assert [f["code"] for f in d["findings"]].count("random-inputs") == 1
+    np.savez(tmp_path / "in.npz",
+             input=np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32))
+    real = _cli("compare", str(OVERFLOW), "--to", "fp16", "--inputs", str(tmp_path / "in.npz"))
+    assert real.returncode == 0 and "random-inputs" not in real.stdout, real.stdout

@@ -302,8 +302,8 @@ def run(args: argparse.Namespace) -> int:
                 print(str(f))
             return 1
         else:
-            for f in search.findings:
-                if f.code.endswith("-range"):
+            for f in search.findings:  # the range finding, and a warning of random inputs
+                if f.code.endswith("-range") or f.code == "random-inputs":
                     print(str(f))
             for r in search.rounds:
                 print(f"round {r['round']}: {len(r['excluded'])} node(s) in FP32, worst output "
