@@ -153,11 +153,10 @@ def test_a_highlight_fades_the_heat_map_around_it_instead_of_wiping_it(page):
     assert page.js("arg.map((id) => h.displayedColor(id))", lit) == \
         [view.colors[d.index(x)] for x in lit]
     assert "#e4e4e4" not in shown
-    want = {}  # each faded colour: the overlay colour mixed 60% with white
-    for i, got in zip(others, shown):
+    for i, got in zip(others, shown):  # each: the overlay colour mixed 60% with white
         c = [int(view.colors[i][k:k + 2], 16) for k in (1, 3, 5)]
-        want[i] = "#" + "".join(f"{round(v + (255 - v) * 0.6):02x}" for v in c)
-        assert got == want[i], (d.ids[i], view.colors[i], got)
+        want = "#" + "".join(f"{round(v + (255 - v) * 0.6):02x}" for v in c)
+        assert got == want, (d.ids[i], view.colors[i], got)
     assert len(set(shown)) >= 10 and len(set(mapping.values())) >= 10
     _shot(page, "graph-canvas-resnet50-heat-highlighted.png")
     assert not page.errors, page.errors
