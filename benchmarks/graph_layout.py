@@ -12,8 +12,10 @@ Layout quality (`--quality on|off|only`): on real graphs (the H200 fixtures' Res
 BERT-small, onnx's backend-test light_* models, tests/data/zoo/*.onnx if present) the same visible
 graph is laid out by Graphviz `dot` (boxes as wide as ours); crossings are counted the same way
 for both (edges sampled at every rank; a trunk shared by several edges is one drawn line) and
-total edge length in inches; goals: crossings <= 1.0x dot, time <= 0.05x dot, on every graph
-dot finishes (those where it fails or times out are listed, not counted); the summary adds the
+total edge length in inches; our time is also split into the graph index, the view's
+structure and the view (layout included): each row's `ours_index_s`, `ours_structure_s` and
+`ours_view_s`; goals: crossings <= 1.0x dot, time <= 0.05x dot, on every graph dot finishes
+(those where it fails or times out are listed, not counted); the summary adds the
 median and aggregate (sum ours / sum dot) time ratios. Last line: one JSON object.
 
     python benchmarks/graph_layout.py [--sizes 1000,5000,10000,20000] [--quality only]
@@ -230,8 +232,9 @@ def ours_quality(data) -> dict:
 
 def dot_quality(data, timeout: float = 300.0) -> dict:
     """The same visible graph laid out by Graphviz dot (boxes as wide as ours, nodesep = our
-    gap): seconds, crossings (edges sampled at every dot rank, counted like ours) and total
-    edge length of dot's splines (through their control points, inches)."""
+    gap): seconds (best of 3 runs, as ours, unless one takes over 5 s), crossings (edges
+    sampled at every dot rank, counted like ours) and total edge length of dot's splines
+    (through their control points, inches)."""
     import subprocess
 
     from workbench.graph import GAP, layer_crossings
@@ -243,10 +246,14 @@ def dot_quality(data, timeout: float = 300.0) -> dict:
     for s, t in data.edges.tolist():
         lines.append(f"n{s} -> n{t};")
     lines.append("}")
-    t0 = time.perf_counter()
-    out = subprocess.run(["dot", "-Tplain"], input="\n".join(lines), capture_output=True,
-                         text=True, timeout=timeout, check=True).stdout
-    secs = time.perf_counter() - t0
+    secs = float("inf")
+    for _ in range(3):  # best of 3, as ours; a run over 5 s is not repeated
+        t0 = time.perf_counter()
+        out = subprocess.run(["dot", "-Tplain"], input="\n".join(lines), capture_output=True,
+                             text=True, timeout=timeout, check=True).stdout
+        secs = min(secs, time.perf_counter() - t0)
+        if secs > 5.0:
+            break
     pos, edges = {}, []
     for ln in out.splitlines():
         f = ln.split()
@@ -287,14 +294,22 @@ def quality(paths: List[Path]) -> List[dict]:
           f"{'ours X':>7} {'dot X':>7} {'X ratio':>7} {'ours len':>9} {'dot len':>9}")
     for p in paths:
         model = open_model(p)
-        times = []
+        times, parts = [], []
         for _ in range(3):
             model._index = None  # the graph index is part of the work
             t0 = time.perf_counter()
+            model.index
+            t1 = time.perf_counter()
             gs = GraphStructure(model)
+            t2 = time.perf_counter()
             data = gs.view(gs.scopes)
-            times.append(time.perf_counter() - t0)
+            t3 = time.perf_counter()
+            times.append(t3 - t0)
+            parts.append((t1 - t0, t2 - t1, t3 - t2))
         ours_s = min(times)
+        # where our time goes (best of the runs, each part on its own): the model's graph
+        # index, the view's structure (edges, scopes) and the view itself (layout included)
+        part_s = [round(min(x[j] for x in parts), 4) for j in range(3)]
         ours = ours_quality(data)
         try:
             dot = dot_quality(data)
@@ -305,6 +320,7 @@ def quality(paths: List[Path]) -> List[dict]:
         row = {"graph": p.name, "elements": len(data), "ours_s": round(ours_s, 3),
                "dot_s": dot["seconds"], "time_ratio": tr, "ours_crossings": ours["crossings"],
                "dot_crossings": dot["crossings"], "crossing_ratio": xr,
+               "ours_index_s": part_s[0], "ours_structure_s": part_s[1], "ours_view_s": part_s[2],
                "ours_crossings_per_edge_pair": ours["crossings_per_edge_pair"],
                "ours_edge_length_in": ours["edge_length_in"],
                "dot_edge_length_in": dot["edge_length_in"]}

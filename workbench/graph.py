@@ -1355,8 +1355,6 @@ def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.n
 
     one_up = [x[0] if len(x) == 1 else -1 for x in up_l]
     one_dn = [x[0] if len(x) == 1 else -1 for x in dn_l]
-    memo_dn: Dict[Tuple[int, bool], Any] = {}
-    memo_up: Dict[Tuple[int, bool], Any] = {}
     down_seq = [r for r in range(1, n_r) if ct[r] > 1]
     up_seq = [r for r in range(n_r - 2, -1, -1) if ct[r] > 1]
     by_prio = np.argsort(prio, kind="stable").tolist()
