@@ -435,3 +435,21 @@ def test_random_inputs_are_said_in_the_text_output_of_the_search_too(tmp_path):
              input=np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32))
     real = _cli("compare", str(OVERFLOW), "--to", "fp16", "--inputs", str(tmp_path / "in.npz"))
     assert real.returncode == 0 and "random-inputs" not in real.stdout, real.stdout
+
+
+def test_string_tensors_are_named_string_live_and_loaded_back():
+    """A string output compared live (onnxruntime's Python objects) and from saved results
+    (fixed-width unicode) reads dtype "string", as the model declares it, not numpy's
+    "object" or "<U4"; numbers keep numpy's names."""
+    from workbench.comparison import compare_tensor
+
+    live = np.array(["cat", "bird"], dtype=object)
+    saved = np.array(["cat", "bird"])
+    assert saved.dtype.str.endswith("U4")
+    for ref, got in ((live, live), (live, saved), (saved, saved)):
+        c = compare_tensor("label", ref, got, 1e-3, 1e-3)
+        assert c.dtype == "string" and c.passed
+    bad = compare_tensor("label", live, np.array(["cat", "dog"], dtype=object), 1e-3, 1e-3)
+    assert bad.dtype == "string" and not bad.passed
+    y = compare_tensor("y", np.ones(3, np.float32), np.ones(3, np.float16), 1e-3, 1e-3)
+    assert y.dtype == "float32 -> float16"

@@ -298,6 +298,13 @@ def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndar
                     nan, inf, mismatches, t1)
 
 
+def dtype_name(dt: np.dtype) -> str:
+    """A tensor's element type as the user's model names it: numpy's names for numbers,
+    "string" for ONNX string tensors, which reach us as Python objects from onnxruntime and
+    as fixed-width unicode or bytes from saved run results (numpy would say object, <U20)."""
+    return "string" if dt.kind in "OUS" else str(dt)
+
+
 def compare_tensor(name: str, ref: Arrays, got: Arrays, atol: float, rtol: float, *,
                    sentinels: bool = True, top1: bool = False) -> TensorComparison:
     """Compare one tensor; `ref`/`got` are arrays or lists of per-batch arrays (same order)."""
@@ -305,7 +312,8 @@ def compare_tensor(name: str, ref: Arrays, got: Arrays, atol: float, rtol: float
     gots = list(got) if isinstance(got, (list, tuple)) else [got]
     shape = list(np.shape(refs[0]))
     rdt, gdt = np.asarray(refs[0]).dtype, np.asarray(gots[0]).dtype
-    dtype = str(rdt) if rdt == gdt else f"{rdt} -> {gdt}"
+    rn, gn = dtype_name(rdt), dtype_name(gdt)
+    dtype = rn if rn == gn else f"{rn} -> {gn}"
     t1 = _top1(refs, gots) if top1 else None
     r0, g0 = _flat(refs), _flat(gots)
     size = int(r0.size)
