@@ -234,7 +234,8 @@ def dot_quality(data, timeout: float = 300.0) -> dict:
     """The same visible graph laid out by Graphviz dot (boxes as wide as ours, nodesep = our
     gap): seconds (best of 3 runs, as ours, unless one takes over 5 s), crossings (edges
     sampled at every dot rank, counted like ours) and total edge length of dot's splines
-    (through their control points, inches)."""
+    (through their control points, from box to box as ours: the arrowhead's gap included,
+    inches)."""
     import subprocess
 
     from workbench.graph import GAP, layer_crossings
@@ -274,7 +275,12 @@ def dot_quality(data, timeout: float = 300.0) -> dict:
             s, t = t, s
         pts = sorted(pts, key=lambda p: p[1]) if pts[0][1] > pts[-1][1] else pts
         full = [pos[s]] + pts + [pos[t]]
-        total += _length(pts)
+        # dot's spline stops short of the head box by its arrowhead (about 0.1 in): the
+        # length is taken from box to box, as ours
+        top, bottom = pos[s][1] + BOX_HALF_HEIGHT, pos[t][1] - BOX_HALF_HEIGHT
+        drawn = ([(pts[0][0], top)] if pts[0][1] > top + 1e-3 else []) + pts + \
+            ([(pts[-1][0], bottom)] if pts[-1][1] < bottom - 1e-3 else [])
+        total += _length(drawn)
         for r in range(int(rank[s]) + 1, int(rank[t])):
             bx.append(_polyline_x_at(full, ys[r]))
         ptr.append(len(bx))
