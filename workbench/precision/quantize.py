@@ -97,6 +97,27 @@ def calibrate(proto: Any, batches: List[Dict[str, np.ndarray]], ops: Sequence[st
     return ranges
 
 
+def _float_model_of(proto: Any, target: str) -> Tuple[Any, List[Finding]]:
+    """An already quantized (Q/DQ) model, back in float before it is quantized again: its
+    weights at their dequantized values, its activation pairs' rounding removed and their
+    saturation kept as Clip (`strip_qdq`); said as a warning. Without this the old zero
+    points (onnxruntime's asymmetric activations) would stay beside the new pairs."""
+    from workbench.surgery.recipes.qdq import strip_qdq
+
+    n_qdq = sum(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node)
+    out, counts = strip_qdq(proto)
+    return out, [Finding(
+        "warning", "requantized",
+        f"the model was already quantized ({n_qdq} QuantizeLinear/DequantizeLinear): it was "
+        f"turned back into float first ({counts['weights']} weight(s) at their dequantized "
+        f"values, {counts['pairs']} activation pair(s) removed, their saturation kept as Clip) "
+        f"and quantized again to {target.upper()} from the calibration data, symmetric as "
+        "TensorRT needs", hint="to keep the model's own scales instead, fix them in place "
+                               "(`workbench fix MODEL --recipe symmetric_qdq`, where exact); "
+                               "quantizing from the original FP32 model is best",
+        source="precision")]
+
+
 def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
              exclude_nodes: Sequence[str], exclude_ops: Sequence[str], method: str,
              per_channel: bool = True) -> Tuple[Any, List[Finding], Dict[str, Any]]:
@@ -106,6 +127,9 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
 
     from workbench.precision.calibration import ort_reader
 
+    pre_findings = []
+    if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node):
+        proto, pre_findings = _float_model_of(proto, target)
     if target == "fp8":
         proto = ensure_opset(proto, 19)
     methods = {"entropy": CalibrationMethod.Entropy, "minmax": CalibrationMethod.MinMax,
@@ -140,7 +164,7 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
                                  f"{type(e).__name__}: {text}", hint=hint) from None
         q = onnx.load(str(out_path))
     _unquantize_inputs(q, skip)
-    findings: List[Finding] = []
+    findings: List[Finding] = list(pre_findings)
     if target == "fp8":
         q, f8 = _int8_to_fp8(q, proto)
         findings += f8

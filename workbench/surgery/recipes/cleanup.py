@@ -54,6 +54,66 @@ def folds_to_constant(op: str, outputs: Sequence[str], non_tensor: set) -> bool:
         not any(o in non_tensor for o in outputs)
 
 
+# Q/DQ stay in the graph: TensorRT runs INT8/FP8 from them (graphsurgeon never folds them
+# either), except a DequantizeLinear of a constant whose element type TensorRT refuses as a
+# Q/DQ input (onnxruntime's quantize_static writes int32 biases): that one can only go, and
+# folding it is exact (its value is what onnxruntime computes)
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear")
+TRT_DQ_INPUT_TYPES = {2, 3, 17, 21, 22, 23}  # uint8, int8, float8e4m3fn, uint4, int4, float4e2m1
+
+
+def refused_dequantize(proto: "onnx.ModelProto") -> List[int]:  # noqa: F821
+    """Indices of the DequantizeLinear nodes that dequantize an initializer of an element type
+    TensorRT does not take (int32, int16, ...), with a constant scale and zero point."""
+    g = proto.graph
+    inits = {t.name: t.data_type for t in g.initializer}
+    out = []
+    for i, n in enumerate(g.node):
+        if n.op_type != "DequantizeLinear" or not n.input or n.input[0] not in inits:
+            continue
+        if inits[n.input[0]] in TRT_DQ_INPUT_TYPES:
+            continue
+        if all(x in inits for x in n.input[1:] if x) and \
+                all(a.name == "axis" for a in n.attribute):  # (block_size etc.: left as is)
+            out.append(i)
+    return out
+
+
+def _fold_refused_dequantize(proto: Any) -> Any:
+    """`proto` with each `refused_dequantize` node replaced by a float initializer holding
+    (x - zero_point) * scale, computed as onnxruntime does (the integer difference, then one
+    float multiply in the scale's type); the input is not modified."""
+    from onnx import numpy_helper
+
+    from workbench.surgery.recipes.qdq import dequantize_constant, read_names
+
+    idx = refused_dequantize(proto)
+    if not idx:
+        return proto
+    out = copy.deepcopy(proto)
+    g = out.graph
+    vals = {t.name: t for t in g.initializer}
+    drop = set()
+    for i in idx:
+        n = g.node[i]
+        zp = (numpy_helper.to_array(vals[n.input[2]]) if len(n.input) > 2 and n.input[2]
+              else None)
+        axis = next((a.i for a in n.attribute if a.name == "axis"), 1)
+        y = dequantize_constant(numpy_helper.to_array(vals[n.input[0]]),
+                                numpy_helper.to_array(vals[n.input[1]]), zp, axis)
+        g.initializer.append(numpy_helper.from_array(y, n.output[0]))
+        drop.add(i)
+    freed = {x for i in idx for x in g.node[i].input}
+    keep = [nd for k, nd in enumerate(g.node) if k not in drop]
+    del g.node[:]
+    g.node.extend(keep)
+    used = read_names(g) | {o.name for o in g.output}
+    left = [t for t in g.initializer if t.name not in freed or t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(left)
+    return out
+
+
 def foldable_nodes(proto: "onnx.ModelProto",  # noqa: F821
                    types: Optional[Dict[str, Any]] = None,
                    non_tensor: Optional[set] = None) -> List[Dict[str, Any]]:
@@ -69,9 +129,12 @@ def foldable_nodes(proto: "onnx.ModelProto",  # noqa: F821
     const = {t.name for t in g.initializer} | {""}
     ids = node_ids(proto)
     out = []
+    refused = set(refused_dequantize(proto))
     for i, n in enumerate(g.node):
         if not folds_to_constant(n.op_type, n.output, non_tensor) or \
                 any(a.type in (5, 10) for a in n.attribute):  # GRAPH(S)
+            continue
+        if n.op_type in QDQ_OPS and i not in refused:
             continue
         if n.op_type == "Constant":
             const.update(n.output)
@@ -164,15 +227,17 @@ class FoldConstants(Recipe):
 def fold_constants(proto: "onnx.ModelProto", size_threshold: Optional[int] = MiB,  # noqa: F821
                    passes: int = 3) -> "onnx.ModelProto":  # noqa: F821
     """Fold with graphsurgeon + onnxruntime; shapes are inferred first so the size threshold is
-    applied *before* evaluation (a bloater's huge tensor is never even computed). The input is
-    not modified; the result is a new ModelProto."""
+    applied *before* evaluation (a bloater's huge tensor is never even computed). Q/DQ nodes
+    stay (TensorRT's INT8/FP8), but a DequantizeLinear of a constant TensorRT refuses (an int32
+    bias) is folded first (`refused_dequantize`). The input is not modified; the result is a
+    new ModelProto."""
     import onnx_graphsurgeon as gs
 
     log = gs.logger.G_LOGGER
     old_severity = log.severity
     log.severity = max(old_severity, log.ERROR)  # its per-tensor folding chatter is not ours
     try:
-        return _fold_passes(proto, size_threshold, passes)
+        return _fold_passes(_fold_refused_dequantize(proto), size_threshold, passes)
     finally:
         log.severity = old_severity
 

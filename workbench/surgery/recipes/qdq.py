@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from workbench.errors import WorkbenchError
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names, as_proto,
                                     constant_value, node_ids, register, unique_name)
@@ -166,3 +167,243 @@ class SymmetricQDQ(Recipe):
         del g.initializer[:]
         g.initializer.extend(keep)
         return proto
+
+
+def dequantize_constant(x: np.ndarray, scale: np.ndarray, zero_point: Optional[np.ndarray],
+                        axis: int = 1) -> np.ndarray:
+    """DequantizeLinear of a constant, as onnxruntime computes it: the integer difference
+    x - zero_point, then one multiply in the scale's float type (per tensor, or per `axis`)."""
+    zp = np.zeros((), dtype=np.int64) if zero_point is None else zero_point.astype(np.int64)
+    if x.ndim:
+        scale, zp = _broadcast(scale, x, axis), _broadcast(zp, x, axis)
+    diff = x.astype(np.int64) - zp
+    return (diff.astype(scale.dtype) * scale).astype(scale.dtype)
+
+
+QDQ = ("QuantizeLinear", "DequantizeLinear")
+CODE_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
+               "uint16": (0, 65535), "int4": (-8, 7), "uint4": (0, 15),
+               "float8_e4m3fn": (-448.0, 448.0)}
+
+
+def _code_range(dtype: np.dtype, node: str) -> Tuple[float, float]:
+    """The codes a QuantizeLinear of this zero-point type saturates at."""
+    r = CODE_RANGES.get(np.dtype(dtype).name)
+    if r is None:
+        raise WorkbenchError(f"{node}: quantization to {np.dtype(dtype).name} cannot be turned "
+                             "back into float here", node=node,
+                             hint="re-quantize from the FP32 model")
+    return r
+
+
+def _opset(proto: Any) -> int:
+    return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def read_names(graph: Any) -> set:
+    """Every tensor name a node of `graph` or of any of its subgraphs reads."""
+    out = set()
+    for nd in graph.node:
+        out.update(nd.input)
+        for a in nd.attribute:
+            for sub in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):
+                out |= read_names(sub)
+    return out
+
+
+def strip_qdq(proto: Any) -> Tuple[Any, Dict[str, int]]:
+    """The float model behind a Q/DQ model (a new ModelProto; `proto` is not modified): every
+    DequantizeLinear of a constant becomes that constant's float value (the weights as the
+    quantized model computes them), every QuantizeLinear -> DequantizeLinear pair on a
+    computed tensor is bypassed (its consumers read the float tensor). Returns the model and
+    counts ("weights", "pairs"). A Q/DQ that is neither (a QuantizeLinear feeding an integer
+    op, a Q/DQ inside a subgraph) is refused naming the node: emulate_quantized handles
+    integer ops."""
+    import copy
+
+    from onnx import helper, numpy_helper
+
+    out = copy.deepcopy(proto)
+    g = out.graph
+    ids = node_ids(out)
+    inits = {t.name: t for t in g.initializer}
+    consumers: Dict[str, List[int]] = {}
+    for j, n in enumerate(g.node):
+        for x in n.input:
+            consumers.setdefault(x, []).append(j)
+
+    def const(name: str) -> Optional[np.ndarray]:
+        return numpy_helper.to_array(inits[name]) if name in inits else None
+
+    drop: set = set()
+    rename: Dict[str, str] = {}
+    graph_outputs = {o.name for o in g.output}
+    added = []  # Clip (and Identity) nodes in place of the pairs
+    taken = all_names(out)
+    counts = {"weights": 0, "pairs": 0}
+    for i, n in enumerate(g.node):
+        if n.op_type == "DequantizeLinear" and n.input[0] in inits:
+            scale = const(n.input[1])
+            zp = const(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+            if scale is None or (len(n.input) > 2 and n.input[2] and zp is None) or \
+                    any(a.name != "axis" for a in n.attribute):
+                raise WorkbenchError(f"{ids[i]}: a DequantizeLinear whose scale or zero point is "
+                                     "computed, or with block quantization, cannot be turned "
+                                     "back into float weights here", node=ids[i],
+                                     hint="re-quantize from the FP32 model")
+            y = dequantize_constant(const(n.input[0]), scale, zp, int(_attr(n, "axis", 1)))
+            g.initializer.append(numpy_helper.from_array(y, n.output[0]))
+            drop.add(i)
+            counts["weights"] += 1
+        elif n.op_type == "QuantizeLinear":
+            dqs = consumers.get(n.output[0], [])
+            if not dqs or any(g.node[j].op_type != "DequantizeLinear" for j in dqs) or \
+                    n.output[0] in graph_outputs:
+                raise WorkbenchError(f"{ids[i]}: QuantizeLinear feeds "
+                                     + (", ".join(f"{ids[j]} ({g.node[j].op_type})" for j in dqs
+                                                  if g.node[j].op_type != "DequantizeLinear")
+                                        or "a graph output")
+                                     + ", not only DequantizeLinear: the model computes in "
+                                     "integers there", node=ids[i],
+                                     hint="`workbench fix MODEL --recipe emulate_quantized` "
+                                          "rewrites integer ops into float first")
+            scale = const(n.input[1])
+            zp_name = n.input[2] if len(n.input) > 2 else ""
+            zp = const(zp_name) if zp_name else np.zeros((), np.uint8)  # (ONNX: uint8 default)
+            if scale is None or zp is None or any(a.name not in ("axis", "saturate")
+                                                 for a in n.attribute):
+                raise WorkbenchError(f"{ids[i]}: a QuantizeLinear whose scale or zero point is "
+                                     "computed, or with block quantization, cannot be turned "
+                                     "back into float here", node=ids[i],
+                                     hint="re-quantize from the FP32 model")
+            for j in dqs:
+                d = g.node[j]
+                dzp = const(d.input[2]) if len(d.input) > 2 and d.input[2] else np.zeros((), zp.dtype)
+                if not np.array_equal(const(d.input[1]), scale) or dzp is None or \
+                        not np.array_equal(dzp.astype(np.float64), zp.astype(np.float64)):
+                    raise WorkbenchError(f"{ids[j]}: its scale or zero point differs from its "
+                                         f"QuantizeLinear {ids[i]}'s: the pair is not a plain "
+                                         "rounding step", node=ids[j],
+                                         hint="re-quantize from the FP32 model")
+            lo, hi = _code_range(zp.dtype, ids[i])
+            axis = int(_attr(n, "axis", 1))
+            w = const(n.input[0])
+            if w is not None:  # a weight quantized in the graph: its dequantized value
+                ws = _broadcast(scale, w, axis) if w.ndim else scale
+                wz = (_broadcast(zp, w, axis) if w.ndim else zp).astype(np.float64)
+                code = np.clip(np.rint(w.astype(np.float64) / ws) + wz, lo, hi)
+                y = ((code - wz) * ws).astype(scale.dtype)
+                for j in dqs:
+                    g.initializer.append(numpy_helper.from_array(y, g.node[j].output[0]))
+                    drop.add(j)
+                drop.add(i)
+                counts["weights"] += 1
+                continue
+            if scale.size > 1:
+                raise WorkbenchError(f"{ids[i]}: a computed tensor quantized per channel cannot "
+                                     "be turned back into float here", node=ids[i],
+                                     hint="re-quantize from the FP32 model")
+            # the pair saturates at the ends of its code range: kept as a Clip (onnxruntime's
+            # quantizer drops a Relu in front of an asymmetric pair: the clamp is that Relu)
+            zf = float(np.asarray(zp, np.float64).reshape(-1)[0])
+            sf = np.asarray(scale).reshape(-1)[0]
+            lo_v = (np.asarray(lo - zf, np.float64) * sf).astype(scale.dtype)
+            hi_v = (np.asarray(hi - zf, np.float64) * sf).astype(scale.dtype)
+            src = rename.get(n.input[0], n.input[0])
+            outs = [g.node[j].output[0] for j in dqs]
+            named = [o for o in outs if o in graph_outputs]
+            clip_out = named[0] if named else unique_name(taken, n.output[0] + "_float")
+            # (not the Q's own name: a quantizer run afterwards names its new Q nodes so)
+            cname = unique_name(taken, src.split("/")[-1] + "_saturate")
+            if _opset(out) >= 11:
+                lo_n = unique_name(taken, cname + "_min")
+                hi_n = unique_name(taken, cname + "_max")
+                g.initializer.extend([numpy_helper.from_array(np.asarray(lo_v), lo_n),
+                                      numpy_helper.from_array(np.asarray(hi_v), hi_n)])
+                added.append(helper.make_node("Clip", [src, lo_n, hi_n], [clip_out], name=cname))
+            else:
+                added.append(helper.make_node("Clip", [src], [clip_out], name=cname,
+                                              min=float(lo_v), max=float(hi_v)))
+            for o in outs:
+                if o == clip_out:
+                    continue
+                if o in graph_outputs:
+                    added.append(helper.make_node("Identity", [clip_out], [o],
+                                                  name=unique_name(taken, o + "_copy")))
+                else:
+                    rename[o] = clip_out
+            drop.update(dqs)
+            drop.add(i)
+            counts["pairs"] += len(dqs)
+    left = [n for k, n in enumerate(g.node) if k not in drop and n.op_type in QDQ]
+    if left:
+        k = next(k for k, n in enumerate(g.node) if k not in drop and n.op_type in QDQ)
+        raise WorkbenchError(f"{ids[k]}: a {g.node[k].op_type} of a tensor an integer op "
+                             "computes cannot be turned back into float here", node=ids[k],
+                             hint="`workbench fix MODEL --recipe emulate_quantized` first")
+
+    def resolve(name: str) -> str:
+        seen = 0
+        while name in rename and seen < 64:
+            name, seen = rename[name], seen + 1
+        return name
+
+    def walk(graph: Any) -> None:
+        for nd in graph.node:
+            for k, x in enumerate(nd.input):
+                if x in rename:
+                    nd.input[k] = resolve(x)
+            for a in nd.attribute:
+                for sub in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):
+                    if any(m.op_type in QDQ for m in sub.node):
+                        raise WorkbenchError(f"{nd.name or nd.op_type}: "
+                                             "Q/DQ inside a subgraph cannot be turned back "
+                                             "into float here", node=nd.name or nd.op_type,
+                                             hint="re-quantize from the FP32 model")
+                    walk(sub)
+
+    freed = {x for k in drop for x in g.node[k].input}
+    keep = [n for k, n in enumerate(g.node) if k not in drop]
+    del g.node[:]
+    g.node.extend(keep + added)
+    walk(g)
+    used = read_names(g) | graph_outputs
+    kept = [t for t in g.initializer if t.name not in freed or t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(kept)
+    if added:  # the Clip nodes were appended: restore the topological order
+        from workbench.surgery.recipes.base import gs_export, gs_import
+
+        sg = gs_import(out)
+        sg.toposort()
+        out = gs_export(sg, out)
+    return out, counts
+
+
+@register
+class StripQDQ(Recipe):
+    name = "strip_qdq"
+    summary = ("turn a Q/DQ model back into float: weights at their dequantized values, "
+               "activation Q/DQ pairs removed (then re-quantize with `workbench precision`)")
+    params = ()
+    preserves_semantics = False  # the activations' rounding goes
+    mutates_input = False
+    fixes = ()
+    ops = QDQ
+
+    def precondition(self, model: Any) -> Precondition:
+        proto = as_proto(model)
+        ids = node_ids(proto)
+        qdq = [ids[i] for i, n in enumerate(proto.graph.node) if n.op_type in QDQ]
+        if not qdq:
+            return Precondition(False, "no QuantizeLinear/DequantizeLinear in the graph", [])
+        try:
+            _, counts = strip_qdq(proto)
+        except WorkbenchError as e:
+            return Precondition(False, str(e), qdq)
+        return Precondition(True, f"applies: {counts['weights']} quantized constant(s) become "
+                            f"float, {counts['pairs']} activation Q/DQ pair(s) go (not exact: "
+                            "their rounding is removed)", qdq)
+
+    def _apply(self, proto: Any) -> Any:
+        return strip_qdq(proto)[0]
