@@ -4,6 +4,12 @@ view when it is available), apply / undo / redo / auto-fix, and the verification
     from widgets import FixPanel
     panel = FixPanel("model.onnx")   # every kept change is a version in the model's history
     panel.wait()                     # (notebooks and tests) until the parser has answered
+    panel.export()                   # the current version -> model.fixed.onnx (or a path)
+
+Commands the panel suggests (the failing nodes' next steps, "Next steps") name your files: the
+model you opened, or for a fixed version the file you exported it to, else the suggested
+`<name>.fixed.onnx` beside your model with the `panel.export(...)` call that writes it; never
+the workspace's internal copy.
 
 All work is one `workbench.surgery.session.FixSession`; it runs in the panel's background task,
 so the kernel keeps answering (other cells, button clicks) while the parser, onnxruntime or
@@ -16,7 +22,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import ipywidgets as W
 
-from widgets.base import OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, esc, fill
+from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, esc, fill,
+                          grow)
 from workbench.errors import WorkbenchError
 from workbench.support.checker import SupportReport
 from workbench.surgery.changes import Change
@@ -60,6 +67,13 @@ class FixPanel(PanelBase, W.VBox):
         self.auto_btn = W.Button(description="Auto-fix", icon="magic")
         self.undo_btn = W.Button(description="Undo", icon="undo")
         self.redo_btn = W.Button(description="Redo", icon="repeat")
+        suggested = self.session.output or self.history.suggested_output()
+        self.export_path = W.Text(value=str(suggested or ""), description="save as",
+                                  placeholder="model.fixed.onnx", layout=grow())
+        self.export_btn = W.Button(description="Export", icon="download",
+                                   tooltip="write the current version to this file (never "
+                                   "over the model you opened)")
+        self.next_html = W.HTML()
         self.force = W.Checkbox(value=False, description="keep even if outputs differ (force)",
                                 indent=False)
         self.diff_html = W.HTML()
@@ -72,10 +86,11 @@ class FixPanel(PanelBase, W.VBox):
         self.auto_btn.on_click(lambda _: self.auto_fix())
         self.undo_btn.on_click(lambda _: self.undo())
         self.redo_btn.on_click(lambda _: self.redo())
+        self.export_btn.on_click(lambda _: self._export_clicked())
         super().__init__([
             self.header,
             W.HBox([self.check_btn, self.auto_btn, self.undo_btn, self.redo_btn]),
-            self.failing,
+            self.failing, self.next_html, W.HBox([self.export_path, self.export_btn]),
             W.HTML("<b>Proposed recipes</b>"), self.proposal_list,
             W.HBox([self.preview_btn, self.apply_btn, self.force]),
             self.status, self.verification_html, self.diff_html, self.graph_box, self.versions])
@@ -157,6 +172,25 @@ class FixPanel(PanelBase, W.VBox):
     def redo(self) -> Any:
         return self._start(lambda: self._move(self.session.redo), "redo, re-checking ...")
 
+    def export(self, path: Any = None) -> Path:
+        """Write the current version to `path` (default: the "save as" field, the suggested
+        `<name>.fixed.onnx` beside your model), atomically and never over the model you opened;
+        from then on the suggested commands name that file. Runs at once (not in the
+        background), so the file is there when the call returns."""
+        if self.task.running:
+            raise WorkbenchError("still working on the previous request",
+                                 hint="panel.wait() first, then export")
+        target = path if path is not None else (self.export_path.value.strip() or None)
+        out = self.session.export(target)
+        self.export_path.value = str(out)
+        self._sync()
+        self.status.ok(f"wrote version {self.history.current} to {out}")
+        return out
+
+    def next_steps(self) -> List[str]:
+        """The "Next steps" lines (plain text; commands in backticks)."""
+        return self.session.next_steps("panel")
+
     # ------------------------------------------------------------------ the work (in the task)
     def _check_now(self) -> SupportReport:
         self.session.check()
@@ -207,6 +241,12 @@ class FixPanel(PanelBase, W.VBox):
         if v is not None:
             self.verification_html.value = self._verification_html(v.to_dict(), "end to end")
         return res
+
+    def _export_clicked(self) -> None:
+        try:
+            self.export()
+        except WorkbenchError as e:
+            self.status.error(e)
 
     def _move(self, step: Callable[[], str]) -> str:
         vid = step()
@@ -287,7 +327,21 @@ class FixPanel(PanelBase, W.VBox):
         self.preview_btn.disabled = self.apply_btn.disabled = working or not self.proposals
         self.undo_btn.disabled = working or not h.can_undo()
         self.redo_btn.disabled = working or not h.can_redo()
+        self.export_btn.disabled = working
+        self.next_html.value = next_steps_html(self.next_steps())
         self.versions.value = history_html(view)
+
+
+def next_steps_html(lines: List[str]) -> str:
+    """Next-step lines as a list; `command` spans become <code>."""
+    if not lines:
+        return ""
+    items = []
+    for line in lines:
+        parts = esc(line).split("`")
+        items.append("<li>" + "".join(f"<code>{p}</code>" if k % 2 else p
+                                      for k, p in enumerate(parts)) + "</li>")
+    return f"<b>Next steps</b><ul>{''.join(items)}</ul>"
 
 
 def history_html(view: Dict[str, Any]) -> str:

@@ -31,6 +31,7 @@ _EXPORTS: Dict[str, str] = {
     'History': 'workbench.surgery.history',
     'replay': 'workbench.surgery.history',
     'history_lines': 'workbench.surgery.history',
+    'history_rows': 'workbench.surgery.history',
     'split_model': 'workbench.surgery.split',
     'SplitResult': 'workbench.surgery.split',
 }

@@ -152,6 +152,8 @@ class History:
         self.session: Dict[str, Any] = {"id": uuid.uuid4().hex[:12], "start": time.time(),
                                         "pid": os.getpid()}
         self._proto_cache: Dict[str, Any] = {}
+        # version -> (file, mtime_ns, size) this session exported it to (`exported`)
+        self._exports: Dict[str, Tuple[Path, int, int]] = {}
         state = replay(self._records())
         if state["original"] is None:
             proto = self.model.load_weights()  # parse and store outside the lock
@@ -271,6 +273,36 @@ class History:
 
     def current_model(self) -> Model:
         return open_model(self.current_path())
+
+    # ------------------------------------------------------------------ the user's files
+    def suggested_output(self) -> Optional[Path]:
+        """Where a fixed model goes unless the user says otherwise: `<name>.fixed.onnx` beside
+        the original (never the original itself; None for a model without a file)."""
+        src = self.model.path
+        return None if src is None else Path(src).with_name(f"{Path(src).stem}.fixed.onnx")
+
+    def exported(self, vid: Optional[str] = None) -> Optional[Path]:
+        """The file this session last exported version `vid` (default: current) to, while it
+        still holds it (same size and modification time as when written); else None."""
+        got = self._exports.get(vid or self.current)
+        if got is None:
+            return None
+        path, mtime, size = got
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        return path if (st.st_mtime_ns, st.st_size) == (mtime, size) else None
+
+    def user_path(self, vid: Optional[str] = None) -> Optional[Path]:
+        """A file the user knows that holds version `vid` (default: current): the original
+        model for the original, else where this session exported it; None when the version
+        lives only in the workspace (its `version_path` is internal: name it in nothing a user
+        copies)."""
+        vid = vid or self.current
+        if vid == self.original and self.model.path is not None:
+            return Path(self.model.path)
+        return self.exported(vid)
 
     # ------------------------------------------------------------------ sessions
     def view(self) -> Dict[str, Any]:
@@ -403,11 +435,17 @@ class History:
 
     def export(self, path: Any, vid: Optional[str] = None) -> Path:
         """Write a version (default: current) to `path` as a self-contained model (weights
-        inline; beside it as `<name>.data` over 1.8 GB); never over the original model."""
+        inline; beside it as `<name>.data` over 1.8 GB), atomically; never over the original
+        model. The session remembers the file (`exported`, `user_path`): commands about that
+        version can then name it instead of the workspace copy."""
         import onnx
 
-        proto = onnx.load(str(self.version_path(vid or self.current)))
-        return save_model(proto, path, source=self.model.path)
+        vid = vid or self.current
+        proto = onnx.load(str(self.version_path(vid)))
+        out = save_model(proto, path, source=self.model.path)
+        st = out.stat()
+        self._exports[vid] = (out, st.st_mtime_ns, st.st_size)
+        return out
 
 
 # ---------------------------------------------------------------------- display text
@@ -438,6 +476,21 @@ def earlier_label(view: Dict[str, Any]) -> str:
     mine = view["session"]["start"]
     word = "earlier" if all((s["start"] or 0) <= mine for s in view["earlier"]) else "other"
     return (f"{n} {word} session{'s' if n != 1 else ''}, {k} entr{'ies' if k != 1 else 'y'}")
+
+
+def history_rows(view: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """This session's lineage as table rows (step, recipe, params, version, parent, made by):
+    what a notebook shows as "the history". It is the same on every re-run that makes the same
+    changes (they reuse the versions already in the log); `History.versions()` instead lists
+    every version any session ever made, other branches included."""
+    rows = []
+    for k, v in enumerate(view["steps"]):
+        who = ("this session" if v.get("mine") else
+               f"session {v['session']}" if v.get("session") else "an earlier run")
+        rows.append({"step": k, "recipe": v.get("recipe", "(unknown)"),
+                     "params": v.get("params") or {}, "version": v.get("version"),
+                     "parent": v.get("parent"), "made by": "(original)" if k == 0 else who})
+    return rows
 
 
 def history_lines(view: Dict[str, Any], *, show_earlier: bool = False,

@@ -11,11 +11,15 @@
 """
 from __future__ import annotations
 
+import copy
+import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from workbench.equivalence import Verification
 from workbench.errors import WorkbenchError
+from workbench.findings import Finding
 from workbench.support.checker import SupportReport
 from workbench.surgery.changes import Change, apply_in_history, apply_recipe, verify_models
 from workbench.surgery.history import History
@@ -67,37 +71,154 @@ def brief(report: SupportReport) -> List[Dict[str, Any]]:
             for u in report.unsupported]
 
 
+def _quote(path: Any) -> str:
+    return shlex.quote(str(path)) if path is not None else "MODEL"
+
+
+def _renamed(obj: Any, old: str, new: str, quoted: str, key: str = "") -> Any:
+    """`obj` (strings, lists, dicts, Findings) with file name `old` replaced: by `quoted`
+    (shell-quoted) inside hints, which hold commands, by `new` elsewhere."""
+    if isinstance(obj, str):
+        if old not in obj:
+            return obj
+        to = quoted if key == "hint" else new
+        return obj.replace(shlex.quote(old), to).replace(old, to)
+    if isinstance(obj, list):
+        return [_renamed(x, old, new, quoted, key) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _renamed(v, old, new, quoted, k) for k, v in obj.items()}
+    if isinstance(obj, Finding):
+        out = copy.copy(obj)
+        for k in ("message", "hint", "extra"):
+            setattr(out, k, _renamed(getattr(obj, k), old, new, quoted, k))
+        return out
+    return obj
+
+
+def _named(report: SupportReport, old: str, new: Optional[Path]) -> SupportReport:
+    """A copy of `report` whose texts name `new` (None: "MODEL") where they named file `old`;
+    `model` stays the file the parser read."""
+    out = copy.copy(report)
+    args = (old, str(new) if new is not None else "MODEL", _quote(new))
+    for k in ("findings", "unsupported", "notes", "partition", "build"):
+        setattr(out, k, _renamed(getattr(report, k), *args))
+    return out
+
+
 class FixSession:
     """Fix one model (path, Model, or an existing History) against one backend's parser.
 
     Each FixSession is one history session (`history.session`: id, start time, pid); it
     continues from where the model's log left off, or from the original with
-    `start="original"` (what `workbench fix` does)."""
+    `start="original"` (what `workbench fix` does).
+
+    The parser reads the workspace's copy of a version, but what the report tells the user
+    (hints with `workbench fix ...` commands, reasons) names a file the user knows
+    (`command_path`): the original model for the original; for a changed version the file it
+    was exported to (`export`), else `output` (where the fixed model goes, e.g. the CLI's -o),
+    else the suggested `<name>.fixed.onnx` beside the model, which `next_steps` says how to
+    write."""
 
     def __init__(self, model: Any = None, *, backend: str = "tensorrt-rtx",
                  history: Optional[History] = None, check: Optional[Checker] = None,
                  client: Any = None, inputs: Optional[Dict[str, Any]] = None,
-                 force: bool = False, start: str = "latest") -> None:
+                 force: bool = False, start: str = "latest", output: Any = None) -> None:
         self.history = history if history is not None else History(model, start=start)
         self.backend = backend
         self.inputs = inputs
         self.force = force
+        self.output: Optional[Path] = Path(output) if output is not None else None
         self._check = check or default_checker(backend, client)
         self.report: Optional[SupportReport] = None
         self._report_version: Optional[str] = None
         self._proposals: Optional[List[Proposal]] = None
+        self._advised: Optional[SupportReport] = None  # the report naming the workspace copy
+        self._checked: Optional[str] = None            # ... whose path it names
+
+    # ------------------------------------------------------------------ the user's files
+    def command_path(self) -> Optional[Path]:
+        """The file that commands about the current version name: the original model, the
+        file the version was exported to, `output`, or `<name>.fixed.onnx` beside the model
+        (None: a model without a file). Never the workspace copy."""
+        h = self.history
+        return h.user_path() or self.output or h.suggested_output()
+
+    def export(self, path: Any = None) -> Path:
+        """Write the current version to `path` (default: `output`, else `<name>.fixed.onnx`
+        beside the model), atomically and never over the original; from then on commands
+        about it name that file."""
+        target = path if path is not None else (self.output or self.history.suggested_output())
+        if target is None:
+            raise WorkbenchError("no path to export to: the model has no file",
+                                 hint="pass one: export('model.fixed.onnx')")
+        out = self.history.export(target)
+        self.output = out
+        self._name_report()
+        return out
+
+    def _name_report(self) -> None:
+        """Point the current report's texts at `command_path` (a report about an earlier
+        version keeps the names it was given)."""
+        if self._advised is not None and self._checked is not None and self.fresh:
+            self.report = _named(self._advised, self._checked, self.command_path())
 
     # ------------------------------------------------------------------ check and propose
     def check(self) -> SupportReport:
-        """Ask the parser about the current version; hints name the recipes that fix it."""
+        """Ask the parser about the current version; hints name the recipes that fix it and
+        the user's file (`command_path`), not the workspace copy the parser read."""
         vid = self.history.current
-        rep = self._check(self.history.current_path())
+        path = self.history.current_path()
+        rep = self._check(path)
         if not isinstance(rep, SupportReport):
             raise WorkbenchError(f"the checker returned a {type(rep).__name__}, not a "
                                  "SupportReport", field="check",
                                  hint="pass a function that returns workbench.support.check(...)")
-        self.report, self._report_version, self._proposals = advise(rep), vid, None
-        return rep
+        self._advised, self._checked = advise(rep), str(path)
+        self._report_version, self._proposals = vid, None
+        self.report = self._advised
+        self._name_report()
+        return self.report
+
+    def next_steps(self, obj: str = "session") -> List[str]:
+        """What to do next, as lines with commands: they name the user's files only, and a
+        fixed version that is not written yet comes with the call that writes it (`obj`: the
+        name of the object whose `export` it calls, e.g. "panel")."""
+        h = self.history
+        rep = self.report if self.fresh else None
+        target = self.command_path()
+        src = h.model.path
+        backend = f" --backend {self.backend}" if self.backend in ("tensorrt", "tensorrt-rtx") \
+            else ""
+        out: List[str] = []
+
+        def build(model: Path) -> str:
+            return (f"`workbench build {_quote(model)} -o {_quote(model.with_suffix('.engine'))}"
+                    f"{backend}` builds the engine")
+
+        if h.current == h.original:
+            if rep is not None and rep.supported and src is not None:
+                out.append(f"{Path(src).name} parses with {self.backend}: " + build(Path(src)))
+            elif rep is not None and src is not None:
+                fixed = self.output or h.suggested_output()
+                out.append(f"`workbench fix {_quote(src)} -o {_quote(fixed)} --auto` applies "
+                           "the proposed fixes from the command line (your model is never "
+                           "written)")
+            return out
+        if target is None:
+            out.append(f"version {h.current} is only in the workspace: `{obj}.export(PATH)` "
+                       "writes it to PATH")
+            return out
+        saved = h.user_path() is not None
+        if not saved:
+            out.append(f"version {h.current} is not saved yet: `{obj}.export({str(target)!r})` "
+                       f"writes it to {target} (your model is never written)")
+        else:
+            out.append(f"version {h.current} is saved as {target}")
+        if rep is not None and rep.supported:
+            out.append(("" if saved else "then ") + build(target))
+        elif rep is not None:
+            out.append(f"the commands for the nodes still failing name {target}")
+        return out
 
     @property
     def fresh(self) -> bool:
