@@ -5,6 +5,11 @@ Each verb lives in its own module `workbench/cli/cmd_<verb>.py` exposing `NAME`,
 touches no shared file. Conventions: JSON to stdout with --json; exit 0 fine, 1 the check found
 a problem (unsupported, not equivalent, ...), 2 bad input or usage with a one-line message on
 stderr and no traceback.
+
+The model comes first: a verb that takes model files also exposes `model_paths(args)`, a list
+of (path, "onnx" | "engine") pairs (None paths skipped). Before a missing or invalid option is
+reported, and before the verb runs, each is checked (`common.check_model_file`: missing, a
+folder, unreadable, empty, not ONNX at all) and a bad one is the error, naming the file.
 """
 from __future__ import annotations
 
@@ -54,9 +59,12 @@ def _parser_class() -> Any:
         import argparse
 
         class _Parser(argparse.ArgumentParser):
+            quiet = False  # main() prints the line itself, after checking the model
+
             def error(self, message: str) -> None:  # type: ignore[override]
                 line = f"{self.prog}: error: {message} (see '{self.prog} --help')"
-                sys.stderr.write(line + "\n")
+                if not self.quiet:
+                    sys.stderr.write(line + "\n")
                 raise _UsageError(line)
 
         _parser_cls = _Parser
@@ -122,6 +130,78 @@ def _user_error(e: BaseException) -> Optional[WorkbenchError]:
     return load_error("onnxruntime", e, e.label)
 
 
+def _report(verb: Optional[str], e: WorkbenchError, want_json: bool) -> int:
+    """A WorkbenchError as the CLI reports it: one line on stderr (and the JSON object)."""
+    line = f"workbench {verb}: error: {e.one_line()}"
+    sys.stderr.write(line + "\n")
+    if want_json:
+        _json_error(verb, EXIT_BAD_INPUT, line, e)
+    return EXIT_BAD_INPUT
+
+
+def _bad_model(parser: "argparse.ArgumentParser", mods: list, verb: Optional[str],
+               argv: List[str], args: Any) -> Optional[WorkbenchError]:
+    """The error of the first unusable model file the verb was given (its `model_paths`),
+    else None. `args`: the parsed arguments; None after a usage error, when the arguments
+    are read again leniently (no required options, choices or types) to find the model."""
+    mod = next((m for m in mods if getattr(m, "NAME", None) == verb), None)
+    paths_of = getattr(mod, "model_paths", None)
+    if paths_of is None:
+        return None
+    from workbench.cli.common import check_model_file
+
+    if args is None:
+        sub = getattr(parser, "verb_parsers", {}).get(verb)
+        args = _lenient_parse(sub, argv[1:]) if sub is not None else None
+        if args is None:
+            return None
+        unsure = _after_unknown_option(sub, argv[1:])
+        paths = [(p, k) for p, k in paths_of(args) if p and p not in unsure]
+    else:
+        paths = [(p, k) for p, k in paths_of(args) if p]
+    for path, kind in paths:
+        try:
+            check_model_file(path, kind)
+        except WorkbenchError as e:
+            return e
+    return None
+
+
+def _lenient_parse(sub: "argparse.ArgumentParser", argv: List[str]) -> Any:
+    """`argv` parsed by the verb's parser with every option optional, free of choices and
+    types, a value optional: where the model argument lands despite the usage error (None
+    when even that fails). The parser is put back as it was."""
+    saved = []
+    for a in sub._actions:
+        saved.append((a, a.required, a.choices, a.type, a.nargs))
+        if a.option_strings:
+            a.required, a.choices, a.type = False, None, None
+            if a.nargs is None:
+                a.nargs = "?"
+            elif a.nargs == "+":
+                a.nargs = "*"
+        else:
+            a.choices, a.type = None, None
+    quiet, sub.quiet = getattr(sub, "quiet", False), True  # type: ignore[attr-defined]
+    try:
+        args, _ = sub.parse_known_args([a for a in argv if a not in ("-h", "--help")])
+        return args
+    except SystemExit:  # (_UsageError)
+        return None
+    finally:
+        sub.quiet = quiet  # type: ignore[attr-defined]
+        for a, required, choices, type_, nargs in saved:
+            a.required, a.choices, a.type, a.nargs = required, choices, type_, nargs
+
+
+def _after_unknown_option(sub: "argparse.ArgumentParser", argv: List[str]) -> set:
+    """Arguments right after an option the verb does not know: maybe that option's value,
+    not the model (`compare m.onnx --tto fp16`: 'fp16' is no candidate model to check)."""
+    known = {o for a in sub._actions for o in a.option_strings}
+    return {argv[i + 1] for i, a in enumerate(argv[:-1])
+            if a.startswith("-") and len(a) > 1 and "=" not in a and a not in known}
+
+
 def verb_of(argv: List[str]) -> Optional[str]:
     """The verb of `workbench VERB ...` (the first argument, not an option), else None."""
     return argv[0] if argv and not argv[0].startswith("-") else None
@@ -137,26 +217,40 @@ def main(argv: Optional[List[str]] = None) -> int:
         mods[0].start_early(argv[1:])
     parser = build_parser(verb, mods)
     want_json = "--json" in argv
+    usage: Optional[_UsageError] = None
+    args: Any = None
+    for p in (parser, *parser.verb_parsers.values()):  # type: ignore[attr-defined]
+        p.quiet = True  # a usage error waits until the model is known to be usable
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:
             _unknown_arguments(parser, getattr(args, "verb", None), extra)
     except _UsageError as e:
+        usage = e
+    if usage is not None:
+        try:
+            bad = _bad_model(parser, mods, verb, argv, None)
+        except Exception:  # (a bug of ours here must not hide the usage error behind it)
+            if os.environ.get("WORKBENCH_DEBUG"):
+                raise
+            bad = None
+        if bad is not None:  # the model itself is unusable: say that, not what options lack
+            return _report(verb, bad, want_json)
+        sys.stderr.write(usage.line + "\n")
         if want_json:
-            _json_error(verb, EXIT_BAD_INPUT, e.line)
-        raise
+            _json_error(verb, EXIT_BAD_INPUT, usage.line)
+        raise usage
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
     want_json = bool(getattr(args, "json", False))
     try:
+        bad = _bad_model(parser, mods, args.verb, argv, args)
+        if bad is not None:
+            return _report(args.verb, bad, want_json)
         return int(args._run(args) or 0)
     except WorkbenchError as e:
-        line = f"workbench {args.verb}: error: {e.one_line()}"
-        sys.stderr.write(line + "\n")
-        if want_json:
-            _json_error(args.verb, EXIT_BAD_INPUT, line, e)
-        return EXIT_BAD_INPUT
+        return _report(args.verb, e, want_json)
     except KeyboardInterrupt:
         sys.stderr.write(f"workbench {args.verb}: interrupted\n")
         return 130

@@ -5,7 +5,7 @@ Exit 0 built, 1 TensorRT refused (the node/layer is named) or the time limit hit
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.worker.protocol import BUILD_BACKENDS as BACKENDS  # stdlib only: no TensorRT
@@ -87,6 +87,11 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     from workbench.cli.common import add_mkdir_argument
 
     add_mkdir_argument(p)
+
+
+def model_paths(args: "argparse.Namespace") -> List[Tuple[Optional[str], str]]:
+    """The model file main() checks before the options (workbench/cli/__init__.py)."""
+    return [(args.model, "onnx")]
 
 
 def _parse_size(text: str) -> int:

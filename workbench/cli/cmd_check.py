@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 NAME = "check"
 HELP = ("Will TensorRT take this model? Real ONNX parser (and --build) in the worker, or "
@@ -109,6 +109,12 @@ def _human(d: Dict[str, Any]) -> str:
         lines.append("  (TensorRT verifies a subgraph only when the whole model parses: fix "
                      "the nodes above, then `workbench check` again)")
     return "\n".join(lines)
+
+
+def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
+    """The model file main() checks before the options (workbench/cli/__init__.py); none
+    for --list-rules, which reads no model."""
+    return [] if args.list_rules else [(args.model, "onnx")]
 
 
 def run(args: argparse.Namespace) -> int:

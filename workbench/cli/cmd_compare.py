@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import List
+from typing import List, Optional, Tuple
 
 from workbench.cli.common import print_json
 from workbench.errors import WorkbenchError
@@ -104,6 +104,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 ENGINE_SUFFIXES = (".engine", ".plan", ".trt")
+
+
+def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
+    """The model files main() checks before the options (workbench/cli/__init__.py): the
+    reference, and the candidate as an ONNX model or (.engine/.plan/.trt) an engine."""
+    cand = args.candidate
+    kind = "engine" if cand and cand.lower().endswith(ENGINE_SUFFIXES) else "onnx"
+    return [(args.reference, "onnx"), (cand, kind)]
 
 
 def _engine_config(args: argparse.Namespace) -> "object":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 NAME = "fix"
 HELP = ("fix what TensorRT cannot parse with graphsurgeon recipes (verified with onnxruntime, "
@@ -122,6 +122,12 @@ def _history_json(view: Dict[str, Any]) -> Dict[str, Any]:
                          "entries": [slim(v) for v in s["entries"]]} for s in view["earlier"]]}
 
 
+def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
+    """The model file main() checks before the options (workbench/cli/__init__.py); none
+    for --list-recipes, which reads no model."""
+    return [] if args.list_recipes else [(args.model, "onnx")]
+
+
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
     from workbench.errors import WorkbenchError
@@ -163,8 +169,9 @@ def run(args: argparse.Namespace) -> int:
     recipes = [parse_recipe_arg(r) for r in args.recipe]  # bad syntax -> exit 2 before any work
     inputs = _load_inputs(args.inputs) if args.inputs else None
     # the CLI always starts from the original file (a session of its own: nothing is written)
+    # (hints about the fixed model name the -o file the CLI writes)
     session = FixSession(args.model, backend=args.backend, inputs=inputs, force=args.force,
-                         start="original")
+                         start="original", output=args.output)
     hist = session.history
     log = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr))
     checking = args.auto or args.check

@@ -4,6 +4,7 @@ duplicate names). Exit status 1 when there are error findings (useful in CI)."""
 from __future__ import annotations
 
 import argparse
+from typing import List, Optional, Tuple
 
 NAME = "graph"
 HELP = "lay out the graph (scopes collapsed) and report cycles, dangling inputs, duplicate names"
@@ -23,6 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from workbench.cli.common import add_mkdir_argument
 
     add_mkdir_argument(parser)
+
+
+def model_paths(args: "argparse.Namespace") -> List[Tuple[Optional[str], str]]:
+    """The model file main() checks before the options (workbench/cli/__init__.py)."""
+    return [(args.model, "onnx")]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import List, Optional, Tuple
 
 NAME = "inspect"
 HELP = "summarise an ONNX model: opsets, ops, inputs/outputs with dynamic dims, shapes, nodes"
@@ -19,6 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="show the name-scope tree (default depth 3)")
     parser.add_argument("--top", type=int, default=15, metavar="N",
                         help="ops to list in the human summary (default 15)")
+
+
+def model_paths(args: "argparse.Namespace") -> List[Tuple[Optional[str], str]]:
+    """The model file main() checks before the options (workbench/cli/__init__.py)."""
+    return [(args.model, "onnx")]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ A killed matrix continues where it stopped when run again with the same -o.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.worker.protocol import BUILD_BACKENDS
@@ -64,6 +64,11 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     from workbench.cli.common import add_mkdir_argument
 
     add_mkdir_argument(p)
+
+
+def model_paths(args: "argparse.Namespace") -> List[Tuple[Optional[str], str]]:
+    """The model files main() checks before the options (workbench/cli/__init__.py)."""
+    return [(m, "onnx") for m in args.models or []]
 
 
 def _profiles(items: List[str]) -> Optional[Dict[str, List[Dict[str, List[List[int]]]]]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.precision import table
@@ -44,6 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from workbench.cli.common import add_mkdir_argument
 
     add_mkdir_argument(p)
+
+
+def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
+    """The model file main() checks before the options (workbench/cli/__init__.py)."""
+    return [(args.model, "onnx")]
 
 
 def run(args: argparse.Namespace) -> int:

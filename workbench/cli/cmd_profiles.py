@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 
@@ -21,6 +22,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sample data (.npz/.npy or a folder): the advisor proposes a profile "
                         "and checks the given ones against it")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def model_paths(args: "argparse.Namespace") -> List[Tuple[Optional[str], str]]:
+    """The model file main() checks before the options (workbench/cli/__init__.py)."""
+    return [(args.model, "onnx")]
 
 
 def run(args: argparse.Namespace) -> int:

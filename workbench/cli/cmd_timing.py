@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 
@@ -35,6 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from workbench.cli.common import add_mkdir_argument
 
     add_mkdir_argument(p)
+
+
+def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
+    """The model file main() checks before the options (workbench/cli/__init__.py)."""
+    return [(args.onnx, "onnx")]
 
 
 def _table(layers: str, profile: Optional[str], onnx: Any, stat: str, profile_id: Optional[int],

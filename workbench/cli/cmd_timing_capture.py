@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 
@@ -44,6 +44,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from workbench.cli.common import add_mkdir_argument
 
     add_mkdir_argument(p)
+
+
+def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
+    """The model files main() checks before the options (workbench/cli/__init__.py): the
+    engine (or the .onnx to build), and --onnx."""
+    m = args.model
+    return [(m, "onnx" if m and m.lower().endswith(".onnx") else "engine"),
+            (args.onnx, "onnx")]
 
 
 def _dims(text: str, what: str) -> List[int]:

@@ -3,7 +3,7 @@ folder with model.plan, README per model) from engines the workbench built (thei
 the real I/O and profiles). Exit 0 written, 2 bad input (no card, unknown dtype, ...)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
@@ -26,6 +26,11 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--no-dynamic-batching", action="store_true",
                    help="leave dynamic_batching out of the config")
     p.add_argument("--json", action="store_true", help="print the exported models as JSON")
+
+
+def model_paths(args: "argparse.Namespace") -> List[Tuple[Optional[str], str]]:
+    """The engine files main() checks before the options (workbench/cli/__init__.py)."""
+    return [(e, "engine") for e in args.engines or []]
 
 
 def run(args: "argparse.Namespace") -> int:

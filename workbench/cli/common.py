@@ -70,3 +70,184 @@ def output_path(path: Optional[str], flag: str, *, mkdir: bool = False,
                              "first, or add --mkdir to create it")
     parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# ------------------------------------------------------------------------ the model argument
+# A verb names the model files among its arguments with `model_paths(args)` (see
+# workbench/cli/__init__.py); main() checks them with check_model_file before it reports a
+# missing or invalid option and before the verb runs, so `workbench build nope.onnx` says that
+# nope.onnx does not exist rather than asking for -o first. The messages are open_model's
+# (workbench.model): the same file, the same words, whichever check meets the problem first.
+# Cheap on a multi-GB model: one stat, one open, the first 64 KiB read and a seek past each
+# top-level field (the graph is one field); the verb's own load reports everything deeper.
+ONNX_TEXT_SUFFIXES = (".onnxtxt", ".textproto", ".txtpb", ".json", ".onnxjson")  # as
+# workbench.model._TEXT_FORMATS (onnx's text parsers; not imported here: start-up time)
+_CHUNK = 1 << 16
+_MAX_FIELDS = 4096  # past this many top-level fields the walk stops: the load decides
+_MAX_GROUPS = 64
+
+
+def check_model_file(path: str, kind: str = "onnx") -> None:
+    """Raise the WorkbenchError that names `path` when it cannot be the model (kind "onnx")
+    or engine (kind "engine") the verb needs: missing, a folder, unreadable, empty, or (ONNX
+    in binary form) not an ONNX protobuf at all. Anything it cannot tell is left to the
+    verb's own load, which reports it."""
+    import os
+    import stat
+
+    from workbench.errors import WorkbenchError
+
+    engine = kind == "engine"
+    noun = "engine file" if engine else "ONNX file"
+    label = str(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise WorkbenchError("engine file not found" if engine else "file not found",
+                             file=label, hint="build it with `workbench build`" if engine
+                             else "check the path") from None
+    except (OSError, ValueError) as e:  # (a NUL byte, a name too long, a loop of symlinks...)
+        if isinstance(e, PermissionError):
+            raise WorkbenchError("cannot be read (permission denied)", file=label,
+                                 hint="check the permissions of the file and its folders"
+                                 ) from None
+        raise WorkbenchError(f"is not a usable path ({type(e).__name__}: "
+                             f"{getattr(e, 'strerror', None) or e})", file=label,
+                             hint="check the path") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise WorkbenchError(f"is a folder, not an {noun}", file=label,
+                             hint=f"pass the {'engine' if engine else '.onnx'} file inside it")
+    if not stat.S_ISREG(st.st_mode):
+        return  # (a pipe, a device: opening it could block; the verb's load reports it)
+    if st.st_size == 0:
+        raise WorkbenchError("file is empty (0 bytes)", file=label,
+                             hint="rebuild it; the write may have failed" if engine else
+                             "re-export the model; the write may have failed")
+    try:
+        with open(path, "rb") as f:
+            if engine or label.lower().endswith(ONNX_TEXT_SUFFIXES):
+                return  # (readable is all we can cheaply say)
+            problem, text = _not_onnx(f, st.st_size)
+    except PermissionError:
+        raise WorkbenchError("cannot be read (permission denied)", file=label,
+                             hint="check the permissions of the file") from None
+    except OSError as e:
+        raise WorkbenchError(f"cannot be read ({type(e).__name__}: {e.strerror or e})",
+                             file=label, hint="check the file and the disk") from None
+    if problem is None:
+        return
+    if text:
+        raise WorkbenchError("not a readable ONNX model (it is a text file, not an ONNX "
+                             "protobuf)", file=label, hint="pass the .onnx model file")
+    if problem == "no-graph":  # the words of workbench.model._checked
+        raise WorkbenchError("not an ONNX model (no graph or IR version)", file=label,
+                             hint="the file is corrupt, truncated or not ONNX; re-export it")
+    raise WorkbenchError(f"not a readable ONNX model (it is not an ONNX protobuf: {problem})",
+                         file=label,
+                         hint="the file is corrupt, truncated or not ONNX; re-export it")
+
+
+def _not_onnx(f: Any, size: int) -> "tuple[Optional[str], bool]":
+    """(why the file is not an ONNX model at all, whether it starts as text), or (None, _)
+    when it may be one. Walks the top-level protobuf fields as protobuf's parser does
+    (unknown fields and groups included), seeking over length-delimited ones. Rejected are
+    only files protobuf or open_model would refuse too, and of those only the ones that are
+    no ONNX model at all: the wire format breaks before any ModelProto field (ir_version,
+    graph, opset_import) or in what reads as text, or a whole protobuf without graph or IR
+    version. An ONNX model that is truncated or corrupt further on is the load's to report
+    (with the options checked first: it is a model, if a broken one)."""
+    buf = f.read(_CHUNK)
+    head, base = buf, 0
+    pos, ir, graph, groups, fields = 0, 0, False, [], 0
+    onnx_like = False  # a ModelProto field with its own wire type seen at the top level
+
+    def varint(p: int) -> "Optional[tuple[int, int]]":
+        nonlocal buf, base
+        if p < base or (p + 10 > base + len(buf) and base + len(buf) < size):
+            f.seek(p)
+            buf, base = f.read(_CHUNK), p
+        value = shift = 0
+        for i in range(p - base, min(p - base + 10, len(buf))):
+            b = buf[i]
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return value, base + i + 1
+        return None  # truncated, or longer than 10 bytes
+
+    problem: Optional[str] = None
+    while pos < size:
+        fields += 1
+        if fields > _MAX_FIELDS:
+            return None, False
+        got = varint(pos)
+        if got is None:
+            problem = "a field tag is cut off or malformed"
+            break
+        tag, pos = got
+        field, wire = tag >> 3, tag & 7
+        if tag > 0xFFFFFFFF:
+            return None, False  # (not worth mirroring exactly: the load decides)
+        if field == 0:
+            problem = "field number 0: the wire format is corrupt"
+            break
+        if wire == 0:
+            got = varint(pos)
+            if got is None:
+                problem = "a number is cut off or malformed"
+                break
+            value, pos = got
+            if field == 1 and not groups:
+                ir = value - (1 << 64) if value >= 1 << 63 else value
+                onnx_like = True
+        elif wire == 1 or wire == 5:
+            pos += 8 if wire == 1 else 4
+        elif wire == 2:
+            got = varint(pos)
+            if got is None:
+                problem = "a length is cut off or malformed"
+                break
+            length, pos = got
+            pos += length
+            if field in (7, 8) and not groups:
+                graph = graph or field == 7
+                onnx_like = True
+        elif wire == 3:
+            groups.append(field)
+            if len(groups) > _MAX_GROUPS:
+                return None, False
+        elif wire == 4:
+            if not groups or groups[-1] != field:
+                problem = "an end-group tag without its start: the wire format is corrupt"
+                break
+            groups.pop()
+        else:
+            problem = f"wire type {wire} does not exist: the wire format is corrupt"
+            break
+    else:
+        if pos > size:
+            problem = f"a field runs {pos - size} byte(s) past the end of the file: truncated?"
+        elif groups:
+            problem = "the file ends inside a group: truncated?"
+        elif not graph or ir <= 0:
+            problem = "no-graph"
+    if problem is None:
+        return None, False
+    text = _looks_like_text(head)
+    if problem != "no-graph" and onnx_like and not text:
+        return None, False  # a broken ONNX model: the load names what is wrong with it
+    return problem, text
+
+
+def _looks_like_text(head: bytes) -> bool:
+    """The first bytes read as UTF-8 text (no control characters but tab, newlines, form
+    feed): a README, a script, JSON... handed over where the model belongs."""
+    import codecs
+
+    if not head or any(b < 0x20 and b not in (9, 10, 12, 13) for b in head[:4096]):
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head[:4096], final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
