@@ -161,3 +161,23 @@ def test_dequantize_constant_matches_onnxruntime_per_axis(axis):
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {})[0]
     got = dequantize_constant(x, scale, zp, axis)
     assert got.dtype == np.float32 and np.array_equal(got, want)
+
+
+def test_fix_names_its_output_file_in_what_is_left_to_do(ort_qdq, tmp_path):
+    """`workbench fix --auto -o OUT`: the bias is folded, the asymmetric zero points remain,
+    and the next steps name OUT (the file the user now has), not the workspace copy or a
+    name the CLI never wrote."""
+    import subprocess
+    import sys
+
+    _, q = ort_qdq
+    out = tmp_path / "mine fixed.onnx"
+    r = subprocess.run([sys.executable, "-c", "import sys; from workbench.cli import run; "
+                        "sys.argv[0]='workbench'; run()", "fix", str(q), "--auto", "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert out.exists(), r.stderr
+    text = r.stdout + r.stderr
+    left = [ln for ln in text.splitlines() if "still unsupported" in ln]
+    assert left and "zero point" in left[0], text
+    assert "'" + str(out) + "'" in left[0] and ".trt-workbench" not in text, left[0]
+    assert T.INT32 not in _dq_inputs(onnx.load(str(out)))
