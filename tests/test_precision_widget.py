@@ -2,11 +2,15 @@
 view, calibration validation, live profile validation and the advisor, Convert and its report."""
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import onnx
+from onnx import TensorProto, helper
 
 from conftest import SAMPLES
-from widgets.precision import PrecisionPanel
+from widgets.precision import PrecisionPanel, missing_profile_note
+from workbench.precision.profiles import parse_profiles, validate_profiles
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
 BERT = SAMPLES / "bert_tiny.onnx"
@@ -74,7 +78,8 @@ def test_real_graph_view_selection_if_available(tmp_path):
 
 def test_profile_editor_live_validation_and_advisor(tmp_path):
     p = PrecisionPanel(BERT, calibration=str(BERT_CAL), output=str(tmp_path / "b.onnx"))
-    assert "need one" in p.profile_status.value
+    assert "dynamic inputs &#x27;input_ids&#x27; and &#x27;attention_mask&#x27; need a" \
+        in p.profile_status.value
     p.profile_text.value = "input_ids:1x16:4x64:8x128\nattention_mask:1x16:4x32:8x128"
     assert "&#10007;" in p.profile_status.value and "dimension" in p.profile_status.value
     assert p.profiles == []
@@ -105,3 +110,42 @@ def test_bad_calibration_and_int8_without_data_are_shown_not_raised(tmp_path):
     p.wait(60)
     assert "calibration" in p.status.value and "--calib" in p.status.value
     assert not (tmp_path / "r8.onnx").exists()
+
+
+def _example(note):
+    """The profile the note offers as its example (after 'e.g. ')."""
+    return note.split("e.g. ", 1)[1].split(")", 1)[0]
+
+
+def test_empty_profile_note_reads_right_for_an_input_named_input(tmp_path):
+    p = PrecisionPanel(OVERFLOW, output=str(tmp_path / "o.onnx"))
+    note = html.unescape(p.profile_status.value)
+    assert note.startswith("no optimization profile: dynamic input 'input' needs a min/opt/max "
+                           "shape range to build. Type input:MIN:OPT:MAX above"), note
+    assert "inputs input" not in note and " need one" not in note
+    # what to do next, in the project's own names: the editor line / --profile, the advisor
+    # button, and what the build does when it is left empty
+    for words in ("--profile", "'Propose from data'", "the build picks a default range",
+                  "BuildPanel(strict_profiles=True)", "--strict-profiles"):
+        assert words in note, words
+    ex = _example(note)
+    assert ex == "input:1x64:1x64:16x64"
+    assert validate_profiles(OVERFLOW, parse_profiles([ex]))  # the example can be typed as is
+
+
+def test_empty_profile_note_for_two_inputs_and_for_a_static_model(tmp_path):
+    note = missing_profile_note(BERT)
+    assert note.startswith("no optimization profile: dynamic inputs 'input_ids' and "
+                           "'attention_mask' need a min/opt/max shape range to build. Type "
+                           "input_ids:MIN:OPT:MAX and attention_mask:MIN:OPT:MAX above, one per "
+                           "line or comma-separated"), note
+    assert validate_profiles(BERT, parse_profiles([_example(note)]))
+    three = missing_profile_note(["a", "b", "c"])
+    assert "dynamic inputs 'a', 'b' and 'c' need a" in three and "e.g." not in three
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    static = tmp_path / "static.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), static)
+    p = PrecisionPanel(static, output=str(tmp_path / "s16.onnx"))
+    assert p.profile_status.value == "no optimization profile needed: every input has a fixed shape"

@@ -57,6 +57,53 @@ def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) ->
     return f"<b>{esc(title)}</b><table>{head}{rows}</table>"
 
 
+def needs_profile(model: Any) -> List[str]:
+    """The inputs a build needs an optimization profile for, as the build decides it
+    (`workbench.build.engine`): dynamic dims, or a shape-tensor input (its VALUES need a range)."""
+    from workbench.inputs import model_inputs
+    from workbench.precision.profiles import shape_tensor_inputs
+
+    shape_inputs = set(shape_tensor_inputs(model))
+    return [s.name for s in model_inputs(model) if s.dynamic_axes or s.name in shape_inputs]
+
+
+def _and(items: List[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def missing_profile_note(model_or_names: Any) -> str:
+    """What the empty profile editor says (plain text): which inputs need a profile, the line
+    to type for each (the CLI's --profile syntax, with the build's default as the example where
+    the model is given), and what the build does without one. Takes a model (or path) or the
+    names of its dynamic inputs."""
+    example = ""
+    if isinstance(model_or_names, (list, tuple)):
+        names = [str(n) for n in model_or_names]
+    else:
+        names = needs_profile(model_or_names)
+        try:
+            from workbench.precision.profiles import default_profile
+
+            prof, _ = default_profile(model_or_names)
+            if names and all(n in prof for n in names):
+                example = ",".join(prof.arg_strings())
+        except WorkbenchError:  # shape-tensor inputs: no default can be made
+            pass
+    if not names:
+        return "no optimization profile needed: every input has a fixed shape"
+    one = len(names) == 1
+    quoted = _and([f"'{n}'" for n in names])
+    lines = _and([f"{n}:MIN:OPT:MAX" for n in names])
+    return (f"no optimization profile: dynamic input{'' if one else 's'} {quoted} "
+            f"need{'s' if one else ''} a min/opt/max shape range to build. Type {lines} above"
+            + (" (the --profile syntax" if one else
+               ", one per line or comma-separated (the --profile syntax")
+            + (f", e.g. {example}" if example else ", shapes like 1x3x224x224")
+            + "), or press 'Propose from data' once calibration data is set. Left empty, the build "
+            "picks a default range and warns (BuildPanel(strict_profiles=True) or "
+            "--strict-profiles refuses instead).")
+
+
 class PrecisionPanel(PanelBase, W.VBox):
     """Choose precision, exclusions, calibration and profiles; convert and see the errors."""
 
@@ -279,10 +326,7 @@ class PrecisionPanel(PanelBase, W.VBox):
             self.profile_status.value = f"<span style='color:{_ERR}'>&#10007; {esc(e.one_line())}</span>"
             return False
         if not lines:
-            dyn = [vi.name for vi in self.model.graph.input
-                   if any(not d.dim_value for d in vi.type.tensor_type.shape.dim)]
-            self.profile_status.value = ("no profile: " + ("dynamic inputs " + esc(", ".join(dyn))
-                                         + " need one to build" if dyn else "static model"))
+            self.profile_status.value = esc(missing_profile_note(self.model))
             return True
         self.profile_status.value = (f"<span style='color:{OK_COLOUR}'>&#10003;</span> "
                                      f"{len(self.profiles)} valid profile(s)"
