@@ -558,20 +558,23 @@ print(meta["device_information"]["Selected Device"], "| batch", batch, "|", summ
 
 SERVING = [
     M("""
-# Course 6 · Multi-variant engines and serving: what comes next
+# Course 6 · Multi-variant engines and serving
 
 A real service rarely runs one engine. It keeps **variants**, for example FP16 and INT8, a small-batch
 profile for latency and a large-batch profile for throughput, and picks one per request against a
-**latency budget**. The workbench's fleet work (building and serving several variants, routing
-requests between them) has not landed yet; this chapter is short on purpose and shows no numbers
-that were not measured. What you can already do with the recorded data is the decision itself.
+**latency budget**. The workbench builds and measures such variants in one step
+(`workbench matrix`) and exports engines as a Triton model repository (`workbench triton`), both
+at the end of this chapter. Picking the variant for a request stays with the client: the
+workbench has no request router. That decision is what this chapter practises, on recorded data
+and with no numbers that were not measured.
 """, """
-# 第 6 课 · 多变体引擎与服务：接下来会有什么
+# 第 6 课 · 多变体引擎与服务
 
 真实的服务很少只跑一个引擎。它会保留多个**变体**（variant），例如 FP16 和 INT8，为低延迟准备的
 小 batch 配置文件和为高吞吐准备的大 batch 配置文件，再按每个请求的**延迟预算**（latency budget）
-挑选一个。workbench 的多变体功能（构建并服务多个变体、在它们之间分发请求）尚未合入；本章有意
-写得简短，也不展示任何未经实测的数字。用已录下的数据，现在就能做的是这个决策本身。
+挑选一个。workbench 可以一步构建并测量这些变体（`workbench matrix`），并把引擎导出为 Triton
+模型仓库（`workbench triton`），两者都在本章末尾介绍。为每个请求挑选变体仍由客户端负责：
+workbench 不提供请求路由。本章练习的正是这个决策，使用已录下的数据，不展示任何未经实测的数字。
 """),
     C("""
 import json
@@ -601,14 +604,54 @@ cw.check(ok, en="keep the rows with p99_ms <= BUDGET_MS, then take the one with 
 print(variants.loc[best, ["engine", "batch", "p99_ms", "items_per_s"]].to_dict())
 """),
     M("""
-What comes with the fleet issue: building the variants from one model in one step, measuring each
-on the target GPU, and a serving front end that routes by budget. Until then, the pieces are in
-the workbench: `workbench build` per variant (with a timing cache, course 3), `workbench.timing`
-captures (course 5), and the profiles of course 4.
+The same decision for your own model, with the workbench's variant matrix (`pip install
+'trt-workbench[matrix]'`: each variant is a Ray task; `workbench matrix --help` lists every option).
+From the repository root:
+
+```bash
+workbench matrix sample_models/resnet_tiny.onnx --precision fp32,fp16,int8 \\
+    --calib sample_models/calib/resnet_tiny.npz --gpus -o matrix/ \\
+    --profile input:1x3x32x32:1x3x32x32:8x3x32x32 --profile +input:8x3x32x32:32x3x32x32:64x3x32x32
+workbench triton matrix/engines/*.engine -o triton_repo/
+tritonserver --model-repository triton_repo/
+```
+
+A `--profile` that starts with `+` starts another point on the profile axis: here a small-batch
+and a large-batch variant of each precision. Every variant is built through the engine cache, its
+accuracy is measured against onnxruntime FP32 on the calibration data, and with `--gpus` it is
+timed on the GPU: `matrix/results.csv` has a row per variant (`latency_p50_ms`,
+`latency_p99_ms`, `throughput_qps`, `error_rel`, `size_bytes`) and `matrix/pareto.html` shows
+error against latency (without `--gpus` nothing is timed, and the engine size takes latency's
+place there). From Python: `workbench.matrix.plan_matrix` and
+`run_matrix`; in a notebook: `widgets.MatrixPanel`.
+
+`workbench triton` (Python: `workbench.build.triton.export_triton`) turns the engines in
+`matrix/engines/` into one Triton model each, with a `config.pbtxt` written from the engine's card
+(dynamic batching where its profiles allow). Each variant is served under its own model name, so
+the client sends a request to the variant its budget allows, chosen as in the exercise above.
 """, """
-多变体功能合入后会带来：一步从同一个模型构建出所有变体，在目标 GPU 上逐一测量，以及一个按预算
-分发请求的服务前端。在那之前，所需的零件 workbench 里都已具备：为每个变体运行 `workbench build`
-（配合计时缓存，见第 3 课），用 `workbench.timing` 采集性能（第 5 课），以及第 4 课的配置文件。
+用 workbench 的变体矩阵对你自己的模型做同样的决策（需先 `pip install 'trt-workbench[matrix]'`：
+每个变体是一个 Ray 任务；`workbench matrix --help` 列出全部选项）。在仓库根目录下运行：
+
+```bash
+workbench matrix sample_models/resnet_tiny.onnx --precision fp32,fp16,int8 \\
+    --calib sample_models/calib/resnet_tiny.npz --gpus -o matrix/ \\
+    --profile input:1x3x32x32:1x3x32x32:8x3x32x32 --profile +input:8x3x32x32:32x3x32x32:64x3x32x32
+workbench triton matrix/engines/*.engine -o triton_repo/
+tritonserver --model-repository triton_repo/
+```
+
+以 `+` 开头的 `--profile` 会在配置文件这一维上新增一个点：这里每种精度各有一个小 batch 变体和一个
+大 batch 变体。每个变体都经由引擎缓存构建，用校准数据对照 onnxruntime FP32 测量精度；加上 `--gpus`
+时还会在 GPU 上计时：`matrix/results.csv` 每个变体一行（`latency_p50_ms`、`latency_p99_ms`、
+`throughput_qps`、`error_rel`、`size_bytes`），`matrix/pareto.html` 画出误差与延迟的关系（不加
+`--gpus` 则不计时，图中由引擎大小代替延迟）。在 Python 中使用
+`workbench.matrix.plan_matrix` 和 `run_matrix`；在 notebook 中使用 `widgets.MatrixPanel`。
+
+`workbench triton`（Python 中为 `workbench.build.triton.export_triton`）把 `matrix/engines/` 中的
+每个引擎变成一个 Triton 模型，`config.pbtxt` 根据引擎的卡片（card）生成（配置文件允许时启用动态
+batch）。每个变体以自己的模型名提供服务，客户端按延迟预算把请求发给合适的变体，挑选方法和上面的
+练习一样。
 """),
 ]
 
