@@ -2,6 +2,8 @@
 tutorial-era calls explained; build-log messages become findings with node names."""
 from __future__ import annotations
 
+import html
+import re
 import shlex
 
 import onnx
@@ -167,3 +169,21 @@ def test_build_log_messages_become_findings_with_nodes():
     assert by["build-warning"].message == "Something new that TensorRT says."
     assert all(f.source == "build-log" and f.hint for f in fs if f.code != "build-warning")
     assert not any("Activation Memory" in f.message for f in fs)
+
+
+def test_migration_html_wraps_to_the_output_area():
+    """The notebook's table (05_build): a Markdown table grew to its longest unbreakable call
+    (~1100 px, cut at JupyterLab's ~900-px output area); this one takes the area's width with
+    fixed columns and wrapping cells (the real-browser check: tests/browser/test_readable_outputs.py)."""
+    from workbench.build.export import MIGRATION_COLUMNS, migration_html
+
+    h = migration_html()
+    assert h.startswith("<div class='wb-migration' style='max-width:100%;overflow-x:auto'>")
+    assert "table-layout:fixed;width:100%" in h and "nowrap" not in h
+    assert sum(w for _, w in MIGRATION_COLUMNS) == 100
+    assert h.count("<tr>") == len(MIGRATION) + 1
+    assert h.count("overflow-wrap:anywhere") >= 3 * len(MIGRATION)
+    text = html.unescape(re.sub(r"<[^>]+>", "", h))
+    for old, new, why in MIGRATION:
+        assert old in text and new in text and why in text
+    assert "builder.<wbr>build_<wbr>serialized_<wbr>network(<wbr>network" in h  # breaks at . _ (

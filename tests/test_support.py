@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 import single_op_models as S
-from conftest import POLY
+from conftest import POLY, SAMPLES
 from workbench.errors import WorkbenchError
 from workbench.support.checker import SupportReport, check, check_files, static_check
 from workbench.support.rules import BACKENDS, MATRIX_UNSUPPORTED, backend_table
@@ -237,6 +237,30 @@ def test_rule_tables_are_per_backend():
     assert "cubic" in [r for r in rtx["rules"] if r["id"] == "resize-mode"][0]["allowed"]
     with pytest.raises(WorkbenchError):
         backend_table("tensorrt-9000")
+
+
+def test_static_findings_name_the_backend_and_the_matrix_release():
+    """Each table's findings name the backend it speaks for ('TensorRT (10.15 matrix)' was
+    shown while tensorrt-rtx was active); the note says what the rules were compiled from."""
+    from workbench.support.rules import MATRIX_VERSION
+
+    proto = S.nonzero()
+    trt = check(proto, backend="static")  # the published matrix: NonZero is supported
+    assert trt.supported and trt.rules == "tensorrt"
+    assert trt.notes == [f"static rules for tensorrt: TensorRT rules from the published "
+                         f"onnx-tensorrt operator matrix of TensorRT {MATRIX_VERSION} "
+                         f"(onnx-tensorrt docs/operators.md (TensorRT {MATRIX_VERSION}, opset 9-24))"]
+    rtx = check(proto, backend="static", rules="tensorrt-rtx")
+    assert rtx.rules == "tensorrt-rtx"
+    assert [u["reason"] for u in rtx.unsupported] == [
+        "NonZero is implemented by a plugin that TensorRT-RTX 1.7 does not ship"]
+    assert rtx.notes[0].startswith(f"static rules for tensorrt-rtx: TensorRT-RTX 1.7 rules: the "
+                                   f"TensorRT {MATRIX_VERSION} operator matrix with the differences")
+    for rules, by in (("tensorrt", f"TensorRT (per its {MATRIX_VERSION} operator matrix)"),
+                      ("tensorrt-rtx", "TensorRT-RTX 1.7")):
+        entries, _ = static_check(SAMPLES / "needs_fixing.onnx", rules)
+        reasons = {u["op"]: u["reason"] for u in entries}
+        assert reasons["CenterCropPad"] == f"CenterCropPad is not supported by {by}", reasons
 
 
 def test_in_memory_model_and_plugins_named_only(worker, tmp_path):

@@ -32,14 +32,42 @@ def test_short_label_keeps_both_ends():
 def test_static_heading_names_the_rules_and_the_parser_the_button_asks():
     ins = Inspector(SAMPLES / "bert_tiny.onnx")
     text = _text(ins.support_html.value)
-    # the static rules answered; the dropdown's parser has not been asked yet
-    assert text.startswith("static rules: every node is supported"), text
+    # the static rules of the dropdown's backend answered; its parser has not been asked yet
+    assert text.startswith("static rules for tensorrt-rtx: every node is supported"), text
     assert "not checked by a parser yet: Check with TensorRT asks tensorrt-rtx" in text
     assert "static (static)" not in text
     ins.backend_dd.value = "tensorrt"
     assert "asks tensorrt " in _text(ins.support_html.value) + " "
+    assert _text(ins.support_html.value).startswith("static rules for tensorrt: every node")
     ins.backend_dd.value = "static"
     assert "not checked" not in _text(ins.support_html.value)
+
+
+def test_static_rules_name_the_active_backend_and_the_matrix_they_come_from():
+    """The findings said 'not supported by TensorRT (10.15 matrix)' while tensorrt-rtx was the
+    active backend: the static check now uses the dropdown's backend's own rules, its findings
+    name that backend, and the note says what the rules were compiled from."""
+    from workbench.support.rules import MATRIX_VERSION
+
+    ins = Inspector(SAMPLES / "needs_fixing.onnx")  # backend tensorrt-rtx (the default)
+    assert ins.report.rules == "tensorrt-rtx"
+    text = _text(ins.support_html.value)
+    assert text.startswith("static rules for tensorrt-rtx: 3 node(s) refused"), text
+    assert "CenterCropPad is not supported by TensorRT-RTX 1.7" in text
+    assert "10.15 matrix)" not in text and "not supported by TensorRT (" not in text
+    assert (f"static rules for tensorrt-rtx: TensorRT-RTX 1.7 rules: the TensorRT {MATRIX_VERSION} "
+            "operator matrix with the differences measured") in text
+    ins.backend_dd.value = "tensorrt"  # re-checked with that backend's rules, still no parser
+    assert ins.report.backend == "static" and ins.report.rules == "tensorrt"
+    text = _text(ins.support_html.value)
+    assert text.startswith("static rules for tensorrt: 3 node(s) refused"), text
+    assert f"CenterCropPad is not supported by TensorRT (per its {MATRIX_VERSION} operator matrix)" \
+        in text
+    assert "TensorRT-RTX" not in text
+    assert (f"static rules for tensorrt: TensorRT rules from the published onnx-tensorrt operator "
+            f"matrix of TensorRT {MATRIX_VERSION}") in text
+    ins.backend_dd.value = "auto"  # either parser may answer: the published matrix's rules
+    assert ins.report.rules == "tensorrt" and "asks auto" in _text(ins.support_html.value)
 
 
 def test_parser_heading_names_backend_and_version_once():
@@ -98,3 +126,46 @@ def test_timing_axis_labels_are_short_and_clicks_keep_full_names():
     check()
     p.color_by.value = "precision"  # redrawn in place: still short labels
     check()
+
+
+def test_timing_text_is_readable_and_long_names_keep_whole_in_the_hover():
+    """Tick labels were 9 px and plotly shrank bar / treemap text to ~7 px to fit: every figure
+    of the panel now has 11-px ticks, a 12-px base font and text below 11 px hidden (not shrunk);
+    the bar rows are tall enough that 11-px labels do not touch (real browser:
+    tests/browser/test_readable_outputs.py)."""
+    from workbench.render import timing_figures as tf
+
+    p = TimingPanel(TIMING / "resnet_tiny_fp16.layers.json", TIMING / "resnet_tiny_fp16.profile.json",
+                    onnx=SAMPLES / "resnet_tiny.onnx", vs=(TIMING / "resnet_tiny_fp32.layers.json",
+                                                          TIMING / "resnet_tiny_fp32.profile.json"),
+                    names=("fp16", "fp32"))
+    figs = {"bars": p.bars, "treemap": p.treemap, "compare": p.compare_fig, "nodes": p.nodes_fig,
+            "latency": p.latency_fig}
+    assert all(f is not None for f in figs.values()), [k for k, f in figs.items() if f is None]
+    for name, fig in figs.items():
+        lay = fig.layout
+        assert lay.font.size >= 12 and lay.hoverlabel.font.size >= 12, name
+        assert lay.uniformtext.minsize >= 11 and lay.uniformtext.mode == "hide", name
+        if name != "treemap":
+            assert lay.xaxis.tickfont.size >= 11 and lay.yaxis.tickfont.size >= 11, name
+    bars = p.bars.layout
+    rows = len(bars.yaxis.tickvals)
+    plot_px = bars.height - bars.margin.t - bars.margin.b
+    assert plot_px / rows >= 1.5 * bars.yaxis.tickfont.size  # a gap between neighbouring labels
+    # hover: the whole name, whatever the axis shows
+    for tr in p.bars.data:
+        for full, hover in zip(tr.customdata, tr.hovertext):
+            assert hover.startswith(f"{full}<br>")
+    # the HTML report's figure (no widget in between) cuts its axis names the same way
+    fig = tf.layer_bars(p.table)
+    ax = fig.layout.yaxis
+    assert list(ax.tickvals) == list(ax.categoryarray)
+    assert max(len(n) for n in ax.tickvals) > tf.LABEL_CHARS
+    assert [tf.short_name(n) for n in ax.tickvals] == list(ax.ticktext)
+    assert all(len(s) <= tf.LABEL_CHARS for s in ax.ticktext)
+    assert fig.layout.yaxis.tickfont.size == tf.TICK_FONT_SIZE >= 11
+    cut = tf.short_name("/layer3/0/conv2/conv/Conv + /layer3/0/conv2/bn/BatchNormalization + "
+                        "/layer3/0/relu/Relu", 40)
+    assert len(cut) == 40 and cut.startswith("/layer3/0/conv2/con") and cut.endswith("relu/Relu")
+    by_type = tf.breakdown(p.table)
+    assert by_type.layout.uniformtext.minsize >= 11 and by_type.layout.xaxis.tickfont.size >= 11

@@ -260,9 +260,11 @@ class Inspector(PanelBase, W.VBox):
             self.graph_view.color_by_findings(list(report.findings) + self.graph_view.findings)
 
     def _support_heading(self, report: Any) -> str:
-        """Who answered: 'static rules' (no parser ran yet) or the parser and its version."""
+        """Who answered: the static rules and the backend they are for (no parser ran yet; the
+        note under the table says what they were compiled from), or the parser and its version."""
         if report.backend == "static":
-            return "<b>static rules</b>"
+            rules = getattr(report, "rules", None)
+            return "<b>static rules</b>" + (f" <b>for {esc(rules)}</b>" if rules else "")
         version = f" {report.backend_version}" if report.backend_version else ""
         mode = getattr(report, "mode", "") or ""
         return (f"<b>{esc(report.backend)}{esc(version)}</b>"
@@ -275,9 +277,18 @@ class Inspector(PanelBase, W.VBox):
         return (f"<div class='wb-next' style='color:{MUTED_COLOUR}'>not checked by a parser yet: "
                 f"<b>Check with TensorRT</b> asks {esc(self.backend_dd.value)}</div>")
 
+    def _static_rules(self) -> str:
+        """The rule table for the dropdown's backend: its own where it has one, else the
+        published matrix's (`auto` may end up on either parser, `static` asks none)."""
+        value = self.backend_dd.value
+        return value if value in ("tensorrt", "tensorrt-rtx") else "tensorrt"
+
     def _on_backend(self, change: Dict[str, Any]) -> None:
         if self.report is not None and self.report.backend == "static":
-            self._render_report(self.report)
+            if getattr(self.report, "rules", None) != self._static_rules():
+                self._static_check()  # the rules of the backend now chosen (cheap: no parser)
+            else:
+                self._render_report(self.report)
 
     # ------------------------------------------------------------------ support
     def _static_check(self) -> None:
@@ -287,7 +298,8 @@ class Inspector(PanelBase, W.VBox):
             self.support_html.value = f"<i>support check not available: {esc(e)}</i>"
             return
         try:
-            self.report = _advise(check(self.model, backend="static"), self.model)
+            self.report = _advise(check(self.model, backend="static", rules=self._static_rules()),
+                                  self.model)
         except WorkbenchError as e:
             self.check_error = str(e)
             self.support_html.value = (f"<span class='wb-error' style='color:"

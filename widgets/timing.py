@@ -34,7 +34,7 @@ from widgets.figure import Figure
 HEAT_COLORS = ["#fff5d6", "#fdd49e", "#fc8d59", "#e34a33", "#b30000"]
 NO_TIME_COLOR = "#d9d9d9"
 LayersArg = Union[str, Any, LayerTable]
-LABEL_CHARS = 44  # layer names on the bar chart's axis (hover and the detail show them whole)
+LABEL_CHARS = figures.LABEL_CHARS  # layer names on the bar chart's axis (hover, detail: whole)
 
 
 def fitted(fig: Any) -> Any:
@@ -44,11 +44,13 @@ def fitted(fig: Any) -> Any:
 
 
 def fitted_bars(fig: Any) -> Any:
-    """The per-layer bars with the layer names cut in the middle on the axis: fused-layer names
+    """The per-layer bars at the tab's width. Their axis already names the layers cut in the
+    middle (`timing_figures.layer_bars`, 11-px labels, one 18-px row each): fused-layer names
     run to 100+ characters, which left the bars a 90-px strip beside 400 px of labels."""
     names = list(fig.layout.yaxis.categoryarray or [])
-    fig.update_yaxes(tickmode="array", tickvals=names,
-                     ticktext=[short_label(n, LABEL_CHARS) for n in names])
+    if list(fig.layout.yaxis.tickvals or []) != names:  # a figure made elsewhere
+        fig.update_yaxes(tickmode="array", tickvals=names,
+                         ticktext=[short_label(n, LABEL_CHARS) for n in names])
     return fitted(fig)
 
 

@@ -33,6 +33,7 @@ _EXPORTS: Dict[str, str] = {
     'inspect_engine': 'workbench.build.engine',
     'MIGRATION': 'workbench.build.export',
     'migration_markdown': 'workbench.build.export',
+    'migration_html': 'workbench.build.export',
     'parse_mem': 'workbench.build.export',
     'trtexec_command': 'workbench.build.export',
     'config_from_trtexec': 'workbench.build.export',

@@ -61,9 +61,43 @@ MIGRATION: List[Tuple[str, str, str]] = [
 
 
 def migration_markdown() -> str:
+    """The table as Markdown (docs, a terminal). A notebook shows `migration_html()`: a Markdown
+    table grows with its longest unbreakable code and is cut at the output area's edge."""
     rows = ["| tutorial-era | now | why |", "|---|---|---|"]
     rows += [f"| `{a}` | `{b}` | {c} |" for a, b, c in MIGRATION]
     return "\n".join(rows)
+
+
+# column widths of the HTML table (old call, new call, why): the calls get the room
+MIGRATION_COLUMNS = (("tutorial-era", 34), ("now", 40), ("why", 26))
+MIGRATION_MIN_WIDTH = 560  # px: narrower than this, the table scrolls sideways instead
+
+
+def migration_html() -> str:
+    """The table for a notebook output (`IPython.display.HTML(migration_html())`): the width of
+    the output area (JupyterLab's is ~900 px at its default layout), fixed column widths, text
+    left-aligned and wrapped; code wraps at spaces, then after . ( / _ (dotted names run to 60
+    characters), then anywhere. In an area narrower than MIGRATION_MIN_WIDTH it scrolls sideways
+    inside its own box rather than being cut."""
+    import html
+
+    cell = ("text-align:left;vertical-align:top;white-space:normal;overflow-wrap:anywhere;"
+            "word-break:break-word;padding:4px 8px")
+    code = "white-space:pre-wrap;overflow-wrap:anywhere;word-break:break-word"
+    head = "".join(f"<th style='{cell};width:{w}%'>{html.escape(t)}</th>"
+                   for t, w in MIGRATION_COLUMNS)
+
+    def call(text: str) -> str:  # a line break may come after . ( / _ before any other place
+        return re.sub(r"([.(/_])(?=\w)", r"\1<wbr>", html.escape(text, quote=False))
+
+    rows = "".join(
+        f"<tr><td style='{cell}'><code style='{code}'>{call(a)}</code></td>"
+        f"<td style='{cell}'><code style='{code}'>{call(b)}</code></td>"
+        f"<td style='{cell}'>{html.escape(c)}</td></tr>" for a, b, c in MIGRATION)
+    return (f"<div class='wb-migration' style='max-width:100%;overflow-x:auto'>"
+            f"<table style='table-layout:fixed;width:100%;min-width:{MIGRATION_MIN_WIDTH}px;"
+            f"border-collapse:collapse;margin:0'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>")
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ panel wraps them in FigureWidgets). Every per-layer trace carries the layer name
 `customdata` so that a click can be mapped back to the layer and its ONNX nodes."""
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -16,6 +17,34 @@ PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b
 PRECISION_COLORS = {"FP32": "#e45756", "TF32": "#f58518", "FP16": "#4c78a8", "BF16": "#72b7b2",
                     "INT8": "#54a24b", "FP8": "#b279a2", "INT32": "#9d755d", "": "#bab0ac",
                     "unknown": "#bab0ac"}
+
+# Readable text (CSS px; plotly draws its font sizes 1:1). Tick labels were 9 px, and plotly
+# shrinks bar and treemap text to fit its bar or box, down to ~7 px: text that would be smaller
+# than MIN_TEXT_SIZE is hidden instead (its value stays in the hover).
+FONT_SIZE = 12          # titles, legends, hover
+TICK_FONT_SIZE = 11     # axis tick labels
+MIN_TEXT_SIZE = 11      # text on bars / in treemap boxes
+ROW_PX = 18             # per bar of the per-layer chart: an 11-px label and a gap, no overlap
+LABEL_CHARS = 44        # layer names on that chart's axis (the hover has them whole)
+
+
+def short_name(name: str, limit: int = LABEL_CHARS) -> str:
+    """A long name cut in the middle ('/layer3/0/conv2/conv/Conv + ... + /layer3/0/relu/Relu'
+    keeps both ends, which is where fused layers differ): at most `limit` characters."""
+    name = str(name)
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return name[:head] + "\u2026" + name[len(name) - (limit - 1 - head):]
+
+
+def readable(fig: Any) -> Any:
+    """The text sizes above on a figure (in place; returns it)."""
+    fig.update_layout(font=dict(size=FONT_SIZE), hoverlabel=dict(font_size=FONT_SIZE),
+                      uniformtext=dict(minsize=MIN_TEXT_SIZE, mode="hide"))
+    fig.update_xaxes(tickfont=dict(size=TICK_FONT_SIZE), automargin=True)
+    fig.update_yaxes(tickfont=dict(size=TICK_FONT_SIZE), automargin=True)
+    return fig
 
 
 def _go() -> Any:
@@ -58,12 +87,16 @@ def layer_bars(t: LayerTable, color_by: str = "type", top: int = 60,
             hovertext=[f"{r.name}<br>{r.type} {r.precision}<br>{r.time_ms:.4f} ms "
                        f"({r.pct:.1f}%)<br>ONNX: {len(r.onnx_nodes)} node(s)"
                        for r in s.itertuples()], hoverinfo="text"))
+    axis = order[::-1]
     fig.update_layout(
         title=title or f"Slowest {len(d)} layers ({t.stat} ms), colour = {color_by}",
-        barmode="stack", height=max(320, 16 * len(d) + 120), margin=dict(l=10, r=10, t=40, b=30),
-        yaxis=dict(categoryorder="array", categoryarray=order[::-1], automargin=True,
-                   tickfont=dict(size=9)), xaxis_title="ms", legend_title=color_by)
-    return fig
+        barmode="stack", height=max(320, ROW_PX * len(d) + 120), margin=dict(l=10, r=10, t=40, b=30),
+        # the axis lists the names cut to LABEL_CHARS; the categories (and customdata, which a
+        # click reads) stay the whole names, and so does the hover
+        yaxis=dict(categoryorder="array", categoryarray=axis, tickmode="array", tickvals=axis,
+                   ticktext=[short_name(n) for n in axis]),
+        xaxis_title="ms", legend_title=color_by)
+    return readable(fig)
 
 
 def breakdown(t: LayerTable, by: str = "type") -> Any:
@@ -73,10 +106,11 @@ def breakdown(t: LayerTable, by: str = "type") -> Any:
     g = d.groupby(d[by].replace("", "unknown"))["time_ms"].sum().sort_values(ascending=False)
     colors = color_map(g.index.tolist(), by)
     fig = go.Figure(go.Bar(x=g.index.tolist(), y=g.values, marker_color=[colors[k] for k in g.index],
-                           text=[f"{v:.3f}" for v in g.values], textposition="auto"))
+                           text=[f"{v:.3f}" for v in g.values], textposition="auto",
+                           hovertemplate="%{x}<br>%{y:.4f} ms<extra></extra>"))
     fig.update_layout(title=f"Time by {by} (total {t.total_ms:.3f} ms)", yaxis_title="ms",
                       height=360, margin=dict(l=10, r=10, t=40, b=30))
-    return fig
+    return readable(fig)
 
 
 def treemap_data(t: LayerTable, include_attributed: bool = True) -> pd.DataFrame:
@@ -123,7 +157,7 @@ def scope_treemap(t: LayerTable) -> Any:
                                maxdepth=3))
     fig.update_layout(title="Time by ONNX name scope (layer time shared by its nodes)",
                       height=480, margin=dict(l=5, r=5, t=40, b=5))
-    return fig
+    return readable(fig)
 
 
 def compare_types(cmp: Dict[str, Any]) -> Any:
@@ -134,17 +168,36 @@ def compare_types(cmp: Dict[str, Any]) -> Any:
     types = [r["type"] for r in rows]
     fig = go.Figure()
     fig.add_trace(go.Bar(name=na, x=types, y=[r.get(f"{na}_ms") or 0 for r in rows],
-                         marker_color="#e45756"))
+                         marker_color="#e45756",
+                         hovertemplate=f"%{{x}}<br>{na} %{{y:.4f}} ms<extra></extra>"))
+    speedups = [f"x{r['speedup']:.2f}" if r["speedup"] else "" for r in rows]
     fig.add_trace(go.Bar(name=nb, x=types, y=[r.get(f"{nb}_ms") or 0 for r in rows],
-                         marker_color="#4c78a8",
-                         text=[f"x{r['speedup']:.2f}" if r["speedup"] else "" for r in rows],
-                         textposition="outside"))
+                         marker_color="#4c78a8", text=speedups, textposition="outside",
+                         cliponaxis=False, customdata=speedups,  # hidden text: still in the hover
+                         hovertemplate=f"%{{x}}<br>{nb} %{{y:.4f}} ms %{{customdata}}"
+                                       "<extra></extra>"))
     sp = cmp.get("speedup")
     fig.update_layout(barmode="group", yaxis_title="ms", height=380,
                       title=f"{na} {cmp[f'{na}_total_ms']:.3f} ms vs {nb} "
                             f"{cmp[f'{nb}_total_ms']:.3f} ms (x{sp:.2f})" if sp else "comparison",
                       margin=dict(l=10, r=10, t=40, b=30))
-    return fig
+    return readable(fig)
+
+
+def log_ticks(lo: float, hi: float, most: int = 8) -> Optional[List[float]]:
+    """Tick values for a log axis over less than ~1.5 decades, where plotly labels every
+    0.0005 step and 11-px labels run into each other (0.0055 over 0.006): the first of the
+    1 / 1-2-5 / 1-1.5-2-3-5-7 series that gives 3 or more ticks, at most `most`. None where
+    plotly's own (decade) ticks do."""
+    if not (lo > 0 and hi > lo) or math.log10(hi / lo) > 1.5:
+        return None
+    for mantissas in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 5, 7)):
+        vals = [m * 10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                for m in mantissas]
+        vals = [float(f"{v:.6g}") for v in vals if lo * 0.999 <= v <= hi * 1.001]
+        if len(vals) >= 3:
+            return vals[:most] if len(vals) <= most else vals[::math.ceil(len(vals) / most)]
+    return [float(f"{lo:.2g}"), float(f"{hi:.2g}")]
 
 
 def compare_nodes(nodes: pd.DataFrame, names: Sequence[str]) -> Any:
@@ -162,10 +215,14 @@ def compare_nodes(nodes: pd.DataFrame, names: Sequence[str]) -> Any:
         hi = float(max(d[f"{na}_ms"].max(), d[f"{nb}_ms"].max()))
         fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="same",
                                  line=dict(dash="dot", color="#888")))
+        ticks = log_ticks(lo, hi)
+        if ticks:
+            fig.update_xaxes(tickmode="array", tickvals=ticks)
+            fig.update_yaxes(tickmode="array", tickvals=ticks)
     fig.update_layout(title=f"Per ONNX node: {na} vs {nb} (ms)", xaxis_type="log",
                       yaxis_type="log", xaxis_title=f"{na} ms", yaxis_title=f"{nb} ms",
                       height=420, showlegend=False, margin=dict(l=10, r=10, t=40, b=30))
-    return fig
+    return readable(fig)
 
 
 def latency_figure(lat_ms: Any, throughput: Optional[List[Dict[str, Any]]] = None) -> Any:
@@ -186,4 +243,4 @@ def latency_figure(lat_ms: Any, throughput: Optional[List[Dict[str, Any]]] = Non
             f"b{r['batch']} {r['items_per_s']:.0f}/s" for r in throughput if r.get("items_per_s"))
     fig.update_layout(title=title, xaxis_title="ms", height=340, showlegend=False,
                       margin=dict(l=10, r=10, t=40, b=30))
-    return fig
+    return readable(fig)

@@ -452,8 +452,8 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
     for imp in model.proto.opset_import:
         if imp.domain in DEFAULT_DOMAINS and not lo <= imp.version <= hi:
             extra.append(Finding("warning", "opset-range",
-                                 f"opset {imp.version} is outside {table['short']}'s range "
-                                 f"{lo}-{hi}", hint="re-export with an opset in range",
+                                 f"opset {imp.version} is outside the range {lo}-{hi} of "
+                                 f"{table['short']}", hint="re-export with an opset in range",
                                  source="static"))
     for site in _walk(model.index, functions=_functions(model)):
         node, nid, scope = site.node, site.nid, site.scope
@@ -473,8 +473,8 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
                               code=codes.UNSUPPORTED_OP, subgraph=sub, local_function_stack=stack))
             continue
         if op in table["plugin_ops"]:
-            out.append(_entry(nid, op, f"{op} is implemented by a plugin {table['short']} does "
-                              "not ship", "static",
+            out.append(_entry(nid, op, f"{op} is implemented by a plugin that {table['short']} "
+                              "does not ship", "static",
                               hint=_hint(table["plugin_ops"][op], model, nid, op, node.domain),
                               code=codes.PLUGIN_MISSING, subgraph=sub, local_function_stack=stack))
             continue
@@ -888,6 +888,11 @@ def _map_partition(model: Model, part: Optional[Dict[str, Any]]) -> Optional[Dic
             "note": PARTITION_NOTE}
 
 
+def static_note(table: Dict[str, Any]) -> str:
+    """What answered a static check: the rule table, what it was compiled from, its source."""
+    return f"static rules for {table['name']}: {table['label']} ({table['source']})"
+
+
 def _static_report(model: Model, rules: str, label: str) -> SupportReport:
     table = backend_table(rules)
     entries, extra = static_check(model, rules)
@@ -895,7 +900,7 @@ def _static_report(model: Model, rules: str, label: str) -> SupportReport:
                          findings=[_finding(u) for u in entries] + extra + list(model.warnings),
                          unsupported=entries,
                          mode="static", rules=table["name"], model=label,
-                         notes=[f"static rules: {table['label']} ({table['source']})"])
+                         notes=[static_note(table)])
 
 
 class _model_file:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List
 
-MATRIX_SOURCE = "onnx-tensorrt docs/operators.md (TensorRT 10.15, opset 9-24)"
+MATRIX_VERSION = "10.15"  # the TensorRT release of the operator matrix the rules are compiled from
+MATRIX_SOURCE = f"onnx-tensorrt docs/operators.md (TensorRT {MATRIX_VERSION}, opset 9-24)"
 
 # Ops the matrix marks "N". Value: the next step users can take.
 MATRIX_UNSUPPORTED: Dict[str, str] = {
@@ -315,9 +316,13 @@ _BASE_RULE_IDS = list(RULES)
 # Per-backend tables. `unsupported_ops`: op -> hint; `plugin_ops`: ops the parser routes to a
 # plugin that is not registered; `rules`: rule id -> overrides (None disables the rule).
 BACKENDS: Dict[str, Dict[str, Any]] = {
+    # `label`: what the rules are, compiled from what (headings, notes, `workbench check
+    # --list-rules`); `short`: the backend they speak for, inside a finding ("X is not supported
+    # by {short}"), naming the matrix release where the matrix is all they know
     "tensorrt": {
-        "label": "TensorRT 10.15 (published operator matrix)",
-        "short": "TensorRT (10.15 matrix)",
+        "label": f"TensorRT rules from the published onnx-tensorrt operator matrix of TensorRT "
+                 f"{MATRIX_VERSION}",
+        "short": f"TensorRT (per its {MATRIX_VERSION} operator matrix)",
         "source": MATRIX_SOURCE,
         "opset_range": [9, 24],
         "unsupported_ops": dict(MATRIX_UNSUPPORTED),
@@ -327,9 +332,12 @@ BACKENDS: Dict[str, Dict[str, Any]] = {
         "unknown_op_severity": "warning",
     },
     "tensorrt-rtx": {
-        "label": "TensorRT-RTX 1.7 (measured with its parser and CPU ahead-of-time builder)",
+        "label": f"TensorRT-RTX 1.7 rules: the TensorRT {MATRIX_VERSION} operator matrix with "
+                 "the differences measured with TensorRT-RTX 1.7's parser and CPU ahead-of-time "
+                 "builder",
         "short": "TensorRT-RTX 1.7",
-        "source": "measured: tests/test_support.py asks the real TensorRT-RTX 1.7 parser",
+        "source": "measured on single-op models with the real TensorRT-RTX 1.7 parser; "
+                  "tests/test_support.py re-asks it",
         "opset_range": [9, 24],
         "unsupported_ops": dict(MATRIX_UNSUPPORTED, **{
             # newer than the matrix; the RTX parser has no importer for them
