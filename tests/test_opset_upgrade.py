@@ -150,3 +150,46 @@ def test_recipe_describes_itself_and_its_preconditions():
     assert r.precondition(new, target=17).applies
     assert _opset(r.apply(new, target=17)) == 17
     assert not r.precondition(new, target=MIN_TARGET).applies
+
+
+def _opset4_conv(tmp_path):
+    """An opset-4, IR-3 Conv -> Relu whose output has a type but no shape, as old hand-written
+    models have (its weight listed as a graph input, as IR 3 wants)."""
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    g = h.make_graph([h.make_node("Conv", ["x", "w"], ["c"], name="c"),
+                      h.make_node("Relu", ["c"], ["y"], name="r")], "o4",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8]),
+                      h.make_tensor_value_info("w", T.FLOAT, [4, 3, 3, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [numpy_helper.from_array(w, "w")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 4)])
+    m.ir_version = 3
+    path = tmp_path / "old conv.onnx"
+    onnx.save(m, str(path))
+    return m, path
+
+
+def test_an_output_without_shape_does_not_stop_the_upgrade(tmp_path):
+    """onnx's checker wants a shape on graph outputs at the IR the upgrade writes: one found by
+    shape inference is filled in (it failed with "Field 'shape' of 'type' is required")."""
+    m, _ = _opset4_conv(tmp_path)
+    out, reached = upgrade_opset(m)
+    assert reached == MIN_TARGET
+    dims = [d.dim_value for d in out.graph.output[0].type.tensor_type.shape.dim]
+    assert dims == [1, 4, 6, 6]
+
+
+def test_the_opset_range_warning_names_the_recipe_that_raises_it(tmp_path):
+    """Below the backend's range the warning's next step is the opset-upgrade command on the
+    user's file (quoted); above it, a re-export with the highest opset in range."""
+    _, path = _opset4_conv(tmp_path)
+    _, extra = static_check(str(path), "tensorrt-rtx")
+    w = [f for f in extra if f.code == "opset-range"]
+    assert w and "--recipe opset-upgrade" in w[0].hint and f"'{path}'" in w[0].hint
+    m = onnx.load(str(path))
+    m.opset_import[0].version = 99
+    hi_path = tmp_path / "new.onnx"
+    onnx.save(m, str(hi_path))
+    _, extra = static_check(str(hi_path), "tensorrt-rtx")
+    w = [f for f in extra if f.code == "opset-range"]
+    assert w and "opset_version=" in w[0].hint and "opset-upgrade" not in w[0].hint

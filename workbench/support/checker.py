@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -451,10 +452,17 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
     lo, hi = table["opset_range"]
     for imp in model.proto.opset_import:
         if imp.domain in DEFAULT_DOMAINS and not lo <= imp.version <= hi:
+            if imp.version < lo:
+                who = shlex.quote(str(model.path)) if model.path else "MODEL"
+                hint = (f"`workbench fix {who} --recipe opset-upgrade -o OUT.onnx` raises it "
+                        "with onnx's version converter (verified against the original), or "
+                        f"re-export with an opset in {lo}-{hi}")
+            else:
+                hint = (f"re-export with an opset in {lo}-{hi} (torch.onnx.export(..., "
+                        f"opset_version={hi}))")
             extra.append(Finding("warning", "opset-range",
                                  f"opset {imp.version} is outside the range {lo}-{hi} of "
-                                 f"{table['short']}", hint="re-export with an opset in range",
-                                 source="static"))
+                                 f"{table['short']}", hint=hint, source="static"))
     for site in _walk(model.index, functions=_functions(model)):
         node, nid, scope = site.node, site.nid, site.scope
         op, sub = node.op_type, site.path.rstrip("/") or None

@@ -78,6 +78,26 @@ def _channel_slopes(proto: Any) -> Any:
     return proto
 
 
+def _shaped_outputs(proto: Any) -> None:
+    """Graph outputs declared with a type but no shape (old hand-written models) get the
+    shape inference finds: onnx's checker wants one at the IR versions the upgrade writes."""
+    import onnx
+
+    bare = [o for o in proto.graph.output
+            if o.type.HasField("tensor_type") and not o.type.tensor_type.HasField("shape")]
+    if not bare:
+        return
+    try:
+        inf = onnx.shape_inference.infer_shapes(proto)
+    except Exception:
+        return
+    known = {vi.name: vi for vi in list(inf.graph.value_info) + list(inf.graph.output)
+             if vi.type.tensor_type.HasField("shape")}
+    for o in bare:
+        if o.name in known:
+            o.type.tensor_type.shape.CopyFrom(known[o.name].type.tensor_type.shape)
+
+
 def upgrade_opset(proto: Any, target: Optional[int] = None) -> Tuple[Any, int]:
     """(converted copy, opset reached): the smallest target >= MIN_TARGET (or `target`) the
     version converter manages and onnx's checker accepts. WorkbenchError naming the op the
@@ -95,6 +115,7 @@ def upgrade_opset(proto: Any, target: Optional[int] = None) -> Tuple[Any, int]:
                 src = _channel_slopes(src)
             out = _modernize(onnx.version_converter.convert_version(src, t))
             out.ir_version = max(out.ir_version, 7 if t >= 13 else 4)
+            _shaped_outputs(out)
             onnx.checker.check_model(out)
             return out, t
         except Exception as e:
