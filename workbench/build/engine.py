@@ -157,6 +157,37 @@ def _copy_out(src: Path, dst: PathLike, model_path: Optional[Path],
     return str(out)
 
 
+def _onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: ModelRef,
+                 config: BuildConfig) -> Tuple[str, Optional[str]]:
+    """The ONNX the trtexec/polygraphy lines and the script read, and a note: TensorRT built
+    from a file of the workspace (the precision conversion, or an in-memory model), which the
+    user should not have to dig out, so with an engine output it is copied beside the engine
+    (`OUT.fp16.onnx`, atomically, never over the model) and the lines name that copy."""
+    src = Path(str(onnx_path)) if onnx_path else None
+    if output is None or src is None or not src.is_file() or \
+            (ref.path is not None and src.resolve() == ref.path.resolve()):
+        return str(onnx_path or ""), None
+    if src.parent.name == "transformed":  # saved with external data (over 2 GB): left there
+        return str(src), None
+    out = Path(output)
+    stem = out.name[: -len(out.suffix)] if out.suffix else out.name
+    tag = f".{config.precision}" if config.entry.kind != "none" else ""
+    dst = out.with_name(f"{stem}{tag}.onnx")
+    if ref.path is not None and dst.resolve() == ref.path.resolve():
+        dst = out.with_name(f"{stem}{tag}.built.onnx")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    what = (f"the {config.precision.upper()} ONNX TensorRT built from (the workbench's "
+            "conversion of your model)" if tag else "the ONNX TensorRT built from")
+    return str(dst), f"{dst}: {what}, written beside the engine; the lines above read it"
+
+
 def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
                       ) -> Tuple[Path, List[Finding]]:
     """The ONNX that goes to TensorRT: the original (FP32) or the precision transform."""
@@ -393,10 +424,13 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                 # run's lines name this run's output
                 from workbench.build.export import export_for
 
-                res.export = export_for(config, onnx_path=str(meta.get("onnx_path") or ""),
+                shown, note = _onnx_beside(meta.get("onnx_path"), output, ref, config)
+                res.export = export_for(config, onnx_path=shown,
                                         engine_path=str(output or engine),
                                         backend=meta["backend"], route=meta.get("route"),
                                         calib_cache=meta.get("calib_cache"))
+                if note:
+                    res.export["notes"].insert(0, note)
                 _emit(on_event, "cache-hit", 1.0, str(engine))
                 ws.append_history({"action": "build", "cache_hit": True, "key": key,
                                    "config_hash": config.config_hash, "engine": str(engine)})
@@ -552,9 +586,12 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             findings.append(Finding("warning", "exclusion-not-found",
                                     f"no TensorRT layer matches excluded node '{n}'", nodes=[n],
                                     source="build", hint="check the node name"))
-        export = export_for(config, onnx_path=str(onnx_path), engine_path=str(output or engine),
+        shown, note = _onnx_beside(onnx_path, output, ref, config)
+        export = export_for(config, onnx_path=shown, engine_path=str(output or engine),
                             backend=out["backend"], route=route,
                             calib_cache=args.get("calib_cache"))
+        if note:
+            export["notes"].insert(0, note)
         meta = {
             "key": key, "key_doc": key_doc, "config": config.to_dict(),
             "config_hash": config.config_hash, "size_bytes": out["size_bytes"],
