@@ -285,18 +285,20 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
                  cancel: Optional[threading.Event] = None, timeout: Optional[float] = None,
                  client: Any = None, output: Optional[PathLike] = None,
                  use_cache: bool = True, strict_profiles: bool = False,
-                 split_tail: bool = True) -> BuildResult:
+                 split_tail: bool = True, onnx_beside: bool = True) -> BuildResult:
     """Build (or fetch from the cache) the engine of `model_or_path` for `config`.
 
     When the parser refuses nodes that all lie in a tail the split recipe cuts, the largest
     supported prefix becomes the engine and the tail + a chain manifest are written beside it
     (`workbench.build.tail`; `result.split` says so, a "split-build" finding and a "notice"
     event name the refused nodes); `split_tail=False` makes every refusal a BuildFailed.
+    `onnx_beside`: with `output`, an ONNX TensorRT got from the workspace (a precision
+    conversion) is copied beside the engine for the equivalent commands (`_onnx_beside`).
     """
     config = (config or BuildConfig()).validate()
     t0 = time.monotonic()
     kwargs: Dict[str, Any] = dict(cancel=cancel, timeout=timeout, use_cache=use_cache,
-                                  strict_profiles=strict_profiles)
+                                  strict_profiles=strict_profiles, onnx_beside=onnx_beside)
     try:
         res = _build_whole(model_or_path, config, on_event=on_event, client=client,
                            output=output, **kwargs)
@@ -310,6 +312,7 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         backend = backend_info(config.backend, client)["backend"]  # (memoised)
         if timeout is not None:  # one time limit for the whole model's try and the prefix's
             kwargs["timeout"] = max(0.1, timeout - (time.monotonic() - t0))
+        kwargs["onnx_beside"] = False  # the split writes its own OUT.prefix.onnx and tail
         return build_split(model_or_path, config, e, build=build_engine, backend=backend,
                            output=output, client=client, on_event=on_event, **kwargs)
     if output is not None:
@@ -323,7 +326,8 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                  on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
                  cancel: Optional[threading.Event] = None, timeout: Optional[float] = None,
                  client: Any = None, output: Optional[PathLike] = None,
-                 use_cache: bool = True, strict_profiles: bool = False) -> BuildResult:
+                 use_cache: bool = True, strict_profiles: bool = False,
+                 onnx_beside: bool = True) -> BuildResult:
     """The engine of the whole model (no split).
 
     Without profiles, dynamic inputs get default ones (`precision.profiles.default_profile`):
@@ -424,7 +428,8 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                 # run's lines name this run's output
                 from workbench.build.export import export_for
 
-                shown, note = _onnx_beside(meta.get("onnx_path"), output, ref, config)
+                shown, note = _onnx_beside(meta.get("onnx_path"), output if onnx_beside else
+                                           None, ref, config)
                 res.export = export_for(config, onnx_path=shown,
                                         engine_path=str(output or engine),
                                         backend=meta["backend"], route=meta.get("route"),
@@ -586,7 +591,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             findings.append(Finding("warning", "exclusion-not-found",
                                     f"no TensorRT layer matches excluded node '{n}'", nodes=[n],
                                     source="build", hint="check the node name"))
-        shown, note = _onnx_beside(onnx_path, output, ref, config)
+        shown, note = _onnx_beside(onnx_path, output if onnx_beside else None, ref, config)
         export = export_for(config, onnx_path=shown, engine_path=str(output or engine),
                             backend=out["backend"], route=route,
                             calib_cache=args.get("calib_cache"))

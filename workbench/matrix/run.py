@@ -107,7 +107,8 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
     engine_out = options.get("engine_dir")
     try:
         res = build_engine(v.model, v.config(), client=client, timeout=options.get("timeout"),
-                           output=(Path(engine_out) / f"{v.id}.engine") if engine_out else None)
+                           output=(Path(engine_out) / f"{v.id}.engine") if engine_out else None,
+                           onnx_beside=False)  # (one converted ONNX per variant: too much)
     except BuildFailed as e:
         out.update(error=e.one_line(), code=e.code, node=e.node,
                    seconds=time.monotonic() - t0)
