@@ -173,3 +173,17 @@ def test_profiles_cli(capsys):
     rc = main(["profiles", str(RESNET), "--profile", "input:1x3x32x32:8x3x32x32:256x3x32x32"])
     out = capsys.readouterr().out
     assert rc == 0 and "profile #1 valid" in out and "wide-profile" in out
+
+
+def test_a_shape_tensor_input_without_values_is_said_in_good_grammar():
+    """One input 'needs', several 'need' (it read "input 'shape' need a profile")."""
+    from workbench.precision.profiles import default_profile
+
+    one = _err(default_profile, _shape_tensor_model())
+    assert "shape-tensor input 'shape' needs a profile of VALUES" in one
+    m = _shape_tensor_model()
+    m.graph.node[0].output[0] = "r"
+    m.graph.node.append(helper.make_node("Reshape", ["r", "shape2"], ["y"], name="reshape2"))
+    m.graph.input.append(helper.make_tensor_value_info("shape2", TensorProto.INT64, [2]))
+    two = _err(default_profile, m)
+    assert "shape-tensor inputs 'shape', 'shape2' need a profile of VALUES" in two

@@ -95,6 +95,7 @@ def test_tensor_ticks_name_tensors_and_thin_out():
     assert t["ticktext"][1] == f"block{step}/conv/Conv"
     few = tensor_ticks(["a_output_0", "b"])
     assert few["tickvals"] == [0, 1] and few["ticktext"] == ["a", "b"]
+    assert t["tickfont"]["size"] >= 11  # (9 px read poorly)
 
 
 def test_compare_axis_shows_tensor_names(tmp_path):

@@ -32,7 +32,8 @@ from widgets.figure import Figure
 from workbench import compare
 from workbench.errors import WorkbenchError
 
-MAX_TICKS = 40  # name at most this many tensors on the axis (every k-th beyond)
+MAX_TICKS = 32  # name at most this many tensors on the axis (every k-th beyond): at 11 px,
+# rotated, 32 keep apart across the output area
 BANDS = [(1e-3, OK_COLOUR, "rel < 1e-3"), (1e-2, "#bcbd22", "1e-3 .. 1e-2"),
          (1e-1, SEVERITY_COLOURS["warning"], "1e-2 .. 1e-1"),
          (math.inf, SEVERITY_COLOURS["error"], ">= 1e-1 or inf/NaN")]
@@ -57,7 +58,7 @@ def tensor_ticks(names: List[str], limit: int = 28) -> Dict[str, Any]:
         return short_label(n.lstrip("/") or n, limit)
 
     return dict(tickmode="array", tickvals=vals, ticktext=[short(names[i]) for i in vals],
-                tickangle=-50, tickfont=dict(size=9), automargin=True)
+                tickangle=-50, tickfont=dict(size=11), automargin=True)  # (9 px read poorly)
 
 
 def _fmt(x: float) -> str:

@@ -447,7 +447,9 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
         raise WorkbenchError(
             "shape-tensor input" + ("s " if len(guess_err) > 1 else " ")
             + ", ".join(f"'{s.name}'" for s in guess_err)
-            + " need a profile of VALUES, which cannot be guessed", field=guess_err[0].name,
+            + (" need" if len(guess_err) > 1 else " needs")
+            + " a profile of VALUES (min/opt/max of the values it holds, not of its shape), "
+            "which cannot be guessed", field=guess_err[0].name,
             hint="add --profile " + ",".join(f"{s.name}:MIN:OPT:MAX" for s in guess_err))
     meta = _from_metadata(proto) or Profile()
     positions = _position_table(proto)
