@@ -44,9 +44,13 @@ def ort_qdq(tmp_path_factory):
     return fp32, q
 
 
-def _run(model, x):
+def _run(model, x, optimize=True):
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    return ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    so = ort.SessionOptions()
+    if not optimize:  # (onnxruntime fuses DQ(weight) -> MatMul into an int8 kernel that also
+        # quantizes the activations: not what the graph says)
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 
 
 def _dq_inputs(m):
@@ -181,3 +185,27 @@ def test_fix_names_its_output_file_in_what_is_left_to_do(ort_qdq, tmp_path):
     assert left and "zero point" in left[0], text
     assert "'" + str(out) + "'" in left[0] and ".trt-workbench" not in text, left[0]
     assert T.INT32 not in _dq_inputs(onnx.load(str(out)))
+
+
+@pytest.mark.parametrize("zp_type", ["int8", "uint8", "float8_e4m3fn"])
+def test_a_weight_quantized_in_the_graph_keeps_its_rounded_value(zp_type):
+    """Q -> DQ on a float weight: the stripped model holds what the pair computes (int8/uint8
+    rounding and clamping, float8's own rounding), so its output is the quantized model's."""
+    import ml_dtypes
+
+    dt = {"int8": np.int8, "uint8": np.uint8, "float8_e4m3fn": ml_dtypes.float8_e4m3fn}[zp_type]
+    zp = np.array(0 if zp_type != "uint8" else 128, dtype=dt)
+    w = (np.random.default_rng(0).standard_normal((4, 4)) * 2).astype(np.float32)
+    g = h.make_graph([h.make_node("QuantizeLinear", ["w", "s", "z"], ["q"], name="qw"),
+                      h.make_node("DequantizeLinear", ["q", "s", "z"], ["wd"], name="dqw"),
+                      h.make_node("MatMul", ["x", "wd"], ["y"], name="mm")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2, 4])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 4])],
+                     [nh.from_array(w, "w"), nh.from_array(np.float32(0.02), "s"),
+                      nh.from_array(zp, "z")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 19)])
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    out, counts = strip_qdq(m)
+    assert counts == {"weights": 1, "pairs": 0}
+    assert [n.op_type for n in out.graph.node] == ["MatMul"]
+    assert np.array_equal(_run(out, x, optimize=False), _run(m, x, optimize=False))

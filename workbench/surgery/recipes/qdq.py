@@ -291,8 +291,13 @@ def strip_qdq(proto: Any) -> Tuple[Any, Dict[str, int]]:
             if w is not None:  # a weight quantized in the graph: its dequantized value
                 ws = _broadcast(scale, w, axis) if w.ndim else scale
                 wz = (_broadcast(zp, w, axis) if w.ndim else zp).astype(np.float64)
-                code = np.clip(np.rint(w.astype(np.float64) / ws) + wz, lo, hi)
-                y = ((code - wz) * ws).astype(scale.dtype)
+                if np.dtype(zp.dtype).kind == "f" or "float8" in np.dtype(zp.dtype).name:
+                    # float8: round to the nearest float8 (saturating), not to an integer
+                    v = np.clip(w.astype(np.float32) / ws.astype(np.float32), lo, hi)
+                    y = (v.astype(zp.dtype).astype(np.float32) * ws).astype(scale.dtype)
+                else:
+                    code = np.clip(np.rint(w.astype(np.float64) / ws) + wz, lo, hi)
+                    y = ((code - wz) * ws).astype(scale.dtype)
                 for j in dqs:
                     g.initializer.append(numpy_helper.from_array(y, g.node[j].output[0]))
                     drop.add(j)
