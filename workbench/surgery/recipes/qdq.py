@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from workbench.errors import WorkbenchError
+from workbench.graphindex import GraphIndex, leaf_name
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names, as_proto,
                                     constant_value, node_ids, register, unique_name)
@@ -227,10 +228,7 @@ def strip_qdq(proto: Any) -> Tuple[Any, Dict[str, int]]:
     g = out.graph
     ids = node_ids(out)
     inits = {t.name: t for t in g.initializer}
-    consumers: Dict[str, List[int]] = {}
-    for j, n in enumerate(g.node):
-        for x in n.input:
-            consumers.setdefault(x, []).append(j)
+    consumers = GraphIndex(g).consumers  # read before the edits below
 
     def const(name: str) -> Optional[np.ndarray]:
         return numpy_helper.to_array(inits[name]) if name in inits else None
@@ -319,7 +317,7 @@ def strip_qdq(proto: Any) -> Tuple[Any, Dict[str, int]]:
             named = [o for o in outs if o in graph_outputs]
             clip_out = named[0] if named else unique_name(taken, n.output[0] + "_float")
             # (not the Q's own name: a quantizer run afterwards names its new Q nodes so)
-            cname = unique_name(taken, src.split("/")[-1] + "_saturate")
+            cname = unique_name(taken, leaf_name(src) + "_saturate")
             if _opset(out) >= 11:
                 lo_n = unique_name(taken, cname + "_min")
                 hi_n = unique_name(taken, cname + "_max")
