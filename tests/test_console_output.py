@@ -56,8 +56,9 @@ def test_partition_reads_importable_not_supported_false(capsys):
 def test_fix_steps_say_what_is_left_and_check_advises_the_recipe_fix_uses(capsys, tmp_path):
     rc, out, _ = _main(capsys, "check", NEEDS_FIXING, "--backend", "tensorrt-rtx")
     step = next(ln.strip() for ln in out.splitlines() if ln.strip().startswith("/flatten/Compress:"))
-    assert step.startswith(f"/flatten/Compress: `workbench fix {NEEDS_FIXING} --recipe "
-                           "fold_constants` replaces it by its value")
+    fixed = str(NEEDS_FIXING).replace(".onnx", ".fixed.onnx")
+    assert step.startswith(f"/flatten/Compress: `workbench fix {NEEDS_FIXING} -o {fixed} "
+                           "--recipe fold_constants` replaces it by its value")
     rc, out, err = _main(capsys, "fix", NEEDS_FIXING, "-o", tmp_path / "fixed.onnx", "--auto")
     assert rc == 0, err
     lines = err.strip().splitlines()
@@ -235,3 +236,32 @@ def test_misspelt_flag_names_the_verb_and_the_flag_meant(capsys, tmp_path):
     assert not (tmp_path / "x.engine").exists()
     rc, _, err = _main(capsys, "--bogus")
     assert rc == 2 and err.startswith("workbench: error: unrecognized arguments: --bogus")
+
+
+def test_the_fix_command_check_prints_runs_as_printed(capsys, tmp_path):
+    """A next step copied from `check` works: it carries the -o the CLI requires, writes
+    `<name>.fixed.onnx` beside the model and leaves the model itself as it was."""
+    import shlex
+    import shutil
+
+    model = tmp_path / "my model.onnx"  # a space: the command is shell-quoted
+    shutil.copy(NEEDS_FIXING, model)
+    before = model.read_bytes()
+    rc, out, _ = _main(capsys, "check", model, "--backend", "tensorrt-rtx")
+    step = next(ln.strip() for ln in out.splitlines() if ln.strip().startswith("/flatten/Compress:"))
+    cmd = step.split("`")[1]
+    fixed = tmp_path / "my model.fixed.onnx"
+    assert cmd == (f"workbench fix {shlex.quote(str(model))} -o {shlex.quote(str(fixed))} "
+                   "--recipe fold_constants")
+    argv = shlex.split(cmd)
+    assert argv[:2] == ["workbench", "fix"]
+    rc, out, err = _main(capsys, *argv[1:])
+    assert rc in (0, 1), err  # 1: other nodes still to fix
+    assert err.startswith("fold_constants: kept") and "equivalent" in err
+    assert fixed.exists() and model.read_bytes() == before
+    import onnx
+
+    assert "Compress" not in {n.op_type for n in onnx.load(str(fixed)).graph.node}
+    # the next check of the fixed file points its own fix one name further
+    rc, out, _ = _main(capsys, "check", fixed, "--backend", "tensorrt-rtx")
+    assert shlex.quote(str(tmp_path / "my model.fixed2.onnx")) in out

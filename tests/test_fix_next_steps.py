@@ -61,8 +61,9 @@ def test_panel_next_steps_name_the_users_files_not_the_workspace(model, tmp_path
     # on the original: the commands run on the model the user opened
     assert home not in panel.failing.value  # (the hints named <home>/models/<hash>/versions/)
     assert home not in shown() and "versions/" not in shown()
-    assert f"`workbench fix {model} --recipe decompose:node={GELU}`" in panel.failing.value
     fixed = tmp_path / "m.fixed.onnx"
+    assert (f"`workbench fix {model} -o {fixed} --recipe decompose:node={GELU}`"
+            in panel.failing.value)
     assert any(f"`workbench fix {model} -o {fixed} --auto`" in s for s in panel.next_steps())
     # a kept change: the commands name the suggested output beside the model, and the call
     # that writes it is right there; nothing is written yet
@@ -70,8 +71,8 @@ def test_panel_next_steps_name_the_users_files_not_the_workspace(model, tmp_path
     assert panel.wait(120).kept
     assert panel.history.current != panel.history.original
     assert home not in shown() and "versions/" not in shown()
-    assert (f"`workbench fix {fixed} --recipe decompose:node=/crop/CenterCropPad`"
-            in panel.failing.value)
+    assert (f"`workbench fix {fixed} -o {tmp_path / 'm.fixed2.onnx'} --recipe "
+            "decompose:node=/crop/CenterCropPad`" in panel.failing.value)
     assert not fixed.exists()
     assert any(f"`panel.export('{fixed}')`" in s and "not saved yet" in s
                for s in panel.next_steps())
@@ -88,7 +89,8 @@ def test_panel_next_steps_name_the_users_files_not_the_workspace(model, tmp_path
     chosen = tmp_path / "chosen.onnx"
     panel.export_path.value = str(chosen)
     panel.export_btn.click()
-    assert chosen.exists() and f"`workbench fix {chosen} --recipe" in panel.failing.value
+    assert chosen.exists() and f"`workbench fix {chosen} -o {tmp_path / 'chosen.fixed.onnx'} --recipe" \
+        in panel.failing.value
     assert str(fixed) not in panel.failing.value and home not in shown()
     # never over the model the user opened
     with pytest.raises(WorkbenchError, match="refusing to overwrite the original"):

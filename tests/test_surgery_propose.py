@@ -151,14 +151,16 @@ def test_advise_adds_the_decompose_step_once(reports):
     rep = SupportReport.from_dict(rep.to_dict())
     advise(rep)
     hints = {u["node"]: u["hint"] for u in rep.unsupported}
-    want = f"`workbench fix {path} --recipe decompose:node=/act/FastGelu` replaces it with " \
+    fixed = path.with_name("needs_fixing.fixed.onnx")
+    want = f"`workbench fix {path} -o {fixed} --recipe decompose:node=/act/FastGelu` replaces it with " \
         "standard ops; or "
     assert hints["/act/FastGelu"].startswith(want) and "--plugin" in hints["/act/FastGelu"]
     assert hints["/crop/CenterCropPad"].startswith("`workbench fix")
     # no decomposition for Compress: its inputs are constant, so the step is the fold that
     # `fix --auto` applies (issue 14: the advice no longer contradicts the recipe used)
     assert "decompose" not in hints["/flatten/Compress"]
-    assert hints["/flatten/Compress"].startswith(f"`workbench fix {path} --recipe fold_constants`")
+    assert hints["/flatten/Compress"].startswith(
+        f"`workbench fix {path} -o {fixed} --recipe fold_constants`")
     # the error Findings carry the same next steps
     assert {f.nodes[0]: f.hint for f in rep.findings if f.severity == "error"} == hints
     assert advise(rep).unsupported[0]["hint"] == hints["/crop/CenterCropPad"]  # idempotent

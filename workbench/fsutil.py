@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 import threading
 import warnings
@@ -224,3 +225,12 @@ def single_flight(path: PathLike, *, cancel: Any = None, deadline: Optional[floa
             _unlock_fd(fd)
     finally:
         os.close(fd)
+
+
+def fixed_name(path: str) -> str:
+    """Where a fix of file `path` goes by default: `<name>.fixed.onnx` beside it
+    (`<name>.fixed2.onnx` for a file already named so, and so on)."""
+    src = Path(path)
+    m = re.fullmatch(r"(.*)\.fixed(\d*)", src.stem)
+    stem = f"{m.group(1)}.fixed{int(m.group(2) or 1) + 1}" if m else f"{src.stem}.fixed"
+    return str(src.with_name(stem + ".onnx"))

@@ -113,7 +113,7 @@ def _float_model_of(proto: Any, target: str) -> Tuple[Any, List[Finding]]:
         f"values, {counts['pairs']} activation pair(s) removed, their saturation kept as Clip) "
         f"and quantized again to {target.upper()} from the calibration data, symmetric as "
         "TensorRT needs", hint="to keep the model's own scales instead, fix them in place "
-                               "(`workbench fix MODEL --recipe symmetric_qdq`, where exact); "
+                               "(`workbench fix MODEL -o OUT.onnx --recipe symmetric_qdq`, where exact); "
                                "quantizing from the original FP32 model is best",
         source="precision")]
 

@@ -352,8 +352,15 @@ def _hint(text: Optional[str], model: Model, node: Optional[str], op: Optional[s
     `workbench.surgery.propose.advise`.)"""
     import shlex
 
+    from workbench.fsutil import fixed_name
+
     path = shlex.quote(str(model.path)) if model.path else "MODEL"
-    return _fmt(text, **dict(values, model=path, node=node or "NODE")) if text else text
+    fixed = shlex.quote(fixed_name(str(model.path))) if model.path else "OUT.onnx"
+    if text:  # a fix command runs as printed: with the -o the CLI requires
+        text = text.replace("workbench fix {model} --recipe",
+                            "workbench fix {model} -o {fixed} --recipe")
+    return _fmt(text, **dict(values, model=path, fixed=fixed, node=node or "NODE")) \
+        if text else text
 
 
 def _fmt(text: str, **values: Any) -> str:

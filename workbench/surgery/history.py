@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
-from workbench.fsutil import CorruptLineWarning
+from workbench.fsutil import CorruptLineWarning, fixed_name
 from workbench.model import Model, open_model, save_model
 from workbench.surgery.recipes.base import _pause_hook
 from workbench.workspace import ModelWorkspace, workspace_for
@@ -279,7 +279,7 @@ class History:
         """Where a fixed model goes unless the user says otherwise: `<name>.fixed.onnx` beside
         the original (never the original itself; None for a model without a file)."""
         src = self.model.path
-        return None if src is None else Path(src).with_name(f"{Path(src).stem}.fixed.onnx")
+        return None if src is None else Path(fixed_name(str(src)))
 
     def exported(self, vid: Optional[str] = None) -> Optional[Path]:
         """The file this session last exported version `vid` (default: current) to, while it

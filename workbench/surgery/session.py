@@ -98,10 +98,17 @@ def _renamed(obj: Any, old: str, new: str, quoted: str, key: str = "") -> Any:
 def _named(report: SupportReport, old: str, new: Optional[Path]) -> SupportReport:
     """A copy of `report` whose texts name `new` (None: "MODEL") where they named file `old`;
     `model` stays the file the parser read."""
+    from workbench.fsutil import fixed_name
+
     out = copy.copy(report)
-    args = (old, str(new) if new is not None else "MODEL", _quote(new))
+    # the `-o` of a recipe's command (`fixed_name` of the file read) first, then the file
+    pairs = [(fixed_name(old), fixed_name(str(new)) if new is not None else "OUT.onnx"),
+             (old, str(new) if new is not None else "MODEL")]
     for k in ("findings", "unsupported", "notes", "partition", "build"):
-        setattr(out, k, _renamed(getattr(report, k), *args))
+        v = getattr(report, k)
+        for a, b in pairs:
+            v = _renamed(v, a, b, _quote(b) if b not in ("MODEL", "OUT.onnx") else b)
+        setattr(out, k, v)
     return out
 
 

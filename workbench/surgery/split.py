@@ -160,7 +160,8 @@ def _vi(types: Dict[str, Any], name: str) -> Any:
     if name in types and types[name].type.tensor_type.elem_type:
         return copy.deepcopy(types[name])
     raise WorkbenchError(f"the type of '{name}', which crosses the cut, is unknown",
-                         field=name, hint="run `workbench fix MODEL --recipe infer_shapes` "
+                         field=name,
+                         hint="run `workbench fix MODEL -o OUT.onnx --recipe infer_shapes` "
                          "first, or give the tensor a value_info")
 
 

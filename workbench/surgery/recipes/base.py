@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from workbench.errors import WorkbenchError
+from workbench.fsutil import fixed_name
 
 
 class Precondition(NamedTuple):
@@ -191,6 +192,20 @@ def _pause_hook(point: str, recipe: str) -> None:
 
 
 # ---------------------------------------------------------------------------- model helpers
+
+def fix_command(model: str, recipe: str) -> str:
+    """The `workbench fix` line a next-step hint gives for `recipe` on `model` (a shell-quoted
+    path, or "MODEL"): with the `-o` the command requires (`fixed_name`), so the line runs as
+    printed and never writes over the original."""
+    import shlex
+
+    if model == "MODEL":
+        out = "OUT.onnx"
+    else:
+        parts = shlex.split(model) or [model]
+        out = shlex.quote(fixed_name(parts[0]))
+    return f"workbench fix {model} -o {out} --recipe {recipe}"
+
 
 def as_proto(model: Any) -> "onnx.ModelProto":  # noqa: F821
     """A ModelProto with weights from a ModelProto, a workbench Model or a path."""

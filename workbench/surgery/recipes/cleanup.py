@@ -7,10 +7,11 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from workbench.errors import WorkbenchError
 from workbench.support import codes
-from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names, as_proto,
-                                    constant_value, find_node_index, gs_export, gs_import,
-                                    infer_structure_shapes, infer_types, label, light_copy,
-                                    node_ids, register, tensor_types, unique_name)
+from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names,
+                                            as_proto, constant_value, find_node_index, fix_command,
+                                            gs_export, gs_import, infer_structure_shapes,
+                                            infer_types, label, light_copy, node_ids, register,
+                                            tensor_types, unique_name)
 
 NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                     "Bernoulli", "Multinomial"}
@@ -194,7 +195,7 @@ class FoldConstants(Recipe):
         fix then does)."""
         if not self.propose(finding, ctx):
             return None
-        return (f"`workbench fix {model} --recipe fold_constants` replaces it by its value "
+        return (f"`{fix_command(model, 'fold_constants')}` replaces it by its value "
                 "(all its inputs are constant)")
 
     def precondition(self, model: Any, size_threshold: int = MiB, passes: int = 3) -> Precondition:

@@ -15,10 +15,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from workbench.support import codes
-from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names, as_proto,
-                                    constant_value, find_node_index, infer_structure_shapes, infer_types,
-                                    node_ids, opset_of, register, tensor_types, unique_name,
-                                    _dom)
+from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, _dom, all_names,
+                                            as_proto, constant_value, find_node_index, fix_command,
+                                            infer_structure_shapes, infer_types, node_ids,
+                                            opset_of, register, tensor_types, unique_name)
 
 
 class Emit:
@@ -475,7 +475,7 @@ class Decompose(Recipe):
     def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
         if not finding.nodes or not self.can_fix(finding, ctx):
             return None
-        return (f"`workbench fix {model} --recipe decompose:node={finding.nodes[0]}` replaces "
+        return (f"`{fix_command(model, 'decompose:node=' + finding.nodes[0])}` replaces "
                 "it with standard ops")
 
     def _targets(self, proto: Any, node: Optional[str], op: Optional[str]) -> List[int]:

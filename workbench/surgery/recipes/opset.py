@@ -13,7 +13,7 @@ from typing import Any, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, as_proto,
-                                            opset_of, register)
+                                            fix_command, opset_of, register)
 
 MIN_OPSET = 7      # below this TensorRT's parser and onnxruntime refuse the model
 MIN_TARGET = 13    # the smallest target tried
@@ -151,7 +151,7 @@ class OpsetUpgrade(Recipe):
     def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
         if not self.propose(finding, ctx):
             return None
-        return (f"`workbench fix {model} --recipe opset-upgrade` raises the opset with onnx's "
+        return (f"`{fix_command(model, 'opset-upgrade')}` raises the opset with onnx's "
                 "version converter")
 
     def precondition(self, model: Any, target: Optional[int] = None) -> Precondition:

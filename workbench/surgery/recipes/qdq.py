@@ -263,8 +263,9 @@ def strip_qdq(proto: Any) -> Tuple[Any, Dict[str, int]]:
                                         or "a graph output")
                                      + ", not only DequantizeLinear: the model computes in "
                                      "integers there", node=ids[i],
-                                     hint="`workbench fix MODEL --recipe emulate_quantized` "
-                                          "rewrites integer ops into float first")
+                                     hint="`workbench fix MODEL -o OUT.onnx --recipe "
+                                          "emulate_quantized` rewrites integer ops into float "
+                                          "first")
             scale = const(n.input[1])
             zp_name = n.input[2] if len(n.input) > 2 else ""
             zp = const(zp_name) if zp_name else np.zeros((), np.uint8)  # (ONNX: uint8 default)
@@ -343,7 +344,8 @@ def strip_qdq(proto: Any) -> Tuple[Any, Dict[str, int]]:
         k = next(k for k, n in enumerate(g.node) if k not in drop and n.op_type in QDQ)
         raise WorkbenchError(f"{ids[k]}: a {g.node[k].op_type} of a tensor an integer op "
                              "computes cannot be turned back into float here", node=ids[k],
-                             hint="`workbench fix MODEL --recipe emulate_quantized` first")
+                             hint="`workbench fix MODEL -o OUT.onnx --recipe "
+                                  "emulate_quantized` first")
 
     def resolve(name: str) -> str:
         seen = 0

@@ -29,9 +29,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from workbench.support import codes
-from workbench.surgery.recipes.base import (Precondition, Proposal, Recipe, all_names, as_proto,
-                                            constant_value, infer_types, node_ids, opset_of,
-                                            register, tensor_types, unique_name, _dom)
+from workbench.surgery.recipes.base import (Precondition, Proposal, Recipe, _dom, all_names,
+                                            as_proto, constant_value, fix_command, infer_types,
+                                            node_ids, opset_of, register, tensor_types,
+                                            unique_name)
 
 # onnx elem type -> (lowest, highest) integer the quantized type holds
 RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767)}
@@ -687,7 +688,7 @@ class EmulateQuantized(Recipe):
     def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
         if not self.can_fix(finding, ctx):
             return None
-        return (f"`workbench fix {model} --recipe {self.name}` rewrites the quantized ops into "
+        return (f"`{fix_command(model, self.name)}` rewrites the quantized ops into "
                 "exact float emulation")
 
     def precondition(self, model: Any) -> Precondition:
