@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -516,6 +516,26 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     report["dequantize_nodes"] = after_ops.get("DequantizeLinear", 0)
     report["quantize_nodes"] = after_ops.get("QuantizeLinear", 0)
     _check_valid(out, target, source_error)
+    held = _held_low_type(proto, report) if entry.kind == "float" and route != "modelopt" \
+        else None
+    if held is not None:
+        # nothing was lowered: a note about unchecked FP32 activations would mislead
+        findings = [f for f in findings if f.code != "no-overflow-check"]
+        if held == target:
+            findings.insert(0, Finding(
+                "info", "already-low-precision",
+                f"the model already computes in {target.upper()}: it holds no FP32 weight and "
+                "no Cast was needed, so the output is the same graph",
+                hint="to change its precision, convert the FP32 model it was made from",
+                source="precision"))
+        else:
+            findings.insert(0, Finding(
+                "warning", "not-an-fp32-model",
+                f"the model computes in {held.upper()}, not FP32: the {target.upper()} "
+                f"conversion lowers FP32 tensors only, so the output still computes in "
+                f"{held.upper()}",
+                hint=f"convert the FP32 model it was made from (`--to {target}`)",
+                source="precision"))
 
     if batches is not None and measure and entry.kind != "none":
         try:
@@ -552,6 +572,33 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                         f"data ({runner})", tensors=[name], source="precision",
                         hint="see the overflow findings; exclude the named nodes"))
     return PrecisionResult(proto=out, target=target, findings=findings, report=report)
+
+
+def _held_low_type(proto: Any, report: Dict[str, Any]) -> Optional[str]:
+    """"fp16"/"bf16" for a model a float target found nothing to lower in: no FP32
+    initializer (nor Constant), no Cast inserted, and weights of that type; else None."""
+    FLOAT = 1
+    if report.get("casts_inserted", 0) or report.get("casts_lowering", 0):
+        return None
+    held = set()
+    for g in _graphs(proto.graph):
+        if any(t.data_type == FLOAT for t in g.initializer):
+            return None
+        for n in g.node:
+            if n.op_type == "Constant" and any(a.t.data_type == FLOAT for a in n.attribute
+                                               if a.type == 4):
+                return None
+        held |= {t.data_type for t in g.initializer}
+    kinds = [k for k, v in (("fp16", 10), ("bf16", 16)) if v in held]
+    return kinds[0] if len(kinds) == 1 else None
+
+
+def _graphs(g: Any) -> Iterator[Any]:
+    yield g
+    for n in g.node:
+        for a in n.attribute:
+            for sub in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):
+                yield from _graphs(sub)
 
 
 class TransformJob:
