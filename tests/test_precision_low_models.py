@@ -51,3 +51,23 @@ def test_a_model_with_fp32_weights_is_not_called_low(fp16_model):
     res = convert(m, "fp16")
     codes = {f.code for f in res.findings}
     assert "already-low-precision" not in codes and "not-an-fp32-model" not in codes
+
+
+def test_entropy_on_few_samples_says_so_and_minmax_does_not():
+    """The sample's 32 calibration images: entropy's scales clip (its error is several times
+    minmax's on the same data), and the finding says why and what to compare."""
+    import numpy as np
+
+    data = np.load(SAMPLES / "calib" / "resnet_tiny.npz", allow_pickle=False)
+    batches = [{"input": data["input"]}]
+    ent = convert(SAMPLES / "resnet_tiny.onnx", "int8", calibration=batches)
+    mm = convert(SAMPLES / "resnet_tiny.onnx", "int8", calibration=batches,
+                 calibrate_method="minmax")
+    few = [f for f in ent.findings if f.code == "few-calibration-samples"]
+    assert len(few) == 1 and "on 32 sample(s)" in few[0].message and "minmax" in few[0].hint
+    assert "few-calibration-samples" not in {f.code for f in mm.findings}
+    assert ent.report["error"]["logits"]["rel_err"] > 2 * mm.report["error"]["logits"]["rel_err"]
+    # enough samples: no finding
+    many = [{"input": np.concatenate([data["input"]] * 8)}]
+    big = convert(SAMPLES / "resnet_tiny.onnx", "int8", calibration=many)
+    assert "few-calibration-samples" not in {f.code for f in big.findings}

@@ -516,6 +516,18 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     report["dequantize_nodes"] = after_ops.get("DequantizeLinear", 0)
     report["quantize_nodes"] = after_ops.get("QuantizeLinear", 0)
     _check_valid(out, target, source_error)
+    if entry.needs_calibration and batches is not None and not random_used and \
+            calibrate_method == "entropy":
+        n = _samples(batches)
+        if n < FEW_ENTROPY_SAMPLES:
+            findings.append(Finding(
+                "info", "few-calibration-samples",
+                f"entropy calibration on {n} sample(s): its histograms (KL divergence, as "
+                f"TensorRT's entropy calibrator) need a few hundred samples to settle; with "
+                "fewer, the scales can clip more than they should",
+                hint="add representative samples, or compare --calib-method minmax / "
+                "percentile on the same data (the error above says which is closer)",
+                source="precision"))
     held = _held_low_type(proto, report) if entry.kind == "float" and route != "modelopt" \
         else None
     if held is not None:
@@ -572,6 +584,18 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                         f"data ({runner})", tensors=[name], source="precision",
                         hint="see the overflow findings; exclude the named nodes"))
     return PrecisionResult(proto=out, target=target, findings=findings, report=report)
+
+
+FEW_ENTROPY_SAMPLES = 256  # below this, entropy calibration is a guess (TensorRT suggests ~500)
+
+
+def _samples(batches: List[Dict[str, np.ndarray]]) -> int:
+    """Samples in the calibration batches: the leading axis of each batch's first array."""
+    n = 0
+    for b in batches:
+        arr = next(iter(b.values()), None)
+        n += int(arr.shape[0]) if arr is not None and getattr(arr, "ndim", 0) else 1
+    return n
 
 
 def _held_low_type(proto: Any, report: Dict[str, Any]) -> Optional[str]:
