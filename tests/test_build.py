@@ -588,7 +588,7 @@ def test_build_overhead_benchmark_runs_and_reports(tmp_path):
 def test_the_equivalent_commands_read_an_onnx_beside_the_engine_not_the_workspace(client,
                                                                                    tmp_path):
     """An FP16 build gives TensorRT the workbench's conversion, a file of the workspace. With an
-    engine output the conversion is copied beside it (OUT.fp16.onnx, the same bytes) and the
+    engine output the conversion is copied beside it (OUT.engine.onnx, the same bytes) and the
     trtexec/polygraphy lines and the script read that copy, on a build and on a cache hit; an
     FP32 build's lines read the user's own model and nothing is written beside the engine."""
     import onnx
@@ -601,7 +601,7 @@ def test_the_equivalent_commands_read_an_onnx_beside_the_engine_not_the_workspac
         out.parent.mkdir()
         res = build_engine(RESNET, cfg(precision="fp16"), client=client, output=out)
         assert res.cache_hit or not attempt  # (the first may hit an earlier test's engine)
-        copy = out.with_name("net.fp16.onnx")
+        copy = out.with_name("net.engine.onnx")
         assert copy.read_bytes() == Path(res.onnx_path).read_bytes()
         assert any(n.op_type == "Cast" for n in onnx.load(str(copy)).graph.node) or \
             any(i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
@@ -609,6 +609,7 @@ def test_the_equivalent_commands_read_an_onnx_beside_the_engine_not_the_workspac
         for line in (res.export["trtexec"], res.export["polygraphy"], res.export["script"]):
             assert str(copy) in line and home not in line, line
         assert str(copy) in res.export["notes"][0]
+        assert not out.with_name("net.fp16.onnx").exists()  # a name users give their own files
     out32 = tmp_path / "fp32" / "net.engine"
     out32.parent.mkdir()
     res = build_engine(RESNET, cfg(), client=client, output=out32)

@@ -162,7 +162,7 @@ def _onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: ModelRef,
     """The ONNX the trtexec/polygraphy lines and the script read, and a note: TensorRT built
     from a file of the workspace (the precision conversion, or an in-memory model), which the
     user should not have to dig out, so with an engine output it is copied beside the engine
-    (`OUT.fp16.onnx`, atomically, never over the model) and the lines name that copy."""
+    (`OUT.engine.onnx`, atomically, never over the model) and the lines name that copy."""
     src = Path(str(onnx_path)) if onnx_path else None
     if output is None or src is None or not src.is_file() or \
             (ref.path is not None and src.resolve() == ref.path.resolve()):
@@ -170,11 +170,12 @@ def _onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: ModelRef,
     if src.parent.name == "transformed":  # saved with external data (over 2 GB): left there
         return str(src), None
     out = Path(output)
-    stem = out.name[: -len(out.suffix)] if out.suffix else out.name
-    tag = f".{config.precision}" if config.entry.kind != "none" else ""
-    dst = out.with_name(f"{stem}{tag}.onnx")
+    tag = config.entry.kind != "none"
+    # named for the engine, like its card: `net.engine.onnx`, never a name users give their
+    # own conversions (`net.fp16.onnx` is what `workbench precision -o` is usually told)
+    dst = out.with_name(f"{out.name}.onnx")
     if ref.path is not None and dst.resolve() == ref.path.resolve():
-        dst = out.with_name(f"{stem}{tag}.built.onnx")
+        dst = out.with_name(f"{out.name}.built.onnx")
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
     try:
