@@ -106,7 +106,9 @@ def prepare_change(proto: Any, name: str, params: Optional[Dict[str, Any]] = Non
     if not pre.applies:
         raise WorkbenchError(f"recipe '{name}' does not apply: {pre.reason}",
                              node=pre.nodes[0] if pre.nodes else None,
-                             hint="pick another recipe, or see the proposals (`workbench fix --json`)")
+                             hint="pick another recipe: `workbench check MODEL` names the fixes "
+                             "that apply to each failing node, `workbench fix MODEL -o OUT.onnx "
+                             "--auto` applies them")
     after = recipe.apply(proto, **p)
     return Change(recipe=name, params=_jsonable(p), precondition=pre.to_dict(),
                   preserves_semantics=_semantics(recipe, proto, p), verification=None,

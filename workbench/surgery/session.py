@@ -112,6 +112,15 @@ def _named(report: SupportReport, old: str, new: Optional[Path]) -> SupportRepor
     return out
 
 
+def _failing(rep: SupportReport) -> str:
+    """'/Det (Det)' / '3 nodes (/a, /b, ...)': the failing nodes, for one line."""
+    names = [f"{u.get('node') or 'the graph'} ({u.get('op')})" if u.get("op") else
+             (u.get("node") or "the graph") for u in rep.unsupported]
+    if len(names) == 1:
+        return names[0]
+    return f"{len(names)} nodes ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+
+
 class FixSession:
     """Fix one model (path, Model, or an existing History) against one backend's parser.
 
@@ -207,9 +216,14 @@ class FixSession:
                 out.append(f"{Path(src).name} parses with {self.backend}: " + build(Path(src)))
             elif rep is not None and src is not None:
                 fixed = self.output or h.suggested_output()
-                out.append(f"`workbench fix {_quote(src)} -o {_quote(fixed)} --auto` applies "
-                           "the proposed fixes from the command line (your model is never "
-                           "written)")
+                if any(p.auto for p in self.proposals):
+                    out.append(f"`workbench fix {_quote(src)} -o {_quote(fixed)} --auto` "
+                               "applies the proposed fixes from the command line (your model "
+                               "is never written)")
+                else:  # --auto would change nothing: say so, and what the findings advise
+                    out.append("no recipe fixes " + _failing(rep) + " automatically: see the "
+                               "next step beside each finding (a manual proposal, a split, a "
+                               "plugin)")
             return out
         if target is None:
             out.append(f"version {h.current} is only in the workspace: `{obj}.export(PATH)` "

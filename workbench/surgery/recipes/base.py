@@ -143,7 +143,8 @@ class Recipe:
         if not pre.applies:
             raise WorkbenchError(f"recipe '{self.name}' does not apply: {pre.reason}",
                                  node=(pre.nodes[0] if pre.nodes else None),
-                                 hint="see `workbench fix MODEL --json` for proposals")
+                                 hint="`workbench check MODEL` names the fixes that apply to "
+                                 "each failing node")
         out = self._apply(copy.deepcopy(proto) if self.mutates_input else proto, **p)
         _pause_hook("apply", self.name)
         return out

@@ -473,10 +473,21 @@ class Decompose(Recipe):
         return []
 
     def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
+        """The decompose command where it would apply; where only dynamic shapes stop it, that
+        it needs static shapes first; nothing where it cannot (e.g. a 4x4 Det): advice that
+        fails when run is worse than none."""
         if not finding.nodes or not self.can_fix(finding, ctx):
             return None
-        return (f"`{fix_command(model, 'decompose:node=' + finding.nodes[0])}` replaces "
-                "it with standard ops")
+        idx = ctx.node_index(finding)
+        pre = ctx.cached(f"decompose.pre.{idx}",
+                         lambda: self.precondition(ctx.proto, node=ctx.ids[idx], op=None))
+        cmd = f"`{fix_command(model, 'decompose:node=' + finding.nodes[0])}`"
+        if pre.applies:
+            return f"{cmd} replaces it with standard ops"
+        if "dynamic" in pre.reason:
+            return (f"with static input shapes (`--recipe set_input_shapes:shapes=...` first) "
+                    f"{cmd} replaces it with standard ops ({pre.reason})")
+        return None
 
     def _targets(self, proto: Any, node: Optional[str], op: Optional[str]) -> List[int]:
         if node:
