@@ -615,3 +615,38 @@ def test_the_equivalent_commands_read_an_onnx_beside_the_engine_not_the_workspac
     res = build_engine(RESNET, cfg(), client=client, output=out32)
     assert str(RESNET) in res.export["trtexec"]
     assert sorted(p.name for p in out32.parent.iterdir()) == ["net.engine", "net.engine.card.json"]
+
+
+def test_a_dynamic_axis_the_graph_fixes_fails_in_the_users_terms(client, tmp_path):
+    """A traced export declares `seq` dynamic but froze it into a Reshape: TensorRT's "kOPT
+    values for profile 0 violate shape constraints ... reshape would change volume" becomes
+    which profile shapes do not fit, where, and what to do (build at the export size, or
+    re-export); the same model builds at the size the graph fixes."""
+    import re
+
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    shape = numpy_helper.from_array(np.array([1, 12, 8], np.int64), "frozen")
+    g = h.make_graph([h.make_node("Reshape", ["x", "frozen"], ["r"], name="/enc/Reshape"),
+                      h.make_node("Relu", ["r"], ["y"], name="/enc/Relu")], "traced",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, "seq", 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 12, 8])], [shape])
+    path = tmp_path / "traced.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    bad = BuildConfig(profiles=[{"x": [(1, 1, 8), (1, 64, 8), (1, 128, 8)]}], target="sm89",
+                      builder_optimization_level=0)
+    with pytest.raises(BuildFailed) as ei:
+        build_engine(str(path), bad, client=client, use_cache=False)
+    e = ei.value
+    assert re.search(r"the model does not run at the profile's (min|opt|max) shapes "
+                     r"\(x:1x\d+x8\): layer \S*Reshape\S* cannot take them", e.message), e.message
+    assert "a size fixed in the graph" in e.message and "declared dynamic" in e.message
+    assert "violate shape constraints" in e.message  # TensorRT's own words kept after
+    assert f"workbench profiles {path} --calib DATA" in e.hint and "dynamic_axes" in e.hint
+    ok = BuildConfig(profiles=[{"x": [(1, 12, 8)] * 3}], target="sm89",
+                     builder_optimization_level=0)
+    assert build_engine(str(path), ok, client=client, use_cache=False).size_bytes > 0

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 import shutil
 import threading
 import time
@@ -155,6 +157,38 @@ def _copy_out(src: Path, dst: PathLike, model_path: Optional[Path],
         if tmp.exists():
             tmp.unlink()
     return str(out)
+
+
+_VIOLATION = re.compile(r"(kMIN|kOPT|kMAX) values for profile (\d+) violate shape "
+                        r"constraints: (?:\w+ )?(\S+?):? ")
+_VOLUME = re.compile(r"reshape would change volume (\d+) to (\d+)")
+
+
+def _profile_violation(message: str, config: BuildConfig, model: str = "MODEL"
+                       ) -> Optional[Tuple[str, str]]:
+    """(what happened, what to do) for TensorRT's "kOPT values for profile 0 violate shape
+    constraints": the graph fixes a size that a dynamic input's profile varies (a tracing
+    export froze an axis, e.g. the sequence length, into a Reshape); else None."""
+    m = _VIOLATION.search(message or "")
+    if m is None:
+        return None
+    which = {"kMIN": "min", "kOPT": "opt", "kMAX": "max"}[m.group(1)]
+    k = int(m.group(2))
+    prof = config.profiles[k] if k < len(config.profiles) else None
+    shapes = (", ".join(f"{n}:{'x'.join(str(d) for d in v[('min', 'opt', 'max').index(which)])}"
+                        for n, v in prof.items()) if prof else "")
+    at = f"at the profile's {which} shapes ({shapes})" if shapes else \
+        f"at the {which} shapes of the profile it was given (the default one, if none was)"
+    v = _VOLUME.search(message)
+    vol = (f": it would reshape {v.group(1)} values into {v.group(2)}, a size fixed in the "
+           "graph" if v else "")
+    return (f"the model does not run {at}: layer {m.group(3)} cannot take them{vol}. An "
+            "input axis declared dynamic is fixed inside the graph (a traced export often "
+            "freezes the sequence length or batch into a Reshape)",
+            f"build at the sizes the graph was exported with (`workbench profiles {model} --calib "
+            "DATA` proposes a profile from your data; or --profile with min = opt = max at "
+            "the export size), or re-export with the axis really dynamic (torch.onnx.export "
+            "with dynamic_axes / dynamo=True and no size read as a Python int)")
 
 
 def _onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: ModelRef,
@@ -570,8 +604,13 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                     "error", "missing-plugin" if plugin else "parse-error",
                     f"TensorRT's parser refused {err.get('op') or 'the node'}: {said}",
                     nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint))
+            hint = e.hint
+            said = _profile_violation(message, config, shlex.quote(str(ref.path)) if ref.path
+                                      else "MODEL")
+            if said is not None:  # an axis the export fixed, declared dynamic
+                message, hint = f"{said[0]} (TensorRT: {message})", said[1]
             _failed(ws, key, config, e.code, node=node, message=message)
-            raise BuildFailed(message, node=node, op=e.op, hint=e.hint, code=e.code, log=log,
+            raise BuildFailed(message, node=node, op=e.op, hint=hint, code=e.code, log=log,
                               findings=found,
                               file=str(ref.path) if ref.path else None) from None
         finally:
