@@ -187,3 +187,33 @@ def test_migration_html_wraps_to_the_output_area():
     for old, new, why in MIGRATION:
         assert old in text and new in text and why in text
     assert "builder.<wbr>build_<wbr>serialized_<wbr>network(<wbr>network" in h  # breaks at . _ (
+
+
+def test_notes_say_which_tools_the_lines_need_that_this_machine_lacks(tmp_path, monkeypatch):
+    """The pip wheels carry no tensorrt_rtx/trtexec executable and no `tensorrt_rtx` module
+    for Polygraphy: the notes say so (probed on PATH / sys.path), and say nothing once they are
+    there; a TensorRT-RTX build without --target says what the default targets are."""
+    import stat
+
+    cfg = BuildConfig(precision="fp32")
+    kw = dict(onnx_path="m.onnx", engine_path="m.engine", backend="tensorrt-rtx")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    notes = " ".join(export_for(cfg, **kw)["notes"])
+    assert "`tensorrt_rtx` is not on PATH" in notes and "TensorRT-RTX SDK archive" in notes
+    assert "`polygraphy` is not installed" in notes and "--export-script" in notes
+    assert "no --target: TensorRT-RTX's default" in notes and "sm75" in notes
+    # the tools present: no such note
+    for exe in ("tensorrt_rtx", "polygraphy"):
+        p = empty / exe
+        p.write_text("#!/bin/sh\n")
+        p.chmod(p.stat().st_mode | stat.S_IEXEC)
+    pkg = tmp_path / "site" / "tensorrt_rtx"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    notes = " ".join(export_for(cfg, **kw)["notes"])
+    assert "on this machine" not in notes, notes
+    targeted = " ".join(export_for(BuildConfig(precision="fp32", target="sm89"), **kw)["notes"])
+    assert "target compute capability sm89" in targeted and "no --target" not in targeted

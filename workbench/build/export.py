@@ -552,6 +552,31 @@ def layer_info_note(engine_path: str) -> str:
             "DIR/profile.json for `workbench timing`")
 
 
+def _missing_tools(backend: str) -> Optional[str]:
+    """What the trtexec/polygraphy lines need that this machine lacks (probed, not assumed):
+    the pip wheels carry neither trtexec/tensorrt_rtx nor, for TensorRT-RTX, the
+    `tensorrt_rtx` module Polygraphy imports; the standalone script runs on the wheels."""
+    import importlib.util
+    import shutil as _shutil
+
+    rtx = backend == "tensorrt-rtx"
+    exe, module = ("tensorrt_rtx", "tensorrt_rtx") if rtx else ("trtexec", "tensorrt")
+    lacks = []
+    if _shutil.which(exe) is None:
+        lacks.append(f"`{exe}` is not on PATH (it ships in the bin/ folder of the "
+                     f"{'TensorRT-RTX' if rtx else 'TensorRT'} SDK archive, not in the pip "
+                     "wheels)")
+    if _shutil.which("polygraphy") is None:
+        lacks.append("`polygraphy` is not installed (pip install polygraphy)")
+    elif importlib.util.find_spec(module) is None:
+        lacks.append(f"polygraphy imports the `{module}` Python module, which is not installed "
+                     f"here (the {'TensorRT-RTX SDK' if rtx else 'tensorrt'} wheel provides it)")
+    if not lacks:
+        return None
+    return ("on this machine " + "; ".join(lacks) + ": the standalone script (--export-script) "
+            "runs with what is installed")
+
+
 def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
                backend: str = "tensorrt", route: Optional[str] = None,
                calib_cache: Optional[str] = None) -> Dict[str, Any]:
@@ -565,6 +590,14 @@ def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
             notes.append(f"target compute capability {config.target}: set it with "
                          "config.set_compute_capability (see the script); check "
                          "`tensorrt_rtx --help` for the matching flag of your version")
+        else:
+            notes.append("no --target: TensorRT-RTX's default, an engine portable across "
+                         "Ampere-and-later GPUs (its support matrix: sm86, sm89, sm120); a "
+                         "Turing GPU needs --target sm75, and --target SM builds for one GPU "
+                         "only")
+    missing = _missing_tools(backend)
+    if missing:
+        notes.append(missing)
     if route == "legacy-flags" and config.entry.flag_calibrator and not calib_cache:
         notes.append(f"{config.precision.upper()} with builder flags needs a calibration "
                      "cache (--calib)")

@@ -64,7 +64,8 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--backend", default="auto", choices=list(BACKENDS))
     p.add_argument("--route", default="auto", choices=["auto", "strongly-typed",
                                                        "legacy-flags"])
-    p.add_argument("--target", metavar="SM", help="TensorRT-RTX ahead-of-time target, e.g. sm89")
+    p.add_argument("--target", metavar="SM", help="TensorRT-RTX ahead-of-time target, e.g. sm89 (default: "
+                   "the library's portable engine for Ampere and later GPUs)")
     p.add_argument("--timeout", type=float, metavar="S", help="time limit in seconds")
     p.add_argument("--opt-level", type=int, metavar="N", help="builder optimization level 0-5")
     p.add_argument("--workspace", metavar="SIZE", help="workspace memory pool, e.g. 512M or 2G")
@@ -285,8 +286,10 @@ def run(args: "argparse.Namespace") -> int:
         print(f"split build: engine {res.split['engine_nodes']} nodes + onnxruntime tail "
               f"{res.split['onnxruntime_nodes']} nodes: {res.split['tail']}, "
               f"{res.split['manifest']}")
-    print(f"backend: {res.backend} {res.backend_version}  route: {res.route}  "
-          f"build: {res.build_seconds:.2f} s  total: {res.seconds:.2f} s  "
+    took = (f"build: {res.build_seconds:.2f} s when first built, this run {res.seconds:.2f} s "
+            "(from the cache)" if res.cache_hit else
+            f"build: {res.build_seconds:.2f} s  total: {res.seconds:.2f} s")
+    print(f"backend: {res.backend} {res.backend_version}  route: {res.route}  {took}  "
           f"config: {res.config_hash}")
     dt = ", ".join(f"{k} {v}" for k, v in sorted(d["dtypes"].items()))
     print(f"network tensor dtypes: {dt}")

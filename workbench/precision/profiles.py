@@ -400,10 +400,11 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int]
     rank, dims = len(spec.dims), spec.dims
     name = str(dims[axis] or "").lower()
     if axis == 0:
-        return (1, 1, DEFAULT_MAX_BATCH), "batch, opt 1 as trtexec"
+        return (1, 1, DEFAULT_MAX_BATCH), "the batch axis, opt 1 as trtexec picks"
     if spec.elem_type in (6, 7) and rank == 2 and axis == 1:  # token ids / masks
         mx = positions or DEFAULT_SEQUENCE[2]
-        src = "tokens, max = the model's position table" if positions else "tokens"
+        src = ("a token axis, max = the model's position table" if positions else
+               "a token axis")
         return (1, min(DEFAULT_SEQUENCE[1], mx), mx), src
     if spec.elem_type in (1, 10, 11, 16):
         if rank in (4, 5) and axis == 1:
@@ -483,9 +484,9 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
                     if axis == 0 and max_batch:
                         ranges[key] = (1, 1, int(max_batch))
                     mn, op, mx = ranges[key]
-                    text = f"{mn}..{op}..{mx}" if mn != mx else f"fixed {mn}"
+                    text = f"{mn}..{op}..{mx}" if mn != mx else f"fixed at {mn}"
                     rules[str(d if isinstance(d, str) else f"{s.name}[{axis}]")] = \
-                        f"{text}, {rule}"
+                        f"{text}: {rule}"
                 r = ranges[key]
             for i in range(3):
                 trio[i].append(r[i])
@@ -501,7 +502,7 @@ def profile_flag(prof: Mapping[str, Any]) -> str:
 
 def default_profile_finding(prof: Profile, rules: Mapping[str, str]) -> Finding:
     """The notice a defaulted build carries: what was chosen, why, and the flag to set it."""
-    dims = "; ".join(f"'{d}' {rule}" for d, rule in rules.items() if rule != "given")
+    dims = "; ".join(f"{d} = {rule}" for d, rule in rules.items() if rule != "given")
     return Finding(
         "warning", "default-profile",
         "no profile given for the dynamic input" + ("s " if len(prof) > 1 else " ")

@@ -83,6 +83,8 @@ def built_for(card: Dict[str, Any]) -> str:
         text += " for " + ",".join(targets)
     elif card.get("compute_capability"):
         text += " for %s" % _sm(card["compute_capability"])
+    elif card.get("backend") == "tensorrt-rtx":  # no target set: the library's default
+        text += " for TensorRT-RTX's default targets (Ampere and later; Turing needs sm75)"
     gpu = (card.get("built_on") or {}).get("name")
     if gpu:
         text += " (built on %s)" % gpu
