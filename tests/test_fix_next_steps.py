@@ -207,6 +207,15 @@ def _run_notebook(path):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors, f"{errors[0].get('ename')}: {errors[0].get('evalue')}"
+    # the text tables show whole sentences (pandas cut them at 50 characters with "...")
+    import html
+
+    from workbench.surgery.recipes import list_recipes
+
+    shown = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells
+                    if c.cell_type == "code" for o in c.get("outputs", []))
+    for r in list_recipes():
+        assert r["summary"] in html.unescape(shown), r["name"]
     table = next(c for c in nb.cells if c.cell_type == "code" and "redo  ->" in c.source)
     text = "".join(o.get("data", {}).get("text/plain", "") for o in table.outputs)
     tail = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs))
