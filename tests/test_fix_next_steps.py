@@ -236,3 +236,20 @@ def test_rerunning_the_fix_notebook_keeps_its_history_table(tmp_path):
     assert tables[0] and tables[0] == tables[1], tables
     for tail in tails:
         assert tail["ws"].startswith(_home()) and _home() not in tail["shown"]
+
+
+def test_a_proposal_previewed_from_code_is_the_one_highlighted(model):
+    """`panel.preview(panel.proposals[-1])` (notebook 03) highlighted the first proposal while
+    showing the last one's diff; the list now follows what is previewed or applied."""
+    from widgets import FixPanel
+
+    panel = FixPanel(model)
+    panel.wait(120)
+    assert len(panel.proposals) >= 2
+    last = panel.proposals[-1]
+    panel.preview(last)
+    change = panel.wait(120)
+    assert panel.proposal_list.index == len(panel.proposals) - 1
+    assert panel.selected_proposal() is last and change.recipe == last.recipe
+    panel.preview()  # the button: previews what is highlighted
+    assert panel.wait(120).recipe == last.recipe

@@ -125,6 +125,18 @@ class FixPanel(PanelBase, W.VBox):
             return self.proposals[0] if self.proposals else None
         return self.proposals[i] if i < len(self.proposals) else None
 
+    def _select(self, proposal: Optional[Proposal]) -> None:
+        """Highlight `proposal` in the list (a proposal passed in code, not clicked)."""
+        if proposal is None:
+            return
+        k = next((i for i, q in enumerate(self.proposals) if q is proposal), None)
+        if k is None:
+            k = next((i for i, q in enumerate(self.proposals)
+                      if (q.recipe, q.node, q.params) == (proposal.recipe, proposal.node,
+                                                           proposal.params)), None)
+        if k is not None and self.proposal_list.index != k:
+            self.proposal_list.index = k
+
     # ------------------------------------------------------------------ actions (background)
     def _start(self, work: Callable[[], Any], busy: str) -> Any:
         """Run `work` in the background task; the view is redrawn when it ends."""
@@ -153,12 +165,14 @@ class FixPanel(PanelBase, W.VBox):
         """Compute (not keep) the change a proposal makes: diff, verification, graph colours;
         `wait()` returns the Change."""
         p = proposal or self.selected_proposal()
+        self._select(p)  # the list shows the proposal being previewed
         return self._start(lambda: self._preview_now(p), "computing and verifying the change ...")
 
     def apply(self, proposal: Optional[Proposal] = None) -> Any:
         """Apply (and keep, when verified) the proposal; re-check with the parser; `wait()`
         returns the Change."""
         p = proposal or self.selected_proposal()
+        self._select(p)
         return self._start(lambda: self._apply_now(p), "applying, verifying, re-checking ...")
 
     def auto_fix(self) -> Any:
