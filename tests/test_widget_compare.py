@@ -30,7 +30,8 @@ def test_panel_shows_per_tensor_errors_and_culprit(tmp_path):
 def test_panel_search_names_fp32_nodes(tmp_path):
     np.savez(tmp_path / "in.npz", input=np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32))
     p = ComparePanel(OVERFLOW, target="fp16", inputs=tmp_path / "in.npz")
-    assert p.report is None  # nothing to compare until asked
+    p.wait(300)  # the model converted as it is: compared at once, beyond tolerance
+    assert p.report is not None and not p.report.outputs_pass
     s = p.run_search()
     assert s.passed and "/scale/Mul" in s.excluded
     assert "within tolerance" in p.status.value and "--exclude /scale/Mul" in p.status.value
@@ -103,3 +104,72 @@ def test_panel_engine_side_observer_and_one_line_error(tmp_path):
     assert p.run_engine() is None
     assert p.error and "needs an NVIDIA GPU" in p.error and "\n" not in p.error
     assert not p.engine_btn.disabled
+
+
+RESNET = SAMPLES / "resnet_tiny.onnx"
+RESNET_CALIB = SAMPLES / "calib" / "resnet_tiny.npz"
+
+
+def test_readme_target_call_shows_the_comparison_at_once():
+    """README's quick start, `ComparePanel(model, target="fp16", inputs=...)`, on a small CNN:
+    the model converted to FP16 is compared at once (chart, status, table, findings), Compare
+    stays usable, and the figures are those of the plain call on the same conversion."""
+    from workbench import compare
+    from workbench.precision.table import tolerances
+
+    p = ComparePanel(RESNET, target="fp16", inputs=RESNET_CALIB)
+    p.wait(300)
+    assert p.error is None and p.report is not None
+    rep = p.report
+    assert rep.precision == "fp16" and (rep.atol, rep.rtol) == tolerances("fp16")
+    assert len(p.figure.data[0].x) == len(rep.tensors) == 29
+    assert not p.compare_btn.disabled and not p.search_btn.disabled
+    assert "outputs PASS" in p.status.value
+    assert ("candidate: the model converted to FP16 (no node kept in FP32), FP16 emulated on "
+            "onnxruntime CPU") in p.status.value
+    assert "FP16 as converted is within tolerance: no node needs to stay FP32" in p.status.value
+    assert p.table.value.count("<tr>") == 11  # header + the 10 worst tensors
+    assert "kept-fp32" in p.findings_html.value  # what the conversion said comes first
+    # the same figures as the plain call on the same conversion
+    plain = compare.layerwise(RESNET, convert(RESNET, "fp16", calibration=RESNET_CALIB,
+                                              measure=False).proto, calibration=RESNET_CALIB)
+    assert [t.to_dict() for t in plain.outputs] == [t.to_dict() for t in rep.outputs]
+    assert rep.outputs[0].rel < rep.rtol
+    # Compare again reuses the converted model (converted once)
+    converted = p.converted
+    assert p.run_compare() is not None and p.converted is converted
+
+
+def test_target_call_beyond_tolerance_says_to_find_fp32_nodes(tmp_path):
+    np.savez(tmp_path / "in.npz", input=np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32))
+    p = ComparePanel(OVERFLOW, target="fp16", inputs=tmp_path / "in.npz")
+    p.wait(300)
+    assert p.error is None and not p.report.outputs_pass
+    assert "outputs FAIL" in p.status.value
+    assert "<b>next:</b> press <i>Find FP32 nodes (fp16)</i>" in p.status.value
+    assert "panel.run_search()" in p.status.value
+    assert p.culprit_nodes() == ["/scale/Mul"]
+    assert "fp16-overflow" in p.findings_html.value  # the conversion's range check is shown
+    assert not p.search_btn.disabled
+
+
+def test_a_panel_that_runs_nothing_says_what_to_press():
+    p = ComparePanel(RESNET, target="fp16", inputs=RESNET_CALIB, run=False)
+    assert p.report is None and not p.compare_btn.disabled
+    assert "press Compare to compare the model converted to fp16" in p.status.value
+    assert "or Find FP32 nodes (fp16)" in p.status.value
+    p = ComparePanel(RESNET, run=False)
+    assert p.compare_btn.disabled and p.search_btn.disabled
+    assert "nothing to compare: pass a candidate model" in p.status.value
+    assert "target=&#x27;fp16&#x27;" in p.status.value
+    p = ComparePanel(RESNET, engine={"precision": "fp16"}, run=False)
+    assert "press Compare engine" in p.status.value
+    p = ComparePanel(RESNET)  # no candidate, no target: not silent either
+    assert "nothing to compare" in p.status.value
+
+
+def test_target_call_without_inputs_says_so():
+    p = ComparePanel(RESNET, target="fp16")
+    p.wait(300)
+    assert p.report is None and p.error and "no inputs" in p.error
+    assert "no inputs" in p.status.value and not p.compare_btn.disabled

@@ -3,9 +3,14 @@
     from widgets import ComparePanel
     ComparePanel("model.onnx", "model.fp16.onnx", inputs="data.npz")   # compare two models
     ComparePanel("model.onnx", target="fp16", inputs="data.npz")        # + "Find FP32 nodes"
+                                           # (compares the model converted to fp16 at once)
     ComparePanel("model.onnx", engine=BuildConfig(precision="fp16"), inputs="data.npz")
                                            # + "Compare engine": the TensorRT engine itself
 
+With `target=` and no candidate, the candidate is the model converted to the target as it is
+(`workbench.precision.convert`, no node kept in FP32), built and compared at once; the status
+then says what to press next (*Find FP32 nodes* when the outputs are beyond tolerance). A panel
+with nothing to run says what to pass or press instead of staying empty.
 A plain view over `workbench.compare.layer_compare`: a plotly chart of each tensor's relative error in
 topological order (log scale, culprits marked), a table of the worst tensors, the findings, and,
 when a GraphView is given, the graph coloured by error. The figures and the default tolerances
@@ -22,6 +27,7 @@ of their outputs, engine layers by the worst error of the ONNX nodes they were b
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any, Callable, Dict, List, Optional
 
 import ipywidgets as W
@@ -83,6 +89,7 @@ class ComparePanel(PanelBase, W.VBox):
         self.report: Optional[compare.LayerwiseReport] = None
         self.search: Optional[compare.ExclusionSearch] = None
         self.error: Optional[str] = None
+        self.converted: Any = None  # with target= and no candidate: the model converted to it
         self.engine, self.engine_file = engine, engine_file  # a BuildConfig (or its dict)
         self.mark, self.memory_budget_mb = mark, memory_budget_mb
         self.layers = layers  # the engine's layer information (path, EngineLayers or LayerTable)
@@ -97,7 +104,11 @@ class ComparePanel(PanelBase, W.VBox):
         self.engine_btn = W.Button(description="Compare engine", icon="microchip",
                                    disabled=engine is None, layout=fit())
         self.compare_btn = W.Button(description="Compare", icon="balance-scale",
-                                    disabled=candidate is None, layout=fit())
+                                    disabled=not self.can_compare, layout=fit(),
+                                    tooltip="compare the candidate with onnxruntime FP32, tensor "
+                                            "by tensor" if candidate is not None else
+                                            f"compare the model converted to {target} with "
+                                            "onnxruntime FP32, tensor by tensor")
         self.search_btn = W.Button(description=f"Find FP32 nodes ({target})" if target else
                                    "Find FP32 nodes", icon="search", disabled=target is None,
                                    layout=fit())
@@ -117,8 +128,31 @@ class ComparePanel(PanelBase, W.VBox):
         super().__init__([W.HBox([self.compare_btn, self.search_btn, self.engine_btn, self.split_btn]),
                           self.status, self.figure,
                           self.table, self.findings_html, self.split_box])
-        if run and candidate is not None:
+        if run and self.can_compare:
             self.start(self.run_compare)
+        else:
+            self._what_next()
+
+    @property
+    def can_compare(self) -> bool:
+        """Compare has a candidate: the one given, or the model converted to `target`."""
+        return self.candidate is not None or self.target is not None
+
+    def _what_next(self) -> None:
+        """Nothing ran yet: say what to press (or pass), never an empty panel."""
+        if self.can_compare:
+            what = ("the candidate" if self.candidate is not None else
+                    f"the model converted to {self.target}")
+            text = f"press Compare to compare {what} with onnxruntime FP32, tensor by tensor"
+            if self.target is not None:
+                text += (f", or Find FP32 nodes ({self.target}) to search the nodes to keep "
+                         "in FP32")
+        elif self.engine is not None:
+            text = "press Compare engine to compare the TensorRT engine with onnxruntime FP32"
+        else:
+            text = ("nothing to compare: pass a candidate model (ComparePanel(model, candidate, "
+                    "inputs=...)) or a precision target (target='fp16')")
+        self.status.value = f"<i>{esc(text)}</i>"
 
     # -- work ------------------------------------------------------------------------------
     def start(self, fn: Any) -> Any:
@@ -135,7 +169,7 @@ class ComparePanel(PanelBase, W.VBox):
         self.status.busy(text)
 
     def _idle(self) -> None:
-        self.compare_btn.disabled = self.candidate is None
+        self.compare_btn.disabled = not self.can_compare
         self.search_btn.disabled = self.target is None
         self.engine_btn.disabled = self.engine is None
         self.split_btn.disabled = self.engine_layers() is None
@@ -145,7 +179,11 @@ class ComparePanel(PanelBase, W.VBox):
         self.status.error(self.error)
 
     def _attempt(self, message: str, work: Callable[[], None]) -> None:
-        """One run of the panel's work: busy state, the error shown in the status, idle after."""
+        """One run of the panel's work: busy state, the error shown in the status, idle after.
+        Called directly (not from the panel's task) while the task runs, it waits for it first:
+        the two would otherwise write the same report and status."""
+        if self.task.running and threading.current_thread() is not self.task.thread:
+            self.task.wait()
         self._busy(message)
         try:
             work()
@@ -155,12 +193,40 @@ class ComparePanel(PanelBase, W.VBox):
         finally:
             self._idle()
 
+    def candidate_model(self) -> Any:
+        """The candidate: the one given, or the model converted to `target` (built once, no
+        node kept in FP32: the search's starting point)."""
+        if self.candidate is not None:
+            return self.candidate
+        if self.target is None:
+            raise WorkbenchError("nothing to compare", field="candidate",
+                                 hint="pass a candidate model or target='fp16'")
+        if self.converted is None:
+            from workbench.precision.transform import convert
+
+            self.converted = convert(self.reference, self.target, calibration=self.inputs,
+                                     allow_random=self.allow_random, measure=False)
+        return self.converted.proto
+
     def run_compare(self) -> Optional[compare.LayerwiseReport]:
         def work() -> None:
-            self.report = compare.layerwise(self.reference, self.candidate, calibration=self.inputs,
-                                            atol=self.atol, rtol=self.rtol,
-                                            allow_random=self.allow_random)
-            self.show(self.report)
+            cand = self.candidate_model()
+            atol, rtol = self.atol, self.rtol
+            if self.candidate is None:  # the target's tolerances, as the search judges by
+                from workbench.precision.table import tolerances
+
+                atol, rtol = tolerances(self.target, atol, rtol)
+            rep = compare.layerwise(self.reference, cand, calibration=self.inputs,
+                                    atol=atol, rtol=rtol, allow_random=self.allow_random)
+            if self.candidate is None:  # what the conversion found (ranges, kept nodes) first
+                rep.findings[:0] = list(self.converted.findings)
+            self.report = rep
+            origin = None if self.candidate is not None else \
+                f"the model converted to {self.target.upper()} (no node kept in FP32)"
+            self.show(rep, origin=origin)
+            step = self._next_step(rep) if self.target is not None else ""
+            if step:
+                self.status.value += "<br>" + step
 
         self._attempt("comparing layer by layer ...", work)
         return self.report
@@ -172,7 +238,9 @@ class ComparePanel(PanelBase, W.VBox):
                                                   rtol=self.rtol, allow_random=self.allow_random)
             if self.search.final is not None:
                 self.report = self.search.final
-                self.show(self.search.final)
+                self.show(self.search.final, origin=(
+                    f"the model converted to {self.target.upper()} with "
+                    f"{len(self.search.excluded)} node(s) kept in FP32"))
             verdict = "within tolerance" if self.search.passed else "NOT within tolerance"
             # one unbreakable flag each: a line wraps between flags, never inside one
             flags = " ".join(f"<span style='white-space:nowrap'>--exclude {esc(n)}</span>"
@@ -202,15 +270,31 @@ class ComparePanel(PanelBase, W.VBox):
         self._attempt("building and running the engine ...", work)
         return self.report
 
+    def _next_step(self, rep: compare.LayerwiseReport) -> str:
+        """After a compare with a target: what to do next, and why ("" when nothing)."""
+        t = esc(self.target)
+        if rep.outputs_pass:
+            if self.candidate is not None:
+                return ""
+            return (f"<span style='color:{OK_COLOUR}'>{esc(self.target.upper())} as converted is "
+                    "within tolerance: no node needs to stay FP32</span>")
+        return (f"<b>next:</b> press <i>Find FP32 nodes ({t})</i> (or <code>panel.run_search()"
+                "</code>): it keeps the nodes that add the most error in FP32, one at a time, "
+                "until the outputs are within tolerance")
+
     # -- view ------------------------------------------------------------------------------
-    def show(self, rep: compare.LayerwiseReport) -> None:
+    def show(self, rep: compare.LayerwiseReport, origin: Optional[str] = None) -> None:
+        """Draw `rep`; `origin`: where the candidate came from (e.g. the model converted to
+        FP16), named in the status line."""
         rels = [t.rel if math.isfinite(t.rel) else 1e6 for t in rep.tensors]
         with self.figure.batch_update():
             bar = self.figure.data[0]
             bar.x = list(range(len(rep.tensors)))
             bar.y = [max(r, 1e-12) for r in rels]
             bar.marker.color = [band_color(t.rel) for t in rep.tensors]
-            bar.customdata = [f"{t.tensor} ({t.op}, node {t.node})" for t in rep.tensors]
+            bar.customdata = [f"{t.tensor} ({t.op}, node {t.node})" +
+                              ("" if t.passed else f"<br>{t.mismatches} element(s) beyond "
+                               "tolerance") for t in rep.tensors]
             self.figure.layout.xaxis.update(tensor_ticks([t.tensor for t in rep.tensors]))
         ok = "PASS" if rep.outputs_pass else "FAIL"
         colour = OK_COLOUR if rep.outputs_pass else SEVERITY_COLOURS["error"]
@@ -218,8 +302,9 @@ class ComparePanel(PanelBase, W.VBox):
                          f"cos {t.cosine:.6f}" for t in rep.outputs)
         self.status.value = (f"<b style='color:{colour}'>outputs {ok}</b> ({outs}) at atol "
                              f"{rep.atol:g} rtol {rep.rtol:g} ({esc(rep.precision)}); "
-                             f"{len(rep.tensors)} tensors, {rep.samples} sample(s), candidate "
-                             f"run by {esc(rep.candidate_runner)}")
+                             f"{len(rep.tensors)} tensors, {rep.samples} sample(s); candidate: "
+                             + (f"{esc(origin)}, " if origin else "")
+                             + esc(rep.candidate_words))
         observer = getattr(rep, "observer", None)
         if observer:
             changed = rep.marking_changed_outputs
@@ -232,9 +317,12 @@ class ComparePanel(PanelBase, W.VBox):
         rows = "".join(
             f"<tr><td>{esc(t.tensor)}</td><td>{esc(t.op)}</td>"
             f"<td>{_fmt(t.max_abs)}</td><td style='color:{band_color(t.rel)}'>{_fmt(t.rel)}</td>"
-            f"<td>{_fmt(t.added)}</td></tr>" for t in worst)
+            f"<td>{_fmt(t.added)}</td><td>{t.mismatches if not t.passed else ''}</td></tr>"
+            for t in worst)
         self.table.value = ("<table><tr><th>tensor</th><th>op</th><th>max abs</th><th>rel</th>"
-                            f"<th>added</th></tr>{rows}</table>")
+                            "<th>added</th><th title='elements with |error| &gt; atol and &gt; "
+                            "rtol x |reference|: the rule the outputs are judged by'>beyond tol"
+                            f"</th></tr>{rows}</table>")
         self.findings_html.show(rep.findings)
         if self.graph_view is not None:
             self.color_graph(rep)

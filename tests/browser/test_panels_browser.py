@@ -18,10 +18,10 @@ PANELS = {  # name -> (cell source that leaves the panel as the cell's value, wa
     "fix": ("from widgets import FixPanel\nf = FixPanel('needs_fixing.onnx')\nf", "f.wait(120)"),
     "precision": ("from widgets import PrecisionPanel\nq = PrecisionPanel('resnet_tiny.onnx')\nq",
                   "q.wait(120)"),
-    "compare": ("from widgets import ComparePanel\nfrom workbench.precision import convert\n"
-                "convert('resnet_tiny.onnx', 'fp16', measure=False).save('resnet_tiny.fp16.onnx')\n"
-                "c = ComparePanel('resnet_tiny.onnx', 'resnet_tiny.fp16.onnx', target='fp16', "
-                "inputs='resnet_tiny.npz')\nc", "c.wait(120)"),
+    # the README's quick-start form: no candidate, the model converted to the target at once
+    "compare": ("from widgets import ComparePanel\n"
+                "c = ComparePanel('resnet_tiny.onnx', target='fp16', inputs='resnet_tiny.npz')\nc",
+                "c.wait(120)"),
     "build": ("from widgets import BuildPanel\nb = BuildPanel('resnet_tiny.onnx')\nb", "b.wait(120)"),
     "timing": ("from widgets import TimingPanel\n"
                "t = TimingPanel('resnet_tiny_fp16.layers.json', "
@@ -56,6 +56,12 @@ def test_every_panel_renders_without_error(lab):
                 "c.figure.data[0]._prop_defaults, c.figure._last_trace_edit_id)\n"
                 "print(len(c.report.tensors), len(c.figure.data[0].y))")
             assert int(said.split()[-1]) > 0, said
+            # and the page shows the verdict, how the candidate ran and the next step
+            lab.page.wait_for_timeout(500)
+            shown = out.inner_text()
+            assert "outputs PASS" in shown and "FP16 emulated on onnxruntime CPU" in shown, \
+                shown[:600]
+            assert "no node needs to stay FP32" in shown, shown[:600]
         (REPO / "test-artifacts").mkdir(exist_ok=True)
         out.screenshot(path=str(REPO / "test-artifacts" / f"panel-{name}-1400.png"))
     assert not lab.blocked, lab.blocked

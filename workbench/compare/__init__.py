@@ -24,6 +24,8 @@ _EXPORTS: Dict[str, str] = {
     'LayerwiseReport': 'workbench.compare.layer_compare',
     'sample_feeds': 'workbench.compare.layer_compare',
     'layerwise': 'workbench.compare.layer_compare',
+    'candidate_words': 'workbench.compare.layer_compare',
+    'beyond_text': 'workbench.compare.layer_compare',
     'save_run_results': 'workbench.compare.layer_compare',
     'load_run_results': 'workbench.compare.layer_compare',
     'ExclusionSearch': 'workbench.compare.layer_compare',

@@ -51,7 +51,7 @@ from workbench.segments import ahead, order_of
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
            "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
            "ExclusionSearch", "find_exclusions", "range_prepass", "plan_chunks", "tensor_bytes",
-           "constant_tensors", "weightless"]
+           "constant_tensors", "weightless", "candidate_words", "beyond_text"]
 
 # ops whose output values are input values, selected or moved (exact in every float type)
 PASS_THROUGH_OPS = frozenset({
@@ -103,6 +103,29 @@ def added_error(node: Any, out: TensorComparison, inputs: Sequence[TensorCompari
     return out.rel - max((i.rel for i in inputs), default=0.0)
 
 
+def precision_words(precision: str) -> str:
+    p = str(precision or "fp32").upper()
+    return f"{p} (Q/DQ)" if p in ("INT8", "FP8") else p
+
+
+def candidate_words(runner: str, precision: str) -> str:
+    """A candidate runner's name (`LayerwiseReport.candidate_runner`) as users read it:
+    'emulate' is `workbench.runners.EmulatedRunner` (onnxruntime's CPU provider in FP32 with
+    every low-float value rounded and saturated as stored: a GPU's FP16 storage), 'reference'
+    onnx's reference evaluator in real low-float arithmetic, 'tensorrt-*' the engine."""
+    p = precision_words(precision)
+    name = str(runner)
+    if name == "emulate":
+        return f"{p} emulated on onnxruntime CPU (values rounded to {p} as stored, FP32 arithmetic)"
+    if name == "reference":
+        return f"{p} arithmetic on onnx's reference evaluator (CPU)"
+    if name == "onnxruntime":
+        return f"{p} on onnxruntime CPU"
+    if name.startswith("tensorrt"):
+        return f"the TensorRT {p} engine on the GPU"
+    return f"{p}, run by '{name}'"
+
+
 @dataclass
 class LayerwiseReport:
     """Per-tensor errors in topological order, the first divergence, and the culprits."""
@@ -125,6 +148,11 @@ class LayerwiseReport:
     @property
     def outputs_pass(self) -> bool:
         return all(t.passed for t in self.outputs)
+
+    @property
+    def candidate_words(self) -> str:
+        """How the candidate was run, in users' terms (`candidate_words`)."""
+        return candidate_words(self.candidate_runner, self.precision)
 
     @property
     def first_divergence(self) -> Optional[TensorError]:
@@ -526,6 +554,21 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     return report
 
 
+def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:
+    """Why a tensor fails, in the terms of the rule that judged it (the one the outputs are
+    judged by, `workbench.comparison`: an element fails when |error| > atol and > rtol x
+    |reference|). Its relative error (max abs error over the tensor's largest value) can be
+    far below rtol while a few small elements still fail: both figures are named."""
+    if not t.finite:
+        bad = ", ".join(x for x in (f"{t.nan} NaN" if t.nan else "",
+                                    f"{t.inf} inf" if t.inf else "") if x)
+        return f"the candidate holds {bad} where the reference is finite"
+    return (f"{t.mismatches} of {t.size} element(s) differ by more than atol {atol:g} and rtol "
+            f"{rtol:g} x |reference| (the rule the outputs are judged by); max abs error "
+            f"{t.max_abs:.3g} = relative error {t.rel:.3g} of the tensor's largest |value| "
+            f"{t.scale:.3g}")
+
+
 def divergence_findings(report: "LayerwiseReport",
                         groups: Optional[Dict[str, List[str]]] = None) -> List[Finding]:
     """The first divergence and one finding per culprit (the node to keep in FP32); `groups`:
@@ -533,11 +576,19 @@ def divergence_findings(report: "LayerwiseReport",
     out: List[Finding] = []
     fd = report.first_divergence
     if fd is not None:
-        out.append(Finding(
-            "warning", "first-divergence",
-            f"first tensor beyond tolerance: '{fd.tensor}' from node '{fd.node}' ({fd.op}), "
-            f"max abs error {fd.max_abs:.3g}, relative {fd.rel:.3g}",
-            nodes=[fd.node], tensors=[fd.tensor], op=fd.op, source="compare"))
+        where = f"'{fd.tensor}' from node '{fd.node}' ({fd.op})"
+        why = beyond_text(fd, report.atol, report.rtol)
+        if report.outputs_pass:  # information: where error starts, not a failure
+            out.append(Finding(
+                "info", "first-divergence",
+                f"outputs within tolerance; the first intermediate tensor that differs beyond "
+                f"it is {where}: {why}. That is where error starts, should it grow",
+                nodes=[fd.node], tensors=[fd.tensor], op=fd.op, source="compare"))
+        else:
+            out.append(Finding(
+                "warning", "first-divergence",
+                f"first tensor beyond tolerance: {where}: {why}",
+                nodes=[fd.node], tensors=[fd.tensor], op=fd.op, source="compare"))
     for t in report.culprits():
         what = ("turns finite inputs into inf/NaN (overflow)" if not math.isfinite(t.added)
                 else f"adds relative error {t.added:.3g}")
