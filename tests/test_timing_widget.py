@@ -128,3 +128,25 @@ def test_treemap_click_selects_a_scope_and_graph_selection_lights_layers(tables)
     # a selection pushed by the panel itself does not bounce back
     p.select_layer("/maxpool/MaxPool")
     assert p.graph_layers == ["/layer2/layer2.1/conv2/Conv + /layer2/layer2.1/relu_1/Relu"]
+
+
+def test_selecting_a_layer_shows_its_nodes_not_their_collapsed_group(tables):
+    """06_timing: selecting a layer inside a collapsed scope selected the group
+    ('scope:/layer4/layer4.0') and left the view at the top of the model; now the scope opens,
+    the layer's ONNX nodes are selected and the layout's focus (the first paint's zoom) is
+    them; the rest of the model stays collapsed."""
+    fp16 = tables[0]
+    view = GraphView(R50, height=420)
+    before = len(view.data.ids)
+    assert "scope:/layer4/layer4.0" in view.data.ids  # collapsed at first
+    panel = TimingPanel(fp16, graph_view=view, top=40)
+    layer = "/layer4/layer4.0/conv2/Conv + /layer4/layer4.0/relu_1/Relu"
+    ids = panel.select_layer(layer)
+    want = ["/layer4/layer4.0/conv2/Conv", "/layer4/layer4.0/relu_1/Relu"]
+    assert ids == want and view.selected == want and view.highlighted == want
+    assert view.graph["focus"] == want
+    assert "/layer4/layer4.0" in view.expanded and "scope:/layer4/layer4.0" not in view.data.ids
+    assert "scope:/layer4/layer4.1" in view.data.ids  # the other scopes keep their groups
+    assert before < len(view.data.ids) < before + 20
+    panel.heatmap()  # colouring keeps the selection
+    assert view.selected == want

@@ -377,6 +377,30 @@ class GraphView(anywidget.AnyWidget):
     def select(self, node_ids: Iterable[str]) -> None:
         self.selected = self._visible_ids(self._elements(list(node_ids)))
 
+    def reveal(self, node_ids: Iterable[str], *, max_scopes: int = 8) -> List[str]:
+        """Show these nodes as themselves: open the scopes that hold them (at most
+        `max_scopes`; more stay as their groups), select and highlight them, and zoom to them,
+        on the first paint too (the layout's focus). Returns the visible ids selected."""
+        elems = self._elements(list(node_ids))
+        st = self.structure
+        scopes = {int(st.node_scope[k]) for k in elems if k < len(st.node_scope)}
+        scopes.discard(-1)
+        for sc in sorted(scopes)[:max_scopes]:
+            k = sc
+            while k >= 0 and st.scopes[k] not in self._expanded:
+                self._expanded.add(st.scopes[k])
+                k = int(st.scope_parent[k])
+        self._highlight_elems = elems
+        with self.hold_sync():
+            if scopes:
+                self.data = st.view(self._expanded, fold_constants=self.fold_constants)
+            ids = self._visible_ids(elems)
+            self.graph = self._payload(ids)
+            self.colors = self._visible_colors()
+            self.highlighted = ids
+            self.selected = ids
+        return ids
+
     def fit(self, node_ids: Optional[Iterable[str]] = None) -> None:
         """Zoom to these nodes (default: the selection; empty: the whole graph)."""
         ids = list(self.selected if node_ids is None else self._visible_ids(self._elements(list(node_ids))))

@@ -250,7 +250,7 @@ class TimingPanel(W.VBox):
         for tr in self.bars.data:
             names = list(tr.customdata) if tr.customdata is not None else []
             tr.selectedpoints = [names.index(name)] if name in names else []
-        self._show_in_graph(ids)
+        self._show_in_graph(ids, reveal=True)
         if self.split is not None:  # the layer itself on the engine side (its nodes stay selected)
             self._syncing = True
             try:
@@ -259,13 +259,17 @@ class TimingPanel(W.VBox):
                 self._syncing = False
         return ids
 
-    def _show_in_graph(self, ids: List[str]) -> None:
-        """Highlight and select `ids` in the graph view without echoing back into this panel."""
+    def _show_in_graph(self, ids: List[str], reveal: bool = False) -> None:
+        """Highlight and select `ids` in the graph view without echoing back into this panel;
+        `reveal`: open their scopes and zoom to them (one layer's nodes, not a whole scope)."""
         gv = self.graph_view
         if gv is not None and ids:
             self._syncing = True
             try:
-                gv.selected = gv.highlight(ids)
+                if reveal and hasattr(gv, "reveal"):
+                    gv.reveal(ids)
+                else:
+                    gv.selected = gv.highlight(ids)
             finally:
                 self._syncing = False
 
