@@ -749,7 +749,21 @@ def _advised(model: Any, calibration: str, prof: Any, rules: Dict[str, str]
         return prof, rules
     if not proposed or set(proposed[0]) != set(prof):
         return prof, rules
-    return proposed[0], {d: "the profile advisor on the calibration data" for d in rules}
+    # the data's batch size is how it was saved, not how the engine will be fed: the batch
+    # axis keeps the default's max when that is larger (sizes of other axes follow the data)
+    out = type(proposed[0])()
+    widened = False
+    for name, (mn, opt, mx) in proposed[0].items():
+        dmin, dmax = prof[name][0], prof[name][2]
+        batch_dynamic = len(dmax) == len(mx) > 0 and dmin[0] != dmax[0]
+        if batch_dynamic and mx[0] < dmax[0]:
+            mx = (dmax[0],) + tuple(mx[1:])
+            widened = True
+        out[name] = (tuple(mn), tuple(opt), tuple(mx))
+    why = "the profile advisor on the calibration data"
+    if widened:
+        why += f" (batch max kept at the default {max(v[2][0] for v in out.values())})"
+    return out, {d: why for d in rules}
 
 
 def _failed(ws: Any, key: str, config: BuildConfig, code: str, **extra: Any) -> None:
