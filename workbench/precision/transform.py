@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -601,11 +601,13 @@ def _samples(batches: List[Dict[str, np.ndarray]]) -> int:
 def _held_low_type(proto: Any, report: Dict[str, Any]) -> Optional[str]:
     """"fp16"/"bf16" for a model a float target found nothing to lower in: no FP32
     initializer (nor Constant), no Cast inserted, and weights of that type; else None."""
+    from workbench.model import _iter_graphs
+
     FLOAT = 1
     if report.get("casts_inserted", 0) or report.get("casts_lowering", 0):
         return None
     held = set()
-    for g in _graphs(proto.graph):
+    for g in _iter_graphs(proto.graph):
         if any(t.data_type == FLOAT for t in g.initializer):
             return None
         for n in g.node:
@@ -615,14 +617,6 @@ def _held_low_type(proto: Any, report: Dict[str, Any]) -> Optional[str]:
         held |= {t.data_type for t in g.initializer}
     kinds = [k for k, v in (("fp16", 10), ("bf16", 16)) if v in held]
     return kinds[0] if len(kinds) == 1 else None
-
-
-def _graphs(g: Any) -> Iterator[Any]:
-    yield g
-    for n in g.node:
-        for a in n.attribute:
-            for sub in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):
-                yield from _graphs(sub)
 
 
 class TransformJob:

@@ -203,13 +203,9 @@ def _opset(proto: Any) -> int:
 
 def read_names(graph: Any) -> set:
     """Every tensor name a node of `graph` or of any of its subgraphs reads."""
-    out = set()
-    for nd in graph.node:
-        out.update(nd.input)
-        for a in nd.attribute:
-            for sub in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):
-                out |= read_names(sub)
-    return out
+    from workbench.model import _iter_graphs
+
+    return {x for g in _iter_graphs(graph) for nd in g.node for x in nd.input}
 
 
 def strip_qdq(proto: Any) -> Tuple[Any, Dict[str, int]]:
