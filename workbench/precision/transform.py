@@ -518,7 +518,9 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     _check_valid(out, target, source_error)
     if entry.needs_calibration and batches is not None and not random_used and \
             calibrate_method == "entropy":
-        n = _samples(batches)
+        from workbench.runners import samples_in
+
+        n = sum(samples_in(b) for b in batches)
         if n < FEW_ENTROPY_SAMPLES:
             findings.append(Finding(
                 "info", "few-calibration-samples",
@@ -587,15 +589,6 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
 
 
 FEW_ENTROPY_SAMPLES = 256  # below this, entropy calibration is a guess (TensorRT suggests ~500)
-
-
-def _samples(batches: List[Dict[str, np.ndarray]]) -> int:
-    """Samples in the calibration batches: the leading axis of each batch's first array."""
-    n = 0
-    for b in batches:
-        arr = next(iter(b.values()), None)
-        n += int(arr.shape[0]) if arr is not None and getattr(arr, "ndim", 0) else 1
-    return n
 
 
 def _held_low_type(proto: Any, report: Dict[str, Any]) -> Optional[str]:
