@@ -528,7 +528,9 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                 f"TensorRT's entropy calibrator) need a few hundred samples to settle; with "
                 "fewer, the scales can clip more than they should",
                 hint="add representative samples, or compare --calib-method minmax / "
-                "percentile on the same data (the error above says which is closer)",
+                "percentile on the same data (`workbench precision MODEL --to "
+                f"{target} --calib DATA --calib-method minmax` prints its error against "
+                "FP32)",
                 source="precision"))
     held = _held_low_type(proto, report) if entry.kind == "float" and route != "modelopt" \
         else None
