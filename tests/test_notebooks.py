@@ -128,7 +128,10 @@ def test_course_check_prints_a_verdict_in_the_chosen_language(capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("path", COURSE, ids=[f"{p.parent.name}/{p.name}" for p in COURSE])
 def test_course_notebook_executes_and_every_check_passes(path: Path):
-    nb = _execute(nbformat.read(path, as_version=4), path.parent)
+    """Each chapter with the reference answers filled in (as `make_course.py --solutions`
+    writes it): every cell runs and every check says correct."""
+    rel = f"{path.parent.name}/{path.name}"
+    nb = _execute(_make_course().render(solutions=True)[rel], path.parent)
     errors = _errors(nb)
     assert not errors, f"{path.parent.name}/{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     checks = [c for c in nb.cells if c.metadata.get("tags") == ["check"]]
@@ -143,10 +146,57 @@ def test_course_check_cell_stops_at_a_wrong_answer():
     nb = nbformat.read(path, as_version=4)
     first = next(i for i, c in enumerate(nb.cells) if c.metadata.get("tags") == ["exercise"])
     nb.cells[first].source = "p99 = np.percentile(samples_ms, 50)   # the median, not the P99"
-    with pytest.raises(CellExecutionError, match="AssertionError"):
+    with pytest.raises(CellExecutionError):
         _execute(nb, path.parent)
     out = _text(nb.cells[first + 1])
     assert "❌ 还不对" in out and "np.percentile(samples_ms, 99)" in out, out
+    (err,) = _errors(nb)
+    assert err["ename"] == "NotYet"  # an AssertionError
+    assert err["traceback"] == ["np.percentile(samples_ms, 99)"]  # the verdict, no traceback
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_course_as_shipped_stops_at_the_first_blank_exercise(lang):
+    """The notebooks ship with each answer left as `...`: Run all stops at the first check,
+    which says (in the chapter's language) the exercise is not answered yet; nothing above it
+    fails, and the file holds no reference answer."""
+    path = COURSE_DIR / lang / "05_runtime.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    exercises = [c for c in nb.cells if c.metadata.get("tags") == ["exercise"]]
+    assert exercises and all(c.source.splitlines()[-1].split("=", 1)[1].strip()
+                             .startswith("...") for c in exercises)
+    assert "np.percentile(samples_ms, 99)   # your answer" not in json.dumps(nb)
+    with pytest.raises(CellExecutionError):
+        _execute(nb, path.parent)
+    first = next(i for i, c in enumerate(nb.cells) if c.metadata.get("tags") == ["check"])
+    (err,) = _errors(nb)
+    assert err["ename"] == "NotYet" and err in nb.cells[first].outputs  # at the first check
+    want = "还没有作答" if lang == "zh" else "not answered yet"
+    assert want in _text(nb.cells[first]) and len(err["traceback"]) == 1
+
+
+@pytest.mark.slow
+def test_the_teachers_copy_has_the_answers_and_runs_from_elsewhere(tmp_path):
+    """`make_course.py --solutions DIR` writes DIR/en and DIR/zh with the answers in place;
+    a chapter there runs (its set-up cell finds coursework.py in the repository)."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(COURSE_DIR / "make_course.py"), "--solutions",
+                          str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*.ipynb")) == \
+        sorted(p.relative_to(COURSE_DIR).as_posix() for p in COURSE)
+    nb = nbformat.read(tmp_path / "en" / "05_runtime.ipynb", as_version=4)
+    assert "np.percentile(samples_ms, 99)   # your answer" in json.dumps(nb)
+    nb = _execute(nb, tmp_path / "en")
+    assert not _errors(nb)
+    checks = [c for c in nb.cells if c.metadata.get("tags") == ["check"]]
+    assert checks and all("✅ Correct" in _text(c) for c in checks)
+    # the course's own folder is refused: the shipped notebooks keep their blanks
+    bad = subprocess.run([sys.executable, str(COURSE_DIR / "make_course.py"), "--solutions",
+                          str(COURSE_DIR)], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "a folder other than the course's own" in bad.stderr
 
 
 def test_course_serving_points_at_the_features_that_exist():

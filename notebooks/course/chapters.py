@@ -22,7 +22,8 @@ def C(src: str) -> Cell:
 
 
 def X(src: str) -> Cell:
-    """The exercise cell the student fills in (shipped with the reference answer)."""
+    """The exercise cell the student fills in: its last line `name = <reference answer>   # your
+    answer`; the notebooks ship it as `name = ...` (`make_course.py --solutions` keeps it)."""
     return ("exercise", src.strip())
 
 
@@ -43,6 +44,9 @@ subgraphs to **Myelin**, its graph compiler. Here we read a real engine's layer 
 layer back to the ONNX nodes it came from with `workbench.timing.LayerTable`.
 
 No GPU needed: the engine information was recorded on the GPU and lives in `tests/data/fixtures`.
+
+**Exercises.** Each one leaves its answer as `...`: replace it, run that cell, then the check cell
+under it. Until then "Run all" stops at the first check, which says the exercise is not answered.
 """, """
 # 第 1 课 · TensorRT 构建器对网络做了什么
 
@@ -54,6 +58,9 @@ ONNX 文件描述的是一个个*算子*，TensorRT 引擎（engine）里装的�
 并用 `workbench.timing.LayerTable` 把每个引擎层映射回它对应的 ONNX 节点。
 
 不需要 GPU：引擎信息已在 GPU 上录好，存放在 `tests/data/fixtures` 中。
+
+**练习。** 每道练习的答案处都写着 `...`：把它换成你的答案，运行那一格，再运行下面的检查格。
+在此之前，“全部运行”会停在第一个检查格，并提示该练习尚未作答。
 """),
     C("""
 import collections
@@ -101,6 +108,7 @@ Conv + ReLU 合成一个内核：卷积结果还在寄存器里时就做激活�
 conv_add_relu = patterns["Conv + Add + Relu"]   # your answer
 """),
     K("""
+cw.answered(conv_add_relu)
 n_add = onnx_index.ops.count("Add")
 cw.check(conv_add_relu == n_add == fusion_stats(fp16)["histogram"]["3"],
          en=f"count the layers whose ONNX ops read 'Conv + Add + Relu' (the model has {n_add} Add nodes)",
@@ -143,6 +151,7 @@ between 0 and 1 in `myelin_share`.
 myelin_share = myelin.n_onnx / len(bert.index.names)   # your answer
 """),
     K("""
+cw.answered(myelin_share)
 cov = bert.coverage()
 cw.check(cw.close(myelin_share, cov["onnx_nodes_covered"] / cov["onnx_nodes_total"]),
          en="divide the Myelin layer's n_onnx by the number of ONNX nodes (len(bert.index.names))",
@@ -240,6 +249,7 @@ pd.DataFrame([{"node": t.node, "op": t.op, "error added (rel)": t.added} for t i
 culprit = report.culprits()[0].node   # your answer
 """),
     K("""
+cw.answered(culprit)
 worst = max(report.culprits(), key=lambda t: t.added)
 cw.check(culprit == worst.node, en="take the first of report.culprits(): the node with the largest added error",
          zh="取 report.culprits() 的第一个：引入误差最大的节点")
@@ -312,6 +322,7 @@ layers? Put the number in `n_kernels`.
 n_kernels = convs["fp16"].tactic.nunique()   # your answer
 """),
     K("""
+cw.answered(n_kernels)
 raw = {l.raw.get("TacticName") for l in load_layers(cw.H200 / "resnet50_fp16.layers.json").layers
        if "Convolution" in l.type}
 cw.check(n_kernels == len(raw), en="count the distinct values of convs['fp16'].tactic",
@@ -457,6 +468,7 @@ opt 就是它的形状，使 `check_samples` 既不报错误也不报警告。�
 my_profile = "input_ids:1x8:64x32:64x64,attention_mask:1x8:64x32:64x64"   # your answer
 """),
     K("""
+cw.answered(my_profile)
 try:
     profiles = validate_profiles(BERT, [parse_profile_arg(my_profile)])
     problems = [f for f in check_samples(profiles, samples) if f.severity in ("error", "warning")]
@@ -512,6 +524,7 @@ waits for once in a hundred requests.
 p99 = np.percentile(samples_ms, 99)   # your answer
 """),
     K("""
+cw.answered(p99)
 cw.check(cw.close(p99, capture["latency"]["p99_ms"], rel=1e-6),
          en="np.percentile(samples_ms, 99)", zh="np.percentile(samples_ms, 99)")
 print(f"P99 {p99:.4f} ms is x{p99 / np.median(samples_ms):.2f} the median")
@@ -535,6 +548,7 @@ row = t16[t16.batch == 32].iloc[0]
 items_per_s_32 = 32 / (row.p50_ms / 1000)   # your answer
 """),
     K("""
+cw.answered(items_per_s_32)
 cw.check(cw.close(items_per_s_32, row.items_per_s),
          en="batch / (p50_ms / 1000): the latency is in milliseconds",
          zh="batch / (p50_ms / 1000)：延迟的单位是毫秒")
@@ -597,6 +611,7 @@ BUDGET_MS = 0.1
 best = variants[variants.p99_ms <= BUDGET_MS].items_per_s.idxmax()   # your answer
 """),
     K("""
+cw.answered(best)
 ok = variants.loc[best, "p99_ms"] <= BUDGET_MS and all(
     r.items_per_s <= variants.loc[best, "items_per_s"] for r in variants.itertuples() if r.p99_ms <= BUDGET_MS)
 cw.check(ok, en="keep the rows with p99_ms <= BUDGET_MS, then take the one with the largest items_per_s",

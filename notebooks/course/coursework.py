@@ -1,8 +1,10 @@
 """Shared by the course notebooks: where the recorded data live, and the exercise checks.
 
 A notebook starts with `cw.use_language("en")` (or "zh"); `check` then prints its verdict in that
-language and raises AssertionError when the answer is wrong, so "Run all" stops at the exercise
-that needs another look."""
+language and raises `NotYet` (an AssertionError) when the answer is wrong, so "Run all" stops at
+the exercise that needs another look. An exercise still holding `...` stops there too, saying it
+is not answered yet (`answered`). Jupyter shows these two as their one-line verdict, not as a
+traceback."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +18,16 @@ SAMPLES = REPO / "sample_models"
 
 _LANG = "en"
 _WORDS = {"en": ("Correct, well done.", "Not yet"), "zh": ("回答正确，做得好。", "还不对")}
+_BLANK = {"en": "not answered yet: replace the ... in the cell above with your answer, then run "
+                "it and this cell again",
+          "zh": "还没有作答：把上一格里的 ... 换成你的答案，再运行那一格和这一格"}
+
+
+class NotYet(AssertionError):
+    """A wrong or missing answer: stops "Run all" here; Jupyter shows the verdict line only."""
+
+    def _render_traceback_(self) -> list:  # IPython's hook: the lines to show for this error
+        return [str(self)]
 
 
 def use_language(lang: str) -> None:
@@ -34,7 +46,16 @@ def check(ok: bool, *, en: str, zh: str) -> None:
         print(f"✅ {good}")
         return
     print(f"❌ {bad}: {text}")
-    raise AssertionError(text)
+    raise NotYet(text)
+
+
+def answered(*answers: object) -> None:
+    """First line of a check cell: an exercise left as `...` stops here with a note (in the
+    chosen language) instead of an error deep inside the check."""
+    if any(a is Ellipsis for a in answers):
+        text = _BLANK[_LANG]
+        print(f"✏️ {text}")
+        raise NotYet(text)
 
 
 def close(a: float, b: float, rel: float = 0.01) -> bool:

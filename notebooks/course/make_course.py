@@ -2,11 +2,16 @@
 the same in both languages (only the first cell's `use_language` differs), so the pair cannot drift.
 
     python notebooks/course/make_course.py      # after editing the chapters below
+    python notebooks/course/make_course.py --solutions DIR   # the teacher's copy, answers in
 
-The notebooks are written without outputs; tests/test_notebooks.py runs every one and checks the
-pairs match this file."""
+The notebooks are written without outputs and with each exercise's answer left as `...` (the
+check after it says so until the student fills it in); `--solutions DIR` writes DIR/en and DIR/zh
+with the reference answers in place. tests/test_notebooks.py runs every chapter with its answers,
+and checks the pairs match this file."""
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 from typing import List
@@ -19,17 +24,32 @@ sys.path.insert(0, str(HERE))
 from chapters import CHAPTERS, Cell  # noqa: E402  (the content: chapters.py beside this file)
 
 
-def SETUP(lang: str) -> str:
+def SETUP(lang: str, course: str = "..") -> str:
     """The first code cell: the only one that differs between the languages."""
-    return ('import sys; sys.path.insert(0, "..")   # coursework.py sits in notebooks/course/\n'
+    return (f'import sys; sys.path.insert(0, {json.dumps(course)})   # coursework.py sits in '
+            "notebooks/course/\n"
             "import pandas as pd\n"
             "import coursework as cw\n"
             f'cw.use_language("{lang}")\n'
             'pd.set_option("display.max_colwidth", 90)')
 
 
-def notebook(cells: List[Cell], lang: str) -> nbformat.NotebookNode:
-    """One chapter in one language: its title, the set-up cell, then the chapter's cells."""
+ANSWER = re.compile(r"^(\w+) = (.+?)(\s+# your answer)$")
+
+
+def blank(src: str) -> str:
+    """An exercise cell as the student gets it: the answer line's value replaced by `...`."""
+    lines = src.splitlines()
+    m = ANSWER.match(lines[-1])
+    assert m, f"an exercise ends with 'name = <answer>   # your answer': {lines[-1]!r}"
+    lines[-1] = f"{m.group(1)} = ...{m.group(3)}"
+    return "\n".join(lines)
+
+
+def notebook(cells: List[Cell], lang: str, solutions: bool = False,
+             course: str = "..") -> nbformat.NotebookNode:
+    """One chapter in one language: its title, the set-up cell, then the chapter's cells
+    (exercises blank unless `solutions`)."""
     nb = nbformat.v4.new_notebook()
     nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python",
                                   "name": "python3"},
@@ -37,34 +57,41 @@ def notebook(cells: List[Cell], lang: str) -> nbformat.NotebookNode:
     (kind, title), rest = cells[0], cells[1:]
     assert kind == "md", "a chapter starts with its title"
     out = [nbformat.v4.new_markdown_cell(title[lang]),
-           nbformat.v4.new_code_cell(SETUP(lang), metadata={"tags": ["setup"]})]
+           nbformat.v4.new_code_cell(SETUP(lang, course), metadata={"tags": ["setup"]})]
     for kind, body in rest:
         if kind == "md":
             out.append(nbformat.v4.new_markdown_cell(body[lang]))
         elif kind == "code":
             out.append(nbformat.v4.new_code_cell(body))
         else:
-            out.append(nbformat.v4.new_code_cell(body, metadata={"tags": [kind]}))
+            src = body if kind != "exercise" or solutions else blank(body)
+            out.append(nbformat.v4.new_code_cell(src, metadata={"tags": [kind]}))
     for i, c in enumerate(out):
         c.id = f"c{i:02d}"
     nb.cells = out
     return nb
 
 
-def render() -> dict:
-    """{relative path: notebook} for every chapter and language."""
-    return {f"{lang}/{name}.ipynb": notebook(cells, lang)
+def render(solutions: bool = False, course: str = "..") -> dict:
+    """{relative path: notebook} for every chapter and language (`course`: where the setup
+    cell finds coursework.py, relative to the notebook's folder or absolute)."""
+    return {f"{lang}/{name}.ipynb": notebook(cells, lang, solutions, course)
             for name, cells in CHAPTERS for lang in LANGS}
 
 
-def main() -> int:
-    for rel, nb in render().items():
-        path = HERE / rel
-        path.parent.mkdir(exist_ok=True)
+def main(argv: List[str]) -> int:
+    solutions = "--solutions" in argv
+    root = Path(argv[argv.index("--solutions") + 1]).resolve() if solutions else HERE
+    if solutions and root == HERE:
+        sys.exit("--solutions DIR: a folder other than the course's own")
+    course = str(HERE) if solutions else ".."  # a copy elsewhere finds coursework.py here
+    for rel, nb in render(solutions, course).items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, str(path))
-        print("wrote", path.relative_to(HERE))
+        print("wrote", path)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
