@@ -377,6 +377,16 @@ the timing-cache calls are no-ops (it builds ahead of time, without a GPU); the 
 构建加载了第一次保存的缓存。在 TensorRT-RTX 中，计时缓存的调用不起作用（它是预先（ahead of time）
 构建的，不需要 GPU），构建说明中会写明 "timing cache not used"。
 """),
+    M("""
+**Take-away.** A tactic is a measured choice, not a fixed mapping: the same layer gets a different
+kernel per precision and per GPU, and the layer information tells you which one won. The timing
+cache replays those measurements, so rebuilds get faster; it belongs to one GPU and TensorRT version.
+Next: dynamic shapes.
+""", """
+**小结.** 战术（tactic）是测出来的选择，而不是固定的对应关系：同一层在不同精度、不同 GPU 上会选到
+不同的内核，层信息会告诉你最后选中了哪一个。计时缓存（timing cache）重放这些测量结果，让重新构建更快；
+它只对应一种 GPU 和一个 TensorRT 版本。下一课：动态形状。
+"""),
 ]
 
 SHAPES = [
@@ -480,6 +490,14 @@ cw.check(profiles and not problems,
          en="both inputs need the same ranges; max must reach the data's shape 64x32 and opt should equal it",
          zh="两个输入的范围必须一致；max 要能容纳数据的形状 64x32，opt 最好正好等于它")
 """),
+    M("""
+**Take-away.** A profile is a promise about the shapes you will feed: kernels are tuned for `opt`
+and memory is reserved for `max`, so derive it from real data (`workbench profiles --calib`) rather
+than the widest range the model allows. Next: the runtime.
+""", """
+**小结.** 优化配置（profile）是对你将要输入的形状的承诺：内核按 `opt` 调优，内存按 `max` 预留。
+所以要从真实数据推出它（`workbench profiles --calib`），而不是取模型允许的最宽范围。下一课：运行时。
+"""),
 ]
 
 RUNTIME = [
@@ -567,6 +585,14 @@ summary = meta["performance_summary"]
 batch = int(meta["inference_options"]["Input inference shape"].split("=")[1].split("x")[0])
 print(meta["device_information"]["Selected Device"], "| batch", batch, "|", summary["Throughput"], "inferences/s =",
       round(summary["Throughput"] * batch), "images/s")
+"""),
+    M("""
+**Take-away.** Judge an engine by its latency distribution, not its mean: P99 is what one request
+in a hundred waits for, and throughput (batch / latency) grows with the batch only while the GPU
+has capacity to spare. Next: serving several variants.
+""", """
+**小结.** 评价引擎要看延迟分布，而不是平均值：P99 是每一百个请求里最慢那一个要等的时间；
+吞吐量（batch / 延迟）只有在 GPU 还有余力时才随 batch 增长。下一课：多个变体的部署。
 """),
 ]
 
@@ -667,6 +693,15 @@ tritonserver --model-repository triton_repo/
 每个引擎变成一个 Triton 模型，`config.pbtxt` 根据引擎的卡片（card）生成（配置文件允许时启用动态
 batch）。每个变体以自己的模型名提供服务，客户端按延迟预算把请求发给合适的变体，挑选方法和上面的
 练习一样。
+"""),
+    M("""
+**Take-away.** Serving is a choice among measured variants: build the candidates (precision x
+profile), measure P99 and throughput on the target GPU, and let each request take the fastest one
+within its latency budget. The workbench builds, measures and exports them; the choice per request
+stays with your client.
+""", """
+**小结.** 部署是在测量过的变体之间做选择：构建候选（精度 x 配置），在目标 GPU 上测出 P99 和吞吐量，
+让每个请求选用满足其延迟预算的最快变体。workbench 负责构建、测量和导出；每个请求选哪个变体，仍由你的客户端决定。
 """),
 ]
 
