@@ -385,20 +385,20 @@ class GraphView(anywidget.AnyWidget):
         st = self.structure
         scopes = {int(st.node_scope[k]) for k in elems if k < len(st.node_scope)}
         scopes.discard(-1)
+        opened = False
         for sc in sorted(scopes)[:max_scopes]:
             k = sc
             while k >= 0 and st.scopes[k] not in self._expanded:
                 self._expanded.add(st.scopes[k])
                 k = int(st.scope_parent[k])
+                opened = True
         self._highlight_elems = elems
         with self.hold_sync():
-            if scopes:
-                self.data = st.view(self._expanded, fold_constants=self.fold_constants)
+            if opened:
+                self._relayout()  # (colours and highlight follow the new view)
             ids = self._visible_ids(elems)
-            self.graph = self._payload(ids)
-            self.colors = self._visible_colors()
-            self.highlighted = ids
-            self.selected = ids
+            self.graph = self._payload(ids)  # the focus: zoom to them
+            self.highlighted = self.selected = ids
         return ids
 
     def fit(self, node_ids: Optional[Iterable[str]] = None) -> None:
