@@ -6,7 +6,8 @@ Model (no weights) with every node shown, and the default collapsed view. Payloa
 (`GraphData.to_dict`) and what the widget sends (binary arrays + joined strings). Baselines, run side by
 side on the same graphs: networkx `topological_generations` + `multipartite_layout` (a layered
 layout without crossing reduction), when networkx is installed, and the issue's targets
-(10k < 1.5 s, 20k < 4 s, payload < 5 MB at 20k).
+(10k < 1.5 s, 20k < 4 s, payload < 5 MB at 20k). A click on the collapsed view's largest
+group: `expand_in_place` timed against laying out the view with that scope open again.
 
 Layout quality (`--quality on|off|only`): on real graphs (the H200 fixtures' ResNet-50 and
 BERT-small, onnx's backend-test light_* models, tests/data/zoo/*.onnx if present) the same visible
@@ -337,6 +338,28 @@ def quality(paths: List[Path]) -> List[dict]:
     return rows
 
 
+def _expand_timing(gs, coll, repeat: int):
+    """A click on the collapsed view's largest group: `expand_in_place` against laying the
+    view with that scope open out again (`view`, the baseline), seconds, best of `repeat`."""
+    from workbench.graph import GROUP_PREFIX
+
+    groups = [k for k, i in enumerate(coll.ids) if i.startswith(GROUP_PREFIX)]
+    if not groups:
+        return None, None, None
+    g = max(groups, key=lambda k: int(coll.size[k]))
+    scope = coll.ids[g][len(GROUP_PREFIX):]
+    opened = list(coll.expanded) + [scope]
+    t_in, t_full = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        gs.expand_in_place(coll, scope, opened)
+        t_in.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        gs.view(opened)
+        t_full.append(time.perf_counter() - t0)
+    return round(min(t_in), 4), round(min(t_full), 4), scope
+
+
 def main(argv: List[str] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,5000,10000,20000")
@@ -369,7 +392,7 @@ def main(argv: List[str] = None) -> int:
         wire_payload = None
     print(f"{'nodes':>7} {'full layout s':>13} {'collapsed s':>11} {'visible':>7} "
           f"{'JSON MB':>8} {'wire MB':>8} {'collapsed KB':>12} {'networkx s':>10} "
-          f"{'vs networkx':>11} {'target s':>8}")
+          f"{'vs networkx':>11} {'target s':>8} {'expand s':>8} {'re-layout s':>11}")
     for size in [int(s) for s in args.sizes.split(",") if s]:
         proto = transformer_like(size)
         model = model_from_proto(proto)
@@ -386,6 +409,7 @@ def main(argv: List[str] = None) -> int:
             gs = GraphStructure(model)
             coll = gs.view()
             coll_t.append(time.perf_counter() - t0)
+        exp_s, exp_full_s, opened = _expand_timing(gs, coll, args.repeat)
         payload = len(json.dumps(full.to_dict(), separators=(",", ":")).encode())
         cpayload = len(json.dumps(coll.to_dict(), separators=(",", ":")).encode())
         wire = None
@@ -401,7 +425,9 @@ def main(argv: List[str] = None) -> int:
                "collapsed_payload_kb": round(cpayload / 1e3, 1),
                "networkx_s": None if nx_s is None else round(nx_s, 3),
                "speedup_vs_networkx": None if nx_s is None else round(nx_s / min(full_t), 2),
-               "target_s": target}
+               "target_s": target, "expand_scope": opened, "expand_in_place_s": exp_s,
+               "expand_full_view_s": exp_full_s,
+               "expand_vs_full_view": None if not exp_s else round(exp_full_s / exp_s, 1)}
         results.append(row)
         nx_txt = "n/a" if nx_s is None else f"{nx_s:.3f}"
         sp_txt = "n/a" if nx_s is None else f"{row['speedup_vs_networkx']:.2f}x"
@@ -409,7 +435,7 @@ def main(argv: List[str] = None) -> int:
         print(f"{n:>7} {row['full_layout_s']:>13.3f} {row['collapsed_layout_s']:>11.3f} "
               f"{len(coll):>7} {row['payload_mb']:>8.3f} {wire_txt:>8} "
               f"{row['collapsed_payload_kb']:>12.1f} {nx_txt:>10} {sp_txt:>11} "
-              f"{target if target else '-':>8}")
+              f"{target if target else '-':>8} {str(exp_s):>8} {str(exp_full_s):>11}")
     ok = all(r["full_layout_s"] < TARGET_S[s] for r, s in
              zip(results, [int(s) for s in args.sizes.split(",") if s]) if s in TARGET_S)
     big = [r for r in results if r["nodes"] >= 19000]

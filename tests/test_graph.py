@@ -462,6 +462,33 @@ def test_expand_in_place_moves_the_rest_by_a_bounded_shift():
     assert np.array_equal(np.diff(d1.bend_ptr), span - 1)
 
 
+
+def test_every_edge_keeps_one_bend_per_rank_when_a_group_opens_in_place():
+    """Opening each group of a detector's default view in place: every edge still bends once
+    per rank between its ends (an edge leaving an element on the group's own rank used to
+    skip the rows the group gained, drawn straight across the opened members), kept edges
+    keep their bends moved as the elements, and gained rows repeat the edge's place."""
+    gs = wg.GraphStructure(REPO / "tests" / "data" / "zoo" / "fcos_resnet50_fpn.structure.onnx")
+    d0 = gs.view()
+    groups = [i for i in d0.ids if i.startswith(wg.GROUP_PREFIX)]
+    assert len(groups) >= 4
+    for g in groups:
+        scope = g[len(wg.GROUP_PREFIX):]
+        d1 = gs.expand_in_place(d0, scope, set(d0.expanded) | {scope})
+        span = np.abs(d1.rank[d1.edges[:, 0]] - d1.rank[d1.edges[:, 1]])
+        assert np.array_equal(np.diff(d1.bend_ptr), span - 1), scope
+        r_g = int(d0.rank[d0.index(g)])
+        for k, (a, b) in enumerate(d1.edges.tolist()):
+            up = a if d1.rank[a] <= d1.rank[b] else b
+            if d1.ids[up] in d0.ids and d1.rank[up] == r_g and d1.ids[a] in d0.ids \
+                    and d1.ids[b] in d0.ids:
+                # from the group's rank down: straight below the upper element first
+                bends = d1.bend_x[d1.bend_ptr[k]:d1.bend_ptr[k + 1]]
+                grow_r = len(bends) - (int(d0.rank[d0.index(d1.ids[b if up == a else a])])
+                                       - r_g - 1)
+                assert np.allclose(bends[:grow_r], d1.x[up]), (scope, d1.ids[a], d1.ids[b])
+
+
 def _visible_graph(path):
     """(m, es, ed, vpos, width) of a real model's fully expanded view, as `view` lays it out."""
     gs = wg.GraphStructure(path)

@@ -254,7 +254,34 @@ def test_wire_payload_carries_boxes_weights_and_bends():
     v = GraphView(H200 / "resnet50.structure.onnx", expand_all=True)
     w = wire_payload(v.data)
     n, e = len(v.data), v.data.edges.shape[0]
-    assert len(w["width"]) == 4 * n and len(w["bend_ptr"]) == 4 * (e + 1)
-    assert np.frombuffer(w["bend_ptr"], "<i4")[-1] * 4 == len(w["bend_x"])
+    assert len(w["width"]) == 4 * n and len(w["bend_start"]) == len(w["bend_count"]) == 4 * e
+    start, count = np.frombuffer(w["bend_start"], "<i4"), np.frombuffer(w["bend_count"], "<i4")
+    assert np.array_equal(count, np.diff(v.data.bend_ptr)) and count.sum() > 0
+    assert (start + count).max() * 4 <= len(w["bend_x"])
     assert "W <64x3x7x7>" in w["info"].split(SEP)[v.data.index("/conv1/Conv")]
     assert len(w["edge_labels"].split(SEP)) == e or e == 1
+
+
+def test_the_bends_of_edges_that_share_a_trunk_are_sent_once():
+    """A mask read by every layer: its edges run down one dummy chain, so the wire holds that
+    trunk once and every edge still decodes to exactly its own bends."""
+    import sys
+
+    from conftest import REPO
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from graph_layout import transformer_like
+    from workbench.model import model_from_proto
+
+    v = GraphView(model_from_proto(transformer_like(1000)), expand_all=True)
+    d = v.data
+    w = wire_payload(d)
+    start, count = np.frombuffer(w["bend_start"], "<i4"), np.frombuffer(w["bend_count"], "<i4")
+    xs = np.frombuffer(w["bend_x"], "<f4")
+    for e in range(d.edges.shape[0]):
+        assert np.array_equal(xs[start[e]:start[e] + count[e]],
+                              d.bend_x[d.bend_ptr[e]:d.bend_ptr[e + 1]]), e
+    # the mask's long edges down the encoder share a trunk: 6568 bends, 1633 sent
+    assert d.bend_x.size > 3 * xs.size
+    j = d.to_dict()  # the JSON form (`workbench graph --json`) stores them the same way
+    assert j["bend_start"] == start.tolist() and j["bend_count"] == count.tolist()
+    assert len(j["bend_x"]) == xs.size

@@ -24,7 +24,7 @@ import traitlets
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.graph import (GROUP, GROUP_PREFIX, GraphData, GraphStructure,
-                             ModelLike)
+                             ModelLike, shared_bends)
 
 from widgets.base import OK_COLOUR, SEVERITY_COLOURS
 
@@ -91,12 +91,23 @@ def wire_payload(data: GraphData, focus: Sequence[str] = ()) -> Dict[str, Any]:
         "scope_parent": le(data.scope_parent, "<i4"),
         "width": le(data.width if data.width is not None else np.ones(len(data)), "<f4"),
         "info": strings(data.info), "edge_labels": strings(data.edge_labels),
-        "bend_ptr": le(data.bend_ptr if data.bend_ptr is not None else
-                       np.zeros(data.edges.shape[0] + 1), "<i4"),
-        "bend_x": le(data.bend_x if data.bend_x is not None else np.zeros(0), "<f4"),
+        **_wire_bends(data, le),
         "expanded": data.expanded, "total_nodes": data.total_nodes,
         "findings": [f.to_dict() for f in data.findings], "focus": list(focus),
     }
+
+
+def _wire_bends(data: GraphData, le: Any) -> Dict[str, bytes]:
+    """Edge e bends at bend_x[bend_start[e]:bend_start[e] + bend_count[e]]; the long edges of
+    one element share their trunk's bends (`shared_bends`), so a mask read by every layer is
+    sent once, not once per layer."""
+    n_e = data.edges.shape[0]
+    if data.bend_ptr is None or data.bend_x is None:
+        z = np.zeros(n_e)
+        return {"bend_start": le(z, "<i4"), "bend_count": le(z, "<i4"), "bend_x": b""}
+    start, count, xs = shared_bends(data.rank, data.edges, data.bend_ptr, data.bend_x)
+    return {"bend_start": le(start, "<i4"), "bend_count": le(count, "<i4"),
+            "bend_x": le(xs, "<f4")}
 
 
 class GraphView(anywidget.AnyWidget):

@@ -130,9 +130,99 @@ class GraphData:
             "total_nodes": self.total_nodes,
             "width": [] if self.width is None else np.round(self.width, 3).tolist(),
             "info": self.info, "edge_labels": self.edge_labels,
-            "bend_ptr": [] if self.bend_ptr is None else self.bend_ptr.tolist(),
-            "bend_x": [] if self.bend_x is None else np.round(self.bend_x, 2).tolist(),
+            **self._bends_dict(),
         }
+
+    def _bends_dict(self) -> Dict[str, Any]:
+        """Bends as `shared_bends` stores them: edge e bends at
+        bend_x[bend_start[e]:bend_start[e] + bend_count[e]] (trunks stored once)."""
+        if self.bend_ptr is None or self.bend_x is None:
+            return {"bend_start": [], "bend_count": [], "bend_x": []}
+        start, count, xs = shared_bends(self.rank, self.edges, self.bend_ptr, self.bend_x)
+        return {"bend_start": start.tolist(), "bend_count": count.tolist(),
+                "bend_x": np.round(xs, 2).tolist()}
+
+
+def shared_bends(rank: np.ndarray, edges: np.ndarray, bend_ptr: np.ndarray,
+                 bend_x: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The bends of a drawing stored once per trunk: (start, count, xs), edge e bending at
+    xs[start[e]:start[e] + count[e]], the same values as bend_x[bend_ptr[e]:bend_ptr[e + 1]].
+
+    Long edges from one element share their dummy chain (a mask read by every layer runs
+    down one trunk), so most of their bends repeat the longest one's: an edge whose bends are
+    a prefix of the longest edge's from the same upper element points into that edge's
+    bends instead of holding a copy. On a 20k-node encoder this stores 32k bends, not 2.4M."""
+    e_ = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    n_e = e_.shape[0]
+    ptr = np.asarray(bend_ptr, dtype=np.int64)
+    bx = np.asarray(bend_x)
+    if n_e == 0 or ptr.size != n_e + 1:
+        return np.zeros(n_e, dtype=np.int64), np.zeros(n_e, dtype=np.int64), bx[:0]
+    cnt = np.diff(ptr)
+    r = np.asarray(rank)
+    up = np.where(r[e_[:, 0]] <= r[e_[:, 1]], e_[:, 0], e_[:, 1])
+    # the edge with most bends of each upper element: its trunk owner
+    by = np.lexsort((-cnt, up))
+    head = np.ones(n_e, dtype=bool)
+    head[1:] = up[by][1:] != up[by][:-1]
+    owner = np.empty(n_e, dtype=np.int64)
+    owner[by] = by[head][np.cumsum(head) - 1]
+    # an edge shares when every one of its bends equals the owner's at the same rank
+    of = np.repeat(np.arange(n_e), cnt)
+    off = np.arange(int(cnt.sum())) - np.repeat(ptr[:-1], cnt)
+    same = np.ones(n_e, dtype=bool)
+    np.logical_and.at(same, of, bx[ptr[:-1][of] + off] == bx[ptr[owner][of] + off])
+    own = (owner == np.arange(n_e)) | ~same | (cnt == 0)
+    kc = np.where(own, cnt, 0)
+    start = np.concatenate([[0], np.cumsum(kc)[:-1]]).astype(np.int64)
+    kept = np.repeat(own, cnt)
+    xs = bx[kept]  # the owners' bends (and unshared ones'), in edge order
+    start[~own] = start[owner[~own]]
+    return start, cnt.astype(np.int64), xs
+
+
+def _spliced_bends(prev: "GraphData", e: np.ndarray, old_idx: np.ndarray, keep: np.ndarray,
+                   x: np.ndarray, rank: np.ndarray, r_g: int, x_g: float, grow_w: float,
+                   grow_r: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Bends (ptr, xs) of a view where the group at rank `r_g`, x `x_g` opened in place
+    (`GraphStructure.expand_in_place`): one bend per rank between an edge's ends. An edge
+    between kept elements that `prev` drew keeps its bends, moved sideways like the elements
+    (by `grow_w` / 2 away from the group) and, on the `grow_r` rows the group gained, at its
+    place on the group's rank; any other edge runs straight between its ends."""
+    n_e = e.shape[0]
+    a, b = e[:, 0], e[:, 1]
+    upper = rank[a] <= rank[b]
+    up, dn = np.where(upper, a, b), np.where(upper, b, a)
+    cnt = np.maximum(rank[dn] - rank[up] - 1, 0).astype(np.int64)
+    ptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+    of = np.repeat(np.arange(n_e), cnt)
+    j = np.arange(int(ptr[-1])) - ptr[:-1][of]
+    # straight: evenly between the ends
+    t = (j + 1) / (cnt[of] + 1)
+    xs = x[up[of]] * (1 - t) + x[dn[of]] * t
+    # kept: the edge `prev` drew between the same two elements, same direction
+    old = np.full(n_e, -1, dtype=np.int64)
+    both = keep[a] & keep[b]
+    if prev.bend_ptr is not None and prev.edges.shape[0] and both.any():
+        m_old = max(len(prev), 1)
+        pe = prev.edges.astype(np.int64)
+        codes = pe[:, 0] * m_old + pe[:, 1]
+        by = np.argsort(codes, kind="stable")
+        want = old_idx[a[both]] * m_old + old_idx[b[both]]
+        at = np.minimum(np.searchsorted(codes[by], want), by.size - 1)
+        old[both] = np.where(codes[by][at] == want, by[at], -1)
+    has = old[of] >= 0
+    if has.any():
+        k = old[of][has]
+        oa, ob = old_idx[a[of][has]], old_idx[b[of][has]]
+        o_up = np.minimum(prev.rank[oa], prev.rank[ob]).astype(np.int64)
+        nr = rank[up[of][has]].astype(np.int64) + 1 + j[has]  # the bend's rank in this view
+        orr = np.where(nr <= r_g, nr, np.maximum(r_g, nr - grow_r))  # ... and in `prev`
+        oj = orr - o_up - 1
+        src = prev.bend_x[prev.bend_ptr[k] + np.maximum(oj, 0)].astype(np.float64)
+        src = src + np.sign(src - x_g) * grow_w / 2
+        xs[has] = np.where(oj < 0, x[up[of][has]], src)
+    return ptr, xs
 
 
 def _as_model(model: ModelLike) -> "Model":
@@ -412,10 +502,12 @@ class GraphStructure:
 
     def view(self, expanded: Optional[Iterable[str]] = None, *,
              max_visible: Optional[int] = None, sweeps: int = 4,
-             fold_constants: bool = True) -> GraphData:
+             fold_constants: bool = True, laid_out: bool = True) -> GraphData:
         """Lay out the graph with the given scopes open (None: `default_expanded`).
         fold_constants: a Constant node (or an Identity copy of a weight) whose readers are all
-        drawn as one element is folded into that element's box, like an initializer."""
+        drawn as one element is folded into that element's box, like an initializer.
+        laid_out=False: the visible elements and edges only, every coordinate 0 and no bends
+        (for a caller that places them itself, as `expand_in_place`)."""
         if expanded is None:
             exp_set = self.default_expanded(max_visible)
         else:
@@ -480,7 +572,11 @@ class GraphStructure:
         titles = [self.ops[o] if kd == NODE else lb for o, kd, lb in
                   zip(op.tolist(), kind.tolist(), labels)]
         width = box_widths(titles, info, kind)
-        lay = _sugiyama(m, es, ed, vpos, sweeps=sweeps, width=width)
+        if laid_out:
+            lay = _sugiyama(m, es, ed, vpos, sweeps=sweeps, width=width)
+        else:
+            lay = Layered(np.zeros(m), np.zeros(m, dtype=np.int64),
+                          np.zeros(es.size + 1, dtype=np.int64), np.zeros(0), crossings=-1)
         x, rank = lay.x, lay.rank
         y = rank.astype(np.float64)
         return GraphData(
@@ -502,18 +598,20 @@ class GraphStructure:
         else keeps its order, moving sideways by half the growth in width and down by the
         ranks the group gained (nothing else is laid out again). A full `view` when the group
         is not drawn in `prev`."""
-        new = self.view(expanded, fold_constants=fold_constants)
         gid = GROUP_PREFIX + scope
-        if gid not in prev.ids or prev.width is None or new.width is None:
-            return new
+        if gid not in prev.ids or prev.width is None:
+            return self.view(expanded, fold_constants=fold_constants)
+        # the visible graph without a layout: the members get their own below, the rest
+        # keeps `prev`'s places (a full layout here would be thrown away)
+        new = self.view(expanded, fold_constants=fold_constants, laid_out=False)
         gi = prev.ids.index(gid)
         r_g, x_g, w_g = int(prev.rank[gi]), float(prev.x[gi]), float(prev.width[gi])
         old_of = {e: i for i, e in enumerate(prev.ids)}
         m = len(new)
         old_idx = np.array([old_of.get(e, -1) for e in new.ids], dtype=np.int64)
         member = old_idx < 0
-        if not member.any():
-            return new
+        if not member.any():  # nothing new is drawn: lay the view out as a whole
+            return self.view(expanded, fold_constants=fold_constants)
         mem = np.nonzero(member)[0]
         local = np.full(m, -1, dtype=np.int64)
         local[mem] = np.arange(mem.size)
@@ -536,33 +634,14 @@ class GraphStructure:
         x[mem] = x_g + sub_x
         rank[mem] = r_g + sub.rank
         # bends: kept (shifted like the elements) for edges between kept elements, the rows
-        # the group gained repeating the bend beside it; straight for edges of members
-        ptr = [0]
-        bx: List[float] = []
-        old_edge = {(int(a), int(b)): k for k, (a, b) in enumerate(prev.edges.tolist())}
-        for k in range(e.shape[0]):
-            a, b = int(e[k, 0]), int(e[k, 1])
-            up, dn = (a, b) if rank[a] <= rank[b] else (b, a)
-            ok = old_edge.get((int(old_idx[a]), int(old_idx[b]))) if keep[a] and keep[b] else None
-            if ok is not None and prev.bend_ptr is not None:
-                ob = prev.bend_x[prev.bend_ptr[ok]:prev.bend_ptr[ok + 1]].astype(np.float64)
-                ob = ob + np.sign(ob - x_g) * grow_w / 2
-                o_up = int(min(prev.rank[old_idx[a]], prev.rank[old_idx[b]]))
-                for j, v in enumerate(ob.tolist()):
-                    bx.append(v)
-                    if o_up + 1 + j == r_g:
-                        bx.extend([v] * grow_r)
-            else:
-                n_b = int(rank[dn] - rank[up]) - 1
-                for j in range(n_b):
-                    t = (j + 1) / (n_b + 1)
-                    bx.append(float(x[up] * (1 - t) + x[dn] * t))
-            ptr.append(len(bx))
+        # the group gained repeating the edge's place at the group's rank; straight for edges
+        # of members (and edges new to this view)
+        ptr, bx = _spliced_bends(prev, e, old_idx, keep, x, rank, r_g, x_g, grow_w, grow_r)
         new.x = x.astype(np.float32)
         new.rank = rank.astype(np.int32)
         new.y = rank.astype(np.float32)
-        new.bend_ptr = np.array(ptr, dtype=np.int32)
-        new.bend_x = np.array(bx, dtype=np.float32)
+        new.bend_ptr = ptr.astype(np.int32)
+        new.bend_x = bx.astype(np.float32)
         new.crossings = -1  # not counted for a spliced drawing
         return new
 

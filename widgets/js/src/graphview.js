@@ -90,7 +90,8 @@ function decode(w) {
     scope: typed(w.scope, Int32Array), edges: typed(w.edges, Int32Array), scopes: split(w.scopes),
     scopeParent: typed(w.scope_parent, Int32Array), expanded: w.expanded, total_nodes: w.total_nodes,
     findings: w.findings, focus: w.focus, width: typed(w.width, Float32Array),
-    bendPtr: typed(w.bend_ptr, Int32Array), bendX: typed(w.bend_x, Float32Array),
+    bendStart: typed(w.bend_start, Int32Array), bendCount: typed(w.bend_count, Int32Array),
+    bendX: typed(w.bend_x, Float32Array),
   };
   d.info = n ? pad(w.info === undefined ? [] : split(w.info), n) : [];
   d.edgeLabels = pad(w.edge_labels === undefined ? [] : split(w.edge_labels), d.edges.length / 2);
@@ -130,14 +131,14 @@ function buildScene(d) {
   for (let e = 0; e < E; e++) {
     const s = d.edges[2 * e], t = d.edges[2 * e + 1];
     upOf[e] = d.rank[s] <= d.rank[t] ? s : t;
-    nb[e] = d.bendPtr.length ? d.bendPtr[e + 1] - d.bendPtr[e] : 0;
+    nb[e] = d.bendCount.length ? d.bendCount[e] : 0;
     const cur = longest.get(upOf[e]);
     if (nb[e] > 0 && (cur === undefined || nb[e] > nb[cur])) longest.set(upOf[e], e);
   }
   for (let e = 0; e < E; e++) {
     const s = d.edges[2 * e], t = d.edges[2 * e + 1];
     const up = upOf[e], lo = up === s ? t : s;
-    const b0 = nb[e] ? d.bendPtr[e] : 0, b1 = nb[e] ? d.bendPtr[e + 1] : 0;
+    const b0 = nb[e] ? d.bendStart[e] : 0, b1 = b0 + nb[e];  // a trunk's bends are shared
     const whole = nb[e] === 0 || longest.get(up) === e;
     const p = [];
     if (whole) p.push(X[up], Y[up] + H[up] / 2);
