@@ -14,6 +14,7 @@ instead of vanishing with the thread.
 from __future__ import annotations
 
 import html
+import sys
 import threading
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -63,7 +64,12 @@ def severity_colour(severity: str) -> str:
 
 
 def error_text(e: BaseException) -> str:
-    """One line for the user: WorkbenchError's own line, otherwise the exception's type and text."""
+    """One line for the user: WorkbenchError's own line (onnxruntime's refusals as the CLI
+    words them, `workbench.runners.user_error`), otherwise the exception's type and text."""
+    if "workbench.runners" in sys.modules:
+        from workbench.runners import user_error
+
+        e = user_error(e) or e
     one_line = getattr(e, "one_line", None)
     if callable(one_line):
         return str(one_line())

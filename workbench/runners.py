@@ -18,6 +18,7 @@ A TensorRT engine run through the worker (issue 11) is a third `Runner` with the
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -568,6 +569,54 @@ def load_error(runner: str, e: BaseException, label: Optional[str],
 
         hint = hint.replace("MODEL", shlex.quote(label))
     return WorkbenchError(f"{runner} cannot load the model: {msg[:300]}", file=label, hint=hint)
+
+
+def user_error(e: BaseException, label: Optional[str] = None) -> Any:
+    """The WorkbenchError an onnxruntime refusal stands for, in the user's terms, or None for
+    anything else: a model it cannot load (`load_error`), or a run it refused (`run_error`:
+    the runners raise onnxruntime's own text, which explanations such as `verify` quote; the
+    CLI and the panels show this instead of it)."""
+    mod = sys.modules.get("workbench.ortchild")  # (only loaded when onnxruntime ran)
+    if mod is not None and isinstance(e, mod.OrtLoadFailed):
+        return load_error("onnxruntime", e, e.label)
+    if (mod is not None and isinstance(e, mod.OrtFailed)) or \
+            type(e).__module__.startswith("onnxruntime"):  # (Fail, InvalidArgument, ...)
+        return run_error(e, label)
+    return None
+
+
+def run_error(e: BaseException, label: Optional[str]) -> Any:
+    """WorkbenchError for a run onnxruntime refused (the model loaded, these inputs do not go
+    through it): the node and op it names, its words without its source paths, and the next
+    step; a Reshape to a size that does not fit says that the export fixed that size."""
+    import re
+
+    from workbench.errors import WorkbenchError
+    from workbench.ortchild import node_in_message
+
+    text = " ".join(str(e).split())
+    node = node_in_message(text)
+    op = re.search(r"while running (\w+) node", text)
+    msg = text.split("Status Message:", 1)[-1].strip()
+    msg = re.sub(r"/onnxruntime_src/\S+ \S+::\S+\(.*?\) ", "", msg)
+    msg = re.sub(r"^\S*/\S+\.(h|cc|cpp):\d+ ", "", msg)
+    msg = re.sub(r"\S+ [=!<>]=? \S+ was false\. ", "", msg)  # (its assertion, not words)
+    what = f"the {op.group(1)} " if op else "a "
+    hint = ("check the inputs' shapes and dtypes against the model's inputs "
+            "(`workbench inspect MODEL`)")
+    shapes = re.search(r"Input shape:\s*\{([^}]*)\},\s*requested shape:\s*\{([^}]*)\}", msg)
+    if op and op.group(1) == "Reshape" and shapes:
+        hint = (f"the Reshape's target shape {{{shapes.group(2)}}} does not fit an input of "
+                f"shape {{{shapes.group(1)}}}: a size was fixed when the model was exported "
+                "(a traced x.shape turned into a constant); re-export with that axis dynamic "
+                "(torch.onnx.export dynamic_axes / dynamic_shapes), or use inputs of the "
+                "size it was exported with")
+    if label and os.path.exists(label):
+        import shlex
+
+        hint = hint.replace("MODEL", shlex.quote(label))
+    return WorkbenchError(f"onnxruntime could not run {what}node on these inputs: {msg[:300]}",
+                          file=label, node=node, hint=hint)
 
 
 def make_runner(kind: str, model: Any, *, mark_all: bool = False,

@@ -121,13 +121,13 @@ def _unknown_arguments(parser: "argparse.ArgumentParser", verb: Optional[str],
 
 def _user_error(e: BaseException) -> Optional[WorkbenchError]:
     """The WorkbenchError an exception stands for when the user's input caused it: a model
-    onnxruntime refuses to load (named, with the next step); None for our own bugs."""
-    mod = sys.modules.get("workbench.ortchild")  # (only loaded when onnxruntime ran)
-    if mod is None or not isinstance(e, mod.OrtLoadFailed):
+    onnxruntime refuses to load or to run on the given inputs (named, with the next step);
+    None for our own bugs."""
+    if "workbench.runners" not in sys.modules:  # (onnxruntime never ran)
         return None
-    from workbench.runners import load_error
+    from workbench.runners import user_error
 
-    return load_error("onnxruntime", e, e.label)
+    return user_error(e)
 
 
 def _report(verb: Optional[str], e: WorkbenchError, want_json: bool) -> int:

@@ -648,11 +648,18 @@ def _float_checks(proto: Any, entry: table.Precision, batches: Any, ex_nodes: Li
             ranges = activation_ranges(proto, batches)
         except Exception as e:  # e.g. a custom-domain op onnxruntime does not know
             ranges = {}
+            from workbench.runners import user_error
+
+            e = user_error(e) or e  # a run refused at a node: named, with its own hint
+            known = isinstance(e, WorkbenchError)
+            why = e.message if known else " ".join(str(e).split())
             findings.append(Finding(
                 "warning", "overflow-check-failed",
-                f"onnxruntime could not run the FP32 model to check activations against "
-                f"the {target.upper()} range ({' '.join(str(e).split())[:200]})",
-                hint="fix the model first (`workbench fix`), or check on the GPU with "
+                f"onnxruntime could not run the FP32 model on the calibration data to check "
+                f"activations against the {target.upper()} range ({why[:300]})",
+                nodes=[e.node] if known and e.node else [],
+                hint=e.hint if known and e.hint else
+                "fix the model first (`workbench fix`), or check on the GPU with "
                 "`workbench compare`", source="precision"))
         findings += overflow_findings(proto, ranges, limit, target.upper(), skip_nodes=ex_nodes)
         report["activation_max_abs"] = max(ranges.values()) if ranges else None

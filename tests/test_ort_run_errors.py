@@ -1,0 +1,72 @@
+"""A model onnxruntime loads but cannot run on the user's inputs (a size the export fixed)
+fails in the user's terms: exit 2, the node and op named, and what to do next; the FP16
+overflow check says the same as a finding instead of blaming the model's parse."""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+
+@pytest.fixture()
+def baked(tmp_path):
+    """x [batch, seq, 4] -> Reshape to the constant [1, 3, 2, 2] (seq = 3 traced into it)."""
+    shape = numpy_helper.from_array(np.array([1, 3, 2, 2], np.int64), "/att/Constant_output_0")
+    nodes = [helper.make_node("Reshape", ["x", "/att/Constant_output_0"], ["r"], name="/att/Reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="/act/Relu")]
+    g = helper.make_graph(nodes, "baked",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[shape])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "baked.onnx"
+    onnx.save(m, str(path))
+    data = tmp_path / "x.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((1, 5, 4)).astype(np.float32))
+    return path, data
+
+
+def _cli(*args):
+    return subprocess.run(["workbench", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("how", [["--to", "fp16"], ["SELF"]])
+def test_compare_names_the_node_a_fixed_size_stops(baked, how):
+    path, data = baked
+    args = [path, path] if how == ["SELF"] else [path, *how]
+    r = _cli("compare", *args, "--inputs", data)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    line = r.stderr.strip().splitlines()[-1]
+    assert "internal error" not in line and "Traceback" not in r.stderr
+    assert "node '/att/Reshape'" in line and "the Reshape node" in line
+    assert "{1,5,4}" in line and "{1,3,2,2}" in line
+    assert "fixed when the model was exported" in line and "dynamic" in line
+
+
+def test_the_fp16_overflow_check_names_the_node_and_the_fix(baked, tmp_path):
+    from workbench.precision import convert
+
+    path, data = baked
+    res = convert(str(path), "fp16", calibration=str(data))
+    f = next(f for f in res.findings if f.code == "overflow-check-failed")
+    assert f.nodes == ["/att/Reshape"] and "fixed when the model was exported" in f.hint
+    assert "workbench fix" not in f.hint
+
+
+@pytest.mark.parametrize("isolated", [True, False])
+def test_panels_word_the_refusal_as_the_cli_does(baked, isolated):
+    """The runners raise onnxruntime's own text (explanations such as `verify` quote it); a
+    panel's error line is the CLI's, naming the node and the fix."""
+    from widgets.base import error_text
+    from workbench.runners import OnnxRuntimeRunner
+
+    path, data = baked
+    with pytest.raises(Exception) as e:
+        OnnxRuntimeRunner(str(path), isolated=isolated).infer(dict(np.load(data)))
+    assert "[ONNXRuntimeError]" in str(e.value)
+    text = error_text(e.value)
+    assert "node '/att/Reshape'" in text and "fixed when the model was exported" in text
