@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from workbench.cli.common import print_json
 from workbench.errors import WorkbenchError
@@ -212,7 +213,7 @@ def _report_engine(args: argparse.Namespace, report: "object", label: str, searc
             print("observer check: " + ("MARKING CHANGED THE ANSWER" if
                                         report.marking_changed_outputs else "marked builds give "
                                         "the unmarked engine's answer"))
-        _print_tensors(report, args.top)
+        _print_tensors(report, args.top, args.reference, args.inputs)
         if search is not None:
             print(f"\nbisection ({search.route}): {search.message}")
             print(search.table())
@@ -224,23 +225,42 @@ def _report_engine(args: argparse.Namespace, report: "object", label: str, searc
     return 0 if report.outputs_pass and not report.marking_changed_outputs else 1
 
 
-def _print_tensors(report: "object", top: int) -> None:
+def _print_tensors(report: "object", top: int, model: Optional[str] = None,
+                   data: Optional[str] = None) -> None:
     """The text view shared by the CPU and engine reports: outputs, the `top` tensors with the
-    largest relative error, the findings."""
+    largest relative error, the findings (their MODEL / DATA as `model` / `data`)."""
+    from workbench.cli.common import pasteable
+
     print("outputs: " + ", ".join(f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} "
                                   f"cos {t.cosine:.6f} {'PASS' if t.passed else 'FAIL'}"
                                   for t in report.outputs))
     worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)
-    print(f"\n{'tensor':48} {'op':14} {'max abs':>10} {'rel':>10} {'added':>10}")
+    w_op = max([14] + [len(t.op) for t in worst[:top]])  # (GlobalAveragePool, whole)
+    print(f"\n{'tensor':48} {'op':{w_op}} {'max abs':>10} {'rel':>10} {'added':>10}")
     for t in worst[:top]:
-        print(f"{t.tensor[:48]:48} {t.op[:14]:14} {_fmt(t.max_abs):>10} {_fmt(t.rel):>10} "
+        print(f"{t.tensor[:48]:48} {t.op:{w_op}} {_fmt(t.max_abs):>10} {_fmt(t.rel):>10} "
               f"{_fmt(t.added):>10}")
     for f in report.findings:
-        print(str(f))
+        print(pasteable(str(f), model, data) if model else str(f))
 
 
 def _fmt(x: float) -> str:
     return "inf" if not math.isfinite(x) else f"{x:.3g}"
+
+
+def _why_stopped(search: Any, args: argparse.Namespace) -> str:
+    """Why a search for nodes to keep in FP32 ended without meeting the tolerance, and what
+    to try next, in one line."""
+    fin = search.final
+    tol = (f"atol {fin.atol:g}, rtol {fin.rtol:g}" if fin is not None else "the defaults")
+    if search.stopped == "no-culprit":
+        return ("stopped: the layer-wise compare blames no node that is not already kept in "
+                "FP32; the remaining error builds up across many nodes or comes from ops that "
+                "pick by value (TopK, NMS, ArgMax on near-ties): judge the outputs' figures "
+                f"against your accuracy needs, or relax the tolerance ({tol}: --atol/--rtol)")
+    return (f"stopped after {len(search.rounds)} rounds without meeting the tolerance "
+            f"({tol}): keep the listed nodes and run the search again from that model, or "
+            "relax --atol/--rtol")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -319,9 +339,16 @@ def run(args: argparse.Namespace) -> int:
                       f"{'  PASS' if r['outputs_pass'] else ''}")
             verdict = "within tolerance" if search.passed else "NOT within tolerance"
             print(f"{args.to}: {verdict} with {len(search.excluded)} node(s) kept in FP32")
-            if search.excluded:
-                print("  workbench precision " + args.reference + f" --to {args.to} " +
-                      " ".join(f"--exclude {n}" for n in search.excluded) + " -o OUT.onnx")
+            line = ("workbench precision " + shlex.quote(args.reference) + f" --to {args.to} "
+                    + " ".join(f"--exclude {shlex.quote(n)}" for n in search.excluded)
+                    + (f" --calib {shlex.quote(calib)}" if isinstance(calib, str) else "")
+                    + " -o OUT.onnx")
+            if search.passed and search.excluded:
+                print("  " + line)
+            elif not search.passed:
+                print("  " + _why_stopped(search, args))
+                if search.excluded:
+                    print("  the closest it got, still beyond tolerance: " + line)
         return 0 if search.passed else 1
     report = compare.layerwise(args.reference, args.candidate, calibration=calib,
                                atol=args.atol, rtol=args.rtol, candidate_runner=args.runner,
@@ -342,7 +369,7 @@ def run(args: argparse.Namespace) -> int:
               f"({report.candidate_runner}, {report.precision})  samples: {report.samples}  "
               f"atol {report.atol:g} rtol {report.rtol:g}")
         print(f"{len(report.tensors)} tensors compared, {report.unmatched} only in one model")
-        _print_tensors(report, args.top)
+        _print_tensors(report, args.top, args.reference, args.inputs)
         if sel is not None:
             ok = sum(c.passed for c in sel)
             worst = next((c for c in sel if not c.passed), sel[0])

@@ -53,7 +53,7 @@ def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.common import print_json
+    from workbench.cli.common import pasteable, print_json
     from workbench.precision.spec import PrecisionSpec
     from workbench.precision.transform import auto_exclusions, convert
 
@@ -91,5 +91,5 @@ def run(args: argparse.Namespace) -> int:
                 w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "
                   f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}\n")
         for f in res.findings:
-            w(f"  {f}\n")
+            w(f"  {pasteable(str(f), args.model, args.calib)}\n")
     return 1 if any(f.severity == "error" for f in res.findings) else 0

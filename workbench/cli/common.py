@@ -26,6 +26,18 @@ def flush_streams() -> bool:
     return ok
 
 
+def pasteable(text: str, model: str, data: Optional[str]) -> str:
+    """A finding's line with its MODEL / DATA placeholders as this run's paths (quoted), so
+    the commands it names run as printed."""
+    import re
+    import shlex
+
+    text = re.sub(r"\bMODEL\b", lambda _: shlex.quote(str(model)), text)
+    if data:
+        text = re.sub(r"\bDATA\b", lambda _: shlex.quote(str(data)), text)
+    return text
+
+
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
     sys.stdout.flush()

@@ -569,6 +569,17 @@ def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:
             f"{t.scale:.3g}")
 
 
+def _keep_hint(precision: str, node: str) -> str:
+    """The command that keeps `node` in higher precision (MODEL / DATA: the CLI fills in the
+    reference and the inputs)."""
+    import shlex
+
+    if precision in ("fp16", "bf16", "int8", "fp8"):
+        return (f"keep it in higher precision: `workbench precision MODEL --to {precision} "
+                f"--exclude {shlex.quote(node)} --calib DATA -o OUT.onnx`")
+    return "keep it in higher precision (`workbench precision MODEL --exclude NODE`)"
+
+
 def divergence_findings(report: "LayerwiseReport",
                         groups: Optional[Dict[str, List[str]]] = None) -> List[Finding]:
     """The first divergence and one finding per culprit (the node to keep in FP32); `groups`:
@@ -598,8 +609,7 @@ def divergence_findings(report: "LayerwiseReport",
             "warning" if report.outputs_pass else "error", "precision-loss",
             f"node '{t.node}' ({t.op}) {what}{inside}", nodes=[t.node] + members,
             tensors=[t.tensor], op=t.op,
-            hint=f"keep it in higher precision: workbench precision --exclude {t.node}",
-            source="compare"))
+            hint=_keep_hint(report.precision, t.node), source="compare"))
     return out
 
 
@@ -699,10 +709,11 @@ class ExclusionSearch:
     final: Optional[LayerwiseReport] = None
     findings: List[Finding] = field(default_factory=list)
     hopeless: bool = False  # FP32 activations beyond the target's range: no search was run
+    stopped: str = ""  # why the search ended: passed | no-culprit | max-rounds | hopeless
 
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "excluded": self.excluded, "passed": self.passed,
-                "hopeless": self.hopeless, "rounds": self.rounds,
+                "hopeless": self.hopeless, "stopped": self.stopped, "rounds": self.rounds,
                 "findings": [f.to_dict() for f in self.findings],
                 "final": self.final.to_dict() if self.final is not None else None}
 
@@ -797,10 +808,12 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         nodes, found, hopeless = range_prepass(ref, feeds, target)
         findings.extend(found)
         if hopeless:
-            return ExclusionSearch(target, [], False, [], None, findings, hopeless=True)
+            return ExclusionSearch(target, [], False, [], None, findings, hopeless=True,
+                                   stopped="hopeless")
         excluded.extend(n for n in nodes if n not in excluded)
     rounds: List[Dict[str, Any]] = []
     report: Optional[LayerwiseReport] = None
+    stopped = "max-rounds"
     for k in range(max_rounds + 1):
         res = convert(ref, target, exclude_nodes=excluded, calibration=calibration,
                       measure=False)
@@ -811,17 +824,30 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         rounds.append({"round": k, "excluded": list(excluded), "outputs_pass": report.outputs_pass,
                        "worst_output_rel": worst if math.isfinite(worst) else "inf"})
         if report.outputs_pass:
+            stopped = "passed"
             break
         new: List[str] = []
         for t in report.culprits(per_round * 4):
             if t.node not in excluded:
                 new.append(t.node)
-            else:  # already FP32, yet its value overflows once cast down: keep its consumers too
-                new.extend(c.name for c in ref.graph.node
-                           if t.tensor in c.input and c.name and c.name not in excluded)
+                continue
+            # already FP32 and still adding error: its value overflows once cast down (keep
+            # its consumers too), or its inputs arrive rounded and it amplifies that, as a
+            # difference of two large values does (keep their producers too)
+            consumers = [c.name for c in ref.graph.node
+                         if t.tensor in c.input and c.name and c.name not in excluded]
+            node = next((n for n in ref.graph.node if n.name == t.node), None)
+            made = {o: n.name for n in ref.graph.node for o in n.output if n.name}
+            producers = [made[i] for i in (node.input if node is not None else [])
+                         if i in made and made[i] not in excluded]
+            new.extend(consumers + producers if not math.isfinite(t.added)
+                       else producers + consumers)
         new = list(dict.fromkeys(new))
-        if not new or k == max_rounds:
+        if not new:
+            stopped = "no-culprit"
+            break
+        if k == max_rounds:
             break
         excluded.extend(new[:per_round])
     return ExclusionSearch(target, excluded, bool(report and report.outputs_pass), rounds, report,
-                           findings)
+                           findings, stopped=stopped)

@@ -137,6 +137,7 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
     skip = list(exclude_nodes) + [n.name for n in proto.graph.node
                                   if n.op_type in set(exclude_ops) and n.name not in exclude_nodes]
     ops = [o for o in QUANT_OPS if o not in set(exclude_ops)]
+    _something_to_quantize(proto, target, ops, skip)
     with tempfile.TemporaryDirectory(prefix="wb-quant-") as tmp:
         out_path = Path(tmp) / "q.onnx"
         cache = Path(tmp) / "ranges.json"
@@ -175,6 +176,37 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
                              hint="TensorRT needs zero point 0; please report this model")
     findings += _quant_findings(proto, q, skip)
     return q, findings, report
+
+
+def _something_to_quantize(proto: Any, target: str, ops: Sequence[str],
+                           skip: Sequence[str]) -> None:
+    """WorkbenchError when no node of the main graph would get Q/DQ pairs (onnxruntime's
+    quantizer does not enter If/Loop/Scan bodies): the "INT8" model would be the FP32 one,
+    or calibration would fail on an empty histogram; say why, and what to do instead."""
+    from workbench.model import _iter_graphs
+
+    want, skipped = set(ops), set(skip)
+    if any(n.op_type in want and n.name not in skipped for n in proto.graph.node):
+        return
+    inner = [n for g in list(_iter_graphs(proto.graph))[1:] for n in g.node if n.op_type in want]
+    label = target.upper()
+    if inner:
+        where = ", ".join(sorted({n.op_type for n in inner}))
+        owners = [n.name or n.op_type for n in proto.graph.node
+                  if any(a.type in (5, 10) for a in n.attribute)]  # GRAPH / GRAPHS attributes
+        raise WorkbenchError(
+            f"nothing to quantize to {label}: the model's {len(inner)} {where} node(s) are all "
+            f"inside control flow ({', '.join(owners[:4])}), whose bodies onnxruntime's "
+            f"quantizer does not enter; the {label} model would compute as the FP32 one",
+            node=owners[0] if owners else None,
+            hint="use FP16 for this model (`--to fp16` lowers If/Loop bodies too), or move the "
+                 "compute out of the If/Loop when exporting")
+    what = "all of them are excluded" if any(n.op_type in QUANT_OPS for n in proto.graph.node) \
+        else "it has none"
+    raise WorkbenchError(
+        f"nothing to quantize to {label}: Q/DQ pairs go on {', '.join(ops)} nodes and {what}",
+        hint="quantize a model with convolutions or matrix products, keep fewer of them out "
+             "(--exclude / --exclude-op), or use --to fp16")
 
 
 def _unquantize_inputs(q: Any, skip: Sequence[str]) -> None:

@@ -587,7 +587,47 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                         f"output '{name}' is NaN/inf in {target.upper()} on the calibration "
                         f"data ({runner})", tensors=[name], source="precision",
                         hint="see the overflow findings; exclude the named nodes"))
+        # judged as a GPU would compute it where that run exists (FP16/BF16 storage rounded
+        # as stored; onnxruntime CPU may compute a float16 graph in float32)
+        on_gpu = bool(report.get("error_reference"))
+        findings += accuracy_findings(report.get("error_reference") or report.get("error") or {},
+                                      target, entry.kind,
+                                      f"{target.upper()} storage as on a GPU" if on_gpu
+                                      else "onnxruntime CPU")
     return PrecisionResult(proto=out, target=target, findings=findings, report=report)
+
+
+MIN_AGREEMENT = 0.99  # top-1 agreement / cosine below this is accuracy users notice
+
+
+def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
+                      runner: str = "onnxruntime CPU") -> List[Finding]:
+    """A warning per output the converted model got noticeably wrong on the calibration
+    data (`runner`'s run against FP32), with the search that finds what to keep in higher
+    precision. Float targets: beyond the target's tolerance; quantized ones (whose raw
+    error is always above 1e-2): top-1 agreement, else cosine, below MIN_AGREEMENT."""
+    out = []
+    for name, s in errors.items():
+        if not s.get("finite", True):
+            continue  # (said as non-finite-output)
+        top1, cos = s.get("top1_agreement"), s.get("cosine")
+        bad = (top1 is not None and top1 < MIN_AGREEMENT) or \
+            (top1 is None and cos is not None and cos < MIN_AGREEMENT) or \
+            (kind == "float" and s.get("passed") is False)
+        if not bad:
+            continue
+        figs = f"max abs {s['max_abs_err']:.3g}, rel {s['rel_err']:.3g}" + (
+            f", cosine {cos:.4f}" if cos is not None else "") + (
+            f", top-1 agreement {top1:.3f}" if top1 is not None else "")
+        tol = (f" (beyond its tolerance atol {s['atol']:g} / rtol {s['rtol']:g})"
+               if kind == "float" and s.get("passed") is False and "atol" in s else "")
+        out.append(Finding(
+            "warning", "accuracy-loss",
+            f"output '{name}' in {target.upper()} is off from FP32 on the calibration data "
+            f"({runner}): {figs}{tol}", tensors=[name], source="precision",
+            hint=f"find the nodes to keep in higher precision: `workbench compare MODEL "
+                 f"--to {target} --inputs DATA`"))
+    return out
 
 
 FEW_ENTROPY_SAMPLES = 256  # below this, entropy calibration is a guess (TensorRT suggests ~500)
@@ -759,10 +799,25 @@ def _upgraded(proto: Any, low: str, exclude_ops: Sequence[str], findings: List[F
 def qdq(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, Any]]:
     """INT8 / FP8 Q/DQ pairs with calibrated scales (workbench.precision.quantize)."""
     from workbench.precision.quantize import quantize
+    from workbench.surgery.recipes.opset import MIN_TARGET, upgrade_opset
 
     assert job.batches is not None
-    return quantize(proto, job.target, job.batches, job.exclude_nodes, job.exclude_ops,
-                    job.calibrate_method, job.per_channel)
+    findings: List[Finding] = []
+    have = _opset(proto)
+    if have and have < QDQ_OPSET:  # (DequantizeLinear takes `axis` from opset 13)
+        proto, reached = upgrade_opset(proto)
+        assert reached >= MIN_TARGET >= QDQ_OPSET
+        findings.append(Finding(
+            "info", "opset-raised",
+            f"opset raised {have} -> {reached} (onnx version converter) before quantizing: "
+            f"per-channel Q/DQ (DequantizeLinear's axis) needs opset {QDQ_OPSET}, as "
+            "TensorRT's explicit quantization does", source="precision"))
+    q, more, report = quantize(proto, job.target, job.batches, job.exclude_nodes,
+                               job.exclude_ops, job.calibrate_method, job.per_channel)
+    return q, findings + more, report
+
+
+QDQ_OPSET = 13  # the opset from which Q/DQ take per-channel scales (`axis`)
 
 
 def _check_valid(proto: Any, target: str, source_error: str = "") -> None:

@@ -1,0 +1,122 @@
+"""Exported models that hit dead ends in precision (new-user run): INT8 of an old-opset model,
+INT8 of a model whose compute is all inside If/Loop, an output the conversion got wrong
+without a word, and next-step commands that did not run as printed."""
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+from conftest import SAMPLES
+from quant_models import _model, cnn, feeds
+from workbench.errors import WorkbenchError
+from workbench.precision import convert
+
+vi = h.make_tensor_value_info
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run(["workbench", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+@pytest.mark.parametrize("opset", [9, 11])
+def test_int8_of_an_old_opset_model_raises_the_opset_first(opset, tmp_path):
+    """Per-channel Q/DQ need DequantizeLinear's axis (opset 13): an opset-9/11 model gave
+    invalid ONNX ('Unrecognized attribute: axis') or onnxruntime's internal names."""
+    proto = cnn()  # Conv, Relu, Sigmoid, GlobalAveragePool: the same at opset 9 and 11
+    proto.opset_import[0].version = opset
+    proto.ir_version = 7
+    onnx.checker.check_model(proto)
+    calib = tmp_path / "c.npz"
+    np.savez(calib, x=np.concatenate(feeds("cnn")[2:]))
+    res = convert(proto, "int8", calibration=str(calib))
+    raised = next(f for f in res.findings if f.code == "opset-raised")
+    assert f"opset raised {opset} -> 13" in raised.message
+    onnx.checker.check_model(res.proto)
+    ops = [n.op_type for n in res.proto.graph.node]
+    assert ops.count("QuantizeLinear") >= 2 and "Conv" in ops
+    err = res.report["error"]["y"]
+    assert err["finite"] and err["cosine"] > 0.99  # it computes what the FP32 model does
+
+
+def _ctrl_flow() -> onnx.ModelProto:
+    """y = If(sum(x) > 0, x @ W1, x @ W2): the only MatMuls sit in the branches."""
+    rng = np.random.default_rng(0)
+
+    def branch(name, w):
+        return h.make_graph([h.make_node("MatMul", ["x", w], [f"{name}_y"], name=f"/{name}/MatMul")],
+                            name, [], [vi(f"{name}_y", T.FLOAT, ["N", 4])])
+    nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="/ReduceSum"),
+             h.make_node("Greater", ["s", "zero"], ["c"], name="/Greater"),
+             h.make_node("If", ["c"], ["y"], name="/If", then_branch=branch("then", "w1"),
+                         else_branch=branch("else", "w2"))]
+    return _model(nodes, [vi("x", T.FLOAT, ["N", 8])], [vi("y", T.FLOAT, ["N", 4])],
+                  {"w1": rng.standard_normal((8, 4)).astype(np.float32),
+                   "w2": rng.standard_normal((8, 4)).astype(np.float32),
+                   "zero": np.array(0, np.float32)})
+
+
+@pytest.mark.parametrize("method", ["entropy", "minmax"])
+def test_int8_of_compute_inside_control_flow_says_there_is_nothing_to_quantize(method):
+    """entropy failed with 'Histogram has not been collected'; minmax wrote an "INT8" model
+    with 0 Q/DQ pairs and no word."""
+    calib = [{"x": np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)}]
+    with pytest.raises(WorkbenchError) as e:
+        convert(_ctrl_flow(), "int8", calibration=calib, calibrate_method=method)
+    assert e.value.node == "/If"
+    assert "nothing to quantize to INT8" in e.value.message and "MatMul" in e.value.message
+    assert "--to fp16" in e.value.hint
+    res = convert(_ctrl_flow(), "fp16", calibration=calib)  # the way out it names works
+    assert res.report["error"]["y"]["cosine"] > 0.999
+
+
+def _cancelling(tmp_path):
+    """y = (x + 2048) - 2048: exact in FP32, FP16's spacing at 2048 is 2."""
+    p = tmp_path / "cancel.onnx"
+    onnx.save(_model([h.make_node("Add", ["x", "big"], ["a"], name="/Add"),
+                      h.make_node("Sub", ["a", "big"], ["y"], name="/Sub")],
+                     [vi("x", T.FLOAT, ["N", 64])], [vi("y", T.FLOAT, ["N", 64])],
+                     {"big": np.array(2048.0, np.float32)}), str(p))
+    data = tmp_path / "x.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32) * 4)
+    return p, data
+
+
+def test_an_output_the_conversion_gets_wrong_is_a_warning_with_the_search(tmp_path):
+    p, data = _cancelling(tmp_path)
+    r = _cli("precision", p, "--to", "fp16", "--calib", data, "-o", tmp_path / "c16.onnx")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "accuracy-loss" in ln)
+    assert "output 'y' in FP16 is off from FP32 on the calibration data (FP16 storage as on a " \
+        "GPU)" in line and "beyond its tolerance" in line
+    cmd = line.split("`")[1]  # the search it names runs as printed and keeps /Add in FP32
+    assert cmd == f"workbench compare {p} --to fp16 --inputs {data}"
+    s = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=300)
+    # /Sub is where the error shows; it comes from /Add's sum rounded to FP16: the search
+    # keeps /Sub, sees it still adding error, and keeps the producer of its input too
+    assert "fp16: within tolerance with 2 node(s) kept in FP32" in s.stdout, s.stdout
+    assert "--exclude /Sub --exclude /Add" in s.stdout
+    # the sample INT8 model (top-1 agreement 1.0, cosine 0.998) gets no such warning
+    q = convert(SAMPLES / "resnet_tiny.onnx", "int8",
+                calibration=str(SAMPLES / "calib" / "resnet_tiny.npz"))
+    assert not [f for f in q.findings if f.code == "accuracy-loss"]
+
+
+def test_compare_advice_to_keep_a_node_runs_as_printed(tmp_path):
+    """`keep it in higher precision: workbench precision --exclude N` lacked the model, --to,
+    the data and -o (exit 2 when pasted)."""
+    p, data = _cancelling(tmp_path)
+    assert _cli("precision", p, "--to", "fp16", "-o", tmp_path / "c16.onnx").returncode == 0
+    r = _cli("compare", p, tmp_path / "c16.onnx", "--inputs", data)
+    line = next(ln for ln in r.stdout.splitlines() if "precision-loss" in ln)
+    cmd = line.split("`")[1].replace("OUT.onnx", str(tmp_path / "kept.onnx"))
+    assert cmd.startswith(f"workbench precision {p} --to fp16 --exclude ")
+    assert f"--calib {data}" in cmd
+    k = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=300)
+    assert k.returncode == 0, k.stderr
+    assert (tmp_path / "kept.onnx").exists()
