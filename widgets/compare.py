@@ -109,9 +109,13 @@ class ComparePanel(PanelBase, W.VBox):
                                             "by tensor" if candidate is not None else
                                             f"compare the model converted to {target} with "
                                             "onnxruntime FP32, tensor by tensor")
-        self.search_btn = W.Button(description=f"Find FP32 nodes ({target})" if target else
-                                   "Find FP32 nodes", icon="search", disabled=target is None,
-                                   layout=fit())
+        self.search_btn = W.Button(
+            description=f"Find FP32 nodes ({target})" if target else "Find FP32 nodes",
+            icon="search", disabled=target is None, layout=fit(),
+            tooltip=f"convert to {target}, keep the worst nodes in FP32, repeat until the "
+                    "outputs are within tolerance" if target else
+                    "needs a target: ComparePanel(model, target='fp16', inputs=...) searches "
+                    "the nodes to keep in FP32 (a ready candidate has no target to convert to)")
         self.figure = Figure(layout=dict(
             height=440, autosize=True, margin=dict(l=50, r=10, t=30, b=40),
             # SI labels on every tick (a log axis otherwise labels 2..9 as bare digits)
