@@ -181,3 +181,33 @@ def test_a_refusal_a_static_rule_explains_is_said_in_the_model_terms_first(tmp_p
     refused = [f for f in e.value.findings if f.code == "parse-error"]
     assert refused and refused[0].message.startswith(
         "TensorRT's parser refused QuantizeLinear: QuantizeLinear has a non-zero zero point")
+
+
+def test_a_node_the_builder_has_no_kernel_for_is_split_off_too(tmp_path):
+    """The parser takes NonMaxSuppression but TensorRT-RTX's builder has no runner for it
+    ('/post/nms_... has no runners'): `check` says SUPPORTED, and the build used to fail
+    with TensorRT's layer name and no split. It now names the ONNX node and splits there."""
+    path = tmp_path / "nms.onnx"
+    onnx.save(detector(nms=True), str(path))
+    assert check(str(path), backend="tensorrt-rtx").supported  # the parser alone takes it
+    with pytest.raises(BuildFailed) as e:
+        build_engine(path, CFG, output=tmp_path / "strict.engine", split_tail=False)
+    assert e.value.node == "/post/nms" and "has no runners" in e.value.message
+    events = []
+    res = build_engine(path, CFG, output=tmp_path / "nms.engine", on_event=events.append)
+    s = res.split
+    assert s["refused_by"] == "builder" and s["refused"][0]["node"] == "/post/nms"
+    assert s["verification"].startswith("equivalent")
+    note = next(ev["message"] for ev in events if ev.get("event") == "notice"
+                and ev["finding"]["code"] == "split-build")
+    assert "tensorrt-rtx's builder has no kernel for 1 node(s): NonMaxSuppression at " \
+        "/post/nms" in note
+    chain = ChainedRunner.from_folder(s["manifest"])
+    feed = _feeds(1)[0]
+    _equal(chain.infer(feed), OnnxRuntimeRunner(str(path)).infer(feed))
+    # check --build finds it, and its next step splits by building
+    rep = check(str(path), backend="tensorrt-rtx", build=True)
+    assert not rep.supported and rep.unsupported[0]["node"] == "/post/nms"
+    r = subprocess.run(["workbench", "check", str(path), "--build"],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert f"workbench fix {path} --split --build -o FOLDER" in r.stdout, r.stdout

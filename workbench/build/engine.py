@@ -62,6 +62,12 @@ class BuildFailed(WorkbenchError):
         self.findings = findings or []
 
 
+# a node the parser took but the builder has no kernel for (a plugin-backed op such as
+# NonMaxSuppression on a TensorRT without that plugin): split off like a parser refusal
+BUILDER_REFUSAL = re.compile(r"has no runners|could not find any implementation|"
+                             r"no implementation", re.IGNORECASE)
+
+
 class BuildCancelled(BuildFailed):
     pass
 
@@ -340,7 +346,9 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
     except (BuildCancelled, BuildTimeout):
         raise
     except BuildFailed as e:
-        if not split_tail or e.code != "parse-failed":
+        by_builder = (e.code == "build-failed" and bool(e.node)
+                      and BUILDER_REFUSAL.search(e.message) is not None)
+        if not split_tail or (e.code != "parse-failed" and not by_builder):
             raise
         from workbench.build.tail import build_split
 
@@ -349,7 +357,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
             kwargs["timeout"] = max(0.1, timeout - (time.monotonic() - t0))
         kwargs["onnx_beside"] = False  # the split writes its own OUT.prefix.onnx and tail
         return build_split(model_or_path, config, e, build=build_engine, backend=backend,
-                           output=output, client=client, on_event=on_event, **kwargs)
+                           output=output, client=client, on_event=on_event,
+                           by_builder=by_builder, **kwargs)
     if output is not None:
         from workbench.build.tail import clear_stale_split
 

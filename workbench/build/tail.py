@@ -72,7 +72,9 @@ def split_notice(info: Dict[str, Any]) -> str:
     named = ", ".join(f"{r['op']} at {r['node']}" for r in refused[:3])
     more = f" (+{len(refused) - 3} more: " + ", ".join(f"{n} {op}" for op, n in ops.items()) \
         + ")" if len(refused) > 3 else ""
-    return (f"split build: {info['backend']}'s parser refused {len(refused)} node(s): "
+    stage = info.get("refused_by", "parser")
+    what = "builder has no kernel for" if stage == "builder" else "parser refused"
+    return (f"split build: {info['backend']}'s {what} {len(refused)} node(s): "
             f"{named}{more}. The engine runs {info['engine_nodes']} node(s), onnxruntime the "
             f"tail's {info['onnxruntime_nodes']} (from those nodes on); written beside the "
             f"engine: {Path(info['tail']).name}, {Path(info['manifest']).name} (prefix ONNX "
@@ -125,9 +127,10 @@ def _opt_feed(model: Any, config: Any) -> Optional[Dict[str, Any]]:
 def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., Any],
                 backend: str, output: Optional[Any], client: Any = None,
                 on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
-                **build_kwargs: Any) -> Any:
+                by_builder: bool = False, **build_kwargs: Any) -> Any:
     """Cut `model` where the parser refused it (`failure`: the BuildFailed of the whole
-    model; `backend`: the worker's TensorRT by name), build the prefix with
+    model; `backend`: the worker's TensorRT by name; `by_builder`: the parser took the node
+    but the builder refused it, so the cut is found by building), build the prefix with
     `build(prefix, config, ..., split_tail=False)`, and
     write tail + manifest beside the engine. Raises `failure` (with why) when no split fits."""
     from workbench.surgery.recipes.split import tail_runs_in_onnxruntime
@@ -135,7 +138,8 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
 
     if on_event is not None:
         on_event({"event": "progress", "phase": "splitting", "fraction": None,
-                  "message": (f"the parser refused {failure.op or 'a node'} at '{failure.node}'"
+                  "message": (f"the {'builder' if by_builder else 'parser'} refused "
+                              f"{failure.op or 'a node'} at '{failure.node}'"
                               if failure.node else "the parser refused the model")
                   + ": trying to cut the model there (--no-split: an error)"})
     fixable = _exact_rewrites(model, backend, client, config.target or "sm89")
@@ -144,7 +148,7 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
         raise _refusal(failure, f"`workbench fix MODEL --auto` rewrites {p.op} at '{p.node}' "
                        f"exactly ({p.recipe}): fix the model first, then build") from None
     try:
-        res = split_model(model, backend=backend, client=client,
+        res = split_model(model, backend=backend, client=client, build=by_builder,
                           target=config.target or "sm89", verify=True,
                           inputs=_opt_feed(model, config))
     except WorkbenchError as e:
@@ -189,6 +193,7 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
     res.save(paths["prefix"].parent, manifest_name=paths["manifest"].name)
     result.split = {
         "refused": man["refused"], "backend": backend,
+        "refused_by": "builder" if by_builder else "parser",
         "engine_nodes": man["prefix"]["nodes"], "onnxruntime_nodes": len(man["tail"]["nodes"]),
         "cut": man["cut"], "prefix": str(paths["prefix"]), "tail": str(paths["tail"]),
         "manifest": str(paths["manifest"]),

@@ -1012,6 +1012,46 @@ def serialize_network(builder: Any, network: Any, config: Any) -> Tuple[Any, Opt
         return None, "%s: %s" % (type(e).__name__, e)
 
 
+_LAYER_IN_MSG = re.compile(r"\((?P<cls>I[A-Z]\w*Layer) (?P<name>[^:()]+?):")
+_LAYER_CLASS = re.compile(r"\b(?P<cls>I[A-Z]\w*Layer)\b")
+
+
+def _norm(kind: str) -> str:
+    return kind.replace("_", "").lower()
+
+
+def layer_nodes(network: Any) -> Dict[str, Dict[str, Any]]:
+    """Layer name -> its type and ONNX node names (from metadata where TensorRT records it)."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        meta = str(getattr(layer, "metadata", "") or "")
+        kind = getattr(getattr(layer, "type", None), "name", str(getattr(layer, "type", "")))
+        out[layer.name] = {"nodes": re.findall(r"\[ONNX Layer: ([^\]]+)\]", meta),
+                           "type": _norm(kind.split(".")[-1])}
+    return out
+
+
+def blame(msg: str, layers: Dict[str, Dict[str, Any]]) -> Tuple[Optional[str], List[str]]:
+    """The layer a build error names: `(ITopKLayer TopK: ...)`, else a known layer name in the
+    text, else the only layer of the class it names (`IOneHotLayer must be ...`)."""
+    m = _LAYER_IN_MSG.search(msg)
+    if m and m.group("name").strip() in layers:
+        name = m.group("name").strip()
+        return name, layers[name]["nodes"]
+    for name in sorted(layers, key=len, reverse=True):
+        if name and re.search(r"(^|[\s(\[])" + re.escape(name) + r"([\s:)\]]|$)", msg):
+            return name, layers[name]["nodes"]
+    for c in _LAYER_CLASS.finditer(msg):
+        kind = _norm(c.group("cls")[1:-len("Layer")])
+        same = [n for n, info in layers.items() if info["type"] == kind]
+        if len(same) == 1:
+            return same[0], layers[same[0]]["nodes"]
+        if same:
+            return None, sorted({x for n in same for x in (layers[n]["nodes"] or [n])})
+    return None, []
+
+
 def build_serialized(builder: Any, network: Any, cfg: Config, logger: Any,
                      ctx: Optional[Context] = None) -> Any:
     """Build the engine; raises Cancelled, the calibrator's error, or 'build-failed' naming
@@ -1039,6 +1079,12 @@ def build_serialized(builder: Any, network: Any, cfg: Config, logger: Any,
         if m:
             node = m.group(1)
             break
+    if node is None:  # a layer named in the text ('/post/NMS_118 has no runners'): its node
+        try:
+            _, nodes = blame(last, layer_nodes(network))
+        except Exception:  # (bindings without layer metadata)
+            nodes = []
+        node = nodes[0] if len(nodes) == 1 else None
     raise OpError("TensorRT failed to build the engine: %s" % last, node=node,
                   code="build-failed", details={"log": logger.messages[-60:]})
 

@@ -50,46 +50,6 @@ def parse(ctx: Context, paths: Any = None, path: Optional[str] = None, backend: 
             "plugins": loaded, "results": results}
 
 
-_LAYER_IN_MSG = re.compile(r"\((?P<cls>I[A-Z]\w*Layer) (?P<name>[^:()]+?):")
-_LAYER_CLASS = re.compile(r"\b(?P<cls>I[A-Z]\w*Layer)\b")
-
-
-def _norm(kind: str) -> str:
-    return kind.replace("_", "").lower()
-
-
-def _layer_nodes(network: Any) -> Dict[str, Dict[str, Any]]:
-    """Layer name -> its type and ONNX node names (from metadata where TensorRT records it)."""
-    out: Dict[str, Dict[str, Any]] = {}
-    for i in range(network.num_layers):
-        layer = network.get_layer(i)
-        meta = str(getattr(layer, "metadata", "") or "")
-        kind = getattr(getattr(layer, "type", None), "name", str(getattr(layer, "type", "")))
-        out[layer.name] = {"nodes": re.findall(r"\[ONNX Layer: ([^\]]+)\]", meta),
-                           "type": _norm(kind.split(".")[-1])}
-    return out
-
-
-def _blame(msg: str, layers: Dict[str, Dict[str, Any]]) -> Tuple[Optional[str], List[str]]:
-    """The layer a build error names: `(ITopKLayer TopK: ...)`, else a known layer name in the
-    text, else the only layer of the class it names (`IOneHotLayer must be ...`)."""
-    m = _LAYER_IN_MSG.search(msg)
-    if m and m.group("name").strip() in layers:
-        name = m.group("name").strip()
-        return name, layers[name]["nodes"]
-    for name in sorted(layers, key=len, reverse=True):
-        if name and re.search(r"(^|[\s(\[])" + re.escape(name) + r"([\s:)\]]|$)", msg):
-            return name, layers[name]["nodes"]
-    for c in _LAYER_CLASS.finditer(msg):
-        kind = _norm(c.group("cls")[1:-len("Layer")])
-        same = [n for n, info in layers.items() if info["type"] == kind]
-        if len(same) == 1:
-            return same[0], layers[same[0]]["nodes"]
-        if same:
-            return None, sorted({x for n in same for x in (layers[n]["nodes"] or [n])})
-    return None, []
-
-
 @op(CHECK_BUILD)
 def check_build(ctx: Context, path: str, backend: str = "auto",
                 plugins: Optional[List[str]] = None, target: Optional[str] = "sm89",
@@ -113,7 +73,7 @@ def check_build(ctx: Context, path: str, backend: str = "auto",
                           workspace_bytes=int(memory_limit_mb) << 20, detailed_profiling=False,
                           target=target, target_required=False,
                           profiles=[profiles] if profiles else [], fill_dynamic=True)
-    layer_nodes = _layer_nodes(net.network)
+    layer_nodes = L.layer_nodes(net.network)
     logger.messages.clear()
     ctx.progress("build", 0.1, "building")
     t0 = time.monotonic()
@@ -123,7 +83,7 @@ def check_build(ctx: Context, path: str, backend: str = "auto",
     msgs = logger.errors() + ([exc] if exc else [])
     build_errors = []
     for msg in msgs:
-        layer, nodes = _blame(msg, layer_nodes)
+        layer, nodes = L.blame(msg, layer_nodes)
         build_errors.append({"layer": layer, "nodes": nodes, "message": msg})
     base.update(built=built, build_errors=build_errors if not built else [], notes=cfg.notes,
                 target=cfg.targets[0] if cfg.targets else None, seconds=seconds,

@@ -86,8 +86,11 @@ class Split(Recipe):
     def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
         if not self.can_fix(finding, ctx):
             return None
-        return (f"`workbench fix {model} --split -o FOLDER` builds everything before it and "
-                "keeps it and what follows as ONNX for onnxruntime")
+        # the builder (not the parser) refused it: only a split checked by building finds it
+        build = " --build" if getattr(finding, "code", None) == codes.BUILD_FAILED else ""
+        return (f"`workbench fix {model} --split{build} -o FOLDER` builds everything before it "
+                "and keeps it and what follows as ONNX for onnxruntime (`workbench build` "
+                "splits so by itself)")
 
     def precondition(self, model: Any) -> Precondition:
         return Precondition(False, "a split makes two models (the engine's prefix and an ONNX "
