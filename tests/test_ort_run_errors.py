@@ -70,3 +70,18 @@ def test_panels_word_the_refusal_as_the_cli_does(baked, isolated):
     assert "[ONNXRuntimeError]" in str(e.value)
     text = error_text(e.value)
     assert "node '/att/Reshape'" in text and "fixed when the model was exported" in text
+
+
+def test_profiles_runs_each_shape_and_names_the_node_a_fixed_size_stops(baked):
+    """`profiles` said 'profile #1 valid' for shapes the model cannot run; it now runs the
+    model on onnxruntime at min, opt and max and says which shape fails where."""
+    path, _ = baked
+    r = _cli("profiles", path, "--profile", "x:1x3x4:1x3x4:1x5x4")
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.startswith("profile #1 cannot run (below): x:1x3x4:1x3x4:1x5x4")
+    errs = [ln for ln in r.stdout.splitlines() if "profile-cannot-run" in ln]
+    assert len(errs) == 1 and "[/att/Reshape]" in errs[0] and "its max shapes (x:1x5x4)" in errs[0]
+    assert "fixed when the model was exported" in errs[0]
+    ok = _cli("profiles", path, "--profile", "x:1x3x4:1x3x4:1x3x4")
+    assert ok.returncode == 0 and ok.stdout.startswith(
+        "profile #1 valid (the model ran on onnxruntime at its min, opt and max)")

@@ -33,11 +33,16 @@ def run(args: argparse.Namespace) -> int:
     from workbench.precision.calibration import load_calibration, model_inputs
     from workbench.cli.common import print_json
     from workbench.model import open_model
-    from workbench.precision.profiles import advise, parse_profiles, validate_profiles, wide_findings
+    from workbench.precision.profiles import (advise, parse_profiles, run_at_profiles,
+                                             validate_profiles, wide_findings)
 
     model = open_model(args.model)
     given = validate_profiles(model, parse_profiles(args.profile)) if args.profile else []
     findings = wide_findings(given)
+    ran = 0
+    if given:  # the shapes run, not only declared: a size fixed at export shows here
+        cannot, ran = run_at_profiles(model, given)
+        findings += cannot
     proposed = []
     if args.calib:
         samples = load_calibration(args.calib, model)
@@ -50,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
                 "nothing to do: give --profile INPUT:MIN:OPT:MAX to validate, or --calib PATH "
                 "for a proposal", hint="dynamic inputs: " + ", ".join(
                     f"{s.name} {s.shape_str()}" for s in dyn))
-    doc = {"model": str(args.model), "valid": True,
+    bad = {int(f.message.split("#", 1)[1].split(":", 1)[0]) for f in findings
+           if f.code == "profile-cannot-run"}
+    doc = {"model": str(args.model), "valid": not bad, "runs_on_onnxruntime": ran,
            "profiles": [p.to_dict() for p in given],
            "proposed": [p.to_dict() for p in proposed],
            "proposed_args": [p.arg_strings() for p in proposed],
@@ -61,7 +68,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         w = sys.stdout.write
         for i, p in enumerate(given, 1):
-            w(f"profile #{i} valid: {' '.join(p.arg_strings())}\n")
+            verdict = ("cannot run (below)" if i in bad else
+                       "valid (the model ran on onnxruntime at its min, opt and max)" if ran
+                       else "valid")
+            w(f"profile #{i} {verdict}: {' '.join(p.arg_strings())}\n")
         for p in proposed:
             w("proposed: " + " ".join(f"--profile {a}" for a in p.arg_strings()) + "\n")
         for f in findings:

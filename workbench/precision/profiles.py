@@ -361,6 +361,65 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
     return [prof], findings
 
 
+RUN_CHECK_MAX_MB = 512  # weights up to this size: `run_at_profiles` runs each shape on the CPU
+
+
+def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float = 60.0
+                    ) -> Tuple[List[Finding], int]:
+    """Run the model on onnxruntime (CPU, random inputs) at each profile's min, opt and max
+    shapes: a size fixed when the model was exported (a Reshape to a traced constant) fails
+    there, and no rule on the profile alone can see it. Returns (an error finding per shape
+    the model cannot run, naming node and fix; the number of runs made). Models with more
+    than RUN_CHECK_MAX_MB of weights, or inputs that are not tensors, are not run (info)."""
+    from onnx import helper
+
+    from workbench.equivalence import make_inputs
+    from workbench.inputs import proto_of
+    from workbench.runners import OnnxRuntimeRunner, user_error
+
+    proto = proto_of(model)
+    weights = sum(math.prod(t.dims) * 4 for t in proto.graph.initializer) / 2**20  # (approx.,
+    # external data included)
+    if weights > RUN_CHECK_MAX_MB:
+        return [Finding("info", "profile-not-run",
+                        f"the profiles were checked against the model's declared shapes only: "
+                        f"its {weights:.0f} MB of weights are over {RUN_CHECK_MAX_MB} MB for a "
+                        "CPU run at every profile shape", source="profiles",
+                        hint="`workbench check MODEL --build` builds it with a profile")], 0
+    if any(not i.type.HasField("tensor_type") for i in proto.graph.input):
+        return [], 0
+    elem = {i.name: i.type.tensor_type.elem_type for i in proto.graph.input}
+    out, runs, seen = [], 0, set()
+    runner = OnnxRuntimeRunner(proto, timeout=timeout)
+    try:
+        for k, prof in enumerate(profiles, 1):
+            for j, which in enumerate(("min", "opt", "max")):
+                shapes = {n: tuple(v[j]) for n, v in prof.items() if n in elem}
+                key = tuple(sorted(shapes.items()))
+                if key in seen:
+                    continue
+                seen.add(key)
+                fixed = helper.make_model(helper.make_graph([], "at", [
+                    helper.make_tensor_value_info(n, elem[n], list(sh))
+                    for n, sh in shapes.items()], []))
+                runs += 1
+                try:
+                    runner.infer(make_inputs(proto, seed=k, other=fixed))
+                except Exception as e:
+                    err = user_error(e)
+                    if err is None:
+                        raise
+                    at = " ".join(f"{n}:{'x'.join(map(str, sh))}" for n, sh in shapes.items())
+                    out.append(Finding(
+                        "error", "profile-cannot-run",
+                        f"profile #{k}: the model cannot run at its {which} shapes ({at}) on "
+                        f"onnxruntime: {err.message}", nodes=[err.node] if err.node else [],
+                        source="profiles", hint=err.hint))
+    finally:
+        runner.close()
+    return out, runs
+
+
 def wide_findings(profiles: Sequence[Profile]) -> List[Finding]:
     """Warnings for axes whose max/min exceeds WIDE_RATIO (used by the panel's live check)."""
     out = []
