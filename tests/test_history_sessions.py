@@ -42,14 +42,15 @@ def test_cli_shows_this_session_and_folds_earlier_ones(tmp_path):
     assert [ln.split()[1] for ln in block[2:5]] == ["decompose", "fold_constants", "decompose"]
     assert "node=/act/FastGelu" in block[4] and "(from session" not in "".join(block)
     assert len(block) == 5  # nothing earlier: no folded line
-    # a second run: same three steps (reused, labelled with the session that made them),
-    # the first run folded into one line; the count agrees with the numbered steps
+    # a second run: same three steps (reused: this run's, saying the first run made them
+    # first), the first run folded into one line; the count agrees with the numbered steps
     second = _cli("fix", model, "-o", tmp_path / "b.onnx", "--auto")
     assert second.returncode == 0, second.stderr
     block = _history_block(second.stdout)
     assert block[0].endswith("3 change(s) from the original") and sid1 not in block[0]
     steps = [ln for ln in block[1:] if re.match(r"  \d+ ", ln)]
-    assert len(steps) == 4 and all(f"(from session {sid1})" in s for s in steps[1:])
+    assert len(steps) == 4 and all(s.endswith(f"(also made earlier by session {sid1})")
+                                   for s in steps[1:])
     assert block[-1] == "  + 1 earlier session, 3 entries (--all-history to show)"
     # --all-history lists them, by session; --json carries the same view
     third = _cli("fix", model, "-o", tmp_path / "c.onnx", "--auto", "--all-history")
@@ -129,3 +130,24 @@ def test_fix_panel_shows_this_session_and_folds_the_others(tmp_path):
     assert "(0 change(s) from the original)" in panel.header.value
     ol = panel.versions.value.split("<details")[0]
     assert ol.count("<li>") == 1 and "undone (redo)" in ol
+
+
+def test_a_step_this_session_applied_again_is_its_own_saying_who_made_it_first(tmp_path):
+    """Re-running a notebook's Apply reuses the version an earlier run made: the panel used to
+    label the step just applied '(from session X)', as if this session had not made it."""
+    from widgets.fix import history_html
+
+    model = tmp_path / "m.onnx"
+    shutil.copy(NF, model)
+    old = History(model)
+    apply_in_history(old, "fold_constants")
+    again = History(model, start="original")
+    apply_in_history(again, "fold_constants")
+    inherited = History(model)  # continues where the log left off: made by the old session
+    for h, label in ((again, f"(also made earlier by session {old.session['id']})"),
+                     (inherited, f"(from session {old.session['id']})")):
+        view = h.view()
+        assert view["steps"][1]["recipe"] == "fold_constants"
+        assert history_lines(view)[2].endswith(label)
+        assert f"<i>{label}</i>" in history_html(view).split("<details")[0]
+    assert again.view()["steps"][1]["mine"] and not inherited.view()["steps"][1]["mine"]

@@ -361,14 +361,12 @@ def next_steps_html(lines: List[str]) -> str:
 def history_html(view: Dict[str, Any]) -> str:
     """This session's lineage (the current version in bold; steps another session made say
     which), then the other sessions folded in a closed <details> labelled with their count."""
-    from workbench.surgery.history import earlier_label, session_label, step_label
+    from workbench.surgery.history import earlier_label, session_label, step_label, step_origin
 
     last = len(view["steps"]) - 1
     items = []
     for k, v in enumerate(view["steps"]):
-        who = "" if k == 0 or v.get("mine") else (
-            f" <i>(from session {esc(v['session'])})</i>" if v.get("session")
-            else " <i>(from an earlier run)</i>")
+        who = f" <i>({esc(step_origin(v))})</i>" if k and step_origin(v) else ""
         text = esc(step_label(v))
         items.append(f"<li>{'<b>' + text + '</b>' if k == last else text}{who}</li>")
     out = (f"<b>History</b> &middot; this {esc(session_label(view['session']))}: "

@@ -166,6 +166,7 @@ class History:
                                "source": str(self.model.path) if self.model.path else None})
                     state = replay(self._records())
         self._original: str = state["original"]
+        self._remade: set = set()  # versions this session made again (another made them first)
         if start == "original":
             self._line, self._redo = [self._original], []
         else:
@@ -317,8 +318,13 @@ class History:
         for vid in self._line:
             v = by_version.get((parent, vid)) or next(
                 (x for x in vers if x["version"] == vid), None)
-            steps.append(dict(v) if v else {"version": vid, "recipe": "(unknown)",
-                                            "params": {}, "mine": False, "session": None})
+            step = dict(v) if v else {"version": vid, "recipe": "(unknown)", "params": {},
+                                      "mine": False, "session": None}
+            if vid in self._remade and not step["mine"]:
+                # this session applied it too (a re-run reuses the version): its step, not
+                # the other session's, though that one made it first (`first_session`)
+                step.update(mine=True, first_session=step.get("session"))
+            steps.append(step)
             parent = vid
         others: Dict[Any, Dict[str, Any]] = {}
         for v in vers[1:]:
@@ -387,6 +393,8 @@ class History:
             state = self._state()
             known = any(r["version"] == vid and r.get("parent") == before
                         for r in state["made"])
+            if known:
+                self._remade.add(vid)
             if not known:
                 rec = change.to_dict()
                 rec.update({"event": "apply", "version": vid, "parent": before})
@@ -464,6 +472,17 @@ def step_label(v: Dict[str, Any]) -> str:
     return f"{v.get('recipe', '(unknown)')}{' ' + ps if ps else ''} [{v.get('version')}]"
 
 
+def step_origin(v: Dict[str, Any]) -> str:
+    """Who made a step of this session's lineage, when not (only) this session: 'from session
+    X', 'from an earlier run', or 'also made earlier by session X' for a step this session
+    applied again (a re-run reuses the version another session made first); '' otherwise."""
+    if v.get("first_session"):
+        return f"also made earlier by session {v['first_session']}"
+    if v.get("mine"):
+        return ""
+    return f"from session {v['session']}" if v.get("session") else "from an earlier run"
+
+
 def session_label(s: Dict[str, Any]) -> str:
     sid = s.get("id")
     return (f"session {sid} (started {_when(s.get('start'))}, pid {s.get('pid')})" if sid
@@ -500,8 +519,7 @@ def history_lines(view: Dict[str, Any], *, show_earlier: bool = False,
     out = [f"history: {session_label(view['session'])}, {view['changes']} change(s) from "
            "the original"]
     for k, v in enumerate(view["steps"]):
-        who = "" if k == 0 or v.get("mine") else (
-            f"  (from session {v['session']})" if v.get("session") else "  (from an earlier run)")
+        who = f"  ({step_origin(v)})" if k and step_origin(v) else ""
         out.append(f"  {k} {step_label(v)}{who}")
     if view["redo"]:
         out.append(f"  undone (redo): {', '.join(view['redo'])}")
