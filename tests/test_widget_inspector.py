@@ -58,6 +58,7 @@ def test_static_report_on_open_lists_failing_nodes_and_detail():
     assert not ins.report.supported
     failing = [v for _, v in ins.failing_select.options]
     assert failing == ["/crop/CenterCropPad", "/flatten/Compress", "/act/FastGelu"]
+    assert ins.failing_select.layout.display is None  # shown: it lists the refused nodes
     for name in failing:
         assert name in ins.support_html.value
     ins.failing_select.value = "/act/FastGelu"
@@ -81,6 +82,7 @@ def test_check_with_tensorrt_rtx_parser_in_a_thread():
     ok = Inspector(SAMPLES / "resnet_tiny.onnx", backend="tensorrt-rtx")
     ok.run_check(wait=True)
     assert ok.report.supported and ok.failing_select.options == ()
+    assert ok.failing_select.layout.display == "none"  # no empty 'failing' box
     assert "every node is supported" in ok.support_html.value
 
 
@@ -162,3 +164,17 @@ def test_shared_node_name_shows_its_candidates(tmp_path):
     text = ins.detail_pane.children[0].value
     assert "used by 2 nodes" in text and "dup#0, dup#1" in text
     assert ins.show_node("dup#1").id == "dup#1"
+
+
+def test_a_node_typed_in_the_node_field_is_selected_in_the_graph():
+    """The node field showed the detail but left the graph as it was: the node now opens in
+    its scope, selected and zoomed to, as a click on it would."""
+    ins = Inspector(SAMPLES / "bert_tiny.onnx")
+    view = ins.graph_view
+    ops = {n.name: n.op_type for n in ins.model.proto.graph.node}
+    node = next(n for n in ins.details if n not in view.data.ids  # in a collapsed scope
+                and ops.get(n) not in (None, "Constant"))  # (Constants fold into readers)
+    assert node not in view.data.ids
+    ins.node_picker.value = node
+    assert node in view.data.ids and view.selected == [node] and view.highlighted == [node]
+    assert node in ins.detail_pane.children[0].value

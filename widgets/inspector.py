@@ -95,6 +95,7 @@ class Inspector(PanelBase, W.VBox):
         self.support_html = W.HTML()
         self.failing_select = W.Select(options=[], rows=6, description="failing",
                                        layout=fill())
+        self.failing_select.layout.display = "none"  # shown when a check names failing nodes
         self.failing_select.observe(self._on_failing, names="value")
         self.node_picker = W.Combobox(placeholder="node name or id", description="node",
                                       ensure_option=True, layout=fill())
@@ -148,6 +149,7 @@ class Inspector(PanelBase, W.VBox):
         self._mount_graph(model)
         self.support_html.value = ""
         self.failing_select.options = []
+        self.failing_select.layout.display = "none"
         if static_check:
             self._static_check()
 
@@ -211,7 +213,8 @@ class Inspector(PanelBase, W.VBox):
             f"<tr><td>{r['kind']}</td><td><code>{esc(r['name'])}</code></td>"
             f"<td>{esc(r['dtype'])}</td><td>{shape_html(t)}</td></tr>"
             for r, t in zip(self.io_rows, list(s.inputs) + list(s.outputs)))
-        self.io_table.value = ("<table class='wb-io' style='border-collapse:collapse'>"
+        self.io_table.value = ("<style>.wb-io td, .wb-io th {padding: 2px 12px 2px 0}</style>"
+                               "<table class='wb-io' style='border-collapse:collapse'>"
                                "<tr><th align=left>kind</th><th align=left>name</th>"
                                "<th align=left>dtype</th><th align=left>shape</th></tr>"
                                f"{rows}</table>")
@@ -255,6 +258,7 @@ class Inspector(PanelBase, W.VBox):
             if nid is not None:
                 opts.append((f"{u.get('node')}  ({u.get('op')})", nid))
         self.failing_select.options = opts
+        self.failing_select.layout.display = None if opts else "none"
         if getattr(self, "graph_view", None) is not None:
             # support findings plus the graph's own (cycles, dangling inputs, duplicate names)
             self.graph_view.color_by_findings(list(report.findings) + self.graph_view.findings)
@@ -393,14 +397,19 @@ class Inspector(PanelBase, W.VBox):
 
     def _on_failing(self, change: Dict[str, Any]) -> None:
         if change["new"]:
-            self.show_node(change["new"])
-            if getattr(self, "graph_view", None) is not None:
-                self.graph_view.highlight([change["new"]])
-                self.graph_view.fit([change["new"]])
+            self._show_and_reveal(change["new"])
 
     def _on_pick(self, change: Dict[str, Any]) -> None:
         if change["new"] in self.details:
-            self.show_node(change["new"])
+            self._show_and_reveal(change["new"])
+
+    def _show_and_reveal(self, node: str) -> None:
+        """A node picked by name (or from the failing list): its detail, and in the graph
+        its scope opened, the node selected and zoomed to."""
+        self.show_node(node)
+        nid = self._node_id(node)
+        if nid is not None and getattr(self, "graph_view", None) is not None:
+            self.graph_view.reveal([nid])
 
     def show_node(self, node: str) -> Optional[NodeDetail]:
         """Show one node's detail (by id or name) in `detail_pane`."""
