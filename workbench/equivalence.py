@@ -15,7 +15,7 @@ capability uses.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import os
 
@@ -117,6 +117,19 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
             feed[name] = (rng.standard_normal(size=shape, dtype=np.float32).astype(dt)
                           if dt != np.float64 else rng.standard_normal(size=shape))
     return feed
+
+
+def make_inputs_at(proto: Any, shapes: Dict[str, Sequence[int]], seed: int = 0
+                   ) -> Dict[str, np.ndarray]:
+    """Sample inputs (`make_inputs`) with the named inputs at these shapes (a profile's
+    min/opt/max): the values a run at those shapes sees."""
+    from onnx import helper
+
+    elem = {i.name: i.type.tensor_type.elem_type for i in proto.graph.input}
+    fixed = helper.make_model(helper.make_graph([], "at", [
+        helper.make_tensor_value_info(n, elem[n], list(sh)) for n, sh in shapes.items()
+        if n in elem], []))
+    return make_inputs(proto, seed=seed, other=fixed)
 
 
 def _structure(model: Any) -> Any:

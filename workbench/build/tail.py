@@ -104,9 +104,7 @@ def _exact_rewrites(model: Any, backend: str, client: Any, target: str) -> List[
 def _opt_feed(model: Any, config: Any) -> Optional[Dict[str, Any]]:
     """Sample inputs at the shapes the engine is built for (the first profile's opt, or the
     default profile's): the chain is verified on what the engine will see."""
-    from onnx import helper
-
-    from workbench.equivalence import make_inputs
+    from workbench.equivalence import make_inputs_at
     from workbench.inputs import proto_of
     from workbench.precision.profiles import default_profile
 
@@ -118,10 +116,7 @@ def _opt_feed(model: Any, config: Any) -> Optional[Dict[str, Any]]:
         prof = config.profiles[0] if config.profiles else default_profile(proto)[0].to_dict()
     except WorkbenchError:
         return None  # (make_inputs' defaults; the build itself reports the profile problem)
-    fixed = helper.make_graph([], "opt", [
-        helper.make_tensor_value_info(i.name, i.type.tensor_type.elem_type, list(prof[i.name][1]))
-        for i in proto.graph.input if i.name in prof], [])
-    return make_inputs(proto, other=helper.make_model(fixed))
+    return make_inputs_at(proto, {n: v[1] for n, v in prof.items()})
 
 
 def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., Any],

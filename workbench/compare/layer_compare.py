@@ -43,6 +43,7 @@ import numpy as np
 from workbench.comparison import SENTINEL, TensorComparison, compare_tensor, infer_precision
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
+from workbench.graphindex import GraphIndex
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, has_low_float, limit_samples, load_error, load_proto,
                                low_float_runner, make_runner, samples_in)
@@ -814,6 +815,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
     rounds: List[Dict[str, Any]] = []
     report: Optional[LayerwiseReport] = None
     stopped = "max-rounds"
+    gi = GraphIndex(ref.graph)  # a culprit's readers and the producers of its inputs
     for k in range(max_rounds + 1):
         res = convert(ref, target, exclude_nodes=excluded, calibration=calibration,
                       measure=False)
@@ -834,12 +836,13 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
             # already FP32 and still adding error: its value overflows once cast down (keep
             # its consumers too), or its inputs arrive rounded and it amplifies that, as a
             # difference of two large values does (keep their producers too)
-            consumers = [c.name for c in ref.graph.node
-                         if t.tensor in c.input and c.name and c.name not in excluded]
-            node = next((n for n in ref.graph.node if n.name == t.node), None)
-            made = {o: n.name for n in ref.graph.node for o in n.output if n.name}
-            producers = [made[i] for i in (node.input if node is not None else [])
-                         if i in made and made[i] not in excluded]
+            nodes = ref.graph.node
+            consumers = [nodes[c].name for c in gi.consumers_of(t.tensor)
+                         if nodes[c].name and nodes[c].name not in excluded]
+            found = gi.find(t.node)
+            producers = [nodes[p].name for p in (gi.producer_of(i) for i in
+                                                 (nodes[found[0]].input if found else []))
+                         if p is not None and nodes[p].name and nodes[p].name not in excluded]
             new.extend(consumers + producers if not math.isfinite(t.added)
                        else producers + consumers)
         new = list(dict.fromkeys(new))

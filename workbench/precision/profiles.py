@@ -371,9 +371,7 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
     there, and no rule on the profile alone can see it. Returns (an error finding per shape
     the model cannot run, naming node and fix; the number of runs made). Models with more
     than RUN_CHECK_MAX_MB of weights, or inputs that are not tensors, are not run (info)."""
-    from onnx import helper
-
-    from workbench.equivalence import make_inputs
+    from workbench.equivalence import make_inputs_at
     from workbench.inputs import proto_of
     from workbench.runners import OnnxRuntimeRunner, user_error
 
@@ -399,12 +397,9 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
                 if key in seen:
                     continue
                 seen.add(key)
-                fixed = helper.make_model(helper.make_graph([], "at", [
-                    helper.make_tensor_value_info(n, elem[n], list(sh))
-                    for n, sh in shapes.items()], []))
                 runs += 1
                 try:
-                    runner.infer(make_inputs(proto, seed=k, other=fixed))
+                    runner.infer(make_inputs_at(proto, shapes, seed=k))
                 except Exception as e:
                     err = user_error(e)
                     if err is None:
