@@ -217,3 +217,22 @@ def test_notes_say_which_tools_the_lines_need_that_this_machine_lacks(tmp_path, 
     assert "on this machine" not in notes, notes
     targeted = " ".join(export_for(BuildConfig(precision="fp32", target="sm89"), **kw)["notes"])
     assert "target compute capability sm89" in targeted and "no --target" not in targeted
+
+
+def test_the_standalone_script_answers_help_without_building(tmp_path):
+    """`python3 build_and_run.py --help` started a build; it now prints what the script does
+    and its one flag, and an unknown argument is refused before any work."""
+    import subprocess
+    import sys
+
+    c = BuildConfig(precision="fp16", target="sm89")
+    script = tmp_path / "build_and_run.py"
+    script.write_text(python_script(c, str(tmp_path / "none.onnx"), str(tmp_path / "e.engine")))
+    r = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "usage: python3" in r.stdout and "--build-only" in r.stdout
+    assert "Build none.onnx into a TensorRT engine" in r.stdout
+    bad = subprocess.run([sys.executable, str(script), "--bogus"], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 1 and "unknown argument(s): --bogus (try --help)" in bad.stderr
+    assert not (tmp_path / "e.engine").exists()  # neither built anything (none.onnx is absent)

@@ -512,6 +512,16 @@ def run(plan):
 
 
 if __name__ == "__main__":
+    if {{"-h", "--help"}} & set(sys.argv[1:]):
+        print(__doc__.strip())
+        print()
+        print("usage: python3", sys.argv[0], "[--build-only]")
+        print("  builds ONNX into ENGINE, then runs it once on random inputs at the first")
+        print("  profile's opt shapes; --build-only: build and write the engine, do not run it")
+        sys.exit(0)
+    unknown = [a for a in sys.argv[1:] if a != "--build-only"]
+    if unknown:
+        sys.exit("unknown argument(s): " + " ".join(unknown) + " (try --help)")
     plan = build()
     print("engine:", ENGINE, plan.nbytes, "bytes")
     if "--build-only" not in sys.argv:
