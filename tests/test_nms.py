@@ -123,3 +123,19 @@ def test_refusal_after_nms_offers_plugin_and_split_stays_exact(tmp_path):
     want, got = OnnxRuntimeRunner(str(path)).infer(x), chain.infer(x)
     for k in want:
         assert np.array_equal(want[k], got[k]), k
+
+
+def test_cli_says_an_unverified_rewrite_once_without_a_missing_figure(tmp_path):
+    """efficient_nms changes the outputs, so it is kept unverified: the log said why twice and
+    the summary line ended in 'max abs diff None'."""
+    import subprocess
+
+    p = tmp_path / "det.onnx"
+    onnx.save(detector(nms=True), str(p))
+    r = subprocess.run(["workbench", "fix", str(p), "--recipe", "efficient_nms", "-o",
+                        str(tmp_path / "e.onnx")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert "None" not in out and out.count("the outputs differ") == 1, out
+    assert f"wrote {tmp_path / 'e.onnx'}: 1 change(s) kept, 0 not kept; end-to-end unverified\n" \
+        in r.stdout

@@ -76,6 +76,13 @@ def _strip(change: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in change.items() if k != "proto"}
 
 
+def _says_the_same(change: Any) -> bool:
+    """A change kept unverified notes the verification's own reason: printed once is enough."""
+    v = change.verification
+    return v is not None and getattr(v, "status", None) == "unverified" and \
+        change.note == f"kept unverified: {v.reason}"
+
+
 def _num(x: Any) -> str:
     return f"{x:.3g}" if isinstance(x, (int, float)) else str(x)
 
@@ -186,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
         d = _strip(change.to_dict())
         (report["applied"] if change.kept else report["not_kept"]).append(d)
         log(f"{name}: {'kept' if change.kept else 'NOT kept'} - {change.diff['summary']}; "
-            f"{change.verification or 'not verified'}" + (f" ({change.note})" if change.note else ""))
+            f"{change.verification or 'not verified'}"
+            + (f" ({change.note})" if change.note and not _says_the_same(change) else ""))
         problem = problem or not change.kept
     if args.auto:
         res = session.auto_fix(on_step=lambda s: log(step_line(s, args.backend)))
@@ -216,7 +224,9 @@ def run(args: argparse.Namespace) -> int:
         v = report["verification"]
         print(f"wrote {args.output}: {len(report['applied'])} change(s) kept, "
               f"{len(report['not_kept'])} not kept"
-              + (f"; end-to-end {v['status']}, max abs diff {_num(v['max_abs_diff'])}" if v else "")
+              + (f"; end-to-end {v['status']}" + (
+                  f", max abs diff {_num(v['max_abs_diff'])}" if v.get("max_abs_diff") is not None
+                  else "") if v else "")  # (an unverified change says why on its own line)
               + (f"; supported by {args.backend}: {report['supported']}" if checking else ""))
         for r in report.get("remaining") or []:
             print("  still unsupported: " + remaining_line(r))
