@@ -188,3 +188,32 @@ def test_sequence_operands_stay_fp32():
     r = lower(onnx.load(str(path)), "fp16")
     onnx.checker.check_model(r.proto, full_check=True)
     assert any(why == "sequence/optional operands stay FP32" for why in r.kept.values())
+
+
+def test_an_identity_of_a_float_tensor_is_lowered_and_control_flow_says_its_body_is():
+    """Identity's type parameter admits sequences and optionals since opset 16: every Identity
+    (e.g. an exporter's alias of a LayerNorm weight) was kept FP32 as 'sequence/optional
+    operands'; an If said 'stays FP32' though its branches are lowered."""
+    from onnx import helper as h, numpy_helper as nh
+
+    vi = h.make_tensor_value_info
+    w = nh.from_array(np.full((4,), 0.5, np.float32), "w")
+    branch = lambda n: h.make_graph([h.make_node("Mul", ["a", "wa"], [f"{n}_y"], name=f"/{n}/Mul")],  # noqa: E731
+                                    n, [], [vi(f"{n}_y", T.FLOAT, [2, 4])])
+    g = h.make_graph(
+        [h.make_node("Identity", ["w"], ["wa"], name="/alias/Identity"),
+         h.make_node("Mul", ["x", "wa"], ["a"], name="/Mul"),
+         h.make_node("ReduceSum", ["a"], ["s"], keepdims=0, name="/ReduceSum"),
+         h.make_node("Greater", ["s", "zero"], ["c"], name="/Greater"),
+         h.make_node("If", ["c"], ["y"], name="/If", then_branch=branch("then"),
+                     else_branch=branch("else"))],
+        "g", [vi("x", T.FLOAT, [2, 4])], [vi("y", T.FLOAT, [2, 4])],
+        [w, nh.from_array(np.array(0, np.float32), "zero")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    res = lower(m, "fp16")
+    assert "/alias/Identity" not in res.kept
+    assert res.kept["/If"] == "control flow: its inputs and outputs stay FP32, its body is lowered"
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
+    got = ort.InferenceSession(res.proto.SerializeToString()).run(None, {"x": x})[0]
+    assert np.allclose(got, want, atol=1e-2)

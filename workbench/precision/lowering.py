@@ -209,8 +209,11 @@ def plan_node(node: Any, types: Mapping[str, int], opset: int, low: str, blocked
     if node.name in excluded:
         p.why = "excluded"
         return p
-    if node.op_type in blocked or _graph_attrs(node):
-        p.why = "stays FP32 by default (control flow / type or index op)"
+    if _graph_attrs(node):
+        p.why = "control flow: its inputs and outputs stay FP32, its body is lowered"
+        return p
+    if node.op_type in blocked:
+        p.why = "stays FP32 by default (type or index op)"
         return p
     schema = _schema(node.op_type, opset)
     if schema is None:
@@ -219,9 +222,13 @@ def plan_node(node: Any, types: Mapping[str, int], opset: int, low: str, blocked
     ins = _bindings(schema, len(node.input), schema.inputs)
     outs = _bindings(schema, len(node.output), schema.outputs)
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
-    bound = {t for t, x in list(zip(ins, node.input)) + list(zip(outs, node.output)) if x and t}
-    if any(a.startswith(("seq(", "optional(", "map(")) for t in bound & set(allowed)
-           for a in allowed[t]):
+    operands = [(t, x) for t, x in list(zip(ins, node.input)) + list(zip(outs, node.output))
+                if x and t]
+    # a type parameter that also admits sequences/optionals (Identity's V since opset 16): only
+    # an operand that is no plain tensor here (no element type known) keeps the node FP32
+    if any(types.get(x, 0) == 0 and any(a.startswith(("seq(", "optional(", "map("))
+                                        for a in allowed.get(t, ()))
+           for t, x in operands):
         p.why = "sequence/optional operands stay FP32"
         return p
     want = TYPE_STR[low]

@@ -290,6 +290,7 @@ def error_entry(c: Any) -> Dict[str, Any]:
          "ref_max_abs": c.scale, "nan": c.nan, "inf": c.inf, "passed": c.passed}
     if c.top1 is not None:
         d["top1_agreement"] = c.top1
+    d["shape"] = list(c.shape)
     return d
 
 
@@ -605,14 +606,17 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
     """A warning per output the converted model got noticeably wrong on the calibration
     data (`runner`'s run against FP32), with the search that finds what to keep in higher
     precision. Float targets: beyond the target's tolerance; quantized ones (whose raw
-    error is always above 1e-2): top-1 agreement, else cosine, below MIN_AGREEMENT."""
+    error is always above 1e-2): cosine below MIN_AGREEMENT; both: the top-1 agreement of
+    [N, C] class scores below MIN_AGREEMENT (over the last axis of other outputs, such as
+    hidden states, it says nothing)."""
     out = []
     for name, s in errors.items():
         if not s.get("finite", True):
             continue  # (said as non-finite-output)
         top1, cos = s.get("top1_agreement"), s.get("cosine")
-        bad = (top1 is not None and top1 < MIN_AGREEMENT) or \
-            (top1 is None and cos is not None and cos < MIN_AGREEMENT) or \
+        classes = len(s.get("shape") or ()) == 2  # [N, C] scores: top-1 means something
+        bad = (classes and top1 is not None and top1 < MIN_AGREEMENT) or \
+            (kind != "float" and cos is not None and cos < MIN_AGREEMENT) or \
             (kind == "float" and s.get("passed") is False)
         if not bad:
             continue
