@@ -152,6 +152,16 @@ def test_inspector_bert_collapsed_select_search_expand_colour(lab):
     lab.page.fill(".wb-graph .wb-search", "")
     lab.page.wait_for_function(f"() => JSON.parse({VIEW}.root.dataset.highlighted).length === 0",
                                timeout=10000)
+    # Enter at once after typing (inside the search's debounce): it still steps to the first
+    # match, once Python's answer arrives, and selects it
+    lab.page.fill(".wb-graph .wb-search", "layernorm")
+    lab.page.press(".wb-graph .wb-search", "Enter")
+    lab.page.wait_for_function(f"() => {VIEW}.root.dataset.matchCursor === '0'", timeout=10000)
+    first = _py(lab, "view.selected")
+    assert len(first) == 1 and first[0] in _py(lab, "view.highlighted"), first
+    lab.page.fill(".wb-graph .wb-search", "")
+    lab.page.wait_for_function(f"() => JSON.parse({VIEW}.root.dataset.highlighted).length === 0",
+                               timeout=10000)
 
     # click a group: it expands into its members (Python re-lays out, the browser redraws)
     sizes = _py(lab, f"[int(view.data.size[view.data.index(g)]) for g in {groups!r}]")

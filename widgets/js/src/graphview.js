@@ -817,7 +817,11 @@ function render({ model, el: host }) {
   // Python -> JS
   const onGraph = () => redrawFromModel(true);
   const onColors = () => { applyColors(); updateDom(); schedule(true); };
-  const onHighlight = () => { setHighlight(); updateDom(); schedule(true); };
+  let pendingStep = 0;  // Enter pressed before the typed search reached Python: step on its answer
+  const onHighlight = () => {
+    setHighlight(); updateDom(); schedule(true);
+    if (pendingStep) { const d = pendingStep; pendingStep = 0; stepMatch(d); }
+  };
   const onSelected = () => {
     const s = new Set((model.get("selected") || []).filter((id) => graph.hasNode(id)));
     if (s.size === selected.size && [...s].every((x) => selected.has(x))) return;
@@ -846,7 +850,16 @@ function render({ model, el: host }) {
   });
   search.addEventListener("keydown", (ev) => {
     ev.stopPropagation(); // keep JupyterLab shortcuts out of the search box
-    if (ev.key === "Enter") stepMatch(ev.shiftKey ? -1 : 1);
+    if (ev.key !== "Enter") return;
+    const dir = ev.shiftKey ? -1 : 1;
+    if (search.value !== (model.get("search") || "")) {  // still in the debounce: send it now
+      clearTimeout(searchTimer);
+      pendingStep = dir;
+      model.set("search", search.value); model.save_changes();
+    } else {
+      pendingStep = 0;
+      stepMatch(dir);
+    }
   });
   btnPrev.addEventListener("click", () => stepMatch(-1));
   btnNext.addEventListener("click", () => stepMatch(1));
