@@ -39,7 +39,7 @@ def test_preview_apply_undo_redo(panel):
     assert len(panel.history.versions()) == 1  # preview keeps nothing
     # the removed node is coloured and lit on the graph view
     assert ["removed", "#d62728"] in panel.graph.legend
-    assert panel.graph.highlighted == ["/act/FastGelu"]
+    assert panel.graph.highlighted == ["/act/FastGelu"] == panel.graph.selected  # zoomed to
     panel.apply_btn.click()
     panel.wait(120)
     assert len(panel.history.versions()) == 2
@@ -48,8 +48,10 @@ def test_preview_apply_undo_redo(panel):
     assert "applied: decompose" in panel.diff_html.value
     # the added nodes are coloured on the new version's graph
     assert ["added", "#2ca02c"] in panel.graph.legend and panel.graph.highlighted
-    assert panel.graph.highlighted[0].startswith("/act/FastGelu/") or any(
-        h.startswith("scope:/act") for h in panel.graph.highlighted)
+    # ... shown as themselves (their scope opened), selected and zoomed to, not left as a
+    # lit group somewhere off screen
+    assert all(h.startswith("/act/FastGelu/") for h in panel.graph.highlighted)
+    assert panel.graph.selected == panel.graph.highlighted
     panel.undo_btn.click()
     panel.wait(120)
     assert panel.history.current == panel.history.original

@@ -226,7 +226,9 @@ class FixPanel(PanelBase, W.VBox):
             colours.update({n: CHANGED for n in d["nodes_changed"] if n not in colours})
             if colours:
                 self.graph.color_by(colours, legend=[("removed", REMOVED), ("changed", CHANGED)])
-            self.graph.highlight(list(colours))
+                self.graph.reveal(list(colours))  # opened, selected and zoomed to
+            else:
+                self.graph.highlight([])
         return change
 
     def _apply_now(self, p: Optional[Proposal]) -> Change:
@@ -284,7 +286,7 @@ class FixPanel(PanelBase, W.VBox):
                 self.graph.color_by(colours, legend=[("added", ADDED), ("changed", CHANGED)])
             except WorkbenchError:
                 pass  # ids of an earlier version (e.g. auto-fix steps) may be gone again
-            self.graph.highlight(list(colours))
+            self.graph.reveal(list(colours))  # the new nodes: opened, selected, zoomed to
 
     def _verification_html(self, v: Optional[Dict[str, Any]], what: str) -> str:
         if not v:
