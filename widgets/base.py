@@ -96,6 +96,12 @@ class StatusLine(W.HTML):
         self.value = ""
 
 
+# cell padding for the panels' HTML tables (class wb-t): without it neighbouring columns run
+# together ('outputlast_hidden_statefloat32[') and headers wrap mid-word
+TABLE_CSS = ("<style>.wb-t td, .wb-t th {padding: 2px 12px 2px 0; vertical-align: top}"
+             " .wb-t th {white-space: nowrap}</style>")
+
+
 def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
                   limit: Optional[int] = None) -> str:
     """Findings (objects or dicts) as one table: severity, code, message, nodes, next step."""
@@ -118,7 +124,8 @@ def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
         return f"<i style='color:{MUTED_COLOUR}'>{esc(empty)}</i>"
     more = "" if limit is None or len(items) <= limit else \
         f"<div style='color:{MUTED_COLOUR}'>... and {len(items) - limit} more</div>"
-    return ("<table style='width:100%;table-layout:auto;border-collapse:collapse'>"
+    return (TABLE_CSS + "<table class='wb-t' style='width:100%;table-layout:auto;"
+            "border-collapse:collapse'>"
             "<tr><th align=left>severity</th><th align=left>code</th><th align=left>message</th>"
             "<th align=left>nodes</th><th align=left>next step</th></tr>"
             + "".join(rows) + "</table>" + more)

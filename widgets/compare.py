@@ -32,8 +32,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import ipywidgets as W
 
-from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, error_text, esc,
-                          fit, short_label)
+from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, FindingsList, PanelBase,
+                          error_text, esc, fit, short_label)
 from widgets.figure import Figure
 from workbench import compare
 from workbench.errors import WorkbenchError
@@ -323,7 +323,8 @@ class ComparePanel(PanelBase, W.VBox):
             f"<td>{_fmt(t.max_abs)}</td><td style='color:{band_color(t.rel)}'>{_fmt(t.rel)}</td>"
             f"<td>{_fmt(t.added)}</td><td>{t.mismatches if not t.passed else ''}</td></tr>"
             for t in worst)
-        self.table.value = ("<table><tr><th>tensor</th><th>op</th><th>max abs</th><th>rel</th>"
+        self.table.value = (TABLE_CSS + "<table class='wb-t'><tr><th>tensor</th><th>op</th>"
+                            "<th>max abs</th><th>rel</th>"
                             "<th>added</th><th title='elements with |error| &gt; atol and &gt; "
                             "rtol x |reference|: the rule the outputs are judged by'>beyond tol"
                             f"</th></tr>{rows}</table>")

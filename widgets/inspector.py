@@ -24,8 +24,9 @@ from workbench.inspect import (NodeDetail, Summary, TensorInfo, format_bytes, no
                                summarize)
 from workbench.model import Model, open_model
 
-from widgets.base import (MUTED_COLOUR, OK_COLOUR, SEVERITY_COLOURS, BackgroundTask, FindingsList,
-                          PanelBase, StatusLine, error_text, esc, fill, findings_html, fit)
+from widgets.base import (MUTED_COLOUR, OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, BackgroundTask,
+                          FindingsList, PanelBase, StatusLine, error_text, esc, fill,
+                          findings_html, fit)
 from widgets.figure import Figure
 
 DYN_STYLE = "background:#fff3cd;color:#7a5b00;border-radius:3px;padding:0 3px;font-weight:600"
@@ -213,8 +214,8 @@ class Inspector(PanelBase, W.VBox):
             f"<tr><td>{r['kind']}</td><td><code>{esc(r['name'])}</code></td>"
             f"<td>{esc(r['dtype'])}</td><td>{shape_html(t)}</td></tr>"
             for r, t in zip(self.io_rows, list(s.inputs) + list(s.outputs)))
-        self.io_table.value = ("<style>.wb-io td, .wb-io th {padding: 2px 12px 2px 0}</style>"
-                               "<table class='wb-io' style='border-collapse:collapse'>"
+        self.io_table.value = (TABLE_CSS + "<table class='wb-io wb-t' "
+                               "style='border-collapse:collapse'>"
                                "<tr><th align=left>kind</th><th align=left>name</th>"
                                "<th align=left>dtype</th><th align=left>shape</th></tr>"
                                f"{rows}</table>")
@@ -245,7 +246,8 @@ class Inspector(PanelBase, W.VBox):
             f"<td style='{keep}'>{esc(u.get('source') or '')}</td>"
             f"<td style='{anywhere}'>{esc(u.get('hint') or '')}</td></tr>"
             for u in report.unsupported)
-        table = ("<table class='wb-unsupported' style='width:100%;border-collapse:collapse'>"
+        table = (TABLE_CSS + "<table class='wb-unsupported wb-t' "
+                 "style='width:100%;border-collapse:collapse'>"
                  "<tr><th align=left>node</th><th align=left>op</th><th align=left>reason</th>"
                  "<th align=left>source</th><th align=left>next step</th></tr>"
                  f"{rows}</table>") if rows else ""
@@ -441,10 +443,12 @@ class Inspector(PanelBase, W.VBox):
             f"<div class='wb-node'><b>{esc(d.name or d.id)}</b> &middot; {esc(d.op)} "
             f"<span style='color:#666'>({esc(d.domain)})</span> &middot; id <code>{esc(d.id)}"
             f"</code>{' &middot; scope ' + esc(d.scope) if d.scope else ''}{why}"
-            f"<table><tr><th align=left>input</th><th>dtype</th><th>shape</th></tr>"
+            f"{TABLE_CSS}<table class='wb-t'><tr><th align=left>input</th><th>dtype</th>"
+            f"<th>shape</th></tr>"
             f"{tensors(d.inputs, d.input_info)}"
             f"<tr><th align=left>output</th><th>dtype</th><th>shape</th></tr>"
             f"{tensors(d.outputs, d.output_info)}</table>"
-            + (f"<table><tr><th align=left>attribute</th><th align=left>value</th></tr>{attrs}"
+            + (f"<table class='wb-t'><tr><th align=left>attribute</th><th align=left>value</th>"
+               f"</tr>{attrs}"
                "</table>" if attrs else "") + "</div>")]
         return d

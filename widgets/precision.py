@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
 
-from widgets.base import OK_COLOUR, SEVERITY_COLOURS, PanelBase, esc, fill, fit, grow
+from widgets.base import OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, PanelBase, esc, fill, fit, grow
 from widgets.base import findings_html as _findings_table
 from workbench.errors import Finding, WorkbenchError
 from workbench.model import Model, open_model
@@ -54,7 +54,7 @@ def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) ->
         f"<td>{'PASS' if v.get('passed') else 'FAIL'} ({v.get('atol', 0):g}/{v.get('rtol', 0):g})"
         "</td></tr>"
         for k, v in errors.items())
-    return f"<b>{esc(title)}</b><table>{head}{rows}</table>"
+    return f"{TABLE_CSS}<b>{esc(title)}</b><table class='wb-t'>{head}{rows}</table>"
 
 
 def needs_profile(model: Any) -> List[str]:
