@@ -178,3 +178,14 @@ def test_a_node_typed_in_the_node_field_is_selected_in_the_graph():
     ins.node_picker.value = node
     assert node in view.data.ids and view.selected == [node] and view.highlighted == [node]
     assert node in ins.detail_pane.children[0].value
+
+
+def test_a_size_the_exporter_left_unnamed_shows_as_a_question_mark():
+    """torch names the sizes it cannot name 'unk__0', 'unk__1': shown as '?', the name kept in
+    the tooltip, beside the named dims as they are."""
+    from widgets.inspector import shape_html
+    from workbench.inspect import TensorInfo
+
+    t = TensorInfo(name="h", dtype="float32", shape=["batch", "unk__3", 64])
+    html = shape_html(t)
+    assert ">batch<" in html and ">?<" in html and "(unk__3)" in html and ">unk__3<" not in html

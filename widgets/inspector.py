@@ -13,6 +13,7 @@ container where the graph view is mounted. All facts come from `workbench.inspec
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
@@ -49,9 +50,14 @@ def shape_html(t: TensorInfo) -> str:
     """A shape with its dynamic dims highlighted (class `wb-dyn`)."""
     if t.shape is None:
         return f'<span class="wb-dyn" style="{DYN_STYLE}">unknown rank</span>'
-    parts = [f'<span class="wb-dyn" style="{DYN_STYLE}" title="dynamic dim">{esc(d)}</span>'
-             if not isinstance(d, int) else str(d) for d in t.shape]
-    return "[" + ", ".join(parts) + "]"
+    def dim(d: Any) -> str:
+        if isinstance(d, int):
+            return str(d)
+        if re.fullmatch(r"unk__\d+", str(d)):  # the exporter's name for a size it cannot name
+            return (f'<span class="wb-dyn" style="{DYN_STYLE}" title="a dynamic size the '
+                    f'exporter left unnamed ({esc(d)})">?</span>')
+        return f'<span class="wb-dyn" style="{DYN_STYLE}" title="dynamic dim">{esc(d)}</span>'
+    return "[" + ", ".join(dim(d) for d in t.shape) + "]"
 
 
 class Inspector(PanelBase, W.VBox):
