@@ -170,7 +170,20 @@ def test_compare_cli_reports_both_verdicts(tmp_path):
 
     r = cli()
     assert r.returncode == 1, r.stderr  # the strict verdict decides by default
-    assert "selection-aware (budget rel 0.01): PASS on 1/1 sample(s)" in r.stdout
+    assert "selection-aware (budget rel 0.01): PASS (1 of 1 sample(s) pass)" in r.stdout
     assert "1+1 swapped, 0 without a near-tied partner" in r.stdout
     assert "strict elementwise: rel 0.4 FAIL" in r.stdout
     assert cli("--selection-aware").returncode == 0
+
+
+def test_outputs_judged_element_by_element_are_named_when_they_fail():
+    """A selected output no score group pairs is judged element by element: the one-line
+    summary names it and its error (it said only 'FAIL on 0/1 sample(s)' with a tiny
+    frontier error beside it)."""
+    from workbench.compare.selection import SelectionCheck
+
+    c = SelectionCheck(0.01, 0.1, False, False, selection_nodes=1,
+                       frontier={"/scores": 4e-4}, elementwise={"boxes": 0.101, "n": 0.0})
+    line = c.summary()
+    assert "beyond the budget element by element: boxes rel 0.101" in line
+    assert "n rel" not in line and "no score output pairs their rows" in line

@@ -375,7 +375,8 @@ def run(args: argparse.Namespace) -> int:
             worst = next((c for c in sel if not c.passed), sel[0])
             strict = worst.strict_rel
             print(f"selection-aware (budget rel {report.rtol:g}): "
-                  f"{'PASS' if ok == len(sel) else 'FAIL'} on {ok}/{len(sel)} sample(s): "
+                  f"{'PASS' if ok == len(sel) else 'FAIL'} ({ok} of {len(sel)} sample(s) "
+                  "pass): "
                   f"{worst.summary()}; strict elementwise: rel "
                   f"{'-' if strict is None else _fmt(strict)} "
                   f"{'PASS' if all(c.strict_passed for c in sel) else 'FAIL'}")

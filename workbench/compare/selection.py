@@ -197,6 +197,12 @@ class SelectionCheck:
             parts.append(f"{g.score}: {g.matched}/{g.ref_rows} rows match, "
                          f"{len(g.unmatched_ref)}+{len(g.unmatched_cand)} swapped, "
                          f"{len(g.unpaired)} without a near-tied partner")
+        bad = [k for k, v in {**self.plain, **self.elementwise}.items() if not v <= self.tol]
+        if bad:  # outputs judged element by element (no score group pairs their rows)
+            parts.append("beyond the budget element by element: " + ", ".join(
+                f"{k} rel {v:.3g}" for k, v in {**self.plain, **self.elementwise}.items()
+                if k in bad[:4]) + (" (no score output pairs their rows: selection_aware("
+                                    "..., score=NAME) names one)" if not self.groups else ""))
         if self.reason:
             parts.append(self.reason)
         return "; ".join(parts)
