@@ -85,3 +85,23 @@ def test_profiles_runs_each_shape_and_names_the_node_a_fixed_size_stops(baked):
     ok = _cli("profiles", path, "--profile", "x:1x3x4:1x3x4:1x3x4")
     assert ok.returncode == 0 and ok.stdout.startswith(
         "profile #1 valid (the model ran on onnxruntime at its min, opt and max)")
+
+
+def test_profiles_run_a_model_with_external_data_and_say_when_it_is_missing(tmp_path):
+    """torch's dynamo export writes its weights beside the model: the run loaded a copy
+    without them ('External data path does not exist: /dev/shm/...') and failed every shape."""
+    w = numpy_helper.from_array(np.ones((64, 8), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="/fc/MatMul")],
+                          "ext", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "ext.onnx"
+    onnx.save(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="ext.onnx.data", size_threshold=0)
+    r = _cli("profiles", path, "--profile", "x:1x64:8x64:32x64")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("profile #1 valid (the model ran on onnxruntime")
+    (tmp_path / "ext.onnx.data").unlink()
+    gone = _cli("profiles", path, "--profile", "x:1x64:8x64:32x64")
+    assert gone.returncode == 0 and "profile-not-run" in gone.stdout
+    assert "external-data file(s) are missing (ext.onnx.data)" in gone.stdout

@@ -11,6 +11,7 @@ sequence lengths of calibration batches) and warns when ranges are wide enough t
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -375,9 +376,21 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
     from workbench.inputs import proto_of
     from workbench.runners import OnnxRuntimeRunner, user_error
 
+    from workbench.model import open_model
+
+    opened = model if hasattr(model, "missing_external") else \
+        (open_model(model) if isinstance(model, (str, os.PathLike)) else None)
+    if opened is not None and opened.missing_external:
+        return [Finding("info", "profile-not-run",
+                        "the profiles were checked against the model's declared shapes only: "
+                        "its external-data file(s) are missing (" +
+                        ", ".join(sorted(set(opened.missing_external))[:3]) + ")",
+                        source="profiles", hint="put the data file(s) next to the model")], 0
     proto = proto_of(model)
     weights = sum(math.prod(t.dims) * 4 for t in proto.graph.initializer) / 2**20  # (approx.,
     # external data included)
+    # onnxruntime loads the file itself where there is one: external data resolves beside it
+    source = str(opened.path) if opened is not None and getattr(opened, "path", None) else proto
     if weights > RUN_CHECK_MAX_MB:
         return [Finding("info", "profile-not-run",
                         f"the profiles were checked against the model's declared shapes only: "
@@ -388,7 +401,7 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
         return [], 0
     elem = {i.name: i.type.tensor_type.elem_type for i in proto.graph.input}
     out, runs, seen = [], 0, set()
-    runner = OnnxRuntimeRunner(proto, timeout=timeout)
+    runner = OnnxRuntimeRunner(source, timeout=timeout)
     try:
         for k, prof in enumerate(profiles, 1):
             for j, which in enumerate(("min", "opt", "max")):
