@@ -120,3 +120,36 @@ def test_compare_advice_to_keep_a_node_runs_as_printed(tmp_path):
     k = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=300)
     assert k.returncode == 0, k.stderr
     assert (tmp_path / "kept.onnx").exists()
+
+
+EXPORTS = SAMPLES.parent / "tests" / "data" / "exports"  # torch exports (make.py there)
+
+
+def test_the_fp32_node_search_answers_its_best_round_not_its_last():
+    """On a token classifier (logits -> ArgMax -> Gather), keeping nodes in FP32 moved another
+    node's INT8 scales and flipped the ArgMax: rounds 1-5 were worse than round 0, and the
+    search printed round 5's nodes as 'the closest it got'."""
+    from workbench import compare
+
+    m, data = EXPORTS / "token_argmax.onnx", EXPORTS / "token_argmax.npz"
+    s = compare.find_exclusions(str(m), "int8", calibration=str(data))
+    assert not s.passed and s.stopped == "no-culprit"
+    errs = [r["worst_output_rel"] for r in s.rounds]
+    assert min(errs) == errs[0] < max(errs[1:])  # the later rounds were worse
+    assert s.excluded == [] and s.rounds[0].get("best")
+    r = _cli("compare", m, "--to", "int8", "--inputs", data)
+    assert "the closest it got (round 0; later rounds were worse) keeps no node in FP32" \
+        in r.stdout, r.stdout
+    assert "ops that pick by value on near-ties (ArgMax at /ArgMax)" in r.stdout
+
+
+def test_nodes_the_range_prepass_seeds_are_dropped_when_the_outputs_pass_without_them():
+    """masked_fill(-1e9) is beyond FP16's range, so the search started with the mask's nodes in
+    FP32 and recommended 5 exclusions; FP16 with none passes the same (softmax of -inf is 0)."""
+    from workbench import compare
+
+    m, data = EXPORTS / "masked_attention.onnx", EXPORTS / "masked_attention.npz"
+    s = compare.find_exclusions(str(m), "fp16", calibration=str(data))
+    assert s.passed and s.excluded == []
+    assert len(s.rounds[0]["excluded"]) >= 3 and s.rounds[0]["outputs_pass"]
+    assert s.rounds[-1]["excluded"] == [] and s.rounds[-1]["pruned"]

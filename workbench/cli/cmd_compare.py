@@ -248,16 +248,33 @@ def _fmt(x: float) -> str:
     return "inf" if not math.isfinite(x) else f"{x:.3g}"
 
 
+def _selects_by_value(model: str) -> str:
+    """'TopK at /post/topk, ...' for the nodes of `model` that pick by value (selection ops,
+    ArgMax/ArgMin): a near-tie there flips under any rounding."""
+    from workbench.compare.selection import SELECTION_OPS
+    from workbench.runners import load_proto
+    from workbench.surgery.split import nodes_of_ops
+
+    proto = load_proto(model)
+    nodes = [proto.graph.node[i] for i in
+             nodes_of_ops(proto, tuple(SELECTION_OPS) + ("ArgMax", "ArgMin"))]
+    return ", ".join(f"{n.op_type} at {n.name or '?'}" for n in nodes[:3]) + (
+        f" +{len(nodes) - 3}" if len(nodes) > 3 else "")
+
+
 def _why_stopped(search: Any, args: argparse.Namespace) -> str:
     """Why a search for nodes to keep in FP32 ended without meeting the tolerance, and what
     to try next, in one line."""
     fin = search.final
     tol = (f"atol {fin.atol:g}, rtol {fin.rtol:g}" if fin is not None else "the defaults")
     if search.stopped == "no-culprit":
+        sel = _selects_by_value(args.reference)
+        why = (f"or comes from ops that pick by value on near-ties ({sel})" if sel else
+               "rounding everywhere rather than in a few nodes")
         return ("stopped: the layer-wise compare blames no node that is not already kept in "
-                "FP32; the remaining error builds up across many nodes or comes from ops that "
-                "pick by value (TopK, NMS, ArgMax on near-ties): judge the outputs' figures "
-                f"against your accuracy needs, or relax the tolerance ({tol}: --atol/--rtol)")
+                f"FP32; the remaining error builds up across many nodes, {why}: judge the "
+                "outputs' figures against your accuracy needs, or relax the tolerance "
+                f"({tol}: --atol/--rtol)")
     return (f"stopped after {len(search.rounds)} rounds without meeting the tolerance "
             f"({tol}): keep the listed nodes and run the search again from that model, or "
             "relax --atol/--rtol")
@@ -347,8 +364,13 @@ def run(args: argparse.Namespace) -> int:
                 print("  " + line)
             elif not search.passed:
                 print("  " + _why_stopped(search, args))
+                at = next((r["round"] for r in search.rounds if r.get("best")), None)
+                where = f" (round {at}; later rounds were worse)" if at is not None else ""
                 if search.excluded:
-                    print("  the closest it got, still beyond tolerance: " + line)
+                    print(f"  the closest it got{where}, still beyond tolerance: " + line)
+                elif at is not None:
+                    print(f"  the closest it got{where} keeps no node in FP32: the model "
+                          f"converted as it is")
         return 0 if search.passed else 1
     report = compare.layerwise(args.reference, args.candidate, calibration=calib,
                                atol=args.atol, rtol=args.rtol, candidate_runner=args.runner,

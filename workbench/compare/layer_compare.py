@@ -805,28 +805,43 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         feeds = sample_feeds(ref, calibration=calibration, allow_random=allow_random,
                              findings=findings)
     excluded: List[str] = list(start)
+    seeded: List[str] = []  # the range prepass's nodes: kept only if the outputs need them
     if check_range:
         nodes, found, hopeless = range_prepass(ref, feeds, target)
         findings.extend(found)
         if hopeless:
             return ExclusionSearch(target, [], False, [], None, findings, hopeless=True,
                                    stopped="hopeless")
-        excluded.extend(n for n in nodes if n not in excluded)
+        seeded = [n for n in nodes if n not in excluded]
+        excluded.extend(seeded)
     rounds: List[Dict[str, Any]] = []
     report: Optional[LayerwiseReport] = None
     stopped = "max-rounds"
     gi = GraphIndex(ref.graph)  # a culprit's readers and the producers of its inputs
+
+    def attempt(k: int, keep: List[str]) -> Tuple[LayerwiseReport, float]:
+        res = convert(ref, target, exclude_nodes=keep, calibration=calibration, measure=False)
+        rep = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol,
+                        labels=(label, f"{label} converted to {target}" if label else None))
+        rep.findings[:0] = findings
+        w = max((t.rel for t in rep.outputs), default=0.0)
+        rounds.append({"round": k, "excluded": list(keep), "outputs_pass": rep.outputs_pass,
+                       "worst_output_rel": w if math.isfinite(w) else "inf"})
+        return rep, w
+
+    best: Optional[Tuple[float, int, LayerwiseReport]] = None  # (worst error, round, report)
     for k in range(max_rounds + 1):
-        res = convert(ref, target, exclude_nodes=excluded, calibration=calibration,
-                      measure=False)
-        report = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol,
-                           labels=(label, f"{label} converted to {target}" if label else None))
-        report.findings[:0] = findings
-        worst = max((t.rel for t in report.outputs), default=0.0)
-        rounds.append({"round": k, "excluded": list(excluded), "outputs_pass": report.outputs_pass,
-                       "worst_output_rel": worst if math.isfinite(worst) else "inf"})
+        report, worst = attempt(k, excluded)
+        if best is None or worst < best[0]:
+            best = (worst, k, report)
         if report.outputs_pass:
             stopped = "passed"
+            if seeded:  # the outputs may pass without the prepass's nodes (e.g. mask sentinels)
+                fewer = [n for n in excluded if n not in seeded]
+                again, _ = attempt(k + 1, fewer)
+                if again.outputs_pass:
+                    rounds[-1]["pruned"] = list(seeded)
+                    excluded, report = fewer, again
             break
         new: List[str] = []
         for t in report.culprits(per_round * 4):
@@ -851,6 +866,11 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
             break
         if k == max_rounds:
             break
-        excluded.extend(new[:per_round])
-    return ExclusionSearch(target, excluded, bool(report and report.outputs_pass), rounds, report,
-                           findings, stopped=stopped)
+        excluded = excluded + new[:per_round]
+    passed = bool(report and report.outputs_pass)
+    if not passed and best is not None and best[1] != len(rounds) - 1:
+        # later rounds made it worse (a kept node can move another's quantization): the
+        # answer is the best round, said as such
+        excluded, report = list(rounds[best[1]]["excluded"]), best[2]
+        rounds[best[1]]["best"] = True
+    return ExclusionSearch(target, excluded, passed, rounds, report, findings, stopped=stopped)
