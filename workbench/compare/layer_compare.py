@@ -838,10 +838,13 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
             stopped = "passed"
             if seeded:  # the outputs may pass without the prepass's nodes (e.g. mask sentinels)
                 fewer = [n for n in excluded if n not in seeded]
-                again, _ = attempt(k + 1, fewer)
+                again, w = attempt(k + 1, fewer)
                 if again.outputs_pass:
                     rounds[-1]["pruned"] = list(seeded)
                     excluded, report = fewer, again
+                else:  # they are needed: the answer stays this round (the try is noted on it)
+                    rounds.pop()
+                    rounds[-1]["without_seeded"] = w if math.isfinite(w) else "inf"
             break
         new: List[str] = []
         for t in report.culprits(per_round * 4):
