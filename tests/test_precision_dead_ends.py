@@ -160,3 +160,26 @@ def test_nodes_the_range_prepass_seeds_are_dropped_when_the_outputs_pass_without
     assert s.passed and s.excluded == []
     assert len(s.rounds[0]["excluded"]) >= 3 and s.rounds[0]["outputs_pass"]
     assert s.rounds[-1]["excluded"] == [] and s.rounds[-1]["pruned"]
+
+
+def test_build_refuses_missing_weights_before_tensorrt_and_fills_in_its_hints(tmp_path):
+    """build printed TensorRT's 'WeightsContext ... Failed to import initializer' and tried a
+    split before the clean error; its findings' commands said MODEL and DATA."""
+    w = nh.from_array(np.ones((16, 4), np.float32), "w")
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y"], name="/fc/MatMul")], "g",
+                     [vi("x", T.FLOAT, ["n", 16])], [vi("y", T.FLOAT, ["n", 4])], [w])
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path),
+              save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    calib = tmp_path / "c.npz"
+    np.savez(calib, x=np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32))
+    ok = _cli("build", path, "-o", tmp_path / "m.engine", "--precision", "int8", "--calib",
+              calib, "--target", "sm89")
+    assert ok.returncode == 0, ok.stderr
+    few = next(ln for ln in ok.stdout.splitlines() if "few-calibration-samples" in ln)
+    assert f"workbench precision {path} --to int8 --calib {calib} --calib-method minmax " \
+        "-o OUT.onnx" in few and "MODEL" not in few
+    (tmp_path / "m.onnx.data").unlink()
+    r = _cli("build", path, "-o", tmp_path / "gone.engine")
+    assert r.returncode == 2 and "[TRT" not in r.stderr and "splitting" not in r.stderr
+    assert "external-data file(s) missing: m.onnx.data" in r.stderr

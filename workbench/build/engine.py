@@ -389,6 +389,12 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
     client = client or default_client()
     ref = ModelRef(model_or_path)
     model_name = ref.path.name if ref.path is not None else "the in-memory model"
+    missing = getattr(ref.model, "missing_external", None)
+    if missing:  # before TensorRT's own words ('WeightsContext ... Failed to import initializer')
+        raise WorkbenchError(
+            "external-data file(s) missing: " + ", ".join(sorted(set(missing))[:4]),
+            file=str(ref.path) if ref.path is not None else None,
+            hint="TensorRT reads the weights from them: put the data file(s) next to the model")
     names: Dict[str, str] = {}
     on_event = _readable_progress(on_event, model_name, Path(output).name if output is not None
                                   else f"the cached engine of {model_name}", names)

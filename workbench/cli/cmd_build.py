@@ -297,9 +297,11 @@ def run(args: "argparse.Namespace") -> int:
     if mem:
         print("memory: " + ", ".join(f"{k.replace('_bytes', '')} {v / 2**20:.1f} MiB"
                                      for k, v in mem.items()))
+    from workbench.cli.common import pasteable
+
     for f in res.findings:
         if f.code != "split-build":  # its notice went to stderr before the engine line
-            print(f"  {f}")
+            print(f"  {pasteable(str(f), args.model, getattr(args, 'calib', None))}")
     print("trtexec:    " + res.export.get("trtexec", ""))
     print("polygraphy: " + res.export.get("polygraphy", ""))
     for note in res.export.get("notes") or []:

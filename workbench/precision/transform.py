@@ -530,8 +530,8 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                 "fewer, the scales can clip more than they should",
                 hint="add representative samples, or compare --calib-method minmax / "
                 "percentile on the same data (`workbench precision MODEL --to "
-                f"{target} --calib DATA --calib-method minmax` prints its error against "
-                "FP32)",
+                f"{target} --calib DATA --calib-method minmax -o OUT.onnx` prints its error "
+                "against FP32)",
                 source="precision"))
     held = _held_low_type(proto, report) if entry.kind == "float" and route != "modelopt" \
         else None
