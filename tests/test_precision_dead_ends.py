@@ -183,3 +183,21 @@ def test_build_refuses_missing_weights_before_tensorrt_and_fills_in_its_hints(tm
     r = _cli("build", path, "-o", tmp_path / "gone.engine")
     assert r.returncode == 2 and "[TRT" not in r.stderr and "splitting" not in r.stderr
     assert "external-data file(s) missing: m.onnx.data" in r.stderr
+
+
+def test_excluding_a_node_int8_does_not_quantize_says_so_and_names_its_readers(tmp_path):
+    """compare blamed a Concat and advised --exclude on it; pasted, precision printed it as
+    kept in FP32 while the model and its error stayed the same (the Q/DQ after a Concat is its
+    reader's input quantization)."""
+    from quant_models import cnn
+
+    m = cnn()
+    calib = [{"x": np.concatenate(feeds("cnn")[2:])}]
+    res = convert(m, "int8", calibration=calib, exclude_nodes=["relu"])
+    f = next(f for f in res.findings if f.code == "exclusion-without-effect")
+    assert f.nodes == ["relu"] and f.tensors == ["r1"] and "still quantized" in f.message
+    assert f.hint.endswith("--exclude conv2")
+    qi = [n for n in res.proto.graph.node if n.op_type == "QuantizeLinear" and "r1" in n.input]
+    assert qi  # what it says: r1 still goes through a QuantizeLinear
+    kept = convert(m, "int8", calibration=calib, exclude_nodes=["conv2"])
+    assert not [f for f in kept.findings if f.code == "exclusion-without-effect"]

@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         for key, label in (("error", "onnxruntime CPU"),
                            ("error_reference", "low-precision storage, as on a GPU")):
             for name, s in (doc.get(key) or {}).items():
-                top1 = f", top-1 agreement {s['top1_agreement']:.3f}" if "top1_agreement" in s else ""
+                top1 = (f", top-1 agreement {s['top1_agreement']:.3f}"  # ([N, C] scores only)
+                        if "top1_agreement" in s and len(s.get("shape") or ()) == 2 else "")
                 w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "
                   f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}\n")
         for f in res.findings:

@@ -275,12 +275,45 @@ def _quant_findings(fp32: Any, q: Any, skip: Sequence[str]) -> List[Finding]:
                            f"{len(skip)} node(s) excluded from quantization (stay in higher "
                            "precision): " + ", ".join(skip[:12]), nodes=list(skip),
                            source="precision"))
+    out += _exclusions_without_effect(fp32, q, skip)
     unexpected = [n for n in float_compute if n not in skip]
     if unexpected:
         out.append(Finding("info", "not-quantized",
                            f"{len(unexpected)} Conv/MatMul/Gemm node(s) got no Q/DQ inputs and "
                            "will run in higher precision: " + ", ".join(unexpected[:12]),
                            nodes=unexpected, source="precision"))
+    return out
+
+
+def _exclusions_without_effect(fp32: Any, q: Any, skip: Sequence[str]) -> List[Finding]:
+    """A warning for each excluded node whose output the quantized model still quantizes (a
+    Concat, an Add: no Q/DQ pair of their own; the pair on their output is their quantized
+    readers' input): the exclusion does not keep that tensor in float, excluding the readers
+    does. Read off the result, not assumed per op."""
+    from workbench.graphindex import GraphIndex
+
+    gi, qi = GraphIndex(fp32.graph), GraphIndex(q.graph)
+    nodes, qnodes = fp32.graph.node, q.graph.node
+    out = []
+    for name in skip:
+        found = gi.find(name)
+        if not found or nodes[found[0]].op_type in QUANT_OPS:
+            continue
+        n = nodes[found[0]]
+        still = [o for o in n.output if any(qnodes[c].op_type == "QuantizeLinear"
+                                            for c in qi.consumers_of(o))]
+        if not still:
+            continue
+        readers = sorted({nodes[c].name for o in still for c in gi.consumers_of(o)
+                          if nodes[c].op_type in QUANT_OPS and nodes[c].name})
+        out.append(Finding(
+            "warning", "exclusion-without-effect",
+            f"'{name}' ({n.op_type}) is excluded, but its output '{still[0]}' is still "
+            "quantized, as the INT8 input of the node(s) reading it: the exclusion does not "
+            "keep that tensor in float", nodes=[name], tensors=still, op=n.op_type,
+            source="precision",
+            hint=(f"exclude its reader(s) instead: --exclude " + " --exclude ".join(readers[:4]))
+            if readers else None))
     return out
 
 
