@@ -201,3 +201,14 @@ def test_excluding_a_node_int8_does_not_quantize_says_so_and_names_its_readers(t
     assert qi  # what it says: r1 still goes through a QuantizeLinear
     kept = convert(m, "int8", calibration=calib, exclude_nodes=["conv2"])
     assert not [f for f in kept.findings if f.code == "exclusion-without-effect"]
+
+
+def test_a_tensor_already_infinite_in_fp32_is_no_fp16_overflow():
+    """masked_fill(-inf) (a causal mask): '... max |value| infinite in FP32 ... becomes
+    infinity in FP16' was warned for tensors that hold the same -inf either way; the finite
+    -1e9 mask, which does turn into -inf, is still said."""
+    m, data = EXPORTS / "masked_attention.onnx", EXPORTS / "masked_attention.npz"
+    res = convert(str(m), "fp16", calibration=str(data))
+    over = [f for f in res.findings if f.code == "fp16-overflow"]
+    assert over and all("infinite in FP32" not in f.message for f in over)
+    assert any("1e+09" in f.message for f in over)

@@ -195,6 +195,8 @@ def overflow_findings(proto: Any, ranges: Dict[str, float], limit: float = FP16_
         if np.isfinite(amax) and amax >= SENTINEL_ABS:
             sentinels.append((node, tensor))
             continue
+        if not np.isfinite(amax):
+            continue  # infinite in FP32 already (a -inf mask): FP16 holds the same infinity
         exclude = [node.name] + [c.name for c in cons.get(tensor, []) if c.name != node.name]
         exclude = list(dict.fromkeys(exclude))
         if all(n in skip_nodes for n in exclude):
