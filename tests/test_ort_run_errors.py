@@ -105,3 +105,19 @@ def test_profiles_run_a_model_with_external_data_and_say_when_it_is_missing(tmp_
     gone = _cli("profiles", path, "--profile", "x:1x64:8x64:32x64")
     assert gone.returncode == 0 and "profile-not-run" in gone.stdout
     assert "external-data file(s) are missing (ext.onnx.data)" in gone.stdout
+
+
+def test_profiles_of_a_model_onnxruntime_cannot_load_stay_valid_and_say_why_not_run(tmp_path):
+    """A TensorRT plugin op onnxruntime has no kernel for: the profile is valid for TensorRT;
+    the run is skipped with the reason, not made an error."""
+    g = helper.make_graph([helper.make_node("MyPlugin", ["x"], ["y"], domain="trt.plugins",
+                                            name="/p")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])])
+    path = tmp_path / "plug.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                  helper.make_opsetid("trt.plugins", 1)]),
+              str(path))
+    r = _cli("profiles", path, "--profile", "x:1x4:2x4:4x4")
+    assert r.returncode == 0 and r.stdout.startswith("profile #1 valid: x:1x4:2x4:4x4")
+    assert "INFO profile-not-run" in r.stdout and "MyPlugin" in r.stdout

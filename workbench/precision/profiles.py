@@ -374,9 +374,8 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
     than RUN_CHECK_MAX_MB of weights, or inputs that are not tensors, are not run (info)."""
     from workbench.equivalence import make_inputs_at
     from workbench.inputs import proto_of
-    from workbench.runners import OnnxRuntimeRunner, user_error
-
     from workbench.model import open_model
+    from workbench.runners import OnnxRuntimeRunner, user_error
 
     opened = model if hasattr(model, "missing_external") else \
         (open_model(model) if isinstance(model, (str, os.PathLike)) else None)
@@ -402,6 +401,16 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
     elem = {i.name: i.type.tensor_type.elem_type for i in proto.graph.input}
     out, runs, seen = [], 0, set()
     runner = OnnxRuntimeRunner(source, timeout=timeout)
+    try:  # a model onnxruntime cannot load (a TensorRT plugin op) is not run: said, no error
+        runner.start()
+    except Exception as e:
+        err = user_error(e)
+        if err is None:
+            raise
+        runner.close()
+        return [Finding("info", "profile-not-run",
+                        "the profiles were checked against the model's declared shapes only: "
+                        f"{err.message}", source="profiles", hint=err.hint)], 0
     try:
         for k, prof in enumerate(profiles, 1):
             for j, which in enumerate(("min", "opt", "max")):
