@@ -139,7 +139,11 @@ def test_advisor_checks_user_profiles_against_data():
     assert out and "1..16" not in out[0].message and "4..16" in out[0].message
     wide = parse_profile_arg("input:1x3x32x32:64x3x32x32:128x3x32x32")
     f2 = check_samples([wide], [{"input": np.zeros((2, 3, 32, 32), np.float32)}] * 5)
-    assert any(f.code == "opt-far-from-data" for f in f2)
+    far = next(f for f in f2 if f.code == "opt-far-from-data")
+    assert "opt=64 but the calibration batches all have it at 2" in far.message
+    mixed = [{"input": np.zeros((b, 3, 32, 32), np.float32)} for b in (2, 4, 4, 8, 16)]
+    far = next(f for f in check_samples([wide], mixed) if f.code == "opt-far-from-data")
+    assert "80% of the calibration batches have it in " in far.message
 
 
 def test_advisor_static_model_needs_no_profile():

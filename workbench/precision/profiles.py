@@ -244,8 +244,10 @@ def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, An
                 if not lo <= op[axis] <= max(hi, lo) and not (op[axis] in (lo, hi)):
                     findings.append(Finding(
                         "warning", "opt-far-from-data",
-                        f"profile #{idx}: input '{name}' axis {axis} opt={op[axis]} but 80% of "
-                        f"the samples lie in {lo:g}..{hi:g}: TensorRT tunes kernels for opt",
+                        f"profile #{idx}: input '{name}' axis {axis} opt={op[axis]} but "
+                        + (f"the calibration batches all have it at {lo:g}" if lo == hi else
+                           f"80% of the calibration batches have it in {lo:g}..{hi:g}")
+                        + ": TensorRT tunes kernels for opt",
                         tensors=[name], source="profiles",
                         hint=f"set opt near the median ({np.median(vals):g})"))
     return findings
