@@ -212,3 +212,17 @@ def test_a_tensor_already_infinite_in_fp32_is_no_fp16_overflow():
     over = [f for f in res.findings if f.code == "fp16-overflow"]
     assert over and all("infinite in FP32" not in f.message for f in over)
     assert any("1e+09" in f.message for f in over)
+
+
+def test_comparing_an_engine_this_machine_cannot_load_says_what_to_do(tmp_path):
+    """'... and no ONNX was given to fall back to' was printed although the reference ONNX
+    was given: the engine simply cannot run here (no GPU it was built for)."""
+    model = SAMPLES / "resnet_tiny.onnx"
+    engine = tmp_path / "r.engine"
+    assert _cli("build", model, "-o", engine, "--target", "sm89").returncode == 0
+    r = _cli("compare", model, engine, "--inputs", SAMPLES / "calib" / "resnet_tiny.npz")
+    if r.returncode == 0:
+        pytest.skip("this machine runs the engine (a GPU it was built for)")
+    assert r.returncode == 2, r.stderr
+    assert "the engine cannot be loaded on this machine" in r.stderr
+    assert "no ONNX was given" not in r.stderr and "--to fp16" in r.stderr

@@ -134,8 +134,23 @@ def layer_boundaries(result: Union[BuildResult, str], *, backend: str = "auto",
     if isinstance(result, str):
         from workbench.worker.client import default_client
 
-        info = (client or default_client()).call("inspect_engine", {
-            "engine_path": result, "backend": backend}, timeout=300)
+        from workbench.worker.client import WorkerError
+
+        try:
+            info = (client or default_client()).call("inspect_engine", {
+                "engine_path": result, "backend": backend}, timeout=300)
+        except WorkerError as e:
+            if e.code != "cannot-deserialize":
+                raise
+            import re
+
+            why = re.sub(r"^the engine cannot be deserialized here \((.*)\) and no ONNX was "
+                         r"given to fall back to$", r"\1", e.message)
+            raise WorkbenchError(
+                f"the engine cannot be loaded on this machine ({why})",
+                file=result, hint="comparing an engine runs it, on the GPU it was built for: run "
+                "this there, or compare the ONNX on a CPU (`workbench compare MODEL --to fp16 "
+                "--inputs DATA` emulates FP16 storage)") from None
     else:
         info = inspect_engine(result, client=client)
     if info.get("source") == "engine-inspector":
