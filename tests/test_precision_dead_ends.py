@@ -108,10 +108,13 @@ def test_an_output_the_conversion_gets_wrong_is_a_warning_with_the_search(tmp_pa
     for method in ("entropy", "minmax"):
         q = convert(SAMPLES / "resnet_tiny.onnx", "int8", calibration=data,
                     calibrate_method=method)
-        warned = any(f.code == "accuracy-loss" for f in q.findings)
+        said = [f for f in q.findings if f.code == "accuracy-loss"]
         rep = compare.layerwise(SAMPLES / "resnet_tiny.onnx", q.proto, calibration=data,
                                 max_samples=10**6)
-        assert warned == (not rep.outputs_pass) == (not q.report["error"]["logits"]["passed"])
+        assert bool(said) == (not rep.outputs_pass) == (not q.report["error"]["logits"]["passed"])
+        # entropy (rel 0.224, cosine 0.998) is a warning; minmax (rel 0.025, cosine 0.9998,
+        # same top-1) beyond 1e-2 too, but said as information
+        assert [f.severity for f in said] == (["warning"] if method == "entropy" else ["info"])
 
 
 def test_compare_advice_to_keep_a_node_runs_as_printed(tmp_path):
