@@ -139,9 +139,27 @@ def run(args: argparse.Namespace) -> int:
         [prof] = validate_profiles(open_model(args.model), parse_profiles(
             [a.lstrip("+") for a in args.profile]))[:1]
         profiles = prof.to_dict()
+    defaulted = None
+    if args.build and not profiles:
+        # dynamic inputs at the shapes `workbench build` defaults to, not at 1 (a U-Net's skip
+        # Concat fails at 1x1: a model build takes was called NOT SUPPORTED)
+        from workbench.model import open_model
+        from workbench.precision.profiles import default_profile
+
+        try:
+            profiles = defaulted = default_profile(open_model(args.model))[0].to_dict() or None
+        except WorkbenchError:
+            pass  # (the build check then builds each dynamic dim at 1, and says so)
     report = check(args.model, backend=args.backend, build=args.build, target=args.target,
                    plugins=args.plugin, rules=args.rules, timeout=args.timeout,
                    profiles=profiles)
+    if defaulted:
+        from workbench.precision.profiles import profile_flag
+
+        names = ", ".join(f"'{k}'" for k in defaulted)
+        report.notes.append(f"dynamic input{'s' if len(defaulted) > 1 else ''} {names} built "
+                            f"at the profile `workbench build` defaults to "
+                            f"({profile_flag(defaulted)}); --profile sets your own")
     if report.unsupported:  # next steps that name a recipe (e.g. decompose) come from surgery
         from workbench.surgery.propose import advise
 

@@ -740,30 +740,11 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
                                            source="static"))
             return rep
         b = None
-        defaulted: Optional[Dict[str, Any]] = None
-        if build and res["results"][0]["parsed"] and not profiles:
-            # dynamic inputs at the shapes `workbench build` defaults to, not at 1 (a U-Net's
-            # skip Concat fails at 1x1 and the model was called NOT SUPPORTED)
-            from workbench.precision.profiles import default_profile
-
-            try:
-                profiles = default_profile(model)[0].to_dict() or None
-                defaulted = profiles
-            except WorkbenchError:
-                profiles = None  # (the worker builds each dynamic dim at 1, and says so)
         if build and res["results"][0]["parsed"]:
             b = _worker_call(client, "check_build", {
                 "path": path, "backend": backend, "plugins": plugin_paths, "target": target,
                 "profiles": profiles}, backend, timeout)
-    rep = _parser_report(model, res, res["results"][0], rules, label, b)
-    if defaulted:
-        from workbench.precision.profiles import profile_flag
-
-        names = ", ".join(f"'{k}'" for k in defaulted)
-        rep.notes.append(f"dynamic input{'s' if len(defaulted) > 1 else ''} {names} built at "
-                         f"the profile `workbench build` defaults to "
-                         f"({profile_flag(defaulted)}); --profile sets your own")
-    return rep
+    return _parser_report(model, res, res["results"][0], rules, label, b)
 
 
 def check_files(paths: Sequence[Union[str, os.PathLike]], backend: str = "tensorrt-rtx",
