@@ -55,8 +55,7 @@ def run(args: argparse.Namespace) -> int:
                 "nothing to do: give --profile INPUT:MIN:OPT:MAX to validate, or --calib PATH "
                 "for a proposal", hint="dynamic inputs: " + ", ".join(
                     f"{s.name} {s.shape_str()}" for s in dyn))
-    bad = {int(f.message.split("#", 1)[1].split(":", 1)[0]) for f in findings
-           if f.code == "profile-cannot-run"}
+    bad = {f.extra["profile"] for f in findings if f.code == "profile-cannot-run"}
     doc = {"model": str(args.model), "valid": not bad, "runs_on_onnxruntime": ran,
            "profiles": [p.to_dict() for p in given],
            "proposed": [p.to_dict() for p in proposed],

@@ -433,7 +433,7 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
                         "error", "profile-cannot-run",
                         f"profile #{k}: the model cannot run at its {which} shapes ({at}) on "
                         f"onnxruntime: {err.message}", nodes=[err.node] if err.node else [],
-                        source="profiles", hint=err.hint))
+                        source="profiles", hint=err.hint, extra={"profile": k, "at": which}))
     finally:
         runner.close()
     return out, runs

@@ -192,8 +192,10 @@ def _something_to_quantize(proto: Any, target: str, ops: Sequence[str],
     label = target.upper()
     if inner:
         where = ", ".join(sorted({n.op_type for n in inner}))
-        owners = [n.name or n.op_type for n in proto.graph.node
-                  if any(a.type in (5, 10) for a in n.attribute)]  # GRAPH / GRAPHS attributes
+        from workbench.graphindex import GraphIndex
+
+        gi = GraphIndex(proto.graph)
+        owners = [gi.key(i) for i in range(len(gi)) if gi.has_subgraphs(i)]
         raise WorkbenchError(
             f"nothing to quantize to {label}: the model's {len(inner)} {where} node(s) are all "
             f"inside control flow ({', '.join(owners[:4])}), whose bodies onnxruntime's "
