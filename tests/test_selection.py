@@ -186,4 +186,83 @@ def test_outputs_judged_element_by_element_are_named_when_they_fail():
                        frontier={"/scores": 4e-4}, elementwise={"boxes": 0.101, "n": 0.0})
     line = c.summary()
     assert "beyond the budget element by element: boxes rel 0.101" in line
-    assert "n rel" not in line and "no score output pairs their rows" in line
+    assert "n rel" not in line and "no score pairs their rows: `compare --score NAME`" in line
+
+
+K = 3
+
+
+def _topk_boxes_only(score_noise=None):
+    """scores [1, N] -> TopK keeps 3 -> GatherElements of the boxes; the only output is the
+    kept boxes [1, 3, 4] (a detector that returns no scores, batch 1)."""
+    nodes = [h.make_node("Sigmoid", ["logits"], ["s0"], name="sigmoid")]
+    inits = [nh.from_array(np.array([K], np.int64), "k"),
+             nh.from_array(np.array([2], np.int64), "ax2"),
+             nh.from_array(np.array([1, 1, 4], np.int64), "rep")]
+    if score_noise is None:
+        nodes.append(h.make_node("Identity", ["s0"], ["scores"], name="keep"))
+    else:
+        inits.append(nh.from_array(np.asarray(score_noise, np.float32).reshape(1, N), "noise"))
+        nodes.append(h.make_node("Add", ["s0", "noise"], ["scores"], name="noise"))
+    nodes += [
+        h.make_node("TopK", ["scores", "k"], ["top_v", "top_i"], axis=1, name="topk"),
+        h.make_node("Unsqueeze", ["top_i", "ax2"], ["i3"], name="i3"),
+        h.make_node("Tile", ["i3", "rep"], ["i34"], name="i34"),
+        h.make_node("GatherElements", ["boxes_in", "i34"], ["kept_boxes"], axis=1,
+                    name="gather_boxes"),
+    ]
+    g = h.make_graph(nodes, "det", [h.make_tensor_value_info("boxes_in", T.FLOAT, [1, N, 4]),
+                                    h.make_tensor_value_info("logits", T.FLOAT, [1, N])],
+                     [h.make_tensor_value_info("kept_boxes", T.FLOAT, [1, K, 4])],
+                     initializer=inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m
+
+
+FEED_B1 = {"boxes_in": BOXES[None], "logits": LOGITS[None]}
+
+
+def test_boxes_without_a_score_output_are_paired_by_the_topk_values():
+    """A near-tied swap in a detector that outputs only its boxes: the rows are paired by the
+    score the TopK selected by (read inside the graph), with the batch axis of 1 dropped;
+    before, the boxes were judged element by element and failed."""
+    noise = np.array([0, 0, -5e-5, 5e-5, 0, 0], np.float32)
+    check = selection_aware(_topk_boxes_only(), _topk_boxes_only(noise), FEED_B1, tol=0.01)
+    assert check.strict_passed is False  # the swap is real: box 3 instead of box 2
+    assert check.passed, check.to_dict()
+    (g,) = check.groups
+    assert g.score == "top_v" and g.outputs == ["top_v", "kept_boxes"]
+    assert (g.ref_rows, g.cand_rows, g.matched) == (3, 3, 2)
+    assert not check.elementwise
+    # a swap with a box whose score is far lower is no near tie: it fails
+    far = np.array([0, 0, -0.5, 0, 0, 0], np.float32)  # box 2 drops below box 4
+    check = selection_aware(_topk_boxes_only(), _topk_boxes_only(far), FEED_B1, tol=0.01)
+    assert not check.passed
+
+
+def test_compare_cli_score_names_a_tensor_inside_the_model(tmp_path):
+    import subprocess
+    import sys
+
+    import onnx
+
+    from conftest import REPO
+
+    ref, cand, feed = tmp_path / "ref.onnx", tmp_path / "cand.onnx", tmp_path / "feed.npz"
+    onnx.save(_topk_boxes_only(), str(ref))
+    onnx.save(_topk_boxes_only(np.array([0, 0, -5e-5, 5e-5, 0, 0], np.float32)), str(cand))
+    np.savez(feed, **FEED_B1)
+
+    def cli(*extra):
+        return subprocess.run([sys.executable, "-m", "workbench.cli", "compare", str(ref),
+                               str(cand), "--inputs", str(feed), "--rtol", "0.01",
+                               "--selection-aware", *extra], capture_output=True, text=True,
+                              cwd=REPO, timeout=300)
+
+    r = cli("--score", "top_v")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "top_v: 2/3 rows match, 1+1 swapped" in r.stdout
+    r = cli("--score", "no_such")
+    assert r.returncode == 2 and "no tensor named 'no_such'" in r.stderr
+    assert "--score" in r.stderr and "Traceback" not in r.stderr

@@ -73,6 +73,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "rows differing only among near-tied scores; "
                         "workbench.compare.selection); it is reported beside the strict one "
                         "whenever the reference selects")
+    p.add_argument("--score", metavar="TENSOR",
+                   help="the score that pairs the selected rows (an output, or any tensor "
+                        "of the model, e.g. TopK's values); default: the first selected "
+                        "output with one float per row, else the score read inside the "
+                        "selection")
     p.add_argument("--json", action="store_true", help="print JSON to stdout")
     e = p.add_argument_group("engine side (TensorRT through the worker)")
     e.add_argument("--engine-from-build", action="store_true",
@@ -420,4 +425,14 @@ def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> 
     feeds = sample_feeds(ref, args.candidate, calibration=calib,
                          allow_random=args.allow_random)[:max(1, args.samples)]
     cand = load_proto(args.candidate)
-    return [selection_aware(ref, cand, f, tol=tol) for f in feeds]
+    score = getattr(args, "score", None)
+    if score is not None:
+        made = {o for n in ref.graph.node for o in n.output} | {i.name for i in ref.graph.input}
+        if score not in made:
+            from workbench.errors import WorkbenchError
+
+            raise WorkbenchError(f"the model makes no tensor named '{score}'",
+                                 file=args.reference, field="--score",
+                                 hint="name a graph output or a node's output, e.g. the "
+                                      "first output of the TopK that selects the rows")
+    return [selection_aware(ref, cand, f, tol=tol, score=score) for f in feeds]

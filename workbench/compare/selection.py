@@ -13,7 +13,11 @@ elementwise figure beside it (`strict`, never hidden):
    error). Outputs made outside the region are held to the same budget.
 2. **The selected outputs** (graph outputs made inside the region), judged by rows. A group is
    the selected outputs sharing the score output's leading (data-dependent) length on each side;
-   its score is its 1-D float output (the first one, or `score=`). Row i is the tuple of row i
+   its score is its 1-D float output (the first one, or `score=`); when no output is one (a
+   detector that returns only its boxes), the score is read inside the region: the values
+   TopK selected by, or another float tensor the region made with one value per selected row
+   (`score=` may name any tensor of the graph). A leading axis of 1 (batch 1: boxes [1, K, 4],
+   scores [1, K]) is not a row axis: rows are on the next one. Row i is the tuple of row i
    of every output of the group. A candidate row *matches* a reference row when every float
    field is within tol x (that output's max |ref|) and every integer / bool field is equal;
    rows are matched one to one, greedily in the reference's score order, to the candidate row
@@ -43,7 +47,7 @@ from workbench.comparison import compare_tensor
 
 SELECTION_OPS = ("NonMaxSuppression", "TopK", "NonZero")
 __all__ = ["SELECTION_OPS", "SelectionCheck", "SelectionGroup", "selection_region",
-           "selection_aware", "judge_rows"]
+           "selection_aware", "judge_rows", "inner_scores"]
 
 
 # ----------------------------------------------------------------------------- the graph
@@ -141,19 +145,70 @@ def judge_rows(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], outputs:
                           consistent=not unpaired)
 
 
+def _unbatched(a: np.ndarray) -> np.ndarray:
+    """`a` without a leading axis of 1 when more axes follow (batch 1: [1, K, 4] -> [K, 4])."""
+    a = np.asarray(a)
+    return a[0] if a.ndim >= 2 and a.shape[0] == 1 else a
+
+
+def _score_like(ref: np.ndarray, cand: np.ndarray) -> bool:
+    """Both float and one value per row (1-D once a leading axis of 1 is dropped)."""
+    r, c = _unbatched(ref), _unbatched(cand)
+    return r.ndim == 1 and c.ndim == 1 and r.dtype.kind == "f" and c.dtype.kind == "f"
+
+
+def _rows_of(a: np.ndarray, n: int) -> Optional[np.ndarray]:
+    """`a` with its rows on axis 0 for a group of `n` rows (a leading axis of 1 dropped when
+    the rows are on the next axis), None when it has no axis of `n` rows there."""
+    a = np.asarray(a)
+    if a.ndim >= 1 and a.shape[0] == n:
+        return a
+    if a.ndim >= 2 and a.shape[0] == 1 and a.shape[1] == n:
+        return a[0]
+    return None
+
+
 def _groups(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], selected: List[str],
-            score: Optional[str]) -> Tuple[List[Tuple[List[str], str]], List[str]]:
-    """([(outputs, score)], outputs left to the elementwise rule)."""
-    floats1d = [o for o in selected if np.ndim(ref[o]) == 1 and np.ndim(cand[o]) == 1
-                and np.asarray(ref[o]).dtype.kind == "f"]
-    s = score if score in selected else (floats1d[0] if floats1d else None)
+            score: Optional[str], inner: Sequence[str] = ()
+            ) -> Tuple[List[Tuple[List[str], str]], List[str]]:
+    """([(outputs, score)], outputs left to the elementwise rule). The score is `score`, else
+    the first selected output with one float per row, else the first tensor of `inner` (made
+    inside the region) that has one float per row of a selected output on both sides.
+    Rewrites the group's entries of `ref` / `cand` with their rows on axis 0."""
+    s = score if score is not None and score in ref and score in cand else None
+    if s is None:
+        s = next((o for o in selected if _score_like(ref[o], cand[o])), None)
+    if s is None:
+        s = next((t for t in inner if t in ref and t in cand and _score_like(ref[t], cand[t])
+                  and any(_rows_of(ref[o], _unbatched(ref[t]).size) is not None and
+                          _rows_of(cand[o], _unbatched(cand[t]).size) is not None
+                          for o in selected)), None)
     if s is None:
         return [], list(selected)
-    nr, nc = np.shape(ref[s])[0], np.shape(cand[s])[0]
-    members = [o for o in selected if np.ndim(ref[o]) >= 1 and np.ndim(cand[o]) >= 1
-               and np.shape(ref[o])[0] == nr and np.shape(cand[o])[0] == nc
-               and np.shape(ref[o])[1:] == np.shape(cand[o])[1:]]
+    ref[s], cand[s] = _unbatched(ref[s]), _unbatched(cand[s])
+    nr, nc = ref[s].shape[0], cand[s].shape[0]
+    members = [] if s in selected else [s]
+    for o in selected:
+        r, c = (ref[o], cand[o]) if o == s else (_rows_of(ref[o], nr), _rows_of(cand[o], nc))
+        if r is not None and c is not None and r.shape[1:] == c.shape[1:]:
+            ref[o], cand[o] = r, c
+            members.append(o)
     return [(members, s)], [o for o in selected if o not in members]
+
+
+def inner_scores(proto: Any, region: Set[int]) -> List[str]:
+    """Float tensors made inside the selection region that may hold the selecting score, best
+    first: TopK's values, then the outputs of the region's Gather / Slice / reshaping nodes
+    (the scores gathered for the kept rows)."""
+    nodes = proto.graph.node
+    topk = [nodes[i].output[0] for i in sorted(region)
+            if nodes[i].op_type == "TopK" and nodes[i].output and nodes[i].output[0]]
+    carry = ("Gather", "GatherElements", "GatherND", "Slice", "Squeeze", "Unsqueeze",
+             "Reshape", "Flatten", "Identity", "Cast")
+    rest = [o for i in sorted(region) if nodes[i].op_type in carry
+            for o in nodes[i].output[:1] if o]
+    outs = {o.name for o in proto.graph.output}
+    return [t for t in dict.fromkeys(topk + rest) if t not in outs]
 
 
 # ----------------------------------------------------------------------------- the check
@@ -201,11 +256,25 @@ class SelectionCheck:
         if bad:  # outputs judged element by element (no score group pairs their rows)
             parts.append("beyond the budget element by element: " + ", ".join(
                 f"{k} rel {v:.3g}" for k, v in {**self.plain, **self.elementwise}.items()
-                if k in bad[:4]) + (" (no score output pairs their rows: selection_aware("
-                                    "..., score=NAME) names one)" if not self.groups else ""))
+                if k in bad[:4]) + (" (no score pairs their rows: `compare --score NAME`, or "
+                                    "selection_aware(..., score=NAME), names one)"
+                                    if not self.groups else ""))
         if self.reason:
             parts.append(self.reason)
         return "; ".join(parts)
+
+
+def _score_like_info(vi: Any) -> bool:
+    """A graph output declared as a float tensor of one value per row (rank 1, or rank 2 with
+    a leading 1); undeclared ranks count as possibly so (decided on the values)."""
+    t = vi.type.tensor_type
+    if t.elem_type not in (0, 1, 10, 11, 16):
+        return False
+    if not t.HasField("shape"):
+        return True
+    dims = t.shape.dim
+    return len(dims) == 1 or (len(dims) == 2 and dims[0].HasField("dim_value")
+                              and dims[0].dim_value == 1)
 
 
 def _rel(name: str, a: np.ndarray, b: np.ndarray) -> float:
@@ -255,16 +324,24 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
         ok = all(v <= tol for v in plain.values())
         return SelectionCheck(tol, strict, strict is not None and strict <= tol, ok,
                               plain=plain)
-    _, frontier, selected = selection_region(ref_p)
+    region, frontier, selected = selection_region(ref_p)
     cand_p = load_proto(cand_model)
     cand_made = {o for n in cand_p.graph.node for o in n.output} | \
         {i.name for i in cand_p.graph.input}
     missing = [t for t in frontier if t not in cand_made]
     probe = [t for t in frontier if t in cand_made]
+    # where no selected output is a score, the score the selection used is read inside
+    inner: List[str] = []
+    if score is not None and score not in names:
+        inner = [score]
+    elif score is None and not any(_score_like_info(o) for o in ref_p.graph.output
+                                   if o.name in selected):
+        inner = inner_scores(ref_p, region)
+    inner = [t for t in inner if t in cand_made]
     from workbench.compare.engine_compare import mark_outputs
 
-    ref = run(mark_outputs(ref_p, frontier), feed)
-    cand = run(mark_outputs(cand_p, probe), feed)
+    ref = run(mark_outputs(ref_p, frontier + inner), feed)
+    cand = run(mark_outputs(cand_p, probe + inner), feed)
     strict = _strict(ref, cand, names)
     check = SelectionCheck(tol, strict, strict is not None and strict <= tol and all(
         np.shape(ref[k]) == np.shape(cand[k]) for k in names), False,
@@ -275,7 +352,7 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
     for k in names:
         if k not in selected:
             check.plain[k] = _rel(k, ref[k], cand[k])
-    groups, rest = _groups(ref, cand, selected, score)
+    groups, rest = _groups(ref, cand, selected, score, inner)
     for outs, s in groups:
         check.groups.append(judge_rows(ref, cand, outs, s, tol))
     for k in rest:
