@@ -266,3 +266,21 @@ def test_compare_cli_score_names_a_tensor_inside_the_model(tmp_path):
     r = cli("--score", "no_such")
     assert r.returncode == 2 and "no tensor named 'no_such'" in r.stderr
     assert "--score" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_boxes_kept_by_nms_without_a_score_output_are_paired_by_the_scores_nms_kept():
+    """The NMS detector with its scores outputs removed: the kept boxes are paired by the
+    score of each box NonMaxSuppression kept (its scores input at the selected indices)."""
+    def boxes_only(m):
+        keep = [o for o in m.graph.output if o.name == "kept_boxes"]
+        del m.graph.output[:]
+        m.graph.output.extend(keep)
+        return m
+
+    noise = np.array([0, 0, -5e-5, 5e-5, 0, 0], np.float32)
+    check = selection_aware(boxes_only(_detector()), boxes_only(_detector(score_noise=noise)),
+                            FEED, tol=0.01)
+    assert check.strict_passed is False and check.passed, check.to_dict()
+    (g,) = check.groups
+    assert g.score == "scores kept by nms" and (g.ref_rows, g.matched) == (3, 2)
+    assert g.unmatched_ref == pytest.approx([0.50002], abs=1e-6)

@@ -14,7 +14,8 @@ elementwise figure beside it (`strict`, never hidden):
 2. **The selected outputs** (graph outputs made inside the region), judged by rows. A group is
    the selected outputs sharing the score output's leading (data-dependent) length on each side;
    its score is its 1-D float output (the first one, or `score=`); when no output is one (a
-   detector that returns only its boxes), the score is read inside the region: the values
+   detector that returns only its boxes), the score is read inside the region: the score of
+   each box NonMaxSuppression kept (its scores input at the selected indices), the values
    TopK selected by, or another float tensor the region made with one value per selected row
    (`score=` may name any tensor of the graph). A leading axis of 1 (batch 1: boxes [1, K, 4],
    scores [1, K]) is not a row axis: rows are on the next one. Row i is the tuple of row i
@@ -196,6 +197,33 @@ def _groups(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], selected: L
     return [(members, s)], [o for o in selected if o not in members]
 
 
+def _nms_picks(proto: Any, region: Set[int]) -> List[Tuple[str, str, str]]:
+    """(key, scores input, selected indices) of each NonMaxSuppression of the region."""
+    out = []
+    for i in sorted(region):
+        n = proto.graph.node[i]
+        if n.op_type == "NonMaxSuppression" and len(n.input) > 1 and n.input[1] and n.output:
+            out.append((f"scores kept by {n.name or 'NonMaxSuppression'}", n.input[1],
+                        n.output[0]))
+    return out
+
+
+def _picked_scores(scores: Optional[np.ndarray], sel: Optional[np.ndarray]
+                   ) -> Optional[np.ndarray]:
+    """scores[b, c, i] for each selected (b, c, i) row of NonMaxSuppression's output; None
+    when the arrays do not have those shapes."""
+    if scores is None or sel is None:
+        return None
+    s, k = np.asarray(scores), np.asarray(sel)
+    if s.ndim != 3 or s.dtype.kind != "f" or k.ndim != 2 or k.shape[1] != 3 or \
+            k.dtype.kind not in "iu":
+        return None
+    k = k.astype(np.int64)
+    if k.size and ((k < 0).any() or (k.max(axis=0) >= np.array(s.shape)).any()):
+        return None
+    return s[k[:, 0], k[:, 1], k[:, 2]]
+
+
 def inner_scores(proto: Any, region: Set[int]) -> List[str]:
     """Float tensors made inside the selection region that may hold the selecting score, best
     first: TopK's values, then the outputs of the region's Gather / Slice / reshaping nodes
@@ -332,16 +360,26 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
     probe = [t for t in frontier if t in cand_made]
     # where no selected output is a score, the score the selection used is read inside
     inner: List[str] = []
+    unscored = score is None and not any(_score_like_info(o) for o in ref_p.graph.output
+                                         if o.name in selected)
     if score is not None and score not in names:
         inner = [score]
-    elif score is None and not any(_score_like_info(o) for o in ref_p.graph.output
-                                   if o.name in selected):
+    elif unscored:
         inner = inner_scores(ref_p, region)
     inner = [t for t in inner if t in cand_made]
     from workbench.compare.engine_compare import mark_outputs
 
-    ref = run(mark_outputs(ref_p, frontier + inner), feed)
-    cand = run(mark_outputs(cand_p, probe + inner), feed)
+    picks = _nms_picks(ref_p, region) if unscored else []
+    extra = inner + [t for pk in picks for t in pk[1:] if t not in frontier]
+    ref = run(mark_outputs(ref_p, frontier + extra), feed)
+    cand = run(mark_outputs(cand_p, probe + [t for t in extra if t in cand_made]), feed)
+    for key, scores_t, sel_t in picks:  # the score of each box NonMaxSuppression kept
+        for side in (ref, cand):
+            kept = _picked_scores(side.get(scores_t), side.get(sel_t))
+            if kept is not None:
+                side[key] = kept
+        if key in ref and key in cand:
+            inner.insert(0, key)
     strict = _strict(ref, cand, names)
     check = SelectionCheck(tol, strict, strict is not None and strict <= tol and all(
         np.shape(ref[k]) == np.shape(cand[k]) for k in names), False,
