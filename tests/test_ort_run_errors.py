@@ -121,3 +121,25 @@ def test_profiles_of_a_model_onnxruntime_cannot_load_stay_valid_and_say_why_not_
     r = _cli("profiles", path, "--profile", "x:1x4:2x4:4x4")
     assert r.returncode == 0 and r.stdout.startswith("profile #1 valid: x:1x4:2x4:4x4")
     assert "INFO profile-not-run" in r.stdout and "MyPlugin" in r.stdout
+
+
+def test_the_precision_panels_profile_editor_runs_the_model_at_its_shapes(baked):
+    """The panel's profile editor only validated the text; its 'Run at min/opt/max' runs the
+    model as `workbench profiles` does and names the node that stops the max shape."""
+    from widgets.precision import PrecisionPanel
+
+    path, _ = baked
+    panel = PrecisionPanel(str(path))
+    panel.profile_text.value = "x:1x3x4:1x3x4:1x5x4"
+    assert "1 valid profile(s)" in panel.profile_status.value  # the text alone is fine
+    found = panel.run_profiles(block=True)
+    bad = [f for f in found if f.severity == "error"]
+    assert len(bad) == 1 and bad[0].nodes == ["/att/Reshape"]
+    assert "1 of 2 shape(s) cannot run" in panel.profile_run_html.value
+    assert "fixed when the model was exported" in panel.profile_run_html.value
+    panel.profile_text.value = "x:1x3x4:1x3x4:1x3x4"
+    assert panel.run_profiles(block=True) == []
+    assert "ran at 1 shape(s) on onnxruntime" in panel.profile_run_html.value
+    panel.profile_text.value = "x:1x3"  # invalid text: said, not run
+    panel._guard(lambda: panel.run_profiles(block=True))
+    assert "not valid" in panel.status.value

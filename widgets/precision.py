@@ -23,7 +23,8 @@ from workbench.errors import Finding, WorkbenchError
 from workbench.model import Model, open_model
 from workbench.precision import table
 from workbench.precision.calibration import describe, load_calibration
-from workbench.precision.profiles import Profile, advise, parse_profiles, validate_profiles, wide_findings
+from workbench.precision.profiles import (Profile, advise, parse_profiles, run_at_profiles,
+                                          validate_profiles, wide_findings)
 from workbench.precision.spec import PrecisionSpec
 from workbench.precision.transform import PrecisionResult, auto_exclusions, convert
 
@@ -153,7 +154,12 @@ class PrecisionPanel(PanelBase, W.VBox):
                                        layout=W.Layout(width="auto", height="70px"))
         self.propose_btn = W.Button(description="Propose from data", icon="lightbulb-o",
                                     layout=fit())
+        self.run_profiles_btn = W.Button(
+            description="Run at min/opt/max", icon="play-circle", layout=fit(),
+            tooltip="run the model on onnxruntime at every shape of the profiles: a size the "
+                    "export fixed (a Reshape to a traced constant) fails here, not in the build")
         self.profile_status = W.HTML()
+        self.profile_run_html = W.HTML()
         default_out = (self.model.path.with_name(f"{self.model.path.stem}.{self.target.value}.onnx")
                        if self.model.path else Path(f"model.{self.target.value}.onnx"))
         self.output = W.Text(value=str(output or default_out), description="Output", layout=grow())
@@ -172,6 +178,7 @@ class PrecisionPanel(PanelBase, W.VBox):
         self.clear_btn.on_click(lambda _: self._guard(self.clear_exclusions))
         self.validate_btn.on_click(lambda _: self._guard(self.validate_calibration))
         self.propose_btn.on_click(lambda _: self._guard(self.propose_profile))
+        self.run_profiles_btn.on_click(lambda _: self._guard(lambda: self.run_profiles(block=False)))
         self.convert_btn.on_click(lambda _: self._guard(lambda: self.convert(block=False)))
 
         super().__init__([
@@ -182,8 +189,9 @@ class PrecisionPanel(PanelBase, W.VBox):
             W.HTML("<b>Calibration</b>"),
             W.HBox([self.calib_path, self.calib_method, self.validate_btn]), self.allow_random,
             self.calib_status,
-            W.HTML("<b>Shape profiles</b>"), self.profile_text, self.propose_btn,
-            self.profile_status,
+            W.HTML("<b>Shape profiles</b>"), self.profile_text,
+            W.HBox([self.propose_btn, self.run_profiles_btn]), self.profile_status,
+            self.profile_run_html,
             W.HBox([self.output, self.convert_btn]), self.progress, self.status, self.report_html])
         self._show_excluded()
         self.validate_profile_text()
@@ -332,6 +340,51 @@ class PrecisionPanel(PanelBase, W.VBox):
                                      f"{len(self.profiles)} valid profile(s)"
                                      + findings_html(wide_findings(self.profiles)))
         return True
+
+    def run_profiles(self, block: bool = True) -> Optional[List[Any]]:
+        """Run the model on onnxruntime at each min/opt/max shape of the editor's profiles
+        (`workbench.precision.profiles.run_at_profiles`, as `workbench profiles` does); the
+        findings show under the editor. In the background task when block=False."""
+        if not self.validate_profile_text():
+            raise WorkbenchError("the profile text is not valid", field="profiles",
+                                 hint="fix the line the editor marks first")
+        if not self.profiles:
+            raise WorkbenchError("no profile to run", field="profiles",
+                                 hint="type a profile, or 'Propose from data'")
+        if self.busy:
+            raise WorkbenchError("a conversion or check is already running")
+        profs = list(self.profiles)
+        self.run_profiles_btn.disabled = True
+        self.profile_run_html.value = "running the model at the profiles' shapes..."
+        found: List[Any] = []
+
+        def work() -> None:
+            try:
+                findings, runs = run_at_profiles(self.model, profs)
+                found.extend(findings)
+                bad = [f for f in findings if f.severity == "error"]
+                head = (f"<span style='color:{_ERR}'>&#10007;</span> {len(bad)} of {runs} "
+                        "shape(s) cannot run" if bad else
+                        f"<span style='color:{OK_COLOUR}'>&#10003;</span> ran at {runs} "
+                        "shape(s) on onnxruntime" if runs else "not run")
+                self.profile_run_html.value = head + findings_html(findings)
+                nodes = [n for f in bad for n in f.nodes]
+                if nodes and self.graph_view is not None and hasattr(self.graph_view, "reveal"):
+                    try:
+                        self.graph_view.reveal(nodes)
+                    except WorkbenchError:
+                        pass
+            except WorkbenchError as e:
+                self.profile_run_html.value = ""
+                self.status.error(e)
+            finally:
+                self.run_profiles_btn.disabled = False
+
+        if block:
+            work()
+            return found
+        self.task.start(work)
+        return None
 
     def propose_profile(self) -> List[Profile]:
         src = self._calibration_source()
