@@ -203,3 +203,41 @@ def test_hardware_compatibility_is_a_build_setting(client, tmp_path):
                                          hardware_compatibility="ampere_plus"), client=client)
     assert "TensorRT-RTX has no hardware-compatibility level" in str(e.value)
     assert "--target" in str(e.value)
+
+
+def _compare_args(**kw):
+    import argparse
+
+    base = dict(build_config=None, precision=None, backend="auto", target=None,
+                opt_level=None, profile=[], json=False)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_compare_builds_its_marked_engines_as_the_engine_file_was_built(built, tmp_path,
+                                                                        capsys):
+    """`compare MODEL ENGINE --build-config cfg.json` (cfg naming only tactic sources, as the
+    GPU rig needs) built and judged FP32 engines beside an FP16 one: every BuildConfig field
+    of the file, unset ones included, overrode --precision. The card's precision and profile
+    now come first, the file's set fields next, the flags last."""
+    from workbench.cli.cmd_compare import _engine_config
+
+    _, engine = built
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps({"tactic_sources": ["JIT_CONVOLUTIONS"],
+                                    "builder_optimization_level": 1}))
+    cfg = _engine_config(_compare_args(build_config=str(cfg_file)), str(engine))
+    assert cfg.precision == "fp16" and cfg.profiles == PROFILE
+    assert cfg.tactic_sources == ["JIT_CONVOLUTIONS"] and cfg.builder_optimization_level == 1
+    assert cfg.backend == "tensorrt-rtx"
+    # without an engine file (--engine-from-build): the flag, else fp16, never the file's default
+    assert _engine_config(_compare_args(build_config=str(cfg_file))).precision == "fp16"
+    assert _engine_config(_compare_args(build_config=str(cfg_file), precision="bf16")
+                          ).precision == "bf16"
+    # a flag that differs from the card is obeyed, and said
+    cfg = _engine_config(_compare_args(precision="fp32"), str(engine))
+    assert cfg.precision == "fp32"
+    assert "was built as fp16 (its card)" in capsys.readouterr().err
+    cfg_file.write_text(json.dumps({"precision": "fp32"}))  # a file that sets it: obeyed
+    assert _engine_config(_compare_args(build_config=str(cfg_file)), str(engine)
+                          ).precision == "fp32"

@@ -82,7 +82,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e = p.add_argument_group("engine side (TensorRT through the worker)")
     e.add_argument("--engine-from-build", action="store_true",
                    help="build the reference with --precision and compare the engine itself")
-    e.add_argument("--precision", default="fp16", help="engine precision (default fp16)")
+    e.add_argument("--precision", default=None,
+                   help="engine precision (default: an engine file's, from its card; "
+                        "else the --build-config's; else fp16)")
     e.add_argument("--backend", default="auto", help="auto | tensorrt | tensorrt-rtx")
     e.add_argument("--target", metavar="SM", help="TensorRT-RTX ahead-of-time target, e.g. sm89")
     e.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
@@ -120,18 +122,41 @@ def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
     return [(args.reference, "onnx"), (cand, kind)]
 
 
-def _engine_config(args: argparse.Namespace) -> "object":
+def _engine_config(args: argparse.Namespace, engine: "str | None" = None) -> "object":
+    """The BuildConfig of the engine to compare (the marked builds use it too): the flags
+    given, then the fields the --build-config file sets, then, for an engine file, what its
+    card says it was built with (precision, profiles, backend), then the defaults (fp16).
+    A config file's unset fields never override: BuildConfig.to_dict fills every field, so a
+    file naming only tactic sources would otherwise make the engine FP32."""
+    import json
     from pathlib import Path
 
-    from workbench.build.spec import BuildConfig
+    from workbench.build.spec import SPEC_FIELDS, BuildConfig
 
-    base = {}
+    base: dict = {}
+    card = None
+    if engine:
+        from workbench.build.card import read_card
+
+        card = read_card(engine)
+    if card:
+        base.update({k: v for k, v in (card.get("precision") or {}).items()
+                     if k in SPEC_FIELDS and v is not None})
+        if card.get("profiles"):
+            base["profiles"] = card["profiles"]
+        if card.get("backend"):
+            base["backend"] = card["backend"]
     if args.build_config:
         p = Path(args.build_config)
         if not p.is_file():
-            raise WorkbenchError("build config file not found", file=str(p))
-        base = BuildConfig.from_json(p.read_text()).to_dict()
-    base.setdefault("precision", args.precision)
+            raise WorkbenchError("build config file not found", file=str(p),
+                                 field="--build-config")
+        text = p.read_text()
+        given = BuildConfig.from_json(text).to_dict()  # validates the file
+        base.update({k: v for k, v in given.items() if k in json.loads(text)})
+    if args.precision is not None:
+        base["precision"] = args.precision
+    base.setdefault("precision", "fp16")
     if args.backend != "auto" or "backend" not in base:
         base["backend"] = args.backend
     if args.target:
@@ -142,7 +167,13 @@ def _engine_config(args: argparse.Namespace) -> "object":
         from workbench.cli.cmd_build import parse_profiles
 
         base["profiles"] = parse_profiles(args.profile)
-    return BuildConfig.from_dict(base)
+    cfg = BuildConfig.from_dict(base)
+    built = (card or {}).get("precision", {}).get("precision")
+    if built and built != cfg.precision and not getattr(args, "json", False):
+        print(f"note: {engine} was built as {built} (its card); the marked builds use "
+              f"{cfg.precision} as asked: their figures describe another engine",
+              file=sys.stderr)
+    return cfg
 
 
 def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
@@ -150,7 +181,7 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
     from workbench.compare import sample_feeds
     from workbench.runners import limit_samples
 
-    cfg = _engine_config(args)
+    cfg = _engine_config(args, engine)
     feeds = limit_samples(sample_feeds(args.reference, calibration=args.inputs,
                                        allow_random=args.allow_random), args.samples)
     mark = args.mark if args.mark in ("boundaries", "all") else \
@@ -188,10 +219,10 @@ def _run_recorded(args: argparse.Namespace) -> int:
     tensors = [t for t in compare_tensors(args.reference) if t in have]
     report = engine_layerwise(args.reference, recorded_candidate(iters, name), feeds,
                               tensors=tensors, marking="recorded", atol=args.atol,
-                              rtol=args.rtol, precision=args.precision,
+                              rtol=args.rtol, precision=args.precision or "fp16",
                               candidate_name=name, stats_path=args.stats, observer=False)
     return _report_engine(args, report, f"{args.candidate_results}[{name}]", None,
-                          args.precision)
+                          args.precision or "fp16")
 
 
 def _report_engine(args: argparse.Namespace, report: "object", label: str, search: "object",
@@ -370,7 +401,14 @@ def run(args: argparse.Namespace) -> int:
             elif not search.passed:
                 print("  " + _why_stopped(search, args))
                 at = next((r["round"] for r in search.rounds if r.get("best")), None)
-                where = f" (round {at}; later rounds were worse)" if at is not None else ""
+                where = ""
+                if at is not None:
+                    best = search.rounds[at]["worst_output_rel"]
+                    later = [r["worst_output_rel"] for r in search.rounds[at + 1:]]
+                    worse = bool(later) and all(x > best for x in later)
+                    where = (f" (round {at}; later rounds were "
+                             f"{'worse' if worse else 'no better'})" if later else
+                             f" (round {at})")
                 if search.excluded:
                     print(f"  the closest it got{where}, still beyond tolerance: " + line)
                 elif at is not None:

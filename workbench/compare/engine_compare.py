@@ -405,6 +405,22 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
     return report
 
 
+def _changed_hint(report: EngineCompareReport) -> str:
+    """What to try when marked builds answer differently from the shipped engine, for the
+    marking that was used: boundaries already keep the fusions, so there the difference is
+    the builder choosing other kernels (each build times its own tactics; TF32 and FP16
+    kernels round differently)."""
+    if report.marking == "boundaries":
+        return ("the marking already keeps the fusions (--mark boundaries): the marked builds "
+                "chose other kernels than the engine you ship. Give every build the same "
+                "timing cache (\"timing_cache\": \"PATH\" in --build-config) so they pick the "
+                "same tactics, mark fewer tensors per build (--memory-budget) or name the "
+                "tensors to mark (--mark T1,T2); and check the engine was built with the "
+                "precision compared (the card beside an engine file says)")
+    return ("compare with the default fusion-aware marking (--mark boundaries) or fewer "
+            "tensors per build (--memory-budget)")
+
+
 def _findings(report: EngineCompareReport) -> None:
     if report.unmarkable:
         names = report.unmarkable
@@ -426,8 +442,7 @@ def _findings(report: EngineCompareReport) -> None:
             f"{len(report.observer)} marked build(s) give final outputs beyond tolerance of the "
             f"unmarked engine (chunk {o['chunk']}: max abs change {o['max_abs_change']}); the "
             "per-tensor figures describe a different engine than the one you ship",
-            hint="compare with the default fusion-aware marking (--mark boundaries) or fewer "
-                 "tensors per build (--memory-budget)", source="compare"))
+            hint=_changed_hint(report), source="compare"))
     elif any(not o["identical"] for o in report.observer):
         worst = max(float(o["max_abs_change"]) for o in report.observer)
         report.findings.append(Finding(
