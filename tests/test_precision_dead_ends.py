@@ -136,20 +136,22 @@ EXPORTS = SAMPLES.parent / "tests" / "data" / "exports"  # torch exports (make.p
 
 
 def test_the_fp32_node_search_answers_its_best_round_not_its_last():
-    """On a token classifier (logits -> ArgMax -> Gather), keeping nodes in FP32 moved another
-    node's INT8 scales and flipped the ArgMax: rounds 1-5 were worse than round 0, and the
-    search printed round 5's nodes as 'the closest it got'."""
+    """On a token classifier (logits -> ArgMax -> Gather) keeping nodes in FP32 does not help
+    (the ArgMax flips on near-ties): the search printed its last round's nodes as 'the closest
+    it got'. It answers the best round, the one keeping fewest nodes among equals, and says
+    whether later rounds were worse or no better."""
     from workbench import compare
 
     m, data = EXPORTS / "token_argmax.onnx", EXPORTS / "token_argmax.npz"
     s = compare.find_exclusions(str(m), "int8", calibration=str(data))
-    assert not s.passed and s.stopped == "no-culprit"
+    assert not s.passed and s.stopped == "no-culprit" and len(s.rounds) > 2
     errs = [r["worst_output_rel"] for r in s.rounds]
-    assert min(errs) == errs[0] < max(errs[1:])  # the later rounds were worse
+    assert min(errs) == errs[0] and s.rounds[-1]["excluded"]  # the last round keeps nodes
     assert s.excluded == [] and s.rounds[0].get("best")
+    worse = all(e > errs[0] for e in errs[1:])
     r = _cli("compare", m, "--to", "int8", "--inputs", data)
-    assert "the closest it got (round 0; later rounds were worse) keeps no node in FP32" \
-        in r.stdout, r.stdout
+    assert (f"the closest it got (round 0; later rounds were {'worse' if worse else 'no better'})"
+            " keeps no node in FP32") in r.stdout, r.stdout
     assert "ops that pick by value on near-ties (ArgMax at /ArgMax)" in r.stdout
 
 

@@ -61,8 +61,14 @@ def ensure_opset(proto: Any, version: int) -> Any:
 
 
 def extra_options(method: str) -> Dict[str, Any]:
-    """onnxruntime quantize_static options: symmetric, zero point 0, FP32 biases."""
-    return {"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False}
+    """onnxruntime quantize_static options: symmetric, zero point 0, FP32 biases, and Q/DQ on
+    the inputs of the quantized ops only, as TensorRT recommends ("quantize all inputs of
+    weighted operations; by default, don't quantize their outputs"): onnxruntime also
+    quantizes a Conv's output, which puts a Q/DQ pair between a Conv and the BatchNorm / Add /
+    activation after it (TensorRT then cannot fold them into the convolution, and the tensor
+    is rounded to INT8 once more)."""
+    return {"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
+            "OpTypesToExcludeOutputQuantization": list(QUANT_OPS)}
 
 
 def calibrate(proto: Any, batches: List[Dict[str, np.ndarray]], ops: Sequence[str], method: str,
