@@ -236,3 +236,49 @@ def test_the_standalone_script_answers_help_without_building(tmp_path):
                          text=True, timeout=120)
     assert bad.returncode == 1 and "unknown argument(s): --bogus (try --help)" in bad.stderr
     assert not (tmp_path / "e.engine").exists()  # neither built anything (none.onnx is absent)
+
+
+def test_an_fp32_engine_is_built_without_tf32_and_every_line_says_so():
+    """TensorRT (and trtexec) turn TF32 on for FP32 layers on Ampere and later: an "FP32"
+    ResNet-18 engine was off by 8e-3 on the H200 and failed FP32 tolerance. FP32 engines now
+    build without TF32 unless asked (as Polygraphy builds), and the trtexec, Polygraphy and
+    script exports build the same engine; other precisions keep TensorRT's default."""
+    from workbench.build.cache import cache_key
+    from workbench.errors import WorkbenchError
+
+    fp32, fp16 = BuildConfig(precision="fp32"), BuildConfig(precision="fp16")
+    assert fp32.effective_tf32 is False and fp16.effective_tf32 is None
+    assert BuildConfig(precision="fp32", tf32=True).effective_tf32 is True
+    assert BuildConfig(precision="fp16", tf32=False).effective_tf32 is False
+    with pytest.raises(WorkbenchError) as e:
+        BuildConfig(tf32="yes")
+    assert e.value.field == "tf32"
+    line = trtexec_command(fp32, "m.onnx", "m.engine")
+    assert "--noTF32" in line and "--noTF32" not in trtexec_command(fp16, "m.onnx", "m.engine")
+    back, _, _ = config_from_trtexec(line)
+    assert back.tf32 is None and back.effective_tf32 is False  # the default, not a setting
+    on, _, _ = config_from_trtexec("trtexec --onnx=m.onnx --saveEngine=m.engine")
+    assert on.effective_tf32 is True  # what trtexec does without --noTF32
+    assert "--tf32" not in polygraphy_command(fp32, "m.onnx", "m.engine")
+    assert "--tf32" in polygraphy_command(fp16, "m.onnx", "m.engine")
+    script = python_script(fp32, "m.onnx", "m.engine")
+    assert "TF32 = False" in script and "clear_flag" in script
+    compile(script, "build.py", "exec")
+    # the cache tells the two apart; configs without a TF32 choice keep their old keys
+    k32 = cache_key("h", fp32, "strongly-typed", "tensorrt", "10", None)[1]
+    k16 = cache_key("h", fp16, "strongly-typed", "tensorrt", "10", None)[1]
+    assert k32["tf32"] is False and "tf32" not in k16
+
+
+def test_the_worker_clears_tf32_on_a_real_builder_config():
+    """The builder config the worker makes (TensorRT-RTX, real bindings) has TF32 cleared for
+    tf32=False and set for True."""
+    trt = pytest.importorskip("tensorrt_rtx_bindings")
+    from workbench.worker import loaders as L
+
+    logger = trt.Logger(trt.Logger.ERROR)
+    builder = trt.Builder(logger)
+    net = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    for tf32 in (False, True):
+        cfg = L.create_config(trt, builder, net, logger, tf32=tf32)
+        assert cfg.config.get_flag(trt.BuilderFlag.TF32) is tf32

@@ -210,6 +210,8 @@ def cache_key(model_hash: str, config: BuildConfig, route: str, backend: str, ve
             cfg.pop(k, None)
     doc = {"schema": CACHE_SCHEMA, "model": model_hash, "config": cfg, "route": route,
            "backend": backend, "backend_version": version, "target": config.target}
+    if config.effective_tf32 is not None:  # (absent: the keys of builds before it hold)
+        doc["tf32"] = config.effective_tf32
     key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
     return key, doc
 

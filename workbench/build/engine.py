@@ -521,6 +521,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             report_layers=True,
             **({"hardware_compatibility": config.hardware_compatibility}
                if config.hardware_compatibility else {}),
+            **({"tf32": config.effective_tf32} if config.effective_tf32 is not None else {}),
             test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0))
         if route == "legacy-flags":  # the table names the flag and the calibrator; the worker obeys
             args["builder_flag"] = entry.builder_flag

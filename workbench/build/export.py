@@ -174,6 +174,8 @@ def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
         a.append("--tacticSources=" + ",".join("+" + t for t in config.tactic_sources))
     if config.hardware_compatibility == "ampere_plus":  # (trtexec 8.6+: none | ampere+)
         a.append("--hardwareCompatibilityLevel=ampere+")
+    if config.effective_tf32 is False and backend != "tensorrt-rtx":  # (trtexec: TF32 is on)
+        a.append("--noTF32")
     a.append("--profilingVerbosity=detailed")
     a.append(f"--exportLayerInfo={_q(str(engine_path) + '.layers.json')}")
     return " ".join(a)
@@ -224,6 +226,8 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
                     d["exclude_nodes"].append(name)
         elif key == "--tacticSources":
             d["tactic_sources"] = [t[1:] for t in val.split(",") if t.startswith("+")]
+        elif key == "--noTF32":
+            d["tf32"] = False
         elif key == "--hardwareCompatibilityLevel":
             d["hardware_compatibility"] = "ampere_plus" if val == "ampere+" else val
         elif key in ("--plugins", "--staticPlugins", "--dynamicPlugins"):
@@ -232,6 +236,11 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
             d["extra_flags"].append(_TRTEXEC_TO_FLAG.get(arg, _TRTEXEC_TO_FLAG.get(key)))
     if legacy:
         d["route"] = "legacy-flags"
+    fp32 = d.get("precision", table.BASE) == table.BASE
+    if d.get("tf32") is False and fp32:
+        del d["tf32"]  # FP32 engines build without TF32 by default
+    elif "tf32" not in d and fp32 and d["backend"] != "tensorrt-rtx":
+        d["tf32"] = True  # trtexec without --noTF32 builds FP32 layers in TF32
     if every:
         d["layer_precision"] = constraints
     if len({len(v) for v in shapes.values()}) != 1:
@@ -286,6 +295,8 @@ def polygraphy_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
         a += ["--plugins"] + [_q(p) for p in config.plugins]
     if config.tactic_sources is not None:
         a += ["--tactic-sources"] + list(config.tactic_sources)
+    if config.effective_tf32 is not False:  # (Polygraphy leaves TF32 off unless asked)
+        a.append("--tf32")
     a += ["--profiling-verbosity", "detailed"]
     return " ".join(a)
 
@@ -326,6 +337,7 @@ TARGETS = {targets!r}                 # TensorRT-RTX ahead-of-time compute capab
 PLUGINS = {plugins!r}
 TACTIC_SOURCES = {tactics!r}          # None = TensorRT's default set
 HARDWARE_COMPAT = {hardware!r}        # e.g. "AMPERE_PLUS": run on other GPUs (TensorRT >= 8.6)
+TF32 = {tf32!r}                       # True / False: set / clear TF32; None: TensorRT's default
 LAYER_PRECISIONS = {layer_precisions!r}   # builder-flag route: ONNX node -> DataType, "*" = others
 PRECISION_CONSTRAINTS = {constraints!r}   # "obey" | "prefer": how strictly TensorRT keeps them
 LOGGER = trt.Logger(trt.Logger.WARNING)
@@ -359,6 +371,8 @@ def build():
         for t in TACTIC_SOURCES:
             mask |= 1 << int(getattr(trt.TacticSource, t))
         config.set_tactic_sources(mask)
+    if TF32 is not None and getattr(trt.BuilderFlag, "TF32", None) is not None:
+        (config.set_flag if TF32 else config.clear_flag)(trt.BuilderFlag.TF32)
     if HARDWARE_COMPAT:
         config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel,
                                                       HARDWARE_COMPAT)
@@ -549,6 +563,7 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
         workspace=config.workspace_bytes, opt_level=config.builder_optimization_level,
         targets=targets, plugins=list(config.plugins), tactics=config.tactic_sources,
         hardware=(config.hardware_compatibility or "").upper() or None,
+        tf32=config.effective_tf32,
         layer_precisions=layer_precisions(config, list(config.exclude_nodes)) if legacy else {},
         constraints=config.layer_precision or "obey")
 

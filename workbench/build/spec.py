@@ -23,7 +23,7 @@ ROUTES = ("auto", "strongly-typed", "legacy-flags")
 # HardwareCompatibilityLevel members by their config name (TensorRT >= 8.6; not TensorRT-RTX)
 HARDWARE_COMPATIBILITY = ("none", "ampere_plus", "same_compute_capability")
 # fields added later: left out of to_dict() while unset, so older configs keep their hash
-_OPTIONAL_FIELDS = ("hardware_compatibility", "layer_precision")
+_OPTIONAL_FIELDS = ("hardware_compatibility", "layer_precision", "tf32")
 # layer_precision: how the builder-flag route holds every layer to the target precision
 LAYER_PRECISION = ("obey", "prefer")
 BACKENDS = BUILD_BACKENDS
@@ -102,6 +102,10 @@ class BuildConfig:
     # the excluded nodes in FP32, and make the builder "obey" (or "prefer") that; None: the
     # flag alone, TensorRT picks each layer's precision (and may keep any in FP32)
     layer_precision: Optional[str] = None
+    # TF32 for FP32 math (Ampere and later): None: off for an FP32 engine (FP32 means FP32, as
+    # Polygraphy builds; TensorRT and trtexec turn it on), TensorRT's default otherwise;
+    # True / False: set / clear it. See `effective_tf32`.
+    tf32: Optional[bool] = None
 
     # (declared below: precision, exclude_nodes, ... as properties onto `spec`)
     def __init__(self, spec: Optional[PrecisionSpec] = None, **kw: Any) -> None:
@@ -178,8 +182,20 @@ class BuildConfig:
                                      field="layer_precision",
                                      hint="one of " + ", ".join(LAYER_PRECISION))
             self.layer_precision = lp
+        if self.tf32 is not None and not isinstance(self.tf32, bool):
+            raise WorkbenchError(f"tf32 must be true, false or null, not {self.tf32!r}",
+                                 field="tf32")
         self.profiles = [_norm_profile(p, k) for k, p in enumerate(self.profiles or [])]
         return self
+
+    @property
+    def effective_tf32(self) -> Optional[bool]:
+        """TF32 as the builder gets it: `tf32` when set, else False for an FP32 engine (its
+        figures are FP32's: with TF32, TensorRT's default on Ampere and later, an FP32 ResNet
+        engine is off by 8e-3 and fails FP32 tolerance), else None (TensorRT's default)."""
+        if self.tf32 is not None:
+            return self.tf32
+        return False if self.precision == table.BASE else None
 
     @classmethod
     def from_spec(cls, spec: PrecisionSpec, **build: Any) -> "BuildConfig":

@@ -4,6 +4,7 @@ Exit 0 built, 1 TensorRT refused (the node/layer is named) or the time limit hit
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
@@ -78,6 +79,13 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
                         "TensorRT >= 8.6; TensorRT-RTX uses --target instead)")
     p.add_argument("--flag", action="append", default=[], metavar="BUILDER_FLAG",
                    help="extra BuilderFlag to set, e.g. REFIT")
+    p.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
+                   help="TF32 for FP32 math on Ampere and later (default: off for an FP32 "
+                        "engine, so it computes in FP32 as Polygraphy builds; TensorRT's "
+                        "default, on, for the other precisions)")
+    p.add_argument("--tactic-sources", metavar="A,B",
+                   help="tactic sources TensorRT may use, e.g. "
+                        "EDGE_MASK_CONVOLUTIONS,JIT_CONVOLUTIONS (default: TensorRT's set)")
     p.add_argument("--config", metavar="JSON", help="a BuildConfig JSON file (flags override)")
     p.add_argument("--no-cache", action="store_true", help="rebuild even when cached")
     p.add_argument("--export-script", metavar="PATH",
@@ -150,6 +158,11 @@ def _config(args: "argparse.Namespace") -> Any:
         over["extra_flags"] = args.flag
     if getattr(args, "hardware_compat", None):
         over["hardware_compatibility"] = args.hardware_compat
+    if getattr(args, "tf32", None) is not None:
+        over["tf32"] = args.tf32
+    if getattr(args, "tactic_sources", None):
+        over["tactic_sources"] = [t for t in args.tactic_sources.replace(" ", "").split(",")
+                                  if t]
     base.update(over)
     return BuildConfig.from_dict(base)
 

@@ -627,7 +627,8 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
                   calib_npz: Optional[str] = None, calib_cache: Optional[str] = None,
                   calibrate_method: str = "entropy", timing_cache: Optional[str] = None,
                   progress: bool = False, step_delay: float = 0.0,
-                  hardware_compatibility: Optional[str] = None) -> Config:
+                  hardware_compatibility: Optional[str] = None,
+                  tf32: Optional[bool] = None) -> Config:
     """The builder config from one spec (the fields of the `build` request):
 
     memory pool (`workspace_bytes`), builder optimization level, DETAILED profiling verbosity
@@ -655,6 +656,8 @@ def create_config(trt: Any, builder: Any, network: Any, logger: Any,
     cfg.notes += add_profiles(trt, builder, config, network, profiles, fill_dynamic)
     for flag in extra_flags or []:
         set_flag(trt, config, flag.upper())
+    if tf32 is not None:
+        set_tf32(trt, config, bool(tf32), cfg)
     if tactic_sources is not None:
         set_tactic_sources(trt, config, tactic_sources)
     if legacy_flags:
@@ -719,6 +722,19 @@ def set_flag(trt: Any, config: Any, name: str) -> None:
         raise OpError("this TensorRT has no BuilderFlag.%s" % name, code="no-flag",
                       hint="use the strongly typed route (precision in the ONNX) instead")
     config.set_flag(flag)
+
+
+def set_tf32(trt: Any, config: Any, on: bool, cfg: Config) -> None:
+    """Set or clear BuilderFlag.TF32 (probed; a TensorRT without it gets a note)."""
+    flag = getattr(getattr(trt, "BuilderFlag", None), "TF32", None)
+    if flag is None:
+        cfg.notes.append("this TensorRT has no TF32 builder flag; TF32 %s ignored"
+                         % ("on" if on else "off"))
+        return
+    if on:
+        config.set_flag(flag)
+    else:
+        config.clear_flag(flag)
 
 
 def set_tactic_sources(trt: Any, config: Any, names: List[str]) -> None:

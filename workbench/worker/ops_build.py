@@ -32,7 +32,8 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
           tactic_sources: Optional[List[str]] = None,
           keep_log: str = "info", report_layers: bool = True,
           test_step_delay: float = 0.0,
-          hardware_compatibility: Optional[str] = None) -> Dict[str, Any]:
+          hardware_compatibility: Optional[str] = None,
+          tf32: Optional[bool] = None) -> Dict[str, Any]:
     """Build `onnx_path` into `engine_path` (the client renames it into the cache).
 
     `layer_precisions` (weakly typed networks only): ONNX node name -> TensorRT DataType
@@ -66,7 +67,7 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         precision_constraints=precision_constraints, calib_npz=calib_npz,
         calib_cache=calib_cache, calibrate_method=calibrate_method, timing_cache=timing_cache,
         progress=True, step_delay=test_step_delay,
-        hardware_compatibility=hardware_compatibility)
+        hardware_compatibility=hardware_compatibility, tf32=tf32)
     ctx.check_cancel()
     ctx.progress("building", 0.0, "")
     t_build = time.monotonic()
