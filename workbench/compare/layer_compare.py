@@ -36,7 +36,7 @@ import os
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -145,6 +145,11 @@ class LayerwiseReport:
     precision: str = "fp32"  # the candidate's precision (read from its graph)
     chunks: int = 1  # runs needed to keep the marked tensors within the memory budget
     constants: int = 0  # node outputs computed from initializers only (not compared)
+    # Q/DQ candidates (INT8/FP8): the nodes whose inputs the candidate quantizes (they read a
+    # DequantizeLinear output); only they add quantization error, the others (a BatchNorm,
+    # a Relu in float) pass on or scale what comes in. None: every node computes in the
+    # candidate's precision (FP16/BF16), any may add error.
+    quantized_nodes: Optional[Set[str]] = None
 
     @property
     def outputs_pass(self) -> bool:
@@ -161,7 +166,9 @@ class LayerwiseReport:
 
     def culprits(self, top: int = 5) -> List[TensorError]:
         """Nodes that add the most error (non-finite first), biggest first."""
-        bad = [t for t in self.tensors if t.added > self.rtol and not t.passed]
+        bad = [t for t in self.tensors if t.added > self.rtol and not t.passed
+               and (self.quantized_nodes is None or t.node in self.quantized_nodes
+                    or not math.isfinite(t.added))]
         bad.sort(key=lambda t: -t.added)
         seen, out = set(), []
         for t in bad:
@@ -514,7 +521,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
         candidate_runner = low_float_runner(cand_p)
     report = LayerwiseReport("onnxruntime", candidate_runner, atol, rtol,
                              sum(samples_in(f) for f in feeds), findings=findings,
-                             precision=precision)
+                             precision=precision, quantized_nodes=quantized_nodes(cand_p)
+                             if str(precision).lower() in ("int8", "fp8") else None)
     producer = {o: n for n in ref_p.graph.node for o in n.output if o}
     node_name = {id(n): (n.name or f"{n.op_type}:{n.output[0]}") for n in ref_p.graph.node}
     outs = [o.name for o in ref_p.graph.output]
@@ -553,6 +561,15 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     report.runs = runs
     report.findings.extend(divergence_findings(report))
     return report
+
+
+def quantized_nodes(proto: Any) -> Set[str]:
+    """Names of the nodes (Q/DQ nodes aside) that read a DequantizeLinear output: the ones a
+    Q/DQ model quantizes."""
+    dq = {o for n in proto.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    return {n.name for n in proto.graph.node
+            if n.op_type not in ("QuantizeLinear", "DequantizeLinear")
+            and any(i in dq for i in n.input)}
 
 
 def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:
