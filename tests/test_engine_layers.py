@@ -317,3 +317,28 @@ def test_bisection_table_shows_whole_node_names_and_cuts_visibly():
     assert fused in lines[2] and lines[2].split()[0] == "3"
     assert huge not in text and huge[:69] + "..." in lines[3]
     assert len({len(ln) for ln in lines}) == 1  # the columns line up
+
+
+def test_an_engine_fused_into_one_region_says_how_to_see_inside():
+    """On TensorRT 8.6 a BERT engine's layer boundaries expose none of its intermediate
+    tensors (one Myelin ForeignNode): compare printed '0 tensors compared' and an empty table,
+    with no word of why. Real H200 layer information: BERT-small gets the finding with the
+    way forward, ResNet-50 (fusions, but many boundaries) does not."""
+    from workbench.enginedebug import few_boundaries_finding
+    from workbench.timing.layers import load_layers
+
+    def bounds(name, layers):
+        proto = onnx.load(str(H200 / f"{name}.structure.onnx"), load_external_data=False)
+        outs = [t.name for ly in load_layers(H200 / layers).layers if not ly.is_constant
+                for t in ly.outputs]
+        return proto, boundary_tensors(proto, outs)
+
+    proto, b = bounds("bert_small", "bert_small_fp16.layers.json")
+    f = few_boundaries_finding(proto, b, "fp16")
+    assert f is not None and f.code == "few-boundaries" and f.severity == "info"
+    assert f"end at {len(b)} of the model's {len(compare_tensors(proto))}" in f.message
+    assert "ForeignNode" in f.message and "--to fp16 --inputs DATA" in f.hint
+    assert "--mark T1,T2" in f.hint
+    assert "--to fp32" not in few_boundaries_finding(proto, [], "fp32").hint
+    proto, b = bounds("resnet50", "resnet50_fp16.layers.json")
+    assert few_boundaries_finding(proto, b, "fp16") is None

@@ -25,6 +25,8 @@ the profile op), which sit beside or above `compare`:
 """
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
@@ -172,6 +174,34 @@ def layer_boundaries(result: Union[BuildResult, str], *, backend: str = "auto",
             if o.get("name")]
 
 
+FEW_BOUNDARIES = 0.1  # below this share of the model's tensors at layer boundaries: said
+
+
+def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
+                           ) -> Optional[Finding]:
+    """Information when the engine's layer boundaries expose almost none of the model's
+    intermediate tensors (TensorRT fused the graph into few layers, a Myelin ForeignNode
+    region for transformers and recurrent nets): a fusion-aware compare has little to show,
+    and the user needs the ways to see inside."""
+    total = len(compare_tensors(load_proto(model)))
+    if not total or len(tensors) >= max(1, FEW_BOUNDARIES * total):
+        return None
+    name = getattr(model, "path", None) or (model if isinstance(model, (str, Path)) else None)
+    m = shlex.quote(str(name)) if name else "MODEL"
+    return Finding(
+        "info", "few-boundaries",
+        f"the engine's layers end at {len(tensors)} of the model's {total} intermediate "
+        "tensors: TensorRT fused nearly all of the graph (a Myelin/ForeignNode region, as for "
+        "transformers and recurrent nets), so the engine has nothing to compare inside it; "
+        "its outputs are still compared",
+        source="compare",
+        hint=(f"to see where {precision.upper()} loses precision inside: `workbench compare "
+              f"{m} --to {precision} --inputs DATA` (every tensor, {precision.upper()} "
+              "emulated on onnxruntime), or " if precision != "fp32" else "") +
+             "mark a few tensors (--mark T1,T2: each breaks the fusion there, so the engine "
+             "differs from the one you ship)")
+
+
 def _marked(model: Any, mark: Union[str, Sequence[str]], boundaries: Callable[[], List[str]],
             findings: List[Finding]) -> List[str]:
     proto = load_proto(model)
@@ -214,6 +244,10 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
         return layer_boundaries(res, client=client, findings=findings, keep=base)
 
     tensors = _marked(model, mark, boundaries, findings)
+    if isinstance(mark, str) and mark == "boundaries":
+        few = few_boundaries_finding(model, tensors, config.precision)
+        if few is not None:
+            findings.append(few)
     runners: List[TensorRTRunner] = []
     cand = engine_candidate(model, config, client=client, timeout=timeout, unmarked=engine,
                             runners=runners)

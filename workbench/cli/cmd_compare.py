@@ -272,7 +272,8 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
                                   for t in report.outputs))
     worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)
     w_op = max([14] + [len(t.op) for t in worst[:top]])  # (GlobalAveragePool, whole)
-    print(f"\n{'tensor':48} {'op':{w_op}} {'max abs':>10} {'rel':>10} {'added':>10}")
+    if worst:  # (no intermediate tensor compared: the findings say why, no empty table)
+        print(f"\n{'tensor':48} {'op':{w_op}} {'max abs':>10} {'rel':>10} {'added':>10}")
     for t in worst[:top]:
         print(f"{t.tensor[:48]:48} {t.op:{w_op}} {_fmt(t.max_abs):>10} {_fmt(t.rel):>10} "
               f"{_fmt(t.added):>10}")
