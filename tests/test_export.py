@@ -202,7 +202,9 @@ def test_notes_say_which_tools_the_lines_need_that_this_machine_lacks(tmp_path, 
     monkeypatch.setenv("PATH", str(empty))
     notes = " ".join(export_for(cfg, **kw)["notes"])
     assert "`tensorrt_rtx` is not on PATH" in notes and "TensorRT-RTX SDK archive" in notes
-    assert "`polygraphy` is not installed" in notes and "--export-script" in notes
+    # (polygraphy is a test dependency here: importable, its command not on this PATH)
+    assert "the `polygraphy` Python package is installed but its command is not on PATH" \
+        in notes and "--export-script" in notes
     assert "no --target: TensorRT-RTX's default" in notes and "sm75" in notes
     # the tools present: no such note
     for exe in ("tensorrt_rtx", "polygraphy"):
@@ -282,3 +284,87 @@ def test_the_worker_clears_tf32_on_a_real_builder_config():
     for tf32 in (False, True):
         cfg = L.create_config(trt, builder, net, logger, tf32=tf32)
         assert cfg.config.get_flag(trt.BuilderFlag.TF32) is tf32
+
+
+def test_tensorrt_86_weight_conversion_summary_names_the_weights_and_reads_right():
+    """TensorRT 8.6 on the H200 (DistilBERT FP16): three preamble warnings became three
+    'build-warning' lines, the clamp to the closest finite FP16 value was called 'converted to
+    FP16 infinity' with '- 1 weights are affected' left in, and no node was named although the
+    hint said 'keep the named nodes'. The verbose 'List of affected weights' names them."""
+    from workbench.build.log import _join_weight_reports
+
+    g = onnx.load(str(SAMPLES / "resnet_tiny.onnx"), load_external_data=False).graph
+    convs = [n.name for n in g.node if n.op_type == "Conv"][:2]
+    relu = next(n.name for n in g.node if n.op_type == "Relu")
+    log = [  # the order and words of the rig's build log; the list is a verbose message
+        {"level": "warning", "message": "TensorRT encountered issues when converting weights "
+         "between types and that could affect accuracy."},
+        {"level": "warning", "message": "If this is not the desired behavior, please modify "
+         "the weights or retrain with regularization to adjust the magnitude of the weights."},
+        {"level": "warning", "message": "Check verbose logs for the list of affected weights."},
+        {"level": "warning", "message": "- 2 weights are affected by this issue: Detected "
+         "finite FP32 values which would overflow in FP16 and converted them to the closest "
+         "finite FP16 value."},
+        {"level": "verbose", "message": f"  List of affected weights: {convs[0]} + {relu}"
+         f".weight, {convs[1]}.bias"},
+        {"level": "warning", "message": "- 22 weights are affected by this issue: Detected "
+         "subnormal FP16 values."},
+    ]
+    fs = findings_from_log(log, NameIndex.from_graph(g))
+    assert [f.code for f in fs] == ["fp16-overflow", "fp16-subnormal"]
+    over = fs[0]
+    assert over.message.startswith("FP32 weights beyond the FP16 range were clamped to the "
+                                   "largest finite FP16 value (+-65504): 2 weights are affected")
+    assert "infinity" not in over.message and "List of affected" not in over.message
+    assert over.nodes[:3] == [convs[0], relu, convs[1]]
+    assert "named no" not in over.hint
+    assert len(_join_weight_reports(log)) == 2
+    # without the verbose list (another TensorRT): nothing named, and the hint says so
+    (unnamed, _) = findings_from_log([m for m in log if m["level"] != "verbose"],
+                                     NameIndex.from_graph(g))
+    assert not unnamed.nodes and "TensorRT's log named no weights or nodes" in unnamed.hint
+
+
+def test_an_unnamed_int64_clamp_is_named_from_the_graph():
+    """TensorRT 8.6's 'One or more weights outside the range of INT32 was clamped' names
+    nothing; the finding now names the constants and their readers, and a Slice 'to the end'
+    (INT64 max, as exporters write it) is information: the clamp keeps its meaning."""
+    from onnx import TensorProto as T, helper as h, numpy_helper as nh
+    import numpy as np
+
+    def model(ends_value, op="Slice"):
+        ends = nh.from_array(np.array([ends_value], np.int64), "ends")
+        starts = nh.from_array(np.array([1], np.int64), "starts")
+        if op == "Slice":
+            node = h.make_node("Slice", ["x", "starts", "ends"], ["y"], name="/cut/Slice")
+            x = h.make_tensor_value_info("x", T.FLOAT, [8])
+        else:  # a number: an offset added to int64 positions
+            node = h.make_node("Add", ["x", "ends"], ["y"], name="/cut/Slice")
+            x = h.make_tensor_value_info("x", T.INT64, [8])
+        return h.make_graph([node], "g", [x], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                            [starts, ends])
+
+    log = [{"level": "warning", "message": "onnx2trt_utils.cpp:400: One or more weights "
+            "outside the range of INT32 was clamped"}]
+    (f,) = findings_from_log(log, NameIndex.from_graph(model(2**63 - 1)))
+    assert f.code == "int64-clamp" and f.severity == "info"
+    assert f.nodes == ["/cut/Slice"] and f.tensors == ["ends"]
+    assert "'ends' = 9223372036854775807 read by Slice '/cut/Slice' (input 2)" in f.message
+    assert f.hint.startswith("nothing to do")
+    # a huge value where it means a number (added to positions): a warning, named
+    (f,) = findings_from_log(log, NameIndex.from_graph(model(2**40, op="Add")))
+    assert f.severity == "warning" and f.nodes == ["/cut/Slice"]
+    assert "'ends' = 1099511627776" in f.message and "check these constants" in f.hint
+
+
+def test_the_workers_logger_keeps_the_verbose_list_of_affected_weights_only():
+    trt = pytest.importorskip("tensorrt_rtx_bindings")
+    from workbench.worker.loaders import make_logger
+
+    log = make_logger(trt, keep="info")
+    sev = trt.ILogger.Severity
+    log.log(sev.VERBOSE, "  List of affected weights: /a/Conv.weight")
+    log.log(sev.VERBOSE, "Tactic 0x00 time 0.1")
+    log.log(sev.WARNING, "- 1 weights are affected by this issue: Detected subnormal FP16 values.")
+    assert [m["level"] for m in log.messages] == ["verbose", "warning"]
+    assert log.messages[0]["message"].strip().startswith("List of affected weights")

@@ -592,7 +592,10 @@ def _missing_tools(backend: str) -> Optional[str]:
                      f"{'TensorRT-RTX' if rtx else 'TensorRT'} SDK archive, not in the pip "
                      "wheels)")
     if _shutil.which("polygraphy") is None:
-        lacks.append("`polygraphy` is not installed (pip install polygraphy)")
+        lacks.append("`polygraphy` is not installed (pip install polygraphy)"
+                     if importlib.util.find_spec("polygraphy") is None else
+                     "the `polygraphy` Python package is installed but its command is not on "
+                     "PATH (pip puts it in the bin/ folder of the environment it installs into)")
     elif importlib.util.find_spec(module) is None:
         lacks.append(f"polygraphy imports the `{module}` Python module, which is not installed "
                      f"here (the {'TensorRT-RTX SDK' if rtx else 'tensorrt'} wheel provides it)")

@@ -25,10 +25,15 @@ _TENSOR = re.compile(r"(?:tensor|Tensor|input|Input|output|Output)[: ]+'?\"?([^\
 # (code, severity, regex, explanation, hint)
 _RULES = [
     ("fp16-overflow", "warning",
+     re.compile(r"finite FP32 values which would overflow in FP16|closest finite FP16", re.I),
+     "FP32 weights beyond the FP16 range were clamped to the largest finite FP16 value "
+     "(+-65504)",
+     "keep the nodes that use them in FP32 (--exclude NODE), or scale the weights into range"),
+    ("fp16-overflow", "warning",
      re.compile(r"Detected FP32 infinity values|out of FP16 range|overflow.*FP16|FP16.*overflow",
                 re.I),
      "FP32 values outside the FP16 range were converted to FP16 infinity",
-     "keep the named nodes (or the ops producing the large constants, e.g. attention-mask "
+     "keep the nodes (or the ops producing the large constants, e.g. attention-mask "
      "fills) in FP32: --exclude NODE, or clamp the constant"),
     ("fp16-subnormal", "info",
      re.compile(r"Subnormal FP16 values|smallest positive FP16 Subnormal", re.I),
@@ -70,9 +75,10 @@ class NameIndex:
     """Node names, and tensor names -> nodes producing/consuming them, of one ONNX graph."""
 
     def __init__(self, nodes: Iterable[str] = (), tensor_nodes: Optional[Mapping[str,
-                 Sequence[str]]] = None) -> None:
+                 Sequence[str]]] = None, graph: Any = None) -> None:
         self.nodes = set(n for n in nodes if n)
         self.tensor_nodes = {k: list(v) for k, v in (tensor_nodes or {}).items()}
+        self.graph = graph  # the GraphIndex, for what the log does not name (int64 clamps)
 
     @classmethod
     def from_graph(cls, graph: Any) -> "NameIndex":
@@ -88,7 +94,7 @@ class NameIndex:
             readers = [gi.names[k] for k in gi.consumers.get(t, ())]
             if readers:
                 tn[t] = tn.get(t, []) + readers
-        return cls(gi.names, tn)
+        return cls(gi.names, tn, gi)
 
     def find(self, text: str) -> Tuple[List[str], List[str]]:
         """(node names, tensor names) mentioned in `text`, in order of appearance."""
@@ -120,12 +126,29 @@ class NameIndex:
         return found_nodes, found_tensors
 
 
+# TensorRT 8.6-10's summary of weight conversion issues: these lines only introduce the
+# per-issue lines ("- N weights are affected by this issue: ...") that follow them
+_WEIGHTS_PREAMBLE = ("TensorRT encountered issues when converting weights",
+                     "If this is not the desired behavior, please modify the weights",
+                     "Check verbose logs for the list of affected weights")
+_AFFECTED = "List of affected weights:"
+
+
 def _join_weight_reports(messages: List[Dict[str, str]]) -> List[Dict[str, str]]:
     """TensorRT prints 'Weights [name=X] had the following issues...' and then ' - ...' lines
-    as separate messages: fold the follow-up lines into the message they belong to."""
+    as separate messages: fold the follow-up lines into the message they belong to. Its newer
+    summary ('- N weights are affected by this issue: ...') is followed by a verbose 'List of
+    affected weights: A + B.weight, ...' (kept by the worker's logger): folded in the same way,
+    and the summary's preamble lines are dropped."""
     out: List[Dict[str, str]] = []
     for m in messages:
         text = m.get("message", "")
+        if text.strip().startswith(_WEIGHTS_PREAMBLE):
+            continue
+        if text.lstrip().startswith(_AFFECTED):
+            if out and "weights are affected" in out[-1]["message"]:
+                out[-1] = dict(out[-1], message=out[-1]["message"] + "\n" + text.strip())
+            continue
         if out and _WEIGHTS.search(out[-1]["message"]) and (
                 text.lstrip().startswith("-") or "weights are affected" in text
                 or text.startswith("If this is not the desired behavior")):
@@ -133,6 +156,95 @@ def _join_weight_reports(messages: List[Dict[str, str]]) -> List[Dict[str, str]]
             continue
         out.append(dict(m))
     return out
+
+
+def _affected_names(text: str) -> List[str]:
+    """The ONNX names in a folded 'List of affected weights:' part: TensorRT names fused
+    layers 'A + B' and their weights 'LAYER.weight' / '.bias'."""
+    if _AFFECTED not in text:
+        return []
+    out: List[str] = []
+    for item in text.split(_AFFECTED, 1)[1].split(","):
+        for part in item.split(" + "):
+            part = part.strip()
+            for suffix in (".weight", ".bias"):
+                if part.endswith(suffix):
+                    part = part[:-len(suffix)]
+            if part and part not in out:
+                out.append(part)
+    return out
+
+
+INT32_MAX = 2**31 - 1
+# inputs where a value beyond INT32 means "to the end / no limit" (clamping keeps the meaning)
+_SENTINEL_INPUTS = {"Slice": (1, 2), "Range": (1,), "Trilu": (1,)}
+
+
+def clamped_int64(gi: Any) -> List[Dict[str, Any]]:
+    """The INT64 constants (initializers and Constant nodes) with values beyond INT32 that
+    TensorRT clamps, each with its readers: {tensor, value, readers: [(node, op, input)],
+    sentinel: every reader takes it where "beyond INT32" only means "to the end"}."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    found: Dict[str, Any] = {}
+    for name, t in getattr(gi, "initializers", {}).items():
+        if getattr(t, "data_type", None) == TensorProto.INT64 and \
+                t.data_location != TensorProto.EXTERNAL:
+            found[name] = t
+    for k, n in enumerate(getattr(gi, "nodes", [])):
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.t.data_type == TensorProto.INT64:
+                    found[n.output[0]] = a.t
+    out = []
+    for name, t in found.items():
+        try:
+            arr = numpy_helper.to_array(t)
+        except Exception:
+            continue
+        if not arr.size:
+            continue
+        big = arr[(arr > INT32_MAX) | (arr < -INT32_MAX - 1)]
+        if not big.size:
+            continue
+        readers = []
+        for c in gi.consumers_of(name):
+            node = gi.nodes[c]
+            readers.append((gi.names[c], node.op_type, list(node.input).index(name)))
+        sentinel = bool(readers) and all(i in _SENTINEL_INPUTS.get(op, ()) for _, op, i in readers)
+        out.append({"tensor": name, "value": int(big.flat[np.argmax(np.abs(big))]),
+                    "readers": readers, "sentinel": sentinel})
+    return out
+
+
+def _name_clamps(f: Finding, names: NameIndex) -> None:
+    """Fill an int64-clamp finding the log left unnamed (TensorRT 8.6 names nothing) from the
+    graph: which constants, read by which nodes; only "to the end" values: information."""
+    gi = names.graph
+    if gi is None or f.nodes or f.tensors:
+        return
+    try:
+        clamps = clamped_int64(gi)
+    except Exception:  # (never let the explanation break the build's report)
+        return
+    if not clamps:
+        return
+    f.tensors = [c["tensor"] for c in clamps]
+    f.nodes = list(dict.fromkeys(r[0] for c in clamps for r in c["readers"]))
+    said = "; ".join(
+        f"'{c['tensor']}' = {c['value']}" + (
+            " read by " + ", ".join(f"{op} '{n}' (input {i})" for n, op, i in c["readers"][:3])
+            if c["readers"] else "") for c in clamps[:4])
+    if all(c["sentinel"] for c in clamps):
+        f.severity = "info"
+        f.message = ("INT64 values beyond INT32 were clamped to INT32; they only say 'to the "
+                     f"end' (a Slice's starts/ends, as exporters write them): {said}")
+        f.hint = "nothing to do: the clamped value means the same"
+    else:
+        f.message += f" ({said})"
+        f.hint = ("check these constants: a value the engine needs beyond INT32 is now "
+                  "INT32's limit, which can change results")
 
 
 def findings_from_log(messages: List[Dict[str, str]], names: Optional[NameIndex] = None,
@@ -158,19 +270,32 @@ def findings_from_log(messages: List[Dict[str, str]], names: Optional[NameIndex]
             code, sev, _rx, expl, hint = rule
             if level == "error":
                 sev = "error"
-        nodes, tensors = names.find(text)
-        first_line = " ".join(text.split())[:400]
+        nodes, tensors = names.find(text.split(_AFFECTED, 1)[0])
+        for name in _affected_names(text):  # a layer / weights name, or a tensor
+            more_nodes, more_tensors = names.find(f"'{name}'")
+            nodes += [n for n in more_nodes if n not in nodes]
+            tensors += [t for t in more_tensors if t not in tensors]
+        shown = text.split(_AFFECTED, 1)[0].strip()
+        if shown.startswith("- ") and "weights are affected" in shown:  # '- 3 weights are ...'
+            shown = shown[2:]
+        first_line = " ".join(shown.split())[:400]
         key = (code, tuple(nodes), tuple(tensors)) if rule else (code, first_line)
         if key in by_key:
             f = by_key[key]
             f.extra["count"] = f.extra.get("count", 1) + 1
             continue
         msg = first_line if expl is None else "%s: %s" % (expl, first_line)
+        if rule is not None and not nodes and not tensors and hint and "--exclude NODE" in hint:
+            hint += " (TensorRT's log named no weights or nodes here)"
         f = Finding(sev, code, msg, nodes=nodes, tensors=tensors, hint=hint, source="build-log",
                     extra={"count": 1, "level": level})
         by_key[key] = f
         order.append(key)
-    return [by_key[k] for k in order]
+    out = [by_key[k] for k in order]
+    for f in out:
+        if f.code == "int64-clamp":
+            _name_clamps(f, names)
+    return out
 
 
 _MEMORY = {

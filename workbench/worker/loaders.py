@@ -145,6 +145,7 @@ def make_logger(trt: Any, ctx: Optional[Context] = None, keep: str = "warning",
     keep_rank = LEVELS.index(keep.lower()) if keep.lower() in LEVELS else 1
     kept = {v for v, name in names.items() if LEVELS.index(name) <= keep_rank}
     streamed = {v for v, name in names.items() if name in ("error", "warning")}
+    verbose = int(sev.VERBOSE)
 
     class _Logger(trt.ILogger):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:
@@ -154,6 +155,10 @@ def make_logger(trt: Any, ctx: Optional[Context] = None, keep: str = "warning",
 
         def log(self, severity: Any, msg: str) -> None:  # noqa: A003
             v = int(severity)
+            if v == verbose and v not in kept and \
+                    msg[:40].lstrip().startswith("List of affected weights"):
+                # (TensorRT 8.6-10 names the weights a conversion warning counts only here)
+                self.messages.append({"level": "verbose", "message": msg})
             if v in kept:
                 level = names[v]
                 self.messages.append({"level": level, "message": msg})
