@@ -376,7 +376,8 @@ def run(args: argparse.Namespace) -> int:
     if args.to:
         search = compare.find_exclusions(args.reference, args.to, calibration=calib,
                                          atol=args.atol, rtol=args.rtol,
-                                         allow_random=args.allow_random)
+                                         allow_random=args.allow_random,
+                                         max_samples=args.samples)
         if args.json:
             print_json(search.to_dict())
         elif search.hopeless:
@@ -432,7 +433,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(d)
     else:
         print(f"reference: {args.reference} (onnxruntime)  candidate: {args.candidate} "
-              f"({report.candidate_runner}, {report.precision})  samples: {report.samples}  "
+              f"({report.candidate_runner}, {report.precision})  samples: {report.samples}"
+              + (f" of {report.samples_available} (--samples {report.samples_available} "
+                 "compares all)" if report.samples_available > report.samples else "") + "  "
               f"atol {report.atol:g} rtol {report.rtol:g}")
         print(f"{len(report.tensors)} tensors compared, {report.unmatched} only in one model")
         _print_tensors(report, args.top, args.reference, args.inputs)

@@ -150,6 +150,7 @@ class LayerwiseReport:
     # a Relu in float) pass on or scale what comes in. None: every node computes in the
     # candidate's precision (FP16/BF16), any may add error.
     quantized_nodes: Optional[Set[str]] = None
+    samples_available: int = 0  # in the data given (max_samples may compare fewer)
 
     @property
     def outputs_pass(self) -> bool:
@@ -514,7 +515,9 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     if feeds is None:
         feeds = sample_feeds(ref_p, cand_p, calibration=calibration, allow_random=allow_random,
                              findings=findings)
-    feeds = limit_samples(list(feeds), max_samples)
+    feeds = list(feeds)
+    available = sum(samples_in(f) for f in feeds)
+    feeds = limit_samples(feeds, max_samples)
     precision = infer_precision(cand_p)
     atol, rtol = tolerances(precision, atol, rtol)
     if candidate_runner == "auto":
@@ -522,7 +525,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     report = LayerwiseReport("onnxruntime", candidate_runner, atol, rtol,
                              sum(samples_in(f) for f in feeds), findings=findings,
                              precision=precision, quantized_nodes=quantized_nodes(cand_p)
-                             if str(precision).lower() in ("int8", "fp8") else None)
+                             if str(precision).lower() in ("int8", "fp8") else None,
+                             samples_available=available)
     producer = {o: n for n in ref_p.graph.node for o in n.output if o}
     node_name = {id(n): (n.name or f"{n.op_type}:{n.output[0]}") for n in ref_p.graph.node}
     outs = [o.name for o in ref_p.graph.output]
@@ -797,12 +801,13 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
                     feeds: Optional[Sequence[Feed]] = None, atol: Optional[float] = None,
                     rtol: Optional[float] = None, max_rounds: int = 8, per_round: int = 1,
                     start: Sequence[str] = (), allow_random: bool = False,
-                    check_range: bool = True) -> ExclusionSearch:
+                    check_range: bool = True, max_samples: int = 8) -> ExclusionSearch:
     """Convert to `target`, compare layer by layer, keep the worst culprit(s) in FP32, repeat
     until the outputs are within tolerance (or no culprit is left / max_rounds is reached).
     atol/rtol None: the target's defaults (`workbench.precision.table.tolerances`).
     check_range: first look for FP32 activations beyond the target's range (`range_prepass`):
-    their nodes start in FP32, and when they are too many the answer comes at once, no search."""
+    their nodes start in FP32, and when they are too many the answer comes at once, no search.
+    max_samples: the samples each round compares (layerwise's)."""
     from workbench.precision.transform import convert
 
     ref = load_proto(model)
@@ -838,7 +843,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
 
     def attempt(k: int, keep: List[str]) -> Tuple[LayerwiseReport, float]:
         res = convert(ref, target, exclude_nodes=keep, calibration=calibration, measure=False)
-        rep = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol,
+        rep = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol, max_samples=max_samples,
                         labels=(label, f"{label} converted to {target}" if label else None))
         rep.findings[:0] = findings
         w = max((t.rel for t in rep.outputs), default=0.0)

@@ -593,10 +593,13 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
         # judged as a GPU would compute it where that run exists (FP16/BF16 storage rounded
         # as stored; onnxruntime CPU may compute a float16 graph in float32)
         on_gpu = bool(report.get("error_reference"))
+        from workbench.runners import samples_in
+
+        judged = sum(samples_in(b) for b in (reference_batches(batches) if on_gpu else batches))
         findings += accuracy_findings(report.get("error_reference") or report.get("error") or {},
                                       target, entry.kind,
                                       f"{target.upper()} storage as on a GPU" if on_gpu
-                                      else "onnxruntime CPU")
+                                      else "onnxruntime CPU", samples=judged)
     return PrecisionResult(proto=out, target=target, findings=findings, report=report)
 
 
@@ -604,8 +607,12 @@ MILD_COSINE = 0.999  # quantized outputs beyond tolerance but this close: info, 
 MILD_TOP1 = 0.99
 
 
+COMPARE_DEFAULT_SAMPLES = 8  # `workbench compare --samples`'s default
+
+
 def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
-                      runner: str = "onnxruntime CPU") -> List[Finding]:
+                      runner: str = "onnxruntime CPU", samples: Optional[int] = None
+                      ) -> List[Finding]:
     """A finding per output the converted model got wrong on the calibration data (`runner`'s
     run against FP32), with the search that finds what to keep in higher precision. Wrong is
     the verdict `workbench compare` gives: beyond the target's atol/rtol (the figures say by
@@ -631,12 +638,15 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
             tol += (f"; cosine >= {MILD_COSINE:g}" + (" and the same top-1 classes" if classes
                                                       and top1 is not None else "")
                     + ": usually fine for INT8, judge it against your accuracy needs")
+        on = f"{samples} calibration sample(s)" if samples else "the calibration data"
+        same = (f" --samples {samples}" if samples and samples > COMPARE_DEFAULT_SAMPLES
+                else "")  # (so compare judges the same samples and prints the same figures)
         out.append(Finding(
             "info" if mild else "warning", "accuracy-loss",
-            f"output '{name}' in {target.upper()} is off from FP32 on the calibration data "
+            f"output '{name}' in {target.upper()} is off from FP32 on {on} "
             f"({runner}): {figs}{tol}", tensors=[name], source="precision",
             hint=f"find the nodes to keep in higher precision: `workbench compare MODEL "
-                 f"--to {target} --inputs DATA`"))
+                 f"--to {target} --inputs DATA{same}`"))
     return out
 
 
