@@ -284,3 +284,84 @@ def test_boxes_kept_by_nms_without_a_score_output_are_paired_by_the_scores_nms_k
     (g,) = check.groups
     assert g.score == "scores kept by nms" and (g.ref_rows, g.matched) == (3, 2)
     assert g.unmatched_ref == pytest.approx([0.50002], abs=1e-6)
+
+
+def test_a_batched_topk_is_paired_per_image():
+    """TopK per image ([B, N] scores -> [B, K] values, boxes [B, K, 4]): the rows of every
+    image are paired by that image's TopK values, within the image (its index a field of the
+    row); before, [B, K, 4] boxes had no score of their shape and were judged elementwise."""
+    import onnx
+
+    noise = np.zeros((2, N), np.float32)
+    noise[1, 2], noise[1, 3] = -5e-5, 5e-5  # image 1 swaps its third box; image 0 does not
+    ref = _topk_boxes_only()
+    cand = _topk_boxes_only(np.zeros(N, np.float32))
+    for model in (ref, cand):
+        for vi in list(model.graph.input) + list(model.graph.output):
+            vi.type.tensor_type.shape.dim[0].dim_param = "batch"
+    cand.graph.initializer.remove(next(t for t in cand.graph.initializer if t.name == "noise"))
+    cand.graph.initializer.append(nh.from_array(noise, "noise"))
+    onnx.checker.check_model(cand)
+    boxes = np.stack([BOXES, BOXES[::-1] + 100])  # image 1's boxes differ from image 0's
+    logits = np.stack([LOGITS, LOGITS])
+    feed = {"boxes_in": boxes, "logits": logits}
+    check = selection_aware(ref, cand, feed, tol=0.01)
+    assert check.strict_passed is False and check.passed, check.to_dict()
+    (g,) = check.groups
+    assert g.score == "top_v" and g.outputs == ["top_v", "kept_boxes", "(image) top_v"]
+    assert (g.ref_rows, g.matched) == (2 * K, 2 * K - 1)
+
+
+def _threshold_model():
+    """x -> Relu -> r (an output too) -> r > 0.5 -> NonZero -> idx: values just above 0.5 round
+    to 0.5 in FP16, so the FP16 model keeps fewer indices (another output length)."""
+    half = nh.from_array(np.array(0.5, np.float32), "half")
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="/act/Relu"),
+             h.make_node("Greater", ["r", "half"], ["keep"], name="/keep/Greater"),
+             h.make_node("NonZero", ["keep"], ["idx"], name="/keep/NonZero")]
+    g = h.make_graph(nodes, "thr", [h.make_tensor_value_info("x", T.FLOAT, ["n", 8])],
+                     [h.make_tensor_value_info("idx", T.INT64, [2, None]),
+                      h.make_tensor_value_info("r", T.FLOAT, ["n", 8])], initializer=[half])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m
+
+
+def test_a_selection_that_keeps_another_count_is_compared_not_crashed(tmp_path):
+    """A detector's NMS kept 543 boxes in FP32 and 540 in FP16: `compare --to fp16` (the
+    command precision printed) stopped with 'internal error: could not broadcast (540,) into
+    (543,)'. The changed length is a failing tensor with its shape change, no culprit; the
+    search judges the outputs after the selection by what feeds it; precision says so."""
+    import subprocess
+    import sys
+
+    import onnx
+
+    from conftest import REPO
+    from workbench.comparison import compare_tensor
+    from workbench.precision import convert
+
+    path, data = tmp_path / "thr.onnx", tmp_path / "x.npz"
+    onnx.save(_threshold_model(), str(path))
+    x = np.full((4, 8), 0.2, np.float32)
+    x[:, :3] = 0.50001  # rounds to 0.5 in FP16: no longer > 0.5
+    np.savez(data, x=x)
+    t = compare_tensor("idx", [np.zeros((2, 12))], [np.zeros((2, 0))], 0.01, 0.01)
+    assert not t.passed and t.shape_change == "[2, 12] -> [2, 0]"
+    res = convert(str(path), "fp16", calibration=str(data))
+    said = {f.code: f for f in res.findings}
+    assert "accuracy-after-selection" in said and said["accuracy-after-selection"].tensors == ["idx"]
+    assert not any(f.code == "accuracy-loss" and "idx" in f.tensors for f in res.findings)
+    r = subprocess.run([sys.executable, "-m", "workbench.cli", "compare", str(path), "--to",
+                        "fp16", "--inputs", str(data)], capture_output=True, text=True,
+                       cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "internal error" not in r.stderr
+    assert "fp16: within tolerance with 0 node(s) kept in FP32" in r.stdout
+    assert "outputs after the model's data-dependent selection (idx)" in r.stdout
+    res.save(tmp_path / "thr16.onnx")
+    c = subprocess.run([sys.executable, "-m", "workbench.cli", "compare", str(path),
+                        str(tmp_path / "thr16.onnx"), "--inputs", str(data)],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert c.returncode == 1 and "internal error" not in c.stderr, c.stderr
+    assert "precision-loss" not in c.stdout  # the selection names no culprit

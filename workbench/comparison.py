@@ -86,6 +86,9 @@ class TensorComparison:
     finite: bool        # no NaN / inf appeared in the candidate
     passed: bool
     top1: Optional[float] = None  # argmax agreement over the last axis (outputs only)
+    # "[540] -> [543]": a sample's shapes differ (a data-dependent selection kept another
+    # number of rows); no elementwise figure exists, the tensor fails
+    shape_change: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         # (fields read directly: dataclasses.asdict deep-copies, 180 tensors cost 0.1 s)
@@ -314,6 +317,14 @@ def compare_tensor(name: str, ref: Arrays, got: Arrays, atol: float, rtol: float
     rdt, gdt = np.asarray(refs[0]).dtype, np.asarray(gots[0]).dtype
     rn, gn = dtype_name(rdt), dtype_name(gdt)
     dtype = rn if rn == gn else f"{rn} -> {gn}"
+    changed = next(((np.shape(r), np.shape(g)) for r, g in zip(refs, gots)
+                    if np.shape(r) != np.shape(g)), None)
+    if changed is not None or len(refs) != len(gots):
+        a, b = changed or ((len(refs),), (len(gots),))
+        size = int(sum(np.size(r) for r in refs))
+        return TensorComparison(name, shape, dtype, size, math.inf, math.inf, math.inf,
+                                math.inf, 1.0, 0.0, 0, 0, size, True, False, None,
+                                shape_change=f"{list(a)} -> {list(b)}")
     t1 = _top1(refs, gots) if top1 else None
     r0, g0 = _flat(refs), _flat(gots)
     size = int(r0.size)
@@ -499,7 +510,8 @@ def compare_outputs(ref: Union[Feed, Sequence[Feed]], got: Union[Feed, Sequence[
                     atol: float, rtol: float, *, names: Optional[Sequence[str]] = None,
                     sentinels: bool = True, top1: bool = True) -> Comparison:
     """Compare every output of the reference (or `names`) with the candidate's, over all batches.
-    A missing output or a changed shape makes the pair not comparable (`reason`)."""
+    A missing output or a changed shape makes the pair not comparable (`reason`); the other
+    outputs are still compared, and a changed one is a failing entry saying its shapes."""
     refs, gots = _batches(ref), _batches(got)
     res = Comparison(atol, rtol)
     res.samples = sum(min((len(v) if np.ndim(v) else 1 for v in b.values()), default=0)
@@ -510,10 +522,8 @@ def compare_outputs(ref: Union[Feed, Sequence[Feed]], got: Union[Feed, Sequence[
             return res
         a = [b[name] for b in refs]
         c = [b[name] for b in gots]
-        if any(np.shape(x) != np.shape(y) for x, y in zip(a, c)):
-            res.reason = (f"output '{name}' shape {list(np.shape(a[0]))} -> "
-                          f"{list(np.shape(c[0]))}")
-            return res
-        res.outputs[name] = compare_tensor(name, a, c, atol, rtol, sentinels=sentinels,
-                                           top1=top1)
+        t = compare_tensor(name, a, c, atol, rtol, sentinels=sentinels, top1=top1)
+        res.outputs[name] = t  # (a changed shape: a failing entry with `shape_change`)
+        if t.shape_change and not res.reason:
+            res.reason = f"output '{name}' shape {t.shape_change}"
     return res

@@ -394,6 +394,13 @@ def run(args: argparse.Namespace) -> int:
                       f"{'  PASS' if r['outputs_pass'] else ''}")
             verdict = "within tolerance" if search.passed else "NOT within tolerance"
             print(f"{args.to}: {verdict} with {len(search.excluded)} node(s) kept in FP32")
+            if search.selected:
+                shown = ", ".join(search.selected[:4]) + (" ..." if len(search.selected) > 4
+                                                          else "")
+                print(f"  the outputs after the model's data-dependent selection ({shown}) are "
+                      "judged by the tensors that feed it (near-tied rows swap, or their count "
+                      "changes, under any rounding); `workbench compare REF CANDIDATE "
+                      "--selection-aware` also judges the rows it selects")
             line = ("workbench precision " + shlex.quote(args.reference) + f" --to {args.to} "
                     + " ".join(f"--exclude {shlex.quote(n)}" for n in search.excluded)
                     + (f" --calib {shlex.quote(calib)}" if isinstance(calib, str) else "")

@@ -87,10 +87,14 @@ def run(args: argparse.Namespace) -> int:
         for key, label in (("error", "onnxruntime CPU"),
                            ("error_reference", "low-precision storage, as on a GPU")):
             for name, s in (doc.get(key) or {}).items():
+                if s.get("shape_change"):
+                    w(f"  {name} vs FP32 ({label}): shape {s['shape_change']} (a data-dependent "
+                      "selection kept another number of elements)\n")
+                    continue
                 top1 = (f", top-1 agreement {s['top1_agreement']:.3f}"  # ([N, C] scores only)
                         if "top1_agreement" in s and len(s.get("shape") or ()) == 2 else "")
                 w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "
                   f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}\n")
         for f in res.findings:
-            w(f"  {pasteable(str(f), args.model, args.calib)}\n")
+            w(f"  {pasteable(str(f), args.model, args.calib, str(path))}\n")
     return 1 if any(f.severity == "error" for f in res.findings) else 0

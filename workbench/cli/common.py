@@ -26,15 +26,18 @@ def flush_streams() -> bool:
     return ok
 
 
-def pasteable(text: str, model: str, data: Optional[str]) -> str:
-    """A finding's line with its MODEL / DATA placeholders as this run's paths (quoted), so
-    the commands it names run as printed."""
+def pasteable(text: str, model: str, data: Optional[str],
+              candidate: Optional[str] = None) -> str:
+    """A finding's line with its MODEL / DATA / CANDIDATE placeholders as this run's paths
+    (quoted), so the commands it names run as printed."""
     import re
     import shlex
 
     text = re.sub(r"\bMODEL\b", lambda _: shlex.quote(str(model)), text)
     if data:
         text = re.sub(r"\bDATA\b", lambda _: shlex.quote(str(data)), text)
+    if candidate:
+        text = re.sub(r"\bCANDIDATE\b", lambda _: shlex.quote(str(candidate)), text)
     return text
 
 

@@ -94,6 +94,8 @@ class TensorError(TensorComparison):
 
 def added_error(node: Any, out: TensorComparison, inputs: Sequence[TensorComparison]) -> float:
     """The error `node` adds to its output `out`, given its compared inputs."""
+    if out.shape_change or any(i.shape_change for i in inputs):
+        return 0.0  # a data-dependent shape: no precision figure (selection-aware judges it)
     if any(not (math.isfinite(i.rel) and math.isfinite(i.max_abs)) for i in inputs):
         return 0.0  # non-finite came in: this node only passes it on
     if not math.isfinite(out.rel):
@@ -151,6 +153,10 @@ class LayerwiseReport:
     # candidate's precision (FP16/BF16), any may add error.
     quantized_nodes: Optional[Set[str]] = None
     samples_available: int = 0  # in the data given (max_samples may compare fewer)
+    # nodes of the reference's data-dependent selection (NMS / TopK / NonZero and everything
+    # after): near-tied rows swap under any rounding there, so their tensors name no culprit
+    # and no first divergence (the selection-aware verdict judges them)
+    selection_nodes: Set[str] = field(default_factory=set)
 
     @property
     def outputs_pass(self) -> bool:
@@ -163,11 +169,13 @@ class LayerwiseReport:
 
     @property
     def first_divergence(self) -> Optional[TensorError]:
-        return next((t for t in self.tensors if not t.passed), None)
+        return next((t for t in self.tensors if not t.passed
+                     and t.node not in self.selection_nodes), None)
 
     def culprits(self, top: int = 5) -> List[TensorError]:
         """Nodes that add the most error (non-finite first), biggest first."""
         bad = [t for t in self.tensors if t.added > self.rtol and not t.passed
+               and t.node not in self.selection_nodes
                and (self.quantized_nodes is None or t.node in self.quantized_nodes
                     or not math.isfinite(t.added))]
         bad.sort(key=lambda t: -t.added)
@@ -526,7 +534,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
                              sum(samples_in(f) for f in feeds), findings=findings,
                              precision=precision, quantized_nodes=quantized_nodes(cand_p)
                              if str(precision).lower() in ("int8", "fp8") else None,
-                             samples_available=available)
+                             samples_available=available,
+                             selection_nodes=_selection_node_names(ref_p))
     producer = {o: n for n in ref_p.graph.node for o in n.output if o}
     node_name = {id(n): (n.name or f"{n.op_type}:{n.output[0]}") for n in ref_p.graph.node}
     outs = [o.name for o in ref_p.graph.output]
@@ -567,6 +576,15 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     return report
 
 
+def _selection_node_names(proto: Any) -> Set[str]:
+    """Names of the nodes of `proto`'s data-dependent selection region (none: empty)."""
+    from workbench.compare.selection import selection_region
+
+    region, _, _ = selection_region(proto)
+    return {proto.graph.node[i].name or f"{proto.graph.node[i].op_type}:"
+            f"{proto.graph.node[i].output[0]}" for i in region}
+
+
 def quantized_nodes(proto: Any) -> Set[str]:
     """Names of the nodes (Q/DQ nodes aside) that read a DequantizeLinear output: the ones a
     Q/DQ model quantizes."""
@@ -581,6 +599,10 @@ def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:
     judged by, `workbench.comparison`: an element fails when |error| > atol and > rtol x
     |reference|). Its relative error (max abs error over the tensor's largest value) can be
     far below rtol while a few small elements still fail: both figures are named."""
+    if t.shape_change:
+        return (f"its shape changed ({t.shape_change}): a data-dependent selection (NMS, TopK, "
+                "NonZero) kept other elements, so there is no elementwise figure; `workbench "
+                "compare REF CAND --selection-aware` judges the rows it selects")
     if not t.finite:
         bad = ", ".join(x for x in (f"{t.nan} NaN" if t.nan else "",
                                     f"{t.inf} inf" if t.inf else "") if x)
@@ -732,10 +754,13 @@ class ExclusionSearch:
     findings: List[Finding] = field(default_factory=list)
     hopeless: bool = False  # FP32 activations beyond the target's range: no search was run
     stopped: str = ""  # why the search ended: passed | no-culprit | max-rounds | hopeless
+    # outputs after a data-dependent selection, judged through the tensors feeding it
+    selected: List[str] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "excluded": self.excluded, "passed": self.passed,
                 "hopeless": self.hopeless, "stopped": self.stopped, "rounds": self.rounds,
+                "selected": self.selected,
                 "findings": [f.to_dict() for f in self.findings],
                 "final": self.final.to_dict() if self.final is not None else None}
 
@@ -841,13 +866,31 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
     stopped = "max-rounds"
     gi = GraphIndex(ref.graph)  # a culprit's readers and the producers of its inputs
 
+    # a model that selects data-dependently (NMS, TopK, NonZero): its selected outputs swap
+    # rows on near-ties, or change length, under any rounding; they are judged through the
+    # tensors that feed the selection (the selection-aware rule's part 1), the rest as usual
+    from workbench.compare.selection import selection_region
+
+    region, frontier, selected = selection_region(ref)
+    in_region = {ref.graph.node[i].name for i in region}
+    feeding = set(frontier)
+
+    def judged(rep: LayerwiseReport) -> List[TensorComparison]:
+        if not selected:
+            return list(rep.outputs)
+        return [t for t in rep.tensors if t.tensor in feeding] + \
+            [o for o in rep.outputs if o.tensor not in selected]
+
+    def passes(rep: LayerwiseReport) -> bool:
+        return all(t.passed for t in judged(rep))
+
     def attempt(k: int, keep: List[str]) -> Tuple[LayerwiseReport, float]:
         res = convert(ref, target, exclude_nodes=keep, calibration=calibration, measure=False)
         rep = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol, max_samples=max_samples,
                         labels=(label, f"{label} converted to {target}" if label else None))
         rep.findings[:0] = findings
-        w = max((t.rel for t in rep.outputs), default=0.0)
-        rounds.append({"round": k, "excluded": list(keep), "outputs_pass": rep.outputs_pass,
+        w = max((t.rel for t in judged(rep)), default=0.0)
+        rounds.append({"round": k, "excluded": list(keep), "outputs_pass": passes(rep),
                        "worst_output_rel": w if math.isfinite(w) else "inf"})
         return rep, w
 
@@ -856,12 +899,12 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         report, worst = attempt(k, excluded)
         if best is None or worst < best[0]:
             best = (worst, k, report)
-        if report.outputs_pass:
+        if passes(report):
             stopped = "passed"
             if seeded:  # the outputs may pass without the prepass's nodes (e.g. mask sentinels)
                 fewer = [n for n in excluded if n not in seeded]
                 again, w = attempt(k + 1, fewer)
-                if again.outputs_pass:
+                if passes(again):
                     rounds[-1]["pruned"] = list(seeded)
                     excluded, report = fewer, again
                 else:  # they are needed: the answer stays this round (the try is noted on it)
@@ -869,7 +912,9 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
                     rounds[-1]["without_seeded"] = w if math.isfinite(w) else "inf"
             break
         new: List[str] = []
-        for t in report.culprits(per_round * 4):
+        for t in report.culprits(per_round * 4 + len(in_region)):
+            if t.node in in_region:
+                continue  # (selecting nodes pass values on; their rounding is not the loss)
             if t.node not in excluded:
                 new.append(t.node)
                 continue
@@ -892,10 +937,11 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         if k == max_rounds:
             break
         excluded = excluded + new[:per_round]
-    passed = bool(report and report.outputs_pass)
+    passed = bool(report and passes(report))
     if not passed and best is not None and best[1] != len(rounds) - 1:
         # later rounds made it worse (a kept node can move another's quantization): the
         # answer is the best round, said as such
         excluded, report = list(rounds[best[1]]["excluded"]), best[2]
         rounds[best[1]]["best"] = True
-    return ExclusionSearch(target, excluded, passed, rounds, report, findings, stopped=stopped)
+    return ExclusionSearch(target, excluded, passed, rounds, report, findings, stopped=stopped,
+                           selected=list(selected))

@@ -46,33 +46,9 @@ import numpy as np
 
 from workbench.comparison import compare_tensor
 
-SELECTION_OPS = ("NonMaxSuppression", "TopK", "NonZero")
+from workbench.surgery.split import SELECTION_OPS, selection_nodes, selection_region
 __all__ = ["SELECTION_OPS", "SelectionCheck", "SelectionGroup", "selection_region",
            "selection_aware", "judge_rows", "inner_scores"]
-
-
-# ----------------------------------------------------------------------------- the graph
-def selection_nodes(proto: Any) -> List[int]:
-    """Top-level node indices that select data-dependently (or whose bodies do)."""
-    from workbench.surgery.split import nodes_of_ops
-
-    return nodes_of_ops(proto, SELECTION_OPS)
-
-
-def selection_region(proto: Any) -> Tuple[Set[int], List[str], List[str]]:
-    """(region node indices, frontier tensors, selected graph outputs); all empty when the
-    model selects nothing. Frontier: tensors made outside the region (graph inputs excluded)
-    that region nodes read, float or not (the caller compares the float ones)."""
-    from workbench.surgery.split import cut_model, tail_of
-
-    starts = selection_nodes(proto)
-    if not starts:
-        return set(), [], []
-    region = tail_of(proto, starts)
-    _, _, manifest = cut_model(proto, region, proto.graph.name or "model")
-    made = {o for i in region for o in proto.graph.node[i].output if o}
-    selected = [o.name for o in proto.graph.output if o.name in made]
-    return region, list(manifest["cut"]), selected
 
 
 # ----------------------------------------------------------------------------- rows
@@ -146,55 +122,77 @@ def judge_rows(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], outputs:
                           consistent=not unpaired)
 
 
-def _unbatched(a: np.ndarray) -> np.ndarray:
-    """`a` without a leading axis of 1 when more axes follow (batch 1: [1, K, 4] -> [K, 4])."""
+BATCH_FIELD = "(image)"  # the row's batch index, a field of batched groups' rows
+
+
+def _score_shape(ref: np.ndarray, cand: np.ndarray) -> Optional[Tuple[Tuple[int, ...],
+                                                                       Tuple[int, ...]]]:
+    """The row axes of a score on both sides: [K] (rows), or [B, K] (K rows per batch item, B
+    the same on both sides); None when the pair is no score (not float, other ranks)."""
+    r, c = np.asarray(ref), np.asarray(cand)
+    if r.dtype.kind != "f" or c.dtype.kind != "f" or r.ndim != c.ndim or r.ndim not in (1, 2):
+        return None
+    if r.ndim == 2 and r.shape[0] != c.shape[0]:
+        return None
+    return r.shape, c.shape
+
+
+def _member(ref: np.ndarray, cand: np.ndarray, rows: Tuple[Tuple[int, ...], Tuple[int, ...]]
+            ) -> bool:
+    """Has this output one entry per row of the score (its leading axes are the score's)?"""
+    r, c = np.asarray(ref), np.asarray(cand)
+    (rr, cr) = rows
+    return (r.shape[:len(rr)] == rr and c.shape[:len(cr)] == cr
+            and r.shape[len(rr):] == c.shape[len(cr):])
+
+
+def _flat_rows(a: np.ndarray, axes: int) -> np.ndarray:
+    """`a` with its first `axes` axes (the row axes) made one."""
     a = np.asarray(a)
-    return a[0] if a.ndim >= 2 and a.shape[0] == 1 else a
-
-
-def _score_like(ref: np.ndarray, cand: np.ndarray) -> bool:
-    """Both float and one value per row (1-D once a leading axis of 1 is dropped)."""
-    r, c = _unbatched(ref), _unbatched(cand)
-    return r.ndim == 1 and c.ndim == 1 and r.dtype.kind == "f" and c.dtype.kind == "f"
-
-
-def _rows_of(a: np.ndarray, n: int) -> Optional[np.ndarray]:
-    """`a` with its rows on axis 0 for a group of `n` rows (a leading axis of 1 dropped when
-    the rows are on the next axis), None when it has no axis of `n` rows there."""
-    a = np.asarray(a)
-    if a.ndim >= 1 and a.shape[0] == n:
-        return a
-    if a.ndim >= 2 and a.shape[0] == 1 and a.shape[1] == n:
-        return a[0]
-    return None
+    return a.reshape((int(np.prod(a.shape[:axes], dtype=np.int64)),) + a.shape[axes:])
 
 
 def _groups(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], selected: List[str],
             score: Optional[str], inner: Sequence[str] = ()
             ) -> Tuple[List[Tuple[List[str], str]], List[str]]:
-    """([(outputs, score)], outputs left to the elementwise rule). The score is `score`, else
-    the first selected output with one float per row, else the first tensor of `inner` (made
-    inside the region) that has one float per row of a selected output on both sides.
-    Rewrites the group's entries of `ref` / `cand` with their rows on axis 0."""
-    s = score if score is not None and score in ref and score in cand else None
-    if s is None:
-        s = next((o for o in selected if _score_like(ref[o], cand[o])), None)
-    if s is None:
-        s = next((t for t in inner if t in ref and t in cand and _score_like(ref[t], cand[t])
-                  and any(_rows_of(ref[o], _unbatched(ref[t]).size) is not None and
-                          _rows_of(cand[o], _unbatched(cand[t]).size) is not None
-                          for o in selected)), None)
-    if s is None:
-        return [], list(selected)
-    ref[s], cand[s] = _unbatched(ref[s]), _unbatched(cand[s])
-    nr, nc = ref[s].shape[0], cand[s].shape[0]
-    members = [] if s in selected else [s]
-    for o in selected:
-        r, c = (ref[o], cand[o]) if o == s else (_rows_of(ref[o], nr), _rows_of(cand[o], nc))
-        if r is not None and c is not None and r.shape[1:] == c.shape[1:]:
-            ref[o], cand[o] = r, c
-            members.append(o)
-    return [(members, s)], [o for o in selected if o not in members]
+    """([(outputs, score)], outputs left to the elementwise rule). A group is a score (`score`,
+    else a selected output, else a tensor of `inner`, made inside the region) with the
+    selected outputs that have one entry per score row: [K] scores pair [K, ...] outputs,
+    [B, K] scores (K rows per batch item, TopK per image) pair [B, K, ...] outputs, their rows
+    then carrying the batch index as a field (BATCH_FIELD) so they pair within an image. As
+    many groups as scores pair outputs. Rewrites the groups' entries of `ref` / `cand` with
+    their rows on axis 0."""
+    pool = ([score] if score is not None else []) + list(selected) + list(inner)
+    pool = list(dict.fromkeys(t for t in pool if t in ref and t in cand))
+    # a selected output is a score when it is 1-D (a [K, 4] box output is no [B, K] score);
+    # [B, K] scores are named (score=) or read inside (TopK's values per image)
+    pool = [t for t in pool if np.ndim(ref[t]) == 1] + \
+        [t for t in pool if np.ndim(ref[t]) == 2 and (t == score or t not in selected)]
+    left = list(selected)
+    groups: List[Tuple[List[str], str]] = []
+    for s in pool:
+        if s not in left and s in selected:
+            continue  # (already a member of a group)
+        rows = _score_shape(ref[s], cand[s])
+        if rows is None:
+            continue
+        members = [o for o in left if o != s and _member(ref[o], cand[o], rows)]
+        if not members and not (s == score or s in selected):
+            continue  # an inner tensor that pairs nothing
+        axes = len(rows[0])
+        outs = [s] + members
+        for o in outs:
+            ref[o], cand[o] = _flat_rows(ref[o], axes), _flat_rows(cand[o], axes)
+        if axes == 2 and rows[0][0] > 1:  # several images: a row pairs within its image
+            key = f"{BATCH_FIELD} {s}"
+            ref[key] = np.repeat(np.arange(rows[0][0]), rows[0][1])
+            cand[key] = np.repeat(np.arange(rows[1][0]), rows[1][1])
+            outs.append(key)
+        groups.append((outs, s))
+        left = [o for o in left if o not in outs]
+        if score is not None:
+            break
+    return groups, left
 
 
 def _nms_picks(proto: Any, region: Set[int]) -> List[Tuple[str, str, str]]:
@@ -292,19 +290,6 @@ class SelectionCheck:
         return "; ".join(parts)
 
 
-def _score_like_info(vi: Any) -> bool:
-    """A graph output declared as a float tensor of one value per row (rank 1, or rank 2 with
-    a leading 1); undeclared ranks count as possibly so (decided on the values)."""
-    t = vi.type.tensor_type
-    if t.elem_type not in (0, 1, 10, 11, 16):
-        return False
-    if not t.HasField("shape"):
-        return True
-    dims = t.shape.dim
-    return len(dims) == 1 or (len(dims) == 2 and dims[0].HasField("dim_value")
-                              and dims[0].dim_value == 1)
-
-
 def _rel(name: str, a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
@@ -360,11 +345,10 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
     probe = [t for t in frontier if t in cand_made]
     # where no selected output is a score, the score the selection used is read inside
     inner: List[str] = []
-    unscored = score is None and not any(_score_like_info(o) for o in ref_p.graph.output
-                                         if o.name in selected)
+    unscored = score is None
     if score is not None and score not in names:
         inner = [score]
-    elif unscored:
+    elif unscored:  # (used only where no selected output is a score for an output's rows)
         inner = inner_scores(ref_p, region)
     inner = [t for t in inner if t in cand_made]
     from workbench.compare.engine_compare import mark_outputs

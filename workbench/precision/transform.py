@@ -293,6 +293,8 @@ def error_entry(c: Any) -> Dict[str, Any]:
     if c.top1 is not None:
         d["top1_agreement"] = c.top1
     d["shape"] = list(c.shape)
+    if getattr(c, "shape_change", None):
+        d["shape_change"] = c.shape_change
     return d
 
 
@@ -596,10 +598,13 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
         from workbench.runners import samples_in
 
         judged = sum(samples_in(b) for b in (reference_batches(batches) if on_gpu else batches))
+        from workbench.surgery.split import selection_region
+
         findings += accuracy_findings(report.get("error_reference") or report.get("error") or {},
                                       target, entry.kind,
                                       f"{target.upper()} storage as on a GPU" if on_gpu
-                                      else "onnxruntime CPU", samples=judged)
+                                      else "onnxruntime CPU", samples=judged,
+                                      selected=selection_region(proto)[2])
     return PrecisionResult(proto=out, target=target, findings=findings, report=report)
 
 
@@ -611,8 +616,8 @@ COMPARE_DEFAULT_SAMPLES = 8  # `workbench compare --samples`'s default
 
 
 def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
-                      runner: str = "onnxruntime CPU", samples: Optional[int] = None
-                      ) -> List[Finding]:
+                      runner: str = "onnxruntime CPU", samples: Optional[int] = None,
+                      selected: Sequence[str] = ()) -> List[Finding]:
     """A finding per output the converted model got wrong on the calibration data (`runner`'s
     run against FP32), with the search that finds what to keep in higher precision. Wrong is
     the verdict `workbench compare` gives: beyond the target's atol/rtol (the figures say by
@@ -641,6 +646,18 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
         on = f"{samples} calibration sample(s)" if samples else "the calibration data"
         same = (f" --samples {samples}" if samples and samples > COMPARE_DEFAULT_SAMPLES
                 else "")  # (so compare judges the same samples and prints the same figures)
+        if name in selected:  # after NMS / TopK / NonZero: elementwise figures overstate it
+            if s.get("shape_change"):
+                figs = f"shape {s['shape_change']}"
+            out.append(Finding(
+                "info", "accuracy-after-selection",
+                f"output '{name}' in {target.upper()} comes after the model's data-dependent "
+                f"selection: near-tied rows swap (or their count changes) under any rounding, "
+                f"so its elementwise figures on {on} ({runner}: {figs}) overstate the loss",
+                tensors=[name], source="precision",
+                hint="judge the rows it selects and the tensors that feed the selection: "
+                     "`workbench compare MODEL CANDIDATE --inputs DATA --selection-aware`"))
+            continue
         out.append(Finding(
             "info" if mild else "warning", "accuracy-loss",
             f"output '{name}' in {target.upper()} is off from FP32 on {on} "

@@ -29,7 +29,8 @@ from workbench.support.checker import SupportReport
 from workbench.surgery.recipes.base import as_proto, node_ids
 from workbench.surgery.recipes.split import node_reads, tail_of
 
-__all__ = ["SplitResult", "split_model", "cut_model", "tail_of", "nodes_of_ops"]
+__all__ = ["SplitResult", "split_model", "cut_model", "tail_of", "nodes_of_ops", "SELECTION_OPS",
+           "selection_nodes", "selection_region"]
 
 Checker = Callable[[str], SupportReport]
 
@@ -364,3 +365,29 @@ def verify_split(original: Any, res: SplitResult, inputs: Optional[Dict[str, Any
         return Verification("unverified", reason=f"onnxruntime could not run the sample "
                             f"inputs: {first}", tolerance=tol)
     return compare_outputs(want, got, tol)
+
+
+# ----------------------------------------------------------------------------- selections
+SELECTION_OPS = ("NonMaxSuppression", "TopK", "NonZero")  # data-dependent selection
+
+
+def selection_nodes(proto: Any) -> List[int]:
+    """Top-level node indices that select data-dependently (or whose bodies do)."""
+    return nodes_of_ops(proto, SELECTION_OPS)
+
+
+def selection_region(proto: Any) -> Tuple[Set[int], List[str], List[str]]:
+    """(region node indices, frontier tensors, selected graph outputs); all empty when the
+    model selects nothing. The region is every selection node and everything downstream of
+    it; the frontier, tensors made outside the region (graph inputs excluded) that region
+    nodes read, float or not (the caller compares the float ones). Near-tied rows swap there
+    under any rounding: compare (`workbench.compare.selection`) and precision judge what
+    leaves the region through what enters it."""
+    starts = selection_nodes(proto)
+    if not starts:
+        return set(), [], []
+    region = tail_of(proto, starts)
+    _, _, manifest = cut_model(proto, region, proto.graph.name or "model")
+    made = {o for i in region for o in proto.graph.node[i].output if o}
+    selected = [o.name for o in proto.graph.output if o.name in made]
+    return region, list(manifest["cut"]), selected
