@@ -639,3 +639,18 @@ def make_runner(kind: str, model: Any, *, mark_all: bool = False,
 def run(proto: Any, feed: Feed, threads: Optional[int] = 1) -> Feed:
     """One feed through onnxruntime (a path is handed over as is): outputs by name."""
     return OnnxRuntimeRunner(proto, threads=threads).infer(feed)
+
+
+def mark_outputs(proto: Any, names: Sequence[str]) -> Any:
+    """A copy of `proto` whose graph outputs are its own plus `names` (in that order)."""
+    import copy
+
+    import onnx
+
+    m = copy.deepcopy(proto)
+    have = {o.name for o in m.graph.output}
+    for n in names:
+        if n not in have:
+            m.graph.output.append(onnx.ValueInfoProto(name=n))
+            have.add(n)
+    return m

@@ -22,7 +22,6 @@ output, and `groups` names every ONNX node inside that layer.
 """
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -34,6 +33,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set
 import numpy as np
 
 from workbench.comparison import SENTINEL, compare_outputs, compare_tensor, infer_precision
+from workbench.runners import mark_outputs  # (re-exported: the marking the runs share)
 from workbench.compare.layer_compare import (LayerwiseReport, TensorError, added_error,
                                             constant_tensors, divergence_findings, plan_chunks,
                                             tensor_bytes, weightless)
@@ -59,19 +59,6 @@ def peak_rss_mb() -> float:
 
 
 # ----------------------------------------------------------------------------- marking
-def mark_outputs(proto: Any, names: Sequence[str]) -> Any:
-    """A copy of `proto` whose graph outputs are its own plus `names` (in that order)."""
-    import onnx
-
-    m = copy.deepcopy(proto)
-    have = {o.name for o in m.graph.output}
-    for n in names:
-        if n not in have:
-            m.graph.output.append(onnx.ValueInfoProto(name=n))
-            have.add(n)
-    return m
-
-
 def _float_outputs(proto: Any) -> List[str]:
     """Float node outputs in topological order that depend on a graph input (constants and,
     where shape inference knows their type, non-float tensors left out)."""

@@ -351,7 +351,7 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
     elif unscored:  # (used only where no selected output is a score for an output's rows)
         inner = inner_scores(ref_p, region)
     inner = [t for t in inner if t in cand_made]
-    from workbench.compare.engine_compare import mark_outputs
+    from workbench.runners import mark_outputs
 
     picks = _nms_picks(ref_p, region) if unscored else []
     extra = inner + [t for pk in picks for t in pk[1:] if t not in frontier]
