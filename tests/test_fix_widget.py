@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +149,36 @@ def test_kernel_answers_while_auto_fix_runs(tmp_path):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_a_split_proposal_is_applied_as_a_split_into_a_folder(tmp_path):
+    """The panel offered 'split on /AffineGrid (manual)' with Apply enabled, and Apply said
+    "recipe 'split' does not apply: a split makes two models". Apply now cuts the current
+    version as `fix --split` does, verified, into `<name>.split/` beside the model (never over
+    an earlier split); Preview says what it will write."""
+    import onnx
+
+    from quant_models import detector
+    from widgets import FixPanel
+
+    p = tmp_path / "det.onnx"
+    onnx.save(detector(), str(p))
+    panel = FixPanel(str(p))
+    panel.wait(300)
+    split = next(x for x in panel.proposals if x.recipe == "split")
+    panel.preview(split)
+    panel.wait(300)
+    assert "Apply writes them to" in panel.status.value and "det.split" in panel.status.value
+    assert not (tmp_path / "det.split").exists()
+    panel.apply(split)
+    panel.wait(300)
+    files = panel.last_split
+    assert files and Path(files["prefix"]).parent == tmp_path / "det.split"
+    for key in ("prefix", "tail", "manifest"):
+        assert Path(files[key]).is_file(), key
+    assert "verified: prefix then tail compute the original outputs" in panel.status.value
+    assert "does not apply" not in panel.status.value
+    assert onnx.load(str(p)).SerializeToString() == detector().SerializeToString()  # untouched
+    panel.apply(split)  # again: a second folder, the first kept
+    panel.wait(300)
+    assert Path(panel.last_split["prefix"]).parent == tmp_path / "det.split2"

@@ -51,6 +51,7 @@ class FixPanel(PanelBase, W.VBox):
         self.pending: Optional[Change] = None
         self.pending_proposal: Optional[Proposal] = None
         self.last_change: Optional[Change] = None
+        self.last_split: Optional[Dict[str, str]] = None  # the files Apply wrote for a split
         self.auto_result: Optional[AutoFixResult] = None
         self.graph: Any = None
         self._want_graph = graph
@@ -216,6 +217,12 @@ class FixPanel(PanelBase, W.VBox):
     def _preview_now(self, p: Optional[Proposal]) -> Change:
         if p is None:
             raise WorkbenchError("no proposal selected", hint="run Check first")
+        if p.recipe == "split":  # two models, no diff of one: say what Apply will write
+            self.status.ok(f"split at {p.node}: {p.reason}; Apply writes them to "
+                           f"{self.split_folder()}")
+            if self.graph is not None:
+                self.graph.reveal([p.node])
+            return None  # type: ignore[return-value]
         self.session.force = self.force.value
         change = self.session.preview(p)
         self.pending, self.pending_proposal = change, p
@@ -231,9 +238,46 @@ class FixPanel(PanelBase, W.VBox):
                 self.graph.highlight([])
         return change
 
+    def split_folder(self) -> Path:
+        """Where Apply writes a split: `<name>.split/` beside the model (`.split2/`, ... when
+        that exists: an earlier split is never overwritten)."""
+        h = self.history
+        base = h.model.path if h.model.path is not None else Path.cwd() / f"{h.model.name}.onnx"
+        for k in range(1, 1000):
+            folder = base.with_name(f"{base.stem}.split{'' if k == 1 else k}")
+            if not folder.exists():
+                return folder
+        raise WorkbenchError("no free folder name for the split", file=str(base))
+
+    def _split_now(self, p: Proposal) -> Dict[str, str]:
+        """A split is two models (the engine's prefix and an ONNX tail), not a version of one:
+        cut the current version as `workbench fix MODEL --split -o FOLDER` does, verified
+        against onnxruntime, and write both and the chain manifest."""
+        from workbench.surgery.split import split_model
+
+        res = split_model(self.history.current_path(), backend=self.backend)
+        folder = self.split_folder()
+        paths = res.save(folder)
+        man = res.manifest
+        tail = man.get("tail") or {}
+        v = res.verification
+        said = ("verified: prefix then tail compute the original outputs" if v is not None
+                and v.equivalent else f"not verified ({v.reason})" if v is not None
+                else "not verified")
+        self.status.ok(f"split at {p.node}: {paths['prefix']} (the engine, "
+                       f"{len(res.prefix.graph.node)} nodes)"
+                       + (f" + {paths['tail']} (onnxruntime, {len(tail.get('nodes', []))} "
+                          "nodes)" if "tail" in paths else "")
+                       + f", manifest {paths['manifest']}; {said}. Build the prefix: "
+                       f"workbench build {paths['prefix']} -o ENGINE")
+        self.last_split = paths
+        return paths
+
     def _apply_now(self, p: Optional[Proposal]) -> Change:
         if p is None:
             raise WorkbenchError("no proposal selected", hint="run Check first")
+        if p.recipe == "split":
+            return self._split_now(p)  # type: ignore[return-value]
         self.session.force = self.force.value
         change = self.session.apply(p, recheck=False)
         self.last_change = change
