@@ -295,3 +295,19 @@ def test_precision_and_compare_print_the_same_figures_for_the_same_samples(tmp_p
     assert f"rel {said} " in out, (line, out)
     d = _cli("compare", SAMPLES / "resnet_tiny.onnx", tmp_path / "r8.onnx", "--inputs", data)
     assert f"samples: 8 of {n} (--samples {n} compares all)" in d.stdout
+
+
+def test_int8_of_a_model_exported_in_fp16_is_refused_naming_the_node(tmp_path):
+    """INT8 of a `.half()` export wrote invalid ONNX (FP16 scales) and said it was valid; the
+    build then failed with 'input and kernel must be of same type'. It is refused up front."""
+    w = nh.from_array(np.ones((4, 3, 3, 3), np.float16), "w")
+    g = h.make_graph([h.make_node("Conv", ["x", "w"], ["y"], name="/c1/Conv", pads=[1] * 4)],
+                     "g", [vi("x", T.FLOAT16, ["n", 3, 8, 8])], [vi("y", T.FLOAT16, None)], [w])
+    path = tmp_path / "half.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    data = tmp_path / "x.npz"
+    np.savez(data, x=np.ones((4, 3, 8, 8), np.float16))
+    r = _cli("precision", path, "--to", "int8", "--calib", data, "-o", tmp_path / "q.onnx")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "node '/c1/Conv'" in r.stderr and "computes in FP16, not FP32" in r.stderr
+    assert "without .half()" in r.stderr and not (tmp_path / "q.onnx").exists()

@@ -143,6 +143,7 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
     skip = list(exclude_nodes) + [n.name for n in proto.graph.node
                                   if n.op_type in set(exclude_ops) and n.name not in exclude_nodes]
     ops = [o for o in QUANT_OPS if o not in set(exclude_ops)]
+    _fp32_compute(proto, target)
     _something_to_quantize(proto, target, ops, skip)
     with tempfile.TemporaryDirectory(prefix="wb-quant-") as tmp:
         out_path = Path(tmp) / "q.onnx"
@@ -182,6 +183,25 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
                              hint="TensorRT needs zero point 0; please report this model")
     findings += _quant_findings(proto, q, skip)
     return q, findings, report
+
+
+def _fp32_compute(proto: Any, target: str) -> None:
+    """Refuse a model whose weighted ops compute in FP16/BF16 (a PyTorch `.half()` export):
+    Q/DQ pairs carry FP32 scales and quantize FP32 tensors; onnxruntime writes FP16 scales
+    for such a model (invalid ONNX: "x_scale has unsupported type tensor(float16)") and
+    TensorRT cannot build it ("input and kernel must be of same type")."""
+    low = {10: "FP16", 16: "BF16"}
+    inits = {t.name: t.data_type for t in proto.graph.initializer}
+    for n in proto.graph.node:
+        if n.op_type in QUANT_OPS and len(n.input) > 1 and inits.get(n.input[1]) in low:
+            held = low[inits[n.input[1]]]
+            raise WorkbenchError(
+                f"the model computes in {held}, not FP32 (weights of '{n.name or n.op_type}' "
+                f"are {held}, as a .half() export writes them): {target.upper()} Q/DQ quantize "
+                "FP32 tensors", node=n.name or None,
+                hint="quantize the FP32 model it was made from (export it without .half()): "
+                     f"`workbench precision model_fp32.onnx --to {target} --calib DATA -o "
+                     "OUT.onnx`")
 
 
 def _something_to_quantize(proto: Any, target: str, ops: Sequence[str],
