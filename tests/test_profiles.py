@@ -110,9 +110,13 @@ def test_advisor_on_bert_calibration_uses_real_lengths_and_shares_dims():
     (mn, op, mx) = p["input_ids"]
     mask = samples[0]["attention_mask"]
     lengths = mask.sum(1)
-    assert mn == (1, int(lengths.min())) and mx == (64, 32)
+    assert mn == (1, int(lengths.min())) and mx == (16, 32)
     assert op[1] % 8 == 0 and op[1] >= np.percentile(lengths, 75)
-    assert op[0] == 64
+    # one stacked file of 64 samples: its length is no serving batch size (it was made the
+    # batch's opt and max); the batch axis gets build's default range, and says so
+    assert op[0] == 1 and mask.shape[0] == 64
+    assert any(f.code == "batch-from-default" and "64 stacked samples" in f.message
+               for f in findings)
     validate_profiles(BERT, profs)  # the proposal is itself valid
     pad = next(f for f in findings if f.code == "padded-lengths")
     assert pad.extra["max"] == int(lengths.max())
@@ -191,3 +195,16 @@ def test_a_shape_tensor_input_without_values_is_said_in_good_grammar():
     m.graph.input.append(helper.make_tensor_value_info("shape2", TensorProto.INT64, [2]))
     two = _err(default_profile, m)
     assert "shape-tensor inputs 'shape', 'shape2' need a profile of VALUES" in two
+
+
+def test_a_file_of_more_samples_than_the_profiles_batch_calibrates_in_batches():
+    """A .npz of 32 samples against a batch-16 profile failed with 'axis 0 is 32, outside the
+    profile range 1..16' while the few-samples advice asked for hundreds: the file's first
+    axis is the sample, so it is split into batches the profile takes."""
+    prof = parse_profile_arg("input:1x3x32x32:8x3x32x32:16x3x32x32")
+    cal = SAMPLES / "calib" / "resnet_tiny.npz"
+    batches = load_calibration(cal, SAMPLES / "resnet_tiny.onnx", profile=prof)
+    assert [b["input"].shape[0] for b in batches] == [16, 16]
+    whole = np.load(cal)["input"]
+    assert np.array_equal(np.concatenate([b["input"] for b in batches]), whole)
+    assert len(load_calibration(cal, SAMPLES / "resnet_tiny.onnx")) == 1  # no profile: as is

@@ -421,14 +421,46 @@ def _split_for_static_batch(batch: Batch, specs: List[InputSpec]) -> Optional[Li
             for i in range(n)]
 
 
+def _split_for_profile(batch: Batch, specs: List[InputSpec],
+                       profile: Optional[Mapping[str, Any]]) -> Optional[List[Batch]]:
+    """Stacked samples (one .npz whose first axis is the sample) more than the profile's
+    largest batch: split along axis 0 into batches of that size (the last may be smaller, not
+    below the profile's min), so a file of 300 samples calibrates a batch-16 profile. Inputs
+    whose first axis is fixed by the model are not split (each batch gets them whole)."""
+    if profile is None:
+        return None
+    batched = [s for s in specs if s.dims and not isinstance(s.dims[0], int)
+               and s.name in batch and s.name in profile]
+    if not batched:
+        return None
+    n = {int(np.shape(batch[s.name])[0]) for s in batched if np.ndim(batch[s.name])}
+    if len(n) != 1:
+        return None
+    n_samples = n.pop()
+    size = min(int(profile[s.name][2][0]) for s in batched)
+    low = max(int(profile[s.name][0][0]) for s in batched)
+    if n_samples <= size or size < 1:
+        return None
+    out = []
+    for start in range(0, n_samples, size):
+        stop = min(start + size, n_samples)
+        if stop - start < low:
+            break  # (a last partial batch below the profile's min is left out)
+        out.append({k: (np.asarray(v)[start:stop] if any(s.name == k for s in batched) else v)
+                    for k, v in batch.items()})
+    return out or None
+
+
 def load_calibration(source: Any, model: Any, *, profile: Optional[Mapping[str, Any]] = None,
                      preprocess: Optional[ImagePreprocess] = None,
                      max_batches: Optional[int] = None) -> List[Batch]:
     """Load and validate calibration batches (list of {input name: array}) for `model`.
 
     `source`: .npz/.npy path, a folder of them, an image folder (with `preprocess`), a dict, or
-    an iterable of dicts. `profile`: a Profile ({input: (min, opt, max)}) that dynamic dims must
-    fall within. Raises WorkbenchError naming the file, input and axis on any mismatch.
+    an iterable of dicts; in a file, the first axis is the sample. `profile`: a Profile
+    ({input: (min, opt, max)}) that dynamic dims must fall within; a file holding more samples
+    than the profile's largest batch is split into batches of that size. Raises
+    WorkbenchError naming the file, input and axis on any mismatch.
     """
     specs = model_inputs(model)
     values_inputs: Sequence[str] = ()
@@ -466,6 +498,8 @@ def load_calibration(source: Any, model: Any, *, profile: Optional[Mapping[str, 
     batches: List[Batch] = []
     for label, b in raw:
         split = _split_for_static_batch(b, specs) if isinstance(b, Mapping) else None
+        if split is None and isinstance(b, Mapping):
+            split = _split_for_profile(b, specs, profile)
         for sub in (split or [b]):
             batches.append(check_batch(sub, specs, label, profile, values_inputs))
     if not batches:

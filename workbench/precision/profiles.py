@@ -311,7 +311,17 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
         mn, mx = int(v.min()), int(v.max())
         seen_min = mn
         is_batch = any(s.dims and s.dims[0] == key or key == (s.name, 0) for s in dyn)
-        if is_batch:  # a stacked calibration file says little about serving batch sizes
+        if is_batch and len(samples) == 1:  # one stacked file: its length is a sample
+            # count, not a serving batch size: the batch range `workbench build` defaults to
+            mn, opt, mx = 1, 1, DEFAULT_MAX_BATCH
+            findings.append(Finding(
+                "info", "batch-from-default",
+                f"the data is one batch of {int(v.max())} stacked samples, which says nothing "
+                f"about the batch sizes you serve: the batch axis gets build's default range "
+                f"1..1..{DEFAULT_MAX_BATCH}", source="profiles",
+                hint="set it to what you serve (--profile NAME:MIN:OPT:MAX), or pass a folder "
+                     "of one .npz per batch, whose sizes the advisor reads"))
+        elif is_batch:  # batches as served (a folder of files): their sizes say it
             mn, opt = 1, int(np.median(v))
         elif key in real:  # padded data: the real lengths say where the work is
             lengths = real[key][1]
