@@ -453,3 +453,27 @@ def test_string_tensors_are_named_string_live_and_loaded_back():
     assert bad.dtype == "string" and not bad.passed
     y = compare_tensor("y", np.ones(3, np.float32), np.ones(3, np.float16), 1e-3, 1e-3)
     assert y.dtype == "float32 -> float16"
+
+
+def test_an_input_the_model_fixes_is_not_cut_as_if_it_held_samples():
+    """x [batch, 4] and idx [3] (indices the model fixes): the samples were counted over both
+    (3 per batch of 8) and idx cut to [2] to fit the sample limit ('Got invalid dimensions for
+    input: idx'). Only inputs with a batch axis hold samples."""
+    from onnx import TensorProto as T, helper as h
+
+    from workbench.compare import layerwise
+    from workbench.runners import batched_inputs, limit_samples, samples_in
+
+    g = h.make_graph([h.make_node("Gather", ["x", "idx"], ["y"], axis=1, name="/pick/Gather"),
+                      h.make_node("Relu", ["y"], ["z"], name="/act/Relu")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, ["batch", 4]),
+                      h.make_tensor_value_info("idx", T.INT64, [3])],
+                     [h.make_tensor_value_info("z", T.FLOAT, ["batch", 3])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    feeds = [{"x": np.ones((8, 4), np.float32), "idx": np.array([0, 2, 3])} for _ in range(2)]
+    assert batched_inputs(m) == {"x"}
+    assert samples_in(feeds[0], {"x"}) == 8 and samples_in(feeds[0]) == 3
+    cut = limit_samples(feeds, 10, {"x"})
+    assert [f["x"].shape[0] for f in cut] == [8, 2] and all(len(f["idx"]) == 3 for f in cut)
+    rep = layerwise(m, m, feeds, max_samples=10)
+    assert rep.samples == 10 and rep.samples_available == 16 and rep.outputs_pass

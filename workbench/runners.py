@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -139,22 +139,41 @@ def cast_feed(meta: Dict[str, TensorMeta], feed: Feed) -> Feed:
     return out
 
 
-def samples_in(feed: Feed) -> int:
-    """Samples in one feed: the smallest first axis (1 for scalars)."""
-    return min((len(v) if np.ndim(v) else 1 for v in feed.values()), default=0)
+def batched_inputs(model: Any) -> Optional[set]:
+    """The inputs whose first axis is the batch (declared dynamic): only they hold one entry
+    per sample; an input the model fixes (indices [3], a table) is whole in every sample. None
+    when no input is declared so (static models: every input counts)."""
+    try:
+        meta = input_metadata_of(load_proto(model))
+    except Exception:
+        return None
+    out = {k for k, m in meta.items() if m.shape and not isinstance(m.shape[0], int)}
+    return out or None
 
 
-def limit_samples(feeds: Sequence[Feed], n: int) -> List[Feed]:
-    """At most `n` samples in total, in order, split along axis 0 (the reference evaluator is
-    slow). Every comparison that limits samples uses this, so they all see the same data."""
+def samples_in(feed: Feed, batched: Optional[Iterable[str]] = None) -> int:
+    """Samples in one feed: the smallest first axis (1 for scalars) of its `batched` inputs
+    (`batched_inputs`; None: of every input)."""
+    keys = set(batched) & set(feed) if batched is not None else set()
+    vals = [v for k, v in feed.items() if not keys or k in keys]
+    return min((len(v) if np.ndim(v) else 1 for v in vals), default=0)
+
+
+def limit_samples(feeds: Sequence[Feed], n: int, batched: Optional[Iterable[str]] = None
+                  ) -> List[Feed]:
+    """At most `n` samples in total, in order, split along axis 0 of the `batched` inputs
+    (None: every input; the others are whole in each sample). The reference evaluator is
+    slow; every comparison that limits samples uses this, so they all see the same data."""
+    keys = set(batched) if batched is not None else None
     out: List[Feed] = []
     left = n
     for f in feeds:
         if left <= 0:
             break
-        k = samples_in(f)
+        k = samples_in(f, keys)
         if k > left:
-            f = {name: v[:left] for name, v in f.items()}
+            use = keys & set(f) if keys else set(f)
+            f = {name: (v[:left] if name in use else v) for name, v in f.items()}
             k = left
         out.append(f)
         left -= k

@@ -179,11 +179,12 @@ def _engine_config(args: argparse.Namespace, engine: "str | None" = None) -> "ob
 def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
     from workbench import enginedebug
     from workbench.compare import sample_feeds
-    from workbench.runners import limit_samples
+    from workbench.runners import batched_inputs, limit_samples
 
     cfg = _engine_config(args, engine)
     feeds = limit_samples(sample_feeds(args.reference, calibration=args.inputs,
-                                       allow_random=args.allow_random), args.samples)
+                                       allow_random=args.allow_random), args.samples,
+                          batched_inputs(args.reference))
     mark = args.mark if args.mark in ("boundaries", "all") else \
         [m for m in args.mark.split(",") if m]
     report = enginedebug.compare_engine(

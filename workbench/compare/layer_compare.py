@@ -45,8 +45,8 @@ from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.graphindex import GraphIndex
 from workbench.precision.table import tolerances
-from workbench.runners import (Feed, has_low_float, limit_samples, load_error, load_proto,
-                               low_float_runner, make_runner, samples_in)
+from workbench.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
+                               load_proto, low_float_runner, make_runner, samples_in)
 from workbench.segments import ahead, order_of
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
@@ -524,14 +524,15 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
         feeds = sample_feeds(ref_p, cand_p, calibration=calibration, allow_random=allow_random,
                              findings=findings)
     feeds = list(feeds)
-    available = sum(samples_in(f) for f in feeds)
-    feeds = limit_samples(feeds, max_samples)
+    batched = batched_inputs(ref_p)
+    available = sum(samples_in(f, batched) for f in feeds)
+    feeds = limit_samples(feeds, max_samples, batched)
     precision = infer_precision(cand_p)
     atol, rtol = tolerances(precision, atol, rtol)
     if candidate_runner == "auto":
         candidate_runner = low_float_runner(cand_p)
     report = LayerwiseReport("onnxruntime", candidate_runner, atol, rtol,
-                             sum(samples_in(f) for f in feeds), findings=findings,
+                             sum(samples_in(f, batched) for f in feeds), findings=findings,
                              precision=precision, quantized_nodes=quantized_nodes(cand_p)
                              if str(precision).lower() in ("int8", "fp8") else None,
                              samples_available=available,

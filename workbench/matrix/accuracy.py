@@ -31,7 +31,9 @@ def feeds_for(model: str, data: Optional[str], samples: int,
     feeds = sample_feeds(model, calibration=data, allow_random=True, findings=found)
     if notes is not None:
         notes += [f.message for f in found]
-    return limit_samples(feeds, samples)
+    from workbench.runners import batched_inputs
+
+    return limit_samples(feeds, samples, batched_inputs(model))
 
 
 def engine_runner(engine_path: str, backend: str = "auto") -> Any:

@@ -328,13 +328,14 @@ def measure_error(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]
     return compare_outputs(ref, got, target)
 
 
-def reference_batches(batches: List[Dict[str, np.ndarray]], limit: int = 8
-                      ) -> List[Dict[str, np.ndarray]]:
+def reference_batches(batches: List[Dict[str, np.ndarray]], limit: int = 8,
+                      model: Any = None) -> List[Dict[str, np.ndarray]]:
     """At most `limit` samples in total (the numpy evaluator is slow); the same selection
-    layer-wise compare makes (`workbench.runners.limit_samples`)."""
-    from workbench.runners import limit_samples
+    layer-wise compare makes (`workbench.runners.limit_samples`, along the batch axis of
+    `model`'s batched inputs)."""
+    from workbench.runners import batched_inputs, limit_samples
 
-    return limit_samples(batches, limit)
+    return limit_samples(batches, limit, batched_inputs(model) if model is not None else None)
 
 
 def measure_error_reference(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]],
@@ -346,7 +347,7 @@ def measure_error_reference(fp32: Any, converted: Any, batches: List[Dict[str, n
     hides overflow that TensorRT on a GPU would show; this run does not."""
     from workbench.runners import low_float_runner, make_runner
 
-    small = reference_batches(batches)
+    small = reference_batches(batches, model=fp32)
     ref = run_ort(fp32, small)
     got = make_runner(low_float_runner(converted), converted).infer_all(small)
     return compare_outputs(ref, got, target)
@@ -523,9 +524,9 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     _check_valid(out, target, source_error)
     if entry.needs_calibration and batches is not None and not random_used and \
             calibrate_method == "entropy":
-        from workbench.runners import samples_in
+        from workbench.runners import batched_inputs, samples_in
 
-        n = sum(samples_in(b) for b in batches)
+        n = sum(samples_in(b, batched_inputs(proto)) for b in batches)
         if n < FEW_ENTROPY_SAMPLES:
             findings.append(Finding(
                 "info", "few-calibration-samples",
@@ -595,9 +596,11 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
         # judged as a GPU would compute it where that run exists (FP16/BF16 storage rounded
         # as stored; onnxruntime CPU may compute a float16 graph in float32)
         on_gpu = bool(report.get("error_reference"))
-        from workbench.runners import samples_in
+        from workbench.runners import batched_inputs, samples_in
 
-        judged = sum(samples_in(b) for b in (reference_batches(batches) if on_gpu else batches))
+        batched = batched_inputs(proto)
+        judged = sum(samples_in(b, batched) for b in (
+            reference_batches(batches, model=proto) if on_gpu else batches))
         from workbench.surgery.split import selection_region
 
         findings += accuracy_findings(report.get("error_reference") or report.get("error") or {},
