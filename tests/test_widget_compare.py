@@ -173,3 +173,17 @@ def test_target_call_without_inputs_says_so():
     p.wait(300)
     assert p.report is None and p.error and "no inputs" in p.error
     assert "no inputs" in p.status.value and not p.compare_btn.disabled
+
+
+def test_a_search_that_stops_says_why_and_what_to_try_in_the_panel(tmp_path):
+    """The panel ended 'int8: NOT within tolerance with 0 node(s) kept in FP32:' and nothing
+    after the colon; it now says why the search stopped and, for INT8, the calibration method
+    to try (the CLI's line, with the panel's own model and data)."""
+    data = SAMPLES / "calib" / "resnet_tiny.npz"
+    p = ComparePanel(SAMPLES / "resnet_tiny.onnx", target="int8", inputs=data, run=False)
+    s = p.run_search()
+    assert not s.passed
+    text = p.status.value
+    assert "NOT within tolerance" in text and "kept in FP32:</b>" not in text
+    assert "stopped" in text and "--calib-method percentile" in text
+    assert str(SAMPLES / "resnet_tiny.onnx") in text and str(data) in text

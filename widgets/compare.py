@@ -27,6 +27,7 @@ of their outputs, engine layers by the worst error of the ONNX nodes they were b
 from __future__ import annotations
 
 import math
+import os
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
@@ -249,9 +250,15 @@ class ComparePanel(PanelBase, W.VBox):
             # one unbreakable flag each: a line wraps between flags, never inside one
             flags = " ".join(f"<span style='white-space:nowrap'>--exclude {esc(n)}</span>"
                              for n in self.search.excluded)
+            kept = (f": <code>{flags}</code>" if self.search.excluded else "")
             self.status.value += (f"<br><b>{esc(self.target)}: {verdict}</b> with "
-                                  f"{len(self.search.excluded)} node(s) kept in FP32: "
-                                  f"<code>{flags}</code>")
+                                  f"{len(self.search.excluded)} node(s) kept in FP32{kept}")
+            if not self.search.passed and not self.search.hopeless:
+                data = self.inputs if isinstance(self.inputs, (str, os.PathLike)) else None
+                model = self.reference if isinstance(self.reference, (str, os.PathLike)) \
+                    else None
+                self.status.value += ("<br>" + esc(self.search.why_stopped(
+                    model, str(data) if data is not None else None)))
 
         self._attempt(f"searching the nodes to keep in FP32 for {self.target} ...", work)
         return self.search

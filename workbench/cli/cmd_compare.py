@@ -286,38 +286,6 @@ def _fmt(x: float) -> str:
     return "inf" if not math.isfinite(x) else f"{x:.3g}"
 
 
-def _selects_by_value(model: str) -> str:
-    """'TopK at /post/topk, ...' for the nodes of `model` that pick by value (selection ops,
-    ArgMax/ArgMin): a near-tie there flips under any rounding."""
-    from workbench.compare.selection import SELECTION_OPS
-    from workbench.runners import load_proto
-    from workbench.surgery.split import nodes_of_ops
-
-    proto = load_proto(model)
-    nodes = [proto.graph.node[i] for i in
-             nodes_of_ops(proto, tuple(SELECTION_OPS) + ("ArgMax", "ArgMin"))]
-    return ", ".join(f"{n.op_type} at {n.name or '?'}" for n in nodes[:3]) + (
-        f" +{len(nodes) - 3}" if len(nodes) > 3 else "")
-
-
-def _why_stopped(search: Any, args: argparse.Namespace) -> str:
-    """Why a search for nodes to keep in FP32 ended without meeting the tolerance, and what
-    to try next, in one line."""
-    fin = search.final
-    tol = (f"atol {fin.atol:g}, rtol {fin.rtol:g}" if fin is not None else "the defaults")
-    if search.stopped == "no-culprit":
-        sel = _selects_by_value(args.reference)
-        why = (f"or comes from ops that pick by value on near-ties ({sel})" if sel else
-               "rounding everywhere rather than in a few nodes")
-        return ("stopped: the layer-wise compare blames no node that is not already kept in "
-                f"FP32; the remaining error builds up across many nodes, {why}: judge the "
-                "outputs' figures against your accuracy needs, or relax the tolerance "
-                f"({tol}: --atol/--rtol)")
-    return (f"stopped after {len(search.rounds)} rounds without meeting the tolerance "
-            f"({tol}): keep the listed nodes and run the search again from that model, or "
-            "relax --atol/--rtol")
-
-
 def run(args: argparse.Namespace) -> int:
     from workbench.ortchild import default_child, isolated_by_default
 
@@ -409,7 +377,8 @@ def run(args: argparse.Namespace) -> int:
             if search.passed and search.excluded:
                 print("  " + line)
             elif not search.passed:
-                print("  " + _why_stopped(search, args))
+                print("  " + search.why_stopped(args.reference,
+                                                calib if isinstance(calib, str) else None))
                 at = next((r["round"] for r in search.rounds if r.get("best")), None)
                 where = ""
                 if at is not None:

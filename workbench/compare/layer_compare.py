@@ -758,12 +758,51 @@ class ExclusionSearch:
     # outputs after a data-dependent selection, judged through the tensors feeding it
     selected: List[str] = field(default_factory=list)
 
+    def why_stopped(self, model: Any = None, data: Optional[str] = None) -> str:
+        """Why the search ended without meeting the tolerance, and what to try next, in one
+        line (the CLI prints it, the Compare panel shows it; `model`/`data`: paths for the
+        commands, else MODEL/DATA)."""
+        import shlex
+
+        fin = self.final
+        tol = (f"atol {fin.atol:g}, rtol {fin.rtol:g}" if fin is not None else "the defaults")
+        m = shlex.quote(str(model)) if isinstance(model, (str, os.PathLike)) else "MODEL"
+        d = shlex.quote(str(data)) if data else "DATA"
+        calib = ""
+        if self.target in ("int8", "fp8"):  # the scales, more often than a node, are the loss
+            calib = (f"; for {self.target.upper()}, another calibration often does more than "
+                     f"FP32 nodes: `workbench precision {m} --to {self.target} --calib {d} "
+                     "--calib-method percentile -o OUT.onnx` (or minmax) prints its error")
+        if self.stopped == "no-culprit":
+            sel = selects_by_value(model) if model is not None else ""
+            why = (f"or comes from ops that pick by value on near-ties ({sel})" if sel else
+                   "rounding everywhere rather than in a few nodes")
+            return ("stopped: the layer-wise compare blames no node that is not already kept "
+                    f"in FP32; the remaining error builds up across many nodes, {why}: judge "
+                    "the outputs' figures against your accuracy needs, or relax the tolerance "
+                    f"({tol}: --atol/--rtol){calib}")
+        return (f"stopped after {len(self.rounds)} rounds without meeting the tolerance "
+                f"({tol}): keep the listed nodes and run the search again from that model, "
+                f"or relax --atol/--rtol{calib}")
+
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "excluded": self.excluded, "passed": self.passed,
                 "hopeless": self.hopeless, "stopped": self.stopped, "rounds": self.rounds,
                 "selected": self.selected,
                 "findings": [f.to_dict() for f in self.findings],
                 "final": self.final.to_dict() if self.final is not None else None}
+
+
+def selects_by_value(model: Any) -> str:
+    """'TopK at /post/topk, ...' for the nodes of `model` that pick by value (selection ops,
+    ArgMax/ArgMin): a near-tie there flips under any rounding ('' when none)."""
+    from workbench.surgery.split import SELECTION_OPS, nodes_of_ops
+
+    proto = load_proto(model)
+    nodes = [proto.graph.node[i] for i in
+             nodes_of_ops(proto, tuple(SELECTION_OPS) + ("ArgMax", "ArgMin"))]
+    return ", ".join(f"{n.op_type} at {n.name or '?'}" for n in nodes[:3]) + (
+        f" +{len(nodes) - 3}" if len(nodes) > 3 else "")
 
 
 HOPELESS_SHARE = 0.25  # more than this share of the compute nodes out of range: no search
