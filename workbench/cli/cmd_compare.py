@@ -358,9 +358,12 @@ def run(args: argparse.Namespace) -> int:
                 if f.code.endswith("-range") or f.code == "random-inputs":
                     print(str(f))
             for r in search.rounds:
+                rel = r['worst_output_rel']
+                beyond = r.get("elements_beyond", 0)
                 print(f"round {r['round']}: {len(r['excluded'])} node(s) in FP32, worst output "
-                      f"relative error {r['worst_output_rel'] if isinstance(r['worst_output_rel'], str) else _fmt(r['worst_output_rel'])}"
-                      f"{'  PASS' if r['outputs_pass'] else ''}")
+                      f"relative error {rel if isinstance(rel, str) else _fmt(rel)}"
+                      + ("  PASS" if r['outputs_pass'] else
+                         f", {beyond} element(s) beyond atol/rtol" if beyond else ""))
             verdict = "within tolerance" if search.passed else "NOT within tolerance"
             print(f"{args.to}: {verdict} with {len(search.excluded)} node(s) kept in FP32")
             if search.selected:

@@ -931,7 +931,10 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         rep.findings[:0] = findings
         w = max((t.rel for t in judged(rep)), default=0.0)
         rounds.append({"round": k, "excluded": list(keep), "outputs_pass": passes(rep),
-                       "worst_output_rel": w if math.isfinite(w) else "inf"})
+                       "worst_output_rel": w if math.isfinite(w) else "inf",
+                       # (the verdict is elementwise: a small relative error can still fail)
+                       "elements_beyond": sum(t.mismatches for t in judged(rep)
+                                              if not t.passed)})
         return rep, w
 
     best: Optional[Tuple[float, int, LayerwiseReport]] = None  # (worst error, round, report)
