@@ -368,3 +368,12 @@ def test_the_workers_logger_keeps_the_verbose_list_of_affected_weights_only():
     log.log(sev.WARNING, "- 1 weights are affected by this issue: Detected subnormal FP16 values.")
     assert [m["level"] for m in log.messages] == ["verbose", "warning"]
     assert log.messages[0]["message"].strip().startswith("List of affected weights")
+
+
+def test_the_standalone_script_names_absolute_paths(tmp_path, monkeypatch):
+    """`workbench build out/m.onnx --export-script out/build.py` wrote 'out/m.onnx' into the
+    script: `cd out && python build.py` could not find it."""
+    monkeypatch.chdir(tmp_path)
+    script = python_script(BuildConfig(precision="fp16"), "out/m.onnx", "out/m.engine")
+    assert f"ONNX = {str(tmp_path / 'out' / 'm.onnx')!r}" in script
+    assert f"ENGINE = {str(tmp_path / 'out' / 'm.engine')!r}" in script

@@ -555,13 +555,18 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
     targets = [t for t in (config.target or "").split(",") if t and t != "current"]
     return _SCRIPT.format(
         onnx_name=os.path.basename(str(onnx_path)), config_hash=config.config_hash,
-        onnx=str(onnx_path), engine=str(engine_path), strongly_typed=route != "legacy-flags",
+        # absolute: the script runs from wherever it is copied or run (`cd out && python
+        # build.py` could not find a path relative to where `workbench build` ran)
+        onnx=os.path.abspath(str(onnx_path)), engine=os.path.abspath(str(engine_path)),
+        strongly_typed=route != "legacy-flags",
         legacy_precision=legacy and legacy.name,
         legacy_flag=legacy and (legacy.builder_flag or legacy.name.upper()),
-        calibrator=bool(legacy and legacy.flag_calibrator), calib_cache=calib_cache,
+        calibrator=bool(legacy and legacy.flag_calibrator),
+        calib_cache=os.path.abspath(str(calib_cache)) if calib_cache else calib_cache,
         profiles=[{n: [list(s) for s in v] for n, v in p.items()} for p in config.profiles],
         workspace=config.workspace_bytes, opt_level=config.builder_optimization_level,
-        targets=targets, plugins=list(config.plugins), tactics=config.tactic_sources,
+        targets=targets, plugins=[os.path.abspath(str(x)) for x in config.plugins],
+        tactics=config.tactic_sources,
         hardware=(config.hardware_compatibility or "").upper() or None,
         tf32=config.effective_tf32,
         layer_precisions=layer_precisions(config, list(config.exclude_nodes)) if legacy else {},

@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "TensorRT matrix for --backend static)")
     p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
                    help="shapes for dynamic inputs in the --build check (repeatable; default: "
-                        "every dynamic dim 1); shape-tensor inputs take values, e.g. axis:0:0:1")
+                        "the profile `workbench build` defaults to, said in the report); "
+                        "shape-tensor inputs take values, e.g. axis:0:0:1")
     p.add_argument("--target", default="sm89",
                    help="compute capability for TensorRT-RTX ahead-of-time builds (sm89)")
     p.add_argument("--timeout", type=float, default=600.0, help="worker time limit, seconds")
@@ -153,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     report = check(args.model, backend=args.backend, build=args.build, target=args.target,
                    plugins=args.plugin, rules=args.rules, timeout=args.timeout,
                    profiles=profiles)
-    if defaulted:
+    if defaulted and getattr(report, "build", None):  # (not when the parser refused first)
         from workbench.precision.profiles import profile_flag
 
         names = ", ".join(f"'{k}'" for k in defaulted)
