@@ -143,3 +143,33 @@ def test_the_precision_panels_profile_editor_runs_the_model_at_its_shapes(baked)
     panel.profile_text.value = "x:1x3"  # invalid text: said, not run
     panel._guard(lambda: panel.run_profiles(block=True))
     assert "not valid" in panel.status.value
+
+
+def test_a_recurrent_state_fixed_at_export_is_named_and_a_proposal_that_cannot_run_says_so(
+        tmp_path):
+    """A GRU whose initial state was traced at batch 2 (a constant [1, 2, H]) runs at batch 2
+    only: the run error says the state was fixed at export and how to re-export, and
+    `profiles --calib` no longer presents a proposal the model cannot run as valid."""
+    rng = np.random.default_rng(0)
+    H, I = 3, 4
+    inits = [numpy_helper.from_array(rng.standard_normal((1, 3 * H, I)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal((1, 3 * H, H)).astype(np.float32), "R"),
+             numpy_helper.from_array(np.zeros((1, 2, H), np.float32), "h0")]
+    nodes = [helper.make_node("GRU", ["x", "W", "R", "", "", "h0"], ["y", "yh"], hidden_size=H,
+                              name="/rnn/GRU")]
+    g = helper.make_graph(nodes, "gru",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, "batch", I])],
+                          [helper.make_tensor_value_info("yh", TensorProto.FLOAT, None)],
+                          initializer=inits)
+    path = tmp_path / "gru.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    data = tmp_path / "x.npz"
+    np.savez(data, x=rng.standard_normal((5, 8, I)).astype(np.float32))
+    r = _cli("profiles", path, "--profile", "x:5x1x4:5x2x4:5x4x4")
+    line = next(ln for ln in r.stdout.splitlines() if "profile-cannot-run" in ln)
+    assert "[/rnn/GRU]" in line and "initial_h is made inside the model" in line
+    assert "fixed when the model was exported" in line and "x.size(0)" in line
+    p = _cli("profiles", path, "--calib", data)
+    assert p.returncode == 1
+    assert p.stdout.startswith("proposed, but the model cannot run at it (below): --profile x:")
+    assert "proposed profile #1: the model cannot run" in p.stdout

@@ -630,6 +630,15 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
                 "(a traced x.shape turned into a constant); re-export with that axis dynamic "
                 "(torch.onnx.export dynamic_axes / dynamic_shapes), or use inputs of the "
                 "size it was exported with")
+    state = re.search(r"Input (initial_[hc]|sequence_lens) must have shape\s*\{([^}]*)\}\.?"
+                      r"\s*Actual:\s*\{([^}]*)\}", msg)
+    if op and op.group(1) in ("LSTM", "GRU", "RNN") and state:
+        hint = (f"the {op.group(1)}'s {state.group(1)} is made inside the model with the shape "
+                f"{{{state.group(3)}}}, but these inputs need {{{state.group(2)}}}: a size was "
+                "fixed when the model was exported (the initial state built from a traced "
+                "batch size); re-export with the state sized from the input (e.g. "
+                "torch.zeros(n_layers, x.size(0), hidden)), pass the state as an input, or use "
+                "inputs of the size it was exported with")
     if label and os.path.exists(label):
         import shlex
 

@@ -48,6 +48,11 @@ def run(args: argparse.Namespace) -> int:
         samples = load_calibration(args.calib, model)
         proposed, more = advise(model, samples, profiles=given or None)
         findings += [f for f in more if f.code != "wide-profile" or not given]
+        if proposed and not given:  # the proposal runs too: never hand over shapes that fail
+            cannot, ran = run_at_profiles(model, proposed)
+            for f in cannot:
+                f.message = f.message.replace("profile #", "proposed profile #", 1)
+            findings += cannot
     elif not given:
         dyn = [s for s in model_inputs(model) if s.dynamic_axes]
         if dyn:
@@ -71,8 +76,11 @@ def run(args: argparse.Namespace) -> int:
                        "valid (the model ran on onnxruntime at its min, opt and max)" if ran
                        else "valid")
             w(f"profile #{i} {verdict}: {' '.join(p.arg_strings())}\n")
-        for p in proposed:
-            w("proposed: " + " ".join(f"--profile {a}" for a in p.arg_strings()) + "\n")
+        for i, p in enumerate(proposed, 1):
+            said = ("proposed, but the model cannot run at it (below)" if not given and i in bad
+                    else "proposed (the model ran on onnxruntime at its min, opt and max)"
+                    if not given and ran else "proposed")
+            w(f"{said}: " + " ".join(f"--profile {a}" for a in p.arg_strings()) + "\n")
         for f in findings:
             w(f"  {f}\n")
     return 1 if any(f.severity == "error" for f in findings) else 0
