@@ -118,3 +118,27 @@ def test_build_panel_from_the_precision_panel(client):
         return sum(1 for la in r.layers if la["type"] == "QUANTIZE")
 
     assert 0 < quant(bp.result) < quant(plain)
+
+
+def test_the_panel_takes_a_profile_and_calibration_data(client):
+    """The Build panel had no profile or calibration field: a failed build said to use
+    '--profile with min = opt = max', a CLI flag. Its fields hold the config's profile (the
+    --profile syntax) and calibration source, and a real INT8 build uses what is typed."""
+    from widgets import BuildPanel
+
+    panel = _panel(client)
+    assert panel.profile_text.value == "input:1x3x32x32:4x3x32x32:32x3x32x32"
+    panel.profile_text.value = "input:1x3x32x32:2x3x32x32:8x3x32x32"
+    panel.precision.value = "int8"
+    panel.calib_path.value = str(SAMPLES / "calib" / "resnet_tiny.npz")
+    cfg = panel.current_config()
+    assert cfg.profiles == [{"input": [[1, 3, 32, 32], [2, 3, 32, 32], [8, 3, 32, 32]]}]
+    assert cfg.calibration == str(SAMPLES / "calib" / "resnet_tiny.npz")
+    panel.start()
+    res = panel.wait(300)
+    assert panel.state == "done", panel.status.value
+    assert res.config["profiles"] == cfg.profiles and res.config["precision"] == "int8"
+    panel.profile_text.value = "input:1x3"  # a bad line: said, not built
+    assert panel.start() is False and "input" in panel.status.value
+    empty = BuildPanel(SAMPLES / "resnet_tiny.onnx", client=client)
+    assert empty.profile_text.value == "" and empty.current_config().profiles == []

@@ -14,6 +14,7 @@ precision choices are the precision table's.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
@@ -59,6 +60,18 @@ class BuildPanel(PanelBase, W.VBox):
             else self.config.builder_optimization_level, min=0, max=5, description="opt level")
         self.timeout = W.BoundedFloatText(value=timeout or 0.0, min=0.0, max=86400.0,
                                           description="time limit s")
+        from workbench.precision.profiles import Profile
+
+        self.profile_text = W.Textarea(
+            value="\n".join(a for p in self.config.profiles
+                            for a in Profile.from_dict(p).arg_strings()),
+            placeholder="input:MIN:OPT:MAX, one per line (the --profile syntax); empty: "
+                        "build's default profile, said in the findings",
+            layout=W.Layout(width="auto", height="48px"))
+        self.calib_path = W.Text(value=str(self.config.calibration or "")
+                                 if isinstance(self.config.calibration, (str, Path)) else "",
+                                 description="calibration", placeholder=".npz / folder (INT8)",
+                                 layout=W.Layout(width="auto"))
         self.build_btn = W.Button(description="Build", icon="cogs", button_style="primary",
                                   layout=fit())
         self.cancel_btn = W.Button(description="Cancel", icon="stop", disabled=True, layout=fit())
@@ -80,6 +93,7 @@ class BuildPanel(PanelBase, W.VBox):
         super().__init__([
             self.header,
             W.HBox([self.precision, self.target]), W.HBox([self.opt_level, self.timeout]),
+            W.HTML("<b>Shape profile</b>"), self.profile_text, self.calib_path,
             W.HBox([self.build_btn, self.cancel_btn]), self.progress, self.phase, self.status,
             self.engine_card, W.HTML("<b>Findings</b>"), self.findings_html,
             W.HTML("<b>Export</b>"), exports, W.HTML("<b>Log</b>"), self.log_view])
@@ -100,10 +114,24 @@ class BuildPanel(PanelBase, W.VBox):
 
     # -- actions --------------------------------------------------------------------------
     def current_config(self) -> BuildConfig:
-        """The panel's config with the controls applied (raises WorkbenchError if invalid)."""
+        """The panel's config with the controls applied (raises WorkbenchError if invalid):
+        the profile lines (the CLI's --profile syntax; a line starting with + begins another
+        profile) and the calibration source."""
+        from workbench.precision.profiles import parse_profiles, validate_profiles
+
+        lines = [ln.strip() for ln in self.profile_text.value.splitlines() if ln.strip()]
+        profiles = [p.to_dict() for p in validate_profiles(self.model, parse_profiles(lines))] \
+            if lines else []
+        calib = self.calib_path.value.strip()
+        over: Dict[str, Any] = {"profiles": profiles}
+        if calib:
+            over["calibration"] = calib
+        elif isinstance(self.config.calibration, (str, Path)):
+            over["calibration"] = None  # (cleared in the field)
         return self.config.replace(precision=self.precision.value,
                                    target=self.target.value.strip() or None,
-                                   builder_optimization_level=int(self.opt_level.value))
+                                   builder_optimization_level=int(self.opt_level.value),
+                                   **over)
 
     def start(self) -> bool:
         """Start a build in the background; False (with a status message) if one is running
