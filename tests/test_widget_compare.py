@@ -187,3 +187,18 @@ def test_a_search_that_stops_says_why_and_what_to_try_in_the_panel(tmp_path):
     assert "NOT within tolerance" in text and "kept in FP32:</b>" not in text
     assert "stopped" in text and "--calib-method percentile" in text
     assert str(SAMPLES / "resnet_tiny.onnx") in text and str(data) in text
+
+
+def test_failing_tensors_are_outlined_and_exact_zeros_draw_no_bar(tmp_path):
+    """A tensor failing the elementwise rule with a small relative error was a green bar and a
+    green rel beside '17 beyond tol'; a zero error was a bar at '1p' on the log axis."""
+    from widgets.base import SEVERITY_COLOURS
+
+    np.savez(tmp_path / "in.npz", input=np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32))
+    p = ComparePanel(OVERFLOW, target="fp16", inputs=tmp_path / "in.npz")
+    p.wait(300)
+    bar = p.figure.data[0]
+    for t, y, line in zip(p.report.tensors, bar.y, bar.marker.line.color):
+        assert (line == SEVERITY_COLOURS["error"]) == (not t.passed)
+        assert (y is None) == (t.rel == 0)
+    assert any(not t.passed for t in p.report.tensors)

@@ -301,9 +301,17 @@ class ComparePanel(PanelBase, W.VBox):
         with self.figure.batch_update():
             bar = self.figure.data[0]
             bar.x = list(range(len(rep.tensors)))
-            bar.y = [max(r, 1e-12) for r in rels]
+            # an exact zero has no place on a log axis: no bar (it read as an error of "1p"),
+            # its hover says identical
+            bar.y = [r if r > 0 else None for r in rels]
             bar.marker.color = [band_color(t.rel) for t in rep.tensors]
+            # the verdict is elementwise: a tensor failing it is outlined in the error colour
+            # whatever its relative error's band (rel 4e-4 and 17 elements beyond tolerance)
+            bar.marker.line.color = [SEVERITY_COLOURS["error"] if not t.passed else
+                                     "rgba(0,0,0,0)" for t in rep.tensors]
+            bar.marker.line.width = 2
             bar.customdata = [f"{t.tensor} ({t.op}, node {t.node})" +
+                              ("<br>identical to FP32" if t.rel == 0 and t.passed else "") +
                               ("" if t.passed else f"<br>{t.mismatches} element(s) beyond "
                                "tolerance") for t in rep.tensors]
             self.figure.layout.xaxis.update(tensor_ticks([t.tensor for t in rep.tensors]))
@@ -328,7 +336,8 @@ class ComparePanel(PanelBase, W.VBox):
         rows = "".join(
             f"<tr><td>{esc(t.tensor)}</td><td>{esc(t.op)}</td>"
             f"<td>{_fmt(t.max_abs)}</td><td style='color:{band_color(t.rel)}'>{_fmt(t.rel)}</td>"
-            f"<td>{_fmt(t.added)}</td><td>{t.mismatches if not t.passed else ''}</td></tr>"
+            f"<td>{_fmt(t.added)}</td><td style='color:{SEVERITY_COLOURS['error']}'>"
+            f"{t.mismatches if not t.passed else ''}</td></tr>"
             for t in worst)
         self.table.value = (TABLE_CSS + "<table class='wb-t'><tr><th>tensor</th><th>op</th>"
                             "<th>max abs</th><th>rel</th>"
