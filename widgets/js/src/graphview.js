@@ -689,8 +689,9 @@ function render({ model, el: host }) {
       x0 = Math.min(x0, scene.X[i] - scene.W[i] / 2); x1 = Math.max(x1, scene.X[i] + scene.W[i] / 2);
       y0 = Math.min(y0, scene.Y[i] - scene.H[i] / 2); y1 = Math.max(y1, scene.Y[i] + scene.H[i] / 2);
     }
-    // never zoom in further than about 4 boxes across
-    const padX = Math.max(0, (4 * UNIT - (x1 - x0)) / 2), padY = Math.max(0, (3 * (TITLE_H + RANK_GAP) - (y1 - y0)) / 2);
+    // never zoom in further than about 5 boxes across and 6 ranks down: a node shown on its
+    // own keeps its neighbours in view (3 ranks filled a short panel with two boxes)
+    const padX = Math.max(0, (5 * UNIT - (x1 - x0)) / 2), padY = Math.max(0, (6 * (TITLE_H + RANK_GAP) - (y1 - y0)) / 2);
     camera.fit({ x0: x0 - padX, x1: x1 + padX, y0: y0 - padY, y1: y1 + padY }, animate);
   }
 
