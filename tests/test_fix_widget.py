@@ -182,3 +182,12 @@ def test_a_split_proposal_is_applied_as_a_split_into_a_folder(tmp_path):
     panel.apply(split)  # again: a second folder, the first kept
     panel.wait(300)
     assert Path(panel.last_split["prefix"]).parent == tmp_path / "det.split2"
+
+
+def test_the_check_on_open_shows_the_refused_nodes_in_the_graph(panel):
+    """On a user's model the panel's graph opened coloured by op category, the refused node
+    nowhere in sight: the check now selects, highlights and zooms to the nodes it refuses."""
+    failing = [n for n in panel.failing_nodes if n]
+    assert failing and panel.graph is not None
+    assert set(panel.graph.highlighted) == set(failing)
+    assert set(panel.graph.selected) == set(failing)

@@ -159,8 +159,19 @@ class FixPanel(PanelBase, W.VBox):
         return self.task.start(work, done=done, failed=failed, busy=busy)
 
     def run_check(self) -> Any:
-        """Ask the real parser about the current version and refresh the proposals."""
-        return self._start(self._check_now, f"asking {self.backend}'s parser ...")
+        """Ask the real parser about the current version and refresh the proposals; the graph
+        opens, selects and zooms to the nodes it refuses."""
+        def work() -> SupportReport:
+            rep = self._check_now()
+            failing = [n for n in self.failing_nodes if n]
+            if self.graph is not None and failing:
+                try:
+                    self.graph.reveal(failing)
+                except WorkbenchError:
+                    pass  # (a name the graph does not know: the table still lists it)
+            return rep
+
+        return self._start(work, f"asking {self.backend}'s parser ...")
 
     def preview(self, proposal: Optional[Proposal] = None) -> Any:
         """Compute (not keep) the change a proposal makes: diff, verification, graph colours;
