@@ -365,3 +365,23 @@ def test_a_selection_that_keeps_another_count_is_compared_not_crashed(tmp_path):
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert c.returncode == 1 and "internal error" not in c.stderr, c.stderr
     assert "precision-loss" not in c.stdout  # the selection names no culprit
+
+
+def test_batched_topk_values_that_are_an_output_pair_the_rows():
+    """A detector returning TopK's values as its [B, K] 'scores' output with [B, K, 4] boxes
+    and [B, K] labels: the values are the score (a 2-D output is no score otherwise, since a
+    [K, 4] box output is not one); boxes and labels were judged elementwise ('labels rel inf')."""
+    noise = np.zeros((2, N), np.float32)
+    noise[1, 2], noise[1, 3] = -5e-5, 5e-5
+    ref, cand = _topk_boxes_only(), _topk_boxes_only(np.zeros(N, np.float32))
+    cand.graph.initializer.remove(next(t for t in cand.graph.initializer if t.name == "noise"))
+    cand.graph.initializer.append(nh.from_array(noise, "noise"))
+    for model in (ref, cand):
+        for vi in list(model.graph.input) + list(model.graph.output):
+            vi.type.tensor_type.shape.dim[0].dim_param = "batch"
+        model.graph.output.append(h.make_tensor_value_info("top_v", T.FLOAT, ["batch", K]))
+    feed = {"boxes_in": np.stack([BOXES, BOXES[::-1] + 100]), "logits": np.stack([LOGITS] * 2)}
+    check = selection_aware(ref, cand, feed, tol=0.01)
+    assert check.passed and not check.elementwise, check.to_dict()
+    (g,) = check.groups
+    assert g.score == "top_v" and "kept_boxes" in g.outputs

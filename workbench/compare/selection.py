@@ -167,7 +167,8 @@ def _groups(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], selected: L
     # a selected output is a score when it is 1-D (a [K, 4] box output is no [B, K] score);
     # [B, K] scores are named (score=) or read inside (TopK's values per image)
     pool = [t for t in pool if np.ndim(ref[t]) == 1] + \
-        [t for t in pool if np.ndim(ref[t]) == 2 and (t == score or t not in selected)]
+        [t for t in pool if np.ndim(ref[t]) == 2 and (t == score or t not in selected
+                                                       or t in inner)]
     left = list(selected)
     groups: List[Tuple[List[str], str]] = []
     for s in pool:
@@ -234,7 +235,8 @@ def inner_scores(proto: Any, region: Set[int]) -> List[str]:
     rest = [o for i in sorted(region) if nodes[i].op_type in carry
             for o in nodes[i].output[:1] if o]
     outs = {o.name for o in proto.graph.output}
-    return [t for t in dict.fromkeys(topk + rest) if t not in outs]
+    # TopK's values are the score even when they are an output ([B, K] scores per image)
+    return [t for t in dict.fromkeys(topk + rest) if t not in outs or t in topk]
 
 
 # ----------------------------------------------------------------------------- the check
