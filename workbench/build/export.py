@@ -640,7 +640,8 @@ def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
                      "metadata or NAME_<k>) and its --layerOutputTypes='*' also retypes the "
                      "network outputs; Polygraphy's --layer-precisions has no '*', so its line "
                      "keeps only the FP32 exclusions")
-    return {"trtexec": trtexec_command(config, onnx_path, engine_path, **kw),
+    return {"onnx": str(onnx_path),  # the ONNX the lines read (the conversion built from)
+            "trtexec": trtexec_command(config, onnx_path, engine_path, **kw),
             "polygraphy": polygraphy_command(config, onnx_path, engine_path, **kw),
             "script": python_script(config, onnx_path, engine_path, **kw),
             "notes": notes}

@@ -197,6 +197,12 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
                f"prefix=TensorRTRunner('{engine}')) (workbench.chain, workbench.trtrunner); "
                "no CLI verb runs the pair yet",
     }
+    cut = set(man["cut"])
+    for f in result.findings:  # the prefix's outputs include the tensors handed to the tail
+        if f.tensors and f.tensors[0] in cut and f.message.startswith("output '"):
+            t = f.tensors[0]
+            f.message = f.message.replace(f"output '{t}'", f"tensor '{t}' (where the engine's "
+                                          "prefix hands over to the ONNX tail)", 1)
     note = split_notice(result.split)
     result.findings.insert(0, Finding("warning", "split-build", note,
                                       nodes=[r["node"] for r in man["refused"]][:20],

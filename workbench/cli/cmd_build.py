@@ -314,7 +314,8 @@ def run(args: "argparse.Namespace") -> int:
 
     for f in res.findings:
         if f.code != "split-build":  # its notice went to stderr before the engine line
-            print(f"  {pasteable(str(f), args.model, getattr(args, 'calib', None))}")
+            converted = None if getattr(res, "split", None) else res.export.get("onnx") or None
+            print(f"  {pasteable(str(f), args.model, getattr(args, 'calib', None), converted)}")
     print("trtexec:    " + res.export.get("trtexec", ""))
     print("polygraphy: " + res.export.get("polygraphy", ""))
     for note in res.export.get("notes") or []:
