@@ -385,3 +385,28 @@ def test_batched_topk_values_that_are_an_output_pair_the_rows():
     assert check.passed and not check.elementwise, check.to_dict()
     (g,) = check.groups
     assert g.score == "top_v" and "kept_boxes" in g.outputs
+
+
+def test_compare_prints_integer_outputs_as_elements_that_differ(tmp_path):
+    """Integer class labels were printed with a cosine ('labels ... cos 0.998')."""
+    import subprocess
+    import sys
+
+    import onnx
+
+    from conftest import REPO
+
+    g = h.make_graph([h.make_node("ArgMax", ["x"], ["labels"], axis=1, keepdims=0, name="am"),
+                      h.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, ["n", 5])],
+                     [h.make_tensor_value_info("labels", T.INT64, ["n"]),
+                      h.make_tensor_value_info("y", T.FLOAT, ["n", 5])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    path, data = tmp_path / "m.onnx", tmp_path / "x.npz"
+    onnx.save(m, str(path))
+    np.savez(data, x=np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32))
+    r = subprocess.run([sys.executable, "-m", "workbench.cli", "compare", str(path), str(path),
+                        "--inputs", str(data)], capture_output=True, text=True, cwd=REPO,
+                       timeout=300)
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("outputs: "))
+    assert "labels 0 of 6 differ PASS" in line and "y max abs 0 rel 0 cos 1.000000 PASS" in line

@@ -268,9 +268,16 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
     largest relative error, the findings (their MODEL / DATA as `model` / `data`)."""
     from workbench.cli.common import pasteable
 
-    print("outputs: " + ", ".join(f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} "
-                                  f"cos {t.cosine:.6f} {'PASS' if t.passed else 'FAIL'}"
-                                  for t in report.outputs))
+    def said(t: "object") -> str:
+        verdict = "PASS" if t.passed else "FAIL"
+        if getattr(t, "shape_change", None):
+            return f"{t.tensor} shape {t.shape_change} {verdict}"
+        if str(t.dtype).split(" ")[-1].startswith(("int", "uint", "bool")):
+            return f"{t.tensor} {t.mismatches} of {t.size} differ {verdict}"  # (labels, ids)
+        return (f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} cos {t.cosine:.6f} "
+                f"{verdict}")
+
+    print("outputs: " + ", ".join(said(t) for t in report.outputs))
     worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)
     w_op = max([14] + [len(t.op) for t in worst[:top]])  # (GlobalAveragePool, whole)
     if worst:  # (no intermediate tensor compared: the findings say why, no empty table)
