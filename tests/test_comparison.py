@@ -237,3 +237,17 @@ def test_fast_path_cosine_keeps_its_distance_from_one(noise):
     exact = 1.0 - rg / math.sqrt(rr * gg)
     assert exact > 0
     assert abs((1.0 - c.cosine) - exact) <= 1e-4 * exact + 1e-15, (c.cosine, exact)
+
+
+def test_fp16_tensors_compare_without_a_numpy_warning():
+    """Identical FP16 outputs printed 'RuntimeWarning: overflow encountered in cast' (the mask
+    sentinel 1e30 compared in float16) into the user's terminal."""
+    import warnings
+
+    a = np.linspace(-3, 3, 50).astype(np.float16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compare_tensor("x", a, a.copy(), 0.01, 0.01).passed
+        b = a.copy()
+        b[3] += np.float16(1)
+        assert not compare_tensor("x", a, b, 0.01, 0.01).passed
