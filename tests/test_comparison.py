@@ -247,7 +247,7 @@ def test_fp16_tensors_compare_without_a_numpy_warning():
     a = np.linspace(-3, 3, 50).astype(np.float16)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert compare_tensor("x", a, a.copy(), 0.01, 0.01).passed
+        assert comparison.compare_tensor("x", a, a.copy(), 0.01, 0.01).passed
         b = a.copy()
         b[3] += np.float16(1)
-        assert not compare_tensor("x", a, b, 0.01, 0.01).passed
+        assert not comparison.compare_tensor("x", a, b, 0.01, 0.01).passed
