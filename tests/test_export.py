@@ -377,3 +377,19 @@ def test_the_standalone_script_names_absolute_paths(tmp_path, monkeypatch):
     script = python_script(BuildConfig(precision="fp16"), "out/m.onnx", "out/m.engine")
     assert f"ONNX = {str(tmp_path / 'out' / 'm.onnx')!r}" in script
     assert f"ENGINE = {str(tmp_path / 'out' / 'm.engine')!r}" in script
+
+
+def test_a_cuda_probe_error_beside_a_parse_error_is_left_out_of_the_errors():
+    """On a machine without a GPU, TensorRT-RTX adds 'CUDA driver version is insufficient' to a
+    parse error; the refusal's message quoted it as if it were the cause."""
+    trt = pytest.importorskip("tensorrt_rtx_bindings")
+    from workbench.worker.loaders import make_logger
+
+    cuda = ("[checkMacros.cpp::catchCudaError::250] Error Code 1: Cuda Runtime (cudaError 35: "
+            "CUDA driver version is insufficient for CUDA runtime version)")
+    log = make_logger(trt, keep="info")
+    sev = trt.ILogger.Severity
+    log.log(sev.ERROR, cuda)
+    assert log.errors() == [cuda]  # alone, it is what failed
+    log.log(sev.ERROR, "/c1/Conv: IConvolutionLayer input and kernel must be of same type")
+    assert log.errors() == ["/c1/Conv: IConvolutionLayer input and kernel must be of same type"]

@@ -171,7 +171,13 @@ def make_logger(trt: Any, ctx: Optional[Context] = None, keep: str = "warning",
                         break
 
         def errors(self) -> List[str]:
-            return [m["message"] for m in self.messages if m["level"] == "error"]
+            """The error messages; TensorRT-RTX's 'CUDA driver version is insufficient'
+            (it probes CUDA while reporting a parse error on a machine without a GPU) is left
+            out when other errors say what failed, kept when it is the only one."""
+            errs = [m["message"] for m in self.messages if m["level"] == "error"]
+            noise = [m for m in errs if "CUDA driver version is insufficient" in m]
+            return [m for m in errs if m not in noise] if noise and len(noise) < len(errs) \
+                else errs
 
     return _Logger()
 
