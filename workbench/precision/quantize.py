@@ -2,7 +2,8 @@
 
 INT8: onnxruntime.quantization.quantize_static in QDQ format with symmetric activations and
 weights, per-channel weights, biases left FP32 (TensorRT rejects INT32 bias DequantizeLinear),
-entropy / minmax / percentile calibration on CPU.
+Q/DQ on the inputs of the quantized ops only (TensorRT's placement advice), entropy / minmax /
+percentile calibration on CPU. A model that computes in FP16 (a `.half()` export) is refused.
 FP8 (E4M3FN): onnxruntime's float8 path only supports its "Distribution" calibrator, so we run
 the INT8 pass with the requested calibrator (same Q/DQ placement, same amax per tensor) and
 re-derive FP8 scales as amax / 448 (E4M3's largest finite value), re-quantizing weights from
