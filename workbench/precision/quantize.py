@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import re
 import logging
 import tempfile
 from pathlib import Path
@@ -98,10 +99,28 @@ def calibrate(proto: Any, batches: List[Dict[str, np.ndarray]], ops: Sequence[st
         opts.update({"num_bins": 2048, "percentile": 99.999})
     cal = create_calibrator(src, list(ops), augmented_model_path=str(tmp / "augmented.onnx"),
                             calibrate_method=methods[method], extra_options=opts)
-    cal.collect_data(ort_reader(batches))
+    # one collect per run of batches of one shape: onnxruntime's histogram calibrators stack
+    # a call's batches with np.asarray, which fails on batches of other shapes (a smaller last
+    # batch, variable-length audio or text); its collectors merge across calls
+    for group in _same_shape_runs(batches):
+        cal.collect_data(ort_reader(group))
     ranges = cal.compute_data()
     save_tensors_data(ranges, cache)
     return ranges
+
+
+def _same_shape_runs(batches: List[Dict[str, np.ndarray]]) -> List[List[Dict[str, np.ndarray]]]:
+    """Consecutive batches grouped while every input keeps its shape."""
+    out: List[List[Dict[str, np.ndarray]]] = []
+    last = None
+    for b in batches:
+        key = tuple(sorted((k, tuple(np.shape(v))) for k, v in b.items()))
+        if out and key == last:
+            out[-1].append(b)
+        else:
+            out.append([b])
+        last = key
+    return out
 
 
 def _float_model_of(proto: Any, target: str) -> Tuple[Any, List[Finding]]:
@@ -164,8 +183,8 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
             raise
         except Exception as e:
             text = " ".join(str(e).split())[:300]
-            hint = ("exclude the node named in the message (--exclude NODE), or try "
-                    "--calib-method minmax")
+            hint = ("try --calib-method minmax" + ("; or exclude the node the message "
+                    "names (--exclude NODE)" if re.search(r"node|/\w", text) else ""))
             if "bins" in text:
                 hint = ("a calibrated tensor spans a huge range (e.g. +-3.4e38 mask constants): "
                         "exclude its op type (--exclude-op) or use --calib-method minmax")
