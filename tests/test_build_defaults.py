@@ -207,25 +207,31 @@ def test_calibration_data_feeds_the_advisor_for_the_default(client):
     f = _default_finding(res.findings)
     assert set(f.extra["rules"].values()) == {"the profile advisor on the calibration data"}
     (mn, op, mx), = [res.config["profiles"][0]["input_ids"]]
-    assert mn[0] == 1 and mx == [64, 32]  # the batches: 64 sequences padded to 32
+    # one stacked file of 64 sequences padded to 32: 64 is a sample count, not a batch served
+    assert mn[0] == 1 and op[0] == 1 and mx == [16, 32]
     assert mn[1] > 1 and op[1] <= 32  # real lengths 6..32 under the padding
     assert res.config["profiles"][0]["attention_mask"] == [mn, op, mx]
 
 
 def test_calibration_saved_in_small_batches_does_not_cap_the_engine_batch(client, tmp_path):
-    """Calibration data saved 4 at a time: the advisor's profile keeps its opt (4) but the
-    batch max stays the default's 16 (the data's batch is how it was saved, not how the engine
-    is fed), and the notice says so; data in batches of 32 sets max 32."""
+    """Calibration data saved 4 at a time (a folder of batches): the advisor's profile keeps
+    its opt (4) but the batch max is the default's 16 (the data's batch is how it was saved,
+    not how the engine is fed), and says so; one stacked file, of 4 samples or 32, says
+    nothing of the batch served: 1..1..16 (it made 32 the engine's batch max)."""
     import numpy as np
 
     data = np.load(SAMPLES / "calib" / "resnet_tiny.npz", allow_pickle=False)["input"]
-    small = tmp_path / "c4.npz"
-    np.savez(small, input=data[:4])
-    res = build_engine(SAMPLES / "resnet_tiny.onnx", cfg(calibration=str(small)), client=client)
+    folder = tmp_path / "batches"
+    folder.mkdir()
+    for k in range(3):
+        np.savez(folder / f"b{k}.npz", input=data[4 * k:4 * k + 4])
+    res = build_engine(SAMPLES / "resnet_tiny.onnx", cfg(calibration=str(folder)), client=client)
     f = _default_finding(res.findings)
     assert f.extra["profile"]["input"] == [[1, 3, 32, 32], [4, 3, 32, 32], [16, 3, 32, 32]]
-    assert "batch max kept at the default 16" in f.message
-    big = build_engine(SAMPLES / "resnet_tiny.onnx",
-                       cfg(calibration=str(SAMPLES / "calib" / "resnet_tiny.npz")), client=client)
-    g = _default_finding(big.findings)
-    assert g.extra["profile"]["input"][2] == [32, 3, 32, 32] and "kept at" not in g.message
+    for n in (4, 32):
+        one = tmp_path / f"c{n}.npz"
+        np.savez(one, input=data[:n])
+        g = _default_finding(build_engine(SAMPLES / "resnet_tiny.onnx",
+                                          cfg(calibration=str(one)), client=client).findings)
+        assert g.extra["profile"]["input"] == [[1, 3, 32, 32], [1, 3, 32, 32], [16, 3, 32, 32]]
+

@@ -122,7 +122,8 @@ def test_migration_table_explains_tutorial_calls():
 def test_export_for_bundles_everything_and_notes_rtx_target():
     e = export_for(BuildConfig(target="sm89"), onnx_path="a.onnx", engine_path="a.engine",
                    backend="tensorrt-rtx", route="strongly-typed")
-    assert set(e) == {"trtexec", "polygraphy", "script", "notes"}
+    assert set(e) == {"onnx", "trtexec", "polygraphy", "script", "notes"}
+    assert e["onnx"] == "a.onnx"  # the ONNX the lines read
     assert any("sm89" in n for n in e["notes"])
     compile(e["script"], "s.py", "exec")
 

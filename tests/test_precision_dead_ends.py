@@ -311,3 +311,57 @@ def test_int8_of_a_model_exported_in_fp16_is_refused_naming_the_node(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "node '/c1/Conv'" in r.stderr and "computes in FP16, not FP32" in r.stderr
     assert "without .half()" in r.stderr and not (tmp_path / "q.onnx").exists()
+
+
+def _two_convs(tmp_path, pool=False):
+    """x -> Conv -> Relu [-> MaxPool] -> Conv: the Convs are what INT8 quantizes (a MaxPool
+    only when its input is quantized)."""
+    rng = np.random.default_rng(0)
+    w1 = nh.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w1")
+    w2 = nh.from_array(rng.standard_normal((4, 8, 3, 3)).astype(np.float32), "w2")
+    nodes = [h.make_node("Conv", ["x", "w1"], ["a"], name="/c1/Conv", pads=[1] * 4),
+             h.make_node("Relu", ["a"], ["r"], name="/act/Relu")]
+    if pool:
+        nodes.append(h.make_node("MaxPool", ["r"], ["p"], name="/pool/MaxPool",
+                                 kernel_shape=[1, 1]))
+    nodes.append(h.make_node("Conv", ["p" if pool else "r", "w2"], ["y"], name="/c2/Conv",
+                             pads=[1] * 4))
+    g = h.make_graph(nodes, "g", [vi("x", T.FLOAT, ["n", 3, 8, 8])],
+                     [vi("y", T.FLOAT, ["n", 4, 8, 8])], [w1, w2])
+    path = tmp_path / "two.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    data = tmp_path / "x.npz"
+    np.savez(data, x=rng.standard_normal((16, 3, 8, 8)).astype(np.float32))
+    return path, data
+
+
+def test_a_search_that_would_keep_every_quantizable_node_stops_and_says_why(tmp_path):
+    """At a tolerance INT8 cannot meet, the search kept the Convs in FP32 one per round, then
+    crashed on 'nothing to quantize' without printing its rounds."""
+    from workbench import compare
+
+    path, data = _two_convs(tmp_path)
+    s = compare.find_exclusions(str(path), "int8", calibration=str(data), atol=1e-7, rtol=1e-7)
+    assert not s.passed and s.stopped == "nothing-left" and len(s.excluded) == 1
+    assert "would leave nothing in INT8" in s.why_stopped(str(path), str(data))
+    r = _cli("compare", path, "--to", "int8", "--inputs", data, "--atol", "1e-7", "--rtol",
+             "1e-7")
+    assert r.returncode == 1 and "internal error" not in r.stderr, r.stderr
+    assert "round 1: 1 node(s) in FP32" in r.stdout and "would leave nothing in INT8" in r.stdout
+
+
+def test_a_pass_that_leaves_nothing_quantized_says_int8_gains_nothing(tmp_path):
+    """With the Convs kept, a MaxPool is the only quantizable node left, and onnxruntime gives
+    it no Q/DQ: the search passed and printed the exclusions as an INT8 answer; precision wrote
+    '0 Q/DQ pair(s)' without a word."""
+    from workbench import compare
+
+    path, data = _two_convs(tmp_path, pool=True)
+    s = compare.find_exclusions(str(path), "int8", calibration=str(data), atol=1e-7, rtol=1e-7)
+    assert s.passed and set(s.excluded) == {"/c1/Conv", "/c2/Conv"} and s.quantized_left == 0
+    r = _cli("compare", path, "--to", "int8", "--inputs", data, "--atol", "1e-7", "--rtol",
+             "1e-7")
+    assert "but nothing is left in INT8" in r.stdout, r.stdout
+    p = _cli("precision", path, "--to", "int8", "--calib", data, "--exclude", "/c1/Conv",
+             "--exclude", "/c2/Conv", "-o", tmp_path / "none.onnx")
+    assert "WARNING nothing-quantized" in p.stdout and "computes in FP32" in p.stdout

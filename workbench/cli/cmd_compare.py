@@ -386,6 +386,11 @@ def run(args: argparse.Namespace) -> int:
                     + " -o OUT.onnx")
             if search.passed and search.excluded:
                 print("  " + line)
+                if search.quantized_left == 0:
+                    print(f"  but nothing is left in {args.to.upper()}: every node it quantizes "
+                          f"is kept in FP32, so the model computes in FP32 (at this tolerance "
+                          f"{args.to.upper()} gains nothing; build it in FP16, or relax "
+                          "--atol/--rtol)")
             elif not search.passed:
                 print("  " + search.why_stopped(args.reference,
                                                 calib if isinstance(calib, str) else None))

@@ -758,6 +758,15 @@ class ExclusionSearch:
     # outputs after a data-dependent selection, judged through the tensors feeding it
     selected: List[str] = field(default_factory=list)
 
+    @property
+    def quantized_left(self) -> Optional[int]:
+        """INT8/FP8: the nodes the answer still quantizes (0: every one kept in FP32, the model
+        gains nothing from the target); None for float targets."""
+        fin = self.final
+        if fin is None or self.target not in ("int8", "fp8"):
+            return None
+        return len(fin.quantized_nodes or ())  # (no Q/DQ left: the candidate reads as FP32)
+
     def why_stopped(self, model: Any = None, data: Optional[str] = None) -> str:
         """Why the search ended without meeting the tolerance, and what to try next, in one
         line (the CLI prints it, the Compare panel shows it; `model`/`data`: paths for the
@@ -773,6 +782,11 @@ class ExclusionSearch:
             calib = (f"; for {self.target.upper()}, another calibration often does more than "
                      f"FP32 nodes: `workbench precision {m} --to {self.target} --calib {d} "
                      "--calib-method percentile -o OUT.onnx` (or minmax) prints its error")
+        if self.stopped == "nothing-left":
+            return (f"stopped: keeping one more node in FP32 would leave nothing in "
+                    f"{self.target.upper()} (every quantizable node kept): at this tolerance the "
+                    f"model gains nothing from {self.target.upper()}; build it in FP16, or "
+                    f"relax the tolerance ({tol}: --atol/--rtol){calib}")
         if self.stopped == "no-culprit":
             sel = selects_by_value(model) if model is not None else ""
             why = (f"or comes from ops that pick by value on near-ties ({sel})" if sel else
@@ -939,7 +953,14 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
 
     best: Optional[Tuple[float, int, LayerwiseReport]] = None  # (worst error, round, report)
     for k in range(max_rounds + 1):
-        report, worst = attempt(k, excluded)
+        try:
+            report, worst = attempt(k, excluded)
+        except WorkbenchError as e:  # the last quantizable node kept: nothing left to convert
+            if k == 0 or "nothing to quantize" not in e.message:
+                raise
+            stopped = "nothing-left"
+            excluded = list(rounds[-1]["excluded"]) if rounds else []
+            break
         if best is None or worst < best[0]:
             best = (worst, k, report)
         if passes(report):
@@ -980,7 +1001,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         if k == max_rounds:
             break
         excluded = excluded + new[:per_round]
-    passed = bool(report and passes(report))
+    passed = bool(report and passes(report)) and stopped != "nothing-left"
     if not passed and best is not None and best[1] != len(rounds) - 1:
         # later rounds made it worse (a kept node can move another's quantization): the
         # answer is the best round, said as such

@@ -323,6 +323,15 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
                      "of one .npz per batch, whose sizes the advisor reads"))
         elif is_batch:  # batches as served (a folder of files): their sizes say it
             mn, opt = 1, int(np.median(v))
+            if mx < DEFAULT_MAX_BATCH:  # (how the data was saved, not all the engine serves)
+                findings.append(Finding(
+                    "info", "batch-max-default",
+                    f"the data's batches hold at most {mx} samples: the batch max is build's "
+                    f"default {DEFAULT_MAX_BATCH}, so the engine also takes larger batches",
+                    source="profiles",
+                    hint=f"set the max you serve with --profile NAME:1:{opt}:{mx} to keep it "
+                         f"at {mx}"))
+                mx = DEFAULT_MAX_BATCH
         elif key in real:  # padded data: the real lengths say where the work is
             lengths = real[key][1]
             mn = int(max(1, lengths.min()))

@@ -202,6 +202,14 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
         raise WorkbenchError(f"quantization produced non-zero zero points: {', '.join(nonzero)}",
                              hint="TensorRT needs zero point 0; please report this model")
     findings += _quant_findings(proto, q, skip)
+    if not report.get("quantized_nodes"):
+        findings.append(Finding(
+            "warning", "nothing-quantized",
+            f"no node is quantized: the {target.upper()} model holds no Q/DQ pair, so it "
+            f"computes in FP32 ({len(skip)} node(s) excluded)", nodes=list(skip)[:20],
+            source="precision",
+            hint=f"exclude fewer nodes, or build in FP16 if {target.upper()} cannot keep the "
+                 "accuracy you need"))
     return q, findings, report
 
 
