@@ -196,3 +196,33 @@ def test_a_registered_target_brings_its_comparison_tolerances(fx16):
     assert table.tolerances("fx16") == (3e-2, 4e-2) == table.tolerances("fixed16")
     assert compare_tolerances("fx16", rtol=1e-1) == (3e-2, 1e-1)
     assert table.tolerances("fp32") == (1e-3, 1e-3) and table.tolerances("int8") == (1e-2, 1e-2)
+
+
+def test_fp32_on_a_tensorrt_without_strongly_typed_networks_is_a_weakly_typed_build():
+    """TensorRT 8.6 has no strongly typed networks: an FP32 build said 'route: strongly-typed'
+    and its trtexec line carried --stronglyTyped, which trtexec 8.6 does not know."""
+    cfg = BuildConfig(precision="fp32")
+    assert resolve_route(cfg, {"fp16_flag": True}) == "legacy-flags"
+    assert resolve_route(cfg, {"strongly_typed_flag": True}) == "strongly-typed"
+    line = trtexec_command(cfg, "m.onnx", "m.engine", route=resolve_route(cfg, {}))
+    assert "--stronglyTyped" not in line and "--fp16" not in line and "--noTF32" in line
+
+
+def test_a_quantized_model_gets_the_int8_flag_on_the_builder_flag_route():
+    """An INT8 Q/DQ model built on TensorRT 8.6: 'Int8 precision has been set for a layer ...
+    but int8 is not configured in the builder' (the node was blamed as 'or', a word of that
+    sentence). Its own Q/DQ nodes ask for the INT8 flag; a float model asks for none."""
+    from workbench.build.engine import explicit_quantization_flags
+    from workbench.precision import convert
+    from workbench.worker.loaders import blame
+
+    q = convert(SAMPLES / "resnet_tiny.onnx", "int8",
+                calibration=str(SAMPLES / "calib" / "resnet_tiny.npz")).proto
+    assert explicit_quantization_flags(q.graph) == ["INT8"]
+    assert explicit_quantization_flags(onnx.load(str(SAMPLES / "resnet_tiny.onnx")).graph) == []
+    msg = ("Error Code 4: Internal Error (Int8 precision has been set for a layer or layer "
+           "output, but int8 is not configured in the builder)")
+    layers = {"or": {"nodes": ["or"], "type": "constant"},
+              "/stem/conv/Conv": {"nodes": ["/stem/conv/Conv"], "type": "convolution"}}
+    assert blame(msg, layers) == (None, [])
+    assert blame("(/stem/conv/Conv: bad weights)", layers)[0] == "/stem/conv/Conv"

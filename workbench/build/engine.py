@@ -526,6 +526,19 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
         if route == "legacy-flags":  # the table names the flag and the calibrator; the worker obeys
             args["builder_flag"] = entry.builder_flag
             args["calibrate"] = bool(entry.flag_calibrator)
+            # Q/DQ nodes already in the ONNX (a quantized model): TensorRT <= 10 builds explicit
+            # quantization only with the INT8 (FP8) flag set ("Int8 precision has been set for
+            # a layer ... but int8 is not configured in the builder")
+            need = [f for f in explicit_quantization_flags(_graph_of(onnx_path, ref))
+                    if f != (entry.builder_flag or "").upper() and f not in args["extra_flags"]]
+            if need:
+                args["extra_flags"] = list(args["extra_flags"]) + need
+                findings.append(Finding(
+                    "info", "explicit-quantization",
+                    f"the model carries {'/'.join(need)} Q/DQ nodes: built with the "
+                    f"{', '.join(need)} builder flag{'s' if len(need) > 1 else ''} TensorRT "
+                    "needs for them (the scales come from the Q/DQ nodes, no calibration)",
+                    source="build"))
             lp = layer_precisions(config, _expand_exclude_ops(ref, config))
             if lp:
                 args["layer_precisions"] = lp
@@ -789,6 +802,31 @@ def _failed(ws: Any, key: str, config: BuildConfig, code: str, **extra: Any) -> 
                            "config_hash": config.config_hash, **extra})
     except OSError:
         pass
+
+
+def explicit_quantization_flags(graph: Any) -> List[str]:
+    """The builder flags a graph's own Q/DQ nodes need on the builder-flag route: "INT8" for
+    integer Q/DQ (their zero point's type, or `output_dtype`; uint8 when neither says), "FP8"
+    for float8 ones."""
+    types = {t.name: t.data_type for t in graph.initializer}
+    for n in graph.node:  # (Constant zero points)
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value":
+                    types[n.output[0]] = a.t.data_type
+    out: List[str] = []
+    for n in graph.node:
+        if n.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        dt = next((a.i for a in n.attribute if a.name == "output_dtype" and a.i), None)
+        if dt is None:
+            dt = types.get(n.input[2]) if len(n.input) > 2 and n.input[2] else 2  # uint8
+        if n.op_type == "DequantizeLinear" and dt is None:
+            dt = types.get(n.input[0], 3)
+        flag = "FP8" if dt in (17, 18, 19, 20) else "INT8"
+        if flag not in out:
+            out.append(flag)
+    return out
 
 
 def _graph_of(onnx_path: Path, ref: ModelRef) -> Any:

@@ -282,8 +282,10 @@ def resolve_route(config: BuildConfig, caps: Dict[str, bool]) -> str:
     flag = entry.builder_flag or entry.name.upper()
     has_flag = bool(entry.capability and caps.get(entry.capability))
     if config.route == "auto":
-        if caps.get("strongly_typed_flag") or entry.kind == "none":
+        if caps.get("strongly_typed_flag"):
             return "strongly-typed"
+        if entry.kind == "none":  # FP32 on a TensorRT without strongly typed networks: a
+            return "legacy-flags"  # weakly typed one, no flag (no --stronglyTyped in its lines)
         if has_flag:
             return "legacy-flags"
         raise WorkbenchError(f"this TensorRT has neither strongly typed networks nor "

@@ -1067,6 +1067,8 @@ def blame(msg: str, layers: Dict[str, Dict[str, Any]]) -> Tuple[Optional[str], L
         name = m.group("name").strip()
         return name, layers[name]["nodes"]
     for name in sorted(layers, key=len, reverse=True):
+        if len(name) <= 3 and name.isalpha():
+            continue  # ("or", "to", "fc" are words of TensorRT's sentences as well)
         if name and re.search(r"(^|[\s(\[])" + re.escape(name) + r"([\s:)\]]|$)", msg):
             return name, layers[name]["nodes"]
     for c in _LAYER_CLASS.finditer(msg):
