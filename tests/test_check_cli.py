@@ -174,3 +174,40 @@ def test_build_with_profile(capsys, tmp_path):
     assert rc == 2 and "rank" in err and len(err.strip().splitlines()) == 1
     rc, _, err = _run(capsys, "check", str(p), "--profile", "x:1x8:4x8:16x8")
     assert rc == 2 and "--build" in err
+
+
+def test_a_node_the_parser_reports_several_times_is_one_problem(tmp_path):
+    """A BatchNormalization exported in training mode: TensorRT's parser reports its mode and
+    each extra output, and check said '6 problem(s)' for 2 nodes, each listed 3 times."""
+    import onnx
+    import numpy as np
+    from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+    from workbench.support import check
+
+    inits = [nh.from_array(np.ones(3, np.float32), n) for n in ("s", "b", "m", "v")]
+    bn = h.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"],
+                     training_mode=1, name="/bn/BatchNormalization")
+    g = h.make_graph([bn, h.make_node("Relu", ["y"], ["z"], name="/act/Relu")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 4, 4])],
+                     [h.make_tensor_value_info("z", T.FLOAT, [2, 3, 4, 4]),
+                      h.make_tensor_value_info("rm", T.FLOAT, [3]),
+                      h.make_tensor_value_info("rv", T.FLOAT, [3])], initializer=inits)
+    path = tmp_path / "bn.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 15)]), str(path))
+    rep = check(str(path), backend="tensorrt-rtx")
+    assert not rep.supported
+    assert [u["node"] for u in rep.unsupported] == ["/bn/BatchNormalization"]
+    assert "training mode" in rep.unsupported[0]["reason"]
+
+
+def test_a_split_that_leaves_most_of_the_model_out_of_the_engine_says_so():
+    from workbench.build.tail import split_notice
+
+    info = {"refused": [{"op": "BatchNormalization", "node": "/bn"}], "backend": "tensorrt-rtx",
+            "engine_nodes": 1, "onnxruntime_nodes": 7, "tail": "m.tail.onnx",
+            "manifest": "m.split.json", "prefix": "m.prefix.onnx", "verification": "equivalent",
+            "run": "ChainedRunner(...)"}
+    assert "MOST OF THE MODEL IS NOT IN THE ENGINE (7 of 8 nodes" in split_notice(info)
+    info.update(engine_nodes=50, onnxruntime_nodes=3)
+    assert "MOST OF" not in split_notice(info)

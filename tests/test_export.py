@@ -394,3 +394,14 @@ def test_a_cuda_probe_error_beside_a_parse_error_is_left_out_of_the_errors():
     assert log.errors() == [cuda]  # alone, it is what failed
     log.log(sev.ERROR, "/c1/Conv: IConvolutionLayer input and kernel must be of same type")
     assert log.errors() == ["/c1/Conv: IConvolutionLayer input and kernel must be of same type"]
+
+
+def test_tensorrts_layernorm_caution_is_no_overflow_claim():
+    """'Running layernorm after self-attention with FP16 Reduce or Pow may cause overflow' was
+    reported as 'FP32 values outside the FP16 range were converted to FP16 infinity'."""
+    msg = ("Running layernorm after self-attention with FP16 Reduce or Pow may cause overflow. "
+           "Forcing Reduce or Pow Layers in FP32 precision, or exporting the model to use "
+           "INormalizationLayer (available with ONNX opset >= 17) can help preserving accuracy.")
+    (f,) = findings_from_log([{"level": "warning", "message": msg}], NameIndex())
+    assert f.code == "fp16-layernorm-risk" and f.severity == "info"
+    assert "infinity" not in f.message and "--exclude-op Pow" in f.hint

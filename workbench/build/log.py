@@ -24,6 +24,13 @@ _TENSOR = re.compile(r"(?:tensor|Tensor|input|Input|output|Output)[: ]+'?\"?([^\
 
 # (code, severity, regex, explanation, hint)
 _RULES = [
+    ("fp16-layernorm-risk", "info",
+     re.compile(r"layernorm.*(?:Reduce|Pow).*may cause overflow|INormalizationLayer", re.I),
+     "TensorRT warns that a layer normalization written as Reduce/Pow ops (not one "
+     "LayerNormalization node) may overflow in FP16; nothing overflowed yet",
+     "check it on your data (`workbench precision MODEL --to fp16 --calib DATA -o OUT.onnx` names "
+     "any activation beyond the FP16 range); to keep those ops in FP32: --exclude-op Pow "
+     "--exclude-op ReduceMean; or export with opset >= 17 so it is one LayerNormalization"),
     ("fp16-overflow", "warning",
      re.compile(r"finite FP32 values which would overflow in FP16|closest finite FP16", re.I),
      "FP32 weights beyond the FP16 range were clamped to the largest finite FP16 value "

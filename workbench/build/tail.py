@@ -74,13 +74,17 @@ def split_notice(info: Dict[str, Any]) -> str:
         + ")" if len(refused) > 3 else ""
     stage = info.get("refused_by", "parser")
     what = "builder has no kernel for" if stage == "builder" else "parser refused"
+    n_engine, n_tail = int(info["engine_nodes"]), int(info["onnxruntime_nodes"])
+    most = (f" MOST OF THE MODEL IS NOT IN THE ENGINE ({n_tail} of {n_engine + n_tail} nodes "
+            "run on onnxruntime): fix the refused node (`workbench check MODEL` says how) "
+            "rather than ship this split." if n_tail > n_engine else "")
     return (f"split build: {info['backend']}'s {what} {len(refused)} node(s): "
             f"{named}{more}. The engine runs {info['engine_nodes']} node(s), onnxruntime the "
             f"tail's {info['onnxruntime_nodes']} (from those nodes on); written beside the "
             f"engine: {Path(info['tail']).name}, {Path(info['manifest']).name} (prefix ONNX "
             f"{Path(info['prefix']).name}); chain vs original on onnxruntime: "
             f"{info['verification']}. Run the pair: {info['run']}. "
-            "Use --no-split (split_tail=False) to make this an error instead.")
+            "Use --no-split (split_tail=False) to make this an error instead." + most)
 
 
 def _exact_rewrites(model: Any, backend: str, client: Any, target: str) -> List[Any]:

@@ -769,6 +769,26 @@ def _names_a_cause(entry: Dict[str, Any]) -> bool:
     return entry["stage"] == "parse" and entry["code"] not in codes.OP_REJECTED
 
 
+def _one_per_node(entries: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One entry per failing node and code: the parser can report a node several times (a
+    training-mode BatchNormalization: its mode and each extra output), which read as that many
+    problems; the other messages are kept under `also`."""
+    out: List[Dict[str, Any]] = []
+    seen: Dict[Any, Dict[str, Any]] = {}
+    for u in entries:
+        key = (u.get("node"), u.get("code")) if u.get("node") else None
+        if key is not None and key in seen:
+            first = seen[key]
+            msg = u.get("message")
+            if msg and msg != first.get("message") and msg not in first.get("also", []):
+                first.setdefault("also", []).append(msg)
+            continue
+        if key is not None:
+            seen[key] = u
+        out.append(u)
+    return out
+
+
 def in_users_terms(cause: str, parser_message: str) -> str:
     """The cause in the model's terms first, TensorRT's own words after (they name C++
     functions, assertions and DLA flags that say little to the person who exported the model)."""
@@ -822,6 +842,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
                                   error_code=err.get("code"),
                                   subgraph=(site.path.rstrip("/") or None) if site else None,
                                   local_function_stack=err.get("local_function_stack") or None))
+    unsupported = _one_per_node(unsupported)
     report = SupportReport(backend=name, backend_version=version, supported=rec["parsed"],
                            mode="parser", rules=table["name"], model=label)
     report.partition = _map_partition(model, rec.get("partition"))
