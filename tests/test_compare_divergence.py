@@ -119,3 +119,17 @@ def test_panel_status_and_findings_read_consistently(notebook_case):
     fd = rep.first_divergence
     assert "beyond tol" in p.table.value
     assert f">{fd.mismatches}</td></tr>" in p.table.value  # (in the error colour)
+
+
+def test_with_outputs_within_tolerance_no_finding_says_to_keep_a_node():
+    """compare printed outputs PASS beside 'WARNING precision-loss ... keep it in higher
+    precision', while the FP32-node search said 0 nodes are needed."""
+    q = convert(SAMPLES / "resnet_tiny.onnx", "int8", measure=False,
+                calibration=str(SAMPLES / "calib" / "resnet_tiny.npz")).proto
+    rep = compare.layerwise(SAMPLES / "resnet_tiny.onnx", q,
+                            calibration=str(SAMPLES / "calib" / "resnet_tiny.npz"),
+                            atol=0.5, rtol=0.05)  # the outputs meet it; a node adds > rtol
+    assert rep.outputs_pass
+    loss = [f for f in rep.findings if f.code == "precision-loss"]
+    assert loss and all(f.severity == "info" and "nothing needs to stay" in f.message and
+               f.hint.startswith("only if you need tighter outputs") for f in loss)
