@@ -235,3 +235,25 @@ def test_calibration_saved_in_small_batches_does_not_cap_the_engine_batch(client
                                           cfg(calibration=str(one)), client=client).findings)
         assert g.extra["profile"]["input"] == [[1, 3, 32, 32], [1, 3, 32, 32], [16, 3, 32, 32]]
 
+
+
+def test_float_sequence_and_waveform_axes_get_ranges_of_their_kind():
+    """A float [batch, seq, hidden] input (a decoder fed embeddings) had its 'seq' fixed at
+    128 as an 'unknown axis'; a [batch, 1, len] waveform got 128 samples."""
+    from onnx import TensorProto as T, helper as h
+
+    from workbench.precision.profiles import default_profile
+
+    def model(name, dims):
+        g = h.make_graph([h.make_node("Relu", [name], ["y"])], "g",
+                         [h.make_tensor_value_info(name, T.FLOAT, dims)],
+                         [h.make_tensor_value_info("y", T.FLOAT, dims)])
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+    prof, rules = default_profile(model("x", ["batch", "seq", 64]))
+    assert prof["x"] == ((1, 1, 64), (1, 128, 64), (16, 512, 64))
+    assert "sequence axis" in rules["seq"]
+    prof, rules = default_profile(model("wave", ["batch", 1, "len"]))
+    assert prof["wave"] == ((1, 1, 16000), (1, 1, 16000), (16, 1, 16000))
+    prof, _ = default_profile(model("feat", ["batch", "n", 64]))  # nothing says what it is
+    assert prof["feat"][0][1] == prof["feat"][2][1] == 128

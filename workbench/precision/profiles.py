@@ -480,6 +480,7 @@ DEFAULT_SEQUENCE = (1, 128, 512)  # token axes: max from the model's position ta
 DEFAULT_DIM = 128  # any other dynamic axis we know nothing about: fixed (min = opt = max)
 METADATA_KEY = "workbench.profile"  # metadata_props entry in --profile syntax, set by exporters
 _AUDIO_HINTS = ("sample", "audio", "wav", "speech")
+_SEQUENCE_NAMES = ("t", "s", "n_tokens", "length", "steps")  # (whole names only: short ones)
 _POSITION_HINTS = ("position", "wpe", "pos_emb")
 
 
@@ -516,6 +517,12 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int]
         if rank == 2 and axis == 1 and any(h in name or h in spec.name.lower()
                                            for h in _AUDIO_HINTS + ("input_values",)):
             return (16000, 16000, 16000), "1 s of 16 kHz audio (a guess)"
+        if rank == 3 and axis == 2 and dims[1] == 1 and any(
+                h in name or h in spec.name.lower() for h in _AUDIO_HINTS + ("len",)):
+            return (16000, 16000, 16000), "1 s of 16 kHz audio, one channel (a guess)"
+        if rank == 3 and axis == 1 and (name in _SEQUENCE_NAMES or any(
+                h in name for h in ("seq", "len", "time", "frame", "token"))):
+            return DEFAULT_SEQUENCE, "a sequence axis (named so)"
     return (DEFAULT_DIM, DEFAULT_DIM, DEFAULT_DIM), "unknown axis (a guess)"
 
 
