@@ -365,3 +365,16 @@ def test_a_pass_that_leaves_nothing_quantized_says_int8_gains_nothing(tmp_path):
     p = _cli("precision", path, "--to", "int8", "--calib", data, "--exclude", "/c1/Conv",
              "--exclude", "/c2/Conv", "-o", tmp_path / "none.onnx")
     assert "WARNING nothing-quantized" in p.stdout and "computes in FP32" in p.stdout
+
+
+def test_a_large_error_with_a_high_cosine_is_no_mild_int8_result():
+    """INT8 of a clamp-heavy model: rel 0.202 with cosine 1.0000 (rounded) was called 'usually
+    fine for INT8'. Information needs the cosine, the same classes and rel <= 5%."""
+    from workbench.precision.transform import accuracy_findings
+
+    base = {"max_abs_err": 0.2, "finite": True, "passed": False, "atol": 0.01, "rtol": 0.01,
+            "shape": [8, 4], "top1_agreement": 1.0}
+    (loud,) = accuracy_findings({"y": dict(base, rel_err=0.202, cosine=0.99995)}, "int8", "int")
+    (mild,) = accuracy_findings({"y": dict(base, rel_err=0.021, cosine=0.99983)}, "int8", "int")
+    assert loud.severity == "warning" and "cosine 0.999950" in loud.message
+    assert mild.severity == "info" and "rel <= 0.05" in mild.message

@@ -613,6 +613,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
 
 MILD_COSINE = 0.999  # quantized outputs beyond tolerance but this close: info, not warning
 MILD_TOP1 = 0.99
+MILD_REL = 0.05  # ... and no element off by more than this share of the output's scale
 
 
 COMPARE_DEFAULT_SAMPLES = 8  # `workbench compare --samples`'s default
@@ -632,7 +633,7 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
             continue  # (non-finite outputs are said as non-finite-output)
         top1, cos = s.get("top1_agreement"), s.get("cosine")
         figs = f"max abs {s['max_abs_err']:.3g}, rel {s['rel_err']:.3g}" + (
-            f", cosine {cos:.4f}" if cos is not None else "") + (
+            f", cosine {cos:.6f}" if cos is not None else "") + (
             f", top-1 agreement {top1:.3f}" if top1 is not None and
             len(s.get("shape") or ()) == 2 else "")  # (top-1 of [N, C] class scores only)
         tol = (f" (beyond its tolerance atol {s['atol']:g} / rtol {s['rtol']:g}, as workbench "
@@ -641,10 +642,11 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
         # quantized targets rarely meet 1e-2 elementwise: where the output still points the
         # same way (cosine) and picks the same classes, it is information, not an alarm
         mild = kind != "float" and cos is not None and cos >= MILD_COSINE and \
-            (top1 is None or not classes or top1 >= MILD_TOP1)
+            (top1 is None or not classes or top1 >= MILD_TOP1) and \
+            s.get("rel_err", 0.0) <= MILD_REL
         if mild:
-            tol += (f"; cosine >= {MILD_COSINE:g}" + (" and the same top-1 classes" if classes
-                                                      and top1 is not None else "")
+            tol += (f"; cosine >= {MILD_COSINE:g}, rel <= {MILD_REL:g}"
+                    + (" and the same top-1 classes" if classes and top1 is not None else "")
                     + ": usually fine for INT8, judge it against your accuracy needs")
         on = f"{samples} calibration sample(s)" if samples else "the calibration data"
         same = (f" --samples {samples}" if samples and samples > COMPARE_DEFAULT_SAMPLES
