@@ -295,3 +295,18 @@ def test_the_check_is_cheap_on_a_multi_gb_model(tmp_path):
     check_model_file(str(p))
     assert time.perf_counter() - t < 0.05
     os.unlink(p)
+
+
+def test_compare_takes_calib_as_precision_and_build_name_the_data():
+    """`compare MODEL --to int8 --calib DATA` was refused ('did you mean --atol?')."""
+    import subprocess
+    import sys
+
+    from conftest import REPO, SAMPLES
+
+    r = subprocess.run([sys.executable, "-m", "workbench.cli", "compare",
+                        str(SAMPLES / "resnet_tiny.onnx"), str(SAMPLES / "resnet_tiny.onnx"),
+                        "--calib", str(SAMPLES / "calib" / "resnet_tiny.npz")],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "outputs: logits max abs 0 rel 0" in r.stdout

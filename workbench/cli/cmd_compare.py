@@ -41,8 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", choices=list(table.lowered()),
                    help="convert the reference to this precision and search for the nodes to "
                         "keep in FP32 until the outputs are within tolerance")
-    p.add_argument("--inputs", metavar="PATH",
-                   help="representative inputs: .npz (keys = input names), .npy, or a folder")
+    p.add_argument("--inputs", "--calib", dest="inputs", metavar="PATH",
+                   help="representative inputs: .npz (keys = input names), .npy, or a folder "
+                        "(--calib is the same: the name precision, profiles and build use)")
     p.add_argument("--allow-random", action="store_true",
                    help="compare on random inputs when no --inputs (a warning is reported)")
     p.add_argument("--atol", type=float, default=None,
