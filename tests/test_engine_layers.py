@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -342,3 +343,38 @@ def test_an_engine_fused_into_one_region_says_how_to_see_inside():
     assert "--to fp32" not in few_boundaries_finding(proto, [], "fp32").hint
     proto, b = bounds("resnet50", "resnet50_fp16.layers.json")
     assert few_boundaries_finding(proto, b, "fp16") is None
+
+
+def test_an_engine_built_from_another_onnx_is_rebuilt_from_that_onnx(tmp_path):
+    """`compare model.onnx model.int8.engine` where the engine was built from the INT8 Q/DQ
+    ONNX: the marked builds rebuilt the FP32 reference (another engine: 'MARKING CHANGED THE
+    ANSWER', labelled tensorrt-fp32 at FP32 tolerances, on the H200). Its card names its
+    source: the marked builds use it, judged as INT8. (Plumbing: which ONNX and precision;
+    running the engines needs the GPU.)"""
+    import shutil
+
+    from workbench.build.card import write_card
+    from workbench.build.engine import BuildConfig
+    from workbench.enginedebug import built_from
+
+    ref = tmp_path / "resnet_tiny.onnx"
+    shutil.copy(SAMPLES / "resnet_tiny.onnx", ref)
+    q = tmp_path / "r8.onnx"
+    onnx.save(convert(ref, "int8", measure=False,
+                      calibration=str(SAMPLES / "calib" / "resnet_tiny.npz")).proto, str(q))
+    engine = tmp_path / "r8.engine"
+    engine.write_bytes(b"engine")
+    card = {"kind": "trt-workbench-engine", "schema": 1, "model_path": str(q),
+            "precision": {"precision": "fp32"}, "profiles": [], "backend": "tensorrt"}
+    from workbench.worker.card import CARD_KIND, CARD_SCHEMA
+
+    card.update(kind=CARD_KIND, schema=CARD_SCHEMA)
+    write_card(engine, card)
+    found = []
+    src, judged = built_from(str(ref), str(engine), BuildConfig(precision="fp32"), found)
+    assert Path(src) == q and judged == "int8"
+    assert found and found[0].code == "engine-source" and "r8.onnx" in found[0].message
+    card["model_path"] = str(ref)  # built from the reference itself: as before
+    write_card(engine, card)
+    assert built_from(str(ref), str(engine), BuildConfig(precision="fp16"), []) == \
+        (str(ref), "fp16")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -100,7 +100,7 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
                      unmarked: Optional[str] = None,
                      runners: Optional[List[TensorRTRunner]] = None
                      ) -> Callable[[List[str]], Runner]:
-    """A candidate factory: names -> TensorRTRunner on a build marking them (cached).
+    """A candidate factory: names -> TensorRTRunner on a build of `model` marking them.
     `unmarked`: an engine file to use for no names (else the unmarked build); `runners`
     collects the runners made (their `last` answer has the worker's debug-tensor probe)."""
     proto = load_proto(model)
@@ -222,6 +222,34 @@ def _marked(model: Any, mark: Union[str, Sequence[str]], boundaries: Callable[[]
     return [n for n in order if n in set(mark)]
 
 
+def built_from(model: Any, engine: Optional[str], config: BuildConfig,
+               findings: List[Finding]) -> Tuple[Any, str]:
+    """The ONNX the marked builds are built from (with `config` as it is), and the precision
+    the comparison is judged in: the reference and the config's, unless the engine file's
+    card says it was built from another ONNX that is still there (an INT8 engine built from
+    its Q/DQ model: rebuilding the FP32 reference made another engine, and the observer
+    check said so); a Q/DQ source is judged as INT8/FP8."""
+    if not engine:
+        return model, config.precision
+    from workbench.build.card import read_card
+    from workbench.comparison import infer_precision
+
+    card = read_card(engine) or {}
+    src = card.get("model_path") or card.get("onnx_path")
+    ref = getattr(model, "path", None) or (model if isinstance(model, (str, Path)) else None)
+    if not src or not Path(src).is_file() or (
+            ref is not None and Path(src).resolve() == Path(str(ref)).resolve()):
+        return model, config.precision
+    findings.append(Finding(
+        "info", "engine-source",
+        f"{Path(engine).name} was built from {src} (its card), not from the reference: the "
+        "marked builds are built from that ONNX, the reference run stays the FP32 model",
+        source="compare"))
+    low = infer_precision(load_proto(src))
+    return src, (low if config.precision == "fp32" and low in ("int8", "fp8")
+                 else config.precision)
+
+
 def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
                    engine: Optional[str] = None, mark: Union[str, Sequence[str]] = "boundaries",
                    memory_budget_mb: Optional[float] = None, stats_path: Any = None,
@@ -234,6 +262,7 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     findings: List[Finding] = []
     base: Dict[str, Any] = {}
     config = with_feed_profile(model, config, feeds)
+    source, judged = built_from(model, engine, config, findings)
 
     def boundaries() -> List[str]:
         if engine:
@@ -249,13 +278,13 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
         if few is not None:
             findings.append(few)
     runners: List[TensorRTRunner] = []
-    cand = engine_candidate(model, config, client=client, timeout=timeout, unmarked=engine,
+    cand = engine_candidate(source, config, client=client, timeout=timeout, unmarked=engine,
                             runners=runners)
     rep = engine_layerwise(model, cand, feeds, tensors=tensors,
                            marking=mark if isinstance(mark, str) else "given",
                            memory_budget_mb=memory_budget_mb, stats_path=stats_path, keep=keep,
-                           keep_dir=keep_dir, atol=atol, rtol=rtol, precision=config.precision,
-                           candidate_name=f"tensorrt-{config.precision}", findings=findings,
+                           keep_dir=keep_dir, atol=atol, rtol=rtol, precision=judged,
+                           candidate_name=f"tensorrt-{judged}", findings=findings,
                            on_chunk=on_chunk)
     rep.layers = base.get("layers")  # the split view draws the engine from it
     probe = next((r.last.get("debug_api") for r in runners if r.last.get("debug_api")), None)
