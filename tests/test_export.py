@@ -405,3 +405,14 @@ def test_tensorrts_layernorm_caution_is_no_overflow_claim():
     (f,) = findings_from_log([{"level": "warning", "message": msg}], NameIndex())
     assert f.code == "fp16-layernorm-risk" and f.severity == "info"
     assert "infinity" not in f.message and "--exclude-op Pow" in f.hint
+
+
+def test_an_unreadable_timing_cache_is_no_build_error():
+    """A successful FP16 build on the H200 listed 'ERROR build-error: Myelin error from unknown
+    graph' and 'ERROR build-error: The timing cache will not be used!'."""
+    log = [{"level": "error", "message": "1: [myelinCache.h::deserializeFromBuffer::52] Error "
+            "Code 1: Myelin (Myelin error from unknown graph)"},
+           {"level": "error", "message": "4: The timing cache will not be used!"}]
+    fs = findings_from_log(log, NameIndex())
+    assert [(f.code, f.severity) for f in fs] == [("timing-cache-unused", "warning")]
+    assert fs[0].extra["count"] == 2 and "the engine is fine" in fs[0].message

@@ -24,6 +24,12 @@ _TENSOR = re.compile(r"(?:tensor|Tensor|input|Input|output|Output)[: ]+'?\"?([^\
 
 # (code, severity, regex, explanation, hint)
 _RULES = [
+    ("timing-cache-unused", "warning",
+     re.compile(r"timing cache will not be used|myelinCache\.h::deserializeFromBuffer", re.I),
+     "TensorRT could not read the timing cache (it holds entries of another build it cannot "
+     "use); this build timed its tactics afresh, so it took longer, and the engine is fine",
+     "nothing to do; if it repeats, give the build its own cache (--timing-cache PATH) or "
+     "delete the shared one in the workspace's timing-caches folder"),
     ("fp16-layernorm-risk", "info",
      re.compile(r"layernorm.*(?:Reduce|Pow).*may cause overflow|INormalizationLayer", re.I),
      "TensorRT warns that a layer normalization written as Reduce/Pow ops (not one "
@@ -275,8 +281,8 @@ def findings_from_log(messages: List[Dict[str, str]], names: Optional[NameIndex]
             code, sev, expl, hint = "build-" + level, level, None, None
         else:
             code, sev, _rx, expl, hint = rule
-            if level == "error":
-                sev = "error"
+            if level == "error" and code != "timing-cache-unused":  # (an error the build
+                sev = "error"                                       # recovers from)
         nodes, tensors = names.find(text.split(_AFFECTED, 1)[0])
         for name in _affected_names(text):  # a layer / weights name, or a tensor
             more_nodes, more_tensors = names.find(f"'{name}'")
