@@ -208,3 +208,17 @@ def test_a_file_of_more_samples_than_the_profiles_batch_calibrates_in_batches():
     whole = np.load(cal)["input"]
     assert np.array_equal(np.concatenate([b["input"] for b in batches]), whole)
     assert len(load_calibration(cal, SAMPLES / "resnet_tiny.onnx")) == 1  # no profile: as is
+
+
+def test_padded_lengths_advice_names_a_range_only_when_it_differs():
+    """'use t opt=12, max=12' beside a proposal of opt 12, max 12 told the user to change
+    nothing; the hint then only says to feed unpadded batches."""
+    mask = np.zeros((4, 12), np.int64)
+    for i, n in enumerate((9, 9, 10, 12)):
+        mask[i, :n] = 1
+    samples = [{"input_ids": np.ones((4, 12), np.int64), "attention_mask": mask}]
+    profs, findings = advise(BERT, samples)
+    pad = next(f for f in findings if f.code == "padded-lengths")
+    mn, op, mx = profs[0]["input_ids"]
+    said = f"opt={op[1]}, max={mx[1]}"
+    assert said not in pad.hint and "already spans the real lengths" in pad.hint

@@ -347,8 +347,11 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
                 f"'{key}' is {seen_min}..{mx} in the data but '{mask_name}' shows real lengths "
                 f"p50={p50:g}, p75={p75:g}, max={lmax}: padding to {mx} costs compute",
                 tensors=[mask_name], source="profiles",
-                hint=f"feed unpadded batches and use {key} opt={_round8(p75, 1, int(lmax))}, "
-                f"max={int(lmax)}",
+                hint=(f"feed unpadded batches and use {key} opt={_round8(p75, 1, int(lmax))}, "
+                      f"max={int(lmax)}" if (_round8(p75, 1, int(lmax)), int(lmax)) !=
+                      (ranges[key][1], mx) else
+                      f"feed unpadded batches: the proposed {key} range already spans the "
+                      "real lengths"),
                 extra={"p50": float(p50), "p75": float(p75), "max": int(lmax)}))
         if mn > 0 and mx / mn > WIDE_RATIO:
             findings.append(Finding(
