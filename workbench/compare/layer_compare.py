@@ -506,9 +506,12 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
               max_samples: int = 8, allow_random: bool = False,
               memory_budget_mb: Optional[float] = None,
               stats_path: Any = None,
-              labels: Tuple[Optional[str], Optional[str]] = (None, None)) -> LayerwiseReport:
+              labels: Tuple[Optional[str], Optional[str]] = (None, None),
+              selection: Optional[Set[str]] = None) -> LayerwiseReport:
     """Compare every tensor the two models share (by name). See the module docstring.
     atol/rtol None: the defaults of the candidate's precision (`workbench.comparison`).
+    `selection`: the names of the reference's selection-region nodes when the caller has
+    them (the FP32-node search, every round), else read from the reference.
 
     Bounded memory: the marked tensors are fetched a chunk at a time (both runs, every
     sample; each chunk one segment of each graph, every node run once), each chunk compared
@@ -536,7 +539,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
                              precision=precision, quantized_nodes=quantized_nodes(cand_p)
                              if str(precision).lower() in ("int8", "fp8") else None,
                              samples_available=available,
-                             selection_nodes=_selection_node_names(ref_p))
+                             selection_nodes=selection if selection is not None
+                             else _selection_node_names(ref_p))
     producer = {o: n for n in ref_p.graph.node for o in n.output if o}
     node_name = {id(n): (n.name or f"{n.op_type}:{n.output[0]}") for n in ref_p.graph.node}
     outs = [o.name for o in ref_p.graph.output]
@@ -579,7 +583,7 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
 
 def _selection_node_names(proto: Any) -> Set[str]:
     """Names of the nodes of `proto`'s data-dependent selection region (none: empty)."""
-    from workbench.compare.selection import selection_region
+    from workbench.surgery.split import selection_region
 
     region, _, _ = selection_region(proto)
     return {proto.graph.node[i].name or f"{proto.graph.node[i].op_type}:"
@@ -931,10 +935,10 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
     # a model that selects data-dependently (NMS, TopK, NonZero): its selected outputs swap
     # rows on near-ties, or change length, under any rounding; they are judged through the
     # tensors that feed the selection (the selection-aware rule's part 1), the rest as usual
-    from workbench.compare.selection import selection_region
+    from workbench.surgery.split import selection_region
 
     region, frontier, selected = selection_region(ref)
-    in_region = {ref.graph.node[i].name for i in region}
+    in_region = {ref.graph.node[i].name for i in region}  # (every node of `ref` is named)
     feeding = set(frontier)
 
     def judged(rep: LayerwiseReport) -> List[TensorComparison]:
@@ -949,7 +953,8 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
     def attempt(k: int, keep: List[str]) -> Tuple[LayerwiseReport, float]:
         res = convert(ref, target, exclude_nodes=keep, calibration=calibration, measure=False)
         rep = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol, max_samples=max_samples,
-                        labels=(label, f"{label} converted to {target}" if label else None))
+                        labels=(label, f"{label} converted to {target}" if label else None),
+                        selection=in_region)
         rep.findings[:0] = findings
         w = max((t.rel for t in judged(rep)), default=0.0)
         rounds.append({"round": k, "excluded": list(keep), "outputs_pass": passes(rep),
