@@ -254,7 +254,7 @@ def test_int8_culprits_are_nodes_the_model_quantizes():
     excluding it: BN computes in float in a Q/DQ model, it scales the error that comes in, and
     excluding it changes nothing. Culprits of a Q/DQ candidate are the nodes it quantizes."""
     from workbench import compare
-    from workbench.compare.layer_compare import quantized_nodes
+    from workbench.qdq import quantized_nodes
 
     data = str(SAMPLES / "calib" / "resnet_tiny.npz")
     q = convert(SAMPLES / "resnet_tiny.onnx", "int8", calibration=data)

@@ -44,11 +44,11 @@ Feed = Dict[str, np.ndarray]
 def infer_precision(proto: Any) -> str:
     """The precision a candidate graph computes in: fp8 / int8 (Q/DQ by zero-point type),
     bf16 / fp16 (low-float tensors present), else fp32."""
-    q = [n for n in proto.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    from workbench.qdq import qdq_precisions
+
+    q = qdq_precisions(proto)
     if q:
-        inits = {t.name: t.data_type for t in proto.graph.initializer}
-        zp = [inits.get(n.input[2]) for n in q if len(n.input) > 2 and n.input[2]]
-        return "fp8" if any(t in (17, 18, 19, 20) for t in zp) else "int8"
+        return "fp8" if "fp8" in q else "int8"
     types = {t.data_type for t in proto.graph.initializer}
     types |= {vi.type.tensor_type.elem_type for vi in proto.graph.value_info}
     for n in proto.graph.node:

@@ -806,27 +806,10 @@ def _failed(ws: Any, key: str, config: BuildConfig, code: str, **extra: Any) -> 
 
 def explicit_quantization_flags(graph: Any) -> List[str]:
     """The builder flags a graph's own Q/DQ nodes need on the builder-flag route: "INT8" for
-    integer Q/DQ (their zero point's type, or `output_dtype`; uint8 when neither says), "FP8"
-    for float8 ones."""
-    types = {t.name: t.data_type for t in graph.initializer}
-    for n in graph.node:  # (Constant zero points)
-        if n.op_type == "Constant" and n.output:
-            for a in n.attribute:
-                if a.name == "value":
-                    types[n.output[0]] = a.t.data_type
-    out: List[str] = []
-    for n in graph.node:
-        if n.op_type not in ("QuantizeLinear", "DequantizeLinear"):
-            continue
-        dt = next((a.i for a in n.attribute if a.name == "output_dtype" and a.i), None)
-        if dt is None:
-            dt = types.get(n.input[2]) if len(n.input) > 2 and n.input[2] else 2  # uint8
-        if n.op_type == "DequantizeLinear" and dt is None:
-            dt = types.get(n.input[0], 3)
-        flag = "FP8" if dt in (17, 18, 19, 20) else "INT8"
-        if flag not in out:
-            out.append(flag)
-    return out
+    integer Q/DQ, "FP8" for float8 ones (`workbench.qdq.qdq_precisions`)."""
+    from workbench.qdq import qdq_precisions
+
+    return [p.upper() for p in qdq_precisions(graph)]
 
 
 def _graph_of(onnx_path: Path, ref: ModelRef) -> Any:

@@ -41,6 +41,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from workbench.comparison import SENTINEL, TensorComparison, compare_tensor, infer_precision
+from workbench.qdq import quantized_nodes
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.graphindex import GraphIndex
@@ -588,15 +589,6 @@ def _selection_node_names(proto: Any) -> Set[str]:
     region, _, _ = selection_region(proto)
     return {proto.graph.node[i].name or f"{proto.graph.node[i].op_type}:"
             f"{proto.graph.node[i].output[0]}" for i in region}
-
-
-def quantized_nodes(proto: Any) -> Set[str]:
-    """Names of the nodes (Q/DQ nodes aside) that read a DequantizeLinear output: the ones a
-    Q/DQ model quantizes."""
-    dq = {o for n in proto.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
-    return {n.name for n in proto.graph.node
-            if n.op_type not in ("QuantizeLinear", "DequantizeLinear")
-            and any(i in dq for i in n.input)}
 
 
 def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:

@@ -308,9 +308,9 @@ def _qdq_report(q: Any, target: str) -> Dict[str, Any]:
             a = numpy_helper.to_array(t)
             if np.any(a.astype(np.float32) != 0):
                 nonzero.append(n.input[2])
-    quantized = sorted({c.name for c in q.graph.node for i in c.input
-                        if i.endswith("_DequantizeLinear_Output") and
-                        c.op_type not in ("QuantizeLinear", "DequantizeLinear")})
+    from workbench.qdq import quantized_nodes
+
+    quantized = sorted(quantized_nodes(q))
     return {"zero_points_all_zero": not nonzero, "zero_point_type": zp_type,
             "quantized_nodes": quantized, "_nonzero_zero_points": sorted(set(nonzero))}
 

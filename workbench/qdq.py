@@ -1,0 +1,62 @@
+"""What a graph's own QuantizeLinear / DequantizeLinear nodes say: which nodes they quantize
+and in which precision (INT8 or FP8).
+
+One reading for every command: `precision` reports the nodes it quantized, `compare` judges
+only those as INT8 culprits and infers the candidate's precision, `build` sets the builder
+flags the Q/DQ nodes need. The reading is structural (a node reads a DequantizeLinear output),
+never by tensor names: onnxruntime's quantizer, NVIDIA ModelOpt and PyTorch's exporter name
+their Q/DQ tensors differently.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Set
+
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+# ONNX TensorProto data types of the 8-bit float formats (FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ)
+FP8_TYPES = (17, 18, 19, 20)
+UINT8 = 2
+
+
+def _graph(model_or_graph: Any) -> Any:
+    return getattr(model_or_graph, "graph", model_or_graph)
+
+
+def quantized_nodes(model_or_graph: Any) -> Set[str]:
+    """Names of the nodes (Q/DQ nodes aside) that read a DequantizeLinear output: the ones a
+    Q/DQ model quantizes (their nameless ones as `op:first output`)."""
+    g = _graph(model_or_graph)
+    dq = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
+    return {n.name or f"{n.op_type}:{n.output[0] if n.output else ''}" for n in g.node
+            if n.op_type not in QDQ_OPS and any(i in dq for i in n.input)}
+
+
+def _types(g: Any) -> Dict[str, int]:
+    """Element types of the initializers and Constant outputs (where zero points live)."""
+    types = {t.name: t.data_type for t in g.initializer}
+    for n in g.node:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value":
+                    types[n.output[0]] = a.t.data_type
+    return types
+
+
+def qdq_precisions(model_or_graph: Any) -> List[str]:
+    """The precisions of a graph's Q/DQ nodes, in order of appearance: "int8" for integer ones,
+    "fp8" for float8 ones. A node's type is its zero point's (initializer or Constant), else
+    its `output_dtype` attribute (opset 21), else what ONNX assumes without either: uint8."""
+    g = _graph(model_or_graph)
+    types = _types(g)
+    out: List[str] = []
+    for n in g.node:
+        if n.op_type not in QDQ_OPS:
+            continue
+        dt = next((a.i for a in n.attribute if a.name == "output_dtype" and a.i), None)
+        if dt is None and len(n.input) > 2 and n.input[2]:
+            dt = types.get(n.input[2])
+        if dt is None and n.op_type == "DequantizeLinear":
+            dt = types.get(n.input[0])  # a quantized initializer read directly
+        p = "fp8" if dt in FP8_TYPES else "int8"
+        if p not in out:
+            out.append(p)
+    return out
