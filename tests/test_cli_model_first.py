@@ -310,3 +310,23 @@ def test_compare_takes_calib_as_precision_and_build_name_the_data():
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "outputs: logits max abs 0 rel 0" in r.stdout
+
+
+def test_inspect_ends_with_the_commands_to_run_next():
+    """inspect printed a summary and nothing to do next: it names the parser check and, for a
+    dynamic model, the profile a build takes by default as a ready `profiles` command (which
+    then runs)."""
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    model = Path(__file__).resolve().parents[1] / "sample_models" / "resnet_tiny.onnx"
+    out = subprocess.run(["workbench", "inspect", str(model)], capture_output=True, text=True,
+                         timeout=120).stdout
+    nxt = out[out.index("\nnext "):].splitlines()
+    assert f"workbench check {model}" in nxt[1]
+    cmd = nxt[2].strip().split("   (")[0]
+    assert cmd.startswith("workbench profiles") and \
+        "--profile input:1x3x32x32:1x3x32x32:16x3x32x32" in cmd
+    r = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr

@@ -173,3 +173,22 @@ def test_a_recurrent_state_fixed_at_export_is_named_and_a_proposal_that_cannot_r
     assert p.returncode == 1
     assert p.stdout.startswith("proposed, but the model cannot run at it (below): --profile x:")
     assert "proposed profile #1: the model cannot run" in p.stdout
+
+
+def test_a_profile_past_the_position_table_says_how_long_the_axis_can_be():
+    """bert_tiny's position table holds 64 rows: a profile to seq 512 failed with onnxruntime's
+    'idx=64 must be within the inclusive range [-64,63]' and 'check the inputs' shapes'. The
+    hint says what the table is and how long the axis may be."""
+    from pathlib import Path
+
+    bert = Path(__file__).resolve().parents[1] / "sample_models" / "bert_tiny.onnx"
+    r = _cli("profiles", bert, "--profile",
+             "input_ids:1x1:1x32:16x512,attention_mask:1x1:1x32:16x512")
+    assert r.returncode != 0
+    err = [ln for ln in r.stdout.splitlines() if "profile-cannot-run" in ln]
+    assert err and all("max shapes" in ln for ln in err), r.stdout  # min and opt run
+    assert "/embeddings/position_embeddings/Gather" in err[0]
+    assert "a table of 64 rows" in err[0] and "at most 64 long" in err[0]
+    ok = _cli("profiles", bert, "--profile",
+              "input_ids:1x1:1x32:16x64,attention_mask:1x1:1x32:16x64")
+    assert ok.returncode == 0 and "profile-cannot-run" not in ok.stdout, ok.stdout

@@ -639,6 +639,15 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
                 "batch size); re-export with the state sized from the input (e.g. "
                 "torch.zeros(n_layers, x.size(0), hidden)), pass the state as an input, or use "
                 "inputs of the size it was exported with")
+    bounds = re.search(r"idx=(-?\d+) must be within the inclusive range \[(-?\d+),\s*(-?\d+)\]",
+                       msg)
+    if op and op.group(1) in ("Gather", "GatherElements", "GatherND") and bounds:
+        rows = int(bounds.group(3)) + 1
+        hint = (f"the {op.group(1)} reads a table of {rows} rows (a position table, or a "
+                f"vocabulary) at index {bounds.group(1)}: these inputs go past its end. A "
+                f"sequence axis that indexes a position table can be at most {rows} long; "
+                f"token ids must be below {rows}: shorten the inputs (or the profile's max) "
+                "to fit")
     if label and os.path.exists(label):
         import shlex
 

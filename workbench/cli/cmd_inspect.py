@@ -64,7 +64,29 @@ def run(args: argparse.Namespace) -> int:
         print_json(inspect_model(model))
     else:
         print(format_summary(summarize(model), top_ops=args.top))
+        for line in _next_steps(model, args.model):
+            print(line)
     return 0
+
+
+def _next_steps(model, path: str) -> List[str]:
+    """What to run next: the parser check, and for dynamic inputs the profile a build would
+    default to (the flag that sets it) or a proposal from the user's data."""
+    import shlex
+
+    q = shlex.quote(path)
+    out = [f"next       workbench check {q}   (which nodes TensorRT refuses, and why)"]
+    try:
+        from workbench.precision.profiles import default_profile, profile_flag
+
+        prof, _ = default_profile(model)
+    except Exception:  # a shape-tensor input, or a model the guess cannot read: no line
+        return out
+    if len(prof):
+        out.append(f"           workbench profiles {q} {profile_flag(prof)}   (the profile a "
+                   "build takes by default: check it, or propose one from your data with "
+                   "--calib DATA)")
+    return out
 
 
 def _print_tree(scope, max_depth: int, depth: int = 0) -> None:
