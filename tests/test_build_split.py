@@ -110,7 +110,9 @@ def test_refusal_an_exact_recipe_fixes_stays_an_error(tmp_path):
                      CFG.replace(profiles=[{"input": [[1, 4, 12, 12]] * 3}]),
                      output=tmp_path / "n.engine")
     assert e.value.code == "parse-failed" and e.value.node and e.value.op
-    assert "no split build: `workbench fix MODEL --auto` rewrites" in e.value.hint
+    # the command names the user's model, ready to run
+    assert f"no split build: `workbench fix {SAMPLES / 'needs_fixing.onnx'} --auto` rewrites" \
+        in e.value.hint
     assert not list(tmp_path.iterdir())
 
 
@@ -211,3 +213,16 @@ def test_a_node_the_builder_has_no_kernel_for_is_split_off_too(tmp_path):
     r = subprocess.run(["workbench", "check", str(path), "--build"],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert f"workbench fix {path} --split --build -o FOLDER" in r.stdout, r.stdout
+
+
+def test_a_split_that_leaves_most_of_the_model_out_names_the_check_to_run():
+    from workbench.build.tail import split_notice
+
+    info = {"refused": [{"node": "/a/If", "op": "If"}], "backend": "tensorrt-rtx",
+            "engine_nodes": 3, "onnxruntime_nodes": 40, "tail": "/w/m.tail.onnx",
+            "manifest": "/w/m.split.json", "prefix": "/w/m.prefix.onnx", "verification": "equal",
+            "run": "ChainedRunner...", "model": "/w/my\\ model.onnx"}
+    note = split_notice(info)
+    assert "MOST OF THE MODEL IS NOT IN THE ENGINE (40 of 43 nodes" in note
+    assert "`workbench check /w/my\\ model.onnx` says how" in note
+    assert "MODEL`" not in note

@@ -53,13 +53,21 @@ def clear_stale_split(engine: Any) -> None:
             pass
 
 
-def _refusal(failure: Any, why: str) -> Any:
+def _model_word(model: Any) -> str:
+    """The model as the commands a message prints name it: its path, or MODEL (in memory)."""
+    import shlex
+
+    return shlex.quote(str(model)) if isinstance(model, (str, Path)) else "MODEL"
+
+
+def _refusal(failure: Any, why: str, model: Any = None) -> Any:
     """The build's own failure, with why no split could take the refused nodes."""
+    why = why.replace("MODEL", _model_word(model))
     failure.hint = f"{failure.hint + '; ' if failure.hint else ''}no split build: {why}"
     failure.findings.append(Finding("info", "no-split", f"the refused nodes are not a tail "
                                     f"the split recipe can cut: {why}", nodes=[failure.node]
                                     if failure.node else [], source="build",
-                                    hint="`workbench fix MODEL` proposes recipes"))
+                                    hint=f"`workbench fix {_model_word(model)}` proposes recipes"))
     return failure
 
 
@@ -76,7 +84,7 @@ def split_notice(info: Dict[str, Any]) -> str:
     what = "builder has no kernel for" if stage == "builder" else "parser refused"
     n_engine, n_tail = int(info["engine_nodes"]), int(info["onnxruntime_nodes"])
     most = (f" MOST OF THE MODEL IS NOT IN THE ENGINE ({n_tail} of {n_engine + n_tail} nodes "
-            "run on onnxruntime): fix the refused node (`workbench check MODEL` says how) "
+            f"run on onnxruntime): fix the refused node (`workbench check {info.get('model') or 'MODEL'}` says how) "
             "rather than ship this split." if n_tail > n_engine else "")
     return (f"split build: {info['backend']}'s {what} {len(refused)} node(s): "
             f"{named}{more}. The engine runs {info['engine_nodes']} node(s), onnxruntime the "
@@ -145,26 +153,26 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
     if fixable:
         p = fixable[0]
         raise _refusal(failure, f"`workbench fix MODEL --auto` rewrites {p.op} at '{p.node}' "
-                       f"exactly ({p.recipe}): fix the model first, then build") from None
+                       f"exactly ({p.recipe}): fix the model first, then build", model) from None
     try:
         res = split_model(model, backend=backend, client=client, build=by_builder,
                           target=config.target or "sm89", verify=True,
                           inputs=_opt_feed(model, config))
     except WorkbenchError as e:
-        raise _refusal(failure, e.message) from None
+        raise _refusal(failure, e.message, model) from None
     except (KeyError, ValueError, TypeError, IndexError) as e:  # a graph the recipe can't cut
         raise _refusal(failure, f"the split recipe cannot cut this graph ({type(e).__name__}: "
-                       f"{e})") from None
+                       f"{e})", model) from None
     if res.tail is None or not res.supported:
-        raise _refusal(failure, "the backend takes no prefix of it") from None
+        raise _refusal(failure, "the backend takes no prefix of it", model) from None
     foreign = [n for n in res.tail.graph.node if not tail_runs_in_onnxruntime(n)]
     if foreign:
         raise _refusal(failure, f"onnxruntime has no kernel for {foreign[0].op_type} at "
-                       f"'{foreign[0].name}' in the tail") from None
+                       f"'{foreign[0].name}' in the tail", model) from None
     ver = res.verification
     if ver is not None and ver.status == "different":
         raise _refusal(failure, f"the chained prefix + tail differ from the original on "
-                       f"onnxruntime ({ver})") from None
+                       f"onnxruntime ({ver})", model) from None
     # with -o the engine is built from the prefix file beside it (the exported lines name it)
     source: Any = res.prefix
     if output is not None:
@@ -191,7 +199,7 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
     man["tail"]["file"] = paths["tail"].name
     res.save(paths["prefix"].parent, manifest_name=paths["manifest"].name)
     result.split = {
-        "refused": man["refused"], "backend": backend,
+        "refused": man["refused"], "backend": backend, "model": _model_word(model),
         "refused_by": "builder" if by_builder else "parser",
         "engine_nodes": man["prefix"]["nodes"], "onnxruntime_nodes": len(man["tail"]["nodes"]),
         "cut": man["cut"], "prefix": str(paths["prefix"]), "tail": str(paths["tail"]),
