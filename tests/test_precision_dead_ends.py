@@ -378,3 +378,40 @@ def test_a_large_error_with_a_high_cosine_is_no_mild_int8_result():
     (mild,) = accuracy_findings({"y": dict(base, rel_err=0.021, cosine=0.99983)}, "int8", "int")
     assert loud.severity == "warning" and "cosine 0.999950" in loud.message
     assert mild.severity == "info" and "rel <= 0.05" in mild.message
+
+
+def test_an_int8_engine_layer_names_its_quantized_node_to_exclude_not_the_fused_relu():
+    """On the H200 an INT8 resnet18 engine fuses Conv + Add + Relu into one layer whose output
+    is the Relu's: compare said "node '/layer4/layer4.0/relu_1/Relu' (Relu) adds relative
+    error 0.0372 -> --exclude /layer4/layer4.0/relu_1/Relu", which keeps nothing in float (the
+    Relu has no Q/DQ of its own). The advice names the layer's quantized Conv; a layer with no
+    quantized node is no culprit."""
+    from workbench.comparison import compare_tensor
+    from workbench.compare.engine_compare import EngineCompareReport
+    from workbench.compare.layer_compare import TensorError, divergence_findings
+
+    rng = np.random.default_rng(0)
+    ref = [rng.standard_normal(64).astype(np.float32)]
+    bad = [ref[0] + 0.2]
+
+    def err(tensor, node, op, added):
+        return TensorError.of(compare_tensor(tensor, ref, bad, 0.01, 0.01), node, op, added)
+
+    fused = err("/l4/relu_1/Relu_output_0", "/l4/relu_1/Relu", "Relu", 0.0372)
+    floaty = err("/head/Softmax_output_0", "/head/Softmax", "Softmax", 0.05)
+    rep = EngineCompareReport("onnxruntime", "tensorrt-int8", 0.01, 0.01, 2, precision="int8",
+                              tensors=[fused, floaty],
+                              quantized_nodes={"/l4/downsample/Conv", "/l4/conv2/Conv"})
+    rep.groups = {fused.tensor: ["/l4/Add", "/l4/downsample/Conv", "/l4/conv2/Conv"],
+                  floaty.tensor: ["/head/Mul"]}
+    assert [t.node for t in rep.culprits()] == ["/l4/relu_1/Relu"]
+    assert rep.suggested_exclusions() == ["/l4/downsample/Conv", "/l4/conv2/Conv"]
+    f = [x for x in divergence_findings(rep, rep.groups) if x.code == "precision-loss"]
+    assert len(f) == 1
+    assert "fused with the INT8 nodes /l4/downsample/Conv, /l4/conv2/Conv" in f[0].message
+    assert "--exclude /l4/downsample/Conv --exclude /l4/conv2/Conv" in f[0].hint
+    assert "--exclude /l4/relu_1/Relu" not in f[0].hint
+    # FP16 (no Q/DQ): the node itself, as before
+    rep16 = EngineCompareReport("onnxruntime", "tensorrt-fp16", 0.01, 0.01, 2, precision="fp16",
+                                tensors=[fused])
+    assert rep16.suggested_exclusions() == ["/l4/relu_1/Relu"]

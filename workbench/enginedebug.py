@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -250,6 +250,16 @@ def built_from(model: Any, engine: Optional[str], config: BuildConfig,
                  else config.precision)
 
 
+def _quantized(source: Any, judged: str) -> Optional[Set[str]]:
+    """The nodes an engine built from a Q/DQ model quantizes (None: not judged as INT8/FP8,
+    or its source holds no Q/DQ: every node may add error)."""
+    if judged not in ("int8", "fp8"):
+        return None
+    from workbench.qdq import quantized_nodes
+
+    return quantized_nodes(load_proto(source)) or None
+
+
 def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
                    engine: Optional[str] = None, mark: Union[str, Sequence[str]] = "boundaries",
                    memory_budget_mb: Optional[float] = None, stats_path: Any = None,
@@ -285,7 +295,7 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
                            memory_budget_mb=memory_budget_mb, stats_path=stats_path, keep=keep,
                            keep_dir=keep_dir, atol=atol, rtol=rtol, precision=judged,
                            candidate_name=f"tensorrt-{judged}", findings=findings,
-                           on_chunk=on_chunk)
+                           on_chunk=on_chunk, quantized_nodes=_quantized(source, judged))
     rep.layers = base.get("layers")  # the split view draws the engine from it
     probe = next((r.last.get("debug_api") for r in runners if r.last.get("debug_api")), None)
     if probe and probe.get("mark_debug"):

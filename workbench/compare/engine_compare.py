@@ -169,6 +169,10 @@ class EngineCompareReport(LayerwiseReport):
     def marking_changed_outputs(self) -> bool:
         return any(not o["same_answer"] for o in self.observer)
 
+    def layer_of(self, t: Any) -> List[str]:
+        """`t`'s node and the other ONNX nodes of its fused engine layer."""
+        return [t.node] + [n for n in self.groups.get(t.tensor, []) if n != t.node]
+
     def culprit_groups(self, top: int = 5) -> List[List[str]]:
         """For each culprit, the ONNX nodes of its fused engine layer (the node itself first)."""
         return [[t.node] + [n for n in self.groups.get(t.tensor, []) if n != t.node]
@@ -242,7 +246,8 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
                      precision: Optional[str] = None, candidate_name: str = "candidate",
                      findings: Optional[List[Finding]] = None,
                      on_chunk: Optional[Callable[[int, int], None]] = None,
-                     observer: bool = True) -> EngineCompareReport:
+                     observer: bool = True,
+                     quantized_nodes: Optional[Set[str]] = None) -> EngineCompareReport:
     """Compare `tensors` of the candidate (built/run per chunk by `candidate(names)`) with the
     FP32 reference, chunked to `memory_budget_mb`; see the module docstring."""
     t0 = time.monotonic()
@@ -262,7 +267,8 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
     chunks = plan_chunks(list(tensors), sizes, budget)
     report = EngineCompareReport("onnxruntime", candidate_name, atol, rtol, samples,
                                  findings=list(findings or []), precision=precision,
-                                 marking=marking, chunks=chunks, budget_mb=memory_budget_mb)
+                                 marking=marking, chunks=chunks, budget_mb=memory_budget_mb,
+                                 quantized_nodes=quantized_nodes)
     if budget is not None:
         too_big = [n for c in chunks if len(c) == 1 for n in c if sizes[n] * 2 > budget]
         if too_big:

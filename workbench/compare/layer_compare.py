@@ -173,12 +173,26 @@ class LayerwiseReport:
         return next((t for t in self.tensors if not t.passed
                      and t.node not in self.selection_nodes), None)
 
+    def layer_of(self, t: TensorError) -> List[str]:
+        """The ONNX nodes computed together with `t`'s node (in an engine: its fused layer;
+        here: the node alone)."""
+        return [t.node]
+
+    def to_exclude(self, t: TensorError) -> List[str]:
+        """The nodes that keep `t` in higher precision: its node, or for a Q/DQ candidate the
+        quantized nodes computed with it (a Relu fused behind its INT8 Conv in one engine
+        layer: excluding the Relu changes nothing, excluding the Conv does)."""
+        if self.quantized_nodes is None or t.node in self.quantized_nodes:
+            return [t.node]
+        return [n for n in self.layer_of(t) if n in self.quantized_nodes] or [t.node]
+
     def culprits(self, top: int = 5) -> List[TensorError]:
         """Nodes that add the most error (non-finite first), biggest first."""
+        q = self.quantized_nodes
         bad = [t for t in self.tensors if t.added > self.rtol and not t.passed
                and t.node not in self.selection_nodes
-               and (self.quantized_nodes is None or t.node in self.quantized_nodes
-                    or not math.isfinite(t.added))]
+               and (q is None or not math.isfinite(t.added)
+                    or any(n in q for n in self.layer_of(t)))]
         bad.sort(key=lambda t: -t.added)
         seen, out = set(), []
         for t in bad:
@@ -188,7 +202,10 @@ class LayerwiseReport:
         return out[:top]
 
     def suggested_exclusions(self, top: int = 5) -> List[str]:
-        return [t.node for t in self.culprits(top)]
+        out: List[str] = []
+        for t in self.culprits(top):
+            out += [n for n in self.to_exclude(t) if n not in out]
+        return out
 
     def to_dict(self) -> Dict[str, Any]:
         fd = self.first_divergence
@@ -610,14 +627,16 @@ def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:
             f"{t.scale:.3g}")
 
 
-def _keep_hint(precision: str, node: str) -> str:
-    """The command that keeps `node` in higher precision (MODEL / DATA: the CLI fills in the
-    reference and the inputs)."""
+def _keep_hint(precision: str, node: Union[str, Sequence[str]]) -> str:
+    """The command that keeps `node` (or these nodes) in higher precision (MODEL / DATA: the
+    CLI fills in the reference and the inputs)."""
     import shlex
 
+    nodes = [node] if isinstance(node, str) else list(node)
     if precision in ("fp16", "bf16", "int8", "fp8"):
-        return (f"keep it in higher precision: `workbench precision MODEL --to {precision} "
-                f"--exclude {shlex.quote(node)} --calib DATA -o OUT.onnx`")
+        flags = " ".join(f"--exclude {shlex.quote(n)}" for n in nodes)
+        return (f"keep {'it' if len(nodes) == 1 else 'them'} in higher precision: `workbench "
+                f"precision MODEL --to {precision} {flags} --calib DATA -o OUT.onnx`")
     return "keep it in higher precision (`workbench precision MODEL --exclude NODE`)"
 
 
@@ -646,7 +665,11 @@ def divergence_findings(report: "LayerwiseReport",
                 else f"adds relative error {t.added:.3g}")
         members = [n for n in (groups or {}).get(t.tensor, []) if n != t.node]
         inside = f" (engine layer also holds {', '.join(members[:4])})" if members else ""
-        keep = _keep_hint(report.precision, t.node)
+        excl = report.to_exclude(t)
+        if excl != [t.node]:  # a float node fused behind the quantized ones that feed it
+            inside += (f"; it computes in float, fused with the {report.precision.upper()} "
+                       f"node{'s' if len(excl) > 1 else ''} {', '.join(excl[:4])}")
+        keep = _keep_hint(report.precision, excl)
         if report.outputs_pass:  # nothing to fix: where error is added, should it matter
             out.append(Finding(
                 "info", "precision-loss",
