@@ -151,3 +151,32 @@ def test_empty_profile_note_for_two_inputs_and_for_a_static_model(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), static)
     p = PrecisionPanel(static, output=str(tmp_path / "s16.onnx"))
     assert p.profile_status.value == "no optimization profile needed: every input has a fixed shape"
+
+
+def test_exclude_ops_offers_only_ops_whose_exclusion_changes_the_target():
+    """"Exclude ops" listed every op of bert_tiny, Constant, Shape and Cast included (they stay
+    FP32 whatever is chosen); for INT8 only the quantized op types change anything."""
+    p = PrecisionPanel(BERT)
+    ops = set(p.op_table.options)
+    assert {"MatMul", "Add", "Softmax"} <= ops
+    assert not ops & {"Constant", "Shape", "Cast"}
+    p.op_table.value = ("MatMul", "Softmax")
+    p.target.value = "int8"
+    assert set(p.op_table.options) <= {"Conv", "ConvTranspose", "MatMul", "Gemm", "AveragePool",
+                                       "GlobalAveragePool", "MaxPool"}
+    assert "MatMul" in p.op_table.options and p.op_table.value == ("MatMul",)  # kept
+    p.target.value = "fp32"
+    assert p.op_table.options == () and p.excluded_ops == []
+
+
+def test_an_exclude_op_that_changes_nothing_is_said():
+    from workbench.precision import convert
+
+    res = convert(RESNET, "int8", exclude_ops=["Relu"],
+                  calibration=str(SAMPLES / "calib" / "resnet_tiny.npz"))
+    f = [x for x in res.findings if x.code == "exclude-op-no-effect"]
+    assert len(f) == 1 and "--exclude-op Relu" in f[0].message and "INT8" in f[0].message
+    res = convert(BERT, "fp16", exclude_ops=["Shape", "MatMul"])
+    f = [x for x in res.findings if x.code == "exclude-op-no-effect"]
+    assert len(f) == 1 and "--exclude-op Shape:" in f[0].message and "it computes in FP32" \
+        in f[0].message

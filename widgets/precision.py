@@ -25,7 +25,7 @@ from workbench.precision import table
 from workbench.precision.calibration import describe, load_calibration
 from workbench.precision.profiles import (Profile, advise, parse_profiles, run_at_profiles,
                                           validate_profiles, wide_findings)
-from workbench.precision.spec import PrecisionSpec
+from workbench.precision.spec import PrecisionSpec, excludable_ops
 from workbench.precision.transform import PrecisionResult, auto_exclusions, convert
 
 GROUP_PREFIX = "scope:"
@@ -128,8 +128,9 @@ class PrecisionPanel(PanelBase, W.VBox):
         self.keep_io = W.Checkbox(value=True, description="keep inputs/outputs FP32", indent=False)
         self.node_filter = W.Text(placeholder="filter nodes (name or op)", description="Nodes")
         self.node_table = W.SelectMultiple(options=self._node_options(""), rows=8, layout=fill())
-        self.op_table = W.SelectMultiple(options=sorted(set(self._ops.values())), rows=5,
-                                         description="Exclude ops")
+        self.op_table = W.SelectMultiple(options=excludable_ops(self._ops.values(),
+                                                                self.target.value),
+                                         rows=5, description="Exclude ops")
         self.from_graph_btn = W.Button(description="Add graph selection", icon="mouse-pointer",
                                        disabled=graph_view is None, layout=fit())
         self.suggest_btn = W.Button(description="Suggest (overflow)", icon="magic",
@@ -217,6 +218,11 @@ class PrecisionPanel(PanelBase, W.VBox):
         self.node_table.value = tuple(n for n in keep)
 
     def _on_target(self, change: Dict[str, Any]) -> None:
+        # only the op types whose exclusion changes this target (INT8: the quantized ones)
+        ops = excludable_ops(self._ops.values(), change["new"])
+        kept = tuple(o for o in self.op_table.value if o in ops)
+        self.op_table.options = ops
+        self.op_table.value = kept
         out = Path(self.output.value)
         old = change["old"]
         if out.name.endswith(f".{old}.onnx"):

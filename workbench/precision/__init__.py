@@ -49,6 +49,7 @@ _EXPORTS: Dict[str, str] = {
     'advise': 'workbench.precision.profiles',
     'wide_findings': 'workbench.precision.profiles',
     'QUANT_OPS': 'workbench.precision.quantize',
+    'excludable_ops': 'workbench.precision.spec',
     'INT8_QMAX': 'workbench.precision.quantize',
     'FP8_E4M3_MAX': 'workbench.precision.quantize',
     'ensure_opset': 'workbench.precision.quantize',

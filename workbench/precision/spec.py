@@ -105,3 +105,20 @@ class PrecisionSpec:
         d = self.to_dict()
         d.update(changes)
         return PrecisionSpec.from_dict(d)
+
+
+def excludable_ops(ops: Any, target: str) -> List[str]:
+    """The op types among `ops` whose exclusion can change a `target` model: for INT8/FP8 the
+    ops that get Q/DQ inputs (`quantize.QUANT_OPS`), for FP16/BF16 those the lowering would
+    turn to the low type (not Cast, Shape, Constant, control flow, ...: they stay FP32
+    anyway); sorted. FP32: none."""
+    from workbench.precision.lowering import BLOCK_OPS
+    from workbench.precision.quantize import QUANT_OPS
+
+    have = set(ops)
+    if target in ("int8", "fp8"):
+        return sorted(have & set(QUANT_OPS))
+    if target in ("fp16", "bf16"):
+        return sorted(have - set(BLOCK_OPS))
+    return []
+

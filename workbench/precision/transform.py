@@ -107,8 +107,10 @@ def name_unnamed_nodes(proto: Any) -> int:
 
 
 def resolve_exclusions(proto: Any, exclude_nodes: Iterable[str], exclude_ops: Iterable[str],
-                       label: str) -> Tuple[List[str], List[str], List[Finding]]:
-    """Check user exclusions against the graph. Unknown node -> error; unknown op -> warning.
+                       label: str, target: Optional[str] = None
+                       ) -> Tuple[List[str], List[str], List[Finding]]:
+    """Check user exclusions against the graph. Unknown node -> error; unknown op -> warning;
+    an op whose exclusion changes nothing for `target` (Shape for FP16, Relu for INT8) -> info.
     A node is named by stable id or by a name only it has (`GraphIndex.node_index`): an
     ambiguous name is an error naming the candidates."""
     from workbench.graphindex import GraphIndex
@@ -131,6 +133,21 @@ def resolve_exclusions(proto: Any, exclude_nodes: Iterable[str], exclude_ops: It
                                     f"--exclude-op {op}: the graph has no {op} node",
                                     op=op, source="precision",
                                     hint="op types in this graph: " + ", ".join(sorted(ops_present))))
+    if target is not None:
+        from workbench.precision.spec import excludable_ops
+
+        can = set(excludable_ops(ops_present, target))
+        idle = [op for op in ops if op in ops_present and op not in can]
+        if idle:
+            why = ("only the quantized op types (" + ", ".join(sorted(can)) + ") get Q/DQ"
+                   if target in ("int8", "fp8") else
+                   f"{'it computes' if len(idle) == 1 else 'they compute'} in FP32 in any case")
+            findings.append(Finding(
+                "info", "exclude-op-no-effect",
+                f"--exclude-op {', '.join(idle)}: excluding {'it' if len(idle) == 1 else 'them'} "
+                f"changes nothing in {target.upper()}: {why}", op=idle[0], source="precision",
+                hint="exclude the quantized nodes around them (--exclude NODE) or a quantized "
+                     "op type" if target in ("int8", "fp8") else "nothing to do: leave it out"))
     return nodes, ops, findings
 
 
@@ -472,7 +489,8 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     if renamed:
         findings.append(Finding("info", "nodes-named", f"{renamed} unnamed node(s) got their "
                                 "stable id as name so they can be excluded", source="precision"))
-    ex_nodes, ex_ops, ex_findings = resolve_exclusions(proto, exclude_nodes, exclude_ops, label)
+    ex_nodes, ex_ops, ex_findings = resolve_exclusions(proto, exclude_nodes, exclude_ops, label,
+                                                       target)
     findings += ex_findings
 
     batches: Optional[List[Dict[str, np.ndarray]]] = None
