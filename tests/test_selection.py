@@ -410,3 +410,34 @@ def test_compare_prints_integer_outputs_as_elements_that_differ(tmp_path):
                        timeout=300)
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("outputs: "))
     assert "labels 0 of 6 differ PASS" in line and "y max abs 0 rel 0 cos 1.000000 PASS" in line
+
+
+def test_a_box_kept_or_dropped_at_the_iou_threshold_is_no_failure():
+    """Two boxes overlapping by IoU 0.5004 (NMS threshold 0.5): the reference suppresses the
+    second; noise of 2e-4 of the scale moves it to IoU 0.498 and the candidate keeps it. The
+    candidate's extra row has no near-tied partner, and was counted as a failure; it is an
+    IoU flip. A box moved far past the threshold stays a failure."""
+    boxes = BOXES.copy()
+    boxes[1] = [1.665, 0, 6.665, 5]  # IoU with box 0: 3.335 / 6.665 = 0.5004
+    feed = {"boxes_in": boxes, "logits": LOGITS}
+    near = np.zeros((N, 4), np.float32)
+    near[1, [0, 2]] = 0.01  # IoU 0.498: kept
+    check = selection_aware(_detector(), _detector(box_noise=near), feed, tol=0.01)
+    (g,) = check.groups
+    assert (g.ref_rows, g.cand_rows) == (3, 3) and g.matched == 2
+    assert g.iou_flips == pytest.approx([0.7], abs=1e-6) and g.unpaired == []
+    assert check.passed, check.to_dict()
+    assert "1 kept or dropped at the IoU threshold" in check.summary()
+    # the same rows judged without the NMS threshold: the extra row fails (as it did)
+    ref = {"kept_scores": np.array([0.9, 0.50002, 0.5]), "kept_boxes": boxes[[0, 2, 3]]}
+    cand = {"kept_scores": np.array([0.9, 0.7, 0.50002]),
+            "kept_boxes": (boxes + near)[[0, 1, 2]]}
+    assert not judge_rows(ref, cand, ["kept_scores", "kept_boxes"], "kept_scores", 0.01).consistent
+    assert judge_rows(ref, cand, ["kept_scores", "kept_boxes"], "kept_scores", 0.01,
+                      iou=(0.5, False)).consistent
+    far = np.zeros((N, 4), np.float32)
+    far[1, [0, 2]] = 0.8  # IoU 0.34: no rounding puts it there
+    check = selection_aware(_detector(), _detector(box_noise=far), feed, tol=0.02)
+    (g,) = check.groups
+    assert g.unpaired == pytest.approx([0.7], abs=1e-6) and g.iou_flips == []
+    assert not check.passed

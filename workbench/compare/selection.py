@@ -26,7 +26,12 @@ elementwise figure beside it (`strict`, never hidden):
    a *swap partner*, an unmatched row of the other side whose score is within tol x S of its
    own (S = max |reference score|), except rows at the selection's cut-off: a row without a
    partner is allowed only when its score is within tol x S of the lowest reference score
-   (one that entered or left at the threshold or top-K boundary). Unmatched candidate rows are
+   (one that entered or left at the threshold or top-K boundary), or when NonMaxSuppression
+   kept or dropped it at its IoU threshold (a constant, the same for every NMS of the model):
+   its box (the group's float output of four values per row) overlaps a better-scored row of
+   its side, of its image, by an IoU within max(4 tol, 0.01) of the threshold, so the rounding
+   of two boxes decided whether it was suppressed (an *IoU flip*; corners in either order, or
+   centre + size as `center_point_box` says). Unmatched candidate rows are
    judged by their candidate scores (their reference scores were not selected, so not
    computed); part 1 bounds those within the budget. Outputs of the region that fit no group
    (no 1-D float score, other leading lengths) are held to the strict elementwise budget.
@@ -66,13 +71,17 @@ class SelectionGroup:
     unpaired: List[float] = field(default_factory=list)        # no partner, not at cut-off
     score_scale: float = 0.0
     consistent: bool = False
+    # rows without a partner kept or dropped by NonMaxSuppression at its IoU threshold: the
+    # box overlaps a better one by an IoU within the band of the threshold (their scores)
+    iou_flips: List[float] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"outputs": self.outputs, "score": self.score, "ref_rows": self.ref_rows,
                 "cand_rows": self.cand_rows, "matched": self.matched,
                 "unmatched_ref": len(self.unmatched_ref),
                 "unmatched_cand": len(self.unmatched_cand), "unpaired": self.unpaired[:8],
-                "score_scale": self.score_scale, "consistent": self.consistent}
+                "score_scale": self.score_scale, "consistent": self.consistent,
+                "iou_flips": len(self.iou_flips)}
 
 
 def _field_match(r: np.ndarray, c: np.ndarray, tol: float) -> np.ndarray:
@@ -89,9 +98,57 @@ def _field_match(r: np.ndarray, c: np.ndarray, tol: float) -> np.ndarray:
     return (r2[:, None, :] == c2[None, :, :]).all(axis=2)
 
 
+def _box_field(side: Dict[str, np.ndarray], outputs: List[str]) -> Optional[str]:
+    """The group's box output: the first float one with four values per row."""
+    for o in outputs:
+        a = np.asarray(side[o])
+        if a.dtype.kind == "f" and a.ndim >= 2 and int(np.prod(a.shape[1:])) == 4:
+            return o
+    return None
+
+
+def _iou(box: np.ndarray, others: np.ndarray, center: bool) -> np.ndarray:
+    """IoU of one box with each of `others` ([n, 4]; corners in any diagonal order, or
+    centre + size when `center`: NonMaxSuppression's `center_point_box`)."""
+    def corners(b: np.ndarray) -> Tuple[np.ndarray, ...]:
+        b = b.reshape(-1, 4).astype(np.float64)
+        if center:
+            return (b[:, 0] - b[:, 2] / 2, b[:, 1] - b[:, 3] / 2,
+                    b[:, 0] + b[:, 2] / 2, b[:, 1] + b[:, 3] / 2)
+        return (np.minimum(b[:, 0], b[:, 2]), np.minimum(b[:, 1], b[:, 3]),
+                np.maximum(b[:, 0], b[:, 2]), np.maximum(b[:, 1], b[:, 3]))
+
+    a0, a1, a2, a3 = corners(box)
+    b0, b1, b2, b3 = corners(others)
+    inter = np.clip(np.minimum(a2, b2) - np.maximum(a0, b0), 0, None) * \
+        np.clip(np.minimum(a3, b3) - np.maximum(a1, b1), 0, None)
+    union = (a2 - a0) * (a3 - a1) + (b2 - b0) * (b3 - b1) - inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(union > 0, inter / union, 0.0)
+
+
+def _at_iou_threshold(side: Dict[str, np.ndarray], scores: np.ndarray, k: int, box: str,
+                      image: Optional[str], iou: Tuple[float, bool], band: float) -> bool:
+    """Row k of `side` was kept or dropped at the IoU threshold: a better-scored row of its
+    side (of its image) overlaps it by an IoU within `band` of the threshold, so rounding of
+    the boxes decides whether NonMaxSuppression suppresses it."""
+    better = scores > scores[k]
+    if image is not None:
+        better &= np.asarray(side[image]) == np.asarray(side[image])[k]
+    if not better.any():
+        return False
+    boxes = np.asarray(side[box]).reshape(scores.size, 4)
+    ov = _iou(boxes[k], boxes[better], iou[1])
+    return bool((np.abs(ov - iou[0]) <= band).any())
+
+
 def judge_rows(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], outputs: List[str],
-               score: str, tol: float) -> SelectionGroup:
-    """The row rule of the module docstring for one group."""
+               score: str, tol: float, iou: Optional[Tuple[float, bool]] = None
+               ) -> SelectionGroup:
+    """The row rule of the module docstring for one group; `iou` (NonMaxSuppression's IoU
+    threshold and centre-box flag): a row without a partner whose box overlaps a better one
+    of its side by an IoU within max(4 tol, 0.01) of the threshold is an IoU flip, not a
+    failure."""
     rs = np.asarray(ref[score], dtype=np.float64).reshape(-1)
     cs = np.asarray(cand[score], dtype=np.float64).reshape(-1)
     n, m = rs.size, cs.size
@@ -111,15 +168,25 @@ def judge_rows(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], outputs:
             ref_matched[i] = True
     ur, uc = rs[~ref_matched], cs[~used]
     low = float(rs.min()) if n else (float(cs.min()) if m else 0.0)
+    box = _box_field(ref, outputs) if iou is not None else None
+    image = next((o for o in outputs if o.startswith(BATCH_FIELD)), None)
     unpaired: List[float] = []
-    for mine, other in ((ur, uc), (uc, ur)):
-        for s in mine:
+    flips: List[float] = []
+    for side, all_s, mine_idx, other in ((ref, rs, np.flatnonzero(~ref_matched), uc),
+                                         (cand, cs, np.flatnonzero(~used), ur)):
+        for k in mine_idx:
+            s = all_s[k]
             partner = other.size and bool((np.abs(other - s) <= band).any())
-            if not partner and abs(s - low) > band:
+            if partner or abs(s - low) <= band:
+                continue
+            if box is not None and _at_iou_threshold(side, all_s, int(k), box, image, iou,
+                                                     max(4 * tol, 0.01)):
+                flips.append(float(s))
+            else:
                 unpaired.append(float(s))
     return SelectionGroup(list(outputs), score, n, m, int(ref_matched.sum()),
                           [float(x) for x in ur], [float(x) for x in uc], unpaired, scale,
-                          consistent=not unpaired)
+                          consistent=not unpaired, iou_flips=flips)
 
 
 BATCH_FIELD = "(image)"  # the row's batch index, a field of batched groups' rows
@@ -194,6 +261,34 @@ def _groups(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], selected: L
         if score is not None:
             break
     return groups, left
+
+
+def _nms_iou(proto: Any, region: Set[int]) -> Optional[Tuple[float, bool]]:
+    """(IoU threshold, centre boxes) of the region's NonMaxSuppression, when every one of them
+    has the same constant threshold (an initializer or Constant; absent: 0); else None."""
+    from onnx import numpy_helper
+
+    consts = {t.name: t for t in proto.graph.initializer}
+    for n in proto.graph.node:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value":
+                    consts[n.output[0]] = a.t
+    seen = set()
+    for i in sorted(region):
+        n = proto.graph.node[i]
+        if n.op_type != "NonMaxSuppression":
+            continue
+        if len(n.input) > 3 and n.input[3]:
+            t = consts.get(n.input[3])
+            if t is None:
+                return None  # computed at run time
+            thr = float(np.asarray(numpy_helper.to_array(t)).reshape(-1)[0])
+        else:
+            thr = 0.0
+        center = any(a.name == "center_point_box" and a.i == 1 for a in n.attribute)
+        seen.add((thr, center))
+    return next(iter(seen)) if len(seen) == 1 else None
 
 
 def _nms_picks(proto: Any, region: Set[int]) -> List[Tuple[str, str, str]]:
@@ -279,7 +374,9 @@ class SelectionCheck:
         for g in self.groups:
             parts.append(f"{g.score}: {g.matched}/{g.ref_rows} rows match, "
                          f"{len(g.unmatched_ref)}+{len(g.unmatched_cand)} swapped, "
-                         f"{len(g.unpaired)} without a near-tied partner")
+                         f"{len(g.unpaired)} without a near-tied partner"
+                         + (f", {len(g.iou_flips)} kept or dropped at the IoU threshold"
+                            if g.iou_flips else ""))
         bad = [k for k, v in {**self.plain, **self.elementwise}.items() if not v <= self.tol]
         if bad:  # outputs judged element by element (no score group pairs their rows)
             parts.append("beyond the budget element by element: " + ", ".join(
@@ -377,8 +474,9 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
         if k not in selected:
             check.plain[k] = _rel(k, ref[k], cand[k])
     groups, rest = _groups(ref, cand, selected, score, inner)
+    iou = _nms_iou(ref_p, region)
     for outs, s in groups:
-        check.groups.append(judge_rows(ref, cand, outs, s, tol))
+        check.groups.append(judge_rows(ref, cand, outs, s, tol, iou=iou))
     for k in rest:
         check.elementwise[k] = _rel(k, ref[k], cand[k])
     if missing:
