@@ -477,3 +477,25 @@ def test_an_input_the_model_fixes_is_not_cut_as_if_it_held_samples():
     assert [f["x"].shape[0] for f in cut] == [8, 2] and all(len(f["idx"]) == 3 for f in cut)
     rep = layerwise(m, m, feeds, max_samples=10)
     assert rep.samples == 10 and rep.samples_available == 16 and rep.outputs_pass
+
+
+def test_compare_json_findings_name_the_users_files_as_the_text_does(tmp_path):
+    """The text output fills MODEL / DATA into the commands findings name; --json printed the
+    placeholders (seen on the H200: `workbench precision MODEL --to int8 ... --calib DATA`)."""
+    import json
+    import subprocess
+
+    from workbench.precision import convert
+
+    data = tmp_path / "d.npz"
+    np.savez(data, input=np.random.default_rng(7).standard_normal((4, 64)).astype(np.float32))
+    cand = tmp_path / "o16.onnx"
+    onnx.save(convert(SAMPLES / "fp16_overflow.onnx", "fp16").proto, str(cand))
+    ref = SAMPLES / "fp16_overflow.onnx"
+    r = subprocess.run(["workbench", "compare", str(ref), str(cand), "--inputs", str(data),
+                        "--json"], capture_output=True, text=True, timeout=300)
+    d = json.loads(r.stdout)
+    hints = [f["hint"] for f in d["findings"] if f.get("hint") and "workbench precision" in f["hint"]]
+    assert hints, d["findings"]
+    assert all(str(ref) in h and str(data) in h and "MODEL" not in h and "DATA" not in h
+               for h in hints), hints

@@ -402,15 +402,26 @@ def test_an_int8_engine_layer_names_its_quantized_node_to_exclude_not_the_fused_
     rep = EngineCompareReport("onnxruntime", "tensorrt-int8", 0.01, 0.01, 2, precision="int8",
                               tensors=[fused, floaty],
                               quantized_nodes={"/l4/downsample/Conv", "/l4/conv2/Conv"})
-    rep.groups = {fused.tensor: ["/l4/Add", "/l4/downsample/Conv", "/l4/conv2/Conv"],
+    # the layer between two compared tensors also holds an earlier block (/l3/...), which
+    # does not feed the Relu's error through float nodes: only the nearest quantized nodes
+    rep.groups = {fused.tensor: ["/l4/Add", "/l4/downsample/Conv", "/l4/conv2/Conv",
+                                 "/l3/relu/Relu", "/l3/conv/Conv"],
                   floaty.tensor: ["/head/Mul"]}
+    rep.feeders = {"/l4/relu_1/Relu": ["/l4/Add"],
+                   "/l4/Add": ["/l4/conv2/Conv", "/l4/downsample/Conv"],
+                   "/l4/conv2/Conv": ["/l3/relu/Relu"], "/l4/downsample/Conv": ["/l3/relu/Relu"],
+                   "/l3/relu/Relu": ["/l3/conv/Conv"]}
+    rep.quantized_nodes |= {"/l3/conv/Conv"}
     assert [t.node for t in rep.culprits()] == ["/l4/relu_1/Relu"]
-    assert rep.suggested_exclusions() == ["/l4/downsample/Conv", "/l4/conv2/Conv"]
+    assert rep.suggested_exclusions() == ["/l4/conv2/Conv", "/l4/downsample/Conv"]
     f = [x for x in divergence_findings(rep, rep.groups) if x.code == "precision-loss"]
     assert len(f) == 1
-    assert "fused with the INT8 nodes /l4/downsample/Conv, /l4/conv2/Conv" in f[0].message
-    assert "--exclude /l4/downsample/Conv --exclude /l4/conv2/Conv" in f[0].hint
-    assert "--exclude /l4/relu_1/Relu" not in f[0].hint
+    assert "fused with the INT8 nodes /l4/conv2/Conv, /l4/downsample/Conv" in f[0].message
+    assert "--exclude /l4/conv2/Conv --exclude /l4/downsample/Conv" in f[0].hint
+    assert "/l3/conv/Conv" not in f[0].hint and "--exclude /l4/relu_1/Relu" not in f[0].hint
+    # a quantized Add between them is the nearest: the walk stops there
+    rep.quantized_nodes |= {"/l4/Add"}
+    assert rep.suggested_exclusions() == ["/l4/Add"]
     # FP16 (no Q/DQ): the node itself, as before
     rep16 = EngineCompareReport("onnxruntime", "tensorrt-fp16", 0.01, 0.01, 2, precision="fp16",
                                 tensors=[fused])

@@ -238,7 +238,7 @@ def _report_engine(args: argparse.Namespace, report: "object", label: str, searc
         d = report.to_dict()
         if search is not None:
             d["bisect"] = search.to_dict()
-        print_json(d)
+        print_json(_pasteable_findings(d, args.reference, args.inputs))
     else:
         print(f"reference: {args.reference} (onnxruntime FP32)  candidate: "
               f"{label} ({report.candidate_runner})  samples: {report.samples}  "
@@ -288,6 +288,19 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
               f"{_fmt(t.added):>10}")
     for f in report.findings:
         print(pasteable(str(f), model, data) if model else str(f))
+
+
+def _pasteable_findings(d: dict, model: Optional[str], data: Optional[str]) -> dict:
+    """`d` (a report's JSON form) with its findings' MODEL / DATA as this run's paths, as the
+    text output prints them: the commands in `hint` run as they are."""
+    from workbench.cli.common import pasteable
+
+    if model:
+        for f in d.get("findings") or []:
+            for k in ("message", "hint"):
+                if isinstance(f.get(k), str):
+                    f[k] = pasteable(f[k], model, data)
+    return d
 
 
 def _fmt(x: float) -> str:
@@ -356,7 +369,7 @@ def run(args: argparse.Namespace) -> int:
                                          allow_random=args.allow_random,
                                          max_samples=args.samples)
         if args.json:
-            print_json(search.to_dict())
+            print_json(_pasteable_findings(search.to_dict(), args.reference, calib))
         elif search.hopeless:
             for f in search.findings:
                 print(str(f))
@@ -423,7 +436,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         d = report.to_dict()
         d["selection_aware"] = [c.to_dict() for c in sel] if sel is not None else None
-        print_json(d)
+        print_json(_pasteable_findings(d, args.reference, args.inputs))
     else:
         print(f"reference: {args.reference} (onnxruntime)  candidate: {args.candidate} "
               f"({report.candidate_runner}, {report.precision})  samples: {report.samples}"

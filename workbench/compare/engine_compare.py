@@ -297,6 +297,12 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
 
     gi = GraphIndex.of(ref_p)
     node_of = {t: gi.nodes[i] for t, i in gi.producer.items()}
+    if quantized_nodes:
+        def key(n: Any) -> str:
+            return n.name or f"{n.op_type}:{n.output[0]}"
+
+        report.feeders = {key(n): [key(node_of[i]) for i in n.input if i in node_of]
+                          for n in gi.nodes}
     compared = set(tensors)
     groups = _groups(ref_p, compared, compared | set(outs))
     fh = stats.open("w", encoding="utf-8") if stats is not None else None

@@ -158,6 +158,9 @@ class LayerwiseReport:
     # after): near-tied rows swap under any rounding there, so their tensors name no culprit
     # and no first divergence (the selection-aware verdict judges them)
     selection_nodes: Set[str] = field(default_factory=set)
+    # node -> the nodes whose outputs it reads (set with quantized_nodes where a culprit may be
+    # a float node fused behind the quantized ones: `to_exclude` walks up from it)
+    feeders: Dict[str, List[str]] = field(default_factory=dict)
 
     @property
     def outputs_pass(self) -> bool:
@@ -182,9 +185,24 @@ class LayerwiseReport:
         """The nodes that keep `t` in higher precision: its node, or for a Q/DQ candidate the
         quantized nodes computed with it (a Relu fused behind its INT8 Conv in one engine
         layer: excluding the Relu changes nothing, excluding the Conv does)."""
-        if self.quantized_nodes is None or t.node in self.quantized_nodes:
+        q = self.quantized_nodes
+        if q is None or t.node in q:
             return [t.node]
-        return [n for n in self.layer_of(t) if n in self.quantized_nodes] or [t.node]
+        layer = set(self.layer_of(t))
+        # the quantized nodes nearest above it in its layer (a layer between two compared
+        # tensors can hold more: those are not what feeds this node's error)
+        out: List[str] = []
+        seen, todo = {t.node}, list(self.feeders.get(t.node, ()))
+        while todo:
+            n = todo.pop(0)
+            if n in seen or n not in layer:
+                continue
+            seen.add(n)
+            if n in q:
+                out.append(n)
+            else:
+                todo += self.feeders.get(n, ())
+        return out or [n for n in self.layer_of(t) if n in q] or [t.node]
 
     def culprits(self, top: int = 5) -> List[TensorError]:
         """Nodes that add the most error (non-finite first), biggest first."""
