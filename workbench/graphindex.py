@@ -139,6 +139,17 @@ def _subgraphs_of(node: Any) -> List[Tuple[str, Any]]:
     return out
 
 
+def walk_graphs(graph: Any) -> Iterator[Any]:
+    """`graph` and every subgraph inside it (If branches, Loop and Scan bodies, nested),
+    depth first: what a question about the whole model (its types, its casts) must read."""
+    todo = [graph]
+    while todo:
+        g = todo.pop()
+        yield g
+        for n in g.node:
+            todo.extend(sub for _, sub in _subgraphs_of(n))
+
+
 class GraphIndex:
     """Nodes and tensors of one graph (or subgraph/function body), linked both ways."""
 

@@ -372,9 +372,13 @@ def measure_error_reference(fp32: Any, converted: Any, batches: List[Dict[str, n
 
 # --------------------------------------------------------------------------- conversion
 def _count_ops(proto: Any) -> Dict[str, int]:
+    """Nodes per op type, the subgraphs' (Loop / If bodies) included."""
+    from workbench.graphindex import walk_graphs
+
     counts: Dict[str, int] = {}
-    for n in proto.graph.node:
-        counts[n.op_type] = counts.get(n.op_type, 0) + 1
+    for g in walk_graphs(proto.graph):
+        for n in g.node:
+            counts[n.op_type] = counts.get(n.op_type, 0) + 1
     return counts
 
 
