@@ -251,3 +251,21 @@ def test_fp16_tensors_compare_without_a_numpy_warning():
         b = a.copy()
         b[3] += np.float16(1)
         assert not comparison.compare_tensor("x", a, b, 0.01, 0.01).passed
+
+
+def test_top1_of_a_segmentation_map_is_the_class_per_pixel():
+    """A [N, C, H, W] segmentation output showed 'top-1 0.822' (the argmax over W); the class
+    of each pixel is along the channel axis. [N, C] scores and [N, T, V] logits keep the last."""
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal((2, 5, 8, 8)).astype(np.float32)
+    got = ref.copy()
+    flip = rng.random((2, 8, 8)) < 0.25  # a quarter of the pixels get another class
+    n, hh, ww = np.nonzero(flip)
+    got[n, (ref.argmax(1)[n, hh, ww] + 1) % 5, hh, ww] += 10.0
+    want = float((ref.argmax(1) == got.argmax(1)).mean())
+    c = comparison.compare_tensor("seg", [ref], [got], 1e-3, 1e-3, top1=True)
+    assert c.top1 == pytest.approx(want) and want == pytest.approx(1 - flip.mean())
+    assert c.top1 != pytest.approx(float((ref.argmax(-1) == got.argmax(-1)).mean()))
+    assert comparison.class_axis((4, 1000)) == 1 and comparison.class_axis((2, 7, 50)) == 2
+    assert comparison.class_axis((2, 5, 8, 8)) == 1 and comparison.class_axis((2, 1, 8, 8)) is None
+    assert comparison.class_axis((10,)) is None

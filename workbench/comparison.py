@@ -144,13 +144,23 @@ def _flat(x: Arrays) -> np.ndarray:
     return np.asarray(x).reshape(-1)
 
 
+def class_axis(shape: Sequence[int]) -> Optional[int]:
+    """The axis a top-1 class is read along: the last of [N, C] scores and [N, T, C] token
+    logits, the channel axis (1) of [N, C, H, W, ...] maps (segmentation: a class per pixel,
+    ONNX's channels-first layout); None for vectors and single-channel outputs."""
+    if len(shape) < 2:
+        return None
+    axis = len(shape) - 1 if len(shape) <= 3 else 1
+    return axis if shape[axis] > 1 else None
+
+
 def _top1(ref: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> Optional[float]:
     shp = np.shape(ref[0])
-    if len(shp) < 2 or shp[-1] <= 1 or np.asarray(ref[0]).dtype.kind != "f":
+    axis = class_axis(shp)
+    if axis is None or np.asarray(ref[0]).dtype.kind != "f":
         return None
-    ra = np.concatenate([np.asarray(b).reshape(-1, np.shape(b)[-1]).argmax(-1) for b in ref])
-    ga = np.concatenate([np.asarray(b).astype(np.float64).reshape(-1, np.shape(b)[-1]).argmax(-1)
-                         for b in got])
+    ra = np.concatenate([np.asarray(b).argmax(axis).reshape(-1) for b in ref])
+    ga = np.concatenate([np.asarray(b).astype(np.float64).argmax(axis).reshape(-1) for b in got])
     return float((ra == ga).mean()) if ra.size == ga.size and ra.size else None
 
 

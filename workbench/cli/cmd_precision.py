@@ -91,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
                     w(f"  {name} vs FP32 ({label}): shape {s['shape_change']} (a data-dependent "
                       "selection kept another number of elements)\n")
                     continue
-                top1 = (f", top-1 agreement {s['top1_agreement']:.3f}"  # ([N, C] scores only)
-                        if "top1_agreement" in s and len(s.get("shape") or ()) == 2 else "")
+                top1 = (f", top-1 agreement {s['top1_agreement']:.3f}"  # (along the class axis)
+                        if s.get("top1_agreement") is not None and
+                        len(s.get("shape") or ()) in (2, 4, 5) else "")  # (not [N, T, D])
                 w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "
                   f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}\n")
         for f in res.findings:
