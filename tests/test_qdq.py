@@ -84,3 +84,39 @@ def test_precision_reports_the_nodes_it_quantized_the_way_compare_judges_them():
                                                  "GlobalAveragePool", "MaxPool", "Relu",
                                                  "Flatten", "AveragePool", "Concat"}
     assert sorted(nodes) == q.report["quantized_nodes"]
+
+
+def test_a_concat_between_qdq_pairs_sends_the_exclusion_to_its_quantized_reader():
+    """compare blamed a Concat of a Q/DQ segmentation head ('--exclude /Concat_2'); precision
+    then warned the exclusion had no effect and named the reader. compare names the reader."""
+    from workbench.comparison import compare_tensor
+    from workbench.compare.layer_compare import LayerwiseReport, TensorError, divergence_findings
+
+    s = numpy_helper.from_array(np.array(0.02, np.float32), "s")
+    z = numpy_helper.from_array(np.array(0, np.int8), "z")
+    w = numpy_helper.from_array(np.ones((2, 6, 1, 1), np.float32), "w")
+    nodes = []
+    for x in ("a", "b"):
+        nodes += [helper.make_node("QuantizeLinear", [x, "s", "z"], [f"{x}_q"], name=f"{x}/Q"),
+                  helper.make_node("DequantizeLinear", [f"{x}_q", "s", "z"], [f"{x}_dq"],
+                                   name=f"{x}/DQ")]
+    nodes += [helper.make_node("Concat", ["a_dq", "b_dq"], ["cat"], name="/Concat_2", axis=1),
+              helper.make_node("QuantizeLinear", ["cat", "s", "z"], ["cat_q"], name="cat/Q"),
+              helper.make_node("DequantizeLinear", ["cat_q", "s", "z"], ["cat_dq"], name="cat/DQ"),
+              helper.make_node("Conv", ["cat_dq", "w"], ["y"], name="/cls/Conv")]
+    vi = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 4, 4]) for x in ("a", "b")]
+    g = helper.make_graph(nodes, "g", vi, [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                         None)], [s, z, w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    assert qdq.quantized_nodes(m) == {"/Concat_2", "/cls/Conv"}
+    assert qdq.requantized_readers(m) == {"/Concat_2": ["/cls/Conv"]}
+    ref = [np.linspace(0, 1, 96, dtype=np.float32)]
+    t = TensorError.of(compare_tensor("cat", ref, [ref[0] + 0.1], 0.01, 0.01), "/Concat_2",
+                       "Concat", 0.2)
+    rep = LayerwiseReport("onnxruntime", "onnxruntime", 0.01, 0.01, 1, tensors=[t],
+                          precision="int8", quantized_nodes=qdq.quantized_nodes(m),
+                          requantized=qdq.requantized_readers(m))
+    assert rep.suggested_exclusions() == ["/cls/Conv"]
+    (f,) = [x for x in divergence_findings(rep) if x.code == "precision-loss"]
+    assert "--exclude /cls/Conv" in f.hint and "--exclude /Concat_2" not in f.hint
+    assert "computes nothing of its own" in f.message

@@ -60,3 +60,44 @@ def qdq_precisions(model_or_graph: Any) -> List[str]:
         if p not in out:
             out.append(p)
     return out
+
+
+# ops that compute nothing of their own: a Q/DQ model quantizes their inputs and their output
+# (as their readers' input) and they pass the values on, so excluding one keeps nothing in
+# float: its readers' exclusion does
+PASS_THROUGH_OPS = frozenset({
+    "Concat", "Split", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice",
+    "Gather", "MaxPool", "Pad", "Identity", "Expand", "Tile", "DepthToSpace", "SpaceToDepth",
+})
+
+
+def requantized_readers(model_or_graph: Any) -> Dict[str, List[str]]:
+    """For each pass-through node (PASS_THROUGH_OPS) whose output a Q/DQ model quantizes
+    again, the nodes reading that quantized output: where an exclusion keeps the tensor in
+    float. Names as `quantized_nodes` gives them."""
+    g = _graph(model_or_graph)
+
+    def key(n: Any) -> str:
+        return n.name or f"{n.op_type}:{n.output[0] if n.output else ''}"
+
+    readers: Dict[str, List[Any]] = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    out: Dict[str, List[str]] = {}
+    for n in g.node:
+        if n.op_type not in PASS_THROUGH_OPS:
+            continue
+        found: List[str] = []
+        for o in n.output:
+            for q in readers.get(o, []):
+                if q.op_type != "QuantizeLinear":
+                    continue
+                for dq in readers.get(q.output[0], []):
+                    if dq.op_type == "DequantizeLinear":
+                        found += [key(r) for r in readers.get(dq.output[0], [])
+                                  if r.op_type not in QDQ_OPS]
+        if found:
+            out[key(n)] = list(dict.fromkeys(found))
+    return out
+

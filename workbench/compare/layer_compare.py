@@ -41,7 +41,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from workbench.comparison import SENTINEL, TensorComparison, compare_tensor, infer_precision
-from workbench.qdq import quantized_nodes
+from workbench.qdq import quantized_nodes, requantized_readers
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.graphindex import GraphIndex
@@ -161,6 +161,10 @@ class LayerwiseReport:
     # node -> the nodes whose outputs it reads (set with quantized_nodes where a culprit may be
     # a float node fused behind the quantized ones: `to_exclude` walks up from it)
     feeders: Dict[str, List[str]] = field(default_factory=dict)
+    # Q/DQ candidates: pass-through nodes (a Concat) whose output the candidate quantizes again
+    # -> the nodes reading it (`workbench.qdq.requantized_readers`): excluding those keeps it
+    # in float, excluding the node does not
+    requantized: Dict[str, List[str]] = field(default_factory=dict)
 
     @property
     def outputs_pass(self) -> bool:
@@ -186,6 +190,8 @@ class LayerwiseReport:
         quantized nodes computed with it (a Relu fused behind its INT8 Conv in one engine
         layer: excluding the Relu changes nothing, excluding the Conv does)."""
         q = self.quantized_nodes
+        if q is not None and t.node in self.requantized:
+            return list(self.requantized[t.node])
         if q is None or t.node in q:
             return [t.node]
         layer = set(self.layer_of(t))
@@ -574,6 +580,7 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
                              sum(samples_in(f, batched) for f in feeds), findings=findings,
                              precision=precision, quantized_nodes=quantized_nodes(cand_p)
                              if str(precision).lower() in ("int8", "fp8") else None,
+                             requantized=requantized_readers(cand_p),
                              samples_available=available,
                              selection_nodes=selection if selection is not None
                              else _selection_node_names(ref_p))
@@ -684,7 +691,11 @@ def divergence_findings(report: "LayerwiseReport",
         members = [n for n in (groups or {}).get(t.tensor, []) if n != t.node]
         inside = f" (engine layer also holds {', '.join(members[:4])})" if members else ""
         excl = report.to_exclude(t)
-        if excl != [t.node]:  # a float node fused behind the quantized ones that feed it
+        if excl != [t.node] and t.node in report.requantized:  # a Concat between Q/DQ pairs
+            inside += (f"; it computes nothing of its own ({t.op}): the model quantizes its "
+                       f"output again as the {report.precision.upper()} input of "
+                       f"{', '.join(excl[:4])}, whose exclusion keeps it in float")
+        elif excl != [t.node]:  # a float node fused behind the quantized ones that feed it
             inside += (f"; it computes in float, fused with the {report.precision.upper()} "
                        f"node{'s' if len(excl) > 1 else ''} {', '.join(excl[:4])}")
         keep = _keep_hint(report.precision, excl)
