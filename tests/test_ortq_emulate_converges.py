@@ -267,3 +267,30 @@ def test_the_same_recipe_after_another_change_is_new_for_a_new_node(monkeypatch,
         [("r1", "A"), ("r2", "B"), ("r1", "C")]
     assert [(r["proposal"]["recipe"], r["proposal"]["node"], r["repeat_of_step"])
             for r in res.repeats] == [("r1", "C", 3)]
+
+
+def test_a_quantized_op_without_importer_or_emulation_says_what_to_do(tmp_path):
+    """com.microsoft QLinearSoftmax: TensorRT has no importer and emulate_quantized no
+    rewrite; the finding names the op and says to re-quantize in QDQ format with the command,
+    and --auto proposes nothing for it (instead of a plugin it does not need)."""
+    z = [nh.from_array(np.float32(0.05), "s"), nh.from_array(np.int8(0), "z"),
+         nh.from_array(np.float32(1 / 256), "sy"), nh.from_array(np.int8(-128), "zy")]
+    g = h.make_graph([h.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant"),
+                      h.make_node("QLinearSoftmax", ["q", "s", "z", "sy", "zy"], ["qs"],
+                                  name="qsoftmax", domain="com.microsoft", axis=-1, opset=13),
+                      h.make_node("DequantizeLinear", ["qs", "sy", "zy"], ["y"], name="dq")],
+                     "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 8])], z)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 9
+    path = tmp_path / "qsoftmax.onnx"
+    onnx.save(m, str(path))
+    s = FixSession(str(path), backend="tensorrt-rtx", start="original")
+    rep = s.check()
+    assert not rep.supported
+    u = [x for x in rep.unsupported if x.get("op") == "QLinearSoftmax"]
+    assert u, rep.unsupported
+    assert ("QLinearSoftmax is an onnxruntime quantized op (QOperator format) that TensorRT has "
+            "no importer for") in u[0]["hint"]
+    assert "`workbench precision FP32_MODEL --to int8`" in u[0]["hint"]
+    assert not [p for p in s.proposals if p.recipe == RECIPE and p.node == "qsoftmax"]

@@ -46,6 +46,12 @@ QLINEAR_OPS = ("QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLin
                "QLinearAveragePool", "QGemm")
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 OPS = INTEGER_OPS + QLINEAR_OPS + QDQ_OPS
+# onnxruntime's other quantized (com.microsoft) ops: no TensorRT importer, no emulation here
+UNEMULATED = ("QAttention", "QLinearSoftmax", "QLinearWhere", "QLinearReduceMean",
+              "QLinearConvTranspose", "QEmbedLayerNormalization", "QOrderedMatMul",
+              "QOrderedGelu", "QOrderedLayerNormalization", "QOrderedAttention",
+              "QOrderedLongformerAttention", "DynamicQuantizeMatMul", "MatMulIntegerToFloat",
+              "DynamicQuantizeLSTM")
 
 
 class Refuse(Exception):
@@ -800,12 +806,14 @@ class EmulateQuantized(Recipe):
     mutates_input = True
     fixes = codes.OP_REJECTED + (codes.QDQ_ZERO_POINT, codes.QDQ_ZERO_POINT_RUNTIME,
                                  codes.UNSUPPORTED_DTYPE) + codes.GENERIC_PARSER_CODES
-    ops = OPS
+    ops = OPS + UNEMULATED
     priority = 18
 
     def propose(self, finding: Any, ctx: Any) -> List[Proposal]:
         idx = ctx.node_index(finding)
         n, nid = ctx.proto.graph.node[idx], ctx.ids[idx]
+        if n.op_type in UNEMULATED:
+            return []  # (the next step says what to do instead)
         pre = ctx.cached("emulate_quantized", lambda: self.precondition(ctx.proto))
         if not pre.applies:
             return []
@@ -825,6 +833,12 @@ class EmulateQuantized(Recipe):
     def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
         if not self.can_fix(finding, ctx):
             return None
+        op = ctx.proto.graph.node[ctx.node_index(finding)].op_type
+        if op in UNEMULATED:
+            return (f"{op} is an onnxruntime quantized op (QOperator format) that TensorRT "
+                    f"has no importer for and `{self.name}` cannot rewrite: re-quantize the "
+                    "float model in QDQ format, `workbench precision FP32_MODEL --to int8` "
+                    "(TensorRT runs its Q/DQ pairs in INT8)")
         return (f"`{fix_command(model, self.name)}` rewrites the quantized ops into "
                 "exact float emulation")
 
