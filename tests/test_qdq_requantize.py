@@ -167,10 +167,11 @@ def test_dequantize_constant_matches_onnxruntime_per_axis(axis):
     assert got.dtype == np.float32 and np.array_equal(got, want)
 
 
-def test_fix_names_its_output_file_in_what_is_left_to_do(ort_qdq, tmp_path):
-    """`workbench fix --auto -o OUT`: the bias is folded, the asymmetric zero points remain,
-    and the next steps name OUT (the file the user now has), not the workspace copy or a
-    name the CLI never wrote."""
+def test_fix_auto_takes_the_onnxruntime_default_to_supported(ort_qdq, tmp_path):
+    """`workbench fix --auto -o OUT` on quantize_static's QDQ default: it used to fold the int32
+    bias and stop at the asymmetric zero points (supported: False); now one emulate_quantized
+    takes bias, weights and pairs at once, the parser takes OUT, and what is printed names
+    OUT, never the workspace copy."""
     import subprocess
     import sys
 
@@ -179,12 +180,15 @@ def test_fix_names_its_output_file_in_what_is_left_to_do(ort_qdq, tmp_path):
     r = subprocess.run([sys.executable, "-c", "import sys; from workbench.cli import run; "
                         "sys.argv[0]='workbench'; run()", "fix", str(q), "--auto", "-o", str(out)],
                        capture_output=True, text=True, timeout=300)
-    assert out.exists(), r.stderr
+    assert out.exists() and r.returncode == 0, r.stderr
     text = r.stdout + r.stderr
-    left = [ln for ln in text.splitlines() if "still unsupported" in ln]
-    assert left and "zero point" in left[0], text
-    assert "'" + str(out) + "'" in left[0] and ".trt-workbench" not in text, left[0]
+    assert "supported by tensorrt-rtx: True" in text and "still unsupported" not in text, text
+    assert str(out) in text and ".trt-workbench" not in text, text
+    steps = [ln for ln in text.splitlines() if ": kept" in ln]
+    assert len(steps) == 1 and steps[0].startswith("emulate_quantized on "), text
     assert T.INT32 not in _dq_inputs(onnx.load(str(out)))
+    x = _feeds(1, seed=7)[0]["x"]
+    assert np.array_equal(_run(out, x), _run(q, x))
 
 
 @pytest.mark.parametrize("zp_type", ["int8", "uint8", "float8_e4m3fn"])

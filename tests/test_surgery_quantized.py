@@ -123,17 +123,19 @@ def test_sums_beyond_float32_integers_are_stated_and_verified():
     assert ch.kept and ch.verification.max_rel_diff < 1e-7
 
 
-def test_qdq_only_model_is_offered_not_applied_automatically(tmp_path):
-    """Asymmetric Q/DQ alone: the emulation is exact but gives up INT8, so it is a manual
-    proposal; applied by hand, it is verified like every recipe and the parser takes it."""
+def test_qdq_only_model_is_proposed_saying_it_gives_up_int8(tmp_path):
+    """Asymmetric Q/DQ alone (what onnxruntime's QDQ quantizer writes): no other recipe makes
+    it parse, so `fix --auto` applies the emulation (it used to stop, supported: False); the
+    proposal says the pairs then compute in float and how to keep INT8; the change is verified
+    like every recipe and the parser takes it."""
     m = qdq_conv_runtime_input()
     path = tmp_path / "qdq.onnx"
     onnx.save(m, str(path))
     rep = check(str(path), backend="tensorrt-rtx")
     assert not rep.supported
     mine = [p for p in propose(rep, m) if p.recipe == RECIPE]
-    assert mine and not any(p.auto for p in mine)
-    assert "no INT8 speed-up" in mine[0].reason
+    assert mine and all(p.auto for p in mine)
+    assert "no INT8 speed-up" in mine[0].reason and "--to int8" in mine[0].reason
     ch = apply_recipe(m, RECIPE)
     assert ch.kept and ch.verification.max_abs_diff <= 1e-5
     out = tmp_path / "emulated.onnx"

@@ -100,6 +100,8 @@ def step_line(step: Dict[str, Any], backend: str) -> str:
     """One --auto step for the log: the change, whether it was kept, and what the parser says
     of the whole model afterwards (the model, not the step: a kept step is never 'unsupported')."""
     p = step["proposal"]
+    if "repeat_of_step" in step:
+        return f"{p['recipe']} on {p['node'] or 'the model'}: not applied again ({step['why']})"
     line = f"{p['recipe']} on {p['node'] or 'the model'}: " \
         f"{'kept' if step.get('kept') else 'NOT kept'}"
     v = step.get("verification") or {}
@@ -201,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
         for s in res.steps:
             (report["applied"] if s.get("kept") else report["not_kept"]).append(_strip(s))
         report["stop_reason"] = res.stop_reason
+        report["repeats"] = [_strip(r) for r in res.repeats]
         report["support_after"] = res.support_after.to_dict()
         report["supported"] = res.supported
         report["remaining"] = res.remaining

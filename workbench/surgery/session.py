@@ -43,9 +43,11 @@ class AutoFixResult:
     remaining: List[Dict[str, Any]] = field(default_factory=list)
     version: Optional[str] = None
     stop_reason: str = ""
+    # proposals of a recipe already applied in this run, not applied again: why it did not help
+    repeats: List[Dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"supported": self.supported, "steps": self.steps,
+        return {"supported": self.supported, "steps": self.steps, "repeats": self.repeats,
                 "support_before": self.support_before.to_dict() if self.support_before else None,
                 "support_after": self.support_after.to_dict() if self.support_after else None,
                 "verification": self.verification.to_dict() if self.verification else None,
@@ -298,6 +300,20 @@ class FixSession:
         report = self.check()
         result = AutoFixResult(supported=report.supported, support_before=report)
         tried: set = set()
+        # proposal key -> (number of the kept step that applied it, nodes failing before it)
+        applied: Dict[str, Any] = {}
+        said: set = set()  # (key, node) of the repeats reported
+
+        def kept_count() -> int:
+            return sum(1 for s in result.steps if s.get("kept"))
+
+        def repeat(p: Proposal) -> bool:
+            """The same recipe (same parameters) again for a node that failed when it ran, or
+            right after it with no other change between: it did not remove the refusal."""
+            if p.key not in applied:
+                return False
+            step, failing = applied[p.key]
+            return p.node in failing or kept_count() == step
         for _ in range(max_steps):
             if report.supported:
                 result.stop_reason = "supported"
@@ -305,12 +321,27 @@ class FixSession:
             if cancel is not None and cancel.is_set():
                 result.stop_reason = "cancelled"
                 break
-            props = [p for p in self.proposals if p.auto and (p.key, p.node) not in tried]
+            props = []
+            for p in self.proposals:
+                if not p.auto or (p.key, p.node) in said:
+                    continue
+                if repeat(p):  # it ran, and the parser still refuses: not new
+                    said.add((p.key, p.node))
+                    rep = self._repeat(p, applied[p.key][0], report)
+                    result.repeats.append(rep)
+                    if on_step:
+                        on_step(rep)
+                    continue
+                if (p.key, p.node) not in tried:
+                    props.append(p)
             if not props:
-                result.stop_reason = "no more proposals"
+                result.stop_reason = "no more proposals" + (
+                    "; " + "; ".join(r["why"] for r in result.repeats) if result.repeats
+                    else "")
                 break
             p = props[0]
             tried.add((p.key, p.node))
+            failing = {u["node"] for u in brief(report)}
             try:
                 change = self.apply(p)
             except WorkbenchError as e:
@@ -319,6 +350,7 @@ class FixSession:
             else:
                 step = {"proposal": p.to_dict(), **change.to_dict()}
                 if change.kept:
+                    applied[p.key] = (kept_count() + 1, failing)
                     report = self.report
                     step["supported_after"] = report.supported
                     step["unsupported_after"] = brief(report)
@@ -334,6 +366,20 @@ class FixSession:
         kept = [s for s in result.steps if s.get("kept")]
         result.verification = self.end_to_end(kept) if kept else None
         return result
+
+
+    @staticmethod
+    def _repeat(p: Proposal, step: int, report: SupportReport) -> Dict[str, Any]:
+        """A proposal of a recipe this run already applied (kept change `step`), made again
+        for a node the parser still refuses: not applied again; why it did not help."""
+        left = [u for u in brief(report) if u["node"] == p.node] or brief(report)[:1]
+        u = left[0] if left else {"node": p.node, "op": p.op, "reason": ""}
+        what = f"{u['node'] or 'the graph'}" + (f" ({u['op']})" if u.get("op") else "")
+        why = (f"{p.recipe} was applied at step {step} and the parser still refuses {what}"
+               + (f": {u['reason']}" if u.get("reason") else "")
+               + f"; applying it again would not help (what it says of the model now: "
+               f"{p.reason})")
+        return {"proposal": p.to_dict(), "kept": False, "repeat_of_step": step, "why": why}
 
 
 def auto_fix(model: Any, *, backend: str = "tensorrt-rtx", history: Optional[History] = None,

@@ -24,6 +24,7 @@ scales (`workbench precision --to int8`).
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -42,9 +43,15 @@ EXACT_SUM = 2 ** 24  # float32 holds every integer below this exactly
 INTEGER_OPS = ("DynamicQuantizeLinear", "MatMulInteger", "ConvInteger")
 QLINEAR_OPS = ("QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearSigmoid",
                "QLinearLeakyRelu", "QLinearConcat", "QLinearGlobalAveragePool",
-               "QLinearAveragePool")
+               "QLinearAveragePool", "QGemm")
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 OPS = INTEGER_OPS + QLINEAR_OPS + QDQ_OPS
+# onnxruntime's other quantized (com.microsoft) ops: no TensorRT importer, no emulation here
+UNEMULATED = ("QAttention", "QLinearSoftmax", "QLinearWhere", "QLinearReduceMean",
+              "QLinearConvTranspose", "QEmbedLayerNormalization", "QOrderedMatMul",
+              "QOrderedGelu", "QOrderedLayerNormalization", "QOrderedAttention",
+              "QOrderedLongformerAttention", "DynamicQuantizeMatMul", "MatMulIntegerToFloat",
+              "DynamicQuantizeLSTM")
 
 
 class Refuse(Exception):
@@ -255,6 +262,25 @@ class Emulation:
                                axis=0), out_elem)
 
 
+    def fold(self, n: Any) -> None:
+        """A DequantizeLinear of constants becomes its float value, as onnxruntime computes it
+        (the integer difference, then one multiply in float32, per tensor or per axis)."""
+        from onnx import numpy_helper
+
+        from workbench.surgery.recipes.qdq import dequantize_constant
+
+        z = _arg(n, 2)
+        v = dequantize_constant(self.value(n.input[0]), self.value(n.input[1]),
+                                self.value(z) if z else None, int(_attr(n, "axis", 1)))
+        self.inits.append(numpy_helper.from_array(v, n.output[0]))
+
+
+def _constant_dq(e: Emulation, n: Any) -> bool:
+    """A DequantizeLinear whose input, scale and zero point are all constants."""
+    return n.op_type == "DequantizeLinear" and all(
+        e.value(x) is not None for x in n.input[:3] if x)
+
+
 # ------------------------------------------------------------------------ onnxruntime tables
 def _ort_table(node: Any, proto: Any, elem: int, arg_names: List[str]) -> np.ndarray:
     """Run `node` alone in onnxruntime on every value of its 8-bit input: the exact table."""
@@ -317,6 +343,9 @@ def _dequantize_linear(e: Emulation, n: Any) -> None:
     if _attr(n, "block_size", 0):
         raise Refuse("blocked quantization (block_size) is not emulated")
     axis, rank = int(_attr(n, "axis", 1)), _rank(e, q)
+    if q not in e.twins and _constant_dq(e, n):  # weights, int32 biases: their float value
+        e.fold(n)
+        return
     centred = e.integers(q)
     zz = e.zero_point(z, axis, rank)
     if zz:
@@ -413,6 +442,50 @@ def _qlinear_matmul(e: Emulation, n: Any) -> None:
     rank = _rank(e, n.output[0]) or _rank(e, a)
     e.quantize(e.op("Mul", [acc, e.scale_ratio(n, sa, sb, sy, -1, rank)]),
                e.zero_point(zy, -1, None), elem, n.output[0])
+
+
+def _qgemm(e: Emulation, n: Any) -> None:
+    """com.microsoft QGemm: alpha * (A - za)(B - zb) + C in int32 (C: the int32 bias, at scale
+    alpha * sa * sb), then requantised to y_scale/y_zero_point, or dequantised to float when
+    the node has no y_scale (as onnxruntime's kernel does)."""
+    a, sa, za, b, sb, zb, c, sy, zy = (list(n.input) + [""] * 9)[:9]
+    if e.value(za) is not None and e.value(za).size > 1:
+        raise Refuse("a per-row zero point of A is not emulated")
+    trans_a, trans_b = int(_attr(n, "transA", 0)), int(_attr(n, "transB", 0))
+    alpha = np.float32(_attr(n, "alpha", 1.0))
+    bv = e.need(b, "B")
+    if bv.ndim != 2:
+        raise Refuse(f"B '{b}' is not a matrix")
+    if trans_b:  # per-column zero points and scales follow B's columns: transpose first
+        bv = bv.T
+    zbv = e.value(zb) if zb else None
+    if zb and zbv is None:
+        raise Refuse("the zero point of its B is computed at run time")
+    centred_b = bv.astype(np.float64) - (zbv.astype(np.float64).reshape(1, -1) if zbv is not None
+                                         and zbv.size > 1 else
+                                         float(zbv.reshape(())) if zbv is not None else 0.0)
+    wmax = float(np.max(np.abs(centred_b))) if centred_b.size else 0.0
+    e.check_sum(int(centred_b.shape[0]), wmax, n)
+    ax = e.centred(a, za)
+    if trans_a:
+        ax = e.op("Transpose", [ax], perm=[1, 0])
+    acc = e.op("MatMul", [ax, e.const(centred_b.astype(np.float32), "B")])
+    if c:
+        cv = e.need(c, "bias C")
+        if cv.size and float(np.max(np.abs(cv.astype(np.float64)))) >= EXACT_SUM:
+            raise Refuse(f"its int32 bias '{c}' has values beyond float32's exact integers")
+        acc = e.op("Add", [acc, e.const(cv.astype(np.float32), "bias")])
+    a_s = e.need(sa, "scale").astype(np.float32).reshape(-1)[0]
+    b_s = e.need(sb, "scale").astype(np.float32).reshape(-1)
+    real = (alpha * a_s * b_s).astype(np.float32)
+    if not sy:  # float output
+        e.op("Mul", [acc, e.const(real if real.size > 1 else real.reshape(()), "scale")],
+             out=n.output[0])
+        return
+    y_s = e.need(sy, "scale").astype(np.float32).reshape(-1)[0]
+    m = (real / y_s).astype(np.float32)
+    e.quantize(e.op("Mul", [acc, e.const(m if m.size > 1 else m.reshape(()), "multiplier")]),
+               e.zero_point(zy, -1, None), e.out_type(zy), n.output[0])
 
 
 def _real(e: Emulation, q: str, s: str, z: str) -> str:
@@ -526,9 +599,10 @@ HANDLERS: Dict[str, Callable[[Emulation, Any], None]] = {
     "QLinearMul": _qlinear_binary, "QLinearSigmoid": _qlinear_unary,
     "QLinearLeakyRelu": _qlinear_unary, "QLinearConcat": _qlinear_concat,
     "QLinearGlobalAveragePool": _qlinear_gap, "QLinearAveragePool": _qlinear_average_pool,
+    "QGemm": _qgemm,
 }
 MS_OPS = ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat",
-          "QLinearGlobalAveragePool", "QLinearAveragePool")
+          "QLinearGlobalAveragePool", "QLinearAveragePool", "QGemm")
 
 
 def _handled(n: Any) -> bool:
@@ -547,6 +621,8 @@ def _wanted(e: Emulation, n: Any, region: set) -> bool:
     zv = e.value(z) if z else None
     asym = bool(z) and (zv is None or bool(np.any(zv)) or zv.dtype == np.uint8)
     if n.op_type == "DequantizeLinear":
+        if _constant_dq(e, n) and e.value(n.input[0]).dtype != np.int8:
+            return True  # an int32 bias (onnxruntime's), uint8/16-bit weights: TensorRT refuses
         return asym or n.input[0] in e.twins
     outs = e.consumers(n.output[0])  # symmetric Q -> DQ pairs stay (TensorRT INT8)
     return asym or (bool(outs) and all(id(c) in region and c.op_type not in QDQ_OPS
@@ -591,6 +667,13 @@ def emulate(proto: Any) -> Tuple[Any, List[Tuple[int, str]], List[int], List[str
                 kept.extend(e.nodes[start_nodes:])
                 del e.nodes[start_nodes:]
                 continue
+        if n.op_type in MOVE_OPS and _dom(n.domain) == "" and n.input and \
+                n.input[0] in e.twins and not any(x in e.twins for x in n.input[1:]) and \
+                not (n.op_type == "MaxPool" and len([o for o in n.output if o]) > 1):
+            # moving or selecting integers (Flatten, Reshape, MaxPool, ...) between quantized
+            # ops: the same op on the twin holds the same integers (no uint8 tensor inside)
+            kept.append(_on_twin(e, n, ids[i]))
+            continue
         # a node left as it is: its integer inputs come back from their twins
         if n.op_type == "Cast" and n.input and n.input[0] in e.twins and \
                 _attr(n, "to") == FLOAT:
@@ -609,6 +692,7 @@ def emulate(proto: Any) -> Tuple[Any, List[Tuple[int, str]], List[int], List[str
     kept.extend(e.nodes)
     if not done:
         return proto, refused, done, e.notes
+    kept = _float_weights(e, kept, done)
     _unused_twins_dropped(e, kept)
     del g.node[:]
     g.node.extend(kept)
@@ -626,6 +710,63 @@ def emulate(proto: Any) -> Tuple[Any, List[Tuple[int, str]], List[int], List[str
     del proto.opset_import[:]
     proto.opset_import.extend(ops)
     return proto, refused, done, e.notes
+
+
+# ops that only move, select or compare their first input's values: exact on a float twin
+MOVE_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity", "MaxPool",
+            "Slice", "Gather", "Split", "Expand", "Tile", "DepthToSpace", "SpaceToDepth")
+
+
+def _on_twin(e: Emulation, n: Any, nid: str) -> Any:
+    """A copy of `n` reading its input's float twin; its outputs become twins of the
+    originals (restored by a Cast only where something still reads the integers)."""
+    node = copy.deepcopy(n)
+    elem = e.twins[n.input[0]][1]
+    node.input[0] = e.twins[n.input[0]][0]
+    e.prefix = n.name or nid
+    del node.output[:]
+    for o in n.output:
+        if not o:
+            node.output.append("")
+            continue
+        t = e.name(f"{o}_twin")
+        node.output.append(t)
+        e.twin(o, t, elem)
+    e.emitted.add(id(node))
+    return node
+
+
+def _float_weights(e: Emulation, nodes: List[Any], done: List[int]) -> List[Any]:
+    """The int8 DequantizeLinear of a constant left as it is (TensorRT takes those) feeding an
+    op whose other operand now computes in float: there is no INT8 pair left for TensorRT to
+    fuse it into, so it becomes its float value too (what the op computes is unchanged)."""
+    pos = {id(n): i for i, n in enumerate(e.proto.graph.node)}
+    consts = {t.name for t in e.proto.graph.initializer} | {t.name for t in e.inits}
+    producer = {o: n for n in nodes for o in n.output if o}
+    readers: Dict[str, List[Any]] = {}
+    for n in nodes:
+        for x in n.input:
+            readers.setdefault(x, []).append(n)
+
+    def activation_in_float(x: str) -> bool:
+        if not x or x in consts or e.value(x) is not None:
+            return False
+        p = producer.get(x)
+        return p is None or p.op_type != "DequantizeLinear" or id(p) in e.emitted
+
+    out = []
+    for n in nodes:
+        if id(n) in pos and n.op_type == "DequantizeLinear" and _constant_dq(e, n) and \
+                n.input[0] not in e.twins and any(
+                    activation_in_float(x) for r in readers.get(n.output[0], [])
+                    for x in r.input if x != n.output[0]):
+            e.fold(n)
+            consts.add(n.output[0])
+            done.append(pos[id(n)])
+            continue
+        out.append(n)
+    done.sort()
+    return out
 
 
 def _cast(e: Emulation, src: str, out: str, elem: int) -> Any:
@@ -665,12 +806,14 @@ class EmulateQuantized(Recipe):
     mutates_input = True
     fixes = codes.OP_REJECTED + (codes.QDQ_ZERO_POINT, codes.QDQ_ZERO_POINT_RUNTIME,
                                  codes.UNSUPPORTED_DTYPE) + codes.GENERIC_PARSER_CODES
-    ops = OPS
+    ops = OPS + UNEMULATED
     priority = 18
 
     def propose(self, finding: Any, ctx: Any) -> List[Proposal]:
         idx = ctx.node_index(finding)
         n, nid = ctx.proto.graph.node[idx], ctx.ids[idx]
+        if n.op_type in UNEMULATED:
+            return []  # (the next step says what to do instead)
         pre = ctx.cached("emulate_quantized", lambda: self.precondition(ctx.proto))
         if not pre.applies:
             return []
@@ -679,15 +822,23 @@ class EmulateQuantized(Recipe):
                                          for i in _candidates(ctx.proto)))
         if integer:
             return [Proposal(nid, n.op_type, self.name, {}, pre.reason, code=finding.code)]
-        # only Q/DQ: exact, but the model gives up INT8 for float compute - the user decides
-        return [Proposal(nid, n.op_type, self.name, {}, pre.reason + "; the Q/DQ pairs then "
-                         "compute in float (exact, but no INT8 speed-up): re-quantizing "
-                         "symmetrically (`workbench precision --to int8`) keeps INT8",
-                         auto=False, code=finding.code)]
+        # only Q/DQ the parser refuses (asymmetric zero points, int32 biases, uint8 weights):
+        # symmetric_qdq (asked first) keeps INT8 where that is exact; where it is not, this
+        # is the one rewrite that makes the model parse, so it is applied, saying what it costs
+        return [Proposal(nid, n.op_type, self.name, {}, pre.reason + "; the asymmetric Q/DQ "
+                         "pairs then compute in float (same values, no INT8 speed-up): for "
+                         "INT8 on TensorRT, re-quantize the float model symmetrically "
+                         "(`workbench precision FP32_MODEL --to int8`)", code=finding.code)]
 
     def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
         if not self.can_fix(finding, ctx):
             return None
+        op = ctx.proto.graph.node[ctx.node_index(finding)].op_type
+        if op in UNEMULATED:
+            return (f"{op} is an onnxruntime quantized op (QOperator format) that TensorRT "
+                    f"has no importer for and `{self.name}` cannot rewrite: re-quantize the "
+                    "float model in QDQ format, `workbench precision FP32_MODEL --to int8` "
+                    "(TensorRT runs its Q/DQ pairs in INT8)")
         return (f"`{fix_command(model, self.name)}` rewrites the quantized ops into "
                 "exact float emulation")
 
