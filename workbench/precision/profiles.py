@@ -189,8 +189,9 @@ def validate_profiles(model: Any, profiles: Any) -> List[Profile]:
 def _check_order(where: str, name: str, mn: Shape, op: Shape, mx: Shape, what: str) -> None:
     for i, (a, b, c) in enumerate(zip(mn, op, mx)):
         label = f"{what} {i}"
-        if a < 0 or (what == "axis" and a < 1 and c > 0 and a != b):
-            raise WorkbenchError(f"{where}: input '{name}' {label} min {a} must be >= 1",
+        if a < 0:  # (0 is an empty tensor, which TensorRT's profiles take: a KV cache's
+            # past length is 0 on the first decode step)
+            raise WorkbenchError(f"{where}: input '{name}' {label} min {a} must be >= 0",
                                  field=name)
         if not a <= b <= c:
             raise WorkbenchError(f"{where}: input '{name}' {label} needs min <= opt <= max, got "
