@@ -222,3 +222,218 @@ def test_padded_lengths_advice_names_a_range_only_when_it_differs():
     mn, op, mx = profs[0]["input_ids"]
     said = f"opt={op[1]}, max={mx[1]}"
     assert said not in pad.hint and "already spans the real lengths" in pad.hint
+
+
+# --------------------------------------------------------------------------- stacked data,
+# KV caches, fixed axes, hints that parse
+def _audio_model():
+    """wav [batch, 1, samples] -> Relu: a dynamic batch and a dynamic audio length."""
+    g = helper.make_graph([helper.make_node("Relu", ["wav"], ["y"], name="r")], "g",
+                          [helper.make_tensor_value_info("wav", TensorProto.FLOAT,
+                                                         ["batch", 1, "samples"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                         ["batch", 1, "samples"])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _kv_model():
+    """A decoder step: input_ids [batch, seq] embedded to [batch, 2, seq, 4] and concatenated
+    after the cache past_key_values.0.key [batch, 2, past_len, 4] (axis 2) -> present."""
+    emb = helper.make_tensor("emb", TensorProto.FLOAT, [10, 8],
+                             np.arange(80, dtype=np.float32).tolist())
+    shape = helper.make_tensor("shp", TensorProto.INT64, [4], [0, 0, 2, 4])
+    nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["e"], name="gather"),
+             helper.make_node("Reshape", ["e", "shp"], ["r"], name="reshape"),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3], name="tr"),
+             helper.make_node("Concat", ["past_key_values.0.key", "t"], ["present.0.key"],
+                              axis=2, name="concat")]
+    g = helper.make_graph(nodes, "kv", [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+        helper.make_tensor_value_info("past_key_values.0.key", TensorProto.FLOAT,
+                                      ["batch", 2, "past_len", 4])],
+        [helper.make_tensor_value_info("present.0.key", TensorProto.FLOAT,
+                                       ["batch", 2, "total_len", 4])], [emb, shape])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _errors(findings):
+    return [f for f in findings if f.code == "sample-outside-profile"]
+
+
+def test_a_stacked_file_is_judged_as_calibration_splits_it(tmp_path):
+    """A .npz of 32 stacked samples against batch 1..4 (build splits it into batches of 4)
+    was 'ERROR sample-outside-profile: axis 0 outside 1..4 (seen 32..32)'; the advisor's own
+    proposal (batch 1..16) failed so too."""
+    from workbench.precision.calibration import load_calibration as load
+
+    m = _audio_model()
+    path = tmp_path / "audio.npz"
+    np.savez(path, wav=np.zeros((32, 1, 16000), np.float32))
+    samples = load(path, m)
+    assert len(samples) == 1 and samples[0]["wav"].shape[0] == 32
+    cases = {"wav:1x1x4000:1x1x16000:4x1x64000": 0,  # split into 8 batches of 4
+             "wav:1x1x16000:1x1x16000:16x1x16000": 0,  # the advisor's proposal
+             "wav:1x1x4000:1x1x8000:4x1x8000": 1,  # samples 16000 beyond max 8000
+             "wav:64x1x16000:64x1x16000:128x1x16000": 1}  # 32 samples, fewer than min 64
+    for arg, n_err in cases.items():
+        prof = parse_profile_arg(arg)
+        found = check_samples([prof], samples)
+        assert len(_errors(found)) == n_err, (arg, [str(f) for f in found])
+        assert not [f for f in found if f.code == "opt-far-from-data" and "axis 0" in f.message]
+        try:  # the verdict is the one calibration reaches on the same file and profile
+            load(path, m, profile=prof)
+            calibrates = True
+        except WorkbenchError:
+            calibrates = False
+        assert calibrates == (n_err == 0), arg
+    real = _errors(check_samples([parse_profile_arg(
+        "wav:1x1x4000:1x1x8000:4x1x8000")], samples))[0].message
+    assert "input 'wav' axis 2 outside 4000..8000 (seen 16000..16000)" in real
+    few = _errors(check_samples([parse_profile_arg(
+        "wav:64x1x16000:64x1x16000:128x1x16000")], samples))[0].message
+    assert "32 stacked sample(s) of input 'wav'" in few and "batch min 64" in few
+    # through the advisor and the CLI: the user's profile with the stacked file passes
+    _, findings = advise(m, samples, profiles=[parse_profile_arg(
+        "wav:1x1x4000:1x1x16000:4x1x64000")])
+    assert not _errors(findings)
+
+
+def test_a_folder_of_batches_keeps_the_batch_rule():
+    """Files of one batch each: a batch larger than the profile's max is outside it."""
+    m = _audio_model()
+    folder = [{"wav": np.zeros((8, 1, 16000), np.float32)} for _ in range(3)]
+    found = check_samples([parse_profile_arg("wav:1x1x16000:2x1x16000:4x1x16000")], folder)
+    assert "3 sample(s) have input 'wav' axis 0 outside 1..4 (seen 8..8)" in \
+        _errors(found)[0].message
+    assert not _errors(check_samples([parse_profile_arg(
+        "wav:1x1x16000:8x1x16000:8x1x16000")], folder))
+    assert m is not None
+
+
+def test_a_kv_cache_min_of_zero_is_valid_and_runs_empty():
+    """`axis 2 min 0 must be >= 1` refused a KV cache's empty first step; TensorRT-RTX 1.7
+    builds min 0 and opt 0 (checked on kv_decoder_op17.onnx with --target sm89)."""
+    from workbench.equivalence import make_inputs_at
+    from workbench.precision.profiles import run_at_profiles
+
+    m = _kv_model()
+    for opt in (0, 3):
+        arg = (f"input_ids:1x1:1x1:4x1,past_key_values.0.key:1x2x0x4:1x2x{opt}x4:4x2x16x4")
+        [prof] = validate_profiles(m, [parse_profile_arg(arg)])
+        assert prof["past_key_values.0.key"][0] == (1, 2, 0, 4)
+        cannot, runs = run_at_profiles(m, [prof])
+        assert cannot == [] and runs == (2 if opt == 0 else 3)
+    feed = make_inputs_at(m, {"input_ids": (1, 1), "past_key_values.0.key": (1, 2, 0, 4)})
+    assert feed["past_key_values.0.key"].shape == (1, 2, 0, 4)  # empty, not a stand-in size
+    neg = Profile.from_dict({"input_ids": [[1, 1]] * 3,
+                             "past_key_values.0.key": [[1, 2, -1, 4], [1, 2, 1, 4],
+                                                       [1, 2, 4, 4]]})
+    assert "axis 2 min -1 must be >= 0" in _err(validate_profiles, m, [neg])
+
+
+def test_the_build_worker_takes_a_profile_min_of_zero():
+    from workbench.worker.loaders import OpError, _set_one
+
+    class P:
+        def set_shape(self, name, mn, opt, mx):
+            self.got = (name, mn, opt, mx)
+
+    class Inp:
+        shape = (-1, 2, -1, 4)
+
+    p = P()
+    _set_one(p, 0, "past", [[1, 2, 0, 4], [1, 2, 0, 4], [4, 2, 16, 4]], {"past": Inp()})
+    assert p.got == ("past", (1, 2, 0, 4), (1, 2, 0, 4), (4, 2, 16, 4))
+    with pytest.raises(OpError) as e:
+        _set_one(p, 0, "past", [[1, 2, -1, 4], [1, 2, 0, 4], [4, 2, 16, 4]], {"past": Inp()})
+    assert "0 <= min <= opt <= max on dim 2" in str(e.value)
+
+
+def test_a_kv_cache_axis_defaults_from_an_empty_cache_not_the_trace_value():
+    """The proposal pinned past_len at 7 (the export's trace value: every calibration sample
+    has it) and the default guessed an image size; decode starts from an empty cache."""
+    from workbench.precision.profiles import default_profile, is_cache_axis
+
+    m = _kv_model()
+    samples = [{"input_ids": np.zeros((32, 1), np.int64),
+                "past_key_values.0.key": np.zeros((32, 2, 7, 4), np.float32)}]
+    [prof], findings = advise(m, samples)
+    mn, op, mx = prof["past_key_values.0.key"]
+    assert (mn[2], op[2], mx[2]) == (0, 64, 128)
+    validate_profiles(m, [prof])
+    assert not [f for f in findings if f.code == "fixed-axis" and "past" in f.message]
+    dflt, rules = default_profile(m)
+    assert [r[2] for r in dflt["past_key_values.0.key"]] == [0, 64, 128]
+    assert "past/cache length" in rules["past_len"]
+    # several lengths in the data: their range, still from an empty cache
+    folder = [{"input_ids": np.zeros((2, 1), np.int64),
+               "past_key_values.0.key": np.zeros((2, 2, n, 4), np.float32)} for n in (5, 9, 30)]
+    [prof], _ = advise(m, folder)
+    assert [r[2] for r in prof["past_key_values.0.key"]] == [0, 16, 30]
+    from workbench.inputs import model_inputs
+
+    specs = {s.name: s for s in model_inputs(m)}
+    assert is_cache_axis(specs["past_key_values.0.key"], 2)
+    assert not is_cache_axis(specs["past_key_values.0.key"], 0)
+    assert not is_cache_axis(specs["input_ids"], 1)
+
+
+def test_a_pinned_dynamic_axis_is_warned_with_a_flag_that_widens_it():
+    """Audio 'samples' fixed at 16000 and image H/W fixed at 96x128 with no word said."""
+    from workbench.precision.profiles import default_profile, fixed_axis_findings
+
+    m = _audio_model()
+    [prof], findings = advise(m, [{"wav": np.zeros((32, 1, 16000), np.float32)}])
+    fixed = [f for f in findings if f.code == "fixed-axis"]
+    assert len(fixed) == 1 and fixed[0].severity == "warning"
+    msg = fixed[0].message
+    assert "input 'wav' axis 2 (samples)" in msg and "fixes it at 16000" in msg
+    flag = fixed[0].hint.split("e.g. ", 1)[1]
+    [wide] = validate_profiles(m, parse_profiles([flag.split(" ", 1)[1]]))
+    assert wide["wav"] == ((1, 1, 8000), (1, 1, 16000), (16, 1, 32000))
+    dflt, _ = default_profile(m)
+    said = fixed_axis_findings(m, dflt, "the default profile")
+    assert [f.extra["axis"] for f in said] == [2] and said[0].extra["value"] == 16000
+    # the batch axis is not 'fixed' (it is a range); several sizes in a folder drive a range
+    folder = [{"wav": np.zeros((2, 1, n), np.float32)} for n in (8000, 16000, 48000)]
+    [prof], findings = advise(m, folder)
+    assert [r[2] for r in prof["wav"]] == [8000, 16000, 48000]
+    assert not [f for f in findings if f.code == "fixed-axis"]
+
+
+def _flags(findings):
+    import re
+
+    out = []
+    for f in findings:
+        for text in (f.message, f.hint or ""):
+            out += re.findall(r"--profile (\S+)", text)
+    return out
+
+
+def test_every_profile_the_advisor_suggests_parses_and_validates():
+    """`--profile NAME:1:2:2` was suggested for an image input of rank 4 ('its min shape [1]
+    has rank 1'); each flag in a message or hint is now full rank and valid."""
+    seg = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["image"], ["y"], name="r")], "g",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, "H", "W"])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    multires = [{"image": np.zeros((2, 3, h, w), np.float32)}
+                for h, w in ((96, 128), (128, 128), (64, 96))]
+    stacked = [{"image": np.zeros((16, 3, 96, 128), np.float32)}]
+    kv = [{"input_ids": np.zeros((32, 1), np.int64),
+           "past_key_values.0.key": np.zeros((32, 2, 7, 4), np.float32)}]
+    bert = load_calibration(BERT_CAL, BERT)
+    seen = 0
+    for model, samples in ((seg, multires), (seg, stacked), (_kv_model(), kv),
+                           (_audio_model(), [{"wav": np.zeros((4, 1, 16000), np.float32)}]),
+                           (BERT, bert)):
+        _, findings = advise(model, samples)
+        flags = _flags(findings)
+        assert flags, [str(f) for f in findings]
+        for flag in flags:
+            assert "NAME" not in flag and "MIN" not in flag
+            validate_profiles(model, parse_profiles(flag.split(" --profile ")))
+            seen += 1
+    assert seen >= 6

@@ -126,10 +126,16 @@ def make_inputs_at(proto: Any, shapes: Dict[str, Sequence[int]], seed: int = 0
     from onnx import helper
 
     elem = {i.name: i.type.tensor_type.elem_type for i in proto.graph.input}
+    # (a 0 in a value info reads as unknown: build at 1 there, then empty the tensor; a profile
+    # min of 0 is an empty tensor, e.g. a KV cache before the first decode step)
     fixed = helper.make_model(helper.make_graph([], "at", [
-        helper.make_tensor_value_info(n, elem[n], list(sh)) for n, sh in shapes.items()
-        if n in elem], []))
-    return make_inputs(proto, seed=seed, other=fixed)
+        helper.make_tensor_value_info(n, elem[n], [max(int(d), 1) for d in sh])
+        for n, sh in shapes.items() if n in elem], []))
+    feed = make_inputs(proto, seed=seed, other=fixed)
+    for n, sh in shapes.items():
+        if n in feed and any(int(d) == 0 for d in sh):
+            feed[n] = np.zeros(tuple(int(d) for d in sh), dtype=feed[n].dtype)
+    return feed
 
 
 def _structure(model: Any) -> Any:

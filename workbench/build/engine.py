@@ -763,7 +763,10 @@ def _default_profiles(ref: ModelRef, config: BuildConfig, strict: bool
     except WorkbenchError as e:
         raise WorkbenchError(e.message, file=file, field=f"profiles.{e.field}" if e.field
                              else "profiles", hint=e.hint) from None
-    return config.replace(profiles=[prof.to_dict()]), [default_profile_finding(prof, rules)]
+    from workbench.precision.profiles import fixed_axis_findings
+
+    return config.replace(profiles=[prof.to_dict()]), [default_profile_finding(prof, rules)] + \
+        fixed_axis_findings(model, prof, "the default profile")
 
 
 def _advised(model: Any, calibration: str, prof: Any, rules: Dict[str, str]

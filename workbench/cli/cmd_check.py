@@ -161,6 +161,10 @@ def run(args: argparse.Namespace) -> int:
         report.notes.append(f"dynamic input{'s' if len(defaulted) > 1 else ''} {names} built "
                             f"at the profile `workbench build` defaults to "
                             f"({profile_flag(defaulted)}); --profile sets your own")
+        from workbench.precision.profiles import Profile, fixed_axis_findings
+
+        report.notes += [str(f) for f in fixed_axis_findings(
+            open_model(args.model), Profile.from_dict(defaulted), "the default profile")]
     if report.unsupported:  # next steps that name a recipe (e.g. decompose) come from surgery
         from workbench.surgery.propose import advise
 

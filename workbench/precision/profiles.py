@@ -189,8 +189,9 @@ def validate_profiles(model: Any, profiles: Any) -> List[Profile]:
 def _check_order(where: str, name: str, mn: Shape, op: Shape, mx: Shape, what: str) -> None:
     for i, (a, b, c) in enumerate(zip(mn, op, mx)):
         label = f"{what} {i}"
-        if a < 0 or (what == "axis" and a < 1 and c > 0 and a != b):
-            raise WorkbenchError(f"{where}: input '{name}' {label} min {a} must be >= 1",
+        if a < 0:  # (0 is an empty tensor, which TensorRT's profiles take: a KV cache's
+            # past length is 0 on the first decode step)
+            raise WorkbenchError(f"{where}: input '{name}' {label} min {a} must be >= 0",
                                  field=name)
         if not a <= b <= c:
             raise WorkbenchError(f"{where}: input '{name}' {label} needs min <= opt <= max, got "
@@ -218,13 +219,22 @@ def _check_shared(where: str, prof: Profile, specs: Sequence[Any], shape_inputs:
             seen.setdefault(d, (s.name, axis, rng))
 
 
-def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, Any]]
-                  ) -> List[Finding]:
-    """Do sample shapes fall inside some profile, and is opt near where the data lives?"""
+def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, Any]], *,
+                  stacked: Optional[bool] = None) -> List[Finding]:
+    """Do sample shapes fall inside some profile, and is opt near where the data lives?
+
+    `stacked` (default: one batch given, i.e. one .npz of stacked samples) judges the data the
+    way calibration uses it: a file's first axis is the sample, split into batches of at most
+    the profile's batch max (`load_calibration`), so its length is no batch size: only a file
+    of fewer samples than the batch min (one batch below it) is outside; the other axes must be
+    inside the profile. A folder of files, each one batch, is judged batch by batch."""
     import numpy as np
 
+    if stacked is None:
+        stacked = len(samples) == 1
     findings: List[Finding] = []
     for idx, prof in enumerate(profiles, 1):
+        split = _stacked_split(prof, samples) if stacked else None
         for name, (mn, op, mx) in prof.items():
             shapes = [np.shape(b[name]) for b in samples if name in b]
             if not shapes:
@@ -233,6 +243,17 @@ def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, An
                 vals = np.array([s[axis] for s in shapes if len(s) > axis])
                 if vals.size == 0 or mn[axis] == mx[axis]:
                     continue
+                if axis == 0 and split is not None and name in split:
+                    n = int(vals.max())  # samples in the file; batches of <= max are made
+                    if n < mn[axis]:
+                        findings.append(Finding(
+                            "error", "sample-outside-profile",
+                            f"profile #{idx}: the file holds {n} stacked sample(s) of input "
+                            f"'{name}', fewer than the profile's batch min {mn[axis]} (axis 0 "
+                            f"is {mn[axis]}..{mx[axis]}): calibration cannot make one batch",
+                            tensors=[name], source="profiles",
+                            hint=f"lower the batch min to {n} or add samples"))
+                    continue  # (its length is a sample count: no batch size to set opt by)
                 outside = int(((vals < mn[axis]) | (vals > mx[axis])).sum())
                 if outside:
                     findings.append(Finding(
@@ -251,6 +272,22 @@ def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, An
                         tensors=[name], source="profiles",
                         hint=f"set opt near the median ({np.median(vals):g})"))
     return findings
+
+
+def _stacked_split(prof: Profile, samples: Sequence[Mapping[str, Any]]) -> Optional[set]:
+    """The inputs whose axis 0 calibration splits into batches (one stacked file; inputs with a
+    batch range in `prof`, all of one sample count, as `_split_for_profile` requires), or None
+    when it would not split them (their counts differ: each batch is then judged as it is)."""
+    import numpy as np
+
+    if len(samples) != 1:
+        return None
+    b = samples[0]
+    names = [k for k, (mn, _, mx) in prof.items() if k in b and np.ndim(b[k]) >= 1
+             and len(mn) >= 1 and mn[0] != mx[0]]
+    if not names or len({int(np.shape(b[k])[0]) for k in names}) != 1:
+        return None
+    return set(names)
 
 
 # --------------------------------------------------------------------------- advisor
@@ -285,7 +322,7 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
     to 8) from the real lengths. Inputs sharing a symbolic dim get the same range. Warns about wide ranges; with `profiles`, also checks them."""
     import numpy as np
 
-    from workbench.inputs import model_inputs
+    from workbench.inputs import model_inputs, proto_of
 
     specs = model_inputs(model)
     findings: List[Finding] = []
@@ -305,7 +342,12 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
                 if s.name in b and len(np.shape(b[s.name])) > axis:
                     observed.setdefault(key, []).append(int(np.shape(b[s.name])[axis]))
     real = _real_lengths(samples, specs)
+    positions = _position_table(proto_of(model))
+    cache_keys = {(s.dims[a] if isinstance(s.dims[a], str) else (s.name, a)): (s, a)
+                  for s in dyn for a in s.dynamic_axes if is_cache_axis(s, a)}
     ranges: Dict[Any, Tuple[int, int, int]] = {}
+    why: Dict[Any, str] = {}
+    later: List[Tuple[str, Any, str, int, int]] = []  # batch findings: hints need the profile
     for key, vals in observed.items():
         v = np.array(vals)
         mn, mx = int(v.min()), int(v.max())
@@ -314,24 +356,20 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
         if is_batch and len(samples) == 1:  # one stacked file: its length is a sample
             # count, not a serving batch size: the batch range `workbench build` defaults to
             mn, opt, mx = 1, 1, DEFAULT_MAX_BATCH
-            findings.append(Finding(
-                "info", "batch-from-default",
-                f"the data is one batch of {int(v.max())} stacked samples, which says nothing "
-                f"about the batch sizes you serve: the batch axis gets build's default range "
-                f"1..1..{DEFAULT_MAX_BATCH}", source="profiles",
-                hint="set it to what you serve (--profile NAME:MIN:OPT:MAX), or pass a folder "
-                     "of one .npz per batch, whose sizes the advisor reads"))
+            later.append(("batch-from-default", key, "", int(v.max()), 0))
         elif is_batch:  # batches as served (a folder of files): their sizes say it
             mn, opt = 1, int(np.median(v))
             if mx < DEFAULT_MAX_BATCH:  # (how the data was saved, not all the engine serves)
-                findings.append(Finding(
-                    "info", "batch-max-default",
-                    f"the data's batches hold at most {mx} samples: the batch max is build's "
-                    f"default {DEFAULT_MAX_BATCH}, so the engine also takes larger batches",
-                    source="profiles",
-                    hint=f"set the max you serve with --profile NAME:1:{opt}:{mx} to keep it "
-                         f"at {mx}"))
+                later.append(("batch-max-default", key, "", opt, mx))
                 mx = DEFAULT_MAX_BATCH
+        elif key in cache_keys:  # a KV cache: decode starts empty, whatever the data holds
+            spec, axis = cache_keys[key]
+            (rmn, ropt, rmx), _ = _axis_default(spec, axis, positions)
+            if mn == mx:  # one length (an export's trace value): the rule's range
+                mn, opt, mx = rmn, ropt, max(rmx, mx)
+                why[key] = "a past/cache length: from an empty cache up to " + str(mx)
+            else:
+                mn, opt = rmn, _round8(float(np.median(v)), 1, mx)
         elif key in real:  # padded data: the real lengths say where the work is
             lengths = real[key][1]
             mn = int(max(1, lengths.min()))
@@ -359,6 +397,9 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
                 f"'{key}' spans {mn}..{mx} (x{mx / mn:g}): TensorRT tunes kernels for opt and "
                 "sizes memory for max", source="profiles",
                 hint="split into two profiles (e.g. small and large) or narrow the range"))
+        if mn == mx and not is_batch:
+            why[key] = ("every calibration batch has it at this size" if len(samples) > 1
+                        else "the calibration file's size; one file holds one size")
     prof = Profile()
     for s in dyn:
         mn, op, mx = [], [], []
@@ -377,6 +418,25 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
             op.append(r[1])
             mx.append(r[2])
         prof[s.name] = (tuple(mn), tuple(op), tuple(mx))
+    for code, key, _, a, b in later:  # hints: the full flag, every input at its full rank
+        if code == "batch-from-default":
+            findings.append(Finding(
+                "info", "batch-from-default",
+                f"the data is one batch of {a} stacked samples, which says nothing about the "
+                f"batch sizes you serve: the batch axis gets build's default range "
+                f"1..1..{DEFAULT_MAX_BATCH}", source="profiles",
+                hint="set it to what you serve, e.g. "
+                     f"{widened_flag(prof, specs, key, (1, 4, 32))} (batch 1..4..32), or pass "
+                     "a folder of one .npz per batch, whose sizes the advisor reads"))
+        else:
+            findings.append(Finding(
+                "info", "batch-max-default",
+                f"the data's batches hold at most {b} samples: the batch max is build's "
+                f"default {DEFAULT_MAX_BATCH}, so the engine also takes larger batches",
+                source="profiles",
+                hint=f"set the max you serve with {widened_flag(prof, specs, key, (1, a, b))} "
+                     f"to keep it at {b}"))
+    findings += fixed_axis_findings(model, prof, "the proposed profile", why)
     findings.append(Finding("info", "profile-proposal",
                             "proposed profile: " + " ".join(prof.arg_strings()),
                             source="profiles", extra={"profile": prof.to_dict()}))
@@ -502,6 +562,11 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int]
     name = str(dims[axis] or "").lower()
     if axis == 0:
         return (1, 1, DEFAULT_MAX_BATCH), "the batch axis, opt 1 as trtexec picks"
+    if is_cache_axis(spec, axis):  # decode starts from an empty cache: 0 (TensorRT takes it)
+        mx = positions or DEFAULT_DIM
+        return (0, max(1, mx // 2), mx), (
+            "a past/cache length, from an empty cache (the first decode step) up to "
+            + ("the model's position table" if positions else f"{DEFAULT_DIM} (a guess)"))
     if spec.elem_type in (6, 7) and rank == 2 and axis == 1:  # token ids / masks
         mx = positions or DEFAULT_SEQUENCE[2]
         src = ("a token axis, max = the model's position table" if positions else
@@ -527,6 +592,94 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int]
                 h in name for h in ("seq", "len", "time", "frame", "token"))):
             return DEFAULT_SEQUENCE, "a sequence axis (named so)"
     return (DEFAULT_DIM, DEFAULT_DIM, DEFAULT_DIM), "unknown axis (a guess)"
+
+
+_CACHE_DIM_HINTS = ("past", "cache", "history", "kv_len", "kv_seq", "memory_len")
+_CACHE_INPUT = re.compile(r"^(past|cache)|past_key|key_cache|value_cache|kv_cache|"
+                          r"(^|[._])past([._]|$)")
+
+
+def is_cache_axis(spec: Any, axis: int) -> bool:
+    """A KV-cache length axis: a dynamic non-batch axis named like past_sequence_length /
+    past_len / cache_len, or the dynamic non-batch axis of an input named past_key_values.* /
+    past* / *cache*. Its length is 0 on the first decode step, not the export's trace value."""
+    if axis == 0 or axis >= len(spec.dims) or isinstance(spec.dims[axis], int):
+        return False
+    dim = str(spec.dims[axis] or "").lower()
+    if any(h in dim for h in _CACHE_DIM_HINTS):
+        return True
+    return spec.elem_type in (1, 10, 11, 16) and len(spec.dims) >= 3 and \
+        bool(_CACHE_INPUT.search(spec.name.lower()))
+
+
+def _dim_label(spec: Any, axis: int) -> str:
+    d = spec.dims[axis]
+    return f" ({d})" if isinstance(d, str) and d else ""
+
+
+def widened_flag(prof: Profile, specs: Sequence[Any], key: Any, rng: Tuple[int, int, int]
+                 ) -> str:
+    """The full --profile flag for `prof` with dim `key` (a dim name, or (input, axis)) set to
+    `rng` on every input that has it: full rank, every input, so it parses and validates."""
+    out = Profile()
+    for name, (mn, op, mx) in prof.items():
+        trio = [list(mn), list(op), list(mx)]
+        spec = next((s for s in specs if s.name == name), None)
+        for axis, d in enumerate(spec.dims if spec is not None else ()):
+            k = d if isinstance(d, str) and d else (name, axis)
+            if k == key and axis < len(mn):
+                for i in range(3):
+                    trio[i][axis] = rng[i]
+        out[name] = tuple(tuple(t) for t in trio)  # type: ignore[assignment]
+    return profile_flag(out)
+
+
+def fixed_axis_findings(model: Any, prof: Profile, what: str,
+                        why: Optional[Mapping[Any, str]] = None) -> List[Finding]:
+    """A warning per dynamic axis (batch aside) that `prof` pins to one size (min = max): the
+    engine then takes that size only, which a defaulted or proposed profile must not do
+    silently. `what` says whose profile ("the default profile", "the proposed profile");
+    `why` (per dim key) why that size. Names input, axis, dim name, value and the flag."""
+    from workbench.inputs import model_inputs
+
+    specs = model_inputs(model)
+    out: List[Finding] = []
+    done = set()
+    for s in specs:
+        if s.name not in prof:
+            continue
+        mn, _, mx = prof[s.name]
+        for axis in s.dynamic_axes:
+            if axis == 0 or axis >= len(mn) or mn[axis] != mx[axis]:
+                continue
+            d = s.dims[axis]
+            key = d if isinstance(d, str) and d else (s.name, axis)
+            if key in done:
+                continue
+            done.add(key)
+            v = int(mn[axis])
+            sharing = [o.name for o in specs if o.name in prof and o.name != s.name and
+                       any(dd == key for dd in o.dims)] if isinstance(key, str) else []
+            if is_cache_axis(s, axis):
+                rng = (0, max(1, v), max(2 * v, DEFAULT_DIM))
+            elif s.elem_type in (6, 7) and len(s.dims) == 2 and axis == 1:  # tokens
+                rng = (1, v, max(2 * v, DEFAULT_SEQUENCE[1]))
+            else:
+                rng = (max(1, v // 2), v, max(2 * v, 2))
+            reason = (why or {}).get(key)
+            out.append(Finding(
+                "warning", "fixed-axis",
+                f"input '{s.name}' axis {axis}{_dim_label(s, axis)} is dynamic in the model but "
+                f"{what} fixes it at {v}" + (f" ({reason})" if reason else "")
+                + (f"; so are {', '.join(repr(n) for n in sharing)}, which share it"
+                   if sharing else "")
+                + f": the engine takes only {v} there", tensors=[s.name, *sharing],
+                source="profiles",
+                hint=f"widen it to the sizes you serve, e.g. "
+                     f"{widened_flag(prof, specs, key, rng)}",
+                extra={"input": s.name, "axis": axis, "dim": d if isinstance(d, str) else None,
+                       "value": v}))
+    return out
 
 
 def _from_metadata(proto: Any) -> Optional[Profile]:

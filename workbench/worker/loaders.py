@@ -599,9 +599,9 @@ def _set_one(p: Any, k: int, name: str, shapes: Any, inputs: Dict[str, Any]) -> 
                               % (label, list(s), name, axis, want, got), code="bad-profile",
                               details={"field": field})
     for axis in range(len(dims)):
-        if not (1 <= mn[axis] <= opt[axis] <= mx[axis]) and not (
-                mn[axis] == opt[axis] == mx[axis] == 0):
-            raise OpError("profile for '%s' needs 1 <= min <= opt <= max on dim %d (got %d, %d, "
+        if not (0 <= mn[axis] <= opt[axis] <= mx[axis]):  # (0: an empty tensor, which
+            # TensorRT's profiles take, e.g. a KV cache's past length on the first step)
+            raise OpError("profile for '%s' needs 0 <= min <= opt <= max on dim %d (got %d, %d, "
                           "%d)" % (name, axis, mn[axis], opt[axis], mx[axis]),
                           code="bad-profile", details={"field": field})
     p.set_shape(name, mn, opt, mx)
