@@ -294,3 +294,14 @@ def test_a_quantized_op_without_importer_or_emulation_says_what_to_do(tmp_path):
             "no importer for") in u[0]["hint"]
     assert "`workbench precision FP32_MODEL --to int8`" in u[0]["hint"]
     assert not [p for p in s.proposals if p.recipe == RECIPE and p.node == "qsoftmax"]
+
+
+def test_the_auto_step_line_says_emulation_gives_up_int8():
+    from workbench.cli.cmd_fix import step_line
+
+    step = {"proposal": {"recipe": "emulate_quantized", "node": "f.0.bias_DequantizeLinear"},
+            "kept": True, "verification": {"max_abs_diff": 0.0}, "supported_after": True}
+    line = step_line(step, "tensorrt-rtx")
+    assert "no INT8 speed-up" in line and "--to int8" in line and "now parses" in line
+    other = dict(step, proposal={"recipe": "fold_constants", "node": "n"})
+    assert "INT8" not in step_line(other, "tensorrt-rtx")
