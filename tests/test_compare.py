@@ -499,3 +499,18 @@ def test_compare_json_findings_name_the_users_files_as_the_text_does(tmp_path):
     assert hints, d["findings"]
     assert all(str(ref) in h and str(data) in h and "MODEL" not in h and "DATA" not in h
                for h in hints), hints
+
+
+def test_the_search_verdict_says_how_many_samples_it_judged():
+    """`compare --to int8` printed 'within tolerance with 0 node(s) kept' judged on 8 of 64
+    samples, while precision on all 64 warned: the verdict says its sample count."""
+    r = subprocess.run(["workbench", "compare", str(SAMPLES / "resnet_tiny.onnx"), "--to", "fp16",
+                        "--inputs", str(SAMPLES / "calib" / "resnet_tiny.npz")],
+                       capture_output=True, text=True, timeout=300)
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("fp16: "))
+    assert line.endswith("on 8 of 32 samples (--samples 32 judges them all)"), line
+    r = subprocess.run(["workbench", "compare", str(SAMPLES / "resnet_tiny.onnx"), "--to", "fp16",
+                        "--inputs", str(SAMPLES / "calib" / "resnet_tiny.npz"), "--samples", "32"],
+                       capture_output=True, text=True, timeout=300)
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("fp16: "))
+    assert line.endswith("on 32 sample(s)"), line

@@ -386,7 +386,14 @@ def run(args: argparse.Namespace) -> int:
                       + ("  PASS" if r['outputs_pass'] else
                          f", {beyond} element(s) beyond atol/rtol" if beyond else ""))
             verdict = "within tolerance" if search.passed else "NOT within tolerance"
-            print(f"{args.to}: {verdict} with {len(search.excluded)} node(s) kept in FP32")
+            fin = search.final
+            on = ""
+            if fin is not None and fin.samples_available > fin.samples:  # (say it: 8 of 64)
+                on = (f" on {fin.samples} of {fin.samples_available} samples "
+                      f"(--samples {fin.samples_available} judges them all)")
+            elif fin is not None and fin.samples:
+                on = f" on {fin.samples} sample(s)"
+            print(f"{args.to}: {verdict} with {len(search.excluded)} node(s) kept in FP32{on}")
             if search.selected:
                 shown = ", ".join(search.selected[:4]) + (" ..." if len(search.selected) > 4
                                                           else "")
