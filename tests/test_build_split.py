@@ -226,3 +226,18 @@ def test_a_split_that_leaves_most_of_the_model_out_names_the_check_to_run():
     assert "MOST OF THE MODEL IS NOT IN THE ENGINE (40 of 43 nodes" in note
     assert "`workbench check /w/my\\ model.onnx` says how" in note
     assert "MODEL`" not in note
+
+
+def test_an_engine_over_its_own_model_is_refused_before_building(tmp_path):
+    """`build m.onnx -o m.onnx` built, printed '100.0% done: m.onnx ready', then refused to
+    write: refused at once, the model untouched."""
+    from conftest import SAMPLES
+
+    m = tmp_path / "m.onnx"
+    m.write_bytes((SAMPLES / "resnet_tiny.onnx").read_bytes())
+    before = m.read_bytes()
+    r = _cli("build", m, "-o", m, "--target", "sm89")
+    assert r.returncode == 2, r.stderr
+    assert "refusing to write the engine over the model" in r.stderr
+    assert "ready" not in r.stdout + r.stderr and "done" not in r.stdout + r.stderr
+    assert m.read_bytes() == before

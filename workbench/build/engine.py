@@ -388,6 +388,11 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
     config = (config or BuildConfig()).validate()
     client = client or default_client()
     ref = ModelRef(model_or_path)
+    if output is not None and ref.path is not None and \
+            Path(output).resolve() == Path(ref.path).resolve():  # before any work, not after
+        raise WorkbenchError("refusing to write the engine over the model", file=str(output),
+                             field="output", hint="choose another -o path (e.g. "
+                             f"{Path(ref.path).with_suffix('.engine').name})")
     model_name = ref.path.name if ref.path is not None else "the in-memory model"
     missing = getattr(ref.model, "missing_external", None)
     if missing:  # before TensorRT's own words ('WeightsContext ... Failed to import initializer')
