@@ -192,3 +192,34 @@ def test_a_profile_past_the_position_table_says_how_long_the_axis_can_be():
     ok = _cli("profiles", bert, "--profile",
               "input_ids:1x1:1x32:16x64,attention_mask:1x1:1x32:16x64")
     assert ok.returncode == 0 and "profile-cannot-run" not in ok.stdout, ok.stdout
+
+
+def test_calibration_data_the_model_cannot_run_is_said_as_such(tmp_path, capfd):
+    """Token ids beyond the vocabulary: INT8 failed 'in onnxruntime' with a hint to try
+    --calib-method minmax or exclude the node (both fail the same), after a raw red
+    onnxruntime log line. It says the data does not run through the model, and why."""
+    from workbench.errors import WorkbenchError
+    from workbench.precision import convert
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], name="/emb/Gather"),
+             helper.make_node("MatMul", ["e", "W"], ["y"], name="/fc/MatMul")]
+    g = helper.make_graph(nodes, "emb",
+                          [helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[numpy_helper.from_array(
+                              rng.standard_normal((10, 8)).astype(np.float32), "table"),
+                              numpy_helper.from_array(
+                              rng.standard_normal((8, 8)).astype(np.float32), "W")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    data = tmp_path / "ids.npz"
+    np.savez(data, ids=np.full((4, 4), 50, np.int64))
+    capfd.readouterr()
+    with pytest.raises(WorkbenchError) as e:
+        convert(m, "int8", calibration=str(data))
+    assert "calibration could not run the model on the calibration data" in e.value.message
+    assert e.value.node == "/emb/Gather" and "a table of 10 rows" in e.value.hint
+    assert "minmax" not in e.value.hint
+    assert "[E:onnxruntime" not in capfd.readouterr().err
+    np.savez(data, ids=np.full((4, 4), 3, np.int64))
+    assert convert(m, "int8", calibration=str(data)).proto is not None  # in range: it runs

@@ -34,14 +34,20 @@ FP8_E4M3_MAX = 448.0
 
 @contextlib.contextmanager
 def _quiet_root_logger() -> Any:
-    """onnxruntime.quantization logs advice on the root logger; keep the user's output clean."""
+    """onnxruntime.quantization logs advice on the root logger, and onnxruntime's own logger
+    prints a run it refuses in red on stderr (the error raised says it again, in the user's
+    terms): keep the user's output clean."""
+    import onnxruntime as ort
+
     root = logging.getLogger()
     old = root.level
     root.setLevel(logging.ERROR)
+    ort.set_default_logger_severity(4)  # (fatal only; 2, warnings, is onnxruntime's default)
     try:
         yield
     finally:
         root.setLevel(old)
+        ort.set_default_logger_severity(2)
 
 
 def _opset(proto: Any) -> int:
@@ -182,6 +188,16 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
         except WorkbenchError:
             raise
         except Exception as e:
+            from workbench.runners import user_error
+
+            ran = user_error(e)  # the data does not go through the model (ids past a table)
+            if ran is not None and "could not run" in ran.message:
+                raise WorkbenchError(
+                    f"{target.upper()} calibration could not run the model on the calibration "
+                    f"data: {ran.message}", node=getattr(ran, "node", None),
+                    hint=f"{ran.hint}; check the calibration data against the model's inputs "
+                         "(`workbench profiles MODEL --calib DATA` runs it and names what "
+                         "does not fit)") from None
             text = " ".join(str(e).split())[:300]
             hint = ("try --calib-method minmax" + ("; or exclude the node the message "
                     "names (--exclude NODE)" if re.search(r"node|/\w", text) else ""))
