@@ -211,3 +211,18 @@ def test_a_split_that_leaves_most_of_the_model_out_of_the_engine_says_so():
     assert "MOST OF THE MODEL IS NOT IN THE ENGINE (7 of 8 nodes" in split_notice(info)
     info.update(engine_nodes=50, onnxruntime_nodes=3)
     assert "MOST OF" not in split_notice(info)
+
+
+def test_a_node_the_builder_has_no_kernel_for_is_said_in_users_terms():
+    """check --build on a YOLO export: the parser takes NonMaxSuppression, tensorrt-rtx's
+    builder has none: the reason said TensorRT's tactic-supply assertion and nothing else."""
+    from workbench.support.checker import _build_reason
+
+    raw = ("[tacticSupply.cpp::getSupportedFormats::48] Error Code 2: Internal Error (Assertion "
+           "!layerImpls.empty() failed. /NonMaxSuppression_191 has no runners that implement it "
+           "In getSupportedFormats at /_src/optimizer/builder/tacticSupply.cpp:48)")
+    r = _build_reason(raw, "NonMaxSuppression", "tensorrt-rtx")
+    assert r.startswith("the parser took this NonMaxSuppression but tensorrt-rtx's builder has "
+                        "no kernel for it on this target")
+    assert "/NonMaxSuppression_191 has no runners" in r and "tacticSupply.cpp" not in r
+    assert _build_reason("Some other failure", "Conv", "tensorrt") == "Some other failure"

@@ -569,6 +569,20 @@ def _zero_size_axes(model: Model) -> List[Finding]:
 
 
 # --- the real parser (in the worker) -----------------------------------------------------------
+def _build_reason(msg: str, op: Optional[str], backend: Optional[str]) -> str:
+    """A build error in users' terms: "has no runners that implement it" (TensorRT's tactic
+    supply assertion) says the builder has no kernel for the op on this backend, though the
+    parser took it; TensorRT's own words follow, without its source location."""
+    clean = _clean_message(msg)
+    if re.search(r"has no runners|could not find any implementation", clean, re.IGNORECASE):
+        words = re.sub(r"\s*In \w+ at \S+:\d+\)?\s*$", "", clean)
+        words = re.sub(r"^\[\S+\]\s*", "", words)
+        return (f"the parser took this {op or 'node'} but "
+                f"{backend + chr(39) + 's' if backend else 'the'} builder has no "
+                f"kernel for it on this target (TensorRT: {words})")
+    return clean
+
+
 def _clean_message(msg: str) -> str:
     """One line: drop the CPU-only CUDA noise TensorRT-RTX appends and assertion prefixes."""
     lines = [ln for ln in str(msg).splitlines() if "catchCudaError" not in ln]
@@ -863,9 +877,9 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
                 node = _layer_to_node(model, be.get("layer"), be.get("nodes") or [])
                 node = nodes[node].nid if node in nodes else node
                 known = by_node.get(node) if node else None
+                op = nodes[node].node.op_type if node in nodes else None
                 unsupported.append(_entry(
-                    node, nodes[node].node.op_type if node in nodes else None,
-                    _clean_message(be["message"]), "build",
+                    node, op, _build_reason(be["message"], op, report.backend), "build",
                     hint=(known or {}).get("hint") or "change the node as the message says, "
                     "or keep it out of the engine (`workbench fix`)",
                     code=codes.BUILD_FAILED, stage="build", layer=be.get("layer")))
