@@ -207,6 +207,10 @@ def test_a_node_the_builder_has_no_kernel_for_is_split_off_too(tmp_path):
     chain = ChainedRunner.from_folder(s["manifest"])
     feed = _feeds(1)[0]
     _equal(chain.infer(feed), OnnxRuntimeRunner(str(path)).infer(feed))
+    from widgets.build import BuildPanel  # the panel says who refused it, as the notice does
+
+    html = BuildPanel._split_html(res)
+    assert "the builder has no kernel for 1 node(s)" in html and "parser refused" not in html
     # check --build finds it, and its next step splits by building
     rep = check(str(path), backend="tensorrt-rtx", build=True)
     assert not rep.supported and rep.unsupported[0]["node"] == "/post/nms"

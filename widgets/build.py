@@ -263,7 +263,10 @@ class BuildPanel(PanelBase, W.VBox):
         s = r.split
         ops = sorted({x["op"] for x in s["refused"]})
         return ("<div style='margin-top:4px;padding:4px;background:#fff4e5'>"
-                f"<b>split build</b>: the parser refused {len(s['refused'])} node(s) "
+                f"<b>split build</b>: the "
+                + ("builder has no kernel for" if s.get("refused_by") == "builder"
+                   else "parser refused")
+                + f" {len(s['refused'])} node(s) "
                 f"({esc(', '.join(ops))}, first <code>{esc(s['refused'][0]['node'])}</code>); "
                 f"engine {s['engine_nodes']} nodes + onnxruntime tail {s['onnxruntime_nodes']} "
                 f"nodes<br>tail <code>{esc(s['tail'])}</code>, manifest "
