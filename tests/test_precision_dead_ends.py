@@ -3,6 +3,7 @@ INT8 of a model whose compute is all inside If/Loop, an output the conversion go
 without a word, and next-step commands that did not run as printed."""
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 
@@ -426,3 +427,28 @@ def test_an_int8_engine_layer_names_its_quantized_node_to_exclude_not_the_fused_
     rep16 = EngineCompareReport("onnxruntime", "tensorrt-fp16", 0.01, 0.01, 2, precision="fp16",
                                 tensors=[fused])
     assert rep16.suggested_exclusions() == ["/l4/relu_1/Relu"]
+
+
+def test_an_output_in_large_units_gets_the_atol_that_judges_it_against_its_range(tmp_path):
+    """YOLO boxes in pixels (up to ~78) in FP16: the largest error 0.065 is 0.08% of the
+    range, yet elements near zero fail atol 0.01; the search blamed no node and said only
+    'relax the tolerance'. It names the output, the figures and the --atol that passes."""
+    from workbench import compare
+
+    p = tmp_path / "px.onnx"
+    # a corner = centre - half size, in pixels: values near zero from a difference of ~40s
+    onnx.save(_model([h.make_node("Mul", ["x", "k"], ["m"], name="/scale"),
+                      h.make_node("Add", ["m", "c"], ["a"], name="/centre"),
+                      h.make_node("Sub", ["a", "c"], ["y"], name="/corner")],
+                     [vi("x", T.FLOAT, ["N", 64])], [vi("y", T.FLOAT, ["N", 64])],
+                     {"k": np.array(37.3, np.float32), "c": np.array(40.0, np.float32)}), str(p))
+    data = tmp_path / "x.npz"
+    np.savez(data, x=np.random.default_rng(0).random((8, 64)).astype(np.float32) * 2 - 1)
+    s = compare.find_exclusions(str(p), "fp16", calibration=str(data), max_rounds=0)
+    assert not s.passed
+    why = s.why_stopped(str(p), str(data))
+    m = re.search(r"'y': its largest error \S+ is \S+% of its largest value \S+, within rtol "
+                  r"0\.01 of its range.*--atol (\S+) \(rtol x its largest value\)", why)
+    assert m, why
+    ok = compare.find_exclusions(str(p), "fp16", calibration=str(data), atol=float(m.group(1)))
+    assert ok.passed and not ok.excluded  # the advice, followed, passes with nothing in FP32

@@ -838,6 +838,7 @@ class ExclusionSearch:
             calib = (f"; for {self.target.upper()}, another calibration often does more than "
                      f"FP32 nodes: `workbench precision {m} --to {self.target} --calib {d} "
                      "--calib-method percentile -o OUT.onnx` (or minmax) prints its error")
+        calib = self._range_hint() + calib
         if self.stopped == "nothing-left":
             return (f"stopped: keeping one more node in FP32 would leave nothing in "
                     f"{self.target.upper()} (every quantizable node kept): at this tolerance the "
@@ -854,6 +855,27 @@ class ExclusionSearch:
         return (f"stopped after {len(self.rounds)} rounds without meeting the tolerance "
                 f"({tol}): keep the listed nodes and run the search again from that model, "
                 f"or relax --atol/--rtol{calib}")
+
+    def _range_hint(self) -> str:
+        """For an output whose largest error is within rtol of its own range but whose
+        elements near zero fail by atol (boxes in pixels, depths in metres): the figures and
+        the atol that judges it relative to its range ('' for none)."""
+        fin = self.final
+        if fin is None:
+            return ""
+        for t in fin.outputs:
+            if t.passed or not t.finite or t.shape_change or not (t.scale > 0) or \
+                    not (t.rel <= fin.rtol):
+                continue
+            atol = float(f"{fin.rtol * t.scale:.2g}")
+            if atol <= fin.atol:
+                continue
+            return (f"; '{t.tensor}': its largest error {t.max_abs:.3g} is {100 * t.rel:.2g}% "
+                    f"of its largest value {t.scale:.3g}, within rtol {fin.rtol:g} of its "
+                    f"range: the elements beyond are near zero, where atol {fin.atol:g} is the "
+                    f"bound; if its values are in large units (pixels, metres), judge it "
+                    f"against its range: --atol {atol:g} (rtol x its largest value)")
+        return ""
 
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "excluded": self.excluded, "passed": self.passed,
