@@ -197,6 +197,12 @@ def test_the_teachers_copy_has_the_answers_and_runs_from_elsewhere(tmp_path):
     bad = subprocess.run([sys.executable, str(COURSE_DIR / "make_course.py"), "--solutions",
                           str(COURSE_DIR)], capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "a folder other than the course's own" in bad.stderr
+    # --help prints its usage and writes nothing (it rewrote all twelve student notebooks)
+    before = {p: p.stat().st_mtime_ns for p in COURSE}
+    hlp = subprocess.run([sys.executable, str(COURSE_DIR / "make_course.py"), "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert hlp.returncode == 0 and "--solutions DIR" in hlp.stdout and "wrote" not in hlp.stdout
+    assert {p: p.stat().st_mtime_ns for p in COURSE} == before
 
 
 def test_course_serving_points_at_the_features_that_exist():

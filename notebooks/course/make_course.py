@@ -80,10 +80,18 @@ def render(solutions: bool = False, course: str = "..") -> dict:
 
 
 def main(argv: List[str]) -> int:
-    solutions = "--solutions" in argv
-    root = Path(argv[argv.index("--solutions") + 1]).resolve() if solutions else HERE
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Write the course notebooks (en/ and zh/) from "
+                                 "chapters.py: without outputs, exercises left as `...`.")
+    ap.add_argument("--solutions", metavar="DIR",
+                    help="write the teacher's copy, answers in place, to DIR/en and DIR/zh "
+                         "(a folder other than the course's own)")
+    args = ap.parse_args(argv)
+    solutions = args.solutions is not None
+    root = Path(args.solutions).resolve() if solutions else HERE
     if solutions and root == HERE:
-        sys.exit("--solutions DIR: a folder other than the course's own")
+        ap.error("--solutions DIR: a folder other than the course's own")
     course = str(HERE) if solutions else ".."  # a copy elsewhere finds coursework.py here
     for rel, nb in render(solutions, course).items():
         path = root / rel
