@@ -191,3 +191,32 @@ def test_the_check_on_open_shows_the_refused_nodes_in_the_graph(panel):
     assert failing and panel.graph is not None
     assert set(panel.graph.highlighted) == set(failing)
     assert set(panel.graph.selected) == set(failing)
+
+
+def test_a_panel_that_continues_earlier_changes_says_so_and_can_start_from_the_file(tmp_path):
+    """`workbench fix a.onnx -o elsewhere.onnx --recipe ...`, then FixPanel on a copy of
+    a.onnx: the panel opened the edited version (FastGelu gone) saying only '1 change(s) from
+    the original' (the history is the content's). It says where the change came from, and
+    start="original" opens the file as it is."""
+    import subprocess
+    import sys
+
+    from widgets import FixPanel
+
+    a, b = tmp_path / "a.onnx", tmp_path / "copy" / "b.onnx"
+    b.parent.mkdir()
+    shutil.copy(SAMPLES / "needs_fixing.onnx", a)
+    shutil.copy(SAMPLES / "needs_fixing.onnx", b)
+    r = subprocess.run([sys.executable, "-m", "workbench.cli", "fix", str(a), "-o",
+                        str(tmp_path / "elsewhere.onnx"), "--recipe",
+                        "decompose:node=/act/FastGelu"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    p = FixPanel(b, graph=False, check_on_open=False)
+    assert "(1 change(s) from the original)" in p.header.value
+    assert "continued from 1 change(s) an earlier session made" in p.header.value
+    assert "FastGelu" not in {n.op_type for n in p.history.current_proto().graph.node}
+    q = FixPanel(b, graph=False, check_on_open=False, start="original")
+    assert "(0 change(s) from the original)" in q.header.value
+    assert "continued from" not in q.header.value
+    assert "FastGelu" in {n.op_type for n in q.history.current_proto().graph.node}

@@ -38,13 +38,18 @@ class FixPanel(PanelBase, W.VBox):
 
     def __init__(self, model_or_path: Any, *, backend: str = "tensorrt-rtx",
                  check: Optional[Checker] = None, graph: bool = True,
-                 check_on_open: bool = True, client: Any = None) -> None:
+                 check_on_open: bool = True, client: Any = None,
+                 start: str = "latest") -> None:
+        """`start`: "latest" continues from the changes an earlier session (a notebook before
+        a kernel restart, `workbench fix`, a copy of the same file) left, and says so;
+        "original" starts from the file as it is."""
         path = getattr(model_or_path, "path", None) or model_or_path
         if not isinstance(path, (str, Path)):
             raise WorkbenchError("FixPanel needs a model file (path or opened Model with a path)",
                                  hint="save the ModelProto with workbench.model.save_model first")
         self._init_base()
-        self.session = FixSession(path, backend=backend, check=check, client=client)
+        self.session = FixSession(path, backend=backend, check=check, client=client,
+                                  start=start)
         self.history = self.session.history
         self.backend = backend
         self.proposals: List[Proposal] = []
@@ -382,9 +387,16 @@ class FixPanel(PanelBase, W.VBox):
         cur = h.current
         rep = self.report if self.session.fresh else None
         sup = "unknown" if rep is None else ("supported" if rep.supported else "NOT supported")
+        inherited = [st for st in view["steps"][1:] if not st.get("mine")]
+        resumed = (f"<br><span style='color:{CHANGED}'>continued from {len(inherited)} "
+                   "change(s) an earlier session made to this model (same content: a kernel "
+                   "before a restart, <code>workbench fix</code>, or a copy of the file): "
+                   "Undo goes back to the file, or open it with "
+                   "<code>FixPanel(path, start=\"original\")</code></span>"
+                   if inherited else "")
         self.header.value = (f"<b>{esc(h.model.name)}</b> &middot; version {esc(cur)} "
                              f"({view['changes']} change(s) from the original) &middot; "
-                             f"{esc(self.backend)}: <b>{sup}</b>")
+                             f"{esc(self.backend)}: <b>{sup}</b>{resumed}")
         if rep is None or rep.supported:
             self.failing.value = ""
         else:
