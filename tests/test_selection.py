@@ -170,9 +170,11 @@ def test_compare_cli_reports_both_verdicts(tmp_path):
 
     r = cli()
     assert r.returncode == 1, r.stderr  # the strict verdict decides by default
-    assert "selection-aware (budget rel 0.01): PASS (1 of 1 sample(s) pass)" in r.stdout
+    assert "selection-aware (budget rel 0.01): PASS (6 sample(s) in 1 batch(es), 1 pass)" \
+        in r.stdout, r.stdout
     assert "1+1 swapped, 0 without a near-tied partner" in r.stdout
-    assert "strict elementwise: rel 0.4 FAIL" in r.stdout
+    assert "without pairing rows, relative to each output's range (max abs error / max "\
+        "|reference|): rel 0.4 FAIL" in r.stdout
     assert cli("--selection-aware").returncode == 0
 
 

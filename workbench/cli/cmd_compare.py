@@ -456,10 +456,13 @@ def run(args: argparse.Namespace) -> int:
             ok = sum(c.passed for c in sel)
             worst = next((c for c in sel if not c.passed), sel[0])
             strict = worst.strict_rel
+            n = getattr(sel, "samples", None)
+            batches = (f"{n} sample(s) in {len(sel)} batch(es), {ok} pass" if n else
+                       f"{ok} of {len(sel)} batch(es) pass")
             print(f"selection-aware (budget rel {report.rtol:g}): "
-                  f"{'PASS' if ok == len(sel) else 'FAIL'} ({ok} of {len(sel)} sample(s) "
-                  "pass): "
-                  f"{worst.summary()}; strict elementwise: rel "
+                  f"{'PASS' if ok == len(sel) else 'FAIL'} ({batches}): "
+                  f"{worst.summary()}; without pairing rows, relative to each output's range "
+                  f"(max abs error / max |reference|): rel "
                   f"{'-' if strict is None else _fmt(strict)} "
                   f"{'PASS' if all(c.strict_passed for c in sel) else 'FAIL'}")
     if args.selection_aware and sel is not None:
@@ -477,8 +480,12 @@ def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> 
     ref = load_proto(args.reference)
     if not selection_nodes(ref):
         return None
-    feeds = sample_feeds(ref, args.candidate, calibration=calib,
-                         allow_random=args.allow_random)[:max(1, args.samples)]
+    from workbench.runners import batched_inputs, limit_samples, samples_in
+
+    batched = batched_inputs(ref)  # the samples the layer-wise compare judged, no others
+    feeds = limit_samples(sample_feeds(ref, args.candidate, calibration=calib,
+                                       allow_random=args.allow_random),
+                          max(1, args.samples), batched)
     cand = load_proto(args.candidate)
     score = getattr(args, "score", None)
     if score is not None:
@@ -490,4 +497,13 @@ def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> 
                                  file=args.reference, field="--score",
                                  hint="name a graph output or a node's output, e.g. the "
                                       "first output of the TopK that selects the rows")
-    return [selection_aware(ref, cand, f, tol=tol, score=score) for f in feeds]
+    return _Checks([selection_aware(ref, cand, f, tol=tol, score=score) for f in feeds],
+                   sum(samples_in(f, batched) for f in feeds))
+
+
+class _Checks(list):
+    """The selection-aware checks, one per batch, and the samples they hold."""
+
+    def __init__(self, checks: "list", samples: int) -> None:
+        super().__init__(checks)
+        self.samples = samples
