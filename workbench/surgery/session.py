@@ -367,7 +367,6 @@ class FixSession:
         result.verification = self.end_to_end(kept) if kept else None
         return result
 
-
     @staticmethod
     def _repeat(p: Proposal, step: int, report: SupportReport) -> Dict[str, Any]:
         """A proposal of a recipe this run already applied (kept change `step`), made again
