@@ -120,3 +120,51 @@ def test_a_concat_between_qdq_pairs_sends_the_exclusion_to_its_quantized_reader(
     (f,) = [x for x in divergence_findings(rep) if x.code == "precision-loss"]
     assert "--exclude /cls/Conv" in f.hint and "--exclude /Concat_2" not in f.hint
     assert "computes nothing of its own" in f.message
+
+
+def test_a_relu_folded_into_its_conv_is_not_compared_under_the_name_it_left(tmp_path):
+    """onnxruntime's quantizer drops a Relu before a Q (the Q clips) and names the Conv's
+    output as the Relu's was: compare matched pre-Relu against post-Relu values ('rel 1.32' as
+    the first divergence). A name another op took over is said, not compared; a rewrite that
+    makes the name with a new op (a decomposition) is still compared."""
+    from workbench import compare
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+
+    def model(nodes):
+        return helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w]),
+                                 opset_imports=[helper.make_opsetid("", 17)])
+
+    ref = model([helper.make_node("Conv", ["x", "w"], ["c"], name="/conv", pads=[1, 1, 1, 1]),
+                 helper.make_node("Relu", ["c"], ["/relu_out"], name="/relu"),
+                 helper.make_node("Sigmoid", ["/relu_out"], ["s"], name="/sig"),
+                 helper.make_node("Abs", ["s"], ["y"], name="/abs")])
+    folded = model([helper.make_node("Conv", ["x", "w"], ["/relu_out"], name="/conv",
+                                     pads=[1, 1, 1, 1]),
+                    helper.make_node("Relu", ["/relu_out"], ["r2"], name="/relu2"),
+                    helper.make_node("Sigmoid", ["r2"], ["s"], name="/sig"),
+                    helper.make_node("Abs", ["s"], ["y"], name="/abs")])
+    data = tmp_path / "x.npz"
+    np.savez(data, x=rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
+    rep = compare.layerwise(ref, folded, calibration=str(data))
+    assert "/relu_out" not in {t.tensor for t in rep.tensors}
+    (f,) = [x for x in rep.findings if x.code == "other-producer"]
+    assert "'/relu_out': Relu in the reference, Conv in the candidate" in f.message
+    assert rep.outputs_pass and "s" in {t.tensor for t in rep.tensors}
+    # a decomposition: Sigmoid rewritten as 1 / (1 + exp(-x)), the last node (Reciprocal)
+    # making the name: the same values, compared
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    dec = model([helper.make_node("Conv", ["x", "w"], ["c"], name="/conv", pads=[1, 1, 1, 1]),
+                 helper.make_node("Relu", ["c"], ["/relu_out"], name="/relu"),
+                 helper.make_node("Neg", ["/relu_out"], ["n"], name="/neg"),
+                 helper.make_node("Exp", ["n"], ["e"], name="/exp"),
+                 helper.make_node("Add", ["e", "one"], ["d"], name="/add"),
+                 helper.make_node("Reciprocal", ["d"], ["s"], name="/sig"),
+                 helper.make_node("Abs", ["s"], ["y"], name="/abs")])
+    dec.graph.initializer.append(one)
+    rep = compare.layerwise(ref, dec, calibration=str(data))
+    assert "s" in {t.tensor for t in rep.tensors} and not [
+        x for x in rep.findings if x.code == "other-producer"]
