@@ -245,3 +245,40 @@ def test_an_engine_over_its_own_model_is_refused_before_building(tmp_path):
     assert "refusing to write the engine over the model" in r.stderr
     assert "ready" not in r.stdout + r.stderr and "done" not in r.stdout + r.stderr
     assert m.read_bytes() == before
+
+
+def test_constants_the_tail_reads_go_with_the_tail_not_through_the_engine(tmp_path):
+    """A torch export feeds NonMaxSuppression its max boxes and thresholds from Constant
+    nodes: the split made them engine outputs (`onnx::NonMaxSuppression_171..173`). They are
+    copied into the tail; the pair still computes the original."""
+    from onnx import numpy_helper as nh
+
+    from workbench.surgery.split import cut_model, tail_of
+
+    def const(name, v, dt):
+        return h.make_node("Constant", [], [name], name=f"/{name}",
+                           value=nh.from_array(np.array(v, dt), name))
+
+    nodes = [h.make_node("Sigmoid", ["logits"], ["s"], name="/sig"),
+             h.make_node("Unsqueeze", ["boxes", "ax0"], ["b3"], name="/b3"),
+             h.make_node("Unsqueeze", ["s", "ax01"], ["s3"], name="/s3"),
+             const("onnx::max_out", [2], np.int64), const("onnx::iou", [0.5], np.float32),
+             const("onnx::score", [0.1], np.float32),
+             h.make_node("NonMaxSuppression", ["b3", "s3", "onnx::max_out", "onnx::iou",
+                                               "onnx::score"], ["sel"], name="/nms")]
+    inits = [nh.from_array(np.array([0], np.int64), "ax0"),
+             nh.from_array(np.array([0, 1], np.int64), "ax01")]
+    g = h.make_graph(nodes, "det", [h.make_tensor_value_info("boxes", T.FLOAT, [4, 4]),
+                                    h.make_tensor_value_info("logits", T.FLOAT, [4])],
+                     [h.make_tensor_value_info("sel", T.INT64, [None, 3])], initializer=inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    prefix, tail, man = cut_model(m, tail_of(m, [6]), "det")
+    assert not any(o.name.startswith("onnx::") for o in prefix.graph.output), man
+    assert man["cut"] == ["b3", "s3"] and len(man["tail"]["constants"]) == 3
+    assert [n.op_type for n in tail.graph.node].count("Constant") == 3
+    assert "Constant" not in [n.op_type for n in prefix.graph.node]  # (no reader left there)
+    feed = {"boxes": np.array([[0, 0, 1, 1], [0, 0, 1, 1.1], [2, 2, 3, 3], [5, 5, 6, 6]],
+                              np.float32), "logits": np.array([2, 1, 0.5, -3], np.float32)}
+    mid = OnnxRuntimeRunner(prefix).infer(feed)
+    got = OnnxRuntimeRunner(tail).infer({k: mid[k] for k in man["tail"]["inputs"]})
+    np.testing.assert_array_equal(got["sel"], OnnxRuntimeRunner(m).infer(feed)["sel"])

@@ -94,8 +94,18 @@ def cut_model(proto: Any, tail: Set[int], name: str = "model") -> Tuple[Any, Opt
     tail_reads = list(dict.fromkeys(x for i in sorted(tail) for x in node_reads(idx, i)))
     tail_made = {o for n in tail_nodes for o in n.output if o}
     crossing = [x for x in tail_reads if x in head_made]
+    # a Constant the tail reads (NMS's max boxes and thresholds) goes with the tail, not
+    # through the engine as an output of its own
+    consts = {n.output[0]: k for k, n in enumerate(g.node)
+              if k not in tail and n.op_type == "Constant" and not n.input and n.output}
+    moved = [c for c in crossing if c in consts]
+    crossing = [c for c in crossing if c not in consts]
     tail_graph_inputs = [i.name for i in graph_inputs if i.name in tail_reads]
     head_reads = {x for i in range(len(g.node)) if i not in tail for x in node_reads(idx, i)}
+    if moved:
+        tail_nodes = [g.node[consts[c]] for c in moved] + tail_nodes
+        only_tail = {consts[c] for c in moved if c not in head_reads and c not in outputs}
+        head_nodes = [n for i, n in enumerate(g.node) if i not in tail and i not in only_tail]
     # the prefix: original outputs it makes (or passes through), then the crossing tensors
     head_outputs = [o for o in outputs if o not in tail_made]
     head_outputs += [c for c in crossing if c not in head_outputs]
@@ -136,7 +146,8 @@ def cut_model(proto: Any, tail: Set[int], name: str = "model") -> Tuple[Any, Opt
     ids = node_ids(proto)
     manifest["tail"] = {"file": "tail.onnx", "inputs": tail_inputs,
                         "outputs": [o for o in outputs if o in tail_made],
-                        "nodes": [ids[i] for i in sorted(tail)]}
+                        "nodes": [ids[i] for i in sorted(tail)],
+                        "constants": [ids[consts[c]] for c in moved]}
     return prefix, tail_m, manifest
 
 
