@@ -52,9 +52,11 @@ def test_refused_tail_builds_first_try_and_chain_equals_original(det_path, tmp_p
     assert s["refused"] == [{"node": "/post/nonzero", "op": "NonZero"}]
     assert (s["engine_nodes"], s["onnxruntime_nodes"]) == (10, 4)
     assert s["verification"].startswith("equivalent")
+    # (det.engine.onnx: the FP16 conversion of the prefix TensorRT built from, which the
+    # trtexec / polygraphy lines read, as beside any converted build's engine)
     assert sorted(p.name for p in engine.parent.iterdir()) == [
-        "det.engine", "det.engine.card.json", "det.prefix.onnx", "det.split.json",
-        "det.tail.onnx"]
+        "det.engine", "det.engine.card.json", "det.engine.onnx", "det.prefix.onnx",
+        "det.split.json", "det.tail.onnx"]
     man = read_manifest(s["manifest"])
     assert man["engine"] == "det.engine" and man["tail"]["file"] == "det.tail.onnx"
     assert man["prefix"]["file"] == "det.prefix.onnx"
@@ -282,3 +284,16 @@ def test_constants_the_tail_reads_go_with_the_tail_not_through_the_engine(tmp_pa
     mid = OnnxRuntimeRunner(prefix).infer(feed)
     got = OnnxRuntimeRunner(tail).infer({k: mid[k] for k in man["tail"]["inputs"]})
     np.testing.assert_array_equal(got["sel"], OnnxRuntimeRunner(m).infer(feed)["sel"])
+
+
+def test_a_converted_split_build_names_the_onnx_beside_the_engine(det_path, tmp_path):
+    """An FP16 split build's trtexec line read the workspace's conversion
+    (~/.trt-workbench/models/.../versions/<hash>.onnx) where unsplit builds copy it beside the
+    engine: it is copied beside this one too, and the lines name the copy."""
+    out = tmp_path / "e" / "det.engine"
+    res = build_engine(det_path, CFG, output=out)  # (CFG: FP16)
+    assert res.split
+    beside = out.with_name("det.engine.onnx")
+    assert beside.is_file()
+    assert f"--onnx={beside}" in res.export["trtexec"], res.export["trtexec"]
+    onnx.checker.check_model(str(beside))

@@ -355,7 +355,8 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
         backend = backend_info(config.backend, client)["backend"]  # (memoised)
         if timeout is not None:  # one time limit for the whole model's try and the prefix's
             kwargs["timeout"] = max(0.1, timeout - (time.monotonic() - t0))
-        kwargs["onnx_beside"] = False  # the split writes its own OUT.prefix.onnx and tail
+        # the prefix's build names OUT.prefix.onnx, or (a precision conversion of it) copies
+        # what TensorRT built from beside the engine, as any build does (`_onnx_beside`)
         return build_split(model_or_path, config, e, build=build_engine, backend=backend,
                            output=output, client=client, on_event=on_event,
                            by_builder=by_builder, **kwargs)
