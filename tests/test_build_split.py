@@ -297,3 +297,17 @@ def test_a_converted_split_build_names_the_onnx_beside_the_engine(det_path, tmp_
     assert beside.is_file()
     assert f"--onnx={beside}" in res.export["trtexec"], res.export["trtexec"]
     onnx.checker.check_model(str(beside))
+
+
+def test_the_nms_plugin_option_is_not_offered_where_the_backend_ships_no_plugins(tmp_path):
+    """The split of a detector on TensorRT-RTX suggested `--recipe efficient_nms` (TensorRT's
+    EfficientNMS_TRT plugin): TensorRT-RTX ships no TensorRT plugins, and the build of the
+    rewritten model failed with no split possible. The option is said as TensorRT's."""
+    path = tmp_path / "nms.onnx"
+    onnx.save(detector(nms=True), str(path))
+    r = _cli("fix", path, "--split", "--build", "-o", tmp_path / "fold")
+    assert r.returncode == 0, r.stderr
+    assert "option (not exact)" not in r.stdout
+    assert "tensorrt-rtx ships no TensorRT plugins, so here it stays in the tail" in r.stdout
+    man = read_manifest(tmp_path / "fold" / "split.json")
+    assert man["options"] and all(o["backend_has_plugin"] is False for o in man["options"])

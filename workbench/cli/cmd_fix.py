@@ -276,6 +276,12 @@ def _split(args: argparse.Namespace, hist: Any, report: Dict[str, Any], log: Any
         if tail:
             print(f"  tensors crossing the cut: {', '.join(res.manifest['cut'])}")
         for o in res.manifest.get("options") or []:
-            print(f"  option (not exact): `--recipe {o['recipe']}:node={o['node']}` uses "
-                  "TensorRT's EfficientNMS_TRT plugin; differences in split.json 'options'")
+            if o.get("backend_has_plugin", True):
+                print(f"  option (not exact): `--recipe {o['recipe']}:node={o['node']}` uses "
+                      "TensorRT's EfficientNMS_TRT plugin; differences in split.json "
+                      "'options'")
+            else:
+                print(f"  (on TensorRT, `--recipe {o['recipe']}:node={o['node']}` could run "
+                      f"{o['node']} in the engine as its EfficientNMS_TRT plugin, not exact; "
+                      f"{args.backend} ships no TensorRT plugins, so here it stays in the tail)")
     return 0 if ok else 1

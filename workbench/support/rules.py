@@ -336,6 +336,8 @@ BACKENDS: Dict[str, Dict[str, Any]] = {
                  "the differences measured with TensorRT-RTX 1.7's parser and CPU ahead-of-time "
                  "builder",
         "short": "TensorRT-RTX 1.7",
+        # TensorRT's plugin library (EfficientNMS_TRT, ...) is not part of TensorRT-RTX
+        "ships_plugins": False,
         "source": "measured on single-op models with the real TensorRT-RTX 1.7 parser; "
                   "tests/test_support.py re-asks it",
         "opset_range": [9, 24],

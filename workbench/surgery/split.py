@@ -304,7 +304,12 @@ def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = Fals
     from workbench.surgery.recipes.nms import offers
 
     # the split is exact; an NMS could instead become TensorRT's plugin (stated, not applied)
-    manifest["options"] = [p.to_dict() for p in offers(proto)]
+    from workbench.support.rules import BACKENDS
+
+    # (on a backend that ships TensorRT's plugins; TensorRT-RTX does not: said, not offered)
+    plugins = BACKENDS.get(str(report.backend), {}).get("ships_plugins", True)
+    manifest["options"] = [dict(p.to_dict(), backend_has_plugin=plugins)
+                           for p in offers(proto)]
     res = SplitResult(prefix, tail_m, manifest, report, rounds)
     if verify:
         res.verification = verify_split(proto, res, inputs)
