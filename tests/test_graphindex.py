@@ -256,6 +256,7 @@ EDIT_TIME_MAPS = {
     "workbench/surgery/recipes/cleanup.py",  # recipes rewiring nodes mid-edit
     "workbench/surgery/recipes/plugins.py",  # collapsing a node range into one plugin node
     "workbench/compare/layer_compare.py",    # producer of marked outputs on a converted copy
+    "workbench/surgery/recipes/quantized.py",  # the emulation's node list while it is rewritten
 }
 # {tensor: node for node in graph.node for tensor in node.output}
 MAP_COMPREHENSION = re.compile(

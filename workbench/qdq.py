@@ -75,29 +75,24 @@ def requantized_readers(model_or_graph: Any) -> Dict[str, List[str]]:
     """For each pass-through node (PASS_THROUGH_OPS) whose output a Q/DQ model quantizes
     again, the nodes reading that quantized output: where an exclusion keeps the tensor in
     float. Names as `quantized_nodes` gives them."""
-    g = _graph(model_or_graph)
+    from workbench.graphindex import GraphIndex
+
+    gi = GraphIndex.of(_graph(model_or_graph))
+    nodes = gi.nodes
 
     def key(n: Any) -> str:
         return n.name or f"{n.op_type}:{n.output[0] if n.output else ''}"
 
-    readers: Dict[str, List[Any]] = {}
-    for n in g.node:
-        for i in n.input:
-            readers.setdefault(i, []).append(n)
+    def readers(t: str) -> List[Any]:
+        return [nodes[i] for i in gi.consumers_of(t)]
+
     out: Dict[str, List[str]] = {}
-    for n in g.node:
+    for n in nodes:
         if n.op_type not in PASS_THROUGH_OPS:
             continue
-        found: List[str] = []
-        for o in n.output:
-            for q in readers.get(o, []):
-                if q.op_type != "QuantizeLinear":
-                    continue
-                for dq in readers.get(q.output[0], []):
-                    if dq.op_type == "DequantizeLinear":
-                        found += [key(r) for r in readers.get(dq.output[0], [])
-                                  if r.op_type not in QDQ_OPS]
+        found = [key(r) for o in n.output for q in readers(o) if q.op_type == "QuantizeLinear"
+                 for dq in readers(q.output[0]) if dq.op_type == "DequantizeLinear"
+                 for r in readers(dq.output[0]) if r.op_type not in QDQ_OPS]
         if found:
             out[key(n)] = list(dict.fromkeys(found))
     return out
-
