@@ -437,3 +437,51 @@ def test_every_profile_the_advisor_suggests_parses_and_validates():
             validate_profiles(model, parse_profiles(flag.split(" --profile ")))
             seen += 1
     assert seen >= 6
+
+
+def _kv_positions_model(rows: int = 64):
+    """A decoder step with a position table (`pos.weight`, `rows` positions): the new tokens
+    sit at positions past_len .. past_len + seq - 1, so past + seq must stay within it."""
+    rng = np.random.default_rng(0)
+    i64 = lambda n, v: helper.make_tensor(n, TensorProto.INT64, [], [v])  # noqa: E731
+    inits = [helper.make_tensor("emb", TensorProto.FLOAT, [10, 8],
+                                rng.standard_normal(80).astype(np.float32).tolist()),
+             helper.make_tensor("pos.weight", TensorProto.FLOAT, [rows, 8],
+                                rng.standard_normal(rows * 8).astype(np.float32).tolist()),
+             helper.make_tensor("shp", TensorProto.INT64, [4], [0, 0, 2, 4]),
+             i64("two", 2), i64("one", 1)]
+    nodes = [helper.make_node("Shape", ["past_key_values.0.key"], ["ps"], name="ps"),
+             helper.make_node("Gather", ["ps", "two"], ["past_len"], axis=0, name="pl"),
+             helper.make_node("Shape", ["input_ids"], ["is"], name="is"),
+             helper.make_node("Gather", ["is", "one"], ["seq"], axis=0, name="sl"),
+             helper.make_node("Add", ["past_len", "seq"], ["lim"], name="lim"),
+             helper.make_node("Range", ["past_len", "lim", "one"], ["positions"], name="range"),
+             helper.make_node("Gather", ["pos.weight", "positions"], ["pe"], name="/pos/Gather"),
+             helper.make_node("Gather", ["emb", "input_ids"], ["e"], name="gather"),
+             helper.make_node("Add", ["e", "pe"], ["x"], name="add"),
+             helper.make_node("Reshape", ["x", "shp"], ["r"], name="reshape"),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3], name="tr"),
+             helper.make_node("Concat", ["past_key_values.0.key", "t"], ["present.0.key"],
+                              axis=2, name="concat")]
+    g = helper.make_graph(nodes, "kvpos", [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+        helper.make_tensor_value_info("past_key_values.0.key", TensorProto.FLOAT,
+                                      ["batch", 2, "past_len", 4])],
+        [helper.make_tensor_value_info("present.0.key", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_kv_cache_and_its_tokens_share_the_position_table_in_the_default_profile():
+    """The default gave the tokens 1..128..256 and the cache 0..128..256 beside a table of 256
+    positions: at max the model read position 511 ('idx=256 must be within [-256,255]'), so
+    the profile `inspect` printed could not run. Each gets half the table at most."""
+    from workbench.precision.profiles import default_profile, run_at_profiles
+
+    m = _kv_positions_model(64)
+    prof, rules = default_profile(m)
+    tok, cache = prof["input_ids"][2][1], prof["past_key_values.0.key"][2][2]
+    assert tok + cache <= 64 and (tok, cache) == (32, 32)
+    assert prof["past_key_values.0.key"][0][2] == 0  # from an empty cache
+    assert "position table less the cache's max" in rules["seq"]
+    errors, runs = run_at_profiles(m, [prof])
+    assert runs > 0 and not errors, [f.message for f in errors]

@@ -364,7 +364,7 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
                 mx = DEFAULT_MAX_BATCH
         elif key in cache_keys:  # a KV cache: decode starts empty, whatever the data holds
             spec, axis = cache_keys[key]
-            (rmn, ropt, rmx), _ = _axis_default(spec, axis, positions)
+            (rmn, ropt, rmx), _ = _axis_default(spec, axis, positions, True)
             if mn == mx:  # one length (an export's trace value): the rule's range
                 mn, opt, mx = rmn, ropt, max(rmx, mx)
                 why[key] = "a past/cache length: from an empty cache up to " + str(mx)
@@ -551,26 +551,32 @@ def _position_table(proto: Any) -> Optional[int]:
     """Rows of the model's position-embedding table ([positions, hidden]), if it has one."""
     rows = [int(t.dims[0]) for t in proto.graph.initializer
             if len(t.dims) == 2 and t.dims[0] >= 16 and
-            any(h in t.name.lower() for h in _POSITION_HINTS)]
+            (any(h in t.name.lower() for h in _POSITION_HINTS) or
+             "pos" in re.split(r"[^a-z0-9]+", t.name.lower()))]  # (`pos.weight`, `/pos/...`)
     return min(rows) if rows else None
 
 
-def _axis_default(spec: Any, axis: int, positions: Optional[int]
+def _axis_default(spec: Any, axis: int, positions: Optional[int], with_cache: bool = False
                   ) -> Tuple[Tuple[int, int, int], str]:
-    """(min, opt, max) for one dynamic axis and the rule that chose it."""
+    """(min, opt, max) for one dynamic axis and the rule that chose it. `with_cache`: the model
+    has a KV-cache input, whose length and the new tokens' share the position table (past +
+    new <= its rows): each gets half of it at most, so the profile's max runs."""
     rank, dims = len(spec.dims), spec.dims
     name = str(dims[axis] or "").lower()
+    half = positions // 2 if (with_cache and positions) else None
     if axis == 0:
         return (1, 1, DEFAULT_MAX_BATCH), "the batch axis, opt 1 as trtexec picks"
     if is_cache_axis(spec, axis):  # decode starts from an empty cache: 0 (TensorRT takes it)
-        mx = positions or DEFAULT_DIM
+        mx = half or positions or DEFAULT_DIM
         return (0, max(1, mx // 2), mx), (
             "a past/cache length, from an empty cache (the first decode step) up to "
-            + ("the model's position table" if positions else f"{DEFAULT_DIM} (a guess)"))
+            + ("half the model's position table (the new tokens take the rest)" if half else
+               "the model's position table" if positions else f"{DEFAULT_DIM} (a guess)"))
     if spec.elem_type in (6, 7) and rank == 2 and axis == 1:  # token ids / masks
-        mx = positions or DEFAULT_SEQUENCE[2]
-        src = ("a token axis, max = the model's position table" if positions else
-               "a token axis")
+        mx = (positions - half) if half else (positions or DEFAULT_SEQUENCE[2])
+        src = ("a token axis beside a KV cache: max = the position table less the cache's "
+               "max" if half else "a token axis, max = the model's position table" if positions
+               else "a token axis")
         return (1, min(DEFAULT_SEQUENCE[1], mx), mx), src
     if spec.elem_type in (1, 10, 11, 16):
         if rank in (4, 5) and axis == 1:
@@ -728,6 +734,7 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
                         ranges[key] = (int(mn[axis]), int(op[axis]), int(mx[axis]))
                         rules[str(d if isinstance(d, str) else f"{s.name}[{axis}]")] = rule
     prof = Profile()
+    with_cache = any(is_cache_axis(s, a) for s in specs for a in s.dynamic_axes)
     # token inputs first: a dim they share with float inputs gets the token rule
     order = sorted(specs, key=lambda s: s.elem_type not in (6, 7))
     for s in order:
@@ -740,7 +747,7 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
             else:
                 key = d if isinstance(d, str) else (s.name, axis)
                 if key not in ranges:
-                    ranges[key], rule = _axis_default(s, axis, positions)
+                    ranges[key], rule = _axis_default(s, axis, positions, with_cache)
                     if axis == 0 and max_batch:
                         ranges[key] = (1, 1, int(max_batch))
                     mn, op, mx = ranges[key]
