@@ -298,16 +298,35 @@ def test_a_stacked_file_is_judged_as_calibration_splits_it(tmp_path):
     assert not _errors(findings)
 
 
-def test_a_folder_of_batches_keeps_the_batch_rule():
-    """Files of one batch each: a batch larger than the profile's max is outside it."""
+def test_a_folder_of_batches_is_judged_as_calibration_splits_it(tmp_path):
+    """Files of one batch each: a file of more samples than the profile's batch max is split
+    into batches of it by calibration, as one stacked file is, so it is not outside (it was
+    'axis 0 outside 1..4 (seen 8..8)' while the build calibrated); a file of fewer samples
+    than the batch min is outside, and the verdict is calibration's on the same folder."""
+    from workbench.precision.calibration import load_calibration as load
+
     m = _audio_model()
-    folder = [{"wav": np.zeros((8, 1, 16000), np.float32)} for _ in range(3)]
-    found = check_samples([parse_profile_arg("wav:1x1x16000:2x1x16000:4x1x16000")], folder)
-    assert "3 sample(s) have input 'wav' axis 0 outside 1..4 (seen 8..8)" in \
-        _errors(found)[0].message
-    assert not _errors(check_samples([parse_profile_arg(
-        "wav:1x1x16000:8x1x16000:8x1x16000")], folder))
-    assert m is not None
+    folder = tmp_path / "calib"
+    folder.mkdir()
+    for k in range(3):
+        np.savez(folder / f"b{k}.npz", wav=np.zeros((8, 1, 16000), np.float32))
+    samples = load(folder, m)
+    assert len(samples) == 3
+    for arg, n_err in {"wav:1x1x16000:2x1x16000:4x1x16000": 0,  # each file split in two
+                       "wav:1x1x16000:8x1x16000:8x1x16000": 0,
+                       "wav:16x1x16000:16x1x16000:32x1x16000": 1}.items():  # 8 < min 16
+        prof = parse_profile_arg(arg)
+        found = _errors(check_samples([prof], samples))
+        assert len(found) == n_err, (arg, [str(f) for f in found])
+        try:
+            load(folder, m, profile=prof)
+            calibrates = True
+        except WorkbenchError:
+            calibrates = False
+        assert calibrates == (n_err == 0), arg
+    low = _errors(check_samples([parse_profile_arg("wav:16x1x16000:16x1x16000:32x1x16000")],
+                                samples))[0].message
+    assert "3 sample(s) have input 'wav' axis 0 outside 16..32 (seen 8..8)" in low
 
 
 def test_a_kv_cache_min_of_zero_is_valid_and_runs_empty():

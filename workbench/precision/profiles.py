@@ -254,7 +254,12 @@ def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, An
                             tensors=[name], source="profiles",
                             hint=f"lower the batch min to {n} or add samples"))
                     continue  # (its length is a sample count: no batch size to set opt by)
-                outside = int(((vals < mn[axis]) | (vals > mx[axis])).sum())
+                above = vals > mx[axis]
+                if axis == 0 and not stacked:  # a file of more samples than the batch max
+                    # is split into batches of it, as one stacked file is (`load_calibration`)
+                    splits = [_stacked_split(prof, [b]) for b in samples if name in b]
+                    above &= np.array([not (sp and name in sp) for sp in splits], bool)
+                outside = int(((vals < mn[axis]) | above).sum())
                 if outside:
                     findings.append(Finding(
                         "error", "sample-outside-profile",
