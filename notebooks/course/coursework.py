@@ -45,17 +45,14 @@ def check(ok: bool, *, en: str, zh: str) -> None:
     if ok:
         print(f"✅ {good}")
         return
-    print(f"❌ {bad}: {text}")
-    raise NotYet(text)
+    raise NotYet(f"❌ {bad}: {text}")  # (shown once: Jupyter prints its one line)
 
 
 def answered(*answers: object) -> None:
     """First line of a check cell: an exercise left as `...` stops here with a note (in the
     chosen language) instead of an error deep inside the check."""
     if any(a is Ellipsis for a in answers):
-        text = _BLANK[_LANG]
-        print(f"✏️ {text}")
-        raise NotYet(text)
+        raise NotYet(f"✏️ {_BLANK[_LANG]}")  # (shown once: Jupyter prints its one line)
 
 
 def close(a: float, b: float, rel: float = 0.01) -> bool:
