@@ -266,24 +266,18 @@ def _groups(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], selected: L
 def _nms_iou(proto: Any, region: Set[int]) -> Optional[Tuple[float, bool]]:
     """(IoU threshold, centre boxes) of the region's NonMaxSuppression, when every one of them
     has the same constant threshold (an initializer or Constant; absent: 0); else None."""
-    from onnx import numpy_helper
+    from workbench.surgery.recipes.base import constant_value
 
-    consts = {t.name: t for t in proto.graph.initializer}
-    for n in proto.graph.node:
-        if n.op_type == "Constant" and n.output:
-            for a in n.attribute:
-                if a.name == "value":
-                    consts[n.output[0]] = a.t
     seen = set()
     for i in sorted(region):
         n = proto.graph.node[i]
         if n.op_type != "NonMaxSuppression":
             continue
         if len(n.input) > 3 and n.input[3]:
-            t = consts.get(n.input[3])
-            if t is None:
+            v = constant_value(proto, n.input[3])
+            if v is None or v.size == 0:
                 return None  # computed at run time
-            thr = float(np.asarray(numpy_helper.to_array(t)).reshape(-1)[0])
+            thr = float(np.asarray(v).reshape(-1)[0])
         else:
             thr = 0.0
         center = any(a.name == "center_point_box" and a.i == 1 for a in n.attribute)
