@@ -154,6 +154,12 @@ def class_axis(shape: Sequence[int]) -> Optional[int]:
     return axis if shape[axis] > 1 else None
 
 
+def class_scores(shape: Sequence[int]) -> bool:
+    """Is a top-1 agreement along `class_axis` a class verdict: [N, C] scores, or a class per
+    pixel of [N, C, H, W(, D)]? Not [N, T, D] (token logits and hidden states look alike)."""
+    return len(shape) in (2, 4, 5)
+
+
 def _top1(ref: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> Optional[float]:
     shp = np.shape(ref[0])
     axis = class_axis(shp)

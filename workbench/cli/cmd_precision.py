@@ -81,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(doc)
     else:
+        from workbench.comparison import class_scores
+
         w = sys.stdout.write
         w(f"wrote {path} ({res.target}): {doc['casts_inserted']} Cast(s) inserted, "
           f"{doc['qdq_pairs']} Q/DQ pair(s)\n")
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 top1 = (f", top-1 agreement {s['top1_agreement']:.3f}"  # (along the class axis)
                         if s.get("top1_agreement") is not None and
-                        len(s.get("shape") or ()) in (2, 4, 5) else "")  # (not [N, T, D])
+                        class_scores(s.get("shape") or ()) else "")
                 w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "
                   f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}\n")
         for f in res.findings:

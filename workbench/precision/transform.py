@@ -650,12 +650,6 @@ MILD_REL = 0.05  # ... and no element off by more than this share of the output'
 COMPARE_DEFAULT_SAMPLES = 8  # `workbench compare --samples`'s default
 
 
-def _class_scores(s: Dict[str, Any]) -> bool:
-    """Is an output's top-1 agreement a class verdict: [N, C] scores, or a class per pixel of
-    [N, C, H, W]? Not [N, T, D] (token logits and hidden states look alike)."""
-    return len(s.get("shape") or ()) in (2, 4, 5)
-
-
 def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
                       runner: str = "onnxruntime CPU", samples: Optional[int] = None,
                       selected: Sequence[str] = ()) -> List[Finding]:
@@ -664,6 +658,8 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
     the verdict `workbench compare` gives: beyond the target's atol/rtol (the figures say by
     how much). A warning, or for INT8/FP8 outputs with cosine >= MILD_COSINE and the same
     top-1 classes (>= MILD_TOP1) an info: quantized outputs rarely meet 1e-2 elementwise."""
+    from workbench.comparison import class_scores
+
     out = []
     for name, s in errors.items():
         if not s.get("finite", True) or s.get("passed") is not False:
@@ -672,10 +668,10 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
         figs = f"max abs {s['max_abs_err']:.3g}, rel {s['rel_err']:.3g}" + (
             f", cosine {cos:.6f}" if cos is not None else "") + (
             f", top-1 agreement {top1:.3f}" if top1 is not None and
-            _class_scores(s) else "")
+            class_scores(s.get("shape") or ()) else "")
         tol = (f" (beyond its tolerance atol {s['atol']:g} / rtol {s['rtol']:g}, as workbench "
                "compare judges it)" if "atol" in s else "")
-        classes = top1 is not None and _class_scores(s)
+        classes = top1 is not None and class_scores(s.get("shape") or ())
         # quantized targets rarely meet 1e-2 elementwise: where the output still points the
         # same way (cosine) and picks the same classes, it is information, not an alarm
         mild = kind != "float" and cos is not None and cos >= MILD_COSINE and \
