@@ -49,17 +49,9 @@ def infer_precision(proto: Any) -> str:
     q = qdq_precisions(proto)
     if q:
         return "fp8" if "fp8" in q else "int8"
-    from workbench.graphindex import walk_graphs
+    from workbench.graphindex import computed_types
 
-    types = set()
-    for g in walk_graphs(proto.graph):  # (a Loop / If body lowered on its own counts)
-        types |= {t.data_type for t in g.initializer}
-        types |= {vi.type.tensor_type.elem_type for vi in g.value_info}
-        if g is not proto.graph:
-            types |= {vi.type.tensor_type.elem_type for vi in list(g.input) + list(g.output)}
-        for n in g.node:
-            if n.op_type == "Cast":
-                types |= {a.i for a in n.attribute if a.name == "to"}
+    types = computed_types(proto.graph)  # (a Loop / If body lowered on its own counts)
     if 16 in types:
         return "bf16"
     if 10 in types:

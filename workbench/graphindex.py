@@ -21,7 +21,7 @@ code that edits a graph builds a new index of the result.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from workbench.errors import WorkbenchError
 
@@ -148,6 +148,21 @@ def walk_graphs(graph: Any) -> Iterator[Any]:
         yield g
         for n in g.node:
             todo.extend(sub for _, sub in _subgraphs_of(n))
+
+
+def computed_types(graph: Any) -> Set[int]:
+    """The element types a model computes in, subgraphs included: its initializers', its
+    value infos', its Casts' targets, and its subgraphs' inputs and outputs (the top graph's
+    own inputs and outputs are left out: an FP32 interface says nothing of the inside)."""
+    types: Set[int] = set()
+    for g in walk_graphs(graph):
+        types |= {t.data_type for t in g.initializer}
+        vis = list(g.value_info) + (list(g.input) + list(g.output) if g is not graph else [])
+        types |= {vi.type.tensor_type.elem_type for vi in vis}
+        for n in g.node:
+            if n.op_type == "Cast":
+                types |= {a.i for a in n.attribute if a.name == "to"}
+    return types
 
 
 class GraphIndex:

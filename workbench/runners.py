@@ -45,20 +45,9 @@ def load_proto(model: Any) -> Any:
 def has_low_float(proto: Any) -> bool:
     """Does the graph, or a subgraph in it (a Loop body lowered to FP16), compute in FP16/BF16
     (initializers, casts or value infos)?"""
-    from workbench.graphindex import walk_graphs
+    from workbench.graphindex import computed_types
 
-    for g in walk_graphs(proto.graph):
-        if any(t.data_type in LOW_FLOAT_TYPES for t in g.initializer):
-            return True
-        for n in g.node:
-            if n.op_type == "Cast":
-                for a in n.attribute:
-                    if a.name == "to" and a.i in LOW_FLOAT_TYPES:
-                        return True
-        vis = list(g.value_info) + (list(g.input) + list(g.output) if g is not proto.graph else [])
-        if any(vi.type.tensor_type.elem_type in LOW_FLOAT_TYPES for vi in vis):
-            return True
-    return False
+    return bool(computed_types(proto.graph) & set(LOW_FLOAT_TYPES))
 
 
 def mark_all_outputs(proto: Any) -> Tuple[Any, List[str], Dict[str, int]]:
