@@ -24,3 +24,13 @@ def open_gpu_worker() -> Tuple[WorkerClient, Dict[str, Any], Dict[str, Any]]:
         w.close()
         pytest.skip(f"no full TensorRT in the worker's interpreter ({w.python}): {e}")
     return w, cuda, info
+
+
+@pytest.fixture(scope="module")
+def trt_worker():
+    """The worker on a usable GPU with a full TensorRT, for a GPU test module (`from gpu_rig
+    import trt_worker`); its TensorRT version printed, for the note."""
+    w, _cuda, info = open_gpu_worker()
+    print("TensorRT", info["version"])
+    yield w
+    w.close()

@@ -223,3 +223,27 @@ def test_calibration_data_the_model_cannot_run_is_said_as_such(tmp_path, capfd):
     assert "[E:onnxruntime" not in capfd.readouterr().err
     np.savez(data, ids=np.full((4, 4), 3, np.int64))
     assert convert(m, "int8", calibration=str(data)).proto is not None  # in range: it runs
+
+
+@pytest.mark.parametrize("isolated", [True, False])
+def test_a_model_stamped_with_a_newer_ir_than_onnxruntime_reads_still_runs(tmp_path, isolated):
+    """onnx 1.19 writes IR 14; the GPU rig's onnxruntime reads up to 13: 'Unsupported model IR
+    version: 14, max supported IR version: 13' stopped every reference run of a model the
+    user's own exporter made. The graph runs stamped with the newest IR it reads, said so."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from workbench.runners import OnnxRuntimeRunner
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 99
+    path = tmp_path / "ir99.onnx"
+    onnx.save(m, str(path))
+    r = OnnxRuntimeRunner(path, isolated=isolated)
+    out = r.infer({"x": np.array([-1.0, 2.0], np.float32)})
+    assert out["y"].tolist() == [0.0, 2.0]
+    assert r.ir_note.startswith("the model's IR version 99 is newer than this onnxruntime reads")
+    assert onnx.load(str(path)).ir_version == 99  # the user's file is not touched

@@ -504,3 +504,89 @@ def test_a_kv_cache_and_its_tokens_share_the_position_table_in_the_default_profi
     assert "position table less the cache's max" in rules["seq"]
     errors, runs = run_at_profiles(m, [prof])
     assert runs > 0 and not errors, [f.message for f in errors]
+
+
+# --------------------------------------------------------------------------- mask polarity
+def _padded_attention(mask_name: str, mask_type: int, one_is_pad: bool):
+    """src int64 [batch, src_len] and a mask [batch, src_len] -> softmax over the positions of
+    the summed embeddings, -1e9 where the mask marks padding (True/1 = pad when
+    `one_is_pad`, as PyTorch's key_padding_mask; else 1 = token): the positions with weight
+    are the real tokens, so onnxruntime says the real lengths."""
+    from onnx import numpy_helper
+
+    table = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 4))
+                                    .astype(np.float32), "table")
+    big = numpy_helper.from_array(np.array(-1e9, np.float32), "big")
+    zero = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
+    nodes = [helper.make_node("Gather", ["table", "src"], ["emb"]),
+             helper.make_node("ReduceSum", ["emb", "ax"], ["score"], keepdims=0)]
+    cond = mask_name
+    if mask_type != TensorProto.BOOL:
+        nodes.append(helper.make_node("Cast", [mask_name], ["cond"], to=TensorProto.BOOL))
+        cond = "cond"
+    nodes += [helper.make_node("Where", [cond] + (["big", "zero"] if one_is_pad else
+                                                  ["zero", "big"]), ["bias"]),
+              helper.make_node("Add", ["score", "bias"], ["logits"]),
+              helper.make_node("Softmax", ["logits"], ["weights"], axis=1)]
+    g = helper.make_graph(
+        nodes, "pad",
+        [helper.make_tensor_value_info("src", TensorProto.INT64, ["batch", "src_len"]),
+         helper.make_tensor_value_info(mask_name, mask_type, ["batch", "src_len"])],
+        [helper.make_tensor_value_info("weights", TensorProto.FLOAT, ["batch", "src_len"])],
+        [table, big, zero, numpy_helper.from_array(np.array([2], np.int64), "ax")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _right_padded(lengths, width, one_is_pad, dtype):
+    pad = np.arange(width)[None, :] >= np.array(lengths)[:, None]
+    return (pad if one_is_pad else ~pad).astype(dtype)
+
+
+def _ort_real_lengths(model, feed):
+    import onnxruntime as ort
+
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return (s.run(None, feed)[0] > 1e-6).sum(axis=1)
+
+
+@pytest.mark.parametrize("mask_name,mask_type,one_is_pad,how", [
+    ("src_pad_mask", TensorProto.BOOL, True, "True/1 = pad, from its name"),
+    ("src_key_padding_mask", TensorProto.BOOL, True, "True/1 = pad, from its name"),
+    ("src_mask", TensorProto.INT64, True, "True/1 = pad, from the data"),
+    ("src_mask", TensorProto.INT64, False, "True/1 = token, from the data"),
+    ("attention_mask", TensorProto.INT64, False, "True/1 = token, from its name")])
+def test_real_lengths_follow_the_mask_polarity(mask_name, mask_type, one_is_pad, how):
+    """src_pad_mask (True = PAD) read as 1 = token gave real lengths 2..4 for rows of 12 and 16
+    tokens and proposed src_len opt=4, max=4: an engine too short for the data."""
+    model = _padded_attention(mask_name, mask_type, one_is_pad)
+    lengths = [12, 16, 12, 16, 12, 16, 14, 16]
+    dtype = bool if mask_type == TensorProto.BOOL else np.int64
+    feed = {"src": np.random.default_rng(1).integers(0, 32, (8, 16)).astype(np.int64),
+            mask_name: _right_padded(lengths, 16, one_is_pad, dtype)}
+    real = _ort_real_lengths(model, feed)
+    assert real.tolist() == lengths  # what the model itself attends to
+    [prof], findings = advise(model, [feed])
+    pad = next(f for f in findings if f.code == "padded-lengths")
+    assert pad.extra["max"] == real.max() and pad.extra["p50"] == np.median(real)
+    assert pad.extra["pad_is_one"] is one_is_pad and how in pad.message
+    mn, op, mx = prof["src"]
+    assert mn[1] == real.min() and op[1] >= np.percentile(real, 75) and mx[1] >= real.max()
+    assert "opt=4" not in pad.hint and "max=4" not in pad.hint
+
+
+def test_a_mask_whose_data_says_nothing_is_read_as_tokens_and_said_so():
+    from workbench.precision.profiles import mask_polarity
+
+    assert mask_polarity("m", [np.array([[1, 0, 1, 0]])]) == (
+        False, "assumed: neither its name nor its data says")
+    assert mask_polarity("m", [np.zeros((2, 4))])[0] is True  # rows of no token: 1 = pad
+
+
+def test_random_calibration_marks_every_position_a_token():
+    from workbench.precision.calibration import random_calibration
+
+    model = _padded_attention("src_pad_mask", TensorProto.BOOL, True)
+    batches, warn = random_calibration(model, 1)
+    assert warn.code == "random-calibration" and not batches[0]["src_pad_mask"].any()
+    real = _ort_real_lengths(model, batches[0])
+    assert (real == batches[0]["src"].shape[1]).all()

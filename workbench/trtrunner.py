@@ -26,13 +26,15 @@ __all__ = ["TensorRTRunner"]
 
 class TensorRTRunner(Runner):
     """Runs `engine` (a path) through the worker. outputs: the engine outputs to fetch
-    (default all); backend: the worker's TensorRT ("auto", "tensorrt", "tensorrt-rtx")."""
+    (default all); backend: the worker's TensorRT ("auto", "tensorrt", "tensorrt-rtx");
+    profile_index: the optimization profile to run on (default -1: for each feed the first
+    profile that holds its shapes, so prefill and decode feeds share one engine)."""
 
     name = "tensorrt"
 
     def __init__(self, engine: Any, *, model: Any = None, outputs: Optional[Sequence[str]] = None,
                  backend: str = "auto", client: Any = None, timeout: Optional[float] = 600,
-                 profile_index: int = 0) -> None:
+                 profile_index: int = -1) -> None:
         super().__init__(model)
         self.engine_path = str(Path(engine).resolve())
         self.outputs = list(outputs) if outputs else None

@@ -77,15 +77,19 @@ def _next_steps(model, path: str) -> List[str]:
     q = shlex.quote(path)
     out = [f"next       workbench check {q}   (which nodes TensorRT refuses, and why)"]
     try:
-        from workbench.precision.profiles import default_profile, profile_flag
+        from workbench.precision.profiles import default_profile, profile_flag, serving_profiles
 
         prof, _ = default_profile(model)
+        decoder = bool(len(prof)) and serving_profiles(model, prof) is not None
     except Exception:  # a shape-tensor input, or a model the guess cannot read: no line
         return out
     if len(prof):
         out.append(f"           workbench profiles {q} {profile_flag(prof)}   (the profile a "
                    "build takes by default: check it, or propose one from your data with "
                    "--calib DATA)")
+    if decoder:
+        out.append(f"           workbench profiles {q}   (a decoder with a KV cache: runs the "
+                   "default and proposes prefill and decode profiles)")
     return out
 
 

@@ -9,8 +9,8 @@ from typing import List, Optional, Tuple
 from workbench.errors import WorkbenchError
 
 NAME = "profiles"
-HELP = ("validate min/opt/max shape profiles for the model's dynamic inputs, and propose one "
-        "from sample data (--calib)")
+HELP = ("validate min/opt/max shape profiles for the model's dynamic inputs, propose one from "
+        "sample data (--calib), or, with neither, show and run the one a build defaults to")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from workbench.precision.calibration import load_calibration, model_inputs
     from workbench.cli.common import print_json
     from workbench.model import open_model
-    from workbench.precision.profiles import (advise, parse_profiles, run_at_profiles,
+    from workbench.findings import Finding
+    from workbench.precision.profiles import (advise, default_profile, fixed_axis_findings,
+                                             parse_profiles, run_at_profiles, serving_finding,
                                              validate_profiles, wide_findings)
 
     model = open_model(args.model)
@@ -43,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if given:  # the shapes run, not only declared: a size fixed at export shows here
         cannot, ran = run_at_profiles(model, given)
         findings += cannot
-    proposed = []
+    proposed, defaulted = [], []
     if args.calib:
         samples = load_calibration(args.calib, model)
         proposed, more = advise(model, samples, profiles=given or None)
@@ -55,17 +57,33 @@ def run(args: argparse.Namespace) -> int:
             findings += cannot
     elif not given:
         dyn = [s for s in model_inputs(model) if s.dynamic_axes]
-        if dyn:
-            raise WorkbenchError(
-                "nothing to do: give --profile INPUT:MIN:OPT:MAX to validate, or --calib PATH "
-                "for a proposal", hint="dynamic inputs: " + ", ".join(
-                    f"{s.name} {s.shape_str()}" for s in dyn))
+        if dyn:  # no profile, no data: the one a build defaults to, run as a given one
+            prof, rules = default_profile(model)
+            defaulted = [prof] if len(prof) else []
+            findings.append(Finding(
+                "info", "default-profile",
+                "no --profile or --calib: this is the profile `workbench build` takes by "
+                "default (" + "; ".join(f"{d} = {r}" for d, r in rules.items()) + ")",
+                source="profiles", hint="check your own with --profile INPUT:MIN:OPT:MAX, or "
+                "propose one from your data with --calib DATA"))
+            if defaulted:
+                cannot, ran = run_at_profiles(model, defaulted)
+                findings += cannot
+                findings += fixed_axis_findings(model, prof, "the default profile")
+    base = given or proposed or defaulted
+    if len(base) == 1 and not any(f.severity == "error" for f in findings):
+        what = ("your profile" if given else "the proposed profile" if proposed
+                else "the default profile")
+        serve = serving_finding(model, base[0], what)
+        if serve is not None:
+            findings.append(serve)
     bad = {f.extra["profile"] for f in findings if f.code == "profile-cannot-run"}
     doc = {"model": str(args.model), "valid": not bad, "runs_on_onnxruntime": ran,
            "profiles": [p.to_dict() for p in given],
            "proposed": [p.to_dict() for p in proposed],
            "proposed_args": [p.arg_strings() for p in proposed],
-           "trtexec": [p.trtexec() for p in (given or proposed)],
+           "default": [p.to_dict() for p in defaulted],
+           "trtexec": [p.trtexec() for p in (given or proposed or defaulted)],
            "findings": [f.to_dict() for f in findings]}
     if args.json:
         print_json(doc)
@@ -81,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
                     else "proposed (the model ran on onnxruntime at its min, opt and max)"
                     if not given and ran else "proposed")
             w(f"{said}: " + " ".join(f"--profile {a}" for a in p.arg_strings()) + "\n")
+        for p in defaulted:
+            said = ("default, but the model cannot run at it (below)" if 1 in bad else
+                    "default (the model ran on onnxruntime at its min, opt and max)" if ran
+                    else "default")
+            w(f"{said}: {' '.join(p.arg_strings())}\n")
         for f in findings:
             w(f"  {f}\n")
     return 1 if any(f.severity == "error" for f in findings) else 0

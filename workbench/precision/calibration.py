@@ -19,6 +19,7 @@ import numpy as np
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.inputs import InputSpec, model_inputs  # noqa: F401  (re-exported)
+from workbench.inputs import LeadingAxes, leading_axes
 from workbench.inputs import proto_of as _proto_of
 
 Batch = Dict[str, np.ndarray]
@@ -422,15 +423,19 @@ def _split_for_static_batch(batch: Batch, specs: List[InputSpec]) -> Optional[Li
 
 
 def _split_for_profile(batch: Batch, specs: List[InputSpec],
-                       profile: Optional[Mapping[str, Any]]) -> Optional[List[Batch]]:
+                       profile: Optional[Mapping[str, Any]],
+                       axes: Optional[LeadingAxes] = None) -> Optional[List[Batch]]:
     """Stacked samples (one .npz whose first axis is the sample) more than the profile's
     largest batch: split along axis 0 into batches of that size (the last may be smaller, not
     below the profile's min), so a file of 300 samples calibrates a batch-16 profile. Inputs
-    whose first axis is fixed by the model are not split (each batch gets them whole)."""
-    if profile is None:
+    whose first axis is fixed by the model are not split (each batch gets them whole); nor is
+    anything when some input's axis 0 is a count of items, not a batch (`axes`,
+    `workbench.inputs.leading_axes`: points [num_points, 4]): the file is one sample."""
+    if profile is None or (axes is not None and not axes.splits):
         return None
     batched = [s for s in specs if s.dims and not isinstance(s.dims[0], int)
-               and s.name in batch and s.name in profile]
+               and s.name in batch and s.name in profile
+               and (axes is None or s.name in axes.batch)]
     if not batched:
         return None
     n = {int(np.shape(batch[s.name])[0]) for s in batched if np.ndim(batch[s.name])}
@@ -451,7 +456,7 @@ def _split_for_profile(batch: Batch, specs: List[InputSpec],
     return out or None
 
 
-def load_calibration(source: Any, model: Any, *, profile: Optional[Mapping[str, Any]] = None,
+def load_calibration(source: Any, model: Any, *, profile: Any = None,
                      preprocess: Optional[ImagePreprocess] = None,
                      max_batches: Optional[int] = None) -> List[Batch]:
     """Load and validate calibration batches (list of {input name: array}) for `model`.
@@ -459,9 +464,32 @@ def load_calibration(source: Any, model: Any, *, profile: Optional[Mapping[str, 
     `source`: .npz/.npy path, a folder of them, an image folder (with `preprocess`), a dict, or
     an iterable of dicts; in a file, the first axis is the sample. `profile`: a Profile
     ({input: (min, opt, max)}) that dynamic dims must fall within; a file holding more samples
-    than the profile's largest batch is split into batches of that size. Raises
-    WorkbenchError naming the file, input and axis on any mismatch.
+    than the profile's largest batch is split into batches of that size. A list of profiles
+    (an engine's several): the data must fit one of them, the first that holds it is used.
+    Raises WorkbenchError naming the file, input and axis on any mismatch.
     """
+    if isinstance(profile, (list, tuple)):
+        profiles = [p for p in profile if p]
+        if len(profiles) <= 1:
+            profile = profiles[0] if profiles else None
+        else:
+            if not isinstance(source, (str, os.PathLike, Mapping, np.ndarray)):
+                source = list(source)  # read more than once
+            errors: List[WorkbenchError] = []
+            for p in profiles:
+                try:
+                    return load_calibration(source, model, profile=p, preprocess=preprocess,
+                                            max_batches=max_batches)
+                except WorkbenchError as e:
+                    if "profile" not in str(e):  # not about the shapes: so under any profile
+                        raise
+                    errors.append(e)
+            err = errors[0]
+            raise WorkbenchError(
+                err.message + f" of the first of the engine's {len(profiles)} profiles",
+                file=err.file, node=err.node, field=err.field,
+                hint=f"the data fits none of the {len(profiles)} profiles: use data inside "
+                     "one of them, or widen one") from None
     specs = model_inputs(model)
     values_inputs: Sequence[str] = ()
     if profile is not None:
@@ -496,10 +524,11 @@ def load_calibration(source: Any, model: Any, *, profile: Optional[Mapping[str, 
         raise WorkbenchError(f"unsupported calibration source of type {type(source).__name__}",
                              hint="pass a .npz/.npy path, a folder, or a list of dicts")
     batches: List[Batch] = []
+    axes = leading_axes(model) if profile is not None else None
     for label, b in raw:
         split = _split_for_static_batch(b, specs) if isinstance(b, Mapping) else None
         if split is None and isinstance(b, Mapping):
-            split = _split_for_profile(b, specs, profile)
+            split = _split_for_profile(b, specs, profile, axes)
         for sub in (split or [b]):
             batches.append(check_batch(sub, specs, label, profile, values_inputs))
     if not batches:
@@ -522,8 +551,14 @@ def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str,
                        seed: int = 0) -> Tuple[List[Batch], Finding]:
     """Random batches, only for users who asked explicitly; returns the warning Finding too.
 
-    Integer inputs feeding a Gather get indices within its table; names containing 'mask' get
-    ones; dynamic dims take the profile's opt (else 1 for axis 0, 16 otherwise)."""
+    Integer inputs feeding a Gather get indices within its table; names containing 'mask' (and
+    bool inputs) mark every position a token: ones, zeros where 1 means padding
+    (src_pad_mask, key_padding_mask); dynamic dims take the profile's opt (else 1 for axis 0,
+    16 otherwise; of several profiles, the first's)."""
+    from workbench.precision.profiles import mask_polarity_from_name
+
+    if isinstance(profile, (list, tuple)):
+        profile = next((p for p in profile if p), None)
     proto = _proto_of(model)
     specs = model_inputs(proto)
     inits = {i.name: tuple(i.dims) for i in proto.graph.initializer}
@@ -544,10 +579,8 @@ def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str,
             dt = np.dtype(s.dtype or np.float32)
             if dt.kind == "f":
                 b[s.name] = rng.standard_normal(shape).astype(dt)
-            elif dt.kind == "b":
-                b[s.name] = np.ones(shape, dt)
-            elif "mask" in s.name.lower():
-                b[s.name] = np.ones(shape, dt)
+            elif dt.kind == "b" or "mask" in s.name.lower():  # every position a token
+                b[s.name] = (np.zeros if mask_polarity_from_name(s.name) else np.ones)(shape, dt)
             else:
                 b[s.name] = rng.integers(0, gather_high.get(s.name, 2), size=shape).astype(dt)
         out.append(b)
@@ -575,20 +608,32 @@ def ort_reader(batches: List[Batch]) -> Any:
     return _Reader()
 
 
-def write_batches(batches: List[Batch], folder: Union[str, os.PathLike]) -> List[Path]:
-    """Write batches as batch_0000.npz ... (atomic each) for the worker's legacy calibrator."""
+def npz_bytes(arrays: Mapping[str, Any]) -> bytes:
+    """An .npz of `arrays` (what np.savez writes) whose bytes depend on the arrays alone: no
+    zip timestamps, so the same data written twice hashes the same (the engine cache keys on
+    the calibration's content)."""
     import io
+    import zipfile
 
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for name, arr in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            with z.open(info, "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=False)
+    return buf.getvalue()
+
+
+def write_batches(batches: List[Batch], folder: Union[str, os.PathLike]) -> List[Path]:
+    """Write batches as batch_0000.npz ... (atomic each; the same batches, the same bytes)."""
     from workbench.fsutil import atomic_write_bytes
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, b in enumerate(batches):
-        buf = io.BytesIO()
-        np.savez(buf, **b)
         p = folder / f"batch_{i:04d}.npz"
-        atomic_write_bytes(p, buf.getvalue())
+        atomic_write_bytes(p, npz_bytes(b))
         paths.append(p)
     return paths
 

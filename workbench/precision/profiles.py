@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from workbench.errors import Finding, WorkbenchError
 
@@ -220,21 +220,25 @@ def _check_shared(where: str, prof: Profile, specs: Sequence[Any], shape_inputs:
 
 
 def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, Any]], *,
-                  stacked: Optional[bool] = None) -> List[Finding]:
+                  stacked: Optional[bool] = None, batch: Optional[Iterable[str]] = None
+                  ) -> List[Finding]:
     """Do sample shapes fall inside some profile, and is opt near where the data lives?
 
     `stacked` (default: one batch given, i.e. one .npz of stacked samples) judges the data the
     way calibration uses it: a file's first axis is the sample, split into batches of at most
     the profile's batch max (`load_calibration`), so its length is no batch size: only a file
     of fewer samples than the batch min (one batch below it) is outside; the other axes must be
-    inside the profile. A folder of files, each one batch, is judged batch by batch."""
+    inside the profile. A folder of files, each one batch, is judged batch by batch. `batch`:
+    the inputs whose axis 0 is a batch (`workbench.inputs.leading_axes`; None: every input
+    with a batch range; empty: none is, so each file is one sample, judged as it is)."""
     import numpy as np
 
+    keep = None if batch is None else set(batch)
     if stacked is None:
-        stacked = len(samples) == 1
+        stacked = len(samples) == 1 and keep != set()
     findings: List[Finding] = []
     for idx, prof in enumerate(profiles, 1):
-        split = _stacked_split(prof, samples) if stacked else None
+        split = _stacked_split(prof, samples, keep) if stacked else None
         for name, (mn, op, mx) in prof.items():
             shapes = [np.shape(b[name]) for b in samples if name in b]
             if not shapes:
@@ -257,7 +261,7 @@ def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, An
                 above = vals > mx[axis]
                 if axis == 0 and not stacked:  # a file of more samples than the batch max
                     # is split into batches of it, as one stacked file is (`load_calibration`)
-                    splits = [_stacked_split(prof, [b]) for b in samples if name in b]
+                    splits = [_stacked_split(prof, [b], keep) for b in samples if name in b]
                     above &= np.array([not (sp and name in sp) for sp in splits], bool)
                 outside = int(((vals < mn[axis]) | above).sum())
                 if outside:
@@ -279,17 +283,19 @@ def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, An
     return findings
 
 
-def _stacked_split(prof: Profile, samples: Sequence[Mapping[str, Any]]) -> Optional[set]:
+def _stacked_split(prof: Profile, samples: Sequence[Mapping[str, Any]],
+                   batch: Optional[set] = None) -> Optional[set]:
     """The inputs whose axis 0 calibration splits into batches (one stacked file; inputs with a
-    batch range in `prof`, all of one sample count, as `_split_for_profile` requires), or None
-    when it would not split them (their counts differ: each batch is then judged as it is)."""
+    batch range in `prof`, among `batch` when given, all of one sample count, as
+    `_split_for_profile` requires), or None when it would not split them (their counts differ,
+    or no input has a batch: each batch is then judged as it is)."""
     import numpy as np
 
-    if len(samples) != 1:
+    if len(samples) != 1 or batch == set():
         return None
     b = samples[0]
     names = [k for k, (mn, _, mx) in prof.items() if k in b and np.ndim(b[k]) >= 1
-             and len(mn) >= 1 and mn[0] != mx[0]]
+             and len(mn) >= 1 and mn[0] != mx[0] and (batch is None or k in batch)]
     if not names or len({int(np.shape(b[k])[0]) for k in names}) != 1:
         return None
     return set(names)
@@ -301,35 +307,96 @@ def _round8(v: float, lo: int, hi: int) -> int:
     return int(min(max(r, lo), hi))
 
 
+_PAD_WORDS = {"pad", "pads", "padding", "padded"}
+
+
+def mask_polarity_from_name(name: str) -> Optional[bool]:
+    """True when a mask input's name says 1/True marks PADDING (src_pad_mask, PyTorch's
+    key_padding_mask), False when it says 1 marks a token (Hugging Face's attention_mask),
+    None when the name does not say."""
+    from workbench.inputs import dim_words
+
+    words = dim_words(name)
+    if any(w in _PAD_WORDS for w in words) or "keypaddingmask" in name.lower().replace("_", ""):
+        return True
+    if name.lower().endswith("attention_mask") or any(w in ("valid", "keep") for w in words):
+        return False
+    return None
+
+
+def _row_votes(batches: Sequence[Any]) -> Tuple[int, int, int, int]:
+    """Over the rows of 0/1 masks [batch, seq]: how many have their 1s as a proper prefix, as a
+    proper suffix, none, all."""
+    import numpy as np
+
+    votes = np.zeros(4, int)
+    for rows in batches:
+        a = np.asarray(rows).astype(bool)
+        ones, width = a.sum(axis=1), a.shape[1]
+        idx = np.arange(width)[None, :]
+        prefix = (a == (idx < ones[:, None])).all(axis=1)
+        suffix = (a == (idx >= (width - ones)[:, None])).all(axis=1)
+        some = (ones > 0) & (ones < width)
+        votes += [(prefix & some).sum(), (suffix & some).sum(), (ones == 0).sum(),
+                  (ones == width).sum()]
+    return tuple(int(v) for v in votes)  # type: ignore[return-value]
+
+
+def mask_polarity(name: str, batches: Sequence[Any]) -> Tuple[bool, str]:
+    """(does 1/True mark padding?, how that was decided) for 0/1 masks [batch, seq]: from its
+    name (`mask_polarity_from_name`), else from the data, padding on the right: real tokens
+    form a prefix of each row, so 1s forming a suffix (0s the prefix) mean 1 = pad, as does a
+    row of 0s (a sequence of no token); else 1 = token."""
+    by_name = mask_polarity_from_name(name)
+    if by_name is not None:
+        return by_name, "from its name"
+    prefix, suffix, zeros, ones = _row_votes(batches)
+    if prefix != suffix:
+        return suffix > prefix, ("from the data: its 1s end the padded rows, where right "
+                                 "padding puts the pad" if suffix > prefix else
+                                 "from the data: its 1s start the padded rows, where right "
+                                 "padding puts the tokens")
+    if zeros != ones:
+        return zeros > ones, ("from the data: rows of all 0s would hold no token"
+                              if zeros > ones else "from the data: its rows of all 1s are full")
+    return False, "assumed: neither its name nor its data says"
+
+
 def _real_lengths(samples: Sequence[Mapping[str, Any]], specs: Sequence[Any]) -> Dict[str, Any]:
-    """Sequence lengths hidden under padding: row sums of a 0/1 `*mask*` input [batch, seq]."""
+    """Sequence lengths hidden under padding, from a 0/1 `*mask*` input [batch, seq]: per dim,
+    (mask name, lengths, does 1 mark padding, how that was decided). The tokens a row holds
+    are its 1s, or its 0s where 1/True marks padding (`mask_polarity`: src_pad_mask)."""
     import numpy as np
 
     out: Dict[str, Any] = {}
     for s in specs:
         if "mask" not in s.name.lower() or len(s.dims) != 2 or not isinstance(s.dims[1], str):
             continue
-        lengths = []
-        for b in samples:
-            a = np.asarray(b.get(s.name))
-            if a.ndim == 2 and a.size and np.isin(a, (0, 1)).all():
-                lengths.extend(a.sum(axis=1).astype(int).tolist())
-        if lengths:
-            out[s.dims[1]] = (s.name, np.array(lengths))
+        rows = [np.asarray(b.get(s.name)) for b in samples]
+        rows = [a for a in rows if a.ndim == 2 and a.size and np.isin(a, (0, 1)).all()]
+        if not rows:
+            continue
+        pad, how = mask_polarity(s.name, rows)
+        lengths = [int(a.shape[1]) - a.astype(bool).sum(axis=1) if pad
+                   else a.astype(bool).sum(axis=1) for a in rows]
+        said = f"{'True/1 = pad' if pad else 'True/1 = token'}, {how}"
+        out[s.dims[1]] = (s.name, np.concatenate(lengths).astype(int), pad, said)
     return out
 
 
 def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
            profiles: Optional[Sequence[Profile]] = None) -> Tuple[List[Profile], List[Finding]]:
     """Propose one profile from sample batches: per dynamic axis min = smallest seen,
-    opt = median rounded up to a multiple of 8, max = largest; batch axes (axis 0): min 1,
-    opt the median batch seen; padded sequences (0/1 `*mask*` input): min and opt (p75, rounded
+    opt = median rounded up to a multiple of 8, max = largest; batch axes (axis 0 where
+    `workbench.inputs.leading_axes` calls it a batch; a count of items there, num_points, is
+    measured like any other axis): min 1, opt the median batch seen; padded sequences (0/1 `*mask*` input): min and opt (p75, rounded
     to 8) from the real lengths. Inputs sharing a symbolic dim get the same range. Warns about wide ranges; with `profiles`, also checks them."""
     import numpy as np
 
-    from workbench.inputs import model_inputs, proto_of
+    from workbench.inputs import leading_axes, model_inputs, not_batch_finding, proto_of
 
     specs = model_inputs(model)
+    axes = leading_axes(model)
     findings: List[Finding] = []
     if not samples:
         raise WorkbenchError("the advisor needs sample batches", field="samples",
@@ -346,6 +413,12 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
             for b in samples:
                 if s.name in b and len(np.shape(b[s.name])) > axis:
                     observed.setdefault(key, []).append(int(np.shape(b[s.name])[axis]))
+    batch_keys = {s.dims[0] if isinstance(s.dims[0], str) else (s.name, 0)
+                  for s in dyn if s.name in axes.batch}
+    stacked_file = len(samples) == 1 and axes.splits  # one file of stacked samples
+    note = not_batch_finding(model, "profiles")
+    if note is not None:
+        findings.append(note)
     real = _real_lengths(samples, specs)
     positions = _position_table(proto_of(model))
     cache_keys = {(s.dims[a] if isinstance(s.dims[a], str) else (s.name, a)): (s, a)
@@ -357,12 +430,13 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
         v = np.array(vals)
         mn, mx = int(v.min()), int(v.max())
         seen_min = mn
-        is_batch = any(s.dims and s.dims[0] == key or key == (s.name, 0) for s in dyn)
-        if is_batch and len(samples) == 1:  # one stacked file: its length is a sample
+        is_batch = key in batch_keys
+        if is_batch and stacked_file:  # one stacked file: its length is a sample
             # count, not a serving batch size: the batch range `workbench build` defaults to
             mn, opt, mx = 1, 1, DEFAULT_MAX_BATCH
             later.append(("batch-from-default", key, "", int(v.max()), 0))
-        elif is_batch:  # batches as served (a folder of files): their sizes say it
+        elif is_batch:  # batches as served (a folder of files, or files that are one sample
+            # each, image [batch, ...] beside rois [num_rois, 4]): their sizes say it
             mn, opt = 1, int(np.median(v))
             if mx < DEFAULT_MAX_BATCH:  # (how the data was saved, not all the engine serves)
                 later.append(("batch-max-default", key, "", opt, mx))
@@ -383,19 +457,21 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
             opt = _round8(float(np.median(v)), mn, mx)
         ranges[key] = (mn, max(mn, min(opt, mx)), mx)
         if key in real:
-            mask_name, lengths = real[key]
+            mask_name, lengths, pad_is_one, polarity = real[key]
             p50, p75, lmax = np.percentile(lengths, 50), np.percentile(lengths, 75), lengths.max()
             findings.append(Finding(
                 "info", "padded-lengths",
                 f"'{key}' is {seen_min}..{mx} in the data but '{mask_name}' shows real lengths "
-                f"p50={p50:g}, p75={p75:g}, max={lmax}: padding to {mx} costs compute",
+                f"p50={p50:g}, p75={p75:g}, max={lmax}: padding to {mx} costs compute "
+                f"({polarity})",
                 tensors=[mask_name], source="profiles",
                 hint=(f"feed unpadded batches and use {key} opt={_round8(p75, 1, int(lmax))}, "
                       f"max={int(lmax)}" if (_round8(p75, 1, int(lmax)), int(lmax)) !=
                       (ranges[key][1], mx) else
                       f"feed unpadded batches: the proposed {key} range already spans the "
                       "real lengths"),
-                extra={"p50": float(p50), "p75": float(p75), "max": int(lmax)}))
+                extra={"p50": float(p50), "p75": float(p75), "max": int(lmax),
+                       "pad_is_one": bool(pad_is_one)}))
         if mn > 0 and mx / mn > WIDE_RATIO:
             findings.append(Finding(
                 "warning", "wide-profile",
@@ -423,16 +499,12 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
             op.append(r[1])
             mx.append(r[2])
         prof[s.name] = (tuple(mn), tuple(op), tuple(mx))
+    stacked = [(key, a) for code, key, _, a, _ in later if code == "batch-from-default"]
+    if stacked:  # one finding and one flag for every leading axis (image batch and ROI count)
+        findings.append(_stacked_finding(prof, specs, stacked))
     for code, key, _, a, b in later:  # hints: the full flag, every input at its full rank
         if code == "batch-from-default":
-            findings.append(Finding(
-                "info", "batch-from-default",
-                f"the data is one batch of {a} stacked samples, which says nothing about the "
-                f"batch sizes you serve: the batch axis gets build's default range "
-                f"1..1..{DEFAULT_MAX_BATCH}", source="profiles",
-                hint="set it to what you serve, e.g. "
-                     f"{widened_flag(prof, specs, key, (1, 4, 32))} (batch 1..4..32), or pass "
-                     "a folder of one .npz per batch, whose sizes the advisor reads"))
+            continue
         else:
             findings.append(Finding(
                 "info", "batch-max-default",
@@ -447,7 +519,7 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
                             source="profiles", extra={"profile": prof.to_dict()}))
     if profiles:
         findings += wide_findings(validate_profiles(model, profiles))
-        findings += check_samples(profiles, samples)
+        findings += check_samples(profiles, samples, batch=axes.batch if axes.splits else ())
     return [prof], findings
 
 
@@ -546,6 +618,7 @@ def wide_findings(profiles: Sequence[Profile]) -> List[Finding]:
 DEFAULT_MAX_BATCH = 16
 DEFAULT_SEQUENCE = (1, 128, 512)  # token axes: max from the model's position table if it has one
 DEFAULT_DIM = 128  # any other dynamic axis we know nothing about: fixed (min = opt = max)
+DEFAULT_ITEMS = (1, 128, 1024)  # axis 0 that is a count of items (points, boxes), not a batch
 METADATA_KEY = "workbench.profile"  # metadata_props entry in --profile syntax, set by exporters
 _AUDIO_HINTS = ("sample", "audio", "wav", "speech")
 _SEQUENCE_NAMES = ("t", "s", "n_tokens", "length", "steps")  # (whole names only: short ones)
@@ -561,16 +634,24 @@ def _position_table(proto: Any) -> Optional[int]:
     return min(rows) if rows else None
 
 
-def _axis_default(spec: Any, axis: int, positions: Optional[int], with_cache: bool = False
-                  ) -> Tuple[Tuple[int, int, int], str]:
+def _axis_default(spec: Any, axis: int, positions: Optional[int], with_cache: bool = False,
+                  batch: bool = True) -> Tuple[Tuple[int, int, int], str]:
     """(min, opt, max) for one dynamic axis and the rule that chose it. `with_cache`: the model
     has a KV-cache input, whose length and the new tokens' share the position table (past +
-    new <= its rows): each gets half of it at most, so the profile's max runs."""
+    new <= its rows): each gets half of it at most, so the profile's max runs. `batch`: is
+    axis 0 a batch (`workbench.inputs.leading_axes`)? If not, it is a count of items (points,
+    boxes) or a time-major sequence, which varies from call to call: a range, not a size."""
     rank, dims = len(spec.dims), spec.dims
     name = str(dims[axis] or "").lower()
     half = positions // 2 if (with_cache and positions) else None
-    if axis == 0:
+    if axis == 0 and batch:
         return (1, 1, DEFAULT_MAX_BATCH), "the batch axis, opt 1 as trtexec picks"
+    if axis == 0:
+        from workbench.inputs import SEQUENCE_WORDS, dim_words
+
+        if any(w in SEQUENCE_WORDS for w in dim_words(name)):
+            return DEFAULT_SEQUENCE, "a sequence axis at axis 0 (named so), not a batch"
+        return DEFAULT_ITEMS, "a count of items in one sample, not a batch (a guess)"
     if is_cache_axis(spec, axis):  # decode starts from an empty cache: 0 (TensorRT takes it)
         mx = half or positions or DEFAULT_DIM
         return (0, max(1, mx // 2), mx), (
@@ -610,6 +691,13 @@ _CACHE_INPUT = re.compile(r"^(past|cache)|past_key|key_cache|value_cache|kv_cach
                           r"(^|[._])past([._]|$)")
 
 
+def dim_key(spec: Any, axis: int) -> Any:
+    """What identifies a dynamic axis across inputs: its dim name (inputs that share it share
+    the size), else (input name, axis)."""
+    d = spec.dims[axis]
+    return d if isinstance(d, str) and d else (spec.name, axis)
+
+
 def is_cache_axis(spec: Any, axis: int) -> bool:
     """A KV-cache length axis: a dynamic non-batch axis named like past_sequence_length /
     past_len / cache_len, or the dynamic non-batch axis of an input named past_key_values.* /
@@ -632,28 +720,148 @@ def widened_flag(prof: Profile, specs: Sequence[Any], key: Any, rng: Tuple[int, 
                  ) -> str:
     """The full --profile flag for `prof` with dim `key` (a dim name, or (input, axis)) set to
     `rng` on every input that has it: full rank, every input, so it parses and validates."""
+    return profile_flag(_widened(prof, specs, [key], rng))
+
+
+def _widened(prof: Profile, specs: Sequence[Any], keys: Sequence[Any],
+             rng: Tuple[int, int, int]) -> Profile:
+    """`prof` with every dim of `keys` (dim names, or (input, axis)) set to `rng`."""
     out = Profile()
     for name, (mn, op, mx) in prof.items():
         trio = [list(mn), list(op), list(mx)]
         spec = next((s for s in specs if s.name == name), None)
         for axis, d in enumerate(spec.dims if spec is not None else ()):
             k = d if isinstance(d, str) and d else (name, axis)
-            if k == key and axis < len(mn):
+            if k in keys and axis < len(mn):
                 for i in range(3):
                     trio[i][axis] = rng[i]
         out[name] = tuple(tuple(t) for t in trio)  # type: ignore[assignment]
-    return profile_flag(out)
+    return out
+
+
+def _key_label(key: Any) -> str:
+    """A dim key as users read it: 'batch', or input 'x' axis 0."""
+    return f"'{key}'" if isinstance(key, str) else f"input '{key[0]}' axis {key[1]}"
+
+
+def _stacked_finding(prof: Profile, specs: Sequence[Any], stacked: Sequence[Tuple[Any, int]]
+                     ) -> Finding:
+    """One stacked file: its leading axes (a batch, a ROI count) are how it was saved, not what
+    is served; one finding and one flag set them all (one flag per axis contradicts the other)."""
+    keys = [k for k, _ in stacked]
+    flag = profile_flag(_widened(prof, specs, keys, (1, 4, 32)))
+    tail = ", or pass a folder of one .npz per batch, whose sizes the advisor reads"
+    if len(stacked) == 1:
+        return Finding(
+            "info", "batch-from-default",
+            f"the data is one batch of {stacked[0][1]} stacked samples, which says nothing "
+            "about the batch sizes you serve: the batch axis gets build's default range "
+            f"1..1..{DEFAULT_MAX_BATCH}", source="profiles",
+            hint=f"set it to what you serve, e.g. {flag} (batch 1..4..32){tail}")
+    sizes = ", ".join(f"{a} along {_key_label(k)}" for k, a in stacked)
+    return Finding(
+        "info", "batch-from-default",
+        f"the data is one batch of stacked samples ({sizes}), which says nothing about the "
+        "sizes you serve: each of these leading axes gets build's default range "
+        f"1..1..{DEFAULT_MAX_BATCH}", source="profiles",
+        hint=f"set them to what you serve, e.g. {flag} "
+             f"({', '.join(_key_label(k) for k in keys)} each 1..4..32){tail}")
+
+
+def serving_profiles(model: Any, single: Profile) -> Optional[List[Profile]]:
+    """A decoder with a KV cache (`is_cache_axis`) and token ids is called two ways: prefill (the
+    prompt, an empty cache) and decode (one new token, a growing cache). One profile covering
+    both tunes the engine's kernels for one opt shape; two serve each at its own. From `single`
+    (a default or proposed profile): prefill = its token range with an empty cache, decode = one
+    token with its cache range (from 1); a mask's total-length axis (past + new,
+    `_decoder_axes`, as the default profile reads it) follows each. None when the model is not such a decoder."""
+    from workbench.inputs import model_inputs
+
+    specs = [s for s in model_inputs(model) if s.name in single]
+    axes = _decoder_axes(specs)
+    if axes is None:
+        return None
+    ids, caches, total = axes
+    tok = dim_key(ids, 1)
+    cache = {dim_key(s, a) for s, a in caches}
+
+    def rng_of(k: Any) -> Tuple[int, int, int]:
+        for s in specs:
+            for a in range(len(s.dims)):
+                if dim_key(s, a) == k:
+                    mn, op, mx = single[s.name]
+                    return int(mn[a]), int(op[a]), int(mx[a])
+        raise KeyError(k)
+
+    t_rng, c_rng = rng_of(tok), rng_of(dim_key(*caches[0]))
+    if t_rng[2] <= 1 or c_rng[2] <= 0:  # data of one kind (decode steps, or prompts only):
+        try:  # the other call's range is the default's
+            dflt, _ = default_profile(model)
+            d_t = next(dflt[s.name] for s in specs if s.name == ids.name)
+            d_c = next(dflt[s.name] for s in specs for a in s.dynamic_axes
+                       if dim_key(s, a) in cache and s.name in dflt)
+            ca = next(a for s in specs for a in s.dynamic_axes if dim_key(s, a) in cache
+                      and s.name in dflt)
+        except (WorkbenchError, StopIteration, KeyError):
+            return None
+        if t_rng[2] <= 1:
+            t_rng = (int(d_t[0][1]), int(d_t[1][1]), int(d_t[2][1]))
+        if c_rng[2] <= 0:
+            c_rng = (int(d_c[0][ca]), int(d_c[1][ca]), int(d_c[2][ca]))
+    c_dec = (max(1, c_rng[0]), max(1, c_rng[1]), max(1, c_rng[2]))
+    prefill = {**{k: (0, 0, 0) for k in cache}, tok: t_rng, **{k: t_rng for k in total}}
+    decode = {**{k: c_dec for k in cache}, tok: (1, 1, 1),
+              **{k: (c_dec[0] + 1, c_dec[1] + 1, c_dec[2] + 1) for k in total}}
+    out = []
+    for dims in (prefill, decode):
+        prof = Profile()
+        for s in specs:
+            trio = [list(x) for x in single[s.name]]
+            for a in range(len(s.dims)):
+                if dim_key(s, a) in dims:
+                    for i in range(3):
+                        trio[i][a] = dims[dim_key(s, a)][i]
+            prof[s.name] = tuple(tuple(t) for t in trio)  # type: ignore[assignment]
+        out.append(prof)
+    return out
+
+
+def serving_flag(profiles: Sequence[Profile]) -> str:
+    """`--profile A --profile +B`: the exact flags for several profiles."""
+    return " ".join(("--profile " if i == 0 else "--profile +") + ",".join(p.arg_strings())
+                    for i, p in enumerate(profiles))
+
+
+def serving_finding(model: Any, single: Profile, what: str) -> Optional[Finding]:
+    """The advice to build a decoder's prefill and decode profiles (`serving_profiles`), only
+    once both ran on onnxruntime at their min, opt and max; `what` names `single`."""
+    pair = serving_profiles(model, single)
+    if not pair:
+        return None
+    cannot, runs = run_at_profiles(model, pair)
+    if cannot or not runs:
+        return None
+    return Finding(
+        "info", "serving-profiles",
+        f"a decoder with a KV cache: {what} serves the prompt (prefill: many tokens, an empty "
+        "cache) and each step (decode: one token, a growing cache) with one opt shape, so the "
+        "kernels are tuned for one of them; two profiles serve each at its own (both ran on "
+        "onnxruntime at their min, opt and max; the workbench's runner picks the profile that "
+        "holds a call's shapes)", source="profiles", hint=f"build with {serving_flag(pair)}",
+        extra={"profiles": [p.to_dict() for p in pair], "flag": serving_flag(pair)})
 
 
 def fixed_axis_findings(model: Any, prof: Profile, what: str,
                         why: Optional[Mapping[Any, str]] = None) -> List[Finding]:
-    """A warning per dynamic axis (batch aside) that `prof` pins to one size (min = max): the
-    engine then takes that size only, which a defaulted or proposed profile must not do
-    silently. `what` says whose profile ("the default profile", "the proposed profile");
-    `why` (per dim key) why that size. Names input, axis, dim name, value and the flag."""
-    from workbench.inputs import model_inputs
+    """A warning per dynamic axis (batch aside: `workbench.inputs.leading_axes`; a count of
+    items at axis 0 is no batch) that `prof` pins to one size (min = max): the engine then
+    takes that size only, which a defaulted or proposed profile must not do silently. `what`
+    says whose profile ("the default profile", "the proposed profile"); `why` (per dim key)
+    why that size. Names input, axis, dim name, value and the flag."""
+    from workbench.inputs import leading_axes, model_inputs
 
     specs = model_inputs(model)
+    batch = leading_axes(model).batch
     out: List[Finding] = []
     done = set()
     for s in specs:
@@ -661,10 +869,10 @@ def fixed_axis_findings(model: Any, prof: Profile, what: str,
             continue
         mn, _, mx = prof[s.name]
         for axis in s.dynamic_axes:
-            if axis == 0 or axis >= len(mn) or mn[axis] != mx[axis]:
+            if axis == 0 and s.name in batch or axis >= len(mn) or mn[axis] != mx[axis]:
                 continue
             d = s.dims[axis]
-            key = d if isinstance(d, str) and d else (s.name, axis)
+            key = dim_key(s, axis)
             if key in done:
                 continue
             done.add(key)
@@ -704,15 +912,17 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
                     given: Optional[Mapping[str, Any]] = None
                     ) -> Tuple[Profile, Dict[str, str]]:
     """A min/opt/max for every dynamic input, as trtexec and Polygraphy default them (with a
-    notice) rather than refuse: batch (axis 0) 1..1..16, token axes 1..128..(the model's
-    position table or 512), other axes fixed at a sane size (images 224, video 16x112, audio
+    notice) rather than refuse: batch (axis 0, where `workbench.inputs.leading_axes` calls it
+    one) 1..1..16, a count of items at axis 0 (num_points) 1..128..1024, token axes
+    1..128..(the model's position table or 512), other axes fixed at a sane size (images 224, video 16x112, audio
     16000 samples, else 128). The model's `workbench.profile` metadata entry wins where it has
     an input; `given` (a partial profile) fixes the dims it shares with the others. Returns the
     profile and, per dim, the rule that chose it. Shape-tensor inputs cannot be guessed."""
-    from workbench.inputs import model_inputs, proto_of
+    from workbench.inputs import leading_axes, model_inputs, proto_of
 
     proto = proto_of(model)
     specs = model_inputs(proto)
+    batch = leading_axes(proto).batch
     shape_inputs = set(shape_tensor_inputs(proto))
     guess_err = [s for s in specs if s.name in shape_inputs and s.name not in (given or {})]
     if guess_err:
@@ -740,6 +950,7 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
                         rules[str(d if isinstance(d, str) else f"{s.name}[{axis}]")] = rule
     prof = Profile()
     with_cache = any(is_cache_axis(s, a) for s in specs for a in s.dynamic_axes)
+    totals = _total_length_axes(specs) if with_cache else {}
     # token inputs first: a dim they share with float inputs gets the token rule
     order = sorted(specs, key=lambda s: s.elem_type not in (6, 7))
     for s in order:
@@ -751,9 +962,23 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
                 r = (d, d, d)
             else:
                 key = d if isinstance(d, str) else (s.name, axis)
-                if key not in ranges:
-                    ranges[key], rule = _axis_default(s, axis, positions, with_cache)
-                    if axis == 0 and max_batch:
+                if key not in ranges and key in totals:  # past + new: the two ranges added
+                    parts = []
+                    for ps, pa in totals[key]:
+                        pk = ps.dims[pa] if isinstance(ps.dims[pa], str) else (ps.name, pa)
+                        if pk not in ranges:
+                            ranges[pk] = _axis_default(ps, pa, positions, with_cache,
+                                                       ps.name in batch)[0]
+                        parts.append(ranges[pk])
+                    ranges[key] = tuple(sum(r[i] for r in parts) for i in range(3))
+                    mn, op, mx = ranges[key]
+                    rules[str(d if isinstance(d, str) else f"{s.name}[{axis}]")] = (
+                        f"{mn}..{op}..{mx}: a mask over the cache and the new tokens, their "
+                        "ranges added")
+                elif key not in ranges:
+                    ranges[key], rule = _axis_default(s, axis, positions, with_cache,
+                                                      s.name in batch)
+                    if axis == 0 and max_batch and s.name in batch:
                         ranges[key] = (1, 1, int(max_batch))
                     mn, op, mx = ranges[key]
                     text = f"{mn}..{op}..{mx}" if mn != mx else f"fixed at {mn}"
@@ -764,6 +989,31 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
                 trio[i].append(r[i])
         prof[s.name] = tuple(tuple(t) for t in trio)  # type: ignore[assignment]
     return prof, rules
+
+
+def _decoder_axes(specs: Sequence[Any]) -> Optional[Tuple[Any, List[Tuple[Any, int]], Set[Any]]]:
+    """A decoder's inputs: (the token ids' input, the (input, axis) of every KV-cache length,
+    the dims of int [batch, L] mask inputs that are neither the ids' length nor a cache length:
+    past + new tokens, an attention mask over both); None without token ids and a cache."""
+    ints = [s for s in specs if s.elem_type in (6, 7) and len(s.dims) == 2 and
+            1 in s.dynamic_axes]
+    ids = [s for s in ints if "mask" not in s.name.lower()]
+    caches = [(s, a) for s in specs for a in s.dynamic_axes if is_cache_axis(s, a)]
+    if not ids or not caches:
+        return None
+    skip = {dim_key(ids[0], 1)} | {dim_key(s, a) for s, a in caches}
+    totals = {dim_key(s, 1) for s in ints if "mask" in s.name.lower()} - skip
+    return ids[0], caches, totals
+
+
+def _total_length_axes(specs: Sequence[Any]) -> Dict[Any, List[Tuple[Any, int]]]:
+    """Per total-length dim of `_decoder_axes`: the (input, axis) of the token length and of
+    the cache length it adds up."""
+    axes = _decoder_axes(specs)
+    if axes is None:
+        return {}
+    ids, caches, totals = axes
+    return {k: [(ids, 1), caches[0]] for k in totals}
 
 
 def profile_flag(prof: Mapping[str, Any]) -> str:

@@ -428,7 +428,7 @@ def parser_errors(parser: Any) -> List[Dict[str, Any]]:
             except Exception:
                 stack = []
         node_index = _call(err, "node", -1)
-        out.append({
+        out.append(_plugin_gpu_note({
             "node": _call(err, "node_name", "") or "",
             "node_index": int(node_index) if node_index is not None else -1,
             "op": _call(err, "node_operator", "") or "",
@@ -439,8 +439,43 @@ def parser_errors(parser: Any) -> List[Dict[str, Any]]:
             "func": str(_call(err, "func", "") or ""),
             "line": int(_call(err, "line", -1) or -1),
             "node_name_api": hasattr(err, "node_name"),
-        })
+        }))
     return out
+
+
+# the importer found the plugin's creator but could not create the plugin (TensorRT-RTX's
+# ROIAlign: its CUDA set-up fails without a usable GPU, "Cuda Error in ROIAlignV3: 35")
+_PLUGIN_NOT_CREATED = re.compile(r"plugin != nullptr")
+_no_gpu: List[str] = []  # memo: why there is no usable GPU ("" = there is, or unknown)
+
+
+def no_gpu_reason() -> str:
+    """Why this worker has no usable CUDA GPU (the CUDA runtime's words), "" when it has one
+    or cannot tell (no polygraphy to ask with)."""
+    if not _no_gpu:
+        why = ""
+        try:
+            from workbench.worker.cuda import Cuda
+
+            Cuda("creating a plugin")
+        except OpError as e:
+            text = str(e)
+            m = re.search(r"\(CUDA: (.*)\)$", text)
+            why = m.group(1) if m else ("" if "not importable" in text else text)
+        except Exception:
+            why = ""
+        _no_gpu.append(why)
+    return _no_gpu[0]
+
+
+def _plugin_gpu_note(rec: Dict[str, Any]) -> Dict[str, Any]:
+    """`rec` with `plugin_needs_gpu` (why there is no GPU) where its importer found a plugin
+    creator but the plugin could not be created on a machine without a usable GPU."""
+    if _PLUGIN_NOT_CREATED.search(rec.get("message") or ""):
+        why = no_gpu_reason()
+        if why:
+            rec["plugin_needs_gpu"] = why
+    return rec
 
 
 def parse_failure(errors: List[Dict[str, Any]]) -> OpError:

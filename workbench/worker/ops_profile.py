@@ -60,6 +60,15 @@ def _profile_shapes(engine: Any, name: str, index: int) -> Optional[List[List[in
         return None
 
 
+def _is_shape_tensor(engine: Any, name: str) -> bool:
+    """Whether input `name` is a shape tensor (its profile holds values, not a shape)."""
+    fn = getattr(engine, "is_shape_inference_io", None)
+    try:
+        return bool(fn(name)) if fn is not None else False
+    except Exception:
+        return False
+
+
 def _synthetic(shape: Sequence[int], dtype: Any, name: str, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if np.issubdtype(dtype, np.floating):
@@ -81,8 +90,67 @@ def _feed(arr: np.ndarray, want: Any, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr.astype(want))
 
 
+def fitting_profile(ranges: Sequence[Dict[str, Tuple[Sequence[int], Sequence[int]]]],
+                    shapes: Dict[str, Sequence[int]]) -> Optional[int]:
+    """The first optimization profile (of `ranges`: per profile, input -> (min, max)) whose
+    min..max holds every shape in `shapes`; None when none does."""
+    for k, rng in enumerate(ranges):
+        if all(_within(shapes[n], *rng[n]) for n in shapes if n in rng):
+            return k
+    return None
+
+
+def _within(shape: Sequence[int], mn: Sequence[int], mx: Sequence[int]) -> bool:
+    return len(shape) == len(mn) and all(a <= int(d) <= b for d, a, b in zip(shape, mn, mx))
+
+
+def outside_why(ranges: Sequence[Dict[str, Tuple[Sequence[int], Sequence[int]]]],
+                shapes: Dict[str, Sequence[int]]) -> Tuple[str, str]:
+    """(first input outside profile 0, what keeps the shapes out of each profile): e.g.
+    "profile 1: 'past' axis 2 is 8, its range 0..0"."""
+    first, parts = "", []
+    for k, rng in enumerate(ranges):
+        for n in shapes:
+            if n not in rng or _within(shapes[n], *rng[n]):
+                continue
+            mn, mx = rng[n]
+            shape = [int(d) for d in shapes[n]]
+            if len(shape) != len(mn):
+                why = f"'{n}' has rank {len(shape)}, the profile {len(mn)}"
+            else:
+                ax = next(a for a, (d, lo, hi) in enumerate(zip(shape, mn, mx))
+                          if not lo <= d <= hi)
+                why = f"'{n}' axis {ax} is {shape[ax]}, its range {mn[ax]}..{mx[ax]}"
+            first = first or n
+            parts.append(f"profile {k}: {why}" if len(ranges) > 1 else why)
+            break
+    return first, "; ".join(parts)
+
+
+class _Empty:
+    """The buffer of an empty tensor: a small real allocation (TensorRT takes no null address
+    for an I/O tensor, and polygraphy's DeviceArray allocates nothing for 0 bytes), no data."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr, self.shape, self.dtype = ptr, (0,), None
+
+    def copy_from(self, arr: Any, stream: Any = None) -> None:
+        pass
+
+    def copy_to(self, arr: Any, stream: Any = None) -> Any:
+        return arr
+
+    def resize(self, shape: Sequence[int]) -> None:
+        self.shape = tuple(shape)
+
+    def free(self) -> None:
+        pass  # (the Cuda wrapper frees it with the rest: free_all)
+
+
 class _Runner:
-    """One execution context with device buffers bound to its I/O tensors."""
+    """One execution context with device buffers bound to its I/O tensors. profile_index < 0:
+    each set of inputs runs on the first optimization profile that holds its shapes (an engine
+    built with prefill and decode profiles serves both); else always on that profile."""
 
     def __init__(self, trt: Any, cuda: Cuda, engine: Any, profile_index: int) -> None:
         self.trt, self.cuda, self.engine = trt, cuda, engine
@@ -90,11 +158,62 @@ class _Runner:
         self.stream = cuda.stream()
         self.inputs, self.outputs = _io(engine, trt)
         self.buffers: Dict[str, Any] = {}
-        self.profile_index = profile_index
-        if profile_index:
-            self.context.set_optimization_profile_async(profile_index, self.stream.ptr)
+        self.auto = profile_index < 0
+        self.profile_index = max(int(profile_index), 0)
+        n = int(getattr(engine, "num_optimization_profiles", 1) or 1)
+        if self.profile_index >= n:
+            raise OpError(f"the engine has {n} optimization profile{'s' if n > 1 else ''}; "
+                          f"there is no profile {self.profile_index}", code="bad-input",
+                          hint=f"choose a profile index from 0 to {n - 1}")
+        self.ranges: List[Dict[str, Tuple[List[int], List[int]]]] = []
+        for k in range(n):
+            rng = {}
+            for name in self.inputs:
+                prof = _profile_shapes(engine, name, k)
+                if prof is not None and not _is_shape_tensor(engine, name):
+                    rng[name] = (prof[0], prof[2])
+            self.ranges.append(rng)
+        if self.profile_index:
+            self.context.set_optimization_profile_async(self.profile_index, self.stream.ptr)
+
+    def fix_profile(self, k: int) -> int:
+        """Run on profile `k` from now on (no more choosing per call); returns k."""
+        self.auto = False
+        if k != self.profile_index:
+            self.context.set_optimization_profile_async(k, self.stream.ptr)
+            self.stream.synchronize()
+            self.profile_index = k
+        return k
+
+    def use_profile_for(self, feeds: Dict[str, np.ndarray]) -> int:
+        """Switch to the profile that holds the feeds' shapes (auto), or check they fit the
+        fixed one; an error names the input, the axis and each profile's range."""
+        shapes = {n: list(feeds[n].shape) for n in self.inputs if n in feeds}
+        if self.auto:
+            k = fitting_profile(self.ranges, shapes)
+        else:
+            k = fitting_profile(self.ranges[self.profile_index:self.profile_index + 1], shapes)
+            k = None if k is None else self.profile_index
+        if k is None:
+            ranges = self.ranges if self.auto else [self.ranges[self.profile_index]]
+            name, why = outside_why(ranges, shapes)
+            whose = ("every optimization profile of the engine" if self.auto and len(ranges) > 1
+                     else f"optimization profile {self.profile_index} of the engine"
+                     if len(self.ranges) > 1 else "the engine's optimization profile")
+            raise OpError(f"input '{name}': shape {shapes.get(name)} is outside {whose} ({why})",
+                          node=name, code="bad-shape",
+                          hint="feed shapes inside a profile's min..max, or rebuild the engine "
+                               "with a profile that holds them (--profile INPUT:MIN:OPT:MAX; a "
+                               "leading '+' adds another profile)")
+        if k != self.profile_index:
+            self.context.set_optimization_profile_async(k, self.stream.ptr)
+            self.stream.synchronize()
+            self.profile_index = k
+        return k
 
     def set_inputs(self, feeds: Dict[str, np.ndarray]) -> Dict[str, List[int]]:
+        if self.ranges and any(self.ranges):
+            self.use_profile_for(feeds)
         for name in self.inputs:
             arr = feeds[name]
             if not self.context.set_input_shape(name, tuple(arr.shape)):
@@ -115,7 +234,17 @@ class _Runner:
         return shapes
 
     def _buf(self, name: str, shape: Sequence[int], dtype: Any) -> Any:
+        if any(int(d) == 0 for d in shape):  # an empty tensor (a prefill's empty KV cache):
+            old = self.buffers.get(name)  # a real address all the same (a DeviceArray of
+            if old is not None and not isinstance(old, _Empty):  # no bytes holds none)
+                old.free()
+            buf = old if isinstance(old, _Empty) else _Empty(self.cuda.malloc(256))
+            buf.shape, buf.dtype = tuple(int(d) for d in shape), dtype
+            self.buffers[name] = buf
+            return buf
         buf = self.buffers.get(name)
+        if isinstance(buf, _Empty):
+            buf = None
         if buf is None or buf.dtype != dtype:
             if buf is not None:
                 buf.free()
@@ -185,6 +314,10 @@ class _Runner:
             except Exception:
                 pass
         self.buffers.clear()
+        try:
+            self.cuda.free_all()  # (the empty tensors' small allocations)
+        except Exception:
+            pass
 
 
 def _stats(lat: List[float]) -> Dict[str, Any]:
@@ -241,6 +374,12 @@ def _profile(ctx: Context, trt: Any, cuda: Cuda, engine: Any, *, shapes: Optiona
         if inputs_npz:
             with np.load(inputs_npz, allow_pickle=False) as z:
                 feeds_user = {k: z[k] for k in z.files}
+        if profile_index < 0:  # the profile holding the shapes asked for (else the first)
+            asked = {n: [int(d) for d in v] for n, v in (shapes or {}).items()}
+            asked.update({n: list(a.shape) for n, a in feeds_user.items()})
+            asked = {n: v for n, v in asked.items() if n in runner.inputs}
+            k = fitting_profile(runner.ranges, asked) if asked else 0
+            profile_index = runner.fix_profile(k if k is not None else 0)
         chosen: Dict[str, List[int]] = {}
         profiles: Dict[str, Any] = {}
         for name in runner.inputs:
@@ -358,9 +497,10 @@ def _out_dir(out_dir: Optional[str]) -> str:
 def profile_engine(ctx: Context, engine_path: str, shapes: Optional[Dict[str, Any]] = None,
                    inputs_npz: Optional[str] = None, batch_sizes: Any = None,
                    iterations: int = 100, warmup: int = 20, layer_iterations: int = 50,
-                   profile_index: int = 0, backend: str = "auto",
+                   profile_index: int = -1, backend: str = "auto",
                    out_dir: Optional[str] = None) -> Dict[str, Any]:
-    """Deserialize an engine and time it: see the module docstring."""
+    """Deserialize an engine and time it: see the module docstring. profile_index < 0: the
+    first optimization profile that holds `shapes` / the inputs' shapes (else profile 0)."""
     if os.path.isfile(engine_path) and C.read_card(engine_path) is not None:
         # an engine for another TensorRT is refused before anything else, GPU or not
         name, trt = L.load_backend(L.backend_for(engine_path, backend))

@@ -62,11 +62,12 @@ def _to_host(runner: Any, name: str) -> np.ndarray:
 @op(RUN_ENGINE)
 def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: str,
                outputs: Optional[List[str]] = None, backend: str = "auto",
-               profile_index: int = 0, time_iterations: int = 0,
+               profile_index: int = -1, time_iterations: int = 0,
                time_warmup_ms: float = WARMUP_MS) -> Dict[str, Any]:
     """Run `engine_path` on each .npz in `inputs_npz`; write `out_dir/outputs_K.npz` each.
     time_iterations > 0: also time that many executions of the last batch (CUDA events,
-    after `time_warmup_ms` of warm-up: ops_profile._Runner.timed)."""
+    after `time_warmup_ms` of warm-up: ops_profile._Runner.timed). profile_index < 0: each
+    .npz runs on the first optimization profile that holds its shapes (`profiles_used`)."""
     if not os.path.isfile(engine_path):
         raise OpError("engine file not found: %s" % engine_path, code="not-found")
     if not isinstance(inputs_npz, list) or not inputs_npz:
@@ -89,7 +90,7 @@ def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: s
             raise OpError("the engine has no output '%s'" % unknown[0], node=unknown[0],
                           code="bad-input", hint="engine outputs: %s" % ", ".join(runner.outputs))
         os.makedirs(out_dir, exist_ok=True)
-        paths, shapes, dtypes = [], [], {}
+        paths, shapes, dtypes, used = [], [], {}, []
         t0 = time.monotonic()
         for k, path in enumerate(inputs_npz):
             ctx.check_cancel()
@@ -97,7 +98,18 @@ def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: s
             feed = {n: _feed(feed[n], _np_dtype(trt, engine.get_tensor_dtype(n)), n)
                     for n in runner.inputs}
             runner.set_inputs(feed)
-            runner.run()
+            used.append(runner.profile_index)
+            try:
+                runner.run()
+            except OpError as e:  # say which inputs, which profile, and TensorRT's words
+                said = [m["message"] for m in getattr(logger, "messages", [])
+                        if m.get("level") == "error"][-3:]
+                shapes_now = {n: list(a.shape) for n, a in feed.items()}
+                raise OpError(f"{e} on {os.path.basename(path)} (input shapes {shapes_now}, "
+                              f"optimization profile {runner.profile_index})"
+                              + (": " + " | ".join(said) if said else ""), code=e.code,
+                              hint="run the same shapes with trtexec (--loadEngine, --shapes) "
+                                   "to see TensorRT's log") from None
             runner.stream.synchronize()
             host = {n: _to_host(runner, n) for n in want}
             dtypes = {n: str(a.dtype) for n, a in host.items()}
@@ -116,6 +128,7 @@ def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: s
                 "outputs": paths,
                 "names": want, "engine_inputs": runner.inputs,
                 "engine_outputs": runner.outputs, "dtypes": dtypes, "shapes": shapes,
+                "profiles_used": used, "n_profiles": len(runner.ranges),
                 "seconds": time.monotonic() - t0, "debug_api": probe}
     finally:
         runner.free()
