@@ -5,8 +5,9 @@ importing numpy or the onnx package (the protobuf classes are enough; see `onnx_
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, List, Tuple, Union
+from typing import Any, FrozenSet, List, Optional, Sequence, Tuple, Union
 
 # ONNX TensorProto elem type -> numpy dtype name (only types a model input can sensibly have)
 ONNX_TO_NP_NAME = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
@@ -105,3 +106,144 @@ def shape_text(model: Any, name: str) -> str:
             return "x".join(str(d) if d is not None else ("N" if i == 0 else f"d{i}")
                             for i, d in enumerate(s.dims))
     return "N"
+
+
+# ----------------------------------------------------------------------------- leading axes
+# Is axis 0 of an input a batch (one entry per sample: a file may be cut into samples along
+# it) or a count of items that one sample holds (points of a cloud, boxes of an image)? Every
+# caller that splits, stacks, counts or defaults along axis 0 asks `leading_axes`, so the
+# compare, precision, profiles, calibration and build paths cannot disagree.
+_BATCH_DIMS = {"batch", "batchsize", "bs", "b", "n", "nb", "nbatch", "batches"}
+_COUNT_FIRST = {"num", "n", "nb", "number", "count", "cnt", "total", "max"}
+_COUNT_LAST = {"count", "cnt", "num", "number", "total"}
+_ITEM_WORDS = {
+    "point", "points", "roi", "rois", "box", "boxes", "bbox", "bboxes", "detection",
+    "detections", "det", "dets", "anchor", "anchors", "proposal", "proposals", "pillar",
+    "pillars", "voxel", "voxels", "node", "nodes", "edge", "edges", "token", "tokens",
+    "object", "objects", "instance", "instances", "keypoint", "keypoints", "vertex",
+    "vertices", "verts", "face", "faces", "item", "items", "particle", "particles", "atom",
+    "atoms", "query", "queries", "element", "elements", "nnz", "indices", "pairs"}
+SEQUENCE_WORDS = {"seq", "sequence", "len", "length", "time", "times", "frame", "frames",
+                   "step", "steps", "timesteps"}
+
+
+def dim_words(dim: str) -> List[str]:
+    """A dim name's lowercase words: `num_points` -> [num, points], `numRois` -> [num, rois]."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", dim)
+    return [w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w]
+
+
+def dim_kind(dim: Any) -> str:
+    """What a dim's name says it is: "batch" (batch, batch_size, N, bs ...), "count" (a count
+    of items one sample holds: num_points, n_rois, boxes, box_count, tokens, seq_len ...) or
+    "generic" (no name, or a symbol that says nothing: s0, unk__12, dim_0)."""
+    if not isinstance(dim, str) or not dim:
+        return "generic"
+    words = dim_words(dim)
+    if not words:
+        return "generic"
+    if dim.lower() in _BATCH_DIMS or any("batch" in w for w in words):
+        return "batch"
+    if len(words) > 1 and (words[0] in _COUNT_FIRST or words[-1] in _COUNT_LAST):
+        return "count"
+    items = _ITEM_WORDS | SEQUENCE_WORDS
+    if any(w in items for w in words) or any(
+            w[:1] == "n" and w[1:] in items or w[:3] == "num" and w[3:] in items for w in words):
+        return "count"
+    return "generic"
+
+
+def _output_dims(model: Any) -> List[List[Union[int, str, None]]]:
+    """The declared dims of the graph outputs ([] for an output without a shape)."""
+    out = []
+    for vi in proto_of(model).graph.output:
+        tt = vi.type.tensor_type
+        dims: List[Union[int, str, None]] = []
+        if tt.HasField("shape"):
+            for d in tt.shape.dim:
+                dims.append(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0
+                            else (d.dim_param or None))
+        out.append(dims)
+    return out
+
+
+def is_batch_axis(spec: InputSpec, axis: int, specs: Sequence[InputSpec],
+                  outputs: Optional[Sequence[Sequence[Any]]] = None) -> bool:
+    """Is `axis` of input `spec` a batch (among the model's inputs `specs` and its outputs'
+    declared dims `outputs`)? Only a dynamic axis 0 can be. Its name decides first (batch,
+    batch_size, N, bs: yes; num_points, n_rois, boxes, box_count, tokens, seq_len: no); for a
+    name that says nothing (s0, unk__3, none) the model's structure: not a batch when another
+    input's axis 0 is named a batch under another name (rois [k, 4] beside image [batch, ...]),
+    a batch when an output carries the same dim at axis 0, not one when every output has a
+    fixed axis 0 (a batch would reach them); else a batch, as trtexec assumes."""
+    if axis != 0 or not spec.dims or isinstance(spec.dims[0], int):
+        return False
+    dim = spec.dims[0]
+    kind = dim_kind(dim)
+    if kind != "generic":
+        return kind == "batch"
+    named = {s.dims[0] for s in specs if s.dims and dim_kind(s.dims[0]) == "batch"}
+    if isinstance(dim, str) and named and dim not in named:
+        return False
+    outs = [d for d in (outputs or []) if d]
+    if isinstance(dim, str) and any(d[0] == dim for d in outs):
+        return True
+    if outs and len(outs) == len(outputs or []) and all(isinstance(d[0], int) for d in outs):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class LeadingAxes:
+    """Per model: the inputs whose axis 0 is a batch, and those whose dynamic axis 0 is not
+    (input -> its dim label). With any of the latter a data file is ONE sample: it is never
+    cut along axis 0 (that would cut a point cloud into points), counted by its axis 0 or
+    split into batches; with none, a file's axis 0 counts its samples."""
+
+    batch: FrozenSet[str]
+    items: Tuple[Tuple[str, str], ...] = ()
+
+    @property
+    def splits(self) -> bool:
+        """May a file be cut into samples along axis 0 of the `batch` inputs?"""
+        return not self.items
+
+    def note(self) -> Optional[str]:
+        """The sentence users get once (None when every dynamic axis 0 is a batch)."""
+        if not self.items:
+            return None
+        by_dim: dict = {}
+        for n, d in self.items:
+            by_dim.setdefault(d, []).append(f"'{n}'")
+        said = "; ".join(", ".join(ns) + (f" ({d})" if d else "") for d, ns in by_dim.items())
+        return (f"axis 0 of {said} is not a batch but a count of items in one sample: each "
+                "file (or feed) is one sample, never cut into samples along it")
+
+
+def leading_axes(model: Any) -> LeadingAxes:
+    """`LeadingAxes` of a model (a path, Model or ModelProto): `is_batch_axis` on each input."""
+    specs = model_inputs(model)
+    outputs = _output_dims(model)
+    batch, items = set(), []
+    for s in specs:
+        if not s.dims or isinstance(s.dims[0], int):
+            continue
+        if is_batch_axis(s, 0, specs, outputs):
+            batch.add(s.name)
+        else:
+            items.append((s.name, s.dims[0] if isinstance(s.dims[0], str) else ""))
+    return LeadingAxes(frozenset(batch), tuple(items))
+
+
+def not_batch_finding(model: Any, source: str = "inputs") -> Any:
+    """The info finding users get once where samples are counted or cut (compare, precision,
+    profiles) when some input's axis 0 is not a batch; None otherwise."""
+    note = leading_axes(model).note()
+    if note is None:
+        return None
+    from workbench.findings import Finding
+
+    names = [n for n, _ in leading_axes(model).items]
+    return Finding("info", "not-a-batch", note, tensors=names, source=source,
+                   hint="a folder of files (one .npz per sample) gives several samples; "
+                        "--samples counts files")
