@@ -99,10 +99,15 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path):
     for argv in (["check", str(tmp_path / "missing.onnx")], ["check", str(bad)],
                  ["check", str(POLY / "conv.onnx"), "--backend", "nope"],
                  ["check", str(POLY / "conv.onnx"), "--backend", "tensorrt-rtx", "--plugin",
+                  str(tmp_path / "libnope.so")],
+                 # build's spelling works for check too (it was 'unrecognized arguments')
+                 ["check", str(POLY / "conv.onnx"), "--backend", "tensorrt-rtx", "--plugins",
                   str(tmp_path / "libnope.so")]):
         rc, out, err = _run(capsys, *argv)
         assert rc == 2, argv
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        if "libnope.so" in argv[-1]:
+            assert "plugin library not found" in err, err
 
 
 def test_backend_unavailable_exits_2_saying_how_to_install(tmp_path):

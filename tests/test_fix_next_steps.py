@@ -113,8 +113,10 @@ def test_session_reports_name_the_users_file_whatever_the_checker_wrote(model, t
 
     def checker(path):
         seen.append(str(path))
+        # (a code a recipe claims, symmetric_qdq's: an unclaimed one gets the split's step)
         return SupportReport(backend="static", backend_version=None, supported=False,
-                             unsupported=[{"node": GELU, "op": "FastGelu", "code": "x",
+                             unsupported=[{"node": GELU, "op": "FastGelu",
+                                           "code": "qdq-zero-point",
                                            "source": "parser", "reason": f"refused in {path}",
                                            "hint": f"`workbench fix {path} --recipe y`"}],
                              model=str(path))

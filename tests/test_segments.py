@@ -301,6 +301,7 @@ def test_plain_reference_path_gives_the_full_general_paths_figures_bit_for_bit(d
     g[rng.integers(0, n, 200)] = -np.inf
     g[rng.integers(0, n, 100)] = np.nan
     g[: 1 << 16] = np.clip(g[: 1 << 16], -1e4, 1e4)  # a block with finite candidate values
+    sentinels = comparison.SENTINEL if sentinels else math.inf  # (the mask limit)
     assert comparison._plain_reference(r, sentinels)
     args = ("t", [n], "x", n, r, g, 1e-2, 1e-2)
     fast = comparison._general_plain(*args, None)
@@ -317,7 +318,7 @@ def test_plain_reference_path_gives_the_full_general_paths_figures_bit_for_bit(d
         assert getattr(fast, f) == getattr(full, f), f
     # references with NaN, inf or (with sentinels) masks take the full path
     for bad in (np.nan, np.inf, 3.4e38):
-        if np.dtype(dtype).kind == "f" and (bad != 3.4e38 or sentinels):
+        if np.dtype(dtype).kind == "f" and (bad != 3.4e38 or math.isfinite(sentinels)):
             r2 = r.copy()
             with np.errstate(over="ignore"):
                 r2[7] = bad

@@ -61,12 +61,14 @@ def test_routing_ignores_message_wording_and_follows_the_code(reports):
         u["reason"] = u["message"] = u["hint"] = "zzz"
     assert _props(garbled, path) == EXPECTED["needs_fixing.onnx"]
     # the same node with a code no op-rewriting recipe declares: FastGelu is not decomposed,
-    # only the manual plugin route is left (it takes any failure of a custom-domain node)
+    # only the manual routes are left: the plugin (it takes any failure of a custom-domain
+    # node) and the split (a refusal no other recipe claims runs outside the engine)
     for u in garbled.unsupported:
         if u["node"] == "/act/FastGelu":
             u["code"] = "loop-unbounded-counter"
     got = {p for p in _props(garbled, path) if p[1] == "/act/FastGelu"}
-    assert got == {("replace_with_plugin", "/act/FastGelu", False, "loop-unbounded-counter")}
+    assert got == {("replace_with_plugin", "/act/FastGelu", False, "loop-unbounded-counter"),
+                   ("split", "/act/FastGelu", False, "loop-unbounded-counter")}
 
 
 def test_report_round_trips_and_propose_takes_only_reports(reports):

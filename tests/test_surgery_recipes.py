@@ -322,3 +322,54 @@ def test_verify_relative_tolerance_for_large_values():
     assert compare_outputs(a, {"y": np.array([1e6 + 1.0, 1.0], np.float32)}).equivalent
     assert not compare_outputs(a, {"y": np.array([1e6, 1.0 + 1e-4], np.float32)}).equivalent
     assert not compare_outputs({"y": np.array([np.nan])}, {"y": np.array([0.0])}).equivalent
+
+
+def _gn_model(opset):
+    """GroupNormalization over [2, 6, 5, 4], 3 groups: opset 18 scales per group ([3]),
+    opset 21 per channel ([6]); then an opset-20 Gelu (tanh) at opset >= 20."""
+    from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+    rng = np.random.default_rng(4)
+    n_scale = 3 if opset < 21 else 6
+    inits = [nh.from_array(rng.uniform(0.5, 1.5, n_scale).astype(np.float32), "scale"),
+             nh.from_array(rng.standard_normal(n_scale).astype(np.float32), "bias")]
+    nodes = [h.make_node("GroupNormalization", ["x", "scale", "bias"], ["g"], num_groups=3,
+                         epsilon=1e-5, name="/gn/GroupNormalization")]
+    last = "g"
+    if opset >= 20:
+        nodes.append(h.make_node("Gelu", ["g"], ["y"], approximate="tanh", name="/act/Gelu"))
+        last = "y"
+    g = h.make_graph(nodes, "gn", [h.make_tensor_value_info("x", T.FLOAT, [2, 6, 5, 4])],
+                     [h.make_tensor_value_info(last, T.FLOAT, [2, 6, 5, 4])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = 10
+    return m
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+def test_group_norm_and_gelu_decompose_exactly_for_older_parsers(opset, tmp_path):
+    """TensorRT 8.6 has no Gelu importer (opset 20) and reads GroupNormalization's scale per
+    group (opset 18): an opset-21 export (per-channel scale) failed there with 'scale
+    dimensions not compatible for normalization'. Both decompose into standard ops."""
+    m = _gn_model(opset)
+    ch = apply_recipe(m, "decompose", {"op": "GroupNormalization"})
+    assert ch.kept and ch.verification.equivalent, ch.verification
+    assert ch.verification.max_abs_diff < 1e-5
+    ops = [n.op_type for n in ch.proto.graph.node]
+    assert "GroupNormalization" not in ops and "InstanceNormalization" in ops
+    if opset >= 20:
+        ch2 = apply_recipe(ch.proto, "decompose", {"op": "Gelu"})
+        assert ch2.kept and ch2.verification.equivalent and ch2.verification.max_abs_diff < 1e-5
+        assert "Gelu" not in [n.op_type for n in ch2.proto.graph.node]
+        assert "Tanh" in [n.op_type for n in ch2.proto.graph.node]
+        ch = ch2
+    assert rtx(ch.proto, tmp_path, "after.onnx").supported
+
+
+def test_group_norm_decomposition_refuses_what_it_cannot_repeat():
+    from onnx import TensorProto as T, helper as h
+
+    m = _gn_model(18)
+    m.graph.input[0].CopyFrom(h.make_tensor_value_info("x", T.FLOAT, [2, "C", 5, 4]))
+    ok, reason, _ = get_recipe("decompose").precondition(m, op="GroupNormalization")
+    assert not ok and "channel count is dynamic" in reason

@@ -247,7 +247,7 @@ def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
         try:
             import workbench.precision.profiles  # noqa: F401  (calibration checks shapes against it)
 
-            kwargs["profile"] = {k: tuple(v) for k, v in config.profiles[0].items()}
+            kwargs["profile"] = [{k: tuple(v) for k, v in p.items()} for p in config.profiles]
         except ImportError:
             pass
     res = convert(ref.model, config.precision, **kwargs)
@@ -310,6 +310,33 @@ def _parse_causes(ref: Any, backend: str) -> Dict[str, Dict[str, Any]]:
         return {}
 
 
+def _plugin_needs_gpu(err: Dict[str, Any], backend: str) -> Optional[Tuple[str, str]]:
+    """(reason, hint) where the importer has its plugin but the worker has no GPU to create
+    it on (`workbench.support.checker.plugin_gpu_reason`), else None."""
+    from workbench.support.checker import plugin_gpu_reason
+    from workbench.support.rules import backend_table
+
+    if not err.get("plugin_needs_gpu"):
+        return None
+    try:
+        short = backend_table(backend)["short"]
+    except WorkbenchError:
+        short = backend
+    return plugin_gpu_reason(err, short)
+
+
+def _attributed_errors(ref: Any, errors: List[Dict[str, Any]], backend: str
+                       ) -> List[Dict[str, Any]]:
+    """Parser errors that name no node, given the node(s) the static rules flag for them
+    (`workbench.support.checker.attribute_errors`)."""
+    from workbench.support.checker import attribute_errors
+
+    try:
+        return attribute_errors(ref.model, errors, backend)
+    except WorkbenchError:  # no rule table for this backend: the error stays graph-level
+        return errors
+
+
 def _node_for_index(ref: ModelRef, idx: Any) -> Optional[str]:
     try:
         i = int(idx)
@@ -365,6 +392,33 @@ def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
 
         clear_stale_split(output)
     return res
+
+
+def gpu_support_findings(config: BuildConfig, backend: str) -> List[Finding]:
+    """A precision only newer GPUs compute (the table's `min_sm`: FP8 from Ada, sm89; BF16
+    from Ampere, sm80) against the build's targets: a --target below it is an error before
+    TensorRT starts; TensorRT-RTX's portable default (Ampere and later, sm86 included) a warning."""
+    need = config.entry.min_sm
+    if not need:
+        return []
+    name, cc = config.precision.upper(), f"{need // 10}.{need % 10}"
+    targets = [t for t in (config.target or "").split(",") if t.startswith("sm")]
+    low = [t for t in targets if int(t[2:]) < need]
+    if low:
+        raise WorkbenchError(f"{name} needs a GPU of compute capability {cc} or later; "
+                             f"--target {', '.join(low)} has no {name}", field="target",
+                             hint=f"build {name} for sm{need} or later (e.g. --target "
+                                  f"sm{max(need, 89)}), or choose another precision for "
+                                  f"{low[0]}")
+    if not targets and backend == "tensorrt-rtx" and need > 86:
+        return [Finding(
+            "warning", "precision-needs-gpu",
+            f"{name} needs a GPU of compute capability {cc} or later; without --target the "
+            f"engine is built portable across Ampere-and-later GPUs, and Ampere (sm86) has no "
+            f"{name}", source="build",
+            hint=f"build for the GPUs you serve: --target sm{need} (or sm90, sm120; several "
+                 "as sm89,sm120)")]
+    return []
 
 
 def _build_whole(model_or_path: Any, config: BuildConfig, *,
@@ -434,6 +488,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
         raise box["error"]
     info = box["info"]
     backend, version = info["backend"], info["version"]
+    defaulted += gpu_support_findings(config, backend)
     route = resolve_route(config, info.get("capabilities", {}))
     if route == "strongly-typed" and config.entry.kind != "none":
         names["parsed"] = f"{model_name} ({config.precision} version)"
@@ -615,12 +670,18 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             if e.code == "parse-failed" and not e.node:
                 ref.model  # a file that is not ONNX at all: WorkbenchError naming it (exit 2)
             node = e.node
+            message = e.message
             errs = (e.details or {}).get("errors") or []
+            if errs and not node and not errs[0].get("node"):  # named by the static rules
+                errs = _attributed_errors(ref, errs, backend)
+                if errs[0].get("attributed"):
+                    node, first = errs[0]["node"], errs[0]
+                    message = (f"TensorRT could not parse the model at node '{node}' "
+                               f"({first.get('op')}): {first.get('message')}")
             if not node and errs and errs[0].get("node_index") is not None:
                 node = _node_for_index(ref, errs[0]["node_index"])
             log = (e.details or {}).get("log") or []
             found = findings_from_log(log, NameIndex.from_graph(ref.model.graph))
-            message = e.message
             causes = _parse_causes(ref, backend) if errs else {}
             for k, err in enumerate(errs):  # every node the parser refused, not only the first
                 n = err.get("node") or _node_for_index(ref, err.get("node_index"))
@@ -631,12 +692,18 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                 raw = str(err.get("message"))
                 said = raw
                 cause = causes.get(n) if n and not plugin else None
-                if cause is not None:  # the model's terms first, TensorRT's words after
+                gpu = _plugin_needs_gpu(err, backend)
+                code = "missing-plugin" if plugin else "parse-error"
+                if gpu is not None:  # the plugin is there; this machine cannot create it
+                    who = shlex.quote(str(ref.path)) if ref.path else "MODEL"
+                    said, hint, code = gpu[0], gpu[1].replace("{model}", who), \
+                        "plugin-needs-gpu"
+                elif cause is not None:  # the model's terms first, TensorRT's words after
                     said = in_users_terms(cause["reason"], raw)
-                    if k == 0 and raw and raw in message:  # (the worker's line quotes it)
-                        message = message.replace(raw, said, 1)
+                if said != raw and k == 0 and raw and raw in message:  # (the worker's line)
+                    message = message.replace(raw, said, 1)
                 found.append(Finding(
-                    "error", "missing-plugin" if plugin else "parse-error",
+                    "error", code,
                     f"TensorRT's parser refused {err.get('op') or 'the node'}: {said}",
                     nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint))
             hint = e.hint
@@ -645,7 +712,9 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             if said is not None:  # an axis the export fixed, declared dynamic
                 message, hint = f"{said[0]} (TensorRT: {message})", said[1]
             _failed(ws, key, config, e.code, node=node, message=message)
-            raise BuildFailed(message, node=node, op=e.op, hint=hint, code=e.code, log=log,
+            raise BuildFailed(message, node=node, op=e.op or (errs[0].get("op") if errs and
+                                                              node else None),
+                              hint=hint, code=e.code, log=log,
                               findings=found,
                               file=str(ref.path) if ref.path else None) from None
         finally:
@@ -771,7 +840,14 @@ def _default_profiles(ref: ModelRef, config: BuildConfig, strict: bool
                              else "profiles", hint=e.hint) from None
     from workbench.precision.profiles import fixed_axis_findings
 
-    return config.replace(profiles=[prof.to_dict()]), [default_profile_finding(prof, rules)] + \
+    from workbench.precision.profiles import serving_profiles
+
+    notice = default_profile_finding(prof, rules)
+    if serving_profiles(model, prof) is not None:
+        q = shlex.quote(file) if file else "MODEL"
+        notice.hint += (f"; a decoder with a KV cache: `workbench profiles {q}` proposes "
+                        "prefill and decode profiles, each tuned for its own calls")
+    return config.replace(profiles=[prof.to_dict()]), [notice] + \
         fixed_axis_findings(model, prof, "the default profile")
 
 
@@ -788,19 +864,24 @@ def _advised(model: Any, calibration: str, prof: Any, rules: Dict[str, str]
     if not proposed or set(proposed[0]) != set(prof):
         return prof, rules
     # the data's batch size is how it was saved, not how the engine will be fed: the batch
-    # axis keeps the default's max when that is larger (sizes of other axes follow the data)
+    # axis keeps the default's max when that is larger (sizes of other axes follow the data,
+    # a count of items at axis 0 too: `workbench.inputs.leading_axes`)
+    from workbench.inputs import leading_axes
+
+    batch = leading_axes(model).batch
     out = type(proposed[0])()
     widened = False
     for name, (mn, opt, mx) in proposed[0].items():
         dmin, dmax = prof[name][0], prof[name][2]
-        batch_dynamic = len(dmax) == len(mx) > 0 and dmin[0] != dmax[0]
+        batch_dynamic = len(dmax) == len(mx) > 0 and dmin[0] != dmax[0] and name in batch
         if batch_dynamic and mx[0] < dmax[0]:
             mx = (dmax[0],) + tuple(mx[1:])
             widened = True
         out[name] = (tuple(mn), tuple(opt), tuple(mx))
     why = "the profile advisor on the calibration data"
     if widened:
-        why += f" (batch max kept at the default {max(v[2][0] for v in out.values())})"
+        why += (" (batch max kept at the default "
+                f"{max(v[2][0] for k, v in out.items() if k in batch)})")
     return out, {d: why for d in rules}
 
 

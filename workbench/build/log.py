@@ -84,6 +84,13 @@ _RULES = [
 ]
 
 
+# what a TensorRT plugin logs when it sets up CUDA where no GPU is usable (error 35,
+# cudaErrorInsufficientDriver: "Cuda Error in ROIAlignV3: 35 (CUDA driver version is
+# insufficient ...)"): the parse finding says it in users' words, the line stays in the log
+NO_GPU_NOISE = re.compile(r"Cuda Error in \w+: 35\b|CUDA driver version is insufficient|"
+                          r"catchCudaError")
+
+
 class NameIndex:
     """Node names, and tensor names -> nodes producing/consuming them, of one ONNX graph."""
 

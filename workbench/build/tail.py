@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from workbench.errors import Finding, WorkbenchError
 
-__all__ = ["split_paths", "build_split", "clear_stale_split", "split_notice"]
+__all__ = ["split_paths", "split_manifest", "build_split", "clear_stale_split", "split_notice"]
 
 
 def split_paths(engine: Any) -> Dict[str, Path]:
@@ -34,18 +34,25 @@ def split_paths(engine: Any) -> Dict[str, Path]:
             "manifest": e.with_name(f"{stem}.split.json")}
 
 
+def split_manifest(engine: Any, *, unnamed: bool = True) -> Optional[Dict[str, Any]]:
+    """The chain manifest beside `engine` when it is this engine's (it names it; `unnamed`:
+    one naming no engine counts too), else None (no split, or another engine's)."""
+    import json
+
+    try:
+        man = json.loads(split_paths(engine)["manifest"].read_text())
+    except (OSError, ValueError):
+        return None
+    name = man.get("engine")
+    return man if name == Path(engine).name or (unnamed and name is None) else None
+
+
 def clear_stale_split(engine: Any) -> None:
     """An engine written without a split has no chain: remove the one an earlier split build
     of the same engine left (only when its manifest names this engine)."""
-    import json
-
+    if split_manifest(engine, unnamed=False) is None:
+        return
     paths = split_paths(engine)
-    try:
-        man = json.loads(paths["manifest"].read_text())
-    except (OSError, ValueError):
-        return
-    if man.get("engine") != Path(engine).name:
-        return
     for key in ("manifest", "tail", "prefix"):
         try:
             paths[key].unlink()
@@ -86,13 +93,27 @@ def split_notice(info: Dict[str, Any]) -> str:
     most = (f" MOST OF THE MODEL IS NOT IN THE ENGINE ({n_tail} of {n_engine + n_tail} nodes "
             f"run on onnxruntime): fix the refused node (`workbench check {info.get('model') or 'MODEL'}` says how) "
             "rather than ship this split." if n_tail > n_engine else "")
+    one = len(refused) == 1
+    gpu = (f" ({'its' if one else 'their'} plugin cannot be created here: no usable GPU; on a "
+           f"machine with an NVIDIA GPU the parser may take {'it' if one else 'them'}, and no "
+           "split is needed)" if info.get("plugin_needs_gpu") else "")
     return (f"split build: {info['backend']}'s {what} {len(refused)} node(s): "
-            f"{named}{more}. The engine runs {info['engine_nodes']} node(s), onnxruntime the "
+            f"{named}{more}{gpu}. The engine runs {info['engine_nodes']} node(s), onnxruntime the "
             f"tail's {info['onnxruntime_nodes']} (from those nodes on); written beside the "
             f"engine: {Path(info['tail']).name}, {Path(info['manifest']).name} (prefix ONNX "
             f"{Path(info['prefix']).name}); chain vs original on onnxruntime: "
-            f"{info['verification']}. Run the pair: {info['run']}. "
+            f"{info['verification']}{_tail_profile_note(info)}. Run the pair: {info['run']}. "
             "Use --no-split (split_tail=False) to make this an error instead." + most)
+
+
+def _tail_profile_note(info: Dict[str, Any]) -> str:
+    """Where the profile entries of the tail's inputs went: onnxruntime and the chain check."""
+    names = info.get("tail_profile_inputs") or []
+    if not names:
+        return ""
+    quoted = ", ".join(f"'{n}'" for n in names)
+    return (f" (at the profile's opt shapes; {quoted} feed{'s' if len(names) == 1 else ''} "
+            "the tail, so the engine's profile leaves them out)")
 
 
 def _exact_rewrites(model: Any, backend: str, client: Any, target: str) -> List[Any]:
@@ -129,6 +150,72 @@ def _opt_feed(model: Any, config: Any) -> Optional[Dict[str, Any]]:
     except WorkbenchError:
         return None  # (make_inputs' defaults; the build itself reports the profile problem)
     return make_inputs_at(proto, {n: v[1] for n, v in prof.items()})
+
+
+def _runtime_inputs(proto: Any) -> List[str]:
+    """The graph inputs a caller feeds (initializers that double as inputs left out)."""
+    inits = {t.name for t in proto.graph.initializer}
+    return [i.name for i in proto.graph.input if i.name not in inits]
+
+
+def prefix_profiles(profiles: List[Dict[str, Any]], names: List[str]) -> List[Dict[str, Any]]:
+    """Each profile's entries for the prefix's inputs `names` (profiles that become equal, or
+    empty, once the tail's inputs are left out, are kept once)."""
+    out: List[Dict[str, Any]] = []
+    for prof in profiles:
+        mine = {k: v for k, v in prof.items() if k in names}
+        if mine and mine not in out:
+            out.append(mine)
+    return out
+
+
+def prefix_calibration(model: Any, calibration: str, names: List[str]) -> str:
+    """The calibration batches of the full model (loaded and checked against it) with the
+    arrays of the prefix's inputs `names` only, written once to the model's workspace
+    (`calibration/prefix-HASH/`, the same bytes for the same data); returns that folder."""
+    import hashlib
+    import os
+    import shutil
+    import tempfile
+
+    from workbench.build.cache import ModelRef, hash_calibration
+    from workbench.precision.calibration import load_calibration, write_batches
+
+    ref = ModelRef(model)
+    digest = hashlib.sha256(f"{hash_calibration(calibration)}|{','.join(names)}".encode())
+    folder = ref.workspace().dir / "calibration" / f"prefix-{digest.hexdigest()[:16]}"
+    if folder.is_dir():
+        return str(folder)
+    batches = [{k: v for k, v in b.items() if k in names}
+               for b in load_calibration(calibration, ref.model)]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".prefix-", dir=folder.parent))
+    try:
+        write_batches(batches, tmp)
+        os.replace(tmp, folder)
+    except OSError:
+        if not folder.is_dir():  # (another build that wrote it first is as good)
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(folder)
+
+
+def prefix_config(model: Any, config: Any, prefix: Any) -> Any:
+    """The prefix's build config: the profile entries and calibration arrays of its own inputs.
+    The full model's profile was validated against the full model by its own build, and its
+    calibration is loaded and checked against it here; the tail's inputs (e.g. a RoiAlign's
+    rois and batch_indices) go to onnxruntime, and their entries to the chain check."""
+    names = _runtime_inputs(prefix)
+    calib = prefix_calibration(model, config.calibration, names) if config.calibration \
+        else None
+    return config.replace(profiles=prefix_profiles(config.profiles, names), calibration=calib)
+
+
+def _tail_entries(config: Any, prefix: Any) -> List[str]:
+    """The inputs the user's profile names that the engine's prefix does not take."""
+    names = set(_runtime_inputs(prefix))
+    return list(dict.fromkeys(k for p in config.profiles for k in p if k not in names))
 
 
 def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., Any],
@@ -173,6 +260,11 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
     if ver is not None and ver.status == "different":
         raise _refusal(failure, f"the chained prefix + tail differ from the original on "
                        f"onnxruntime ({ver})", model) from None
+    try:  # the profile entries and calibration arrays of the prefix's own inputs
+        prefix_cfg = prefix_config(model, config, res.prefix)
+    except WorkbenchError as e:
+        raise WorkbenchError(e.message, file=e.file or (str(model) if isinstance(
+            model, (str, Path)) else None), field=e.field, node=e.node, hint=e.hint) from None
     # with -o the engine is built from the prefix file beside it (the exported lines name it)
     source: Any = res.prefix
     if output is not None:
@@ -185,7 +277,7 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
             on_event(ev)  # type: ignore[misc]
 
     try:
-        result = build(source, config, output=output, client=client,
+        result = build(source, prefix_cfg, output=output, client=client,
                        on_event=relay if on_event is not None else None,
                        split_tail=False, **build_kwargs)
     except BaseException:
@@ -205,6 +297,8 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
         "cut": man["cut"], "prefix": str(paths["prefix"]), "tail": str(paths["tail"]),
         "manifest": str(paths["manifest"]),
         "verification": str(ver) if ver is not None else "not run",
+        "tail_profile_inputs": _tail_entries(config, res.prefix),
+        "plugin_needs_gpu": any(f.code == "plugin-needs-gpu" for f in failure.findings),
         "run": f"ChainedRunner.from_folder('{paths['manifest']}', "
                f"prefix=TensorRTRunner('{engine}')) (workbench.chain, workbench.trtrunner); "
                "no CLI verb runs the pair yet",

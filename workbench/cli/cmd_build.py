@@ -183,6 +183,13 @@ def fit_line(head: str, message: str, width: Optional[int]) -> str:
     return text[:max(width - 3, 0)] + "..."
 
 
+def _no_gpu_noise(text: str) -> bool:
+    """A plugin's CUDA set-up failing for want of a usable GPU (`build.log.NO_GPU_NOISE`)."""
+    from workbench.build.log import NO_GPU_NOISE
+
+    return NO_GPU_NOISE.search(text) is not None
+
+
 class _StderrProgress:
     """One updating line on stderr (main thread only: events arrive on the calling thread);
     on a terminal it fits the terminal's width, in a log file every line is whole."""
@@ -205,7 +212,8 @@ class _StderrProgress:
         if ev.get("event") == "log":
             if ev.get("level") == "error":  # one line per message (TensorRT's span lines)
                 text = " ".join(str(ev.get("message", "")).split())[:300]
-                self._line(f"[TRT {ev.get('level')}] {text}", newline=True)
+                if not _no_gpu_noise(text):  # (said by the finding; kept in the build log)
+                    self._line(f"[TRT {ev.get('level')}] {text}", newline=True)
             return
         if ev.get("event") != "progress":
             return

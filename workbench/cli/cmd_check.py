@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build", action="store_true",
                    help="also try to build an engine (ahead of time on TensorRT-RTX) to catch "
                         "build-time-only rejections")
-    p.add_argument("--plugin", action="append", default=[], metavar="LIB",
+    p.add_argument("--plugin", "--plugins", dest="plugin", action="append", default=[],
+                   metavar="LIB",
                    help="load this plugin library in the worker first (repeatable); nothing "
                         "else is ever loaded")
     p.add_argument("--rules", choices=["tensorrt", "tensorrt-rtx"], default=None,

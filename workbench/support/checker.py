@@ -22,7 +22,8 @@ from workbench.errors import Finding, WorkbenchError
 from workbench.support import codes
 from workbench.graphindex import GraphIndex
 from workbench.model import Model, model_from_proto, open_model, save_model
-from workbench.support.rules import BACKENDS, MATRIX_SUPPORTED, PLUGIN_HINT, backend_table
+from workbench.support.rules import (BACKENDS, GPU_PLUGIN_HINT, MATRIX_SUPPORTED, PLUGIN_HINT,
+                                     backend_table)
 
 BACKEND_CHOICES = ("auto", "static", "tensorrt", "tensorrt-rtx")
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -488,10 +489,15 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
                               code=codes.UNSUPPORTED_OP, subgraph=sub, local_function_stack=stack))
             continue
         if op in table["plugin_ops"]:
-            out.append(_entry(nid, op, f"{op} is implemented by a plugin that {table['short']} "
-                              "does not ship", "static",
+            gpu = table.get("gpu_plugins", {}).get(op)
+            reason = (f"{op} is implemented by {table['short']}'s {gpu} plugin, which is "
+                      f"created only where a GPU is usable: without one the parser refuses {op}"
+                      if gpu else
+                      f"{op} is implemented by a plugin that {table['short']} does not ship")
+            out.append(_entry(nid, op, reason, "static",
                               hint=_hint(table["plugin_ops"][op], model, nid, op, node.domain),
-                              code=codes.PLUGIN_MISSING, subgraph=sub, local_function_stack=stack))
+                              code=codes.PLUGIN_NEEDS_GPU if gpu else codes.PLUGIN_MISSING,
+                              subgraph=sub, local_function_stack=stack))
             continue
         if op not in MATRIX_SUPPORTED and op not in table["unsupported_ops"]:
             if onnx.defs.has(op):
@@ -608,6 +614,9 @@ def _parser_reason(err: Dict[str, Any], table: Dict[str, Any],
     record's structure (error code, op, whether the op has an importer), not its wording."""
     op, msg, code = err.get("op") or "", err.get("message") or "", err.get("code") or ""
     clean = _clean_message(msg)
+    gpu = plugin_gpu_reason(err, table["short"])
+    if gpu is not None:
+        return gpu[0], codes.PLUGIN_NEEDS_GPU, gpu[1]
     if op and not _has_importer(op, domain, table):
         return (f"no built-in importer for op '{op}' and no plugin of that name is registered",
                 codes.PLUGIN_MISSING, table["plugin_ops"].get(op, PLUGIN_HINT))
@@ -622,6 +631,24 @@ def _parser_reason(err: Dict[str, Any], table: Dict[str, Any],
     kind = codes.PARSER_ERROR_CODES.get(code, codes.PARSER_ERROR)
     return clean, kind, ("change the node's attributes/inputs as the message says, or "
                          "replace the node via `workbench fix`")
+
+
+def plugin_gpu_reason(err: Dict[str, Any], backend: str) -> Optional[Tuple[str, str]]:
+    """(reason, hint) for a parser error whose importer has its plugin but could not create
+    it because the worker has no usable GPU (`plugin_needs_gpu`, the CUDA runtime's words):
+    TensorRT-RTX's ROIAlign on a CPU machine. None for any other error. `backend`: its name
+    as findings say it (e.g. "TensorRT-RTX 1.7")."""
+    why = err.get("plugin_needs_gpu")
+    if not why:
+        return None
+    op = err.get("op") or "node"
+    m = re.search(r"(\w+) plugin (?:creator )?(?:version \S+ )?was not found", str(
+        err.get("message") or ""))
+    plugin = m.group(1) if m else op
+    return (f"{backend}'s importer for {op} uses its {plugin} plugin, which is there but cannot "
+            f"be created on this machine: no usable GPU (CUDA: {why}); on a machine with an "
+            "NVIDIA GPU the parser may take it",
+            GPU_PLUGIN_HINT)
 
 
 def _worker_call(client: Any, opname: str, args: Dict[str, Any], backend: str,
@@ -821,6 +848,48 @@ def parse_causes(model: Union[Model, str, os.PathLike], rules: str) -> Dict[str,
     return out
 
 
+def _importer_op(err: Dict[str, Any]) -> Optional[str]:
+    """The op whose importer raised a parser error (its `func`, e.g. importScatterElements)."""
+    m = re.fullmatch(r"import([A-Z]\w*)", str(err.get("func") or ""))
+    return m.group(1) if m else None
+
+
+def _attributed(model: Model, errors: List[Dict[str, Any]],
+                static_entries: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The parser's errors, where one names no node given the node(s) it is about: TensorRT-RTX
+    refuses a ScatterElements with reduction=max as 'Unsupported reduction type' with no node,
+    from that op's importer (`func` importScatterElements); the static rules that name a cause
+    on nodes of that op name them ("static-rules"), else the op's only node does ("only-node").
+    An error neither explains stays graph-level."""
+    out: List[Dict[str, Any]] = []
+    for err in errors:
+        op = _importer_op(err) if _node_label(model, err) is None else None
+        if op is None:
+            out.append(err)
+            continue
+        flagged = list(dict.fromkeys(
+            e["node"] for e in static_entries if e.get("node") and e.get("op") == op
+            and _names_a_cause(e)))
+        if flagged:
+            out.extend(dict(err, node=n, op=op, attributed="static-rules") for n in flagged)
+            continue
+        sites = [st for st in _walk(model.index, functions=_functions(model))
+                 if st.node.op_type == op and st.node.domain in DEFAULT_DOMAINS]
+        out.append(dict(err, node=sites[0].nid, op=op, attributed="only-node")
+                   if len(sites) == 1 else err)
+    return out
+
+
+def attribute_errors(model: Union[Model, str, os.PathLike], errors: List[Dict[str, Any]],
+                     rules: str) -> List[Dict[str, Any]]:
+    """The parser's error records with those that name no node given the node(s) the static
+    rules of `rules` (a backend name) flag for them (`_attributed`): for errors reported
+    outside `check` (a failed build)."""
+    model = _as_model(model)
+    entries, _ = static_check(model, rules)
+    return _attributed(model, errors, entries)
+
+
 def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules: Optional[str],
                    label: str, b: Optional[Dict[str, Any]]) -> SupportReport:
     """Turn the worker's parse (and build) answer into a report with users' next steps."""
@@ -831,7 +900,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
     graph_level = [s for s in static_entries if not s.get("node") and s["stage"] == "parse"]
     nodes = _node_map(model)
     unsupported: List[Dict[str, Any]] = []
-    for err in rec["errors"]:
+    for err in _attributed(model, rec["errors"], static_entries):
         node = _node_label(model, err)
         site = nodes.get(node) if node else None
         proto_node = site.node if site is not None else None
@@ -850,10 +919,13 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
             if not node and known["reason"] not in reason:  # the rule names the tensor
                 reason = f"{known['reason']} (the parser: {reason})"
             hint = known.get("hint") or hint
+        if err.get("attributed") == "only-node":  # no rule: the op's only node, said so
+            reason = f"{reason} (the parser named no node; its {op} importer failed, and " \
+                "this is the model's only node of that op)"
         unsupported.append(_entry(node, op, reason, "parser", hint=hint,
                                   tensor=None if node or known is None else known.get("tensor"),
                                   code=code, message=err.get("message"),
-                                  error_code=err.get("code"),
+                                  error_code=err.get("code"), attributed=err.get("attributed"),
                                   subgraph=(site.path.rstrip("/") or None) if site else None,
                                   local_function_stack=err.get("local_function_stack") or None))
     unsupported = _one_per_node(unsupported)

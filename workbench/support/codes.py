@@ -14,6 +14,8 @@ from typing import Tuple
 UNSUPPORTED_OP = "unsupported-op"
 # the parser routes the op to a plugin, and none of that name is registered
 PLUGIN_MISSING = "plugin-missing"
+# the parser's importer has the plugin, but it cannot be created here: no usable GPU
+PLUGIN_NEEDS_GPU = "plugin-needs-gpu"
 # a node of a non-standard domain (static rules)
 CUSTOM_OP = "custom-op"
 # an op name ONNX does not know (static rules)
@@ -45,7 +47,8 @@ PARSER_ERROR_CODES = {"UNSUPPORTED_NODE_ATTR": UNSUPPORTED_ATTRIBUTE,
 GENERIC_PARSER_CODES: Tuple[str, ...] = (UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_NODE, INVALID_NODE,
                                          INVALID_GRAPH, PARSER_ERROR)
 # "this op is not taken at all" (whatever its attributes)
-OP_REJECTED: Tuple[str, ...] = (UNSUPPORTED_OP, PLUGIN_MISSING, CUSTOM_OP, UNKNOWN_OP)
+OP_REJECTED: Tuple[str, ...] = (UNSUPPORTED_OP, PLUGIN_MISSING, PLUGIN_NEEDS_GPU, CUSTOM_OP,
+                                UNKNOWN_OP)
 # a recipe declaring ANY_NODE can fix any failure that names a node (e.g. constant folding)
 ANY_NODE = "*"
 

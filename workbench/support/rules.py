@@ -91,6 +91,11 @@ PLUGIN_HINT = ("needs a TensorRT plugin: load its library with --plugin LIB (plu
                "in Python); to map the node onto a plugin by another name: `workbench fix "
                "{model} --recipe replace_with_plugin:nodes={node},plugin=NAME`")
 
+# a plugin the backend has, created only where a GPU is usable (`gpu_plugins`)
+GPU_PLUGIN_HINT = ("check it where the engine will run: on a machine with an NVIDIA GPU the "
+                   "plugin loads and the parser may take the node (`workbench check {model}` "
+                   "there)")
+
 # Attribute/input restrictions. `check` names a predicate in workbench.support.checker.CHECKS.
 RULES: Dict[str, Dict[str, Any]] = {
     "resize-mode": {
@@ -353,11 +358,14 @@ BACKENDS: Dict[str, Dict[str, Any]] = {
                        "static-shape formulation (e.g. a mask multiply), or load a NonZero "
                        "plugin with --plugin LIB",
             "DeformConv": PLUGIN_HINT,
-            "RoiAlign": PLUGIN_HINT,
+            "RoiAlign": GPU_PLUGIN_HINT,
             # newer than the matrix: the RTX parser looks for plugins of these names
             "LinearAttention": PLUGIN_HINT,
             "CausalConvWithState": PLUGIN_HINT,
         },
+        # plugin ops whose plugin TensorRT-RTX has but creates only with a usable GPU (measured
+        # on a CPU machine: "Cuda Error in ROIAlignV3: 35", then "ROIAlign plugin was not found")
+        "gpu_plugins": {"RoiAlign": "ROIAlign"},
         "rules": dict({rid: {} for rid in _BASE_RULE_IDS}, **{
             "resize-mode": {"allowed": ["nearest", "linear", "cubic"],
                             "reason": "Resize mode '{value}' is not supported "
@@ -388,7 +396,9 @@ DISAGREEMENTS: List[Dict[str, str]] = [
     {"op": "NonZero", "matrix": "supported",
      "tensorrt-rtx": "rejected at parse time: NonZero plugin creator missing"},
     {"op": "DeformConv", "matrix": "supported", "tensorrt-rtx": "rejected: plugin not found"},
-    {"op": "RoiAlign", "matrix": "supported", "tensorrt-rtx": "rejected: ROIAlign plugin missing"},
+    {"op": "RoiAlign", "matrix": "supported",
+     "tensorrt-rtx": "rejected without a usable GPU: its ROIAlign plugin is not created (CUDA "
+                     "error) on a CPU machine; on a GPU it may parse"},
     {"op": "TopK", "matrix": "K must be < 3840",
      "tensorrt-rtx": "K=3840 builds; K > 3840 parses but fails at build time"},
     {"op": "TopK", "matrix": "sorted must be 1", "tensorrt-rtx": "sorted=0 parses and builds"},

@@ -78,16 +78,29 @@ def advise(report: SupportReport, model: Optional[Any] = None) -> SupportReport:
     problems = report.problems
     errors = [f for f in report.findings if f.severity == "error"]
     for entry, finding in zip(report.unsupported, problems):
-        steps = [s for s in (r.next_step(finding, ctx, path) for r in recipes
-                             if r.can_fix(finding, ctx)) if s]
-        hint = entry.get("hint")
+        fixers = [r for r in recipes if r.can_fix(finding, ctx)]
+        steps = [s for s in (r.next_step(finding, ctx, path) for r in fixers) if s]
+        before = hint = entry.get("hint")
+        why_not: List[str] = []
+        for words, why in filter(None, (r.retracts(finding, ctx) for r in fixers)):
+            if hint and words in hint:  # a rewrite that fails when run is no next step
+                hint = _without(hint, words)
+                why_not.append(why)
         new = [s for s in steps if not hint or s not in hint]
-        if not new:
+        if not new and not why_not:
             continue
-        first = "; or ".join(new)
-        entry["hint"] = f"{first}; or {hint}" if hint else first
+        text = "; or ".join(new + ([hint] if hint else []))
+        entry["hint"] = "; ".join(([text] if text else []) + why_not)
         for f in errors:  # the Finding made from this entry carries the same hint
-            if f.code == finding.code and f.nodes == finding.nodes and f.hint == hint:
+            if f.code == finding.code and f.nodes == finding.nodes and f.hint == before:
                 f.hint = entry["hint"]
                 break
     return report
+
+
+def _without(hint: str, words: str) -> str:
+    """`hint` without `words` and the '; or ' that joined them to the rest."""
+    for joined in (f"; or {words}", f"{words}; or ", f"or {words}", words):
+        if joined in hint:
+            return hint.replace(joined, "", 1).strip(" ;")
+    return hint

@@ -316,7 +316,8 @@ def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = Fals
     return res
 
 
-OP_LEVEL_CODES = ("plugin-missing", "unsupported-op")  # refused for the op, not the node
+# refused for the op, not the node
+OP_LEVEL_CODES = ("plugin-missing", "plugin-needs-gpu", "unsupported-op")
 
 
 def _op_level(report: SupportReport) -> Set[str]:

@@ -129,6 +129,12 @@ class Recipe:
         one to offer whatever its precondition says (see `workbench.surgery.propose.advise`)."""
         return None
 
+    def retracts(self, finding: Any, ctx: "ProposeContext") -> Optional[Tuple[str, str]]:
+        """(the words of the backend's hint that advise this recipe's rewrite, why it does not
+        apply to the finding's node) where it does not: `advise` drops the words and says why,
+        so no next step names a rewrite that fails when run. None by default."""
+        return None
+
     def precondition(self, model: Any, **params: Any) -> Precondition:  # pragma: no cover
         raise NotImplementedError
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from workbench.support import codes
+from workbench.support.rules import MATRIX_UNSUPPORTED
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, _dom, all_names,
                                             as_proto, constant_value, find_node_index, fix_command,
                                             infer_structure_shapes, infer_types, node_ids,
@@ -87,19 +88,24 @@ class Context:
 
 @dataclass
 class Decomposition:
+    """One exact rewrite; `advice`: the support table's hint that describes it (dropped from
+    the next steps of a node it does not apply to, `Decompose.retracts`)."""
+
     domain: str
     op: str
     summary: str
     check: Callable[[Context], Tuple[bool, str]]
     build: Callable[[Context, Emit], None]
+    advice: str = ""
 
 
 REGISTRY: Dict[Tuple[str, str], Decomposition] = {}
 
 
-def decomposition(domain: str, op: str, summary: str) -> Callable[[Any], Any]:
+def decomposition(domain: str, op: str, summary: str, advice: str = "") -> Callable[[Any], Any]:
     def deco(cls: Any) -> Any:
-        REGISTRY[(_dom(domain), op)] = Decomposition(domain, op, summary, cls.check, cls.build)
+        REGISTRY[(_dom(domain), op)] = Decomposition(domain, op, summary, cls.check, cls.build,
+                                                     advice)
         return cls
     return deco
 
@@ -197,6 +203,65 @@ class _FusedMatMul:
             e.op("MatMul", ins, out=ctx.node.output[0])
         else:
             e.op("Mul", [e.op("MatMul", ins), e.const(alpha)], out=ctx.node.output[0])
+
+
+@decomposition("", "Gelu", "GELU (opset 20) -> the erf or tanh form with Mul/Add (TensorRT "
+               "before 10 and other backends without a Gelu importer)")
+class _Gelu:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        if ctx.attr("approximate", "none") not in ("none", "tanh", b"none", b"tanh"):
+            return False, f"approximate='{ctx.attr('approximate')}' is not none/tanh"
+        return _float_input(ctx)
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        approx = ctx.attr("approximate", "none")
+        approx = approx.decode() if isinstance(approx, bytes) else approx
+        (_gelu_tanh if approx == "tanh" else _gelu_erf)(e, ctx.node.input[0], ctx.node.output[0])
+
+
+@decomposition("", "GroupNormalization",
+               "Reshape to [N, groups, -1] + InstanceNormalization + Reshape back + per-channel "
+               "scale and bias (opset 21's [C] scale; opset 18's [groups] scale repeated)")
+class _GroupNorm:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        shape = ctx.shape(ctx.node.input[0])
+        if not shape or len(shape) < 3:
+            return False, "the input's rank is unknown or below 3 (run infer_shapes)"
+        if ctx.opset < 21:  # per-group scale: repeated per channel needs C and the values
+            c = shape[1]
+            if not isinstance(c, int) or c <= 0:
+                return False, "the channel count is dynamic (opset 18's per-group scale)"
+            for k in (1, 2):
+                if constant_value(ctx.proto, ctx.node.input[k]) is None:
+                    return False, f"input {k} (per-group scale/bias) is not a constant"
+        if int(ctx.attr("stash_type", 1)) != 1:
+            return False, "stash_type other than float32"
+        return _float_input(ctx)
+
+    @staticmethod
+    def build(ctx: Context, e: Emit) -> None:
+        x, scale, bias = ctx.node.input[:3]
+        g = int(ctx.attr("num_groups"))
+        eps = float(ctx.attr("epsilon", 1e-5))
+        rank = len(ctx.shape(x) or [])
+        grouped = e.op("Reshape", [x, e.const([0, g, -1], np.int64, "grouped")])
+        normed = e.op("InstanceNormalization", [grouped, e.const(np.ones(g), tag="ones"),
+                                                e.const(np.zeros(g), tag="zeros")], epsilon=eps)
+        back = e.op("Reshape", [normed, e.op("Shape", [x])])
+        per_channel = [1] * (rank - 2)
+        if ctx.opset < 21:  # [groups] -> [C]: each group's value for its channels
+            c = int(ctx.shape(x)[1])
+            sc = np.repeat(np.asarray(constant_value(ctx.proto, scale)), c // g)
+            bi = np.repeat(np.asarray(constant_value(ctx.proto, bias)), c // g)
+            s_c = e.const(sc.reshape([c] + per_channel), tag="scale")
+            b_c = e.const(bi.reshape([c] + per_channel), tag="bias")
+        else:
+            dims = e.const([-1] + per_channel, np.int64, "per_channel")
+            s_c, b_c = e.op("Reshape", [scale, dims]), e.op("Reshape", [bias, dims])
+        e.op("Add", [e.op("Mul", [back, s_c]), b_c], out=ctx.node.output[0])
 
 
 def _reduce_mean(ctx: Context, e: Emit, x: str) -> str:
@@ -328,13 +393,15 @@ class _Inverse:
         e.op("Div", [m, _unsqueeze(ctx, e, det, [-1, -2])], out=ctx.node.output[0])
 
 
-@decomposition("", "AffineGrid", "2D affine grid: constant base grid MatMul theta^T, reshaped")
+@decomposition("", "AffineGrid", "2D affine grid: constant base grid MatMul theta^T, reshaped",
+               advice=MATRIX_UNSUPPORTED["AffineGrid"])
 class _AffineGrid:
     @staticmethod
     def check(ctx: Context) -> Tuple[bool, str]:
         size = constant_value(ctx.proto, ctx.node.input[1])
         if size is None:
-            return False, "the output size is not a constant"
+            return False, (f"the output size ('{ctx.node.input[1]}') is not a constant: the "
+                           "model computes it at run time")
         if len(size) != 4:
             return False, f"only 2D grids (size of length 4) are decomposed, got length {len(size)}"
         return _float_input(ctx)
@@ -356,7 +423,8 @@ class _AffineGrid:
         e.op("Reshape", [g, e.const([n, h, w, 2], np.int64, "shape")], out=ctx.node.output[0])
 
 
-@decomposition("", "CenterCropPad", "Slice (crop) + Pad with zeros, for static input shapes")
+@decomposition("", "CenterCropPad", "Slice (crop) + Pad with zeros, for static input shapes",
+               advice=MATRIX_UNSUPPORTED["CenterCropPad"])
 class _CenterCropPad:
     @staticmethod
     def check(ctx: Context) -> Tuple[bool, str]:
@@ -488,6 +556,22 @@ class Decompose(Recipe):
             return (f"with static input shapes (`--recipe set_input_shapes:shapes=...` first) "
                     f"{cmd} replaces it with standard ops ({pre.reason})")
         return None
+
+    def retracts(self, finding: Any, ctx: Any) -> Optional[Tuple[str, str]]:
+        """Where the table's hint for the op describes this node's decomposition (AffineGrid:
+        'decompose into MatMul + Reshape on a constant base grid') and it does not apply for
+        a reason static shapes would not cure (an output size computed at run time): those
+        words and why not."""
+        if not finding.nodes or not self.can_fix(finding, ctx):
+            return None
+        idx = ctx.node_index(finding)
+        d = find_decomposition(ctx.proto.graph.node[idx])
+        pre = ctx.cached(f"decompose.pre.{idx}",
+                         lambda: self.precondition(ctx.proto, node=ctx.ids[idx], op=None))
+        if d is None or not d.advice or pre.applies or "dynamic" in pre.reason:
+            return None
+        why = pre.reason.split("): ", 1)[-1]  # (without "node X (Op): ")
+        return d.advice, f"the decompose recipe does not apply to it: {why}"
 
     def _targets(self, proto: Any, node: Optional[str], op: Optional[str]) -> List[int]:
         if node:

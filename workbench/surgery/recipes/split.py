@@ -55,6 +55,22 @@ def tail_of(proto: Any, refused: Sequence[int]) -> Set[int]:
     return tail
 
 
+def _no_recipe_for(finding: Any, ctx: Any) -> bool:
+    """A main-graph node the parser or builder refused (named exactly: never a guess by op),
+    under a code (a static rule's id, e.g. scatterelements-reduction) that no other recipe
+    declares it fixes: running the node outside the engine is the step there is."""
+    from workbench.graphindex import GraphIndex
+    from workbench.surgery.recipes.base import REGISTRY
+
+    extra = getattr(finding, "extra", None) or {}
+    if getattr(finding, "source", None) not in ("parser", "build") or not finding.nodes or \
+            extra.get("subgraph") or extra.get("local_function_stack"):
+        return False
+    if len(GraphIndex.of(ctx.proto).find(finding.nodes[0])) != 1:
+        return False
+    return not any(finding.code in r.fixes for r in REGISTRY.values() if r.name != "split")
+
+
 @register
 class Split(Recipe):
     name = "split"
@@ -67,7 +83,7 @@ class Split(Recipe):
     priority = 95
 
     def can_fix(self, finding: Any, ctx: Any) -> bool:
-        if not super().can_fix(finding, ctx):
+        if not (super().can_fix(finding, ctx) or _no_recipe_for(finding, ctx)):
             return False
         idx = ctx.node_index(finding)
         return idx is not None and tail_runs_in_onnxruntime(ctx.proto.graph.node[idx])
