@@ -180,7 +180,7 @@ def test_float32_path_with_an_overflowing_candidate_matches_the_float64_path(can
     g[rng.integers(1 << 16, n, 90)] = -np.inf
     g[rng.integers(1 << 16, n, 40)] = np.nan
     args = ("t", [n], "x", n, r, g, 1e-2, 1e-2)
-    fast = comparison._finite_case(*args, True, None)
+    fast = comparison._finite_case(*args, comparison.SENTINEL, None)
     slow = comparison._general_plain("t", [n], "x", n, r.astype(np.float64),
                                      g.astype(np.float64), 1e-2, 1e-2, None)
     assert fast is not None and fast.nan == slow.nan > 0 and fast.inf == slow.inf > 0
@@ -192,10 +192,12 @@ def test_float32_path_with_an_overflowing_candidate_matches_the_float64_path(can
     for bad in (np.nan, np.inf, 3.0e38):
         r2 = r.copy()
         r2[n - 5] = bad
-        assert comparison._finite_case("t", [n], "x", n, r2, g, 1e-2, 1e-2, True, None) is None
+        assert comparison._finite_case("t", [n], "x", n, r2, g, 1e-2, 1e-2, comparison.SENTINEL,
+                                        None) is None
     # finite values whose difference passes float32's range (no sentinels) are left to it too
     big = np.array([3.0e38, -3.0e38], np.float32)
-    assert comparison._finite_case("t", [2], "x", 2, big, -big, 1e-2, 1e-2, False, None) is None
+    assert comparison._finite_case("t", [2], "x", 2, big, -big, 1e-2, 1e-2, math.inf,
+                                    None) is None
     c = comparison.compare_tensor("t", big, -big, 1e-2, 1e-2, sentinels=False)
     assert c.max_abs == pytest.approx(6.0e38, rel=1e-6) and c.nan == c.inf == 0
 
@@ -269,3 +271,57 @@ def test_top1_of_a_segmentation_map_is_the_class_per_pixel():
     assert comparison.class_axis((4, 1000)) == 1 and comparison.class_axis((2, 7, 50)) == 2
     assert comparison.class_axis((2, 5, 8, 8)) == 1 and comparison.class_axis((2, 1, 8, 8)) is None
     assert comparison.class_axis((10,)) is None
+
+
+def test_a_kv_cache_or_hidden_state_is_no_class_verdict():
+    """An INT8 decoder build said 'present.0.key ... top-1 agreement 0.990 ... and the same
+    top-1 classes': a [N, heads, T, D] cache read as a class map along the heads."""
+    assert comparison.class_scores((4, 1000), "logits")
+    assert comparison.class_scores((2, 21, 64, 64), "out")
+    for name in ("present.0.key", "present_value_3", "past_key_values.1.value", "kv_cache",
+                 "last_hidden_state", "/encoder/hidden_states", "key_cache.2"):
+        assert not comparison.class_scores((1, 4, 9, 16), name), name
+    assert not comparison.class_scores((2, 7, 50), "logits")  # [N, T, V]: said elsewhere
+    from widgets.precision import error_table_html
+
+    row = {"max_abs_err": 0.1, "mean_abs_err": 0.01, "rel_err": 0.02, "cosine": 0.999,
+           "top1_agreement": 0.99, "passed": False, "atol": 0.01, "rtol": 0.01}
+    html = error_table_html({"present.0.key": {**row, "shape": [1, 4, 9, 16]},
+                             "probs": {**row, "shape": [1, 10]}}, "INT8 vs FP32")
+    assert html.count("<td>0.990</td>") == 1 and "<td>–</td>" in html
+
+
+def test_a_mask_constant_of_the_tensors_own_is_not_its_scale():
+    """'score' = Where(mask, scores, -1e9): INT8 said 'max abs 0.0418, rel 4.18e-11, cosine
+    1.000000' (relative to the -1e9 mask); relative to the scores (|x| <= 0.48) it is 8.7%."""
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(-0.48, 0.48, (4, 32)).astype(np.float32)
+    masked = rng.random((4, 32)) < 0.3
+    ref = np.where(masked, np.float32(-1e9), scores)
+    got = ref.copy()
+    got[~masked] += rng.uniform(-0.0418, 0.0418, (~masked).sum()).astype(np.float32)
+    c = comparison.compare_tensor("score", ref, got, 0.01, 0.01)
+    assert comparison.data_sentinel(ref.reshape(-1)) == pytest.approx(1e9)
+    assert c.scale <= 0.48 and c.rel == pytest.approx(c.max_abs / c.scale) and c.rel > 0.05
+    assert not c.passed and c.cosine < 0.9999
+    # an FP16 candidate holds the mask saturated (-65504 or -inf): still a mask, no error there
+    fp16 = np.where(masked, np.float32(-65504), scores)
+    c16 = comparison.compare_tensor("score", ref, fp16, 0.01, 0.01)
+    assert c16.max_abs == 0 and c16.passed and c16.scale <= 0.48
+    inf16 = np.where(masked, np.float32(-np.inf), scores)  # (a Cast to FP16 of -1e9)
+    ci = comparison.compare_tensor("score", ref, inf16, 0.01, 0.01)
+    assert ci.passed and ci.inf == 0 and ci.magnitude == pytest.approx(1e9)
+    # HF BERT's -10000 mask the same way; a -1e4 the candidate lost (0) is an error
+    ref4 = np.where(masked, np.float32(-1e4), scores)
+    assert comparison.compare_tensor("s", ref4, ref4 + 0, 0.01, 0.01).scale <= 0.48
+    lost = np.where(masked, np.float32(0), scores)
+    assert not comparison.compare_tensor("s", ref4, lost, 0.01, 0.01).passed
+    # data, not a mask: many distinct large values, or large values close to the rest
+    boxes = rng.uniform(0, 1200, (100, 4)).astype(np.float32)
+    assert comparison.data_sentinel(boxes.reshape(-1)) is None
+    clipped = np.minimum(rng.uniform(0, 2000, 200), 1500).astype(np.float32)
+    assert comparison.data_sentinel(clipped) is None  # the rest is not 100x smaller
+    assert comparison.data_sentinel(np.full(10, -1e9, np.float32)) is None  # nothing else
+    # same-precision checks keep every value as data
+    assert comparison.compare_tensor("score", ref, ref.copy(), 0.01, 0.01,
+                                     sentinels=False).scale == pytest.approx(1e9)

@@ -14,9 +14,12 @@ compare and its exclusion search, the Precision and Compare panels and the CLI.
   |reference|; the tensor passes when no element fails. With atol = rtol = tol this is
   d <= tol * max(1, |reference|), surgery verification's rule.
 - Sentinel policy: values with |x| >= 1e30 (float32's extreme, ~3.4e38, used as additive
-  masks) are masks, not data. A reference sentinel that the candidate holds saturated to the low
-  type's range (|x| >= 6e4, FP16's max or inf) with the same sign still masks: no error. Off for
-  same-precision checks (`sentinels=False`).
+  masks) are masks, not data; so is a mask constant of the tensor's own (`data_sentinel`: one
+  or two values of |x| >= 1e3, every other value at least 100x smaller, e.g. the -1e9 or -1e4
+  a Where writes at masked positions), so a masked score's error is relative to its scores, not
+  to the mask. A reference sentinel that the candidate holds saturated to the low type's range
+  (|x| >= 6e4, FP16's max or inf) or still far outside the data (half the mask's size or more)
+  with the same sign still masks: no error. Off for same-precision checks (`sentinels=False`).
 - Cosine similarity over the normal values; NaN / Inf counts on the candidate side; top-1
   agreement over the last axis for outputs with a class axis.
 
@@ -28,6 +31,7 @@ candidate's precision from its graph so `compare REF CAND` uses the same default
 from __future__ import annotations
 
 import math
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -36,6 +40,8 @@ import numpy as np
 
 SENTINEL = 1e30     # |x| this large is a mask constant (float32's min/max), not data
 SATURATED = 6e4     # a low-precision value this large is a saturated sentinel (FP16 max 65504)
+DATA_SENTINEL_MIN = 1e3  # a tensor's own mask constant is at least this large ...
+DATA_SENTINEL_GAP = 100.0  # ... and this many times larger than every other value
 
 Arrays = Union[np.ndarray, Sequence[np.ndarray]]
 Feed = Dict[str, np.ndarray]
@@ -57,6 +63,43 @@ def infer_precision(proto: Any) -> str:
     if 10 in types:
         return "fp16"
     return "fp32"
+
+
+# quantized (INT8/FP8) outputs rarely meet 1e-2 elementwise: one beyond it that still points
+# the same way as FP32 is judged the same by `workbench precision` (an info) and `workbench
+# compare` (its verdict line says so beside FAIL)
+MILD_COSINE = 0.999
+MILD_TOP1 = 0.99
+MILD_REL = 0.05  # ... and no element off by more than this share of the output's scale
+
+
+def points_same_way(rel: float, cosine: Optional[float], top1: Optional[float],
+                    classes: bool) -> bool:
+    """Does a quantized output beyond tolerance still point the same way as FP32: cosine >=
+    MILD_COSINE, rel <= MILD_REL and, for class scores, top-1 agreement >= MILD_TOP1?"""
+    return cosine is not None and cosine >= MILD_COSINE and rel <= MILD_REL and \
+        (top1 is None or not classes or top1 >= MILD_TOP1)
+
+
+def same_way_words(precision: str, classes_agree: bool) -> str:
+    """What both commands say of an output `points_same_way` accepts."""
+    return (f"cosine >= {MILD_COSINE:g}, rel <= {MILD_REL:g}"
+            + (" and the same top-1 classes" if classes_agree else "")
+            + f": the output points the same way as FP32, usually fine for "
+            f"{precision.upper()}; judge it against your accuracy needs")
+
+
+def same_way_note(t: "TensorComparison", precision: str) -> str:
+    """' (19 of 11520 element(s) beyond atol/rtol; cosine >= 0.999 ...)' for an INT8/FP8
+    output that fails the elementwise rule but `points_same_way` (what `workbench precision`
+    says of it, beside compare's FAIL); '' for any other."""
+    if str(precision).lower() not in ("int8", "fp8") or t.passed or not t.finite:
+        return ""
+    classes = t.top1 is not None and class_scores(t.shape, t.name)
+    if not points_same_way(t.rel, t.cosine, t.top1, classes):
+        return ""
+    return (f" ({t.mismatches} of {t.size} element(s) beyond atol/rtol; "
+            f"{same_way_words(precision, bool(classes))})")
 
 
 # ----------------------------------------------------------------------------- results
@@ -87,6 +130,14 @@ class TensorComparison:
     # "[540] -> [543]": a sample's shapes differ (a data-dependent selection kept another
     # number of rows); no elementwise figure exists, the tensor fails
     shape_change: Optional[str] = None
+    # max |reference| over its finite values, masks included (-1: no mask seen, as `scale`):
+    # the range a low-precision type must hold (`precision.masks`), where `scale` is the data's
+    amax: float = -1.0
+
+    @property
+    def magnitude(self) -> float:
+        """max |reference| over its finite values, mask sentinels included."""
+        return self.amax if self.amax >= 0 else self.scale
 
     def to_dict(self) -> Dict[str, Any]:
         # (fields read directly: dataclasses.asdict deep-copies, 180 tensors cost 0.1 s)
@@ -146,10 +197,16 @@ def class_axis(shape: Sequence[int]) -> Optional[int]:
     return axis if shape[axis] > 1 else None
 
 
-def class_scores(shape: Sequence[int]) -> bool:
+_NOT_CLASSES = re.compile(r"(^|[._/])(present|past|cache|kv|hidden|embed)|key_cache|"
+                          r"value_cache|last_hidden|hidden_states|embedding")
+
+
+def class_scores(shape: Sequence[int], name: str = "") -> bool:
     """Is a top-1 agreement along `class_axis` a class verdict: [N, C] scores, or a class per
-    pixel of [N, C, H, W(, D)]? Not [N, T, D] (token logits and hidden states look alike)."""
-    return len(shape) in (2, 4, 5)
+    pixel of [N, C, H, W(, D)]? Not [N, T, D] (token logits and hidden states look alike), nor
+    a tensor named as a KV cache or hidden state (`present.0.key` [N, heads, T, D] is no map of
+    classes)."""
+    return len(shape) in (2, 4, 5) and not _NOT_CLASSES.search(name.lower())
 
 
 def _top1(ref: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> Optional[float]:
@@ -251,8 +308,9 @@ def _candidate_faults(g: np.ndarray, d: np.ndarray, m: np.ndarray
 
 
 def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndarray,
-                 g0: np.ndarray, atol: float, rtol: float, sentinels: bool,
-                 t1: Optional[float]) -> Optional[TensorComparison]:
+                 g0: np.ndarray, atol: float, rtol: float, limit: float,
+                 t1: Optional[float], stop_at: float = math.inf
+                 ) -> Optional[TensorComparison]:
     """The common cases - float tensors of at most 32 bits, a reference of finite values (no
     mask sentinels); the candidate finite, or with NaN / inf of its own (an FP16 overflow) -
     in float32 passes, a block of _BLOCK elements at a time, the cosine from the difference
@@ -265,8 +323,7 @@ def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndar
             or g0.dtype.itemsize > 4:
         return None
     f32 = np.float32
-    at, rt = f32(atol), f32(rtol)
-    limit = SENTINEL if sentinels else math.inf
+    at, rt = f32(atol), f32(rtol)  # (limit: |reference| from which a value is a mask)
     max_abs = sum_abs = rs = rr = ss = 0.0
     scale = 0.0
     finite_d = True
@@ -287,6 +344,8 @@ def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndar
             np.abs(r, out=t)
             rmax = float(t.max())
             if not rmax < limit:  # NaN, inf or a mask in the reference: the general path
+                return None
+            if rmax >= stop_at:  # (the caller looks for a mask of the tensor's own first)
                 return None
             np.subtract(r, g, out=sd)
             np.abs(sd, out=d)
@@ -347,18 +406,72 @@ def compare_tensor(name: str, ref: Arrays, got: Arrays, atol: float, rtol: float
                                 True, True, t1)
     if rdt.kind not in "biufc" or gdt.kind not in "biufc":
         return _exact_case(name, shape, dtype, size, r0, g0, t1)
+    masked = sentinels and rdt.kind in "fc"
+    limit = SENTINEL if masked else math.inf
+
+    def own_limit() -> float:  # with the tensor's own mask constant, if it has one
+        own = data_sentinel(r0) if masked else None
+        return min(limit, own) if own is not None else limit
+
     if rdt == gdt and _identical(r0, g0, rdt.kind in "fc"):
+        limit = own_limit()
         # identical (the common case for exact rewrites): no float64 copies
         fin = np.abs(r0[np.isfinite(r0)]) if rdt.kind in "fc" else np.abs(r0)
-        if sentinels and rdt.kind in "fc" and float(np.finfo(rdt).max) > SENTINEL:  # (FP16 holds
-            fin = fin[fin < SENTINEL]  # no sentinel: comparing casts 1e30 to inf, a warning)
+        amax = float(fin.max()) if fin.size else -1.0
+        if math.isfinite(limit) and float(np.finfo(rdt).max) > limit:  # (FP16 holds no 1e30
+            fin = fin[fin < limit]  # sentinel: comparing casts 1e30 to inf, a warning)
         scale = float(fin.max()) if fin.size else 1.0
         return TensorComparison(name, shape, dtype, size, 0.0, 0.0, 0.0, 0.0, scale or 1.0, 1.0,
-                                0, 0, 0, True, True, t1)
-    fast = _finite_case(name, shape, dtype, size, r0, g0, atol, rtol, sentinels, t1)
+                                0, 0, 0, True, True, t1, amax=amax)
+    # the float32 pass, first without looking for a mask constant of the tensor's own: it
+    # stops at the first block holding |x| >= DATA_SENTINEL_MIN (no such block: there is none
+    # to find, and no extra pass over the tensor), then runs again with what was found
+    fast = _finite_case(name, shape, dtype, size, r0, g0, atol, rtol, limit, t1,
+                        stop_at=DATA_SENTINEL_MIN if masked else math.inf)
     if fast is not None:
         return fast
-    return _general_case(name, shape, dtype, size, r0, g0, atol, rtol, sentinels, t1)
+    limit = own_limit()
+    if masked:
+        fast = _finite_case(name, shape, dtype, size, r0, g0, atol, rtol, limit, t1)
+        if fast is not None:
+            return fast
+    return _general_case(name, shape, dtype, size, r0, g0, atol, rtol, limit, t1)
+
+
+def data_sentinel(r0: np.ndarray) -> Optional[float]:
+    """A mask constant of the tensor's own: the smallest |x| of its one or two values of
+    |x| >= DATA_SENTINEL_MIN (e.g. -1e9 where a Where masks scores) when every other value is
+    at least DATA_SENTINEL_GAP times smaller and there are such others; else None. (Cheap for
+    the common tensor: its min and max say no.)"""
+    if r0.dtype.kind != "f" or r0.size < 2:
+        return None
+    with np.errstate(invalid="ignore"):
+        lo, hi = float(np.nanmin(r0)), float(np.nanmax(r0))
+    big_end = max(-lo if math.isfinite(lo) else 0.0, hi if math.isfinite(hi) else 0.0)
+    if not big_end >= DATA_SENTINEL_MIN:
+        return None
+    head = r0[:_BLOCK]  # (large data, not a mask, says so in its first block: no full pass)
+    hb = head[np.abs(head) >= big_end / DATA_SENTINEL_GAP]
+    hb = hb[np.isfinite(hb)]
+    if hb.size and not np.all((hb == hb.min()) | (hb == hb.max())):
+        return None
+    fin = r0 if math.isfinite(lo) and math.isfinite(hi) else r0[np.isfinite(r0)]
+    a = np.abs(fin)
+    big = a >= big_end / DATA_SENTINEL_GAP
+    vals = fin[big]
+    if vals.size == fin.size:
+        return None
+    v_lo, v_hi = vals.min(), vals.max()
+
+    def two_values(v: np.ndarray) -> bool:
+        return bool(np.all((v == v_lo) | (v == v_hi)))
+
+    if not two_values(vals):
+        return None
+    least = min(abs(float(v_lo)), abs(float(v_hi)))
+    if least < DATA_SENTINEL_MIN:
+        return None
+    return least if least >= DATA_SENTINEL_GAP * float(a[~big].max()) else None
 
 
 def _exact_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndarray,
@@ -381,9 +494,9 @@ def _identical(r0: np.ndarray, g0: np.ndarray, equal_nan: bool) -> bool:
     return bool(np.array_equal(r0, g0, equal_nan=equal_nan))
 
 
-def _plain_reference(r0: np.ndarray, sentinels: bool) -> bool:
-    """Is every reference value finite and (with sentinels) below SENTINEL? Then the general
-    path needs none of its NaN / inf / mask passes on that side (min/max decide it)."""
+def _plain_reference(r0: np.ndarray, limit: float) -> bool:
+    """Is every reference value finite and below the mask `limit`? Then the general path
+    needs none of its NaN / inf / mask passes on that side (min/max decide it)."""
     if r0.dtype.kind in "biu":
         return True
     if r0.dtype.kind != "f":
@@ -391,11 +504,11 @@ def _plain_reference(r0: np.ndarray, sentinels: bool) -> bool:
     lo, hi = float(r0.min()), float(r0.max())
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return False
-    return not sentinels or max(-lo, hi) < SENTINEL
+    return max(-lo, hi) < limit
 
 
 def _general_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndarray,
-                  g0: np.ndarray, atol: float, rtol: float, sentinels: bool,
+                  g0: np.ndarray, atol: float, rtol: float, limit: float,
                   t1: Optional[float]) -> TensorComparison:
     """NaN/inf/sentinels anywhere: float64 figures, a block of _BLOCK elements at a time (the
     temporaries stay in cache; no full-size float64 copies). Counts, maxima and the dot
@@ -403,17 +516,17 @@ def _general_case(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
     per-block sums (float64 rounding differences only). A reference with nothing but finite,
     unmasked values (float64 tensors; 32-bit and narrower ones take `_finite_case`) skips
     the passes for the reference's NaN / inf / masks; the figures are the same, bit for bit."""
-    if _plain_reference(r0, sentinels):
+    if _plain_reference(r0, limit):
         return _general_plain(name, shape, dtype, size, r0, g0, atol, rtol, t1)
-    return _general_full(name, shape, dtype, size, r0, g0, atol, rtol, sentinels, t1)
+    return _general_full(name, shape, dtype, size, r0, g0, atol, rtol, limit, t1)
 
 
 def _general_full(name: str, shape: List[int], dtype: str, size: int, r0: np.ndarray,
-                  g0: np.ndarray, atol: float, rtol: float, sentinels: bool,
+                  g0: np.ndarray, atol: float, rtol: float, limit: float,
                   t1: Optional[float]) -> TensorComparison:
     """The general path with every pass: NaN, inf and masks on both sides."""
     max_abs = sum_abs = rg = rr = gg = 0.0
-    scale = -1.0
+    scale = amax = -1.0
     finite_d = True
     mismatches = nan = inf = 0
     with np.errstate(invalid="ignore", over="ignore"):
@@ -424,9 +537,10 @@ def _general_full(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
             inf_r, inf_g = np.isinf(r), np.isinf(g)
             same = (nan_r & nan_g) | (inf_r & (r == g))
             ar = np.abs(r)
-            big = ar >= SENTINEL if sentinels else None
+            big = ar >= limit if math.isfinite(limit) else None
             if big is not None and big.any():  # (masks are rare: skip the passes otherwise)
-                same |= big & (np.abs(g) >= SATURATED) & (np.sign(r) == np.sign(g))
+                same |= big & (np.abs(g) >= min(SATURATED, limit / 2)) & \
+                    (np.sign(r) == np.sign(g))
             d = np.abs(r - g)
             if same.any():
                 d[same] = 0.0
@@ -434,6 +548,8 @@ def _general_full(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
             if nan_d.any():
                 d[nan_d] = np.inf
             fin_r = ~(nan_r | inf_r)
+            if fin_r.any():
+                amax = max(amax, float(ar[fin_r].max()))
             normal = fin_r & ~big if big is not None else fin_r
             every = bool(normal.all())
             if every:
@@ -456,8 +572,11 @@ def _general_full(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
             gf = g if keep_g.all() else np.where(keep_g, g, 0.0)
             x, y, z = _dots(rf, gf)
             rg, rr, gg = rg + x, rr + y, gg + z
-    return _figures(name, shape, dtype, size, max_abs, sum_abs, finite_d, scale, rg, rr, gg,
-                    nan, inf, mismatches, t1)
+    out = _figures(name, shape, dtype, size, max_abs, sum_abs, finite_d, scale, rg, rr, gg,
+                   nan, inf, mismatches, t1)
+    if amax >= 0:
+        out.amax = amax
+    return out
 
 
 def _figures(name: str, shape: List[int], dtype: str, size: int, max_abs: float, sum_abs: float,
@@ -471,7 +590,7 @@ def _figures(name: str, shape: List[int], dtype: str, size: int, max_abs: float,
     cos = float(rg / denom) if denom else (1.0 if max_abs == 0 else 0.0)
     return TensorComparison(name, shape, dtype, size, max_abs, mean_abs, max_abs / scale,
                             mean_abs / scale, scale, cos, nan, inf, mismatches,
-                            nan == 0 and inf == 0, mismatches == 0, t1)
+                            nan == 0 and inf == 0, mismatches == 0, t1, amax=scale)
 
 
 def _general_plain(name: str, shape: List[int], dtype: str, size: int, r0: np.ndarray,

@@ -71,11 +71,12 @@ def _graph_inputs(proto: Any) -> Dict[str, Any]:
 
 
 def _int_high(proto: Any, name: str) -> int:
-    """Exclusive upper bound for an integer input: the gathered table's size if it indexes one."""
-    from onnx import numpy_helper
-
+    """Exclusive upper bound for an integer input: the gathered table's size if it indexes one;
+    1 for a RoiAlign's batch_indices (image 0 exists at every batch size, a profile's min 1)."""
     consts = {t.name: t for t in proto.graph.initializer}
     for n in proto.graph.node:
+        if n.op_type == "RoiAlign" and len(n.input) > 2 and n.input[2] == name:
+            return 1
         if n.op_type == "Gather" and len(n.input) > 1 and n.input[1] == name and n.input[0] in consts:
             axis = 0
             for a in n.attribute:
@@ -85,16 +86,76 @@ def _int_high(proto: Any, name: str) -> int:
     return 2
 
 
+# ops whose integer input indexes an axis of another input: op -> (index slot, data slot)
+_INDEXERS = {"RoiAlign": (2, 0), "ScatterND": (1, 0), "GatherND": (1, 0),
+             "ScatterElements": (1, 0), "GatherElements": (1, 0)}
+
+
+def _index_bounds(proto: Any, shapes: Dict[str, List[int]]) -> Dict[str, int]:
+    """Exclusive upper bounds for integer inputs that index an axis of another tensor at run
+    time, as these input `shapes` size it: a RoiAlign's batch_indices pick images of its X
+    (axis 0), ScatterND/GatherND indices its data's leading axes, *Elements indices the
+    `axis` attribute's. 1 where the size is unknown (index 0 is valid for any size >= 1)."""
+    from workbench.graphindex import GraphIndex
+
+    idx = GraphIndex.of(proto)
+    typed: List[Any] = []  # shape inference, once, when a tensor is not a graph input
+    out: Dict[str, int] = {}
+    for name in shapes:
+        for k in idx.consumers_of(name):
+            node = idx.nodes[k]
+            slots = _INDEXERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+            if slots is None or len(node.input) <= slots[0] or node.input[slots[0]] != name:
+                continue
+            data = node.input[slots[1]]
+            if node.op_type.endswith("ND"):  # indices [..., k]: data axes 0..k-1
+                depth = int(shapes[name][-1]) if shapes[name] else 1
+                axes = list(range(max(1, depth)))
+            else:
+                attr = idx.attribute(k, "axis") if node.op_type != "RoiAlign" else None
+                axes = [int(attr.i) if attr is not None else 0]
+            sizes = [_size_of(proto, data, a, shapes, typed) for a in axes]
+            out[name] = min([out.get(name, sizes[0])] + sizes)
+    return out
+
+
+def _size_of(proto: Any, tensor: str, axis: int, shapes: Dict[str, List[int]],
+             typed: List[Any]) -> int:
+    """Axis `axis` of `tensor` when the graph inputs have these `shapes`: an input's own size,
+    else shape inference's (a size, or a dim name an input shares), else 1."""
+    if tensor in shapes:
+        dims: List[Any] = list(shapes[tensor])
+    else:
+        if not typed:
+            import onnx
+
+            try:
+                typed.append(onnx.shape_inference.infer_shapes(proto))
+            except Exception:
+                typed.append(proto)
+        g = typed[0].graph
+        vis = {v.name: v for v in list(g.value_info) + list(g.output)}
+        dims = _dims(vis[tensor]) if tensor in vis else []
+    if axis < 0:
+        axis += len(dims)
+    d = dims[axis] if 0 <= axis < len(dims) else None
+    if isinstance(d, str):  # a dim name an input carries: its size in `shapes`
+        d = next((shapes[n][j] for n, vi in _graph_inputs(proto).items() if n in shapes
+                  for j, x in enumerate(_dims(vi)) if x == d and j < len(shapes[n])), None)
+    return max(1, int(d)) if isinstance(d, int) else 1
+
+
 def make_inputs(proto: Any, seed: int = 0, other: Any = None,
                 dims: Optional[Dict[str, int]] = None) -> Dict[str, np.ndarray]:
     """Sample inputs for `proto` (fixed seed). `other`: a second model whose static dims win over
-    this one's dynamic dims, so both can run the same feed. `dims`: sizes for named dims."""
+    this one's dynamic dims, so both can run the same feed. `dims`: sizes for named dims.
+    Index inputs stay valid for what they index (`_int_high`, `_index_bounds`)."""
     from onnx import helper
 
     rng = np.random.default_rng(seed)
     ins = _graph_inputs(proto)
     other_ins = _graph_inputs(other) if other is not None else {}
-    feed: Dict[str, np.ndarray] = {}
+    shapes: Dict[str, List[int]] = {}
     for name, vi in ins.items():
         shape = []
         a = _dims(vi)
@@ -108,11 +169,19 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
                 shape.append(int(dims[d]))
             else:
                 shape.append(2 if k == 0 else 8)
+        shapes[name] = shape
+    ints = [n for n, vi in ins.items() if np.issubdtype(
+        helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type), np.integer)]
+    bounds = _index_bounds(proto, shapes) if ints else {}
+    feed: Dict[str, np.ndarray] = {}
+    for name, vi in ins.items():
+        shape = shapes[name]
         dt = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
         if dt == np.bool_:
             feed[name] = rng.integers(0, 2, size=shape).astype(bool)
         elif np.issubdtype(dt, np.integer):
-            feed[name] = rng.integers(0, _int_high(proto, name), size=shape).astype(dt)
+            high = bounds.get(name) or _int_high(proto, name)
+            feed[name] = rng.integers(0, high, size=shape).astype(dt)
         else:
             feed[name] = (rng.standard_normal(size=shape, dtype=np.float32).astype(dt)
                           if dt != np.float64 else rng.standard_normal(size=shape))

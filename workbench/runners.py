@@ -18,6 +18,7 @@ A TensorRT engine run through the worker (issue 11) is a third `Runner` with the
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -135,20 +136,27 @@ def cast_feed(meta: Dict[str, TensorMeta], feed: Feed) -> Feed:
 
 
 def batched_inputs(model: Any) -> Optional[set]:
-    """The inputs whose first axis is the batch (declared dynamic): only they hold one entry
-    per sample; an input the model fixes (indices [3], a table) is whole in every sample. None
-    when no input is declared so (static models: every input counts)."""
+    """The inputs whose axis 0 is a batch (`workbench.inputs.leading_axes`): only they hold one
+    entry per sample; an input the model fixes (indices [3], a table) is whole in every sample.
+    An empty set when some input's dynamic axis 0 is not a batch (points [num_points, 4]): a
+    feed is then one sample, never cut. None when no input has a dynamic axis 0 (static
+    models: every input counts)."""
+    from workbench.inputs import leading_axes
+
     try:
-        meta = input_metadata_of(load_proto(model))
+        axes = leading_axes(load_proto(model))
     except Exception:
         return None
-    out = {k for k, m in meta.items() if m.shape and not isinstance(m.shape[0], int)}
-    return out or None
+    if not axes.splits:
+        return set()
+    return set(axes.batch) or None
 
 
 def samples_in(feed: Feed, batched: Optional[Iterable[str]] = None) -> int:
     """Samples in one feed: the smallest first axis (1 for scalars) of its `batched` inputs
-    (`batched_inputs`; None: of every input)."""
+    (`batched_inputs`; None: of every input; empty: the feed is one sample)."""
+    if batched is not None and not set(batched):
+        return 1 if feed else 0
     keys = set(batched) & set(feed) if batched is not None else set()
     vals = [v for k, v in feed.items() if not keys or k in keys]
     return min((len(v) if np.ndim(v) else 1 for v in vals), default=0)
@@ -157,7 +165,8 @@ def samples_in(feed: Feed, batched: Optional[Iterable[str]] = None) -> int:
 def limit_samples(feeds: Sequence[Feed], n: int, batched: Optional[Iterable[str]] = None
                   ) -> List[Feed]:
     """At most `n` samples in total, in order, split along axis 0 of the `batched` inputs
-    (None: every input; the others are whole in each sample). The reference evaluator is
+    (None: every input; the others are whole in each sample; empty: each feed is one sample,
+    never cut). The reference evaluator is
     slow; every comparison that limits samples uses this, so they all see the same data."""
     keys = set(batched) if batched is not None else None
     out: List[Feed] = []
@@ -230,6 +239,29 @@ class Runner:
             yield [self.infer(f, grp) for f in feeds]
 
 
+_IR_TOO_NEW = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
+
+
+def older_ir_copy(src: Any, err: BaseException) -> Optional[Tuple[Any, str]]:
+    """onnxruntime older than the exporter refuses the IR version stamp ('Unsupported model IR
+    version: 14, max supported IR version: 13'): the same graph stamped with the newest IR it
+    reads (an opset it lacks still fails, with its own words), and the note that says so. None
+    when `err` is not that, or the model keeps its weights in external files (a copy in memory
+    would lose them)."""
+    m = _IR_TOO_NEW.search(str(err))
+    if m is None:
+        return None
+    proto = load_proto(src)
+    if any(t.data_location == 1 for t in proto.graph.initializer):  # (EXTERNAL)
+        return None
+    have, top = int(m.group(1)), int(m.group(2))
+    copy = type(proto)()
+    copy.CopyFrom(proto)
+    copy.ir_version = top
+    return copy, (f"the model's IR version {have} is newer than this onnxruntime reads "
+                  f"({top}): it ran stamped IR {top}, the graph unchanged")
+
+
 def session(proto: Any, threads: Optional[int] = 1) -> Any:
     """An onnxruntime CPU session running the graph as written (no graph optimisations);
     a path is handed to onnxruntime as is (no re-serialising). threads=None: ORT's default."""
@@ -293,19 +325,32 @@ class OnnxRuntimeRunner(Runner):
         elif not isinstance(src, (str, os.PathLike)):
             src = load_proto(src)
         self._src = src
-        if not self.isolated:
-            self.sess = session(src, threads=self.threads)
-            self._names = self.outputs or [o.name for o in self.sess.get_outputs()]
-            ins = [(i.name, i.type, list(i.shape)) for i in self.sess.get_inputs()]
-        else:
-            info = self._load()
-            self._names = self.outputs or list(info["outputs"])
-            ins = [(i["name"], i["type"], list(i["shape"])) for i in info["inputs"]]
+        try:
+            ins = self._open()
+        except Exception as e:
+            older = older_ir_copy(self._src, e)
+            if older is None:
+                raise
+            self._src, self.ir_note = older  # an exporter newer than this onnxruntime
+            ins = self._open()
         for name, typ, shape in ins:
             dt = np.dtype(_ORT_TYPES[typ]) if typ in _ORT_TYPES else None
             if typ == "tensor(bfloat16)":
                 dt = _np_dtype(16)
             self._meta[name] = TensorMeta(name, dt, shape)
+
+    ir_note: Optional[str] = None  # said when the model ran with an older IR version stamp
+
+    def _open(self) -> List[Tuple[str, str, List[Any]]]:
+        """Load `self._src` (here or in the child): the inputs' (name, type, shape)."""
+        if not self.isolated:
+            self.sess = session(self._src, threads=self.threads)
+            self._names = self.outputs or [o.name for o in self.sess.get_outputs()]
+            return [(i.name, i.type, list(i.shape)) for i in self.sess.get_inputs()]
+        info = self._load()
+        self._names = self.outputs or list(info["outputs"])
+        return [(i["name"], i["type"], list(i["shape"])) for i in info["inputs"]]
+
 
     def _load(self) -> Dict[str, Any]:
         """Load the model into the shared child (cached there by model hash)."""

@@ -16,19 +16,11 @@ from onnx import TensorProto, helper, numpy_helper
 from workbench.build.engine import BuildConfig
 
 from planted_models import PLANTED, planted_overflow
-from gpu_rig import open_gpu_worker
+from gpu_rig import trt_worker  # noqa: F401 (the fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "tests" / "data" / "fixtures" / "trt86-h200"
 TACTICS = ["EDGE_MASK_CONVOLUTIONS", "JIT_CONVOLUTIONS"]  # cuBLAS/cuDNN are stubs on the rig
-
-
-@pytest.fixture(scope="module")
-def trt_worker():
-    w, _cuda, info = open_gpu_worker()
-    print("TensorRT", info["version"])
-    yield w
-    w.close()
 
 
 def _cfg(**kw) -> BuildConfig:

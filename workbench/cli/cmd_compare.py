@@ -188,6 +188,20 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
                           batched_inputs(args.reference))
     mark = args.mark if args.mark in ("boundaries", "all") else \
         [m for m in args.mark.split(",") if m]
+    split = _split_of(engine)
+    if split is not None:  # the engine is a split build's prefix: its layers against the
+        # prefix ONNX beside it, the model's outputs through the chain (engine + tail)
+        chain = _chain_outputs(args, engine, cfg, feeds, split)
+        prefix_inputs = set(split["manifest"].get("prefix", {}).get("inputs") or [])
+        feeds = [{k: v for k, v in f.items() if not prefix_inputs or k in prefix_inputs}
+                 for f in feeds]
+        report = enginedebug.compare_engine(
+            str(split["prefix"]), cfg, feeds, engine=engine, mark=mark,
+            memory_budget_mb=args.memory_budget, stats_path=args.stats, keep=args.keep,
+            keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol)
+        rc = _report_engine(args, report, engine, None, cfg.precision, chain=chain,
+                            prefix=str(split["prefix"]))
+        return rc if chain["passed"] else 1
     report = enginedebug.compare_engine(
         args.reference, cfg, feeds, engine=engine, mark=mark,
         memory_budget_mb=args.memory_budget, stats_path=args.stats, keep=args.keep,
@@ -199,6 +213,46 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
         search = enginedebug.bisect_engine(args.reference, cfg, feeds, atol=args.atol,
                                            rtol=args.rtol, report=report)
     return _report_engine(args, report, engine or "built", search, cfg.precision)
+
+
+def _split_of(engine: "str | None") -> "Optional[dict]":
+    """The split build beside `engine` (its manifest names this engine, the prefix and tail
+    files exist): {"manifest", "prefix", "tail"}; None for a whole-model engine."""
+    if not engine:
+        return None
+    from workbench.build.tail import split_manifest, split_paths
+
+    man = split_manifest(engine)
+    paths = split_paths(engine)
+    if man is None or not paths["prefix"].is_file():
+        return None
+    return {"manifest": man, "manifest_path": paths["manifest"], "prefix": paths["prefix"],
+            "tail": paths["tail"]}
+
+
+def _chain_outputs(args: argparse.Namespace, engine: str, cfg: "object", feeds: list,
+                   split: dict) -> dict:
+    """The model's outputs through the chain (the engine, then the onnxruntime tail) against
+    onnxruntime FP32 on the whole model: the verdict a split engine is judged by."""
+    from workbench.chain import ChainedRunner
+    from workbench.comparison import compare_outputs
+    from workbench.precision.table import tolerances
+    from workbench.runners import OnnxRuntimeRunner
+    from workbench.trtrunner import TensorRTRunner
+
+    atol, rtol = tolerances(cfg.precision, args.atol, args.rtol)
+    ref = OnnxRuntimeRunner(args.reference).infer_all(feeds)
+    chain = ChainedRunner.from_folder(
+        split["manifest_path"], prefix=TensorRTRunner(engine, model=str(split["prefix"]),
+                                                      backend=cfg.backend))
+    got = chain.infer_all(feeds)
+    c = compare_outputs(ref, got, atol, rtol)
+    outs = [{"tensor": n, "max_abs": t.max_abs, "rel": t.rel, "cosine": t.cosine,
+             "passed": t.passed} for n, t in c.outputs.items()]
+    return {"passed": bool(c.passed), "reason": c.reason, "outputs": outs, "atol": atol,
+            "rtol": rtol,
+            "tail": str(split["tail"]), "tail_nodes": len(split["manifest"].get("tail", {})
+                                                        .get("nodes") or [])}
 
 
 def _run_recorded(args: argparse.Namespace) -> int:
@@ -228,7 +282,8 @@ def _run_recorded(args: argparse.Namespace) -> int:
 
 
 def _report_engine(args: argparse.Namespace, report: "object", label: str, search: "object",
-                   precision: str) -> int:
+                   precision: str, chain: "Optional[dict]" = None,
+                   prefix: "Optional[str]" = None) -> int:
     if args.save_results:
         from workbench.compare import save_run_results
 
@@ -238,9 +293,21 @@ def _report_engine(args: argparse.Namespace, report: "object", label: str, searc
         d = report.to_dict()
         if search is not None:
             d["bisect"] = search.to_dict()
+        if chain is not None:
+            d["chain"] = chain
+            d["prefix"] = prefix
         print_json(_pasteable_findings(d, args.reference, args.inputs))
     else:
-        print(f"reference: {args.reference} (onnxruntime FP32)  candidate: "
+        if chain is not None:
+            said = ", ".join(f"{o['tensor']} max abs {_fmt(o['max_abs'])} rel {_fmt(o['rel'])} "
+                             f"cos {o['cosine']:.6f} {'PASS' if o['passed'] else 'FAIL'}"
+                             for o in chain["outputs"])
+            print(f"split engine: {label} holds the prefix ({prefix}); onnxruntime runs the "
+                  f"tail ({chain['tail']})")
+            print(f"model outputs through the chain (engine + tail) vs {args.reference} "
+                  f"(onnxruntime FP32): {said}")
+            print("the engine's layers, against the prefix ONNX:")
+        print(f"reference: {prefix or args.reference} (onnxruntime FP32)  candidate: "
               f"{label} ({report.candidate_runner})  samples: {report.samples}  "
               f"atol {report.atol:g} rtol {report.rtol:g}")
         print(f"marking: {report.marking}, {len(report.tensors)} tensors compared in "
@@ -268,6 +335,7 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
     """The text view shared by the CPU and engine reports: outputs, the `top` tensors with the
     largest relative error, the findings (their MODEL / DATA as `model` / `data`)."""
     from workbench.cli.common import pasteable
+    from workbench.comparison import same_way_note
 
     def said(t: "object") -> str:
         verdict = "PASS" if t.passed else "FAIL"
@@ -276,7 +344,7 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
         if str(t.dtype).split(" ")[-1].startswith(("int", "uint", "bool")):
             return f"{t.tensor} {t.mismatches} of {t.size} differ {verdict}"  # (labels, ids)
         return (f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} cos {t.cosine:.6f} "
-                f"{verdict}")
+                f"{verdict}" + same_way_note(t, getattr(report, "precision", "")))
 
     print("outputs: " + ", ".join(said(t) for t in report.outputs))
     worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)
@@ -375,8 +443,9 @@ def run(args: argparse.Namespace) -> int:
                 print(str(f))
             return 1
         else:
-            for f in search.findings:  # the range finding, and a warning of random inputs
-                if f.code.endswith("-range") or f.code == "random-inputs":
+            for f in search.findings:  # the range finding, masks, a warning of random inputs
+                if f.code.endswith(("-range", "-saturated-mask")) or \
+                        f.code in ("random-inputs", "not-a-batch"):
                     print(str(f))
             for r in search.rounds:
                 rel = r['worst_output_rel']

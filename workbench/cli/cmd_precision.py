@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 top1 = (f", top-1 agreement {s['top1_agreement']:.3f}"  # (along the class axis)
                         if s.get("top1_agreement") is not None and
-                        class_scores(s.get("shape") or ()) else "")
+                        class_scores(s.get("shape") or (), name) else "")
                 w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "
                   f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}\n")
         for f in res.findings:

@@ -39,7 +39,8 @@ from workbench.compare.layer_compare import (LayerwiseReport, TensorError, added
                                             tensor_bytes, weightless)
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision.table import tolerances
-from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto, make_runner, samples_in
+from workbench.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, load_proto,
+                               make_runner, samples_in)
 
 __all__ = ["FP16_MAX", "EngineCompareReport", "mark_outputs", "compare_tensors",
            "boundary_tensors", "onnx_candidate",
@@ -259,10 +260,11 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
     precision = precision or infer_precision(ref_p)
     atol, rtol = tolerances(precision, atol, rtol)
     outs = [o.name for o in ref_p.graph.output]
-    samples = sum(samples_in(f) for f in feeds)
+    batched = batched_inputs(ref_p)  # (points [num_points, 4]: each feed is one sample)
+    samples = sum(samples_in(f, batched) for f in feeds)
     budget = int(memory_budget_mb * 1024 * 1024) if memory_budget_mb else None
     sizes = tensor_bytes(ref_p, feeds[0], list(tensors))
-    scale = max(samples // max(samples_in(feeds[0]), 1), 1)
+    scale = max(samples // max(samples_in(feeds[0], batched), 1), 1)
     sizes = {k: v * scale for k, v in sizes.items()}  # all feeds of a chunk are held together
     chunks = plan_chunks(list(tensors), sizes, budget)
     report = EngineCompareReport("onnxruntime", candidate_name, atol, rtol, samples,
@@ -297,13 +299,13 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
 
     gi = GraphIndex.of(ref_p)
     node_of = {t: gi.nodes[i] for t, i in gi.producer.items()}
-    if quantized_nodes:
-        def key(n: Any) -> str:
-            return n.name or f"{n.op_type}:{n.output[0]}"
+    def key(n: Any) -> str:
+        return n.name or f"{n.op_type}:{n.output[0]}"
 
-        report.feeders = {key(n): [key(node_of[i]) for i in n.input if i in node_of]
-                          for n in gi.nodes}
+    report.feeders = {key(n): [key(node_of[i]) for i in n.input if i in node_of]
+                      for n in gi.nodes}
     compared = set(tensors)
+    report.node_ops = {key(n): n.op_type for n in gi.nodes}
     groups = _groups(ref_p, compared, compared | set(outs))
     fh = stats.open("w", encoding="utf-8") if stats is not None else None
     try:

@@ -45,6 +45,7 @@ from workbench.qdq import quantized_nodes, requantized_readers
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.graphindex import GraphIndex
+from workbench.precision.spec import recorded_spec
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
                                load_proto, low_float_runner, make_runner, samples_in)
@@ -165,6 +166,20 @@ class LayerwiseReport:
     # -> the nodes reading it (`workbench.qdq.requantized_readers`): excluding those keeps it
     # in float, excluding the node does not
     requantized: Dict[str, List[str]] = field(default_factory=dict)
+    # what `workbench precision` recorded in the candidate (`precision.spec.recorded_spec`):
+    # its exclusions, which the advice keeps and adds to; None: not made by it
+    made_with: Optional[Any] = None
+    # FP16/BF16 candidates: its graph and types (`rounding.CandidateTypes`), for culprits that
+    # already compute in FP32 there (the advice names where their input is rounded)
+    rounding: Optional[Any] = field(default=None, repr=False)
+    # FP16/BF16 candidates: the tensors of attention masks whose sentinel (-1e9) the candidate
+    # stores clamped to the type's largest value (`precision.masks`): they differ from FP32 by
+    # the clamping alone, which masks the same way before Softmax; never a culprit
+    masks: Set[str] = field(default_factory=set)
+    # an engine's report: node -> op type; the nodes whose output it compared are those of
+    # `tensors` (a fused layer hides the others): a pass-through culprit (a Reshape after a
+    # fused ScatterND) passes on error it did not make, from hidden nodes above (`to_exclude`)
+    node_ops: Dict[str, str] = field(default_factory=dict)
 
     @property
     def outputs_pass(self) -> bool:
@@ -178,7 +193,8 @@ class LayerwiseReport:
     @property
     def first_divergence(self) -> Optional[TensorError]:
         return next((t for t in self.tensors if not t.passed
-                     and t.node not in self.selection_nodes), None)
+                     and t.node not in self.selection_nodes and t.tensor not in self.masks),
+                    None)
 
     def layer_of(self, t: TensorError) -> List[str]:
         """The ONNX nodes computed together with `t`'s node (in an engine: its fused layer;
@@ -190,6 +206,11 @@ class LayerwiseReport:
         quantized nodes computed with it (a Relu fused behind its INT8 Conv in one engine
         layer: excluding the Relu changes nothing, excluding the Conv does)."""
         q = self.quantized_nodes
+        if self.already_fp32(t):  # excluding it again changes nothing: where it is rounded
+            return self.rounding.rounded_at(t.node)
+        hidden = self.hidden_sources(t) if q is None else []
+        if hidden:
+            return hidden
         if q is not None and t.node in self.requantized:
             return list(self.requantized[t.node])
         if q is None or t.node in q:
@@ -210,11 +231,41 @@ class LayerwiseReport:
                 todo += self.feeders.get(n, ())
         return out or [n for n in self.layer_of(t) if n in q] or [t.node]
 
+    def hidden_sources(self, t: TensorError) -> List[str]:
+        """For a pass-through culprit (Reshape, Transpose, Concat ...: it moves values, it does
+        not round them) whose inputs come from nodes the comparison could not see (fused in an
+        engine layer): the nearest computing nodes above it, up through other unseen
+        pass-through ones; [] when its inputs were compared (then it is the culprit)."""
+        from workbench.qdq import PASS_THROUGH_OPS
+
+        if not self.node_ops or t.op not in PASS_THROUGH_OPS:
+            return []
+        compared = {x.node for x in self.tensors}
+        out: List[str] = []
+        seen, todo = {t.node}, list(self.feeders.get(t.node, ()))
+        while todo:
+            n = todo.pop(0)
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in compared:
+                continue  # its error is known, and smaller: not where this came from
+            if self.node_ops.get(n) in PASS_THROUGH_OPS:
+                todo += self.feeders.get(n, ())
+            elif n in self.node_ops:
+                out.append(n)
+        return out
+
+    def already_fp32(self, t: TensorError) -> bool:
+        """Does `t`'s node already compute in FP32 in this FP16/BF16 candidate?"""
+        return self.quantized_nodes is None and self.rounding is not None and \
+            self.rounding.computes_fp32(t.node)
+
     def culprits(self, top: int = 5) -> List[TensorError]:
         """Nodes that add the most error (non-finite first), biggest first."""
         q = self.quantized_nodes
         bad = [t for t in self.tensors if t.added > self.rtol and not t.passed
-               and t.node not in self.selection_nodes
+               and t.node not in self.selection_nodes and t.tensor not in self.masks
                and (q is None or not math.isfinite(t.added)
                     or any(n in q for n in self.layer_of(t)))]
         bad.sort(key=lambda t: -t.added)
@@ -245,6 +296,8 @@ class LayerwiseReport:
             "tensors": [t.to_dict() for t in self.tensors],
             "unmatched_tensors": self.unmatched, "chunks": self.chunks,
             "constant_tensors": self.constants,
+            "candidate_exclusions": list(self.made_with.exclude_nodes)
+            if self.made_with is not None else None,
 
             "findings": [f.to_dict() for f in self.findings],
         }
@@ -257,9 +310,14 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
     with a warning appended to `findings`."""
     ref_p = load_proto(reference)
     if calibration is not None:
+        from workbench.inputs import not_batch_finding
         from workbench.precision.calibration import load_calibration
 
-        return load_calibration(calibration, ref_p)
+        feeds = load_calibration(calibration, ref_p)
+        note = not_batch_finding(ref_p, "compare")
+        if findings is not None and note is not None:
+            findings.append(note)
+        return feeds
     if not allow_random:
         raise WorkbenchError("no inputs to compare on", field="inputs",
                              hint="pass representative inputs (.npz with the model's input "
@@ -614,7 +672,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
                              requantized=requantized_readers(cand_p),
                              samples_available=available,
                              selection_nodes=selection if selection is not None
-                             else _selection_node_names(ref_p))
+                             else _selection_node_names(ref_p), made_with=recorded_spec(cand_p),
+                             rounding=_candidate_types(cand_p, precision))
     producer = {o: n for n in ref_p.graph.node for o in n.output if o}
     node_name = {id(n): (n.name or f"{n.op_type}:{n.output[0]}") for n in ref_p.graph.node}
     outs = [o.name for o in ref_p.graph.output]
@@ -651,8 +710,40 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
                                            else ""),
                 prev.op if prev else "", prev.added if prev else 0.0))
     report.runs = runs
+    report.findings.extend(_clamped_masks(report, ref_p, cand_p))
     report.findings.extend(divergence_findings(report))
     return report
+
+
+def _clamped_masks(report: LayerwiseReport, ref_p: Any, cand_p: Any) -> List[Finding]:
+    """Find the attention masks an FP16/BF16 candidate stores clamped (`precision.masks`),
+    note their tensors in `report.masks` and say so once each."""
+    from workbench.precision import masks, table
+
+    limit = table.get(report.precision).max_abs if report.rounding is not None else None
+    if not limit:
+        return []
+    # (max |reference| on these inputs, the mask sentinels included: `scale` leaves them out)
+    ranges = {t.tensor: t.magnitude for t in report.tensors}
+    out = []
+    for path in masks.mask_paths(ref_p, ranges, limit):
+        if masks.stored_low(path, cand_p):
+            report.masks.update(path.tensors)
+            f = masks.mask_finding(path, limit, report.precision, stored=True)
+            f.message += ("; its tensors differ from FP32 by that clamping alone, so they "
+                          "name no culprit")
+            f.source = "compare"
+            out.append(f)
+    return out
+
+
+def _candidate_types(proto: Any, precision: str) -> Any:
+    """`rounding.CandidateTypes` of an FP16/BF16 candidate (None for other precisions)."""
+    if str(precision).lower() not in ("fp16", "bf16"):
+        return None
+    from workbench.compare.rounding import CandidateTypes
+
+    return CandidateTypes.of(proto)
 
 
 def _selection_node_names(proto: Any) -> Set[str]:
@@ -683,17 +774,44 @@ def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:
             f"{t.scale:.3g}")
 
 
-def _keep_hint(precision: str, node: Union[str, Sequence[str]]) -> str:
+def _prior_flags(made_with: Any, precision: str) -> List[str]:
+    """The flags the candidate was made with (`LayerwiseReport.made_with`) that a new
+    `workbench precision` command must repeat: its exclusions and non-default settings
+    (none when it recorded nothing, or another target)."""
+    import shlex
+
+    if made_with is None or made_with.target != precision:
+        return []
+    flags = [f"--exclude {shlex.quote(n)}" for n in made_with.exclude_nodes]
+    flags += [f"--exclude-op {shlex.quote(o)}" for o in made_with.exclude_ops]
+    if precision in ("int8", "fp8") and made_with.calibrate_method != "entropy":
+        flags.append(f"--calib-method {made_with.calibrate_method}")
+    if not made_with.keep_io_types:
+        flags.append("--no-keep-io")
+    if precision in ("int8", "fp8") and not made_with.per_channel:
+        flags.append("--no-per-channel")
+    return flags
+
+
+def _keep_hint(precision: str, node: Union[str, Sequence[str]], made_with: Any = None,
+               subject: str = "") -> str:
     """The command that keeps `node` (or these nodes) in higher precision (MODEL / DATA: the
-    CLI fills in the reference and the inputs)."""
+    CLI fills in the reference and the inputs), on top of the exclusions the candidate was
+    made with (`made_with`, said as such). `subject`: how the nodes are named ('it')."""
     import shlex
 
     nodes = [node] if isinstance(node, str) else list(node)
-    if precision in ("fp16", "bf16", "int8", "fp8"):
-        flags = " ".join(f"--exclude {shlex.quote(n)}" for n in nodes)
-        return (f"keep {'it' if len(nodes) == 1 else 'them'} in higher precision: `workbench "
-                f"precision MODEL --to {precision} {flags} --calib DATA -o OUT.onnx`")
-    return "keep it in higher precision (`workbench precision MODEL --exclude NODE`)"
+    if precision not in ("fp16", "bf16", "int8", "fp8"):
+        return "keep it in higher precision (`workbench precision MODEL --exclude NODE`)"
+    prior = _prior_flags(made_with, precision)
+    new = [f"--exclude {shlex.quote(n)}" for n in nodes]
+    flags = " ".join(dict.fromkeys(prior + new))
+    who = subject or ("it" if len(nodes) == 1 else "them")
+    command = f"`workbench precision MODEL --to {precision} {flags} --calib DATA -o OUT.onnx`"
+    if not prior:
+        return f"keep {who} in higher precision: {command}"
+    return (f"keep {who} in higher precision as well as what the candidate already keeps "
+            f"(it was made with {' '.join(prior)}): {command}")
 
 
 def divergence_findings(report: "LayerwiseReport",
@@ -722,14 +840,29 @@ def divergence_findings(report: "LayerwiseReport",
         members = [n for n in (groups or {}).get(t.tensor, []) if n != t.node]
         inside = f" (engine layer also holds {', '.join(members[:4])})" if members else ""
         excl = report.to_exclude(t)
-        if excl != [t.node] and t.node in report.requantized:  # a Concat between Q/DQ pairs
+        low = report.precision.upper()
+        if report.already_fp32(t):  # kept before (or an op the lowering keeps FP32)
+            inside += (f"; it already computes in FP32 in the candidate: its input is rounded "
+                       f"to {low} at {', '.join(excl)}" if excl else
+                       f"; it already computes in FP32 in the candidate and reads no {low} "
+                       "value")
+        elif excl != [t.node] and t.node in report.requantized:  # a Concat between Q/DQ pairs
             inside += (f"; it computes nothing of its own ({t.op}): the model quantizes its "
-                       f"output again as the {report.precision.upper()} input of "
+                       f"output again as the {low} input of "
                        f"{', '.join(excl[:4])}, whose exclusion keeps it in float")
+        elif excl != [t.node] and report.quantized_nodes is None and \
+                report.hidden_sources(t) == excl:  # error made above it, out of sight
+            inside += (f"; it computes nothing of its own ({t.op}): the error comes from "
+                       f"{', '.join(excl[:4])} above it, whose output{'s' if len(excl) > 1 else ''}"
+                       " the engine does not hold apart (fused)")
         elif excl != [t.node]:  # a float node fused behind the quantized ones that feed it
-            inside += (f"; it computes in float, fused with the {report.precision.upper()} "
+            inside += (f"; it computes in float, fused with the {low} "
                        f"node{'s' if len(excl) > 1 else ''} {', '.join(excl[:4])}")
-        keep = _keep_hint(report.precision, excl)
+        keep = _keep_hint(report.precision, excl, report.made_with,
+                          ", ".join(excl) if report.already_fp32(t) else "") if excl else (
+            "nothing to keep in FP32 for it: what it reads is FP32 in the candidate, so the "
+            "error it adds is how it amplifies the error coming in; judge the other culprits, "
+            "or relax the tolerance (--atol/--rtol)")
         if report.outputs_pass:  # nothing to fix: where error is added, should it matter
             out.append(Finding(
                 "info", "precision-loss",
@@ -1102,8 +1235,12 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
             producers = [nodes[p].name for p in (gi.producer_of(i) for i in
                                                  (nodes[found[0]].input if found else []))
                          if p is not None and nodes[p].name and nodes[p].name not in excluded]
-            new.extend(consumers + producers if not math.isfinite(t.added)
-                       else producers + consumers)
+            # in the candidate its input may be rounded further up (a Cast before an
+            # Unsqueeze above its producer): the nearest nodes still in FP16 come first
+            rounded = [n for n in report.to_exclude(t) if n not in excluded] \
+                if report.already_fp32(t) else []
+            new.extend(rounded + (consumers + producers if not math.isfinite(t.added)
+                                  else producers + consumers))
         new = list(dict.fromkeys(new))
         if not new:
             stopped = "no-culprit"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 import numpy as np
 
@@ -43,23 +43,31 @@ def engine_runner(engine_path: str, backend: str = "auto") -> Any:
     return TensorRTRunner(engine_path, backend=backend)
 
 
-def _chunks(feeds: Sequence[Feed], limit: Optional[int]) -> List[Feed]:
-    """Feeds of at most `limit` samples each (an engine's profile caps its batch)."""
-    if not limit:
+def _chunks(feeds: Sequence[Feed], limit: Optional[int],
+            batched: Optional[Set[str]] = None) -> List[Feed]:
+    """Feeds of at most `limit` samples each (an engine's profile caps its batch), cut along
+    axis 0 of the `batched` inputs (`workbench.runners.batched_inputs`; None: every input;
+    empty: a feed is one sample, never cut)."""
+    if not limit or batched == set():
         return list(feeds)
     out: List[Feed] = []
     for f in feeds:
-        n = min((len(v) for v in f.values() if np.ndim(v)), default=1)
+        cut = set(f) if not batched else set(batched) & set(f)
+        n = min((len(f[k]) for k in cut if np.ndim(f[k])), default=1)
         for i in range(0, n, limit):
-            out.append({k: v[i:i + limit] for k, v in f.items()})
+            out.append({k: (v[i:i + limit] if k in cut and np.ndim(v) else v)
+                        for k, v in f.items()})
     return out
 
 
-def max_batch(profiles: Sequence[Dict[str, List[List[int]]]]) -> Optional[int]:
-    """The largest batch (axis 0) the first profile allows for every input, if any."""
-    if not profiles:
+def max_batch(profiles: Sequence[Dict[str, List[List[int]]]],
+              batched: Optional[Set[str]] = None) -> Optional[int]:
+    """The largest batch (axis 0) the first profile allows for every input whose axis 0 is a
+    batch (`batched`, `workbench.runners.batched_inputs`; None: every input), if any."""
+    if not profiles or batched == set():
         return None
-    dims = [trio[2][0] for trio in profiles[0].values() if trio and trio[2]]
+    dims = [trio[2][0] for name, trio in profiles[0].items() if trio and trio[2]
+            and (not batched or name in batched)]
     return min(dims) if dims else None
 
 
@@ -69,9 +77,9 @@ def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Fee
     """{source, error_rel, error_max_abs, cosine, passed, atol, rtol, samples, outputs}."""
     from workbench.comparison import compare_outputs
     from workbench.precision import table
-    from workbench.runners import OnnxRuntimeRunner, low_float_runner, make_runner
+    from workbench.runners import OnnxRuntimeRunner, batched_inputs, low_float_runner, make_runner
 
-    batches = _chunks(feeds, batch_limit)
+    batches = _chunks(feeds, batch_limit, batched_inputs(model))
     ref = OnnxRuntimeRunner(model).infer_all(batches)
     got, source = None, "onnx-cpu"
     if engine is not None:

@@ -131,13 +131,15 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
     samples = int(options.get("samples") or 8)
     if samples > 0:
         from workbench.matrix.accuracy import feeds_for, max_batch, measure
+        from workbench.runners import batched_inputs
 
         try:
             data = data_for(v.model, options.get("inputs")) or v.calibration
             feeds = feeds_for(v.model, data, samples, notes)
             acc = measure(v.model, res.onnx_path or v.model, v.precision, feeds,
                           engine=engine_path if on_gpu else None, backend=res.backend,
-                          batch_limit=max_batch(v.profiles), notes=notes)
+                          batch_limit=max_batch(v.profiles, batched_inputs(v.model)),
+                          notes=notes)
             out["accuracy"] = acc
             out.update(error_rel=acc["error_rel"], error_max_abs=acc["error_max_abs"],
                        cosine=acc["cosine"], accuracy_passed=acc["passed"],

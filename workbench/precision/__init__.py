@@ -50,6 +50,8 @@ _EXPORTS: Dict[str, str] = {
     'wide_findings': 'workbench.precision.profiles',
     'QUANT_OPS': 'workbench.precision.quantize',
     'excludable_ops': 'workbench.precision.spec',
+    'record_spec': 'workbench.precision.spec',
+    'recorded_spec': 'workbench.precision.spec',
     'INT8_QMAX': 'workbench.precision.quantize',
     'FP8_E4M3_MAX': 'workbench.precision.quantize',
     'ensure_opset': 'workbench.precision.quantize',

@@ -275,6 +275,15 @@ def _something_to_quantize(proto: Any, target: str, ops: Sequence[str],
                  "compute out of the If/Loop when exporting")
     what = "all of them are excluded" if any(n.op_type in QUANT_OPS for n in proto.graph.node) \
         else "it has none"
+    einsums = [n for n in proto.graph.node if n.op_type == "Einsum"]
+    if einsums and what == "it has none":  # matrix products, written as einsum
+        raise WorkbenchError(
+            f"nothing to quantize to {label}: the model's matrix products are "
+            f"{len(einsums)} Einsum node(s) ('{einsums[0].name or 'Einsum'}' ...), and Q/DQ "
+            f"pairs go on {', '.join(ops)} nodes only (TensorRT fuses INT8 into those, not "
+            "into Einsum)", node=einsums[0].name or None,
+            hint="export the products with torch.matmul / @ / nn.Linear instead of "
+                 "torch.einsum to quantize them, or use --to fp16 (Einsum runs in FP16)")
     raise WorkbenchError(
         f"nothing to quantize to {label}: Q/DQ pairs go on {', '.join(ops)} nodes and {what}",
         hint="quantize a model with convolutions or matrix products, keep fewer of them out "
@@ -354,7 +363,33 @@ def _quant_findings(fp32: Any, q: Any, skip: Sequence[str]) -> List[Finding]:
                            f"{len(unexpected)} Conv/MatMul/Gemm node(s) got no Q/DQ inputs and "
                            "will run in higher precision: " + ", ".join(unexpected[:12]),
                            nodes=unexpected, source="precision"))
+    out += _float_only_compute(fp32)
     return out
+
+
+FLOAT_ONLY_COMPUTE = ("LSTM", "GRU", "RNN", "Einsum", "Attention", "MultiHeadAttention")
+
+
+def _float_only_compute(fp32: Any) -> List[Finding]:
+    """Heavy ops that get no Q/DQ (recurrent cells, Einsum, fused attention): the INT8 model
+    computes them in float, so an LSTM tagger's "INT8" is its head only; said, with counts."""
+    from workbench.graphindex import walk_graphs
+
+    seen: Dict[str, List[str]] = {}
+    for g in walk_graphs(fp32.graph):
+        for n in g.node:
+            if n.op_type in FLOAT_ONLY_COMPUTE:
+                seen.setdefault(n.op_type, []).append(n.name or n.op_type)
+    if not seen:
+        return []
+    names = [x for v in seen.values() for x in v]
+    kinds = ", ".join(f"{len(v)} {k}" for k, v in seen.items())
+    return [Finding("info", "float-only-compute",
+                    f"{kinds} node(s) get no Q/DQ (TensorRT quantizes Conv, MatMul and Gemm): "
+                    "they compute in float in the INT8 engine, so its speed-up comes from the "
+                    "rest of the model only", nodes=names[:50], source="precision",
+                    hint="compare the INT8 and FP16 engines' timings (`workbench timing`) "
+                         "before choosing INT8 for this model")]
 
 
 def _exclusions_without_effect(fp32: Any, q: Any, skip: Sequence[str]) -> List[Finding]:

@@ -107,6 +107,30 @@ class PrecisionSpec:
         return PrecisionSpec.from_dict(d)
 
 
+METADATA_KEY = "workbench.precision"  # metadata_props entry: the spec a model was converted with
+
+
+def record_spec(proto: Any, spec: PrecisionSpec) -> None:
+    """Write `spec` into `proto`'s metadata (METADATA_KEY, replacing an older entry): what a
+    later `workbench compare` of this candidate needs to build on its exclusions."""
+    keep = [p for p in proto.metadata_props if p.key != METADATA_KEY]
+    del proto.metadata_props[:]
+    proto.metadata_props.extend(keep)
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = METADATA_KEY, spec.to_json()
+
+
+def recorded_spec(proto: Any) -> Optional[PrecisionSpec]:
+    """The spec `record_spec` wrote into `proto`, or None (none, or not readable)."""
+    for p in getattr(proto, "metadata_props", ()):
+        if p.key == METADATA_KEY:
+            try:
+                return PrecisionSpec.from_json(p.value)
+            except (WorkbenchError, TypeError):
+                return None
+    return None
+
+
 def excludable_ops(ops: Any, target: str) -> List[str]:
     """The op types among `ops` whose exclusion can change a `target` model: for INT8/FP8 the
     ops that get Q/DQ inputs (`quantize.QUANT_OPS`), for FP16/BF16 those the lowering would

@@ -32,7 +32,7 @@ class Precision:
 
     __slots__ = ("name", "kind", "description", "needs_calibration", "builder_flag",
                  "flag_route", "flag_calibrator", "trtexec", "polygraphy", "transform",
-                 "max_abs", "min_abs", "aliases", "atol", "rtol", "layer_dtype")
+                 "max_abs", "min_abs", "aliases", "atol", "rtol", "layer_dtype", "min_sm")
 
     def __init__(self, name: str, kind: str, description: str, *, transform: Transform,
                  needs_calibration: bool = False, builder_flag: Optional[str] = None,
@@ -40,7 +40,7 @@ class Precision:
                  trtexec: Optional[str] = None, polygraphy: Optional[str] = None,
                  max_abs: Optional[float] = None, min_abs: Optional[float] = None,
                  aliases: Tuple[str, ...] = (), atol: Optional[float] = None, rtol: Optional[float] = None,
-                 layer_dtype: Optional[str] = None) -> None:
+                 layer_dtype: Optional[str] = None, min_sm: Optional[int] = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"precision kind must be one of {KINDS}, got {kind!r}")
         self.name = name.lower()
@@ -59,6 +59,8 @@ class Precision:
         # the TensorRT DataType attribute (`trt.float16`) a layer is pinned to on the
         # builder-flag route's layer precision (TensorRT <= 10); None: no such route
         self.layer_dtype = layer_dtype
+        # the oldest GPU generation whose tensor cores compute it (89: Ada's FP8), or None
+        self.min_sm = min_sm
         # default comparison tolerances against FP32 (`compare`, `precision`, verification):
         # tight for the untransformed model, FP16-like for every lowered one unless given
         loose = kind != "none"
@@ -156,11 +158,11 @@ register(Precision("fp16", "float", "FP16 Casts + FP16 weights; overflowing node
 register(Precision("bf16", "float", "BF16 Casts + BF16 weights (FP32's range, fewer digits)",
                    transform=_Q + "bf16_casts", builder_flag="BF16", trtexec="--bf16",
                    polygraphy="--bf16", max_abs=BF16_MAX, aliases=("bfloat16",),
-                   layer_dtype="bfloat16"))
+                   layer_dtype="bfloat16", min_sm=80))
 register(Precision("int8", "quantized", "INT8 Q/DQ with calibrated scales (zero point 0)",
                    transform=_Q + "qdq", needs_calibration=True, builder_flag="INT8",
                    flag_calibrator=True, trtexec="--int8", polygraphy="--int8"))
 register(Precision("fp8", "quantized", "FP8 E4M3 Q/DQ, scales amax/448",
                    transform=_Q + "qdq", needs_calibration=True, builder_flag="FP8",
-                   flag_route=False, aliases=("fp8e4m3", "fp8_e4m3")))
+                   flag_route=False, aliases=("fp8e4m3", "fp8_e4m3"), min_sm=89))
 del _Q

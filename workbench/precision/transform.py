@@ -26,12 +26,14 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from workbench.comparison import MILD_COSINE, MILD_REL, MILD_TOP1  # noqa: F401 (one rule)
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision import table
 from workbench.precision.lowering import structural_error
 from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
 
 SENTINEL_ABS = 1.0e38  # |x| this large is float32's min/max used as a mask value, not data
+CONSTANT_OPS = ("Constant", "ConstantOfShape")  # excluding one keeps nothing in FP32
 
 
 def __getattr__(name: str) -> Any:
@@ -199,14 +201,23 @@ def overflow_findings(proto: Any, ranges: Dict[str, float], limit: float = FP16_
                       dtype_name: str = "FP16", skip_nodes: Sequence[str] = ()) -> List[Finding]:
     """One warning per FP32 node output whose max |value| exceeds `limit`, naming the nodes
     that must stay FP32: the producer and every consumer of the tensor (a consumer computing
-    in FP16 would receive infinity)."""
+    in FP16 would receive infinity; a Constant is never named: excluding one keeps nothing in
+    FP32). An attention mask's sentinel on its way to Softmax (`workbench.precision.masks`)
+    is one finding for its whole path instead."""
+    from workbench.precision.masks import mask_finding, mask_paths
+
     prod = _producers(proto.graph)
     cons = _consumers(proto.graph)
     graph_outputs = {o.name for o in proto.graph.output}
     findings = []
     sentinels = []
+    masks, on_mask = [], set()
+    for path in mask_paths(proto, ranges, limit):
+        on_mask.update(path.tensors)
+        if not all(n in skip_nodes for n in path.nodes + path.sinks):
+            masks.append(mask_finding(path, limit, dtype_name))
     for tensor, amax in ranges.items():
-        if amax <= limit or tensor not in prod:
+        if amax <= limit or tensor not in prod or tensor in on_mask:
             continue
         node = prod[tensor]
         if np.isfinite(amax) and amax >= SENTINEL_ABS:
@@ -214,8 +225,9 @@ def overflow_findings(proto: Any, ranges: Dict[str, float], limit: float = FP16_
             continue
         if not np.isfinite(amax):
             continue  # infinite in FP32 already (a -inf mask): FP16 holds the same infinity
-        exclude = [node.name] + [c.name for c in cons.get(tensor, []) if c.name != node.name]
-        exclude = list(dict.fromkeys(exclude))
+        readers = [c for c in cons.get(tensor, []) if c.name != node.name]
+        exclude = list(dict.fromkeys(n.name for n in [node] + readers
+                                     if n.op_type not in CONSTANT_OPS))
         if all(n in skip_nodes for n in exclude):
             continue
         flags = " ".join(f"--exclude {n}" for n in exclude)
@@ -230,8 +242,11 @@ def overflow_findings(proto: Any, ranges: Dict[str, float], limit: float = FP16_
             hint=f"keep these nodes in FP32: {flags}",
             extra={"max_abs": amax if np.isfinite(amax) else None, "limit": limit}))
     findings.sort(key=lambda f: f.nodes[0])
+    findings[:0] = masks
     if sentinels:
         names = [n.name for n, _ in sentinels]
+        keep = [c.name for n, t in sentinels for c in [n] + cons.get(t, [])
+                if c.op_type not in CONSTANT_OPS]
         findings.append(Finding(
             "info", f"{dtype_name.lower()}-saturated-mask",
             f"{len(sentinels)} tensor(s) hold float32's extreme value (~3.4e38, the usual "
@@ -239,7 +254,7 @@ def overflow_findings(proto: Any, ranges: Dict[str, float], limit: float = FP16_
             f"+-{limit:g}, which keeps masking working; not suggested for exclusion",
             nodes=names, tensors=[t for _, t in sentinels], source="precision",
             hint="if outputs diverge, exclude the mask nodes: "
-            + " ".join(f"--exclude {n}" for n in names[:4])))
+            + " ".join(f"--exclude {n}" for n in list(dict.fromkeys(keep))[:4])))
     return findings
 
 
@@ -306,7 +321,8 @@ def error_entry(c: Any) -> Dict[str, Any]:
     top1_agreement (outputs with a class axis), and pass/fail at atol/rtol."""
     d = {"max_abs_err": c.max_abs, "mean_abs_err": c.mean_abs, "rel_err": c.rel,
          "mean_rel_err": c.mean_rel, "cosine": c.cosine, "finite": c.finite,
-         "ref_max_abs": c.scale, "nan": c.nan, "inf": c.inf, "passed": c.passed}
+         "ref_max_abs": c.scale, "nan": c.nan, "inf": c.inf, "passed": c.passed,
+         "mismatches": c.mismatches, "size": c.size}
     if c.top1 is not None:
         d["top1_agreement"] = c.top1
     d["shape"] = list(c.shape)
@@ -502,6 +518,11 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     if calibration is not None:
         batches = load_calibration(calibration, proto, profile=profile,
                                    max_batches=max_calib_batches)
+        from workbench.inputs import not_batch_finding
+
+        note = not_batch_finding(proto, "precision")
+        if note is not None:
+            findings.append(note)
     elif entry.needs_calibration:
         if not allow_random:
             raise WorkbenchError(f"{target.upper()} needs calibration data to compute scales",
@@ -537,6 +558,10 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
         findings += tfind
         report.update(tinfo)
 
+    if entry.kind == "float":  # the mask sentinels as the converted model stores them
+        from workbench.precision.masks import settle
+
+        findings = settle(findings, out)
     after_ops = _count_ops(out)
     report["casts_inserted"] = after_ops.get("Cast", 0) - before_ops.get("Cast", 0)
     report["qdq_pairs"] = min(after_ops.get("QuantizeLinear", 0),
@@ -544,6 +569,8 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     report["dequantize_nodes"] = after_ops.get("DequantizeLinear", 0)
     report["quantize_nodes"] = after_ops.get("QuantizeLinear", 0)
     _check_valid(out, target, source_error)
+    _record(out, target, ex_nodes, ex_ops, keep_io_types, calibration, calibrate_method,
+            random_used, per_channel)
     if entry.needs_calibration and batches is not None and not random_used and \
             calibrate_method == "entropy":
         from workbench.runners import batched_inputs, samples_in
@@ -642,9 +669,19 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     return PrecisionResult(proto=out, target=target, findings=findings, report=report)
 
 
-MILD_COSINE = 0.999  # quantized outputs beyond tolerance but this close: info, not warning
-MILD_TOP1 = 0.99
-MILD_REL = 0.05  # ... and no element off by more than this share of the output's scale
+def _record(out: Any, target: str, ex_nodes: List[str], ex_ops: List[str], keep_io: bool,
+            calibration: Any, method: str, random_used: bool, per_channel: bool) -> None:
+    """Write what `out` was made with into its metadata (`spec.record_spec`): a compare of
+    it then builds its advice on these exclusions instead of dropping them."""
+    import os
+
+    from workbench.precision.spec import PrecisionSpec, record_spec
+
+    data = str(calibration) if isinstance(calibration, (str, os.PathLike)) else None
+    record_spec(out, PrecisionSpec(target=target, exclude_nodes=list(ex_nodes),
+                                   exclude_ops=list(ex_ops), keep_io_types=keep_io,
+                                   calibration=data, calibrate_method=method,
+                                   allow_random=random_used, per_channel=per_channel))
 
 
 COMPARE_DEFAULT_SAMPLES = 8  # `workbench compare --samples`'s default
@@ -656,9 +693,10 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
     """A finding per output the converted model got wrong on the calibration data (`runner`'s
     run against FP32), with the search that finds what to keep in higher precision. Wrong is
     the verdict `workbench compare` gives: beyond the target's atol/rtol (the figures say by
-    how much). A warning, or for INT8/FP8 outputs with cosine >= MILD_COSINE and the same
-    top-1 classes (>= MILD_TOP1) an info: quantized outputs rarely meet 1e-2 elementwise."""
-    from workbench.comparison import class_scores
+    how much). A warning, or for INT8/FP8 outputs that still point the same way as FP32
+    (`workbench.comparison.points_same_way`, the rule compare's verdict line states too) an
+    info: quantized outputs rarely meet 1e-2 elementwise."""
+    from workbench.comparison import class_scores, points_same_way, same_way_words
 
     out = []
     for name, s in errors.items():
@@ -668,19 +706,17 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
         figs = f"max abs {s['max_abs_err']:.3g}, rel {s['rel_err']:.3g}" + (
             f", cosine {cos:.6f}" if cos is not None else "") + (
             f", top-1 agreement {top1:.3f}" if top1 is not None and
-            class_scores(s.get("shape") or ()) else "")
-        tol = (f" (beyond its tolerance atol {s['atol']:g} / rtol {s['rtol']:g}, as workbench "
-               "compare judges it)" if "atol" in s else "")
-        classes = top1 is not None and class_scores(s.get("shape") or ())
+            class_scores(s.get("shape") or (), name) else "")
+        beyond = (f": {s['mismatches']} of {s['size']} element(s)" if s.get("mismatches")
+                  and s.get("size") else "")
+        tol = (f" (beyond its tolerance atol {s['atol']:g} / rtol {s['rtol']:g}{beyond}, as "
+               "workbench compare judges it)" if "atol" in s else "")
+        classes = top1 is not None and class_scores(s.get("shape") or (), name)
         # quantized targets rarely meet 1e-2 elementwise: where the output still points the
         # same way (cosine) and picks the same classes, it is information, not an alarm
-        mild = kind != "float" and cos is not None and cos >= MILD_COSINE and \
-            (top1 is None or not classes or top1 >= MILD_TOP1) and \
-            s.get("rel_err", 0.0) <= MILD_REL
+        mild = kind != "float" and points_same_way(s.get("rel_err", 0.0), cos, top1, classes)
         if mild:
-            tol += (f"; cosine >= {MILD_COSINE:g}, rel <= {MILD_REL:g}"
-                    + (" and the same top-1 classes" if classes and top1 is not None else "")
-                    + ": usually fine for INT8, judge it against your accuracy needs")
+            tol += "; " + same_way_words(target, bool(classes))
         on = f"{samples} calibration sample(s)" if samples else "the calibration data"
         same = (f" --samples {samples}" if samples and samples > COMPARE_DEFAULT_SAMPLES
                 else "")  # (so compare judges the same samples and prints the same figures)

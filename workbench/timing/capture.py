@@ -83,22 +83,40 @@ def _common(shapes: Optional[Dict[str, Sequence[int]]], inputs: Optional[str],
 def capture(engine_path: Any, *, onnx: Any = None, shapes: Optional[Dict[str, Sequence[int]]] = None,
             inputs: Optional[str] = None, batch_sizes: Union[Sequence[int], str, None] = None,
             iterations: int = 100, warmup: int = 20, layer_iterations: int = 50,
-            profile_index: int = 0, backend: str = "auto", out_dir: Optional[str] = None,
+            profile_index: int = -1, backend: str = "auto", out_dir: Optional[str] = None,
             client: Any = None, timeout: Optional[float] = 600,
             on_event: Optional[Callable[[Dict[str, Any]], None]] = None) -> CaptureResult:
     """Time a serialized engine on the GPU: per-layer times, latency percentiles, throughput
     per batch size (`batch_sizes`: a list, or "profile" for the profile's min/opt/max batch),
-    and the engine's layer information (see module docstring)."""
+    and the engine's layer information (see module docstring). profile_index -1: the first
+    optimization profile that holds `shapes` / `inputs` (a decode step of a two-profile
+    decoder is timed on its decode profile), else profile 0."""
     from workbench.worker.protocol import PROFILE_ENGINE
 
     p = Path(engine_path)
     if not p.is_file():
         raise WorkbenchError("engine file not found", file=str(p), hint="build the engine first")
+    shapes = _engine_inputs_only(p, shapes)
     args = _common(shapes, inputs, batch_sizes, iterations, warmup, layer_iterations, out_dir)
     args.update({"engine_path": str(p.resolve()), "profile_index": int(profile_index),
                  "backend": backend})
     res = _client(client).call(PROFILE_ENGINE, args, timeout=timeout, on_event=on_event)
     return _finish(res, onnx)
+
+
+def _engine_inputs_only(engine: Path, shapes: Optional[Dict[str, Sequence[int]]]
+                        ) -> Optional[Dict[str, Sequence[int]]]:
+    """`shapes` without the inputs a split build's engine does not take (onnxruntime's tail
+    reads them: the model's --shapes given whole were 'no engine input named ...')."""
+    if not shapes:
+        return shapes
+    from workbench.build.tail import split_manifest
+
+    man = split_manifest(engine)
+    if man is None:
+        return shapes
+    own = set((man.get("prefix") or {}).get("inputs") or [])
+    return {k: v for k, v in shapes.items() if not own or k in own}
 
 
 def capture_build_config(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = None,
@@ -185,7 +203,7 @@ def capture_onnx(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = Non
                               out_dir=args["out_dir"], client=worker, timeout=timeout,
                               on_event=on_event)
     engine_path = built.output_path or built.engine_path
-    args.update({"engine_path": engine_path, "profile_index": 0, "backend": built.backend})
+    args.update({"engine_path": engine_path, "profile_index": -1, "backend": built.backend})
     left = None if timeout is None else max(1.0, timeout - (time.monotonic() - t0))
     res = worker.call(PROFILE_ENGINE, args, timeout=left, on_event=on_event)
     res.update({"backend": built.backend, "engine_path": engine_path,

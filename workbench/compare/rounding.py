@@ -1,0 +1,80 @@
+"""Where an FP16/BF16 candidate rounds what a node reads.
+
+A culprit of a layer-wise compare that already computes in FP32 in the candidate (kept by an
+earlier `--exclude`, or an op the lowering keeps FP32) cannot be helped by excluding it again:
+its input arrives rounded (a timestep of 1000 cast to FP16 before the Mul that feeds a Cos).
+`CandidateTypes.rounded_at` walks up from such a node through Casts and FP32 nodes to the
+nearest nodes still computing in the low type whose output it reads: the ones to keep in FP32
+next (the way INT8 advice walks up to the nearest quantized node, `LayerwiseReport.to_exclude`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Optional
+
+from workbench.graphindex import GraphIndex
+
+FLOAT_TYPES = frozenset({1, 10, 11, 16})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+LOW_TYPES = frozenset({10, 16})
+CONSTANT_OPS = frozenset({"Constant", "ConstantOfShape"})  # excluding one keeps nothing FP32
+
+
+@dataclass
+class CandidateTypes:
+    """A low-float candidate's graph and the element type of each of its tensors."""
+
+    index: GraphIndex
+    types: Mapping[str, int]
+
+    @classmethod
+    def of(cls, proto: Any) -> "CandidateTypes":
+        """The candidate's index and its inferred types (main graph)."""
+        from workbench.precision.lowering import scoped_types
+
+        return cls(GraphIndex.of(proto), scoped_types(proto)[""])
+
+    def _node(self, name: str) -> Optional[int]:
+        found = self.index.find(name)
+        return found[0] if len(found) == 1 else None
+
+    def _low(self, i: int) -> bool:
+        """Does node i compute in the low type (a low-float output, or low inputs only)?"""
+        n = self.index.nodes[i]
+        outs = [self.types.get(o, 0) for o in n.output if o]
+        if any(t in LOW_TYPES for t in outs):
+            return True
+        return not any(t in FLOAT_TYPES for t in outs) and \
+            any(self.types.get(x, 0) in LOW_TYPES for x in n.input if x)
+
+    def computes_fp32(self, name: str) -> bool:
+        """Is node `name` in the candidate, computing in FP32 (float outputs, none low)?"""
+        i = self._node(name)
+        if i is None:
+            return False
+        n = self.index.nodes[i]
+        return not self._low(i) and any(self.types.get(o, 0) in FLOAT_TYPES
+                                        for o in n.output if o)
+
+    def rounded_at(self, name: str, limit: int = 4) -> List[str]:
+        """The nearest nodes upstream of `name` still in the low type whose output it reads
+        (through Casts and FP32 nodes, float inputs only; Constants are no answer: excluding
+        one keeps nothing in FP32). At most `limit`, nearest first."""
+        i = self._node(name)
+        if i is None:
+            return []
+        nodes = self.index.nodes
+        todo = [x for x in nodes[i].input if x and self.types.get(x, 0) in FLOAT_TYPES]
+        seen, out = {i}, []
+        while todo and len(out) < limit:
+            p = self.index.producer_of(todo.pop(0))
+            if p is None or p in seen:
+                continue  # a graph input or an initializer: read as the model stores it
+            seen.add(p)
+            n = nodes[p]
+            if n.op_type in CONSTANT_OPS:
+                continue
+            if n.op_type == "Cast" or not self._low(p):
+                todo += [x for x in n.input if x and self.types.get(x, 0) in FLOAT_TYPES]
+                continue
+            out.append(self.index.key(p))
+        return out
