@@ -142,3 +142,22 @@ def test_the_panel_takes_a_profile_and_calibration_data(client):
     assert panel.start() is False and "input" in panel.status.value
     empty = BuildPanel(SAMPLES / "resnet_tiny.onnx", client=client)
     assert empty.profile_text.value == "" and empty.current_config().profiles == []
+
+
+def test_the_engine_file_field_writes_the_engine_where_asked(client, tmp_path):
+    """BuildPanel had no output path: the engine lived only in the workspace cache."""
+    from widgets.build import BuildPanel
+
+    out = tmp_path / "r.fp32.engine"
+    panel = BuildPanel(SAMPLES / "resnet_tiny.onnx",
+                       BuildConfig(profiles=PROFILE, target="sm89", builder_optimization_level=0),
+                       client=client, output=str(out))
+    assert panel.output.value == str(out)
+    panel.start()
+    res = panel.wait(600)
+    assert res is not None and out.is_file() and out.stat().st_size == res.size_bytes
+    assert str(out) in panel.engine_card.value and "cached as" in panel.engine_card.value
+    panel.precision.value = "fp16"  # the name follows the precision
+    assert panel.output.value == str(tmp_path / "r.fp16.engine")
+    plain = BuildPanel(SAMPLES / "resnet_tiny.onnx", client=client)
+    assert plain.output.value == "" and "resnet_tiny.fp32.engine" in plain.output.placeholder

@@ -180,3 +180,35 @@ def test_an_exclude_op_that_changes_nothing_is_said():
     f = [x for x in res.findings if x.code == "exclude-op-no-effect"]
     assert len(f) == 1 and "--exclude-op Shape:" in f[0].message and "it computes in FP32" \
         in f[0].message
+
+
+def test_keep_in_fp32_lists_the_nodes_whose_exclusion_changes_the_target(tmp_path):
+    """The list started with Identity_141 ... and Shape nodes (they stay FP32 anyway); for
+    INT8 only the quantized ops count. A chosen node stays listed across a target change."""
+    p = PrecisionPanel(BERT, output=str(tmp_path / "b.onnx"))
+    ops = {op for _, n in p.node_table.options for op in [p._ops[n]]}
+    assert {"Constant", "Shape", "Cast"} <= set(p._ops.values())  # the model has them
+    assert ops and not ops & {"Identity", "Shape", "Constant", "Cast", "ConstantOfShape"}
+    assert "MatMul" in ops
+    first = next(n for _, n in p.node_table.options if p._ops[n] == "Add")
+    p.node_table.value = (first,)
+    p.target.value = "int8"
+    int8_ops = {p._ops[n] for _, n in p.node_table.options}
+    assert first in {n for _, n in p.node_table.options} and p.node_table.value == (first,)
+    assert int8_ops - {"Add"} <= {"MatMul", "Gemm", "Conv"}
+
+
+def test_a_conversion_whose_outputs_fail_is_not_shown_as_a_plain_success(tmp_path):
+    """'✓ wrote' showed even when the outputs were beyond tolerance vs FP32."""
+    data = tmp_path / "d.npz"
+    rng = np.random.default_rng(0)
+    np.savez(data, input=rng.standard_normal((8, 3, 32, 32)).astype(np.float32))
+    p = PrecisionPanel(RESNET, calibration=str(data), output=str(tmp_path / "r8.onnx"))
+    p.target.value = "int8"
+    res = p.convert()
+    assert res.report["error"]["logits"]["passed"] is False  # INT8 at 1e-2, random weights
+    assert "&#9888;" in p.status.value and "&#10003;" not in p.status.value
+    assert "1 output(s) beyond tolerance vs FP32 (logits)" in p.status.value
+    p.target.value = "fp16"  # within tolerance: the plain tick, no such words
+    p.convert()
+    assert "&#10003;" in p.status.value and "beyond tolerance" not in p.status.value

@@ -1,6 +1,7 @@
 """Compare panel state without a browser: chart data, culprits, errors, exclusion search."""
 from __future__ import annotations
 
+import html
 import numpy as np
 import onnx
 
@@ -202,3 +203,13 @@ def test_failing_tensors_are_outlined_and_exact_zeros_draw_no_bar(tmp_path):
         assert (line == SEVERITY_COLOURS["error"]) == (not t.passed)
         assert (y is None) == (t.rel == 0)
     assert any(not t.passed for t in p.report.tensors)
+
+
+def test_the_bars_fill_and_outline_have_a_legend():
+    """The bar outline and fill colours had no legend (one trace: plotly shows none)."""
+    from widgets.compare import BANDS, bands_legend
+
+    text = bands_legend()
+    for _, colour, label in BANDS:
+        assert colour in text and html.escape(label, quote=False) in text
+    assert "outline: elements beyond atol/rtol" in text and "no bar: identical to FP32" in text

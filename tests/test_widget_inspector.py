@@ -31,8 +31,10 @@ def test_histogram_equals_op_counts_and_updates_in_place():
     assert _histogram(ins) == dict(_proto_ops(SAMPLES / "bert_tiny.onnx"))
     assert list(ins.op_figure.data[0].x) == sorted(ins.op_figure.data[0].x, reverse=True)
     fig = ins.op_figure
+    assert fig.layout.xaxis.dtick is None  # bert_tiny: up to 23 of one op, plotly's own ticks
     ins.load(SAMPLES / "resnet_tiny.onnx")
     assert ins.op_figure is fig and len(fig.data) == 1  # same figure, new data
+    assert max(fig.data[0].x) == 8 and fig.layout.xaxis.dtick == 1  # whole-number ticks
     assert _histogram(ins) == dict(_proto_ops(SAMPLES / "resnet_tiny.onnx"))
     cards = " ".join(c.value for c in ins.cards.children)
     assert f"{ins.summary.parameter_count:,}" in cards and "29" in cards

@@ -170,3 +170,14 @@ def test_timing_text_is_readable_and_long_names_keep_whole_in_the_hover():
     assert len(cut) == 40 and cut.startswith("/layer3/0/conv2/con") and cut.endswith("relu/Relu")
     by_type = tf.breakdown(p.table)
     assert by_type.layout.uniformtext.minsize >= 11 and by_type.layout.xaxis.tickfont.size >= 11
+
+
+def test_a_next_step_wraps_between_profile_inputs_not_inside_a_shape():
+    """The narrow next-step column broke '--profile image:1x3x224x2 / 24:...' mid-token."""
+    from widgets.base import findings_html
+
+    hint = "--profile image:1x3x224x224:4x3x224x224:8x3x224x224,rois:1x4:8x4:64x4,idx:1:8:64"
+    html = findings_html([{"severity": "warning", "code": "default-profile", "message": "m",
+                           "hint": hint}])
+    assert "image:1x3x224x224:4x3x224x224:8x3x224x224,<wbr>rois:1x4:8x4:64x4,<wbr>idx" in html
+    assert "overflow-wrap:break-word'>--profile" in html  # (anywhere would split 224x224)

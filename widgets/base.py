@@ -13,6 +13,8 @@ instead of vanishing with the thread.
 """
 from __future__ import annotations
 
+import re
+
 import html
 import sys
 import threading
@@ -102,6 +104,15 @@ TABLE_CSS = ("<style>.wb-t td, .wb-t th {padding: 2px 12px 2px 0; vertical-align
              " .wb-t th {white-space: nowrap}</style>")
 
 
+_BREAK_AFTER = re.compile(r"(,)")
+
+
+def breakable(text: str) -> str:
+    """`text` escaped, with line-break chances after each ',' (a `--profile` list of inputs),
+    so a narrow column wraps a command between its inputs, not inside '224x224'."""
+    return _BREAK_AFTER.sub(r"\1<wbr>", esc(text))
+
+
 def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
                   limit: Optional[int] = None) -> str:
     """Findings (objects or dicts) as one table: severity, code, message, nodes, next step."""
@@ -119,7 +130,7 @@ def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
             f"<td style='white-space:nowrap'><code>{esc(get('code') or '')}</code></td>"
             f"<td style='overflow-wrap:anywhere'>{esc(get('message') or '')}</td>"
             f"<td style='overflow-wrap:break-word'>{esc(node_text)}</td>"
-            f"<td style='overflow-wrap:anywhere'>{esc(hint)}</td></tr>")
+            f"<td style='overflow-wrap:break-word'>{breakable(hint)}</td></tr>")
     if not rows:
         return f"<i style='color:{MUTED_COLOUR}'>{esc(empty)}</i>"
     more = "" if limit is None or len(items) <= limit else \

@@ -35,7 +35,8 @@ class BuildPanel(PanelBase, W.VBox):
 
     def __init__(self, model_or_path: Any, config: Optional[BuildConfig] = None, *,
                  timeout: Optional[float] = None, client: Any = None,
-                 strict_profiles: bool = False, split_tail: bool = True) -> None:
+                 strict_profiles: bool = False, split_tail: bool = True,
+                 output: Optional[Any] = None) -> None:
         self.model = model_or_path
         self.strict_profiles = strict_profiles  # True: no default profiles (as --strict-profiles)
         self.split_tail = split_tail  # False: a refused tail is an error (as --no-split)
@@ -72,6 +73,16 @@ class BuildPanel(PanelBase, W.VBox):
                                  if isinstance(self.config.calibration, (str, Path)) else "",
                                  description="calibration", placeholder=".npz / folder (INT8)",
                                  layout=W.Layout(width="auto"))
+        # the engine file (as `build -o`); empty (the default): the workspace cache only,
+        # nothing written beside the user's model unless asked
+        beside = (Path(str(model_or_path)).with_name(
+            Path(str(model_or_path)).stem + f".{self.config.precision}.engine")
+            if isinstance(model_or_path, (str, Path)) else None)
+        self.output = W.Text(value=str(output or ""), description="engine file",
+                             placeholder=(f"e.g. {beside} (empty: the workspace cache only)"
+                                          if beside else "path (empty: the cache only)"),
+                             layout=W.Layout(width="auto"))
+        self.precision.observe(self._on_precision, names="value")
         self.build_btn = W.Button(description="Build", icon="cogs", button_style="primary",
                                   layout=fit())
         self.cancel_btn = W.Button(description="Cancel", icon="stop", disabled=True, layout=fit())
@@ -93,7 +104,7 @@ class BuildPanel(PanelBase, W.VBox):
         super().__init__([
             self.header,
             W.HBox([self.precision, self.target]), W.HBox([self.opt_level, self.timeout]),
-            W.HTML("<b>Shape profile</b>"), self.profile_text, self.calib_path,
+            W.HTML("<b>Shape profile</b>"), self.profile_text, self.calib_path, self.output,
             W.HBox([self.build_btn, self.cancel_btn]), self.progress, self.phase, self.status,
             self.engine_card, W.HTML("<b>Findings</b>"), self.findings_html,
             W.HTML("<b>Export</b>"), exports, W.HTML("<b>Log</b>"), self.log_view])
@@ -163,13 +174,22 @@ class BuildPanel(PanelBase, W.VBox):
         self._t0 = time.monotonic()
         task = self.task
 
+        output = self.output.value.strip() or None
+
         def work() -> BuildResult:
             return build_engine(self.model, config, on_event=self._on_event,
                                 cancel=task.cancel, timeout=limit, client=self.client,
                                 strict_profiles=self.strict_profiles,
-                                split_tail=self.split_tail)
+                                split_tail=self.split_tail, output=output)
 
         return self.task.start(work, done=self._done, failed=self._failed) is not None
+
+    def _on_precision(self, change: Dict[str, Any]) -> None:
+        """The default engine name follows the precision (model.fp16.engine -> .int8)."""
+        out = self.output.value
+        if out.endswith(f".{change['old']}.engine"):
+            self.output.value = out[:-len(f".{change['old']}.engine")] + \
+                f".{change['new']}.engine"
 
     def cancel(self) -> None:
         """Ask the running build to stop (TensorRT's progress monitor, else the worker dies)."""
@@ -247,7 +267,9 @@ class BuildPanel(PanelBase, W.VBox):
                                                               "weights_bytes", "scratch_bytes"))
         self.engine_card.value = (
             "<div style='border:1px solid #ccc;padding:6px'>"
-            f"<b>engine</b> <code>{esc(r.engine_path)}</code><br>"
+            f"<b>engine</b> <code>{esc(r.output_path or r.engine_path)}</code>"
+            + (f" <small>(cached as <code>{esc(r.engine_path)}</code>)</small>"
+               if r.output_path else "") + "<br>"
             f"{r.size_bytes / 1e6:.2f} MB &middot; {esc(r.backend)} {esc(r.backend_version)}"
             f" &middot; route {esc(r.route)} &middot; targets {esc(', '.join(r.targets) or '-')}"
             f"<br>build {r.build_seconds:.2f} s &middot; cache "

@@ -37,6 +37,7 @@ from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, FindingsList, 
                           error_text, esc, fit, short_label)
 from widgets.figure import Figure
 from workbench import compare
+from workbench.comparison import same_way_note
 from workbench.errors import WorkbenchError
 
 MAX_TICKS = 32  # name at most this many tensors on the axis (every k-th beyond): at 11 px,
@@ -44,6 +45,16 @@ MAX_TICKS = 32  # name at most this many tensors on the axis (every k-th beyond)
 BANDS = [(1e-3, OK_COLOUR, "rel < 1e-3"), (1e-2, "#bcbd22", "1e-3 .. 1e-2"),
          (1e-1, SEVERITY_COLOURS["warning"], "1e-2 .. 1e-1"),
          (math.inf, SEVERITY_COLOURS["error"], ">= 1e-1 or inf/NaN")]
+
+
+def bands_legend() -> str:
+    """What the bars' fill and outline mean (the figure has one trace: no plotly legend)."""
+    swatch = "display:inline-block;width:10px;height:10px;margin:0 3px 0 10px;"
+    fills = "".join(f"<span style='{swatch}background:{c}'></span>{esc(label)}"
+                    for _, c, label in BANDS)
+    return (f"<small>bar colour: relative error {fills}<span style='{swatch}border:2px solid "
+            f"{SEVERITY_COLOURS['error']}'></span>outline: elements beyond atol/rtol"
+            " &middot; no bar: identical to FP32</small>")
 
 
 def band_color(rel: float) -> str:
@@ -131,7 +142,7 @@ class ComparePanel(PanelBase, W.VBox):
         self.search_btn.on_click(lambda _: self.start(self.run_search))
         self.engine_btn.on_click(lambda _: self.start(self.run_engine))
         super().__init__([W.HBox([self.compare_btn, self.search_btn, self.engine_btn, self.split_btn]),
-                          self.status, self.figure,
+                          self.status, self.figure, W.HTML(bands_legend()),
                           self.table, self.findings_html, self.split_box])
         if run and self.can_compare:
             self.start(self.run_compare)
@@ -317,8 +328,10 @@ class ComparePanel(PanelBase, W.VBox):
             self.figure.layout.xaxis.update(tensor_ticks([t.tensor for t in rep.tensors]))
         ok = "PASS" if rep.outputs_pass else "FAIL"
         colour = OK_COLOUR if rep.outputs_pass else SEVERITY_COLOURS["error"]
+        precision = getattr(rep, "precision", "")
         outs = ", ".join(f"{esc(t.tensor)}: max abs {_fmt(t.max_abs)}, rel {_fmt(t.rel)}, "
-                         f"cos {t.cosine:.6f}" for t in rep.outputs)
+                         f"cos {t.cosine:.6f}{esc(same_way_note(t, precision))}"
+                         for t in rep.outputs)
         self.status.value = (f"<b style='color:{colour}'>outputs {ok}</b> ({outs}) at atol "
                              f"{rep.atol:g} rtol {rep.rtol:g} ({esc(rep.precision)}); "
                              f"{len(rep.tensors)} tensors, {rep.samples} sample(s); candidate: "

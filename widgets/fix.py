@@ -80,12 +80,14 @@ class FixPanel(PanelBase, W.VBox):
                                    tooltip="write the current version to this file (never "
                                    "over the model you opened)")
         self.next_html = W.HTML()
+        self.proposals_head = W.HTML("<b>Proposed recipes</b>")
         self.force = W.Checkbox(value=False, description="keep even if outputs differ (force)",
                                 indent=False)
         self.diff_html = W.HTML()
         self.verification_html = W.HTML()
         self.versions = W.HTML()
         self.graph_box = W.Box(layout=fill())
+        self.apply_row = W.HBox([self.preview_btn, self.apply_btn, self.force])
         self.check_btn.on_click(lambda _: self.run_check())
         self.preview_btn.on_click(lambda _: self.preview())
         self.apply_btn.on_click(lambda _: self.apply())
@@ -97,8 +99,7 @@ class FixPanel(PanelBase, W.VBox):
             self.header,
             W.HBox([self.check_btn, self.auto_btn, self.undo_btn, self.redo_btn]),
             self.failing, self.next_html, W.HBox([self.export_path, self.export_btn]),
-            W.HTML("<b>Proposed recipes</b>"), self.proposal_list,
-            W.HBox([self.preview_btn, self.apply_btn, self.force]),
+            self.proposals_head, self.proposal_list, self.apply_row,
             self.status, self.verification_html, self.diff_html, self.graph_box, self.versions])
         if self._want_graph:  # widgets are made here, on the kernel thread; the task updates it
             try:
@@ -405,6 +406,7 @@ class FixPanel(PanelBase, W.VBox):
         if list(self.proposal_list.options) != opts:
             self.proposal_list.options = opts
             self.proposal_list.index = 0 if opts else None
+        self._show_proposals(rep)
         working = self._working
         self.check_btn.disabled = self.auto_btn.disabled = working
         self.preview_btn.disabled = self.apply_btn.disabled = working or not self.proposals
@@ -413,6 +415,23 @@ class FixPanel(PanelBase, W.VBox):
         self.export_btn.disabled = working
         self.next_html.value = next_steps_html(self.next_steps())
         self.versions.value = history_html(view)
+
+
+    def _show_proposals(self, rep: Optional[SupportReport]) -> None:
+        """The proposal list and its Preview/Apply row only when there is a recipe to apply;
+        with none, one line says so (the findings' next steps say what to do instead)."""
+        empty = not self.proposals and rep is not None
+        display = "none" if empty else None
+        self.proposal_list.layout.display = self.apply_row.layout.display = display
+        if not empty:
+            self.proposals_head.value = "<b>Proposed recipes</b>"
+        elif rep.supported:
+            self.proposals_head.value = "<b>Proposed recipes</b>: none needed (supported)"
+        else:
+            self.proposals_head.value = (
+                "<b>Proposed recipes</b>: none for these findings, nothing to apply here: "
+                "follow the next step beside each finding (e.g. a split build that runs the "
+                "refused nodes on onnxruntime)")
 
 
 def next_steps_html(lines: List[str]) -> str:

@@ -87,7 +87,7 @@ class Inspector(PanelBase, W.VBox):
             layout=go.Layout(title="Op histogram", height=300, width=HIST_WIDTH,
                              margin=dict(l=10, r=10, t=40, b=30),
                              yaxis=dict(autorange="reversed", automargin=True),
-                             xaxis=dict(title="nodes")))
+                             xaxis=dict(title="nodes", rangemode="tozero")))
         self.io_table = W.HTML()
         self.warnings_html = FindingsList()
         self.backend_dd = W.Dropdown(options=BACKENDS, value=backend if backend in BACKENDS
@@ -209,6 +209,9 @@ class Inspector(PanelBase, W.VBox):
             bar.y = [k for k, _ in ops]
             bar.x = [v for _, v in ops]
             self.op_figure.layout.height = max(220, 60 + 20 * len(ops))
+            # node counts are whole numbers: no 0.5 ticks when the largest is small
+            top = max((v for _, v in ops), default=1)
+            self.op_figure.layout.xaxis.dtick = None if top > 8 else 1
 
     def _render_io(self) -> None:
         s = self.summary
@@ -239,14 +242,14 @@ class Inspector(PanelBase, W.VBox):
             head += f"<span style='color:{OK_COLOUR}'>every node is supported</span>"
         else:
             head += (f"<span style='color:{SEVERITY_COLOURS['error']}'>"
-                     f"{len(report.unsupported)} node(s) refused</span>")
+                     f"{esc(refused_summary(report.unsupported))}</span>")
         # names, ops and the source keep one line; the reason wraps at words, the next step
         # (commands with long paths) anywhere: the table stays inside the panel
         keep, words, anywhere = ("white-space:nowrap;vertical-align:top;padding-right:8px",
                                  "vertical-align:top;padding-right:8px",
                                  "vertical-align:top;overflow-wrap:anywhere")
         rows = "".join(
-            f"<tr><td style='{keep}'><code>{esc(u.get('node') or '-')}</code></td>"
+            f"<tr><td style='{keep}'><code>{esc(u.get('node') or '(graph)')}</code></td>"
             f"<td style='{keep}'>{esc(u.get('op') or '')}</td>"
             f"<td style='{words}'>{esc(u.get('reason') or '')}</td>"
             f"<td style='{keep}'>{esc(u.get('source') or '')}</td>"
@@ -458,3 +461,14 @@ class Inspector(PanelBase, W.VBox):
                f"</tr>{attrs}"
                "</table>" if attrs else "") + "</div>")]
         return d
+
+
+def refused_summary(unsupported: List[Dict[str, Any]]) -> str:
+    """What was refused, counted as the graph colours it: the nodes (each once, however many
+    messages it got), then problems of the model as a whole, which colour no node."""
+    nodes = list(dict.fromkeys(u["node"] for u in unsupported if u.get("node")))
+    whole = sum(1 for u in unsupported if not u.get("node"))
+    parts = [f"{len(nodes)} node(s) refused"] if nodes or not whole else []
+    if whole:
+        parts.append(f"{whole} problem(s) of the model as a whole (no node named)")
+    return ", ".join(parts)

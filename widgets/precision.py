@@ -43,15 +43,21 @@ def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) ->
         return ""
     import math
 
+    from workbench.comparison import class_scores
+
     def fmt(x: Any) -> str:
         return f"{x:.3g}" if isinstance(x, (int, float)) and math.isfinite(x) else str(x)
+
+    def top1(name: str, v: Dict[str, Any]) -> str:  # only where it is a class verdict
+        t = v.get("top1_agreement")
+        return f"{t:.3f}" if t is not None and class_scores(v.get("shape") or (), name) else "–"
 
     head = ("<tr><th>output</th><th>max abs</th><th>mean abs</th><th>rel</th><th>cosine</th>"
             "<th>top-1</th><th>at atol/rtol</th></tr>")
     rows = "".join(
         f"<tr><td>{esc(k)}</td><td>{fmt(v['max_abs_err'])}</td><td>{fmt(v['mean_abs_err'])}</td>"
         f"<td>{fmt(v['rel_err'])}</td><td>{v['cosine']:.6f}</td>"
-        f"<td>{v.get('top1_agreement', float('nan')):.3f}</td>"
+        f"<td>{top1(k, v)}</td>"
         f"<td>{'PASS' if v.get('passed') else 'FAIL'} ({v.get('atol', 0):g}/{v.get('rtol', 0):g})"
         "</td></tr>"
         for k, v in errors.items())
@@ -205,9 +211,13 @@ class PrecisionPanel(PanelBase, W.VBox):
             self.status.error(e)
 
     def _node_options(self, query: str) -> List[Any]:
+        """The nodes whose exclusion changes the current target (not Identity, Shape, ... for
+        FP16; the quantized ops for INT8), filtered by `query` (name or op)."""
         q = query.strip().lower()
+        target = self.target.value if hasattr(self, "target") else "fp16"
+        ops = set(excludable_ops(self._ops.values(), target))
         return [(f"{n}  ({op})", n) for n, op in self._ops.items()
-                if not q or q in n.lower() or q in op.lower()]
+                if op in ops and (not q or q in n.lower() or q in op.lower())]
 
     def _refresh_nodes(self) -> None:
         keep = set(self.node_table.value)
@@ -223,6 +233,7 @@ class PrecisionPanel(PanelBase, W.VBox):
         kept = tuple(o for o in self.op_table.value if o in ops)
         self.op_table.options = ops
         self.op_table.value = kept
+        self._refresh_nodes()  # (the nodes already chosen stay listed)
         out = Path(self.output.value)
         old = change["old"]
         if out.name.endswith(f".{old}.onnx"):
@@ -441,9 +452,13 @@ class PrecisionPanel(PanelBase, W.VBox):
     def _show_result(self, res: PrecisionResult, path: Path) -> None:
         r = res.report
         bad = [f for f in res.findings if f.severity == "error"]
-        icon = "&#10007;" if bad else "&#10003;"
-        self.status.value = (f"{icon} wrote <code>{esc(path)}</code> ({res.target}): "
-                             f"{r['casts_inserted']} Cast(s), {r['qdq_pairs']} Q/DQ pair(s)")
+        failing = [n for n, e in (r.get("error") or {}).items() if e.get("passed") is False]
+        icon = "&#10007;" if bad else "&#9888;" if failing else "&#10003;"
+        self.status.value = (
+            f"{icon} wrote <code>{esc(path)}</code> ({res.target}): "
+            f"{r['casts_inserted']} Cast(s), {r['qdq_pairs']} Q/DQ pair(s)"
+            + (f"; {len(failing)} output(s) beyond tolerance vs FP32 ("
+               + ", ".join(esc(n) for n in failing[:3]) + "): see below" if failing else ""))
         self.report_html.value = (
             error_table_html(r.get("error"), "vs FP32 on onnxruntime CPU")
             + error_table_html(r.get("error_reference"),
