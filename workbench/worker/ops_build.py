@@ -102,13 +102,19 @@ def _attach_context(trt: Any, engine: Any, inspector: Any) -> Tuple[Any, str]:
     Returns a note when that was not possible (the JSON is still returned)."""
     try:
         context = engine.create_execution_context()
-        for i in range(getattr(engine, "num_io_tensors", 0)):
-            tname = engine.get_tensor_name(i)
-            if engine.get_tensor_mode(tname) != trt.TensorIOMode.INPUT:
-                continue
-            if -1 in tuple(engine.get_tensor_shape(tname)):
-                opt = engine.get_tensor_profile_shape(tname, 0)[1]
-                context.set_input_shape(tname, tuple(opt))
+        inputs = [engine.get_tensor_name(i) for i in range(getattr(engine, "num_io_tensors", 0))
+                  if engine.get_tensor_mode(engine.get_tensor_name(i)) == trt.TensorIOMode.INPUT]
+        dynamic = [t for t in inputs if -1 in tuple(engine.get_tensor_shape(t))]
+        # the first profile whose opt shapes hold no empty tensor (a prefill profile's empty
+        # KV cache gave TensorRT 8.6's inspector nothing to say: an empty JSON text)
+        k = next((k for k in range(int(getattr(engine, "num_optimization_profiles", 1) or 1))
+                  if all(0 not in tuple(engine.get_tensor_profile_shape(t, k)[1])
+                         for t in dynamic)), 0)
+        if k:
+            context.active_optimization_profile = k
+        for tname in dynamic:
+            opt = engine.get_tensor_profile_shape(tname, k)[1]
+            context.set_input_shape(tname, tuple(opt))
         infer = getattr(context, "infer_shapes", None)
         if infer is not None:  # 8.6/10.x: shapes propagate only when asked (seen on the rig)
             infer()
@@ -140,8 +146,19 @@ def inspect_engine(ctx: Context, engine_path: str, backend: str = "auto",
         inspector = engine.create_engine_inspector()
         context, context_note = _attach_context(trt, engine, inspector)
         text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
+        if not (text or "").strip() and context is not None:  # no words with that context:
+            inspector = engine.create_engine_inspector()  # the engine's own, shapes N/A
+            text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
+            context_note = "the inspector said nothing with an execution context: " \
+                "dynamic shapes and formats read N/A"
         del context  # kept alive until the inspector has read it
-        out.update(source="engine-inspector", info=json.loads(text, strict=False))
+        try:
+            info = json.loads(text, strict=False)
+        except ValueError as e:
+            raise OpError("the engine inspector gave no layer information (%s)" % e,
+                          code="op-error", hint="build the engine with profiling verbosity "
+                          "detailed (workbench build does) to read its layers") from None
+        out.update(source="engine-inspector", info=info)
         if context_note:
             out["note"] = context_note
         return out
