@@ -490,6 +490,39 @@ def test_cache_key_covers_external_data(client, tmp_path):
     assert not r2.cache_hit and r2.key != r1.key
 
 
+def test_fp16_findings_from_calibration_data_are_not_replayed_from_a_build_without_it(client):
+    """FP16 checks activations on the calibration data: a cached build made without data (its
+    card says "not checked") is not what a build with data gets, nor one with other data."""
+    calib = str(SAMPLES / "calib" / "resnet_tiny.npz")
+    plain = build_engine(RESNET, cfg(precision="fp16", builder_optimization_level=2),
+                         client=client)
+    assert "no-overflow-check" in [f.code for f in plain.findings]
+    checked = build_engine(RESNET, cfg(precision="fp16", builder_optimization_level=2,
+                                       calibration=calib), client=client)
+    assert not checked.cache_hit and checked.key != plain.key
+    assert "no-overflow-check" not in [f.code for f in checked.findings]
+    again = build_engine(RESNET, cfg(precision="fp16", builder_optimization_level=2,
+                                     calibration=calib, calibrate_method="minmax"),
+                         client=client)  # (how INT8 scales are computed: not FP16's concern)
+    assert again.cache_hit and again.key == checked.key
+    assert [f.code for f in again.findings] == [f.code for f in checked.findings]
+
+
+def test_a_cache_hit_from_another_workbench_version_says_its_findings_are_that_versions(
+        client):
+    first = build_engine(RESNET, cfg(builder_optimization_level=2), client=client)
+    meta_path = Path(first.engine_path).with_suffix(".json")
+    meta = json.loads(meta_path.read_text())
+    assert "cached-by-other-version" not in [f.code for f in first.findings]
+    meta["workbench_version"] = "0.0.1"
+    meta_path.write_text(json.dumps(meta))
+    hit = build_engine(RESNET, cfg(builder_optimization_level=2), client=client)
+    assert hit.cache_hit
+    note = [f for f in hit.findings if f.code == "cached-by-other-version"]
+    assert len(note) == 1 and "workbench 0.0.1" in note[0].message
+    assert "--no-cache" in note[0].hint
+
+
 @pytest.mark.parametrize("prec,dtype", [("bf16", "BF16"), ("fp8", "FP8")])
 def test_bf16_and_fp8_builds_carry_their_dtype(client, prec, dtype):
     res = build_engine(RESNET, cfg(precision=prec, calibration=str(

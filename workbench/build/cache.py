@@ -200,12 +200,20 @@ def hash_calibration(source: Optional[str]) -> Optional[str]:
     return h.hexdigest()
 
 
+def reads_calibration(config: BuildConfig) -> bool:
+    """Does the build read its calibration data? INT8/FP8 take their scales from it; FP16 and
+    BF16 check the FP32 activations on it against their range (findings that are part of
+    the cached card, so other data, or none, is another key)."""
+    entry = config.entry
+    return entry.needs_calibration or (entry.kind == "float" and config.calibration is not None)
+
+
 def cache_key(model_hash: str, config: BuildConfig, route: str, backend: str, version: str,
               calib_hash: Optional[str]) -> Tuple[str, Dict[str, Any]]:
     cfg = {k: v for k, v in config.to_dict().items() if k not in _NOT_IN_KEY}
-    uses_calib = config.entry.needs_calibration
+    uses_calib = reads_calibration(config)
     cfg["calibration"] = calib_hash if uses_calib else None
-    if not uses_calib:
+    if not config.entry.needs_calibration:  # (how scales are computed: no scales, no say)
         for k in _CALIBRATION_FIELDS:
             cfg.pop(k, None)
     doc = {"schema": CACHE_SCHEMA, "model": model_hash, "config": cfg, "route": route,

@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from workbench.build.cache import (CACHE_SCHEMA, ModelRef, cache_key, hash_calibration,
-                                   load_cached, publish_engine, result_from_meta)
+                                   load_cached, publish_engine, reads_calibration,
+                                   result_from_meta)
 from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig, layer_precisions, resolve_route
+from workbench import __version__
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import LockWaitStopped, single_flight
 from workbench.precision import table
@@ -493,7 +495,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
     if route == "strongly-typed" and config.entry.kind != "none":
         names["parsed"] = f"{model_name} ({config.precision} version)"
     entry = config.entry
-    calib_hash = hash_calibration(config.calibration) if entry.needs_calibration else None
+    calib_hash = hash_calibration(config.calibration) if reads_calibration(config) else None
     if entry.needs_calibration and calib_hash is None and not (
             config.allow_random_calibration and route == "strongly-typed"):
         raise WorkbenchError(f"{config.precision.upper()} needs calibration data",
@@ -533,6 +535,15 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                         write_card(engine, card_from_meta(meta, engine))
                 res = result_from_meta(meta, engine, time.monotonic() - t0, cache_hit=True)
                 res.findings = defaulted + [f for f in res.findings if f.code != "default-profile"]
+                made_by = meta.get("workbench_version")
+                if made_by != __version__:  # its findings are what that version said
+                    res.findings.append(Finding(
+                        "info", "cached-by-other-version",
+                        "this engine was built by " + (f"workbench {made_by}" if made_by
+                                                       else "an earlier workbench") +
+                        f" (this is {__version__}): its findings are that version's",
+                        hint="build with --no-cache (use_cache=False) for this version's "
+                        "checks", source="build"))
                 if output is not None:
                     res.output_path = _copy_out(engine, output, ref.path, meta)
                 # the cached commands name the engine path of the build that made them: this
@@ -750,6 +761,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             "findings": [f.to_dict() for f in findings], "export": export,
             "log": out.get("log", [])[-4000:], "layers": out.get("layers", []),
             "calib_cache": args.get("calib_cache"), "created": time.time(),
+            "workbench_version": __version__,
             # for the engine card (workbench.build.card): real I/O, where it runs, its model
             "io": out.get("io"), "hardware_compatibility": out.get("hardware_compatibility"),
             "version_compatible": "VERSION_COMPATIBLE" in config.extra_flags,
