@@ -37,3 +37,12 @@ def crash_lib(tmp_path_factory) -> str:
     if lib is None:
         pytest.skip("no C compiler to build the crashing custom-op library")
     return lib
+
+
+def shown_text(html_text: str) -> str:
+    """What a panel's HTML shows as text: tags (`<wbr>` break chances, nowrap spans) dropped,
+    entities decoded; tests look for a command or a node name in it."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", html_text))

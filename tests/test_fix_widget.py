@@ -26,7 +26,7 @@ def test_panel_lists_failing_nodes_and_proposals(panel):
     opts = list(panel.proposal_list.options)
     assert "decompose on /act/FastGelu" in opts and "fold_constants on /flatten/Compress" in opts
     assert panel.undo_btn.disabled and panel.redo_btn.disabled
-    assert "/act/FastGelu" in panel.failing.value
+    assert "/act/FastGelu" in panel.failing.value.replace("<wbr>", "")  # (break chances)
 
 
 def test_preview_apply_undo_redo(panel):

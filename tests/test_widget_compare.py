@@ -213,3 +213,36 @@ def test_the_bars_fill_and_outline_have_a_legend():
     for _, colour, label in BANDS:
         assert colour in text and html.escape(label, quote=False) in text
     assert "outline: elements beyond atol/rtol" in text and "no bar: identical to FP32" in text
+
+
+def test_the_next_steps_name_the_panels_own_model_and_data(tmp_path):
+    """The panel showed `workbench precision MODEL ... --calib DATA` though it was given both
+    paths; the CLI prints them (`workbench.cli.common.pasteable`): so does the panel."""
+    import re
+
+    data = tmp_path / "in.npz"
+    np.savez(data, input=np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32))
+    p = ComparePanel(OVERFLOW, target="fp16", inputs=data)
+    p.wait(300)
+    text = html.unescape(re.sub(r"<[^>]+>", "", p.findings_html.value))
+    assert f"workbench precision {OVERFLOW} --to fp16" in text
+    assert f"--calib {data}" in text
+    assert not re.search(r"\b(MODEL|DATA)\b", text)
+    # the report itself keeps its placeholders (its JSON is read by scripts)
+    assert any("MODEL" in (f.hint or "") for f in p.report.findings)
+
+
+def test_the_log_axis_labels_what_its_height_can_hold(tmp_path):
+    """1.5 decades labelled at every digit ran '10m 9m 8m 7m 6m' into each other."""
+    from widgets.compare import log_dtick
+
+    assert log_dtick([6e-3, 2e-1]) == "D2"  # 10m 20m 50m 100m 200m
+    assert log_dtick([2e-3, 9e-3]) == "D1"
+    assert log_dtick([1e-7, 0.5]) == 1 and log_dtick([]) == "D1"
+    fp16 = tmp_path / "o16.onnx"
+    onnx.save(convert(OVERFLOW, "fp16").proto, str(fp16))
+    np.savez(tmp_path / "in.npz", input=np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32))
+    p = ComparePanel(OVERFLOW, fp16, inputs=tmp_path / "in.npz")
+    p.wait(300)
+    drawn = [y for y in p.figure.data[0].y if y is not None]
+    assert max(drawn) / min(drawn) > 1e3 and p.figure.layout.yaxis.dtick == 1

@@ -180,4 +180,15 @@ def test_a_next_step_wraps_between_profile_inputs_not_inside_a_shape():
     html = findings_html([{"severity": "warning", "code": "default-profile", "message": "m",
                            "hint": hint}])
     assert "image:1x3x224x224:4x3x224x224:8x3x224x224,<wbr>rois:1x4:8x4:64x4,<wbr>idx" in html
-    assert "overflow-wrap:break-word'>--profile" in html  # (anywhere would split 224x224)
+    # fixed columns (a long token cannot widen its column past the panel) that break a word
+    # only where it cannot fit (overflow-wrap anywhere would split 224x224 at any width)
+    assert "table-layout:fixed" in html and ".wb-findings td {overflow-wrap:break-word}" in html
+    assert "<td><span style='white-space:nowrap'>--profile</span> image" in html
+
+
+def test_node_names_wrap_between_their_scopes():
+    from widgets.base import findings_html
+
+    html = findings_html([{"severity": "error", "code": "qdq-zero-point", "message": "m",
+                           "nodes": ["/b/b.1/Constant_1_output_0_DequantizeLinear"]}])
+    assert "/<wbr>b/<wbr>b.<wbr>1/<wbr>Constant_<wbr>1_<wbr>output_<wbr>0_<wbr>Dequantize" in html

@@ -13,12 +13,12 @@ instead of vanishing with the thread.
 """
 from __future__ import annotations
 
-import re
-
 import html
+import os
+import re
 import sys
 import threading
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, List, Optional, Sequence
 
 import ipywidgets as W
 
@@ -104,13 +104,31 @@ TABLE_CSS = ("<style>.wb-t td, .wb-t th {padding: 2px 12px 2px 0; vertical-align
              " .wb-t th {white-space: nowrap}</style>")
 
 
-_BREAK_AFTER = re.compile(r"(,)")
+_BREAK_AFTER = re.compile(r"([,/])")
+_NAME_BREAKS = re.compile(r"([/_.,])")
 
 
 def breakable(text: str) -> str:
-    """`text` escaped, with line-break chances after each ',' (a `--profile` list of inputs),
-    so a narrow column wraps a command between its inputs, not inside '224x224'."""
-    return _BREAK_AFTER.sub(r"\1<wbr>", esc(text))
+    """`text` escaped, with line-break chances after each ',' (a `--profile` list of inputs)
+    and '/' (a path), so a narrow column wraps a command between its inputs and a path between
+    its folders, not inside '224x224'."""
+    out = _BREAK_AFTER.sub(r"\1<wbr>", esc(text))
+    return _FLAG.sub(r"<span style='white-space:nowrap'>\1</span>", out)  # not '--' | 'recipe'
+
+
+_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+
+
+def breakable_name(text: str) -> str:
+    """A node name or path escaped, with line-break chances after its '/', '_', '.' and ','
+    (`/b/b.1/Constant_1_output_0_DequantizeLinear` wraps between its scopes)."""
+    return _NAME_BREAKS.sub(r"\1<wbr>", esc(text))
+
+
+_FINDINGS_COLS = ("<colgroup><col style='width:5em'><col style='width:10em'>"
+                  "<col style='width:30%'><col style='width:14%'><col></colgroup>"
+                  "<style>.wb-findings td {overflow-wrap:break-word}"
+                  " .wb-findings td code {white-space:normal}</style>")
 
 
 def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
@@ -127,16 +145,18 @@ def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
         hint = get("hint") or ""
         rows.append(
             f"<tr><td style='color:{severity_colour(sev)};white-space:nowrap'>{esc(sev)}</td>"
-            f"<td style='white-space:nowrap'><code>{esc(get('code') or '')}</code></td>"
-            f"<td style='overflow-wrap:anywhere'>{esc(get('message') or '')}</td>"
-            f"<td style='overflow-wrap:break-word'>{esc(node_text)}</td>"
-            f"<td style='overflow-wrap:break-word'>{breakable(hint)}</td></tr>")
+            f"<td><code>{esc(get('code') or '')}</code></td>"
+            f"<td>{esc(get('message') or '')}</td>"
+            f"<td>{breakable_name(node_text)}</td>"
+            f"<td>{breakable(hint)}</td></tr>")
     if not rows:
         return f"<i style='color:{MUTED_COLOUR}'>{esc(empty)}</i>"
     more = "" if limit is None or len(items) <= limit else \
         f"<div style='color:{MUTED_COLOUR}'>... and {len(items) - limit} more</div>"
-    return (TABLE_CSS + "<table class='wb-t' style='width:100%;table-layout:auto;"
-            "border-collapse:collapse'>"
+    # fixed columns: with the automatic layout a long node name or a command's path took the
+    # width (the next step ran past the panel's edge) and the message wrapped a word a line
+    return (TABLE_CSS + "<table class='wb-t wb-findings' style='width:100%;table-layout:fixed;"
+            "border-collapse:collapse'>" + _FINDINGS_COLS +
             "<tr><th align=left>severity</th><th align=left>code</th><th align=left>message</th>"
             "<th align=left>nodes</th><th align=left>next step</th></tr>"
             + "".join(rows) + "</table>" + more)
@@ -150,8 +170,29 @@ class FindingsList(W.HTML):
         super().__init__(**kw)
 
     def show(self, findings: Sequence[Any], *, empty: str = "no findings",
-             limit: Optional[int] = 50) -> None:
-        self.value = findings_html(findings, empty=empty, limit=limit)
+             limit: Optional[int] = 50, model: Any = None, data: Any = None) -> None:
+        """`model` / `data`: the panel's paths, put for the findings' MODEL / DATA placeholders
+        (as the CLI prints them), so the commands in a next step run as shown."""
+        self.value = findings_html(with_paths(findings, model, data), empty=empty, limit=limit)
+
+
+def with_paths(findings: Sequence[Any], model: Any, data: Any) -> List[Any]:
+    """The findings with MODEL / DATA in their message and hint as these paths (objects or
+    dicts in, dicts out where a path was put); unchanged where `model` is not a path."""
+    from workbench.cli.common import pasteable
+
+    if not isinstance(model, (str, os.PathLike)):
+        return list(findings)
+    d = str(data) if isinstance(data, (str, os.PathLike)) else None
+    out = []
+    for f in findings:
+        row = dict(f) if isinstance(f, dict) else (f.to_dict() if hasattr(f, "to_dict") else f)
+        if isinstance(row, dict):
+            for k in ("message", "hint"):
+                if isinstance(row.get(k), str):
+                    row[k] = pasteable(row[k], str(model), d)
+        out.append(row)
+    return out
 
 
 class BackgroundTask:

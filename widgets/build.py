@@ -227,7 +227,8 @@ class BuildPanel(PanelBase, W.VBox):
         hit = " (from the cache)" if res.cache_hit else ""
         self.phase.value = f"done in {time.monotonic() - self._t0:.2f} s{hit}"
         self._show_card(res)
-        self.findings_html.show(res.findings)
+        self.findings_html.show(res.findings, model=self.model,
+                                data=(res.config or {}).get("calibration"))
         self._show_log(res.log)
         self.trtexec.value = res.export.get("trtexec", "")
         self.polygraphy.value = res.export.get("polygraphy", "")

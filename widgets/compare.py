@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import ipywidgets as W
 
@@ -62,6 +62,16 @@ def band_color(rel: float) -> str:
         if rel < limit:
             return color
     return BANDS[-1][1]
+
+
+def log_dtick(values: Sequence[float]) -> Any:
+    """Log-axis ticks the chart's height can label: within about a decade every digit ("D1"),
+    up to three decades 1/2/5 ("D2": "10m 9m 8m 7m 6m" crowded into 20 px), beyond that the
+    powers of ten only (1)."""
+    if not values:
+        return "D1"
+    decades = math.log10(max(values)) - math.log10(min(values))
+    return "D1" if decades < 1.0 else "D2" if decades <= 3.0 else 1
 
 
 def tensor_ticks(names: List[str], limit: int = 28) -> Dict[str, Any]:
@@ -326,6 +336,7 @@ class ComparePanel(PanelBase, W.VBox):
                               ("" if t.passed else f"<br>{t.mismatches} element(s) beyond "
                                "tolerance") for t in rep.tensors]
             self.figure.layout.xaxis.update(tensor_ticks([t.tensor for t in rep.tensors]))
+            self.figure.layout.yaxis.dtick = log_dtick([r for r in rels if r > 0])
         ok = "PASS" if rep.outputs_pass else "FAIL"
         colour = OK_COLOUR if rep.outputs_pass else SEVERITY_COLOURS["error"]
         precision = getattr(rep, "precision", "")
@@ -357,7 +368,7 @@ class ComparePanel(PanelBase, W.VBox):
                             "<th>added</th><th title='elements with |error| &gt; atol and &gt; "
                             "rtol x |reference|: the rule the outputs are judged by'>beyond tol"
                             f"</th></tr>{rows}</table>")
-        self.findings_html.show(rep.findings)
+        self.findings_html.show(rep.findings, model=self.reference, data=self.inputs)
         if self.graph_view is not None:
             self.color_graph(rep)
         if self.split is not None:

@@ -88,3 +88,52 @@ def test_every_panel_fits_the_notebook(browser, lab_server, notebook_root, width
         raise
     finally:
         lab.page.context.close()
+
+
+LONG_FINDINGS = (
+    "import ipywidgets as W\nfrom widgets.base import findings_html\n"
+    "path = '/tmp/a-user/with/a/long/folder/name/models/convnext_qdq.onnx'\n"
+    "node = '/b/b.1/Constant_1_output_0_DequantizeLinear'\n"
+    "msg = ('DequantizeLinear has a non-zero zero point (-128); TensorRT supports symmetric '\n"
+    "       'quantization only (TensorRT\\'s parser: shiftIsAllZeros(zeroPoint): Non-zero zero '\n"
+    "       'point is not supported. Please set kENABLE_UINT8_AND_ASYMMETRIC_QUANTIZATION_DLA)')\n"
+    "hint = (f'`workbench fix {path} -o {path[:-5]}.fixed.onnx --recipe emulate_quantized` '\n"
+    "        'rewrites the quantized ops into exact float emulation; or re-quantize with '\n"
+    "        '`workbench precision` (zero point 0)')\n"
+    "W.VBox([W.HTML(findings_html([{'severity': 'error', 'code': 'qdq-zero-point', "
+    "'message': msg, 'nodes': [node], 'hint': hint}, {'severity': 'warning', "
+    "'code': 'cached-by-other-version', 'message': 'short', 'nodes': [], 'hint': ''}]))])")
+
+COLUMN_JS = r"""
+(root) => {
+  const t = root.querySelector('table.wb-findings');
+  const T = t.getBoundingClientRect();
+  const cells = [...t.querySelectorAll('tr')[1].children].map((c) => c.getBoundingClientRect());
+  return {table: T.width, message: cells[2].width, right: Math.max(...cells.map((c) => c.right)),
+          tableRight: T.right, code: t.querySelectorAll('tr')[2].children[1].scrollWidth,
+          codeBox: t.querySelectorAll('tr')[2].children[1].clientWidth};
+}
+"""
+
+
+@pytest.mark.parametrize("width", [1280, 1400])
+def test_a_findings_table_with_long_names_and_paths_keeps_its_message_readable(
+        browser, lab_server, width):
+    """A new user's FixPanel on an onnxruntime-quantized model: a long node name and a
+    command with a long path took the automatic table layout's width; the message wrapped a
+    word a line (~70 px) and the next step ran past the panel's edge."""
+    lab = new_lab_page(browser, lab_server, viewport=(width, 1000))
+    try:
+        lab.open_notebook(f"findings-{width}.ipynb", [LONG_FINDINGS])
+        lab.run_all(timeout=120)
+        out = lab.page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-OutputArea")
+        out.scroll_into_view_if_needed()
+        assert out.locator("table.wb-findings").count() == 1
+        assert not check_every_view(lab.page, out)
+        m = out.evaluate(COLUMN_JS)
+        out.screenshot(path=str(ARTIFACTS / f"findings-long-{width}.png"))
+        assert m["right"] <= m["tableRight"] + 1, m  # nothing past the table's edge
+        assert m["message"] >= 0.25 * m["table"], m  # a readable message column
+        assert m["code"] <= m["codeBox"] + 1, m  # a long code wraps at its hyphens
+    finally:
+        lab.page.context.close()

@@ -53,7 +53,8 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--calib-method", default="entropy", choices=list(table.CALIBRATE_METHODS))
     p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
                    help="shape range of a dynamic input, e.g. input:1x3x32x32:8x3x32x32:"
-                        "32x3x32x32 (repeat per input; a leading '+' starts another "
+                        "32x3x32x32 (repeat per input, or join inputs with commas: "
+                        "a:...,b:... is the same profile; a leading '+' starts another "
                         "profile)")
     p.add_argument("--strict-profiles", action="store_true",
                    help="a dynamic input without --profile is an error (CI); by default it "
