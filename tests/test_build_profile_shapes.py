@@ -91,3 +91,20 @@ def test_log_line_for_opt_and_max_says_which():
         assert f.code == "profile-cannot-run" and f.severity == "warning"
         assert f"the profile's {which.lower()} shapes cannot run the model" in f.message
         assert f"whose {which.lower()} the model can run" in f.hint
+
+
+def test_check_build_says_the_profile_cannot_run(client, tmp_path):
+    from workbench.support.checker import check
+
+    path = hidden_k(tmp_path / "hidden_k.onnx")
+    rep = check(path, backend="tensorrt-rtx", build=True, client=client,
+                profiles={"points": [[1, 3], [128, 3], [1024, 3]]})
+    assert rep.supported and rep.mode == "parser+build"
+    (f,) = _cannot(rep.findings)
+    assert f.severity == "warning" and f.nodes == ["/TopK"]
+    assert "min shapes cannot run the model" in f.message
+    assert f"`workbench profiles {path}`" in f.hint
+    ok = tmp_path / "pointnet_like.onnx"
+    onnx.save(pointnet_like(16), str(ok))
+    assert _cannot(check(ok, backend="tensorrt-rtx", build=True, client=client,
+                         profiles={"points": [[16, 3], [128, 3], [1024, 3]]}).findings) == []
