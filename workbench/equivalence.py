@@ -88,7 +88,12 @@ def _int_high(proto: Any, name: str) -> int:
 
 # ops whose integer input indexes an axis of another input: op -> (index slot, data slot)
 _INDEXERS = {"RoiAlign": (2, 0), "ScatterND": (1, 0), "GatherND": (1, 0),
-             "ScatterElements": (1, 0), "GatherElements": (1, 0)}
+             "ScatterElements": (1, 0), "GatherElements": (1, 0), "Gather": (1, 0)}
+# ops whose output holds (some of) the values of their first input, as they are: an index
+# input read through them (edge_index -> Gather row 1 -> Unsqueeze -> ScatterElements) still
+# indexes what the last one indexes
+_CARRIERS = {"Gather", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Expand", "Identity",
+             "Transpose", "Slice", "Tile", "Concat", "Split", "Cast"}
 
 
 def _index_bounds(proto: Any, shapes: Dict[str, List[int]]) -> Dict[str, int]:
@@ -100,29 +105,50 @@ def _index_bounds(proto: Any, shapes: Dict[str, List[int]]) -> Dict[str, int]:
 
     idx = GraphIndex.of(proto)
     typed: List[Any] = []  # shape inference, once, when a tensor is not a graph input
+    consts = set(idx.constant_names())
     out: Dict[str, int] = {}
     for name in shapes:
-        for k in idx.consumers_of(name):
-            node = idx.nodes[k]
-            slots = _INDEXERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
-            if slots is None or len(node.input) <= slots[0] or node.input[slots[0]] != name:
-                continue
-            data = node.input[slots[1]]
-            if node.op_type.endswith("ND"):  # indices [..., k]: data axes 0..k-1
-                depth = int(shapes[name][-1]) if shapes[name] else 1
-                axes = list(range(max(1, depth)))
-            else:
-                attr = idx.attribute(k, "axis") if node.op_type != "RoiAlign" else None
-                axes = [int(attr.i) if attr is not None else 0]
-            sizes = [_size_of(proto, data, a, shapes, typed) for a in axes]
-            out[name] = min([out.get(name, sizes[0])] + sizes)
+        # the input's values, and the tensors that carry them on (edge_index[1] unsqueezed)
+        carried, todo = {name}, [name]
+        while todo:
+            t = todo.pop()
+            for k in idx.consumers_of(t):
+                node = idx.nodes[k]
+                if node.domain not in ("", "ai.onnx") or node.op_type not in _CARRIERS:
+                    continue
+                if node.op_type != "Concat" and node.input[0] != t:
+                    continue
+                for o in node.output:
+                    if o and o not in carried:
+                        carried.add(o)
+                        todo.append(o)
+        for t in carried:
+            for k in idx.consumers_of(t):
+                node = idx.nodes[k]
+                slots = _INDEXERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+                if slots is None or len(node.input) <= slots[0] or node.input[slots[0]] != t:
+                    continue
+                data = node.input[slots[1]]
+                if node.op_type == "Gather" and data in consts:
+                    continue  # (a table of weights: `_int_high` reads its size)
+                if node.op_type.endswith("ND"):  # indices [..., k]: data axes 0..k-1
+                    depth = int(shapes[name][-1]) if t == name and shapes[name] else \
+                        _size_of(proto, t, -1, shapes, typed, unknown=0)
+                    if depth <= 0:
+                        continue
+                    axes = list(range(depth))
+                else:
+                    attr = idx.attribute(k, "axis") if node.op_type != "RoiAlign" else None
+                    axes = [int(attr.i) if attr is not None else 0]
+                sizes = [_size_of(proto, data, a, shapes, typed) for a in axes]
+                out[name] = min([out.get(name, sizes[0])] + sizes)
     return out
 
 
 def _size_of(proto: Any, tensor: str, axis: int, shapes: Dict[str, List[int]],
-             typed: List[Any]) -> int:
+             typed: List[Any], unknown: int = 1) -> int:
     """Axis `axis` of `tensor` when the graph inputs have these `shapes`: an input's own size,
-    else shape inference's (a size, or a dim name an input shares), else 1."""
+    else shape inference's (a size, or a dim name an input shares), else `unknown` (1)."""
     if tensor in shapes:
         dims: List[Any] = list(shapes[tensor])
     else:
@@ -142,7 +168,7 @@ def _size_of(proto: Any, tensor: str, axis: int, shapes: Dict[str, List[int]],
     if isinstance(d, str):  # a dim name an input carries: its size in `shapes`
         d = next((shapes[n][j] for n, vi in _graph_inputs(proto).items() if n in shapes
                   for j, x in enumerate(_dims(vi)) if x == d and j < len(shapes[n])), None)
-    return max(1, int(d)) if isinstance(d, int) else 1
+    return max(1, int(d)) if isinstance(d, int) else unknown
 
 
 def make_inputs(proto: Any, seed: int = 0, other: Any = None,

@@ -153,6 +153,22 @@ def dim_kind(dim: Any) -> str:
     return "generic"
 
 
+_TOKEN_WORDS = {"token", "tokens", "word", "words", "subword", "subwords", "char", "chars",
+                "ids", "vocab"}
+
+
+def is_item_count(dim: Any) -> bool:
+    """A dim named as a count of items that are not tokens or time steps (num_edges, n_nodes,
+    box_count, num_points): `dim_kind` says "count" and no word is a token or sequence word.
+    Such an axis is a range of sizes, and calling it a token axis would be wrong."""
+    if dim_kind(dim) != "count":
+        return False
+    words = dim_words(str(dim))
+    return not any(w in _TOKEN_WORDS or w in SEQUENCE_WORDS or
+                   w[:1] == "n" and w[1:] in _TOKEN_WORDS | SEQUENCE_WORDS or
+                   w[:3] == "num" and w[3:] in _TOKEN_WORDS | SEQUENCE_WORDS for w in words)
+
+
 def _output_dims(model: Any) -> List[List[Union[int, str, None]]]:
     """The declared dims of the graph outputs ([] for an output without a shape)."""
     out = []

@@ -741,7 +741,9 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
         from workbench.build.log import findings_from_log
         from workbench.build.export import export_for
 
-        findings += findings_from_log(out.get("log", []), side["names"])
+        findings += _profile_shape_findings(
+            findings_from_log(out.get("log", []), side["names"]), ref,
+            any(f.code == "default-profile" for f in defaulted))
         for n in out.get("unmatched_layers", out.get("unmatched_fp32_layers", [])):
             findings.append(Finding("warning", "exclusion-not-found",
                                     f"no TensorRT layer matches excluded node '{n}'", nodes=[n],
@@ -824,6 +826,24 @@ def _refuse_zero_size_axes(ref: ModelRef) -> None:
         hint=f"give the axis a name or a size: `workbench fix {path} --recipe "
         f"set_input_shapes:shapes={shlex.quote(name)}/{shape_text(ref.model, name)} -o "
         "FIXED.onnx`, then build FIXED.onnx")
+
+
+def _profile_shape_findings(found: List[Finding], ref: ModelRef, defaulted: bool
+                            ) -> List[Finding]:
+    """The build log's findings, with TensorRT's "Profile kMIN values are not self-consistent"
+    (`profile-cannot-run`) naming the model in its next step and, where the build took the
+    default profile (no --profile given), saying so: the profile is the workbench's guess."""
+    who = shlex.quote(str(ref.path)) if ref.path is not None else "MODEL"
+    for f in found:
+        if f.code != "profile-cannot-run":
+            continue
+        if f.hint:
+            f.hint = f.hint.replace("`workbench profiles MODEL`", f"`workbench profiles {who}`")
+        if defaulted:
+            f.message = f.message.replace(
+                "the profile's", "the default profile's (no --profile was given)", 1)
+            f.extra["default_profile"] = True
+    return found
 
 
 def _default_profiles(ref: ModelRef, config: BuildConfig, strict: bool

@@ -22,8 +22,20 @@ _WEIGHTS = re.compile(r"Weights \[name=([^\]]+)\] had the following issues when 
                       r"(FP16|BF16|\w+)")
 _TENSOR = re.compile(r"(?:tensor|Tensor|input|Input|output|Output)[: ]+'?\"?([^\s'\",:()]+)")
 
+# TensorRT's shape check of a profile ("Profile kMIN values are not self-consistent. /TopK:
+# length of reduction axis (num_points) is smaller than K (16) ..."): the model cannot run there
+_PROFILE_SHAPES = re.compile(r"Profile k(MIN|OPT|MAX) values are not self-consistent", re.I)
+_TRT_CHECK = re.compile(r"\s*Condition '[^']*' violated.*$|\s*In operator\(\) at .*$", re.S)
+
 # (code, severity, regex, explanation, hint)
 _RULES = [
+    ("profile-cannot-run", "warning", _PROFILE_SHAPES,
+     "the profile's {which} shapes cannot run the model (TensorRT's shape check at {which} "
+     "failed: a call at those shapes fails; the engine runs the shapes of the profile the "
+     "model can run)",
+     "`workbench profiles MODEL` runs the model on onnxruntime at a profile's min, opt and max "
+     "and proposes one; or build with --profile NAME:MIN:OPT:MAX whose {which} the model can "
+     "run (the message says the size the node needs)"),
     ("timing-cache-unused", "warning",
      re.compile(r"timing cache will not be used|myelinCache\.h::deserializeFromBuffer", re.I),
      "TensorRT could not read the timing cache (it holds entries of another build it cannot "
@@ -304,6 +316,10 @@ def findings_from_log(messages: List[Dict[str, str]], names: Optional[NameIndex]
             f = by_key[key]
             f.extra["count"] = f.extra.get("count", 1) + 1
             continue
+        if code == "profile-cannot-run":  # min/opt/max, and TensorRT's words without its
+            which = _PROFILE_SHAPES.search(text).group(1).lower()  # source locations
+            expl, hint = expl.format(which=which), hint.format(which=which)
+            first_line = _TRT_CHECK.sub("", first_line).rstrip() or first_line
         msg = first_line if expl is None else "%s: %s" % (expl, first_line)
         if rule is not None and not nodes and not tensors and hint and "--exclude NODE" in hint:
             hint += " (TensorRT's log named no weights or nodes here)"

@@ -641,6 +641,8 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int], with_cache: bo
     new <= its rows): each gets half of it at most, so the profile's max runs. `batch`: is
     axis 0 a batch (`workbench.inputs.leading_axes`)? If not, it is a count of items (points,
     boxes) or a time-major sequence, which varies from call to call: a range, not a size."""
+    from workbench.inputs import is_item_count
+
     rank, dims = len(spec.dims), spec.dims
     name = str(dims[axis] or "").lower()
     half = positions // 2 if (with_cache and positions) else None
@@ -658,6 +660,9 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int], with_cache: bo
             "a past/cache length, from an empty cache (the first decode step) up to "
             + ("half the model's position table (the new tokens take the rest)" if half else
                "the model's position table" if positions else f"{DEFAULT_DIM} (a guess)"))
+    if spec.elem_type in (6, 7) and rank == 2 and axis == 1 and is_item_count(dims[axis]):
+        # int [k, num_edges] (edge_index, pairs): a count of items its name says, not tokens
+        return DEFAULT_ITEMS, f"a count of items ({dims[axis]}: named so), not a token axis"
     if spec.elem_type in (6, 7) and rank == 2 and axis == 1:  # token ids / masks
         mx = (positions - half) if half else (positions or DEFAULT_SEQUENCE[2])
         src = ("a token axis beside a KV cache: max = the position table less the cache's "
@@ -915,10 +920,13 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
     notice) rather than refuse: batch (axis 0, where `workbench.inputs.leading_axes` calls it
     one) 1..1..16, a count of items at axis 0 (num_points) 1..128..1024, token axes
     1..128..(the model's position table or 512), other axes fixed at a sane size (images 224, video 16x112, audio
-    16000 samples, else 128). The model's `workbench.profile` metadata entry wins where it has
+    16000 samples, else 128); a min the graph cannot run at is raised to the size its
+    constant-size consumers need (`workbench.precision.minsizes`: TopK's K, a kernel without
+    padding), the rule saying why. The model's `workbench.profile` metadata entry wins where it has
     an input; `given` (a partial profile) fixes the dims it shares with the others. Returns the
     profile and, per dim, the rule that chose it. Shape-tensor inputs cannot be guessed."""
     from workbench.inputs import leading_axes, model_inputs, proto_of
+    from workbench.precision.minsizes import static_minimums
 
     proto = proto_of(model)
     specs = model_inputs(proto)
@@ -949,6 +957,7 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
                         ranges[key] = (int(mn[axis]), int(op[axis]), int(mx[axis]))
                         rules[str(d if isinstance(d, str) else f"{s.name}[{axis}]")] = rule
     prof = Profile()
+    mins: Optional[Dict[Any, Tuple[int, str]]] = None  # the graph's lower bounds, on first need
     with_cache = any(is_cache_axis(s, a) for s in specs for a in s.dynamic_axes)
     totals = _total_length_axes(specs) if with_cache else {}
     # token inputs first: a dim they share with float inputs gets the token rule
@@ -980,6 +989,13 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
                                                       s.name in batch)
                     if axis == 0 and max_batch and s.name in batch:
                         ranges[key] = (1, 1, int(max_batch))
+                    if mins is None:
+                        mins = static_minimums(proto)
+                    if key in mins and mins[key][0] > ranges[key][0]:  # the graph needs more
+                        low, why = mins[key]
+                        mn, op, mx = ranges[key]
+                        ranges[key] = (low, max(op, low), max(mx, low))
+                        rule += f"; min {low}: {why}"
                     mn, op, mx = ranges[key]
                     text = f"{mn}..{op}..{mx}" if mn != mx else f"fixed at {mn}"
                     rules[str(d if isinstance(d, str) else f"{s.name}[{axis}]")] = \

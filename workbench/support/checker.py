@@ -941,6 +941,17 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
         report.build = {k: b.get(k) for k in ("built", "target", "seconds", "engine_bytes",
                                               "notes", "build_errors")}
         report.notes.extend(b.get("notes") or [])
+        if b.get("built"):  # built at shapes the model cannot run: said (as `build` says it)
+            from workbench.build.log import NameIndex, findings_from_log
+
+            who = shlex.quote(label) if model.path else "MODEL"
+            for f in findings_from_log([{"level": "warning", "message": m}
+                                        for m in b.get("log") or [] if isinstance(m, str)],
+                                       NameIndex.from_graph(model.graph)):
+                if f.code == "profile-cannot-run":
+                    f.hint = (f.hint or "").replace("`workbench profiles MODEL`",
+                                                    f"`workbench profiles {who}`")
+                    report.findings.append(f)
         if not b.get("built"):
             errs = b.get("build_errors") or [{"layer": None, "nodes": [],
                                               "message": "the build failed without an error "
