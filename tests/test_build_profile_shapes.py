@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from workbench.build.engine import BuildConfig, build_engine
-from workbench.build.log import findings_from_log
+from workbench.trtlog import findings_from_log
 from workbench.worker.client import WorkerClient
 
 from test_profile_minimums import pointnet_like

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import SAMPLES
 from workbench.build.engine import BuildConfig
-from workbench.build.log import NameIndex, findings_from_log
+from workbench.trtlog import NameIndex, findings_from_log
 from workbench.build.export import (MIGRATION, config_from_trtexec, export_for, migration_markdown,
                               polygraphy_command, python_script, trtexec_command)
 
@@ -292,7 +292,7 @@ def test_tensorrt_86_weight_conversion_summary_names_the_weights_and_reads_right
     'build-warning' lines, the clamp to the closest finite FP16 value was called 'converted to
     FP16 infinity' with '- 1 weights are affected' left in, and no node was named although the
     hint said 'keep the named nodes'. The verbose 'List of affected weights' names them."""
-    from workbench.build.log import _join_weight_reports
+    from workbench.trtlog import _join_weight_reports
 
     g = onnx.load(str(SAMPLES / "resnet_tiny.onnx"), load_external_data=False).graph
     convs = [n.name for n in g.node if n.op_type == "Conv"][:2]

@@ -148,7 +148,7 @@ def test_scope_rule_examples():
 # ----------------------------------------------------------------------------- built once
 def test_index_is_built_once_per_model_across_capabilities(monkeypatch):
     from workbench import graphindex
-    from workbench.build.log import NameIndex
+    from workbench.trtlog import NameIndex
     from workbench.graph import GraphStructure
     from workbench.inspect import node_detail, node_details, scope_tree, summarize
     from workbench.support.checker import check

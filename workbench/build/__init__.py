@@ -47,9 +47,9 @@ _EXPORTS: Dict[str, str] = {
     'export_triton': 'workbench.build.triton',
     'triton_config': 'workbench.build.triton',
     'TritonModel': 'workbench.build.triton',
-    'NameIndex': 'workbench.build.log',
-    'findings_from_log': 'workbench.build.log',
-    'memory_from_log': 'workbench.build.log',
+    'NameIndex': 'workbench.trtlog',
+    'findings_from_log': 'workbench.trtlog',
+    'memory_from_log': 'workbench.trtlog',
 }
 
 __all__ = sorted(_EXPORTS)

@@ -638,7 +638,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                     return
             try:
                 import workbench.build.export  # noqa: F401  (needed as soon as the build returns)
-                from workbench.build.log import NameIndex
+                from workbench.trtlog import NameIndex
 
                 side["names"] = NameIndex.from_graph(_graph_of(onnx_path, ref))
             except BaseException as e:
@@ -671,7 +671,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                                  code="cancelled") from None
         except WorkerError as e:
             _raise_if_invalid()
-            from workbench.build.log import NameIndex, findings_from_log
+            from workbench.trtlog import NameIndex, findings_from_log
             from workbench.support.checker import in_users_terms
 
             if e.code in BAD_INPUT_CODES:  # the user's input is wrong (CLI exit 2)
@@ -738,7 +738,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
         prefetch.join()
         if "error" in side:
             raise side["error"]
-        from workbench.build.log import findings_from_log
+        from workbench.trtlog import findings_from_log
         from workbench.build.export import export_for
 
         findings += _profile_shape_findings(

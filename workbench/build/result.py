@@ -39,7 +39,7 @@ class BuildResult:
     @property
     def memory(self) -> Dict[str, int]:
         """Activation / weights / scratch bytes as the build log reported them."""
-        from workbench.build.log import memory_from_log
+        from workbench.trtlog import memory_from_log
 
         return memory_from_log(self.log)
 

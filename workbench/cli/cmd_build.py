@@ -185,8 +185,8 @@ def fit_line(head: str, message: str, width: Optional[int]) -> str:
 
 
 def _no_gpu_noise(text: str) -> bool:
-    """A plugin's CUDA set-up failing for want of a usable GPU (`build.log.NO_GPU_NOISE`)."""
-    from workbench.build.log import NO_GPU_NOISE
+    """A plugin's CUDA set-up failing for want of a usable GPU (`workbench.trtlog.NO_GPU_NOISE`)."""
+    from workbench.trtlog import NO_GPU_NOISE
 
     return NO_GPU_NOISE.search(text) is not None
 

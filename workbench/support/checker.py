@@ -942,7 +942,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
                                               "notes", "build_errors")}
         report.notes.extend(b.get("notes") or [])
         if b.get("built"):  # built at shapes the model cannot run: said (as `build` says it)
-            from workbench.build.log import NameIndex, findings_from_log
+            from workbench.trtlog import NameIndex, findings_from_log
 
             who = shlex.quote(label) if model.path else "MODEL"
             for f in findings_from_log([{"level": "warning", "message": m}

@@ -1,4 +1,5 @@
-"""Build-log warnings -> structured Findings naming the ONNX nodes and tensors involved.
+"""TensorRT build-log lines -> structured Findings naming the ONNX nodes and tensors involved
+(the build's findings, and `check --build`'s: core, so both layers read the same rules).
 
 TensorRT says important things in its build log that users miss in a thousand lines: FP16
 overflow of constants ("Detected FP32 infinity values ... converted to FP16 infinity", "Weights
