@@ -200,6 +200,11 @@ def test_custom_and_unknown_ops_are_flagged():
     s = summarize(POLY / "custom_op_node.onnx")
     custom = [w for w in s.warnings if w.code == "custom-domain-ops"]
     assert len(custom) == 1 and "ai.onnx.contrib::NegPos" in custom[0].message
+    from workbench.model import open_model
+
+    m = open_model(POLY / "custom_op_node.onnx")  # the nodes, as unknown-ops names them
+    assert custom[0].nodes == [i for i, n in zip(m.node_ids, m.graph.node)
+                               if n.op_type == "NegPos"] and len(custom[0].nodes) == 1
     assert s.ops == {"ai.onnx.contrib::NegPos": 1}
     s = summarize(SAMPLES / "resnet_tiny.onnx")
     assert not [w for w in s.warnings if w.code in ("unknown-ops", "custom-domain-ops")]

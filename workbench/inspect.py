@@ -553,13 +553,13 @@ def _lint(model: Model, ops: Dict[str, int], inputs: List[TensorInfo],
                              nodes=[i for i, _ in unknown], source="inspect",
                              hint="a custom op in the default domain: it needs a TensorRT "
                              "plugin or a decomposition (`workbench check` says more)"))
-    custom = sorted({f"{n.domain}::{n.op_type}" for n in g.node
-                     if n.domain not in ("", "ai.onnx", "ai.onnx.ml")
-                     and n.op_type not in local})
+    outside = [(mid, f"{n.domain}::{n.op_type}") for mid, n in zip(model.node_ids, g.node)
+               if n.domain not in ("", "ai.onnx", "ai.onnx.ml") and n.op_type not in local]
+    custom = sorted({op for _, op in outside})
     if custom:
         found.append(Finding("warning", "custom-domain-ops",
                              f"ops outside the ONNX standard: {', '.join(custom[:10])}",
-                             source="inspect", hint="check them with `workbench check`; they "
+                             nodes=[i for i, _ in outside], source="inspect", hint="check them with `workbench check`; they "
                              "need a TensorRT plugin or a decomposition"))
     if shape_status.startswith("failed"):
         found.append(Finding("warning", "shape-inference-failed",
