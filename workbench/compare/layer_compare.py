@@ -269,9 +269,10 @@ class LayerwiseReport:
                and t.node not in self.selection_nodes and t.tensor not in self.masks
                and (q is None or not math.isfinite(t.added)
                     or any(n in q for n in self.layer_of(t))
-                    # a float node carrying the rounding of quantized nodes (it reads their
-                    # DQ): named, and its advice is theirs (`to_exclude`)
-                    or (self.already_fp32(t) and bool(self.to_exclude(t))))]
+                    # a float node reading the DQ of a quantized op (no Q/DQ of its own):
+                    # where that rounding first shows; its advice is the op's (`to_exclude`)
+                    or (self.already_fp32(t) and self.rounding.reads_dq(t.node)
+                        and bool(self.to_exclude(t))))]
         bad.sort(key=lambda t: -t.added)
         seen, out = set(), []
         for t in bad:

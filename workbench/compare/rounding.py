@@ -85,6 +85,16 @@ class CandidateTypes:
         return not self._low(i) and any(self.types.get(o, 0) in FLOAT_TYPES
                                         for o in n.output if o)
 
+    def reads_dq(self, name: str) -> bool:
+        """Q/DQ candidates: does node `name` read a DequantizeLinear output (a bystander of a
+        quantized op's Q/DQ, where the rounding first shows)? A float node further down (a
+        BatchNorm scaling the error that comes in) does not."""
+        i = self._node(name)
+        if i is None or self.quantized is None:
+            return False
+        return any(p is not None and self.index.nodes[p].op_type == "DequantizeLinear"
+                   for p in (self.index.producer_of(x) for x in self.index.nodes[i].input if x))
+
     def rounded_at(self, name: str, limit: int = 4) -> List[str]:
         """The nearest nodes upstream of `name` still in the low type whose output it reads
         (through Casts and FP32 nodes, float inputs only; Constants are no answer: excluding
