@@ -141,12 +141,12 @@ def test_row_rule_partner_and_cut_off():
     cand["s"][1] = 0.3
     g = judge_rows(ref, cand, ["b", "s", "l"], "s", 0.01)
     assert not g.consistent and len(g.unpaired) == 1
-    # a label that changed makes another row (an integer field must be equal); at the same
-    # score it is a near-tied candidate of another class, so a swap
+    # a label that changed on a row whose score and box match is a label flip (it was taken
+    # for a swap with itself, its own score a near-tied partner): it fails the group
     cand = _rows([0.9, 0.5, 0.3])
     cand["l"][0] = 7
     g = judge_rows(ref, cand, ["b", "s", "l"], "s", 0.01)
-    assert g.matched == 2 and len(g.unmatched_ref) == 1 and g.consistent
+    assert g.matched == 2 and g.label_flips == {"l": 1} and not g.consistent
 
 
 def test_compare_cli_reports_both_verdicts(tmp_path):
@@ -170,7 +170,7 @@ def test_compare_cli_reports_both_verdicts(tmp_path):
 
     r = cli()
     assert r.returncode == 1, r.stderr  # the strict verdict decides by default
-    assert "selection-aware (budget rel 0.01): PASS (6 sample(s) in 1 batch(es), 1 pass)" \
+    assert "selection-aware (budget rel 0.01, candidate run by 'onnxruntime'): PASS (6 sample(s) in 1 batch(es), 1 pass)" \
         in r.stdout, r.stdout
     assert "1+1 swapped, 0 without a near-tied partner" in r.stdout
     assert "without pairing rows, relative to each output's range (max abs error / max "\
@@ -264,7 +264,7 @@ def test_compare_cli_score_names_a_tensor_inside_the_model(tmp_path):
 
     r = cli("--score", "top_v")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "top_v: 2/3 rows match, 1+1 swapped" in r.stdout
+    assert "top_v (rows of top_v" in r.stdout and "2/3 rows match, 1+1 swapped" in r.stdout
     r = cli("--score", "no_such")
     assert r.returncode == 2 and "no tensor named 'no_such'" in r.stderr
     assert "--score" in r.stderr and "Traceback" not in r.stderr

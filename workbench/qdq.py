@@ -12,6 +12,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Set
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+# the ops `workbench precision` quantizes (Q/DQ in front of them: weighted ops and pooling,
+# TensorRT's placement advice); elementwise ops stay out (`precision.quantize`)
+QUANT_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "AveragePool", "GlobalAveragePool",
+             "MaxPool")
 # ONNX TensorProto data types of the 8-bit float formats (FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ)
 FP8_TYPES = (17, 18, 19, 20)
 UINT8 = 2
@@ -21,13 +25,34 @@ def _graph(model_or_graph: Any) -> Any:
     return getattr(model_or_graph, "graph", model_or_graph)
 
 
+def _key(n: Any) -> str:
+    return n.name or f"{n.op_type}:{n.output[0] if n.output else ''}"
+
+
 def quantized_nodes(model_or_graph: Any) -> Set[str]:
-    """Names of the nodes (Q/DQ nodes aside) that read a DequantizeLinear output: the ones a
-    Q/DQ model quantizes (their nameless ones as `op:first output`)."""
+    """Names of the nodes (Q/DQ nodes aside) that a Q/DQ model quantizes (their nameless ones
+    as `op:first output`): those reading a DequantizeLinear output, less the bystanders
+    (`bystanders`): a node the quantizer leaves in float that only shares the DQ in front of
+    a quantized op (a ReduceMax reading the same DQ as a Gemm). Keeping a bystander in FP32
+    changes nothing: the Q/DQ stays for the op it belongs to."""
     g = _graph(model_or_graph)
     dq = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
-    return {n.name or f"{n.op_type}:{n.output[0] if n.output else ''}" for n in g.node
-            if n.op_type not in QDQ_OPS and any(i in dq for i in n.input)}
+    readers = {_key(n) for n in g.node
+               if n.op_type not in QDQ_OPS and any(i in dq for i in n.input)}
+    return readers - bystanders(g)
+
+
+def bystanders(model_or_graph: Any) -> Set[str]:
+    """Readers of a DequantizeLinear output whose op the quantizer never quantizes
+    (QUANT_OPS: weighted ops and pooling) and whose every DQ input is also read by a node
+    of such an op: the Q/DQ is that node's, not theirs."""
+    g = _graph(model_or_graph)
+    dq = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
+    owned = {i for n in g.node if n.op_type in QUANT_OPS for i in n.input if i in dq}
+    return {_key(n) for n in g.node
+            if n.op_type not in QDQ_OPS and n.op_type not in QUANT_OPS
+            and any(i in dq for i in n.input)
+            and all(i in owned for i in n.input if i in dq)}
 
 
 def _types(g: Any) -> Dict[str, int]:

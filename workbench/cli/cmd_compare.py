@@ -342,7 +342,13 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
         if getattr(t, "shape_change", None):
             return f"{t.tensor} shape {t.shape_change} {verdict}"
         if str(t.dtype).split(" ")[-1].startswith(("int", "uint", "bool")):
-            return f"{t.tensor} {t.mismatches} of {t.size} differ {verdict}"  # (labels, ids)
+            # (labels, ids; after a data-dependent selection, element by element: rows the
+            # selection ordered differently count as differing, --selection-aware pairs them)
+            sel = t.node in getattr(report, "selection_nodes", ())
+            return (f"{t.tensor} {t.mismatches} of {t.size} differ" +
+                    (" element by element (rows the selection orders differently count; "
+                     "--selection-aware pairs rows)" if sel and t.mismatches else "")
+                    + f" {verdict}")
         return (f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} cos {t.cosine:.6f} "
                 f"{verdict}" + same_way_note(t, getattr(report, "precision", "")))
 
@@ -528,7 +534,8 @@ def run(args: argparse.Namespace) -> int:
             n = getattr(sel, "samples", None)
             batches = (f"{n} sample(s) in {len(sel)} batch(es), {ok} pass" if n else
                        f"{ok} of {len(sel)} batch(es) pass")
-            print(f"selection-aware (budget rel {report.rtol:g}): "
+            print(f"selection-aware (budget rel {report.rtol:g}, candidate run by "
+                  f"'{getattr(sel, 'runner', 'onnxruntime')}'): "
                   f"{'PASS' if ok == len(sel) else 'FAIL'} ({batches}): "
                   f"{worst.summary()}; without pairing rows, relative to each output's range "
                   f"(max abs error / max |reference|): rel "
@@ -566,13 +573,20 @@ def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> 
                                  file=args.reference, field="--score",
                                  hint="name a graph output or a node's output, e.g. the "
                                       "first output of the TopK that selects the rows")
-    return _Checks([selection_aware(ref, cand, f, tol=tol, score=score) for f in feeds],
-                   sum(samples_in(f, batched) for f in feeds))
+    # the candidate runs on the runner the layer-wise compare used (the FP16 emulation:
+    # onnxruntime's CPU provider computes many FP16 ops in FP32 and would hide flips)
+    from workbench.runners import low_float_runner
+
+    kind = args.runner if getattr(args, "runner", "auto") not in (None, "auto") else \
+        low_float_runner(cand)
+    return _Checks([selection_aware(ref, cand, f, tol=tol, score=score, candidate_runner=kind)
+                    for f in feeds], sum(samples_in(f, batched) for f in feeds), kind)
 
 
 class _Checks(list):
     """The selection-aware checks, one per batch, and the samples they hold."""
 
-    def __init__(self, checks: "list", samples: int) -> None:
+    def __init__(self, checks: "list", samples: int, runner: str = "onnxruntime") -> None:
         super().__init__(checks)
         self.samples = samples
+        self.runner = runner  # what ran the candidate

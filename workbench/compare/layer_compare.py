@@ -169,8 +169,9 @@ class LayerwiseReport:
     # what `workbench precision` recorded in the candidate (`precision.spec.recorded_spec`):
     # its exclusions, which the advice keeps and adds to; None: not made by it
     made_with: Optional[Any] = None
-    # FP16/BF16 candidates: its graph and types (`rounding.CandidateTypes`), for culprits that
-    # already compute in FP32 there (the advice names where their input is rounded)
+    # FP16/BF16 and Q/DQ candidates: its graph and types (`rounding.CandidateTypes`), for
+    # culprits that already compute in FP32 there (a kept node, a float node reading a Q/DQ
+    # that belongs to another: the advice names where their input is rounded)
     rounding: Optional[Any] = field(default=None, repr=False)
     # FP16/BF16 candidates: the tensors of attention masks whose sentinel (-1e9) the candidate
     # stores clamped to the type's largest value (`precision.masks`): they differ from FP32 by
@@ -257,9 +258,9 @@ class LayerwiseReport:
         return out
 
     def already_fp32(self, t: TensorError) -> bool:
-        """Does `t`'s node already compute in FP32 in this FP16/BF16 candidate?"""
-        return self.quantized_nodes is None and self.rounding is not None and \
-            self.rounding.computes_fp32(t.node)
+        """Does `t`'s node already compute in FP32 in this candidate (FP16/BF16: kept, or an
+        op the lowering keeps FP32; Q/DQ: a node with no Q/DQ of its own)?"""
+        return self.rounding is not None and self.rounding.computes_fp32(t.node)
 
     def culprits(self, top: int = 5) -> List[TensorError]:
         """Nodes that add the most error (non-finite first), biggest first."""
@@ -267,7 +268,11 @@ class LayerwiseReport:
         bad = [t for t in self.tensors if t.added > self.rtol and not t.passed
                and t.node not in self.selection_nodes and t.tensor not in self.masks
                and (q is None or not math.isfinite(t.added)
-                    or any(n in q for n in self.layer_of(t)))]
+                    or any(n in q for n in self.layer_of(t))
+                    # a float node reading the DQ of a quantized op (no Q/DQ of its own):
+                    # where that rounding first shows; its advice is the op's (`to_exclude`)
+                    or (self.already_fp32(t) and self.rounding.reads_dq(t.node)
+                        and bool(self.to_exclude(t))))]
         bad.sort(key=lambda t: -t.added)
         seen, out = set(), []
         for t in bad:
@@ -720,7 +725,8 @@ def _clamped_masks(report: LayerwiseReport, ref_p: Any, cand_p: Any) -> List[Fin
     note their tensors in `report.masks` and say so once each."""
     from workbench.precision import masks, table
 
-    limit = table.get(report.precision).max_abs if report.rounding is not None else None
+    limit = table.get(report.precision).max_abs \
+        if report.rounding is not None and report.rounding.quantized is None else None
     if not limit:
         return []
     # (max |reference| on these inputs, the mask sentinels included: `scale` leaves them out)
@@ -738,11 +744,15 @@ def _clamped_masks(report: LayerwiseReport, ref_p: Any, cand_p: Any) -> List[Fin
 
 
 def _candidate_types(proto: Any, precision: str) -> Any:
-    """`rounding.CandidateTypes` of an FP16/BF16 candidate (None for other precisions)."""
-    if str(precision).lower() not in ("fp16", "bf16"):
-        return None
+    """`rounding.CandidateTypes` of an FP16/BF16 or Q/DQ (INT8/FP8) candidate (None for
+    other precisions)."""
     from workbench.compare.rounding import CandidateTypes
 
+    p = str(precision).lower()
+    if p in ("int8", "fp8"):
+        return CandidateTypes.of(proto, quantized_nodes(proto))
+    if p not in ("fp16", "bf16"):
+        return None
     return CandidateTypes.of(proto)
 
 
@@ -841,7 +851,11 @@ def divergence_findings(report: "LayerwiseReport",
         inside = f" (engine layer also holds {', '.join(members[:4])})" if members else ""
         excl = report.to_exclude(t)
         low = report.precision.upper()
-        if report.already_fp32(t):  # kept before (or an op the lowering keeps FP32)
+        if report.already_fp32(t) and report.quantized_nodes is not None:  # no Q/DQ of its own
+            inside += (f"; it is not quantized in the candidate (no Q/DQ of its own, so "
+                       f"keeping it in FP32 changes nothing): what it reads carries the {low} "
+                       f"rounding of {', '.join(excl[:4])}")
+        elif report.already_fp32(t):  # kept before (or an op the lowering keeps FP32)
             inside += (f"; it already computes in FP32 in the candidate: its input is rounded "
                        f"to {low} at {', '.join(excl)}" if excl else
                        f"; it already computes in FP32 in the candidate and reads no {low} "
@@ -1222,6 +1236,12 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         for t in report.culprits(per_round * 4 + len(in_region)):
             if t.node in in_region:
                 continue  # (selecting nodes pass values on; their rounding is not the loss)
+            if report.quantized_nodes is not None and report.already_fp32(t):
+                # INT8/FP8: a node with no Q/DQ of its own (kept, or left in float by the
+                # quantizer): keeping it changes nothing, nor do its float neighbours; the
+                # quantized nodes whose rounding it carries do
+                new.extend(n for n in report.to_exclude(t) if n not in excluded)
+                continue
             if t.node not in excluded:
                 new.append(t.node)
                 continue

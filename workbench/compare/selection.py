@@ -74,6 +74,10 @@ class SelectionGroup:
     # rows without a partner kept or dropped by NonMaxSuppression at its IoU threshold: the
     # box overlaps a better one by an IoU within the band of the threshold (their scores)
     iou_flips: List[float] = field(default_factory=list)
+    # rows equal on every float field but not on an integer one (a class id): a label flip,
+    # never a swap (its own row is always a near-tied partner); each fails the group
+    label_flips: Dict[str, int] = field(default_factory=dict)  # integer output -> rows
+    int_fields: List[str] = field(default_factory=list)  # the group's integer outputs
 
     def to_dict(self) -> Dict[str, Any]:
         return {"outputs": self.outputs, "score": self.score, "ref_rows": self.ref_rows,
@@ -81,7 +85,7 @@ class SelectionGroup:
                 "unmatched_ref": len(self.unmatched_ref),
                 "unmatched_cand": len(self.unmatched_cand), "unpaired": self.unpaired[:8],
                 "score_scale": self.score_scale, "consistent": self.consistent,
-                "iou_flips": len(self.iou_flips)}
+                "iou_flips": len(self.iou_flips), "label_flips": dict(self.label_flips)}
 
 
 def _field_match(r: np.ndarray, c: np.ndarray, tol: float) -> np.ndarray:
@@ -166,6 +170,29 @@ def judge_rows(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], outputs:
             j = js[np.argmin(np.abs(cs[js] - rs[i]))]
             used[j] = True
             ref_matched[i] = True
+    # a row whose floats match one of the other side but whose integer field differs (the
+    # class): paired, and counted as a flip of that field (a failure, not a swap)
+    ints = [o for o in outputs if np.asarray(ref[o]).dtype.kind in "iub"
+            and not o.startswith(BATCH_FIELD)]
+    flips_of: Dict[str, int] = {}
+    if ints:
+        floats = np.ones((n, m), dtype=bool)
+        for name in outputs:
+            if name not in ints:
+                floats &= _field_match(np.asarray(ref[name]), np.asarray(cand[name]), tol)
+        for i in np.argsort(-rs, kind="stable"):
+            if ref_matched[i]:
+                continue
+            js = np.flatnonzero(floats[i] & ~used)
+            if not js.size:
+                continue
+            j = js[np.argmin(np.abs(cs[js] - rs[i]))]
+            used[j] = True
+            ref_matched[i] = True
+            for o in ints:
+                if not _field_match(np.asarray(ref[o])[i:i + 1], np.asarray(cand[o])[j:j + 1],
+                                    tol)[0, 0]:
+                    flips_of[o] = flips_of.get(o, 0) + 1
     ur, uc = rs[~ref_matched], cs[~used]
     low = float(rs.min()) if n else (float(cs.min()) if m else 0.0)
     box = _box_field(ref, outputs) if iou is not None else None
@@ -184,9 +211,11 @@ def judge_rows(ref: Dict[str, np.ndarray], cand: Dict[str, np.ndarray], outputs:
                 flips.append(float(s))
             else:
                 unpaired.append(float(s))
-    return SelectionGroup(list(outputs), score, n, m, int(ref_matched.sum()),
+    return SelectionGroup(list(outputs), score, n, m,
+                          int(ref_matched.sum()) - sum(flips_of.values()),
                           [float(x) for x in ur], [float(x) for x in uc], unpaired, scale,
-                          consistent=not unpaired, iou_flips=flips)
+                          consistent=not unpaired and not flips_of, iou_flips=flips,
+                          label_flips=flips_of, int_fields=ints)
 
 
 BATCH_FIELD = "(image)"  # the row's batch index, a field of batched groups' rows
@@ -366,11 +395,18 @@ class SelectionCheck:
         parts = [f"{len(self.frontier)} tensors feed the selection, worst rel "
                  f"{(self.frontier_rel or 0):.2e}"]
         for g in self.groups:
-            parts.append(f"{g.score}: {g.matched}/{g.ref_rows} rows match, "
+            fields = [o for o in g.outputs if o != g.score and not o.startswith(BATCH_FIELD)]
+            parts.append(f"{g.score}" + (f" (rows of {', '.join([g.score] + fields)})"
+                                         if fields else "")
+                         + f": {g.matched}/{g.ref_rows} rows match, "
                          f"{len(g.unmatched_ref)}+{len(g.unmatched_cand)} swapped, "
                          f"{len(g.unpaired)} without a near-tied partner"
                          + (f", {len(g.iou_flips)} kept or dropped at the IoU threshold"
-                            if g.iou_flips else ""))
+                            if g.iou_flips else "")
+                         + "".join(f", {k}: {v} row(s) differ in it alone (FAIL)"
+                                   for k, v in g.label_flips.items())
+                         + "".join(f", {k}: equal in every matched row"
+                                   for k in g.int_fields if k not in g.label_flips))
         bad = [k for k, v in {**self.plain, **self.elementwise}.items() if not v <= self.tol]
         if bad:  # outputs judged element by element (no score group pairs their rows)
             parts.append("beyond the budget element by element: " + ", ".join(
@@ -412,19 +448,27 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
                     tol: float = 0.01, score: Optional[str] = None,
                     ref_outputs: Optional[Dict[str, np.ndarray]] = None,
                     cand_outputs: Optional[Dict[str, np.ndarray]] = None,
-                    runner: Any = None) -> SelectionCheck:
+                    runner: Any = None, candidate_runner: Optional[str] = None
+                    ) -> SelectionCheck:
     """Judge `cand_model` against `ref_model` on `feed` (both run by onnxruntime, or `runner`:
     a callable (proto, feed) -> outputs). Precomputed outputs are reused when the model
     selects nothing (no extra run)."""
     from workbench.runners import OnnxRuntimeRunner, load_proto
 
     run = runner or (lambda proto, f: OnnxRuntimeRunner(proto).infer(f))
+    if candidate_runner is not None:  # (the FP16 emulation: what the layer-wise compare ran)
+        from workbench.runners import make_runner
+
+        run_cand = lambda proto, f: make_runner(candidate_runner, proto).infer(f)  # noqa: E731
+    else:
+        run_cand = run
     ref_p = load_proto(ref_model)
     names = [o.name for o in ref_p.graph.output]
     starts = selection_nodes(ref_p)
     if not starts:
         ref = ref_outputs if ref_outputs is not None else run(ref_p, feed)
-        cand = cand_outputs if cand_outputs is not None else run(load_proto(cand_model), feed)
+        cand = cand_outputs if cand_outputs is not None else \
+            run_cand(load_proto(cand_model), feed)
         plain = {k: _rel(k, ref[k], cand[k]) if k in cand else float("inf") for k in names}
         strict = _strict(ref, cand, names)
         ok = all(v <= tol for v in plain.values())
@@ -449,7 +493,7 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
     picks = _nms_picks(ref_p, region) if unscored else []
     extra = inner + [t for pk in picks for t in pk[1:] if t not in frontier]
     ref = run(mark_outputs(ref_p, frontier + extra), feed)
-    cand = run(mark_outputs(cand_p, probe + [t for t in extra if t in cand_made]), feed)
+    cand = run_cand(mark_outputs(cand_p, probe + [t for t in extra if t in cand_made]), feed)
     for key, scores_t, sel_t in picks:  # the score of each box NonMaxSuppression kept
         for side in (ref, cand):
             kept = _picked_scores(side.get(scores_t), side.get(sel_t))

@@ -26,8 +26,8 @@ from workbench.errors import Finding, WorkbenchError
 
 # Q/DQ go in front of the ops TensorRT runs in INT8/FP8 (weighted ops and pooling). Elementwise
 # ops stay out: BERT's additive mask (+-3.4e38) would also break histogram calibrators.
-QUANT_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "AveragePool", "GlobalAveragePool",
-             "MaxPool")
+from workbench.qdq import QUANT_OPS  # noqa: E402  (one list: compare reads it too)
+
 INT8_QMAX = 127.0  # symmetric int8 range used by onnxruntime: [-127, 127]
 FP8_E4M3_MAX = 448.0
 
