@@ -86,6 +86,22 @@ def _int_high(proto: Any, name: str) -> int:
     return 2
 
 
+# integer inputs that count rather than index: (op, slot) -> (low, exclusive high) for random
+# values. A Loop's trip count drawn 0 (the old 0..1) ran no iteration: the compare of an FP16
+# Loop body "passed" at 0 error without running it
+_COUNT_SLOTS = {("Loop", 0): (1, 5), ("TopK", 1): (1, 2)}
+
+
+def count_range(proto: Any, name: str) -> Optional[Tuple[int, int]]:
+    """(low, exclusive high) for random values of integer input `name` where it counts
+    (a Loop's trip count: 1..4; a TopK's K: 1), None where it does not."""
+    for n in proto.graph.node:
+        for k, i in enumerate(n.input):
+            if i == name and (n.op_type, k) in _COUNT_SLOTS:
+                return _COUNT_SLOTS[(n.op_type, k)]
+    return None
+
+
 # ops whose integer input indexes an axis of another input: op -> (index slot, data slot)
 _INDEXERS = {"RoiAlign": (2, 0), "ScatterND": (1, 0), "GatherND": (1, 0),
              "ScatterElements": (1, 0), "GatherElements": (1, 0), "Gather": (1, 0)}
@@ -206,8 +222,9 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
         if dt == np.bool_:
             feed[name] = rng.integers(0, 2, size=shape).astype(bool)
         elif np.issubdtype(dt, np.integer):
-            high = bounds.get(name) or _int_high(proto, name)
-            feed[name] = rng.integers(0, high, size=shape).astype(dt)
+            counts = count_range(proto, name)
+            low, high = counts or (0, bounds.get(name) or _int_high(proto, name))
+            feed[name] = rng.integers(low, high, size=shape).astype(dt)
         else:
             feed[name] = (rng.standard_normal(size=shape, dtype=np.float32).astype(dt)
                           if dt != np.float64 else rng.standard_normal(size=shape))

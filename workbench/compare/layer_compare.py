@@ -330,12 +330,17 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
     from workbench.equivalence import make_inputs
 
     other = load_proto(candidate) if candidate is not None else None
+    feed = make_inputs(ref_p, seed=0, other=other)
     if findings is not None:
+        # the values of integer scalars (a trip count, a K) decide what the run exercises
+        scalars = ", ".join(f"{k} = {int(v)}" for k, v in feed.items()
+                            if np.ndim(v) == 0 and np.issubdtype(np.asarray(v).dtype,
+                                                                 np.integer))
         findings.append(Finding(
             "warning", "random-inputs", "compared on random inputs: errors on real data can "
-            "be very different", hint="pass representative inputs (--inputs PATH)",
-            source="compare"))
-    return [make_inputs(ref_p, seed=0, other=other)]
+            "be very different" + (f" (integer scalars: {scalars})" if scalars else ""),
+            hint="pass representative inputs (--inputs PATH)", source="compare"))
+    return [feed]
 
 
 # marked tensors held at once (both runs, all samples). A chunk is one segment of each graph

@@ -555,6 +555,7 @@ def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str,
     bool inputs) mark every position a token: ones, zeros where 1 means padding
     (src_pad_mask, key_padding_mask); dynamic dims take the profile's opt (else 1 for axis 0,
     16 otherwise; of several profiles, the first's)."""
+    from workbench.equivalence import count_range
     from workbench.precision.profiles import mask_polarity_from_name
 
     if isinstance(profile, (list, tuple)):
@@ -581,8 +582,9 @@ def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str,
                 b[s.name] = rng.standard_normal(shape).astype(dt)
             elif dt.kind == "b" or "mask" in s.name.lower():  # every position a token
                 b[s.name] = (np.zeros if mask_polarity_from_name(s.name) else np.ones)(shape, dt)
-            else:
-                b[s.name] = rng.integers(0, gather_high.get(s.name, 2), size=shape).astype(dt)
+            else:  # an index within its table; a count (a Loop's trip count) of at least 1
+                low, high = count_range(proto, s.name) or (0, gather_high.get(s.name, 2))
+                b[s.name] = rng.integers(low, high, size=shape).astype(dt)
         out.append(b)
     return out, random_finding(n)
 
