@@ -200,6 +200,9 @@ def run(args: argparse.Namespace) -> int:
         log(f"{name}: {'kept' if change.kept else 'NOT kept'} - {change.diff['summary']}; "
             f"{change.verification or 'not verified'}"
             + (f" ({change.note})" if change.note and not _says_the_same(change) else ""))
+        left = (change.precondition or {}).get("reason", "").partition("; left as they are: ")[2]
+        if change.kept and left:  # a recipe given no node: the nodes it did not change, and why
+            log(f"  left as they are: {left}")
         problem = problem or not change.kept
     if args.auto:
         res = session.auto_fix(on_step=lambda s: log(step_line(s, args.backend)))
