@@ -412,7 +412,8 @@ class FixPanel(PanelBase, W.VBox):
         self.preview_btn.disabled = self.apply_btn.disabled = working or not self.proposals
         self.undo_btn.disabled = working or not h.can_undo()
         self.redo_btn.disabled = working or not h.can_redo()
-        self.export_btn.disabled = working
+        # (the original is not exported: a copy of it is easily taken for a fixed model)
+        self.export_btn.disabled = working or h.current == h.original
         self.next_html.value = next_steps_html(self.next_steps())
         self.versions.value = history_html(view)
 

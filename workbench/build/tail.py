@@ -18,6 +18,7 @@ refusal an error (CI).
 """
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
@@ -299,9 +300,11 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
         "verification": str(ver) if ver is not None else "not run",
         "tail_profile_inputs": _tail_entries(config, res.prefix),
         "plugin_needs_gpu": any(f.code == "plugin-needs-gpu" for f in failure.findings),
-        "run": f"ChainedRunner.from_folder('{paths['manifest']}', "
-               f"prefix=TensorRTRunner('{engine}')) (workbench.chain, workbench.trtrunner); "
-               "no CLI verb runs the pair yet",
+        "run": f"`workbench compare {_model_word(model)} {shlex.quote(str(engine))}` runs "
+               "the engine then the tail on onnxruntime against the whole model on "
+               "onnxruntime FP32 (it finds the split beside the engine); in Python "
+               f"ChainedRunner.from_folder('{paths['manifest']}', "
+               f"prefix=TensorRTRunner('{engine}')) (workbench.chain, workbench.trtrunner)",
     }
     cut = set(man["cut"])
     for f in result.findings:  # the prefix's outputs include the tensors handed to the tail

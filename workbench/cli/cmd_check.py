@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 from typing import Any, Dict, List, Optional, Tuple
@@ -65,6 +66,32 @@ def _where(u: Dict[str, Any]) -> str:
     return where
 
 
+SHOWN = 3  # nodes named in a line of grouped warnings
+_QUOTED = re.compile(r"'[^'\s]*'")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def group_findings(findings: List[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
+    """Findings (dicts) grouped where they say the same thing of different nodes: same
+    severity, code, and message and hint once the node's name (and the numbers and quoted
+    tensor names, which vary with it) are taken out; in first-seen order. A finding naming
+    no node, or several, stays alone."""
+    groups: Dict[Any, List[Dict[str, Any]]] = {}
+    for k, f in enumerate(findings):
+        nodes = f.get("nodes") or []
+        if len(nodes) != 1:
+            groups[("alone", k)] = [f]
+            continue
+
+        def bare(text: Any) -> str:  # (values and quoted tensor names vary with the node)
+            t = str(text or "").replace(nodes[0], "<node>")
+            return _NUMBER.sub("#", _QUOTED.sub("'#'", t))
+
+        key = (f.get("severity"), f.get("code"), bare(f.get("message")), bare(f.get("hint")))
+        groups.setdefault(key, []).append(f)
+    return list(groups.values())
+
+
 def _human(d: Dict[str, Any]) -> str:
     b = d["backend"]
     who = (f"static rules ({b.get('rules')})" if b["name"] == "static"
@@ -92,10 +119,20 @@ def _human(d: Dict[str, Any]) -> str:
     if warnings:
         lines.append("")
         lines.append("Also worth knowing:")
-        for f in warnings:
-            where = f" [{', '.join(f['nodes'])}]" if f.get("nodes") else ""
-            nxt = f" -> {f['hint']}" if f.get("hint") else ""
-            lines.append(f"  {f['severity']}{where}: {f['message']}{nxt}")
+        for group in group_findings(warnings):
+            f, n = group[0], len(group)
+            if n == 1:
+                where = f" [{', '.join(f['nodes'])}]" if f.get("nodes") else ""
+                nxt = f" -> {f['hint']}" if f.get("hint") else ""
+                lines.append(f"  {f['severity']}{where}: {f['message']}{nxt}")
+                continue
+            names = [g["nodes"][0] for g in group]
+            shown = ", ".join(names[:SHOWN]) + (f" and {n - SHOWN} more" if n > SHOWN else "")
+            nxt = (f" -> (for {names[0]}; the others alike, with their own values) {f['hint']}"
+                   if f.get("hint") else "")
+            lines.append(f"  {f['severity']} x{n} [{shown}]: {f['message']}{nxt}")
+        if any(len(g) > 1 for g in group_findings(warnings)):
+            lines.append("  (alike warnings grouped; `--json` lists every finding)")
     part = d.get("partition")
     if part and part.get("subgraphs") and not d["supported"]:
         lines.append("")

@@ -200,6 +200,9 @@ def run(args: argparse.Namespace) -> int:
         log(f"{name}: {'kept' if change.kept else 'NOT kept'} - {change.diff['summary']}; "
             f"{change.verification or 'not verified'}"
             + (f" ({change.note})" if change.note and not _says_the_same(change) else ""))
+        left = (change.precondition or {}).get("reason", "").partition("; left as they are: ")[2]
+        if change.kept and left:  # a recipe given no node: the nodes it did not change, and why
+            log(f"  left as they are: {left}")
         problem = problem or not change.kept
     if args.auto:
         res = session.auto_fix(on_step=lambda s: log(step_line(s, args.backend)))
@@ -223,12 +226,17 @@ def run(args: argparse.Namespace) -> int:
     report["history"] = _history_json(hist.view())
     if args.split:
         return _split(args, hist, report, log)
-    hist.export(args.output)
+    # nothing kept: the output would be a copy of the input a user may take for a fixed model
+    unchanged = hist.current == hist.original
+    report["written"] = not unchanged
+    if not unchanged:
+        hist.export(args.output)
     if args.json:
         print_json(report)
     else:
         v = report["verification"]
-        print(f"wrote {args.output}: {len(report['applied'])} change(s) kept, "
+        print(f"{'nothing written to' if unchanged else 'wrote'} {args.output}: "
+              f"{len(report['applied'])} change(s) kept, "
               f"{len(report['not_kept'])} not kept"
               + (f"; end-to-end {v['status']}" + (
                   f", max abs diff {_num(v['max_abs_diff'])}" if v.get("max_abs_diff") is not None
@@ -236,6 +244,16 @@ def run(args: argparse.Namespace) -> int:
               + (f"; supported by {args.backend}: {report['supported']}" if checking else ""))
         for r in report.get("remaining") or []:
             print("  still unsupported: " + remaining_line(r))
+        if unchanged:
+            import shlex
+
+            m = shlex.quote(str(args.model))
+            print("  (no change was kept, so no file was written: it would be the model as "
+                  "it was)" + ("" if report["supported"] is not False else
+                              f"; no recipe makes it parse whole: `workbench fix {m} "
+                              "--split -o FOLDER` keeps what the backend takes as an engine "
+                              f"and the rest for onnxruntime, `workbench build {m}` "
+                              "splits so by itself"))
         from workbench.surgery.history import history_lines
 
         for line in history_lines(hist.view(), show_earlier=args.all_history,

@@ -78,29 +78,45 @@ def advise(report: SupportReport, model: Optional[Any] = None) -> SupportReport:
     problems = report.problems
     errors = [f for f in report.findings if f.severity == "error"]
     for entry, finding in zip(report.unsupported, problems):
-        fixers = [r for r in recipes if r.can_fix(finding, ctx)]
-        steps = [s for s in (r.next_step(finding, ctx, path) for r in fixers) if s]
-        before = hint = entry.get("hint")
-        why_not: List[str] = []
-        for words, why in filter(None, (r.retracts(finding, ctx) for r in fixers)):
-            if hint and words in hint:  # a rewrite that fails when run is no next step
-                hint = _without(hint, words)
-                why_not.append(why)
-        new = [s for s in steps if not hint or s not in hint]
-        if not new and not why_not:
+        before = entry.get("hint")
+        hint = _advised(finding, ctx, recipes, path, before)
+        if hint == before:
             continue
-        text = "; or ".join(new + ([hint] if hint else []))
-        entry["hint"] = "; ".join(([text] if text else []) + why_not)
+        entry["hint"] = hint
         for f in errors:  # the Finding made from this entry carries the same hint
             if f.code == finding.code and f.nodes == finding.nodes and f.hint == before:
                 f.hint = entry["hint"]
                 break
+    for f in report.findings:  # warnings (static rules past the parser's first error) too
+        if f.severity != "error" and f.nodes and f.hint:
+            f.hint = _advised(f, ctx, recipes, path, f.hint, steps=False)
     return report
+
+
+def _advised(finding: Any, ctx: ProposeContext, recipes: List[Any], path: str,
+             hint: Optional[str], steps: bool = True) -> Optional[str]:
+    """`hint` with the recipes' next steps first (unless not `steps`: a warning keeps its
+    own) and the words of rewrites that do not apply to the finding's node replaced by why
+    not (unchanged when no recipe has a word)."""
+    fixers = [r for r in recipes if r.can_fix(finding, ctx)]
+    nexts = [s for s in (r.next_step(finding, ctx, path) for r in fixers) if s] if steps else []
+    before = hint
+    why_not: List[str] = []
+    for words, why in filter(None, (r.retracts(finding, ctx) for r in fixers)):
+        if hint and words in hint:  # a rewrite that fails when run is no next step
+            hint = _without(hint, words)
+            if why:
+                why_not.append(why)
+    new = [s for s in nexts if not hint or s not in hint]
+    if not new and not why_not and hint == before:
+        return before
+    text = "; or ".join(new + ([hint] if hint else []))
+    return "; ".join(([text] if text else []) + why_not)
 
 
 def _without(hint: str, words: str) -> str:
     """`hint` without `words` and the '; or ' that joined them to the rest."""
-    for joined in (f"; or {words}", f"{words}; or ", f"or {words}", words):
+    for joined in (f"; or {words}", f"{words}; or ", f"{words}, or ", f"or {words}", words):
         if joined in hint:
             return hint.replace(joined, "", 1).strip(" ;")
     return hint

@@ -161,10 +161,19 @@ class FixSession:
         h = self.history
         return h.user_path() or self.output or h.suggested_output()
 
-    def export(self, path: Any = None) -> Path:
+    def export(self, path: Any = None, unchanged: bool = False) -> Path:
         """Write the current version to `path` (default: `output`, else `<name>.fixed.onnx`
         beside the model), atomically and never over the original; from then on commands
-        about it name that file."""
+        about it name that file. The original itself (no change kept) is refused unless
+        `unchanged`: a copy of the input is easily taken for a fixed model."""
+        if self.history.current == self.history.original and not unchanged:
+            raise WorkbenchError("nothing to export: no change is kept, the current version "
+                                 "is the original model", field="export",
+                                 hint="apply a recipe first (the proposals, or auto_fix()); "
+                                      "where none makes the model parse, split it "
+                                      "(`workbench fix MODEL --split -o FOLDER`, or "
+                                      "`workbench build MODEL`); export(path, unchanged=True) "
+                                      "writes a copy anyway")
         target = path if path is not None else (self.output or self.history.suggested_output())
         if target is None:
             raise WorkbenchError("no path to export to: the model has no file",

@@ -51,34 +51,39 @@ def _broadcast(v: np.ndarray, x: np.ndarray, axis: int) -> np.ndarray:
     return v.reshape(shape)
 
 
-def _judge(proto: Any, qi: int, dqs: List[int]) -> Tuple[bool, str]:
+def _judge(proto: Any, qi: int, dqs: List[int]) -> Tuple[bool, str, str]:
+    """(exact?, "node: why", the kind of why without node names or values, for grouping)."""
     g = proto.graph
     q = g.node[qi]
     ids = node_ids(proto)
     zp = constant_value(proto, q.input[2])
     scale = constant_value(proto, q.input[1])
     if zp is None or scale is None:
-        return False, f"{ids[qi]}: scale/zero point are not constants"
+        return False, f"{ids[qi]}: scale/zero point are not constants", "scale or zero point computed"
     if not np.any(zp != 0):
-        return False, f"{ids[qi]}: zero point is already 0"
+        return False, f"{ids[qi]}: zero point is already 0", "zero point already 0"
     if zp.dtype not in RANGES:
-        return False, f"{ids[qi]}: zero point type {zp.dtype} is not int8/uint8"
+        return (False, f"{ids[qi]}: zero point type {zp.dtype} is not int8/uint8",
+                "zero point not int8/uint8")
     for j in dqs:
         m = g.node[j]
         if m.op_type != "DequantizeLinear":
-            return False, f"{ids[qi]}: its output also feeds {ids[j]} ({m.op_type}), not only DequantizeLinear"
+            return (False, f"{ids[qi]}: its output also feeds {ids[j]} ({m.op_type}), not only "
+                    "DequantizeLinear", "feeds a node other than DequantizeLinear")
         if m.input[1] != q.input[1] and not np.array_equal(constant_value(proto, m.input[1]), scale):
-            return False, f"{ids[j]}: scale differs from its QuantizeLinear's"
+            return False, f"{ids[j]}: scale differs from its QuantizeLinear's", "scale differs in the pair"
         zpd = constant_value(proto, m.input[2]) if len(m.input) > 2 and m.input[2] else None
         if zpd is None or not np.array_equal(zpd, zp):
-            return False, f"{ids[j]}: zero point differs from its QuantizeLinear's"
+            return (False, f"{ids[j]}: zero point differs from its QuantizeLinear's",
+                    "zero point differs in the pair")
     if q.output[0] in {o.name for o in g.output}:
-        return False, f"{ids[qi]}: its quantized output is a graph output (its values would change)"
+        return (False, f"{ids[qi]}: its quantized output is a graph output (its values would "
+                "change)", "quantized output is a graph output")
     lo, hi = RANGES[zp.dtype]
     zi = zp.astype(np.int64)
     if zp.dtype == np.uint8 and np.all(zi == 128):
         return True, (f"{ids[qi]}: uint8 zero point 128 -> int8 zero point 0 keeps the same "
-                      "clamp range [-128, 127]: exact for every input")
+                      "clamp range [-128, 127]: exact for every input"), "uint8 128 -> int8 0"
     # the range of round(x/s) that survives unchanged in both encodings
     keep_lo = np.maximum(lo - zi, -128)
     keep_hi = np.minimum(hi - zi, 127)
@@ -88,86 +93,293 @@ def _judge(proto: Any, qi: int, dqs: List[int]) -> Tuple[bool, str]:
         return False, (f"{ids[qi]}: zero point {zs} ({zp.dtype}) saturates round(x/scale) at "
                        f"[{lo}-z, {hi}-z] but symmetric int8 saturates at [-128, 127]; the input "
                        f"'{q.input[0]}' is computed at run time, so values near the limits would "
-                       "change: not exact (re-quantize symmetrically, e.g. `workbench precision`)")
+                       "change: not exact (re-quantize symmetrically, e.g. `workbench precision`)"), \
+            ("an asymmetric zero point on a tensor computed at run time moves where values "
+             "saturate: not exact")
     axis = int(_attr(q, "axis", 1))
     r = np.round(x.astype(np.float64) / _broadcast(scale.astype(np.float64), x, axis))
     klo, khi = _broadcast(keep_lo, x, axis), _broadcast(keep_hi, x, axis)
     if np.all((r >= klo) & (r <= khi)):
         return True, (f"{ids[qi]}: its input '{q.input[0]}' is a constant whose quantized values "
                       "all lie inside both clamp ranges, so zero point 0 (int8) gives identical "
-                      "results")
+                      "results"), "constant input inside both clamp ranges"
     bad = int(np.sum((r < klo) | (r > khi)))
     return False, (f"{ids[qi]}: {bad} value(s) of the constant input would saturate differently "
-                   "with zero point 0: not exact")
+                   "with zero point 0: not exact"), "constant input saturates differently: not exact"
+
+
+def _const_dqs(proto: Any) -> List[int]:
+    """DequantizeLinear nodes of a stored 8-bit constant (no QuantizeLinear in front: how
+    onnxruntime's quantizer stores weights, biases and scalars) with an explicit zero point."""
+    g = proto.graph
+    inits = {t.name for t in g.initializer}
+    out = []
+    for i, n in enumerate(g.node):
+        if n.op_type == "DequantizeLinear" and len(n.input) > 2 and n.input[2] and \
+                n.input[0] in inits:
+            out.append(i)
+    return out
+
+
+def _groups(scale: np.ndarray, x: np.ndarray, axis: int) -> List[Tuple[Any, ...]]:
+    """Index tuples of x, one per scale element (the whole tensor for a per-tensor scale)."""
+    if scale.size <= 1 or x.ndim == 0:
+        return [tuple(slice(None) for _ in range(x.ndim))]
+    ax = axis % x.ndim
+    return [tuple(c if d == ax else slice(None) for d in range(x.ndim))
+            for c in range(scale.size)]
+
+
+def _requantize_const(x: np.ndarray, scale: np.ndarray, zp: np.ndarray,
+                      axis: int) -> Tuple[Optional[Tuple[np.ndarray, np.ndarray]], str]:
+    """Symmetric int8 codes and scales that dequantize to exactly the values DequantizeLinear
+    computes from (x, scale, zp), or None and the evidence why there are none.
+
+    Per scale group, the first that fits: the same scale with codes x - zp (when they fit
+    int8); the scale times 2**p with codes (x - zp) / 2**p (exact in binary floating point);
+    a group of one magnitude c (a scalar, a vector of equal values): codes -1/0/1, scale c.
+    The result is checked against onnxruntime's arithmetic (`dequantize_constant`)."""
+    want = dequantize_constant(x, scale, zp, axis)
+    k = x.astype(np.int64) - (_broadcast(zp.astype(np.int64), x, axis) if x.ndim
+                              else zp.astype(np.int64).reshape(()))
+    k = np.broadcast_to(k, x.shape).copy()
+    codes_out = np.zeros(x.shape, np.int64)
+    flat_scale = scale.reshape(-1).astype(scale.dtype).copy()
+    new_scale = flat_scale.copy()
+    for gi, sl in enumerate(_groups(scale, x, axis)):
+        kg = k[sl] if x.ndim else k
+        s = flat_scale[gi if flat_scale.size > 1 else 0]
+        done = False
+        for p in range(0, 9):
+            d = 1 << p
+            if np.all(kg % d == 0) and np.all((kg // d >= -128) & (kg // d <= 127)):
+                cand = (s * scale.dtype.type(d)).astype(scale.dtype)
+                if np.isfinite(cand):
+                    codes_g, s_new, done = kg // d, cand, True
+                    break
+        if not done:
+            wg = want[sl] if x.ndim else want
+            mags = np.unique(np.abs(wg[wg != 0]))
+            if mags.size == 1 and mags[0] > 0:
+                codes_g, s_new, done = np.sign(wg).astype(np.int64), mags[0].astype(scale.dtype), True
+        if not done:
+            break
+        if x.ndim:
+            codes_out[sl] = codes_g
+        else:
+            codes_out = np.asarray(codes_g, np.int64).reshape(())
+        new_scale[gi if flat_scale.size > 1 else 0] = s_new
+    else:
+        codes8 = codes_out.astype(np.int8)
+        s_out = new_scale.reshape(scale.shape)
+        got = dequantize_constant(codes8, s_out, None, axis)
+        if np.array_equal(got, want):
+            return (codes8, s_out), ""
+    # not exact: what a symmetric re-quantization (scale max|v|/127) would cost, in the
+    # original scale's steps
+    worst, steps = 0.0, 0.0
+    for gi, sl in enumerate(_groups(scale, x, axis)):
+        wg = (want[sl] if x.ndim else want).astype(np.float64)
+        m = float(np.max(np.abs(wg))) if wg.size else 0.0
+        if m == 0:
+            continue
+        s_sym = m / 127.0
+        err = float(np.max(np.abs(np.clip(np.round(wg / s_sym), -128, 127) * s_sym - wg)))
+        s0 = float(flat_scale[gi if flat_scale.size > 1 else 0])
+        worst = max(worst, err)
+        steps = max(steps, err / s0 if s0 else 0.0)
+    return None, (f"its values need codes outside int8 with zero point 0 and no symmetric scale "
+                  f"represents them exactly (re-quantizing it symmetrically moves values by up "
+                  f"to {worst:.3g}, {steps:.2f} of its quantization step): not exact")
+
+
+def _judge_const(proto: Any, di: int) -> Tuple[bool, str, str, Optional[Tuple[np.ndarray, np.ndarray]]]:
+    """A DequantizeLinear of a stored constant: (exact?, "node: why", kind, new codes/scale)."""
+    n = proto.graph.node[di]
+    nid = node_ids(proto)[di]
+    x = constant_value(proto, n.input[0])
+    scale = constant_value(proto, n.input[1])
+    zp = constant_value(proto, n.input[2])
+    if zp is None or scale is None:
+        return False, f"{nid}: scale/zero point are not constants", "scale or zero point computed", None
+    if not np.any(zp != 0):
+        return False, f"{nid}: zero point is already 0", "zero point already 0", None
+    if zp.dtype not in RANGES or x.dtype not in RANGES or scale.dtype.kind != "f" or \
+            any(a.name not in ("axis",) for a in n.attribute):
+        return (False, f"{nid}: a {x.dtype} constant with a {zp.dtype} zero point (or block "
+                "quantization) is not re-encoded here", "not an 8-bit constant", None)
+    axis = int(_attr(n, "axis", 1))
+    new, why = _requantize_const(x, scale, zp, axis)
+    if new is None:
+        return False, f"{nid}: {why}", "constant not representable symmetrically: not exact", None
+    same = np.array_equal(new[1], scale)
+    return True, (f"{nid}: its constant '{n.input[0]}' re-encoded as int8 with zero point 0"
+                  + (" (same scale)" if same else " (codes and scale rescaled)")
+                  + " dequantizes to identical values"), "constant re-encoded exactly", new
+
+
+def _group_reasons(items: List[Tuple[str, str, str]], limit: int = 3) -> str:
+    """'kind: A, B, C and N more' for (node id, why, kind) items of one outcome; a single
+    node keeps its full reason."""
+    if len(items) == 1:
+        return items[0][1]
+    by: Dict[str, List[str]] = {}
+    for nid, _, kind in items:
+        by.setdefault(kind, []).append(nid)
+    parts = []
+    for kind, nodes in by.items():
+        shown = ", ".join(nodes[:limit]) + (f" and {len(nodes) - limit} more"
+                                            if len(nodes) > limit else "")
+        parts.append(f"{len(nodes)} node(s) ({kind}): {shown}")
+    return "; ".join(parts)
 
 
 @register
 class SymmetricQDQ(Recipe):
     name = "symmetric_qdq"
-    summary = "set Q/DQ zero points to 0 (int8) where provably exact; refuses otherwise"
-    params = (Param("node", "str", None, "one QuantizeLinear node (default: all eligible)"),)
+    summary = ("set Q/DQ zero points to 0 (int8) where provably exact (Q->DQ pairs, and the "
+               "DequantizeLinear of a stored constant re-encoded symmetrically); refuses "
+               "otherwise")
+    params = (Param("node", "str", None, "one QuantizeLinear, the DequantizeLinear of its "
+                    "pair, or the DequantizeLinear of a constant (default: all eligible)"),)
     preserves_semantics = True
     fixes = (codes.QDQ_ZERO_POINT, codes.QDQ_ZERO_POINT_RUNTIME) + codes.GENERIC_PARSER_CODES
     ops = ("QuantizeLinear", "DequantizeLinear")
     priority = 15
 
-    def propose(self, finding: Any, ctx: Any) -> List[Proposal]:
-        """For the Q (or the DQ's producing Q) node; a manual proposal when it is not exact."""
-        g = ctx.proto.graph
+    def _target(self, finding: Any, ctx: Any) -> Optional[Tuple[int, Precondition]]:
+        """(index of the node to name, the precondition for it) for a finding's node: the
+        QuantizeLinear of a pair (also for its DequantizeLinear), or a constant's DQ."""
         idx = ctx.node_index(finding)
-        q = g.node[idx]
-        if q.op_type == "DequantizeLinear":
-            prod = [i for i, m in enumerate(g.node) if q.input and q.input[0] in m.output]
-            idx = prod[0] if prod else idx
-            q = g.node[idx]
-        qid = ctx.ids[idx]
-        pre = self.precondition(ctx.proto, node=qid)
-        return [Proposal(qid, q.op_type, self.name, {"node": qid}, pre.reason, auto=pre.applies,
-                         code=finding.code)]
+        if idx is None:
+            return None
 
-    def _select(self, proto: Any, node: Optional[str]) -> List[Tuple[int, List[int], bool, str]]:
+        def make() -> Tuple[int, Precondition]:
+            g = ctx.proto.graph
+            i = idx
+            q = g.node[i]
+            if q.op_type == "DequantizeLinear":
+                prod = [k for k, m in enumerate(g.node) if q.input and q.input[0] in m.output]
+                if prod and g.node[prod[0]].op_type == "QuantizeLinear":
+                    i = prod[0]
+            return i, self.precondition(ctx.proto, node=ctx.ids[i])
+
+        return ctx.cached(f"symmetric_qdq.{idx}", make)
+
+    def propose(self, finding: Any, ctx: Any) -> List[Proposal]:
+        """For the Q (or the DQ's producing Q) node, or a constant's DQ, where it is exact;
+        nothing where it is not (the next recipe, emulate_quantized, is asked then)."""
+        t = self._target(finding, ctx)
+        if t is None or not t[1].applies:
+            return []
+        i, pre = t
+        nid = ctx.ids[i]
+        return [Proposal(nid, ctx.proto.graph.node[i].op_type, self.name, {"node": nid},
+                         pre.reason, auto=True, code=finding.code)]
+
+    def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
+        if not self.can_fix(finding, ctx):
+            return None
+        t = self._target(finding, ctx)
+        if t is None or not t[1].applies or _rule_words(finding.hint):
+            return None  # (the rule table's words name the node already)
+        from workbench.surgery.recipes.base import fix_command
+
+        return (f"`{fix_command(model, self.name + ':node=' + ctx.ids[t[0]])}` makes its zero "
+                "point 0 exactly (`--recipe symmetric_qdq` without a node does every such node)")
+
+    def retracts(self, finding: Any, ctx: Any) -> Optional[Tuple[str, str]]:
+        """The rule table's 'symmetric_qdq:node=N (applies only where exact)' advice, where
+        it is not exact for this node: those words and why not."""
+        words = _rule_words(finding.hint)
+        if not words or not self.can_fix(finding, ctx):
+            return None
+        t = self._target(finding, ctx)
+        if t is None or t[1].applies:
+            return None  # (node= takes the DQ of a pair too: the words run as printed)
+        why = t[1].reason.split(": ", 1)[-1]
+        return words, f"symmetric_qdq does not apply to it: {why}"
+
+    def _select(self, proto: Any, node: Optional[str]) -> List[Tuple[int, List[int], bool, str, str, Any]]:
+        """(node index, its DQs, exact?, why, kind, re-encoding) per candidate: each Q->DQ
+        pair (by its Q or one of its DQs) and each constant's DQ."""
         ids = node_ids(proto)
+        g = proto.graph
         out = []
+
+        def named(i: int) -> bool:
+            return node in (ids[i], g.node[i].name)
+
         for qi, dqs in _pairs(proto):
-            if node and node not in (ids[qi], proto.graph.node[qi].name):
+            if node and not (named(qi) or any(named(j) for j in dqs)):
                 continue
-            ok, why = _judge(proto, qi, dqs)
-            out.append((qi, dqs, ok, why))
+            ok, why, kind = _judge(proto, qi, dqs)
+            out.append((qi, dqs, ok, why, kind, None))
+        for di in _const_dqs(proto):
+            if node and not named(di):
+                continue
+            ok, why, kind, new = _judge_const(proto, di)
+            out.append((di, [], ok, why, kind, new))
         return out
 
     def precondition(self, model: Any, node: Optional[str] = None) -> Precondition:
         proto = as_proto(model)
         sel = self._select(proto, node)
         if not sel:
-            return Precondition(False, "no QuantizeLinear with an explicit zero point" +
-                                (f" named {node}" if node else ""), [])
+            return Precondition(False, "no QuantizeLinear with an explicit zero point, or "
+                                "DequantizeLinear of a constant with one" +
+                                (f", named {node}" if node else ""), [])
         ids = node_ids(proto)
-        good = [s for s in sel if s[2]]
+        good = [(ids[s[0]], s[3], s[4]) for s in sel if s[2]]
+        bad = [(ids[s[0]], s[3], s[4]) for s in sel if not s[2] and
+               s[4] != "zero point already 0"]
         if not good:
-            return Precondition(False, "; ".join(s[3] for s in sel), [ids[s[0]] for s in sel])
-        return Precondition(True, "applies: " + "; ".join(s[3] for s in good) +
-                            ("; refused: " + "; ".join(s[3] for s in sel if not s[2])
-                             if len(good) < len(sel) else ""), [ids[s[0]] for s in good])
+            bad = bad or [(ids[s[0]], s[3], s[4]) for s in sel]
+            return Precondition(False, _group_reasons(bad), [b[0] for b in bad])
+        reason = "applies to " + _group_reasons(good)
+        if bad:
+            reason += "; left as they are: " + _group_reasons(bad)
+        return Precondition(True, reason, [x[0] for x in good])
 
     def _apply(self, proto: Any, node: Optional[str] = None) -> Any:
         from onnx import numpy_helper
 
         taken = all_names(proto)
         g = proto.graph
-        for qi, dqs, ok, _ in self._select(proto, node):
+        for qi, dqs, ok, _, _, new in self._select(proto, node):
             if not ok:
                 continue
-            zp = constant_value(proto, g.node[qi].input[2])
-            name = unique_name(taken, g.node[qi].input[2] + "_sym")
+            n = g.node[qi]
+            zp = constant_value(proto, n.input[2])
+            name = unique_name(taken, n.input[2] + "_sym")
             g.initializer.append(numpy_helper.from_array(np.zeros(zp.shape, np.int8), name))
+            if new is not None:  # a constant's DQ: its re-encoded codes and scale
+                xn = unique_name(taken, n.input[0] + "_sym")
+                g.initializer.append(numpy_helper.from_array(new[0], xn))
+                n.input[0] = xn
+                if not np.array_equal(new[1], constant_value(proto, n.input[1])):
+                    sn = unique_name(taken, n.input[1] + "_sym")
+                    g.initializer.append(numpy_helper.from_array(new[1], sn))
+                    n.input[1] = sn
             for k in [qi] + dqs:
                 g.node[k].input[2] = name
-        # drop zero-point initializers nothing reads any more
-        used = {x for n in g.node for x in n.input}
+        # drop initializers nothing reads any more
+        used = {x for nd in g.node for x in nd.input}
         keep = [t for t in g.initializer if t.name in used or t.name in {i.name for i in g.input}]
         del g.initializer[:]
         g.initializer.extend(keep)
         return proto
+
+
+def _rule_words(hint: Optional[str]) -> Optional[str]:
+    """The static rule's symmetric_qdq advice inside a hint, as it was formatted."""
+    import re
+
+    if not hint:
+        return None
+    m = re.search(r"`workbench fix [^`]*--recipe symmetric_qdq:node=[^`]*` \(applies only "
+                  r"where exact\)", hint)
+    return m.group(0) if m else None
 
 
 def dequantize_constant(x: np.ndarray, scale: np.ndarray, zero_point: Optional[np.ndarray],
