@@ -305,3 +305,20 @@ def test_the_auto_step_line_says_emulation_gives_up_int8():
     assert "no INT8 speed-up" in line and "--to int8" in line and "now parses" in line
     other = dict(step, proposal={"recipe": "fold_constants", "node": "n"})
     assert "INT8" not in step_line(other, "tensorrt-rtx")
+
+
+def test_the_fix_panels_auto_fix_says_what_emulation_costs(models):
+    """The panel said 'supported' after emulate_quantized and not that INT8 was given up,
+    which the CLI's --auto log says (`Recipe.cost`, one text for both)."""
+    from widgets.fix import FixPanel
+    from workbench.surgery.recipes import recipe_cost
+
+    panel = FixPanel(models["qdq_u8"], graph=False)
+    panel.wait(120)
+    panel.auto_fix()
+    res = panel.wait(300)
+    assert res.supported and RECIPE in [s["proposal"]["recipe"] for s in res.steps
+                                        if s.get("kept")]
+    assert "no INT8 speed-up" in panel.status.value
+    assert recipe_cost(RECIPE) in panel.status.value.replace("&#x27;", "'")
+    assert recipe_cost("fold_constants") is None and recipe_cost("no-such-recipe") is None

@@ -27,7 +27,7 @@ from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, 
 from workbench.errors import WorkbenchError
 from workbench.support.checker import SupportReport
 from workbench.surgery.changes import Change
-from workbench.surgery.recipes import Proposal
+from workbench.surgery.recipes import Proposal, recipe_cost
 from workbench.surgery.session import AutoFixResult, Checker, FixSession
 
 ADDED, REMOVED, CHANGED = OK_COLOUR, SEVERITY_COLOURS["error"], SEVERITY_COLOURS["warning"]
@@ -312,8 +312,11 @@ class FixPanel(PanelBase, W.VBox):
         self.pending = None
         added = [n for s in res.steps if s.get("kept") for n in s["diff"]["nodes_added"]]
         self._new_graph(added=added)
+        costs = dict.fromkeys(c for c in (recipe_cost(s["proposal"]["recipe"])
+                                          for s in res.steps if s.get("kept")) if c)
         self.status.value = (f"<b>auto-fix</b>: {len(res.steps)} step(s), stopped: "
-                             f"{esc(res.stop_reason)}; supported: <b>{res.supported}</b>")
+                             f"{esc(res.stop_reason)}; supported: <b>{res.supported}</b>"
+                             + "".join(f"<br>{esc(c)}" for c in costs))
         v = res.verification
         if v is not None:
             self.verification_html.value = self._verification_html(v.to_dict(), "end to end")

@@ -109,9 +109,11 @@ def step_line(step: Dict[str, Any], backend: str) -> str:
         line += f", max abs diff {v['max_abs_diff']:.3g}"
     if step.get("error"):
         line += f" ({step['error']})"
-    if step.get("kept") and p["recipe"] == "emulate_quantized":  # what it costs, every time
-        line += ("; the quantized ops now compute in float (same values, no INT8 speed-up: "
-                 "for INT8, `workbench precision FP32_MODEL --to int8` from the float model)")
+    from workbench.surgery.recipes import recipe_cost
+
+    cost = recipe_cost(p["recipe"]) if step.get("kept") else None
+    if cost:  # what it costs, every time
+        line += f"; {cost}"
     if "supported_after" in step:
         left = step.get("unsupported_after") or []
         if step["supported_after"]:

@@ -61,6 +61,13 @@ def get_recipe(name: str) -> Recipe:
     return REGISTRY[name]
 
 
+def recipe_cost(name: str) -> Optional[str]:
+    """What a kept change of recipe `name` costs (`Recipe.cost`), None when nothing or unknown."""
+    discover()
+    r = REGISTRY.get(name)
+    return r.cost if r is not None else None
+
+
 def list_recipes() -> List[Dict]:
     discover()
     return [REGISTRY[k].describe() for k in sorted(REGISTRY)]

@@ -110,6 +110,8 @@ class Recipe:
     fixes: Tuple[str, ...] = ()   # Finding codes it can fix (codes.ANY_NODE: any node's)
     ops: Tuple[str, ...] = ()     # only findings on nodes of these op types (empty: any)
     priority: int = 50            # proposals of lower numbers are tried first
+    # what a kept change costs, said wherever it is applied (CLI --auto log, FixPanel)
+    cost: Optional[str] = None
 
     def can_fix(self, finding: Any, ctx: "ProposeContext") -> bool:
         """Whether this recipe is one to ask about `finding` (by code, then op)."""

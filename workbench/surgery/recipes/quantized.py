@@ -804,6 +804,8 @@ class EmulateQuantized(Recipe):
     params = ()
     preserves_semantics = True
     mutates_input = True
+    cost = ("the quantized ops now compute in float (same values, no INT8 speed-up: for "
+            "INT8, `workbench precision FP32_MODEL --to int8` from the float model)")
     fixes = codes.OP_REJECTED + (codes.QDQ_ZERO_POINT, codes.QDQ_ZERO_POINT_RUNTIME,
                                  codes.UNSUPPORTED_DTYPE) + codes.GENERIC_PARSER_CODES
     ops = OPS + UNEMULATED
