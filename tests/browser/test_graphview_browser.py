@@ -275,3 +275,35 @@ def test_broken_model_renders_with_flags(lab):
     lab.page.wait_for_function(f"() => {VIEW}.root.dataset.hovered === '/reads_ghost'", timeout=5000)
     assert "dangling input" in lab.page.inner_text(".wb-graph .wb-tip")
     lab.screenshot_element(".wb-graph", "graphview-broken-flags.png")
+
+
+def _long_chain(n=300):
+    vi = lambda nm: helper.make_tensor_value_info(nm, TensorProto.FLOAT, [1, 8])  # noqa: E731
+    nodes, prev = [], "x"
+    for k in range(n):
+        nodes.append(helper.make_node("Relu" if k % 2 else "Sigmoid", [prev], [f"t{k}"],
+                                      name=f"n{k}"))
+        prev = f"t{k}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"], name="out"))
+    g = helper.make_graph(nodes, "chain", [vi("x")], [vi("y")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_focus_spread_over_a_long_graph_opens_readable_at_its_top(lab):
+    """FixPanel's diff after auto-fix revealed changes spread over a 300-node chain: the view
+    fitted them all and opened as specks. It opens at its first changes, titles readable."""
+    (lab.server.root / "chain.onnx").write_bytes(_long_chain().SerializeToString())
+    lab.open_notebook("graph_focus.ipynb", [
+        "from widgets.graphview import GraphView\n"
+        "view = GraphView('chain.onnx', expand_all=True, height=420)\n"
+        "shown = view.reveal([f'n{k}' for k in range(5, 300, 4)])\n"
+        "view"])
+    lab.run_all()
+    _wait_paint(lab)
+    lab.page.evaluate(f"() => {VIEW}.root.scrollIntoView({{block: 'center'}})")
+    lab.page.wait_for_timeout(300)
+    assert lab.page.evaluate(f"() => {VIEW}.titlePx()") >= 9 - 1e-6
+    visible = set(lab.page.evaluate(f"() => {VIEW}.visibleIds()"))
+    assert {"n5", "n9"} <= visible  # the first changes, with their neighbours
+    assert "n290" not in visible  # (the rest: the search's arrows, or Fit selection)
+

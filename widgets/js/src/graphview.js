@@ -695,6 +695,22 @@ function render({ model, el: host }) {
     camera.fit({ x0: x0 - padX, x1: x1 + padX, y0: y0 - padY, y1: y1 + padY }, animate);
   }
 
+  // the opening view on a focus (a diff's added nodes): all of it when its titles stay
+  // readable, else its top-most nodes as far down as a readable view reaches (a change spread
+  // over a 300-node chain opened as specks; the search's arrows step on to the rest)
+  function fitFocus(ids) {
+    const minScale = READABLE_TITLE_PX / TITLE_FONT;
+    const idx = ids.map(indexOf).filter((i) => i >= 0).sort((a, b) => scene.Y[a] - scene.Y[b]);
+    if (!idx.length) { camera.fitReadable(minScale); return; }
+    const top = scene.Y[idx[0]] - scene.H[idx[0]] / 2;
+    const reach = Math.max(1, (stage.clientHeight || 400) - 24) / minScale;  // world px
+    const first = idx.filter((i) => scene.Y[i] + scene.H[i] / 2 <= top + reach);
+    fitTo((first.length ? first : idx.slice(0, 1)).map((i) => data.ids[i]), false);
+    if (camera.scale < minScale) {  // (wide rather than tall) the first one, readable
+      camera.setState({ x: scene.X[idx[0]], y: scene.Y[idx[0]], scale: minScale });
+    }
+  }
+
   let drag = null;
   canvas.addEventListener("pointerdown", (ev) => {
     drag = { x: ev.clientX, y: ev.clientY, moved: false };
@@ -807,7 +823,7 @@ function render({ model, el: host }) {
     updateDom();
     if (fit) {
       const focus = (data.focus || []).filter((id) => graph.hasNode(id));
-      if (focus.length) fitTo(focus, false);
+      if (focus.length) fitFocus(focus);
       else camera.fitReadable(READABLE_TITLE_PX / TITLE_FONT);
       // not attached yet (JupyterLab renders first): fit again once the stage has a size
       pendingFit = stage.clientWidth === 0 || stage.clientHeight === 0 ? focus : null;
@@ -877,7 +893,7 @@ function render({ model, el: host }) {
       if (pendingFit) {
         const f = pendingFit;
         pendingFit = null;
-        if (f.length) fitTo(f, false); else camera.fitReadable(READABLE_TITLE_PX / TITLE_FONT);
+        if (f.length) fitFocus(f); else camera.fitReadable(READABLE_TITLE_PX / TITLE_FONT);
       }
       schedule();
     }
@@ -915,7 +931,9 @@ function render({ model, el: host }) {
     },
     frameTimes() { return frameTimes.slice(); },
     drawNow() { if (frameReq) { cancelAnimationFrame(frameReq); frameReq = 0; } draw(); return performance.now(); },
-    stepMatch, fitTo,
+    stepMatch, fitTo, fitFocus,
+    cameraScale() { return camera.scale; },
+    titlePx() { return camera.scale * TITLE_FONT; },
   };
   window.__wbGraphViews = window.__wbGraphViews || [];
   window.__wbGraphViews.push(handle);
