@@ -113,7 +113,7 @@ def test_session_reports_name_the_users_file_whatever_the_checker_wrote(model, t
 
     def checker(path):
         seen.append(str(path))
-        # (a code a recipe claims, symmetric_qdq's: an unclaimed one gets the split's step)
+        # (a code symmetric_qdq claims, on a node it cannot fix: the split's step comes first)
         return SupportReport(backend="static", backend_version=None, supported=False,
                              unsupported=[{"node": GELU, "op": "FastGelu",
                                            "code": "qdq-zero-point",
@@ -126,22 +126,24 @@ def test_session_reports_name_the_users_file_whatever_the_checker_wrote(model, t
     assert seen[-1].startswith(_home())
     u = rep.unsupported[0]
     assert u["reason"] == f"refused in {model}"
-    assert u["hint"] == f"`workbench fix {model} --recipe y`"
+    split = f"`workbench fix {model} --split -o FOLDER`"
+    assert u["hint"].startswith(split) and u["hint"].endswith(
+        f"; or `workbench fix {model} --recipe y`")
     assert rep.problems[0].hint == u["hint"]
     s.apply("decompose", {"node": GELU})
     rep = s.report
     assert seen[-1].startswith(_home()) and _home() not in json.dumps(rep.to_dict()["unsupported"])
     # a changed version names `output` (shell-quoted in commands), until exported elsewhere
     quoted = f"'{tmp_path}/out dir/fixed.onnx'"
-    assert rep.unsupported[0]["hint"] == f"`workbench fix {quoted} --recipe y`"
+    assert rep.unsupported[0]["hint"].endswith(f"`workbench fix {quoted} --recipe y`")
     assert s.command_path() == tmp_path / "out dir" / "fixed.onnx"
     out = s.export(tmp_path / "elsewhere.onnx")
-    assert s.report.unsupported[0]["hint"] == f"`workbench fix {out} --recipe y`"
+    assert s.report.unsupported[0]["hint"].endswith(f"`workbench fix {out} --recipe y`")
     assert s.history.user_path() == out and s.history.exported(s.history.original) is None
     # undo: the original again, named by the user's own path
     s.undo()
     s.check()
-    assert s.report.unsupported[0]["hint"] == f"`workbench fix {model} --recipe y`"
+    assert s.report.unsupported[0]["hint"] == u["hint"]  # (the original's, as first checked)
 
 
 # ------------------------------------------------------------------ 2. re-runs, one entry

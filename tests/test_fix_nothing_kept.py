@@ -14,13 +14,14 @@ from workbench.cli import main
 from workbench.errors import WorkbenchError
 
 
-def scatter_add_model():
-    """ScatterND with reduction='add' (TensorRT's parser refuses it; no recipe rewrites it)."""
+def scatter_mul_model():
+    """ScatterND with reduction='mul' (TensorRT's parser refuses it; no recipe rewrites it:
+    decompose takes 'add' only)."""
     idx = numpy_helper.from_array(np.array([[0], [2], [0]], np.int64), "idx")
     g = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["r"], name="relu"),
          helper.make_node("ScatterND", ["r", "idx", "u"], ["y"], name="scatter",
-                          reduction="add")],
+                          reduction="mul")],
         "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8]),
               helper.make_tensor_value_info("u", TensorProto.FLOAT, [3, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [idx])
@@ -33,7 +34,7 @@ def scatter_add_model():
 @pytest.fixture()
 def model(tmp_path):
     p = tmp_path / "scatter.onnx"
-    onnx.save(scatter_add_model(), str(p))
+    onnx.save(scatter_mul_model(), str(p))
     return p
 
 

@@ -28,17 +28,17 @@ PROFILE = {"x": [[1, 4], [4, 4], [8, 4]], "idx": [[1, 1], [3, 1], [6, 1]],
 CFG = BuildConfig(precision="fp16", target="sm89", builder_optimization_level=0)
 
 
-def scatter_add_model() -> onnx.ModelProto:
-    """x [N, 4] -> MatMul -> Relu -> ScatterND(reduction=add) with graph inputs idx [K, 1],
+def scatter_mul_model() -> onnx.ModelProto:
+    """x [N, 4] -> MatMul -> Relu -> ScatterND(reduction=mul) with graph inputs idx [K, 1],
     upd [K, 4] -> Sigmoid. TensorRT-RTX's parser refuses ScatterND with a reduction (it names
-    the node)."""
+    the node); no recipe rewrites 'mul' (decompose takes 'add', a one-hot product)."""
     w = nh.from_array(np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4), "w")
     nodes = [h.make_node("MatMul", ["x", "w"], ["mm"], name="/mm"),
              h.make_node("Relu", ["mm"], ["r"], name="/relu"),
              h.make_node("ScatterND", ["r", "idx", "upd"], ["s"], name="/scatter",
-                         reduction="add"),
+                         reduction="mul"),
              h.make_node("Sigmoid", ["s"], ["y"], name="/sig")]
-    g = h.make_graph(nodes, "scatter_add", [
+    g = h.make_graph(nodes, "scatter_mul", [
         h.make_tensor_value_info("x", T.FLOAT, ["N", 4]),
         h.make_tensor_value_info("idx", T.INT64, ["K", 1]),
         h.make_tensor_value_info("upd", T.FLOAT, ["K", 4])],
@@ -67,7 +67,7 @@ def roialign_model() -> onnx.ModelProto:
 @pytest.fixture()
 def scatter_path(tmp_path):
     p = tmp_path / "scatter.onnx"
-    onnx.save(scatter_add_model(), str(p))
+    onnx.save(scatter_mul_model(), str(p))
     return p
 
 
@@ -176,7 +176,7 @@ def test_sample_index_inputs_stay_within_what_they_index():
         assert runner.infer(feed)["pooled"].shape == (r, 2, 2, 2)
     big = make_inputs_at(m, {"image": (16, 3, 8, 8), "rois": (64, 4), "batch_indices": (64,)})
     assert big["batch_indices"].max() > 1  # the whole batch, not only images 0 and 1
-    s = scatter_add_model()
+    s = scatter_mul_model()
     for n in (1, 2, 5):
         feed = make_inputs_at(s, {"x": (n, 4), "idx": (7, 1), "upd": (7, 4)})
         assert feed["idx"].max() < n

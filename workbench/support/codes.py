@@ -49,6 +49,9 @@ GENERIC_PARSER_CODES: Tuple[str, ...] = (UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_NODE
 # "this op is not taken at all" (whatever its attributes)
 OP_REJECTED: Tuple[str, ...] = (UNSUPPORTED_OP, PLUGIN_MISSING, PLUGIN_NEEDS_GPU, CUSTOM_OP,
                                 UNKNOWN_OP)
+# the static rules' codes for a scatter whose reduction TensorRT refuses (decompose takes
+# reduction='add' along axis 0)
+SCATTER_REDUCTION: Tuple[str, ...] = ("scatternd-reduction", "scatterelements-reduction")
 # a recipe declaring ANY_NODE can fix any failure that names a node (e.g. constant folding)
 ANY_NODE = "*"
 

@@ -473,6 +473,95 @@ class _CenterCropPad:
             e.op("Identity", [y], out=ctx.node.output[0])
 
 
+# ---------------------------------------------------------------------- scatter with add
+# index_add_ / scatter_add_ (a GNN's message aggregation) export as ScatterND /
+# ScatterElements with reduction='add', which TensorRT's parser refuses. Along axis 0 they are
+# a matrix product: out = data + onehot(index, N)^T @ updates, with onehot[m, n] = (index[m] ==
+# n); the sums run in another order than onnxruntime's (float rounding, no other change). The
+# one-hot matrix holds (number of indices) x N values.
+_ONEHOT_LIMIT = 1 << 26  # values of the one-hot matrix, where both sizes are known
+
+
+def _scatter_add_check(ctx: Context, k: int, kind: str) -> Tuple[bool, str]:
+    red = ctx.attr("reduction", "none")
+    red = red.decode() if isinstance(red, bytes) else red
+    if red != "add":
+        return False, f"reduction '{red}' (only 'add' is a matrix product)"
+    dt = ctx.dtype(ctx.node.input[0])
+    if dt not in FLOATS:
+        return False, ("the data's dtype is unknown (run infer_shapes)" if not dt else
+                       "integer data: TensorRT's MatMul computes in float only")
+    data, idx = ctx.shape(ctx.node.input[0]), ctx.shape(ctx.node.input[1])
+    if not data or idx is None:
+        return False, "the data's or the indices' rank is unknown (run infer_shapes)"
+    if kind == "ScatterND":
+        if not idx or idx[-1] != 1:
+            return False, ("indices address more than the first axis (last dim "
+                           f"{idx[-1] if idx else '?'}): only index_add along axis 0 is done")
+        count = [d for d in idx[:-1]]
+    else:
+        if int(ctx.attr("axis", 0)) % len(data) != 0:
+            return False, "axis is not 0"
+        rest = [d for sh in (data[1:], idx[1:]) for d in sh]
+        if any(d != 1 for d in rest):
+            return False, ("per-element indices (a dim other than axis 0 is not 1): "
+                           "each column would need its own one-hot matrix")
+        count = idx[:1]
+    n = data[0]
+    if all(isinstance(d, int) for d in count) and isinstance(n, int):
+        m = int(np.prod(count)) if count else 1
+        if m * n > _ONEHOT_LIMIT:
+            return False, (f"the one-hot matrix would hold {m} x {n} values: too large; keep "
+                           "it in onnxruntime (`workbench fix --split`) or use a plugin")
+    return True, ("one-hot matrix product; the one-hot matrix holds (indices) x "
+                  f"{n if isinstance(n, int) else 'N'} values at run time")
+
+
+def _scatter_add_build(ctx: Context, e: Emit) -> None:
+    import onnx
+
+    data, idx, upd = ctx.node.input[:3]
+    ft = ctx.dtype(data)
+    e.np_dtype = _np_dtype(ft)
+    i64 = np.int64
+    flat = e.op("Reshape", [idx, e.const([-1], i64, "flat")])
+    if ctx.dtype(idx) != onnx.TensorProto.INT64:
+        flat = e.op("Cast", [flat], to=onnx.TensorProto.INT64)
+    shape = e.op("Shape", [data])
+    n = e.op("Gather", [shape, e.const(0, i64, "zero")], axis=0)
+    # negative indices count from the end
+    flat = e.op("Where", [e.op("Less", [flat, e.const(0, i64, "zero")]),
+                          e.op("Add", [flat, n]), flat])
+    rows = e.op("Range", [e.const(0, i64, "zero"), n, e.const(1, i64, "one")])
+    hot = e.op("Cast", [e.op("Equal", [e.op("Unsqueeze", [flat, e.const([1], i64, "ax1")]),
+                                        e.op("Unsqueeze", [rows, e.const([0], i64, "ax0")])])],
+               to=ft)  # [M, N]
+    m_cols = e.op("Reshape", [upd, e.op("Concat", [e.op("Shape", [flat]),
+                                                   e.const([-1], i64, "rest")], axis=0)])
+    summed = e.op("MatMul", [e.op("Transpose", [hot], perm=[1, 0]), m_cols])  # [N, P]
+    e.op("Add", [data, e.op("Reshape", [summed, shape])], out=ctx.node.output[0])
+
+
+@decomposition("", "ScatterND", "reduction='add' along axis 0 (index_add_) -> data + "
+               "one-hot(indices)^T MatMul updates")
+class _ScatterNDAdd:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        return _scatter_add_check(ctx, 1, "ScatterND")
+
+    build = staticmethod(_scatter_add_build)
+
+
+@decomposition("", "ScatterElements", "reduction='add' along axis 0 with one index per row "
+               "(scatter_add_ of a column) -> data + one-hot(indices)^T MatMul updates")
+class _ScatterElementsAdd:
+    @staticmethod
+    def check(ctx: Context) -> Tuple[bool, str]:
+        return _scatter_add_check(ctx, 1, "ScatterElements")
+
+    build = staticmethod(_scatter_add_build)
+
+
 @decomposition("", "BitwiseNot", "~x == -1 - x for signed int32/int64 (two's complement)")
 class _BitwiseNot:
     @staticmethod
@@ -519,13 +608,21 @@ class Decompose(Recipe):
               Param("op", "str", None, "every node of this op type (instead of node)"))
     preserves_semantics = True
     fixes = codes.OP_REJECTED + (codes.UNSUPPORTED_NODE, codes.INVALID_NODE,
-                                 codes.UNSUPPORTED_ATTRIBUTE)
+                                 codes.UNSUPPORTED_ATTRIBUTE) + codes.SCATTER_REDUCTION
     priority = 30
 
     def can_fix(self, finding: Any, ctx: Any) -> bool:
         idx = ctx.node_index(finding)
-        return (super().can_fix(finding, ctx) and idx is not None
-                and find_decomposition(ctx.proto.graph.node[idx]) is not None)
+        if not (super().can_fix(finding, ctx) and idx is not None
+                and find_decomposition(ctx.proto.graph.node[idx]) is not None):
+            return False
+        if finding.code in codes.SCATTER_REDUCTION:  # an attribute's value, not the op: only
+            return self._applies(ctx, idx)             # the reduction it rewrites ('add')
+        return True
+
+    def _applies(self, ctx: Any, idx: int) -> bool:
+        return ctx.cached(f"decompose.pre.{idx}", lambda: self.precondition(
+            ctx.proto, node=ctx.ids[idx], op=None)).applies
 
     def propose(self, finding: Any, ctx: Any) -> List[Proposal]:
         idx = ctx.node_index(finding)

@@ -58,7 +58,8 @@ def tail_of(proto: Any, refused: Sequence[int]) -> Set[int]:
 def _no_recipe_for(finding: Any, ctx: Any) -> bool:
     """A main-graph node the parser or builder refused (named exactly: never a guess by op),
     under a code (a static rule's id, e.g. scatterelements-reduction) that no other recipe
-    declares it fixes: running the node outside the engine is the step there is."""
+    can fix on this node (decompose takes a scatter's 'add', not its 'max'): running the node
+    outside the engine is the step there is."""
     from workbench.graphindex import GraphIndex
     from workbench.surgery.recipes.base import REGISTRY
 
@@ -68,7 +69,8 @@ def _no_recipe_for(finding: Any, ctx: Any) -> bool:
         return False
     if len(GraphIndex.of(ctx.proto).find(finding.nodes[0])) != 1:
         return False
-    return not any(finding.code in r.fixes for r in REGISTRY.values() if r.name != "split")
+    return not any(finding.code in r.fixes and r.can_fix(finding, ctx)
+                   for r in REGISTRY.values() if r.name != "split")
 
 
 @register
