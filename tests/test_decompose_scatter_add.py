@@ -122,3 +122,19 @@ def test_fix_auto_takes_a_gnn_to_a_whole_engine(tmp_path):
     res = s.auto_fix()
     assert res.supported, res.remaining
     assert [st["proposal"]["recipe"] for st in res.steps if st.get("kept")] == ["decompose"]
+
+
+def test_build_points_at_the_exact_rewrite_instead_of_splitting(tmp_path):
+    """With an exact recipe for the refused node, `build` says to fix first (a whole engine
+    beats an engine + onnxruntime tail), in words that fit that reason."""
+    from workbench.build.engine import BuildConfig, BuildFailed, build_engine
+
+    path = tmp_path / "gnn.onnx"
+    onnx.save(_gnn("nd"), str(path))
+    with pytest.raises(BuildFailed) as e:
+        build_engine(path, BuildConfig(target="sm89", builder_optimization_level=0))
+    assert f"`workbench fix {path} --auto` rewrites ScatterND at '/ScatterND'" in e.value.hint
+    said = [f for f in e.value.findings if f.code == "no-split"]
+    assert len(said) == 1 and said[0].message.startswith(
+        "the build did not split the model at the refused nodes: `workbench fix")
+    assert said[0].nodes == ["/ScatterND"]

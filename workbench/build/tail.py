@@ -72,8 +72,8 @@ def _refusal(failure: Any, why: str, model: Any = None) -> Any:
     """The build's own failure, with why no split could take the refused nodes."""
     why = why.replace("MODEL", _model_word(model))
     failure.hint = f"{failure.hint + '; ' if failure.hint else ''}no split build: {why}"
-    failure.findings.append(Finding("info", "no-split", f"the refused nodes are not a tail "
-                                    f"the split recipe can cut: {why}", nodes=[failure.node]
+    failure.findings.append(Finding("info", "no-split", f"the build did not split the model "
+                                    f"at the refused nodes: {why}", nodes=[failure.node]
                                     if failure.node else [], source="build",
                                     hint=f"`workbench fix {_model_word(model)}` proposes recipes"))
     return failure
