@@ -482,7 +482,7 @@ class _CenterCropPad:
 _ONEHOT_LIMIT = 1 << 26  # values of the one-hot matrix, where both sizes are known
 
 
-def _scatter_add_check(ctx: Context, k: int, kind: str) -> Tuple[bool, str]:
+def _scatter_add_check(ctx: Context, kind: str) -> Tuple[bool, str]:
     red = ctx.attr("reduction", "none")
     red = red.decode() if isinstance(red, bytes) else red
     if red != "add":
@@ -547,7 +547,7 @@ def _scatter_add_build(ctx: Context, e: Emit) -> None:
 class _ScatterNDAdd:
     @staticmethod
     def check(ctx: Context) -> Tuple[bool, str]:
-        return _scatter_add_check(ctx, 1, "ScatterND")
+        return _scatter_add_check(ctx, "ScatterND")
 
     build = staticmethod(_scatter_add_build)
 
@@ -557,7 +557,7 @@ class _ScatterNDAdd:
 class _ScatterElementsAdd:
     @staticmethod
     def check(ctx: Context) -> Tuple[bool, str]:
-        return _scatter_add_check(ctx, 1, "ScatterElements")
+        return _scatter_add_check(ctx, "ScatterElements")
 
     build = staticmethod(_scatter_add_build)
 
