@@ -86,10 +86,33 @@ static i64 *argsort_count(Arena *A, const i64 *key, i64 n, i64 range) {
     return o;
 }
 
-static int cmp_d(i64 a, i64 b, const void *ctx) {
-    const double *k = (const double *)ctx;
-    return (k[a] < k[b]) ? -1 : (k[a] > k[b]) ? 1 : 0;
+/* the same stable merge sort, by a double key per index, compared inline (the hot sorts) */
+static void ksort_rec(i64 *v, i64 *tmp, i64 n, const double *key) {
+    if (n < 2) return;
+    if (n <= 16) {
+        for (i64 i = 1; i < n; i++) {
+            i64 x = v[i], j = i - 1;
+            double kx = key[x];
+            while (j >= 0 && key[v[j]] > kx) { v[j + 1] = v[j]; j--; }
+            v[j + 1] = x;
+        }
+        return;
+    }
+    i64 h = n / 2;
+    ksort_rec(v, tmp, h, key);
+    ksort_rec(v + h, tmp, n - h, key);
+    if (key[v[h - 1]] <= key[v[h]]) return;
+    memcpy(tmp, v, sizeof(i64) * (size_t)h);
+    i64 i = 0, j = h, k = 0;
+    while (i < h && j < n) v[k++] = (key[v[j]] < key[tmp[i]]) ? v[j++] : tmp[i++];
+    while (i < h) v[k++] = tmp[i++];
 }
+static void ksort(Arena *A, i64 *v, i64 n, const double *key, i64 *tmp) {
+    if (n < 2) return;
+    if (!tmp) tmp = NEWI(A, n / 2 + 1);
+    ksort_rec(v, tmp, n, key);
+}
+
 static int cmp_i(i64 a, i64 b, const void *ctx) {
     const i64 *k = (const i64 *)ctx;
     return (k[a] < k[b]) ? -1 : (k[a] > k[b]) ? 1 : 0;
@@ -97,7 +120,7 @@ static int cmp_i(i64 a, i64 b, const void *ctx) {
 static i64 *argsort_d(Arena *A, const double *key, i64 n) {
     i64 *o = NEWI(A, n);
     for (i64 i = 0; i < n; i++) o[i] = i;
-    msort(A, o, n, cmp_d, key);
+    ksort(A, o, n, key, NULL);
     return o;
 }
 
@@ -272,13 +295,13 @@ static i64 count_gap(Gaps *G, i64 g, const i64 *pos) {
     if (len < 2) return 0;
     const i64 *ss = G->ss, *sd = G->sd, *seg = G->seg;
     i64 *cnt = G->cnt, *tmp = G->tmp, *seq = G->seq, *bit = G->bit;
-    if (len <= 48) {  /* few segments: compare every pair */
+    if (len <= 16) {  /* few segments: compare every pair */
         i64 c = 0;
         for (i64 a = i; a < j; a++) {
             i64 ua = pos[ss[seg[a]]], la = pos[sd[seg[a]]];
             for (i64 b = a + 1; b < j; b++) {
                 i64 du = ua - pos[ss[seg[b]]], dl = la - pos[sd[seg[b]]];
-                c += (du < 0 && dl > 0) || (du > 0 && dl < 0);
+                c += du * dl < 0;
             }
         }
         return c;
@@ -339,7 +362,7 @@ static Adj adjacency(Arena *A, i64 n, const i64 *ss, const i64 *sd, i64 S) {
 /* dot's transpose (vectorised in Python: one batch of disjoint pairs at a time) */
 static i64 transpose(Arena *A, i64 *order, i64 *pos, const i64 *starts, const i64 *counts, i64 n,
                      i64 n_r, i64 best, int rounds, const Adj *adj, int ties, const i64 *gaps,
-                     i64 n_gaps, char *dirty) {
+                     i64 n_gaps, i64 *gap_now) {
     char *busy = NULL;
     if (gaps) {  /* only ranks beside a gap with crossings (or beside a rank swapped since) */
         i64 busy_n = (n_r > n_gaps + 1 ? n_r : n_gaps + 1) + 1;
@@ -348,6 +371,7 @@ static i64 transpose(Arena *A, i64 *order, i64 *pos, const i64 *starts, const i6
     }
     /* a round tries the left slots of one batch: slot parity within its rank q, rank parity rp */
     i64 *cand = NEWI(A, n / 2 + 2), *crank = NEWI(A, n / 2 + 2), *gain = NEWI(A, n / 2 + 2);
+    i64 *gain_up = NEWI(A, n / 2 + 2);
     char *ok = NEWC(A, n / 2 + 2);
     /* round of each rank's last change and of the last try of its pairs of each slot parity: a
      * rank tried after its last change and its neighbours' has no pair to swap (a pair to swap
@@ -364,6 +388,10 @@ static i64 transpose(Arena *A, i64 *order, i64 *pos, const i64 *starts, const i6
             if (r > 0 && changed[r] > last) last = changed[r];
             if (changed[r + 2] > last) last = changed[r + 2];  /* changed[] is shifted by one */
             if (tried[2 * r + q] > last) continue;
+            /* no crossing in the gaps above and below: no pair of the rank crosses, so none
+             * gains or ties (the same result, not tried) */
+            if (gap_now && (r == 0 || gap_now[r - 1] == 0) && (r + 1 >= n_r || gap_now[r] == 0))
+                continue;
             tried[2 * r + q] = now_round;
             i64 end = starts[r] + counts[r];
             for (i64 i = starts[r] + q; i + 1 < end; i += 2) { cand[nc] = i; crank[nc++] = r; }
@@ -378,21 +406,23 @@ static i64 transpose(Arena *A, i64 *order, i64 *pos, const i64 *starts, const i6
             i64 left = cand[t], u = order[left], v = order[left + 1];
             i64 du = (adj->up_ptr[u + 1] - adj->up_ptr[u]) + (adj->dn_ptr[u + 1] - adj->dn_ptr[u]);
             i64 dv = (adj->up_ptr[v + 1] - adj->up_ptr[v]) + (adj->dn_ptr[v + 1] - adj->dn_ptr[v]);
-            i64 g = 0, now = 0;
+            i64 g = 0, now = 0, g_up = 0;
             if (du * dv <= 8192) {
                 for (int side = 0; side < 2; side++) {
                     const i64 *ptr = side ? adj->dn_ptr : adj->up_ptr, *nb = side ? adj->dn_nb : adj->up_nb;
                     for (i64 x = ptr[u]; x < ptr[u + 1]; x++) {
                         i64 p = pos[nb[x]];
-                        for (i64 y = ptr[v]; y < ptr[v + 1]; y++) {
-                            i64 q = pos[nb[y]];
-                            if (p > q) { g++; now++; }
-                            else if (p < q) g--;
+                        for (i64 y = ptr[v]; y < ptr[v + 1]; y++) {  /* branch-free */
+                            i64 q = pos[nb[y]], gt = p > q;
+                            g += gt - (p < q);
+                            now += gt;
                         }
                     }
+                    if (side == 0) g_up = g;
                 }
             }
             gain[t] = g;
+            gain_up[t] = g_up;
             ok[t] = g > 0;
             if (g > 0) any = 1;
             if (ties && g == 0 && now > 0) ok[t] = 2;
@@ -412,7 +442,11 @@ static i64 transpose(Arena *A, i64 *order, i64 *pos, const i64 *starts, const i6
             }
             order[left] = b; order[left + 1] = a;
             changed[crank[t] + 1] = now_round;
-            if (dirty) dirty[crank[t]] = 1;
+            if (gap_now) {  /* the crossings of the gaps above and below change by the gains */
+                i64 r = crank[t];
+                if (r > 0) gap_now[r - 1] -= gain_up[t];
+                if (r + 1 < n_r) gap_now[r] -= gain[t] - gain_up[t];
+            }
             pos[a] += 1; pos[b] -= 1;
             best -= gain[t];
         }
@@ -446,11 +480,6 @@ static void bfs_order(Arena *A, i64 n, const i64 *R, const i64 *starts, i64 n_r,
     }
 }
 
-typedef struct { const double *mv; } MvCtx;
-static int cmp_mv(i64 a, i64 b, const void *ctx) {
-    const double *mv = ((const MvCtx *)ctx)->mv;
-    return (mv[a] < mv[b]) ? -1 : (mv[a] > mv[b]) ? 1 : 0;
-}
 static int cmp_int64(const void *x, const void *y) {
     i64 a = *(const i64 *)x, b = *(const i64 *)y;
     return (a > b) - (a < b);
@@ -459,7 +488,8 @@ static int cmp_int64(const void *x, const void *y) {
 /* one weighted-median sweep over the ranks of seq (`_median_step`) */
 static void median_step(Arena *A, i64 *flat, i64 *p, const i64 *starts, const i64 *counts,
                         const i64 *ptr, const i64 *nb, const i64 *seq, i64 nseq, int reverse,
-                        double *mv, i64 *slots, i64 *moved, i64 *layer, i64 *qbuf, char *dirty) {
+                        double *mv, i64 *slots, i64 *moved, i64 *layer, i64 *qbuf, char *dirty,
+                        i64 *sortbuf) {
     for (i64 si = 0; si < nseq; si++) {
         i64 r = seq[si], st = starts[r], c = counts[r];
         int fixed = 0;
@@ -484,8 +514,7 @@ static void median_step(Arena *A, i64 *flat, i64 *p, const i64 *starts, const i6
         i64 ns_ = 0;
         for (i64 j = 0; j < c; j++) if (!fixed || mv[j] >= 0) slots[ns_++] = j;
         for (i64 t = 0; t < ns_; t++) moved[t] = reverse ? slots[ns_ - 1 - t] : slots[t];
-        MvCtx ctx = {mv};
-        msort(A, moved, ns_, cmp_mv, &ctx);
+        ksort(A, moved, ns_, mv, sortbuf);
         int same = 1;
         for (i64 t = 0; t < ns_; t++) if (moved[t] != slots[t]) { same = 0; break; }
         if (same) continue;
@@ -507,6 +536,7 @@ typedef struct {
     Gaps G;
     i64 *gaps;   /* crossings per gap, kept up to date for the ranks not marked dirty */
     char *dirty; /* ranks whose order changed since their gaps were counted */
+    i64 *gaps_before;
     i64 total;
     int rounds;
 } Ctx;
@@ -527,8 +557,13 @@ static i64 settle(Ctx *C, i64 *flat, i64 *p, int ties) {
     }
     memset(C->dirty, 0, (size_t)C->n_r);
     if (C->total == 0) return 0;
-    return transpose(C->A, flat, p, C->starts, C->counts, C->n, C->n_r, C->total, C->rounds,
-                     &C->adj, ties, C->gaps, C->n_r, C->dirty);
+    /* the gaps' counts are kept up to date through the swaps (busy ranks come from the counts
+     * before them, as in the reference) */
+    i64 *before = C->gaps_before;
+    memcpy(before, C->gaps, sizeof(i64) * (size_t)C->n_r);
+    C->total = transpose(C->A, flat, p, C->starts, C->counts, C->n, C->n_r, C->total, C->rounds,
+                         &C->adj, ties, before, C->n_r, C->gaps);
+    return C->total;
 }
 
 static void all_dirty(Ctx *C) { memset(C->dirty, 1, (size_t)C->n_r); }
@@ -538,7 +573,7 @@ static i64 mincross(Arena *A, i64 *order, const i64 *R, const i64 *starts, const
                     int max_iter, int min_quit, const int *tries, int ntries, int start_iters,
                     int rounds, int flip, Gaps *G, const Adj *adj) {
     Ctx C = {A, n, n_r, S, R, starts, counts, ss, sd, *adj, *G,
-             zeros_i(A, n_r + 1), NEWC(A, n_r + 1), 0, rounds};
+             zeros_i(A, n_r + 1), NEWC(A, n_r + 1), NEWI(A, n_r + 1), 0, rounds};
     all_dirty(&C);
     i64 *seq_dn = NEWI(A, n_r), *seq_up = NEWI(A, n_r), ndn = 0, nup = 0;
     for (i64 r = 1; r < n_r; r++) if (counts[r] > 1) seq_dn[ndn++] = r;
@@ -555,6 +590,7 @@ static i64 mincross(Arena *A, i64 *order, const i64 *R, const i64 *starts, const
     }
     double *mv = NEWD(A, maxc);
     i64 *slots = NEWI(A, maxc), *moved = NEWI(A, maxc), *layer = NEWI(A, maxc), *qbuf = NEWI(A, maxd);
+    i64 *sortbuf = NEWI(A, maxc / 2 + 2);
     for (int stage = 0; stage <= ntries; stage++) {
         i64 cur;
         int iters;
@@ -581,8 +617,8 @@ static i64 mincross(Arena *A, i64 *order, const i64 *R, const i64 *starts, const
             trying++;
             int reverse = flip && (it % 4 < 2);
             int down = it % 2 == 0;
-            if (down) median_step(A, flat, p, starts, counts, C.adj.up_ptr, C.adj.up_nb, seq_dn, ndn, reverse, mv, slots, moved, layer, qbuf, C.dirty);
-            else median_step(A, flat, p, starts, counts, C.adj.dn_ptr, C.adj.dn_nb, seq_up, nup, reverse, mv, slots, moved, layer, qbuf, C.dirty);
+            if (down) median_step(A, flat, p, starts, counts, C.adj.up_ptr, C.adj.up_nb, seq_dn, ndn, reverse, mv, slots, moved, layer, qbuf, C.dirty, sortbuf);
+            else median_step(A, flat, p, starts, counts, C.adj.dn_ptr, C.adj.dn_nb, seq_up, nup, reverse, mv, slots, moved, layer, qbuf, C.dirty, sortbuf);
             cur = settle(&C, flat, p, flip && !reverse);
             if (cur <= best_c) {
                 if ((double)cur < 0.995 * (double)best_c) trying = 0;
@@ -666,6 +702,9 @@ static Lay order_ranks(Arena *A, i64 m, const Ranking *rk, i64 E, const double *
     i64 *best_order = copy_i(A, order, n);
     int idle = 0;
     double *pd = NEWD(A, n), *key = NEWD(A, n), *acc = NEWD(A, n);
+    i64 maxc = 1;
+    for (i64 q = 0; q < n_ranks; q++) if (counts[q] > maxc) maxc = counts[q];
+    i64 *sortbuf = NEWI(A, maxc / 2 + 2);
     for (int it = 0; it < (sweeps > 0 ? sweeps : 0) * 3; it++) {
         for (i64 i = 0; i < n; i++) pd[i] = (double)pos[i];
         memset(acc, 0, sizeof(double) * (size_t)n);
@@ -676,9 +715,9 @@ static Lay order_ranks(Arena *A, i64 m, const Ranking *rk, i64 E, const double *
             for (i64 q = 0; q < S; q++) acc[ss[q]] += pd[sd[q]];
             for (i64 i = 0; i < n; i++) key[i] = deg_out[i] > 0 ? acc[i] / (deg_out[i] > 1 ? deg_out[i] : 1) : pd[i];
         }
-        for (i64 i = 0; i < n; i++) order[i] = i;
-        LexCtx lk = {key, pd, R};
-        msort(A, order, n, cmp_lex, &lk);
+        /* (rank, key, position): each rank's slice is in position order, so a stable sort
+         * of the slice by key is the same order */
+        for (i64 q = 0; q < n_ranks; q++) ksort(A, order + starts[q], counts[q], key, sortbuf);
         place(&L, order, pos);
         i64 c = gap_crossings(&L.G, pos, NULL);
         if (c < best) { best = c; memcpy(best_order, order, sizeof(i64) * (size_t)n); idle = 0; }
