@@ -21,6 +21,7 @@ the offending nodes carry flags and `Finding`s instead of raising.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -94,6 +95,7 @@ class GraphData:
     bend_ptr: Optional[np.ndarray] = None    # edge e bends at bend_x[bend_ptr[e]:bend_ptr[e+1]]
     bend_x: Optional[np.ndarray] = None      # one x per rank between the edge's ends, downwards
     crossings: int = 0                       # edge crossings of this drawing
+    layout_s: float = 0.0                    # seconds spent placing (ranks, order, x, bends)
 
     def visible_index(self, element_ids: Iterable[str], structure: "GraphStructure") -> List[int]:
         """Visible indices showing the given node/input/output ids (a group when hidden)."""
@@ -572,11 +574,13 @@ class GraphStructure:
         titles = [self.ops[o] if kd == NODE else lb for o, kd, lb in
                   zip(op.tolist(), kind.tolist(), labels)]
         width = box_widths(titles, info, kind)
+        t_lay = time.perf_counter()
         if laid_out:
             lay = _sugiyama(m, es, ed, vpos, sweeps=sweeps, width=width)
         else:
             lay = Layered(np.zeros(m), np.zeros(m, dtype=np.int64),
                           np.zeros(es.size + 1, dtype=np.int64), np.zeros(0), crossings=-1)
+        t_lay = time.perf_counter() - t_lay
         x, rank = lay.x, lay.rank
         y = rank.astype(np.float64)
         return GraphData(
@@ -589,7 +593,7 @@ class GraphStructure:
             total_nodes=self.n_nodes, visible_of=vis, width=width.astype(np.float32),
             info=info, edge_labels=self.edge_labels(edge_first.tolist()),
             bend_ptr=lay.bend_ptr.astype(np.int32), bend_x=lay.bend_x.astype(np.float32),
-            crossings=lay.crossings)
+            crossings=lay.crossings, layout_s=t_lay)
 
     def expand_in_place(self, prev: GraphData, scope: str, expanded: Iterable[str], *,
                         fold_constants: bool = True) -> GraphData:
@@ -617,8 +621,10 @@ class GraphStructure:
         local[mem] = np.arange(mem.size)
         e = new.edges.astype(np.int64)
         inner = member[e[:, 0]] & member[e[:, 1]]
+        t_lay = time.perf_counter()
         sub = _sugiyama(mem.size, local[e[inner, 0]], local[e[inner, 1]], np.arange(mem.size),
                         width=new.width[mem])
+        new.layout_s = time.perf_counter() - t_lay
         lo = float(np.min(sub.x - new.width[mem] / 2))
         hi = float(np.max(sub.x + new.width[mem] / 2))
         sub_x = sub.x - (lo + hi) / 2
