@@ -340,6 +340,8 @@ static i64 gap_crossings(Gaps *G, const i64 *pos, i64 *out) {
 /* ---------------------------------------------------------------- orders of ranks */
 typedef struct {  /* neighbours above and below each element */
     i64 *up_ptr, *up_nb, *dn_ptr, *dn_nb;
+    i64 *span3, *both;  /* both sides in one list: element v's above at both[span3[3v]..span3[3v+1]),
+                           below at both[span3[3v+1]..span3[3v+2]) (transpose's hot loop) */
 } Adj;
 
 typedef struct {
@@ -356,6 +358,15 @@ static Adj adjacency(Arena *A, i64 n, const i64 *ss, const i64 *sd, i64 S) {
     Adj j;
     csr(A, n, sd, ss, S, &j.up_ptr, &j.up_nb);
     csr(A, n, ss, sd, S, &j.dn_ptr, &j.dn_nb);
+    j.span3 = NEWI(A, 3 * n + 1);
+    j.both = NEWI(A, 2 * S + 1);
+    for (i64 v = 0, k = 0; v < n; v++) {
+        j.span3[3 * v] = k;
+        for (i64 x = j.up_ptr[v]; x < j.up_ptr[v + 1]; x++) j.both[k++] = j.up_nb[x];
+        j.span3[3 * v + 1] = k;
+        for (i64 x = j.dn_ptr[v]; x < j.dn_ptr[v + 1]; x++) j.both[k++] = j.dn_nb[x];
+        j.span3[3 * v + 2] = k;
+    }
     return j;
 }
 
@@ -404,15 +415,14 @@ static i64 transpose(Arena *A, i64 *order, i64 *pos, const i64 *starts, const i6
         int any = 0;
         for (i64 t = 0; t < nc; t++) {
             i64 left = cand[t], u = order[left], v = order[left + 1];
-            i64 du = (adj->up_ptr[u + 1] - adj->up_ptr[u]) + (adj->dn_ptr[u + 1] - adj->dn_ptr[u]);
-            i64 dv = (adj->up_ptr[v + 1] - adj->up_ptr[v]) + (adj->dn_ptr[v + 1] - adj->dn_ptr[v]);
+            const i64 *su = adj->span3 + 3 * u, *sv = adj->span3 + 3 * v, *nb = adj->both;
+            i64 du = su[2] - su[0], dv = sv[2] - sv[0];
             i64 g = 0, now = 0, g_up = 0;
             if (du * dv <= 8192) {
                 for (int side = 0; side < 2; side++) {
-                    const i64 *ptr = side ? adj->dn_ptr : adj->up_ptr, *nb = side ? adj->dn_nb : adj->up_nb;
-                    for (i64 x = ptr[u]; x < ptr[u + 1]; x++) {
+                    for (i64 x = su[side]; x < su[side + 1]; x++) {
                         i64 p = pos[nb[x]];
-                        for (i64 y = ptr[v]; y < ptr[v + 1]; y++) {  /* branch-free */
+                        for (i64 y = sv[side]; y < sv[side + 1]; y++) {  /* branch-free */
                             i64 q = pos[nb[y]], gt = p > q;
                             g += gt - (p < q);
                             now += gt;
