@@ -14,7 +14,7 @@ class BuildExt(build_ext):
     def build_extensions(self):
         if self.compiler.compiler_type == "unix":
             for ext in self.extensions:
-                ext.extra_compile_args += ["-O2", "-ffp-contract=off"]
+                ext.extra_compile_args += ["-ffp-contract=off"]
         super().build_extensions()
 
 

@@ -576,7 +576,7 @@ static i64 settle(Ctx *C, i64 *flat, i64 *p, int ties) {
     return C->total;
 }
 
-static void all_dirty(Ctx *C) { memset(C->dirty, 1, (size_t)C->n_r); }
+static void all_dirty(Ctx *C) { if (C->n_r > 0) memset(C->dirty, 1, (size_t)C->n_r); }
 
 static i64 mincross(Arena *A, i64 *order, const i64 *R, const i64 *starts, const i64 *counts, i64 n_r,
                     const i64 *ss, const i64 *sd, i64 S, i64 n, const double *prio, i64 best,

@@ -526,6 +526,7 @@ def profile_engine(ctx: Context, engine_path: str, shapes: Optional[Dict[str, An
 
 @op(CUDA_INFO)
 def cuda_info(ctx: Context) -> Dict[str, Any]:
-    """Is there a usable GPU for this worker? Raises the same 'no-gpu' error as profiling."""
-    cuda = Cuda("profiling an engine")
+    """Is there a usable GPU for this worker? Raises the same 'no-gpu' error as profiling,
+    naming what needs it as running engines (builds, runs and profiles alike ask this)."""
+    cuda = Cuda("running TensorRT engines")
     return {"device_count": cuda.device_count, "compute_capability": cuda.compute_capability()}
