@@ -489,6 +489,47 @@ def test_every_edge_keeps_one_bend_per_rank_when_a_group_opens_in_place():
                 assert np.allclose(bends[:grow_r], d1.x[up]), (scope, d1.ids[a], d1.ids[b])
 
 
+def _inception_like(blocks=4):
+    """Inception-style blocks of four scoped branches joined by a Concat (no weights)."""
+    nodes, x = [], "image"
+
+    def conv(name, src):  # two nodes, as Conv + Relu
+        nodes.append(helper.make_node("Neg", [src], [name + "_n"], name=name + "/Neg"))
+        nodes.append(helper.make_node("Relu", [name + "_n"], [name + "_o"], name=name + "/Relu"))
+        return name + "_o"
+
+    for b in range(blocks):
+        p = f"/inception{b}"
+        outs = [conv(p + "/branch1x1", x),
+                conv(p + "/branch3x3/conv2", conv(p + "/branch3x3/conv1", x)),
+                conv(p + "/branch5x5/conv3", conv(p + "/branch5x5/conv2",
+                                                  conv(p + "/branch5x5/conv1", x)))]
+        nodes.append(helper.make_node("MaxPool", [x], [p + "/pool_o"], name=p + "/pool/MaxPool",
+                                      kernel_shape=[3, 3], pads=[1] * 4))
+        outs.append(conv(p + "/branch_pool", p + "/pool_o"))
+        nodes.append(helper.make_node("Concat", outs, [p + "/Concat_o"], name=p + "/Concat",
+                                      axis=1))
+        x = p + "/Concat_o"
+    return _model(nodes, inputs=("image",), outputs=(x,))
+
+
+def test_every_branch_of_an_inception_block_opens_in_place():
+    """A new user's inception-like CNN: opening a branch group in place raised IndexError
+    (an edge from a sibling group on the opened group's rank, with no bends in the old
+    drawing and after the last bent edge, was looked up past the end of bend_x)."""
+    gs = wg.GraphStructure(_inception_like(8))
+    d0 = gs.view()  # each block's branches collapsed
+    groups = [i for i in d0.ids if i.startswith(wg.GROUP_PREFIX)]
+    assert len(groups) >= 12
+    for g in groups:
+        scope = g[len(wg.GROUP_PREFIX):]
+        d1 = gs.expand_in_place(d0, scope, set(d0.expanded) | {scope})
+        assert d1.ids == gs.view(set(d0.expanded) | {scope}).ids and len(d1) > len(d0)
+        span = np.abs(d1.rank[d1.edges[:, 0]] - d1.rank[d1.edges[:, 1]])
+        assert np.array_equal(np.diff(d1.bend_ptr), span - 1), scope
+        assert np.isfinite(d1.bend_x).all() and np.isfinite(d1.x).all()
+
+
 def _visible_graph(path):
     """(m, es, ed, vpos, width) of a real model's fully expanded view, as `view` lays it out."""
     gs = wg.GraphStructure(path)

@@ -285,3 +285,20 @@ def test_the_bends_of_edges_that_share_a_trunk_are_sent_once():
     j = d.to_dict()  # the JSON form (`workbench graph --json`) stores them the same way
     assert j["bend_start"] == start.tolist() and j["bend_count"] == count.tolist()
     assert len(j["bend_x"]) == xs.size
+
+
+def test_a_group_that_fails_to_open_stays_closed_in_the_views_state(bert, monkeypatch):
+    """A re-layout that raises leaves `expanded` as it was (the view still draws the group
+    collapsed; it used to list the scope as open)."""
+    v = GraphView(bert)
+    group = next(i for i in v.data.ids if i.startswith("scope:"))
+    before = v.expanded
+
+    def boom(*a, **k):
+        raise RuntimeError("layout failed")
+
+    monkeypatch.setattr(v.structure, "expand_in_place", boom)
+    monkeypatch.setattr(v.structure, "view", boom)
+    with pytest.raises(RuntimeError, match="layout failed"):
+        v.expand(group)
+    assert v.expanded == before and group in v.data.ids

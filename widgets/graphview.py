@@ -187,6 +187,7 @@ class GraphView(anywidget.AnyWidget):
         if path not in self.structure.scope_index:
             raise WorkbenchError(f"no scope '{path}' in this graph", field="scope",
                                  hint="group ids are listed in view.data.ids (prefix 'scope:')")
+        before = set(self._expanded)
         k = self.structure.scope_index[path]
         while k >= 0:  # opening a scope opens its parents too
             self._expanded.add(self.structure.scopes[k])
@@ -196,7 +197,11 @@ class GraphView(anywidget.AnyWidget):
             self._expanded.add(inner)
             inner = self.structure.sole_child_scope(inner)
         old = set(self.data.ids)
-        self._relayout(in_place=path)
+        try:
+            self._relayout(in_place=path)
+        except Exception:
+            self._expanded = before  # the view still draws `path` collapsed: say so
+            raise
         new = [i for i in self.data.ids if i not in old]
         self.graph = self._payload(new)
 

@@ -221,9 +221,16 @@ def _spliced_bends(prev: "GraphData", e: np.ndarray, old_idx: np.ndarray, keep: 
         nr = rank[up[of][has]].astype(np.int64) + 1 + j[has]  # the bend's rank in this view
         orr = np.where(nr <= r_g, nr, np.maximum(r_g, nr - grow_r))  # ... and in `prev`
         oj = orr - o_up - 1
-        src = prev.bend_x[prev.bend_ptr[k] + np.maximum(oj, 0)].astype(np.float64)
-        src = src + np.sign(src - x_g) * grow_w / 2
-        xs[has] = np.where(oj < 0, x[up[of][has]], src)
+        # the old bend where `prev` had one at that rank (only there: an edge after the last
+        # bent one has bend_ptr[k] == len(bend_x)); at the gained rows above the edge's old
+        # first bend, the upper end's x; straight where `prev` had none (no such rank)
+        vals = xs[has].copy()
+        old_n = (prev.bend_ptr[k + 1] - prev.bend_ptr[k]).astype(np.int64)
+        inside = (oj >= 0) & (oj < old_n)
+        src = prev.bend_x[prev.bend_ptr[k[inside]] + oj[inside]].astype(np.float64)
+        vals[inside] = src + np.sign(src - x_g) * grow_w / 2
+        vals[oj < 0] = x[up[of][has]][oj < 0]
+        xs[has] = vals
     return ptr, xs
 
 
