@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""git clean filter: a notebook without outputs, execution counts or widget state (stdin -> stdout).
+"""git clean filter: a notebook without outputs, execution counts, widget state or the saving
+environment's kernel display name and interpreter details (stdin -> stdout).
 
 Running the notebooks then leaves `git status` clean: git compares what this filter makes of the
 file with what is committed, so only edits to cells show as changes. Set up by
@@ -19,7 +20,17 @@ def strip(nb: dict) -> dict:
         meta = cell.get("metadata", {})
         for key in ("execution", "collapsed", "scrolled"):
             meta.pop(key, None)
-    nb.get("metadata", {}).pop("widgets", None)
+    meta = nb.setdefault("metadata", {})
+    meta.pop("widgets", None)
+    # what the saving environment writes about itself (JupyterLab: "Python 3 (ipykernel)", the
+    # interpreter's version, codemirror mode) is not the notebook's: one form for all
+    spec = meta.get("kernelspec")
+    if isinstance(spec, dict) and spec.get("name") == "python3":
+        spec["display_name"] = "Python 3"
+    lang = (spec.get("language") if isinstance(spec, dict) else None) or \
+        (meta.get("language_info") or {}).get("name")
+    if lang:
+        meta["language_info"] = {"name": lang}
     return nb
 
 

@@ -79,3 +79,20 @@ def test_the_filter_passes_anything_else_through():
         out = subprocess.run(["python3", str(REPO / "scripts" / "strip_notebook.py")], input=data,
                              capture_output=True, check=True).stdout
         assert out == data
+
+
+def test_what_jupyterlab_writes_about_its_kernel_does_not_show(clone: Path):
+    """JupyterLab saves its kernel's display name and the interpreter's details: a new user's
+    run of the notebooks showed them as modified (14 lines of metadata each)."""
+    nb = clone / "notebooks" / NOTEBOOK.name
+    run_notebook_outputs(nb)
+    data = json.loads(nb.read_text(encoding="utf-8"))
+    data["metadata"]["kernelspec"]["display_name"] = "Python 3 (ipykernel)"
+    data["metadata"]["language_info"] = {
+        "codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+        "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
+        "pygments_lexer": "ipython3", "version": "3.11.7"}
+    nb.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    assert git(clone, "diff") == ""
+    git(clone, "add", "-A")
+    assert git(clone, "status", "--porcelain") == ""
