@@ -94,7 +94,8 @@ class GraphData:
     edge_labels: List[str] = field(default_factory=list)  # dtype and shape per edge
     bend_ptr: Optional[np.ndarray] = None    # edge e bends at bend_x[bend_ptr[e]:bend_ptr[e+1]]
     bend_x: Optional[np.ndarray] = None      # one x per rank between the edge's ends, downwards
-    crossings: int = 0                       # edge crossings of this drawing
+    crossings: int = 0                       # edge crossings of this drawing (-1: not counted,
+                                             # as for one spliced by expand_in_place)
     layout_s: float = 0.0                    # seconds spent placing (ranks, order, x, bends)
 
     def visible_index(self, element_ids: Iterable[str], structure: "GraphStructure") -> List[int]:
