@@ -6,6 +6,17 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def layout_bench():
+    """benchmarks/graph_layout.py as a module (its generated transformers, its real graphs)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("graph_layout_bench",
+                                                  REPO / "benchmarks" / "graph_layout.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 FIXTURES = REPO / "tests" / "data" / "fixtures"  # real TensorRT data, copied in with its licences
 POLY = FIXTURES / "polygraphy-models"
 H200 = FIXTURES / "trt86-h200"

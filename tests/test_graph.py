@@ -1,7 +1,6 @@
 """Layout correctness of workbench.graph on generated and hand-made broken graphs."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -9,22 +8,14 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import REPO, SAMPLES
+from conftest import REPO, SAMPLES, layout_bench
 from workbench import graph as wg
 from workbench.model import model_from_proto
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("graph_layout_bench",
-                                                  REPO / "benchmarks" / "graph_layout.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
 def bert1k():
-    return model_from_proto(_bench().transformer_like(1000))
+    return model_from_proto(layout_bench().transformer_like(1000))
 
 
 def _vi(name, elem=TensorProto.FLOAT):
@@ -292,7 +283,7 @@ def test_weights_fold_into_boxes_with_schema_names_and_widths():
 
 
 def test_edge_labels_carry_dtype_and_shape(bert1k):
-    proto = _bench().transformer_like(200)
+    proto = layout_bench().transformer_like(200)
     from onnx import shape_inference
 
     m = model_from_proto(shape_inference.infer_shapes(proto))
@@ -421,7 +412,7 @@ def test_benchmark_transformer_graphs_are_drawn_without_crossings(size):
     """The BERT-like graphs of benchmarks/graph_layout.py have a drawing without crossings;
     both orderings (the full one, and at 5000 nodes, over FULL_SWEEPS_LIMIT elements and
     bends, the cheaper one for big graphs) find it."""
-    gs = wg.GraphStructure(model_from_proto(_bench().transformer_like(size)))
+    gs = wg.GraphStructure(model_from_proto(layout_bench().transformer_like(size)))
     d = gs.view(gs.scopes)
     assert d.crossings == 0
     assert wg.layer_crossings(d.x, d.rank, d.edges, d.bend_ptr, d.bend_x) == 0
@@ -460,7 +451,6 @@ def test_expand_in_place_moves_the_rest_by_a_bounded_shift():
     _check_layout(d1)
     span = np.abs(d1.rank[d1.edges[:, 0]] - d1.rank[d1.edges[:, 1]])
     assert np.array_equal(np.diff(d1.bend_ptr), span - 1)
-
 
 
 def test_every_edge_keeps_one_bend_per_rank_when_a_group_opens_in_place():

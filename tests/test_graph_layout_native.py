@@ -4,24 +4,15 @@ real exported graphs and on generated ones that reach every branch (cycles, edge
 isolated elements, no sweeps, the big-graph paths)."""
 from __future__ import annotations
 
-import importlib.util
 import threading
 import warnings
 
 import numpy as np
 import pytest
 
-from conftest import REPO
+from conftest import layout_bench
 from workbench import graph as wg
 from workbench.model import open_model
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("graph_layout_bench",
-                                                  REPO / "benchmarks" / "graph_layout.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _same(a: wg.Layered, b: wg.Layered) -> None:
@@ -65,7 +56,7 @@ class _Spy:
         monkeypatch.setattr(wg, "_sugiyama", spy)
 
 
-@pytest.mark.parametrize("path", _bench().quality_models(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", layout_bench().quality_models(), ids=lambda p: p.name)
 def test_real_graphs_are_drawn_the_same_by_both(path, monkeypatch):
     spy = _Spy(monkeypatch)
     gs = wg.GraphStructure(open_model(path))
@@ -154,7 +145,7 @@ def test_bad_input_is_refused_with_a_clear_error():
 def test_layouts_in_threads_match(monkeypatch):
     """The compiled layout releases the GIL; layouts running side by side give the same
     drawing (two notebooks' views in one kernel)."""
-    gs = wg.GraphStructure(open_model(_bench().quality_models()[1]))
+    gs = wg.GraphStructure(open_model(layout_bench().quality_models()[1]))
     ref = gs.view(gs.scopes)
     out = [None] * 4
 
@@ -171,7 +162,7 @@ def test_layouts_in_threads_match(monkeypatch):
 
 
 def test_without_the_compiled_layout_the_view_warns_and_draws_the_same(monkeypatch):
-    gs = wg.GraphStructure(open_model(_bench().quality_models()[0]))
+    gs = wg.GraphStructure(open_model(layout_bench().quality_models()[0]))
     native = gs.view(gs.scopes)
     monkeypatch.setattr(wg, "_native", None)
     monkeypatch.setattr(wg, "_warned_python", False)
