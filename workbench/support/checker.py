@@ -608,6 +608,10 @@ def _has_importer(op: str, domain: str, table: Dict[str, Any]) -> bool:
     return bool(onnx.defs.has(op))
 
 
+NEWER_OP_HINT = ("rewrite the node into ops this TensorRT imports (`workbench fix {model} --auto` "
+                 "does where a recipe can), or build with a newer TensorRT that imports it")
+
+
 def _parser_reason(err: Dict[str, Any], table: Dict[str, Any],
                    domain: str = "") -> Tuple[str, str, str]:
     """(reason, code, hint) for one parser error, in users' terms. The code comes from the
@@ -620,6 +624,12 @@ def _parser_reason(err: Dict[str, Any], table: Dict[str, Any],
     if op and not _has_importer(op, domain, table):
         return (f"no built-in importer for op '{op}' and no plugin of that name is registered",
                 codes.PLUGIN_MISSING, table["plugin_ops"].get(op, PLUGIN_HINT))
+    if op and _importer_op(err) == "FallbackPluginImporter":
+        # a standard op this parser has no importer for (newer than this TensorRT release, as
+        # Gelu for TensorRT 8.6): it looked for a plugin of the op's name and found none
+        return (f"this TensorRT's ONNX parser has no importer for op '{op}' (an op newer than "
+                f"the parser: it looked for a plugin named '{op}' and found none)",
+                codes.UNSUPPORTED_OP, table["unsupported_ops"].get(op) or NEWER_OP_HINT)
     if op and code == "UNSUPPORTED_NODE" and (op in table["unsupported_ops"]
                                               or clean in ("false", "")):
         hint = table["unsupported_ops"].get(op)
