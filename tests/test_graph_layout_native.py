@@ -34,7 +34,7 @@ def _both(m, es, ed, vpos, width=None, sweeps=4):
 
 def test_the_compiled_layout_is_built():
     """`pip install` builds it where a C compiler is (CI does); without one the view falls
-    back to Python, 10-20x slower, and this test says so."""
+    back to Python, 10-30x slower, and this test says so."""
     assert wg.LAYOUT_BACKEND == "c", (
         "workbench._layout is not built: install gcc and the Python headers "
         "(apt-get install gcc python3-dev) and run `pip install -e .` again")

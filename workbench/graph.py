@@ -1294,7 +1294,7 @@ _warned_python = False
 def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweeps: int = 4,
               width: Optional[np.ndarray] = None) -> Layered:
     """The layered layout of `_sugiyama_py`, computed by the compiled module when it is built
-    (the same drawing to the bit, 10-20x faster: tests/test_graph_layout_native.py), else by
+    (the same drawing to the bit, 10-30x faster: tests/test_graph_layout_native.py), else by
     the Python reference, with a warning saying how to build the compiled one."""
     global _warned_python
     es = np.ascontiguousarray(es, dtype=np.int64)
@@ -1308,7 +1308,7 @@ def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweep
 
             warnings.warn(
                 "the compiled graph layout (workbench._layout) is not built, so graphs are laid "
-                "out in Python, 10-20x slower: install a C compiler and the Python headers "
+                "out in Python, 10-30x slower: install a C compiler and the Python headers "
                 "(Debian: apt-get install gcc python3-dev), then run `pip install -e .` again",
                 RuntimeWarning, stacklevel=3)
     return _sugiyama_py(m, es, ed, vpos, sweeps=sweeps, width=width)
