@@ -1297,9 +1297,7 @@ def _sugiyama(m: int, es: np.ndarray, ed: np.ndarray, vpos: np.ndarray, *, sweep
     (the same drawing to the bit, 10-30x faster: tests/test_graph_layout_native.py), else by
     the Python reference, with a warning saying how to build the compiled one."""
     global _warned_python
-    es = np.ascontiguousarray(es, dtype=np.int64)
-    ed = np.ascontiguousarray(ed, dtype=np.int64)
-    if _native is not None and m > 0 and not np.any(es == ed):
+    if _native is not None and m > 0 and not np.any(np.asarray(es) == np.asarray(ed)):
         return _sugiyama_native(m, es, ed, vpos, sweeps=sweeps, width=width)
     if _native is None and not _warned_python and m > 0:
         _warned_python = True
