@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -218,6 +219,12 @@ def _cli(args, env=None, **kw):
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
+def _cached_keys(home: Path) -> set:
+    """Keys of the engines in every workspace's engine cache (their metadata files)."""
+    return {json.loads(p.read_text())["key"] for p in home.glob("models/*/engines/*.json")
+            if not p.name.endswith(".card.json")}
+
+
 def _built_keys(home: Path):
     """(cache key, cache_hit) of every build in every workspace history under `home`."""
     out = []
@@ -251,6 +258,11 @@ def test_cli_matrix_two_samples_resume_after_sigkill_then_all_cache_hits(
     before = {f.stem: f.read_bytes() for f in (out / "variants").glob("*.json")}
     assert 2 <= len(before) < 12
     assert not (out / "results.json").exists()
+    # what the killed run built: the engines it published (a kill between publishing an
+    # engine and appending its history record loses the record, never the engine)
+    cached_before = _cached_keys(_isolated_home)
+    fresh_before = Counter(k for k, hit in _built_keys(_isolated_home) if not hit)
+    assert set(fresh_before) <= cached_before
     # 2. the same command again: finished variants are not run again, the rest are built
     p = _cli(args)
     stdout, stderr = p.communicate(timeout=600)
@@ -263,7 +275,11 @@ def test_cli_matrix_two_samples_resume_after_sigkill_then_all_cache_hits(
         assert (out / "variants" / f"{vid}.json").read_bytes() == data
     keys = _built_keys(_isolated_home)
     fresh = [k for k, hit in keys if not hit]
-    assert len(fresh) == len(set(fresh)) == 12  # every engine built exactly once
+    assert len(fresh) == len(set(fresh))  # no engine built twice
+    # every engine built exactly once: the second run built what the first had not published
+    built_now = set(Counter(fresh) - fresh_before)
+    assert not built_now & cached_before
+    assert len(built_now | cached_before) == 12 == len(_cached_keys(_isolated_home))
     by = {(r["model"], r["precision"], r["target"]): r for r in doc["variants"]}
     assert set(by) == {(m, p_, t) for m in ("resnet_tiny", "bert_tiny")
                        for p_ in ("fp32", "fp16", "int8") for t in ("sm89", "sm120")}
@@ -288,7 +304,7 @@ def test_cli_matrix_two_samples_resume_after_sigkill_then_all_cache_hits(
     doc2 = json.loads(stdout)
     assert doc2["summary"]["cache_hits"] == 12 and doc2["summary"]["built"] == 0
     assert all(r["cache_hit"] for r in doc2["variants"])
-    assert len([k for k, hit in _built_keys(_isolated_home) if not hit]) == 12
+    assert [k for k, hit in _built_keys(_isolated_home) if not hit] == fresh  # nothing built
 
 
 def test_cli_bad_input_is_one_line_exit_2(tmp_path):
