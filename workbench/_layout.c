@@ -326,14 +326,10 @@ static i64 count_gap(Gaps *G, i64 g, const i64 *pos) {
     return c;
 }
 
-/* crossings of every gap (out[g], may be NULL); returns the total */
-static i64 gap_crossings(Gaps *G, const i64 *pos, i64 *out) {
+/* crossings of every gap */
+static i64 gap_crossings(Gaps *G, const i64 *pos) {
     i64 total = 0;
-    for (i64 g = 0; g < G->n_r; g++) {
-        i64 c = g + 1 < G->n_r ? count_gap(G, g, pos) : 0;
-        if (out) out[g] = c;
-        total += c;
-    }
+    for (i64 g = 0; g + 1 < G->n_r; g++) total += count_gap(G, g, pos);
     return total;
 }
 
@@ -345,7 +341,7 @@ typedef struct {  /* neighbours above and below each element */
 } Adj;
 
 typedef struct {
-    i64 m, n, E, S, n_ranks, best, d_n, nbend;
+    i64 m, n, S, n_ranks, best, nbend;
     int full;
     i64 *r, *R, *k, *ss, *sd, *starts, *counts, *order, *bend_idx;
     double *W, *prio;
@@ -540,8 +536,8 @@ static void median_step(Arena *A, i64 *flat, i64 *p, const i64 *starts, const i6
 
 typedef struct {
     Arena *A;
-    i64 n, n_r, S;
-    const i64 *R, *starts, *counts, *ss, *sd;
+    i64 n, n_r;
+    const i64 *starts, *counts;
     Adj adj;
     Gaps G;
     i64 *gaps;   /* crossings per gap, kept up to date for the ranks not marked dirty */
@@ -579,10 +575,10 @@ static i64 settle(Ctx *C, i64 *flat, i64 *p, int ties) {
 static void all_dirty(Ctx *C) { if (C->n_r > 0) memset(C->dirty, 1, (size_t)C->n_r); }
 
 static i64 mincross(Arena *A, i64 *order, const i64 *R, const i64 *starts, const i64 *counts, i64 n_r,
-                    const i64 *ss, const i64 *sd, i64 S, i64 n, const double *prio, i64 best,
+                    i64 n, const double *prio, i64 best,
                     int max_iter, int min_quit, const int *tries, int ntries, int start_iters,
                     int rounds, int flip, Gaps *G, const Adj *adj) {
-    Ctx C = {A, n, n_r, S, R, starts, counts, ss, sd, *adj, *G,
+    Ctx C = {A, n, n_r, starts, counts, *adj, *G,
              zeros_i(A, n_r + 1), NEWC(A, n_r + 1), NEWI(A, n_r + 1), 0, rounds};
     all_dirty(&C);
     i64 *seq_dn = NEWI(A, n_r), *seq_up = NEWI(A, n_r), ndn = 0, nup = 0;
@@ -695,7 +691,7 @@ static Lay order_ranks(Arena *A, i64 m, const Ranking *rk, i64 E, const double *
     i64 *counts = zeros_i(A, n_ranks), *starts = NEWI(A, n_ranks);
     for (i64 i = 0; i < n; i++) counts[R[i]]++;
     for (i64 q = 0, c = 0; q < n_ranks; q++) { starts[q] = c; c += counts[q]; }
-    L.m = m; L.n = n; L.E = E; L.S = S; L.n_ranks = n_ranks; L.d_n = d_n; L.nbend = nbend;
+    L.m = m; L.n = n; L.S = S; L.n_ranks = n_ranks; L.nbend = nbend;
     L.r = (i64 *)r; L.R = R; L.k = k; L.ss = ss; L.sd = sd; L.starts = starts; L.counts = counts;
     L.bend_idx = bend_idx; L.W = W; L.prio = prio;
 
@@ -708,7 +704,7 @@ static Lay order_ranks(Arena *A, i64 m, const Ranking *rk, i64 E, const double *
     for (i64 q = 0; q < S; q++) { deg_in[sd[q]] += 1.0; deg_out[ss[q]] += 1.0; }
     L.G = gap_index(A, R, ss, sd, S, n_ranks, counts);
     L.adj = adjacency(A, n, ss, sd, S);
-    i64 best = gap_crossings(&L.G, pos, NULL);
+    i64 best = gap_crossings(&L.G, pos);
     i64 *best_order = copy_i(A, order, n);
     int idle = 0;
     double *pd = NEWD(A, n), *key = NEWD(A, n), *acc = NEWD(A, n);
@@ -729,7 +725,7 @@ static Lay order_ranks(Arena *A, i64 m, const Ranking *rk, i64 E, const double *
          * of the slice by key is the same order */
         for (i64 q = 0; q < n_ranks; q++) ksort(A, order + starts[q], counts[q], key, sortbuf);
         place(&L, order, pos);
-        i64 c = gap_crossings(&L.G, pos, NULL);
+        i64 c = gap_crossings(&L.G, pos);
         if (c < best) { best = c; memcpy(best_order, order, sizeof(i64) * (size_t)n); idle = 0; }
         else idle++;
         if (best == 0 || idle >= 4) break;
@@ -739,11 +735,11 @@ static Lay order_ranks(Arena *A, i64 m, const Ranking *rk, i64 E, const double *
     if (sweeps > 0 && best > 0) {
         if (n <= RANK_SWEEP_LIMIT) {
             if (n <= FULL_SWEEPS_LIMIT) {
-                best = mincross(A, order, R, starts, counts, n_ranks, ss, sd, S, n, prio, best,
+                best = mincross(A, order, R, starts, counts, n_ranks, n, prio, best,
                                 0, 8, tries, ntries, 4, 8, 1, &L.G, &L.adj);
             } else {
                 static const int t0[1] = {0};
-                best = mincross(A, order, R, starts, counts, n_ranks, ss, sd, S, n, prio, best,
+                best = mincross(A, order, R, starts, counts, n_ranks, n, prio, best,
                                 0, 8, t0, 1, 2, 2, 0, &L.G, &L.adj);
             }
         } else {
@@ -760,16 +756,15 @@ static Lay order_ranks(Arena *A, i64 m, const Ranking *rk, i64 E, const double *
 static void more_starts(Arena *A, Lay *L) {
     static const int t12[2] = {1, 2};
     if (L->full && L->best > 0)
-        L->best = mincross(A, L->order, L->R, L->starts, L->counts, L->n_ranks, L->ss, L->sd, L->S,
-                           L->n, L->prio, L->best, 0, 8, t12, 2, 4, 8, 1, &L->G, &L->adj);
+        L->best = mincross(A, L->order, L->R, L->starts, L->counts, L->n_ranks, L->n, L->prio,
+                           L->best, 0, 8, t12, 2, 4, 8, 1, &L->G, &L->adj);
 }
 
 static void refine(Arena *A, Lay *L, int sweeps) {
     static const int t0[1] = {0};
     if (L->full && L->best > 0)
-        L->best = mincross(A, L->order, L->R, L->starts, L->counts, L->n_ranks, L->ss, L->sd, L->S,
-                           L->n, L->prio, L->best, sweeps * 6, 8, t0, 1, 4, 8, 1, &L->G,
-                           &L->adj);
+        L->best = mincross(A, L->order, L->R, L->starts, L->counts, L->n_ranks, L->n, L->prio,
+                           L->best, sweeps * 6, 8, t0, 1, 4, 8, 1, &L->G, &L->adj);
 }
 
 /* ---------------------------------------------------------------- the layout */
