@@ -7,6 +7,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+FIXTURES = REPO / "tests" / "data" / "fixtures"  # real TensorRT data, copied in with its licences
+POLY = FIXTURES / "polygraphy-models"
+H200 = FIXTURES / "trt86-h200"
+A100 = FIXTURES / "trex-a100-resnet"
+SAMPLES = REPO / "sample_models"
+ARTIFACTS = REPO / "test-artifacts"  # screenshots and reports CI keeps in its log
+
 
 def layout_bench():
     """benchmarks/graph_layout.py as a module (its generated transformers, its real graphs)."""
@@ -17,12 +24,6 @@ def layout_bench():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-FIXTURES = REPO / "tests" / "data" / "fixtures"  # real TensorRT data, copied in with its licences
-POLY = FIXTURES / "polygraphy-models"
-H200 = FIXTURES / "trt86-h200"
-A100 = FIXTURES / "trex-a100-resnet"
-SAMPLES = REPO / "sample_models"
-ARTIFACTS = REPO / "test-artifacts"  # screenshots and reports CI keeps in its log
 
 
 @pytest.fixture(autouse=True)

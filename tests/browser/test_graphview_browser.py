@@ -3,7 +3,6 @@ colours from Python, first paint of a 10k-node graph, broken models flagged."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import shutil
 
@@ -12,18 +11,11 @@ import pytest
 from onnx import TensorProto, helper
 
 from browser_support import ARTIFACTS, REPO
+from tests.conftest import layout_bench
 
 pytestmark = pytest.mark.browser
 SAMPLES = REPO / "sample_models"
 VIEW = "window.__wbGraphViews[window.__wbGraphViews.length - 1]"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("graph_layout_bench",
-                                                  REPO / "benchmarks" / "graph_layout.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _bert_into(root):
@@ -32,7 +24,7 @@ def _bert_into(root):
     if src.exists():
         shutil.copy(src, root / "bert_tiny.onnx")
     else:
-        onnx.save(_bench().transformer_like(120), str(root / "bert_tiny.onnx"))
+        onnx.save(layout_bench().transformer_like(120), str(root / "bert_tiny.onnx"))
 
 
 def _state(lab):
@@ -197,7 +189,7 @@ def test_inspector_bert_collapsed_select_search_expand_colour(lab):
 
 
 def test_10k_nodes_first_paint_under_3s(lab):
-    bench = _bench()
+    bench = layout_bench()
     onnx.save(bench.transformer_like(10000), str(lab.server.root / "big10k.onnx"))
     lab.open_notebook("graph_10k.ipynb", [
         "from widgets.graphview import GraphView\nfrom workbench.model import open_model\n"
