@@ -4,8 +4,11 @@ History only stores and replays versions: making a change (recipe, verification,
 `workbench.surgery.changes.apply_in_history`, which stages, then records or discards.
 
 Each History object is one *session* (id, start time, pid; every line it writes names it). A
-new session starts where the log left off (replaying it: a restarted kernel sees exactly what
-the last one left) or, with `start="original"`, from the original (the CLI); from then on its
+new session opens the model as it is on disk (`start="original"`, the default) and *offers* the
+changes the log holds for the same content (`earlier()`: "3 earlier changes of this model
+exist"); `resume()`, or `start="latest"`, continues from where the log left off (replaying it: a
+restarted kernel sees exactly what the last one left). Identical content shares one log, so a
+copy of a file someone fixed before is not silently opened fixed. From then on a session's
 current version and redo stack are its own, so sessions running at the same time on one model
 (two notebooks, parallel `workbench fix` jobs) never move each other's state. The log has one
 entry per real change: a session that computes a change already in the log (same parent, same
@@ -133,11 +136,12 @@ def _lineage(vid: Optional[str], parents: Dict[str, Optional[str]]) -> List[str]
 class History:
     """Undoable surgery on one original model (path or Model): one session of its log.
 
-    `start="latest"` (default) continues from the state the log leaves; `start="original"`
-    starts this session from the original model without writing anything.
+    `start="original"` (default) starts this session from the model as it is on disk, writing
+    nothing; `earlier()` says what the log holds beyond it and `resume()` opens that.
+    `start="latest"` continues from the state the log leaves at once (a restarted kernel).
     """
 
-    def __init__(self, model: Any, home: Any = None, *, start: str = "latest") -> None:
+    def __init__(self, model: Any, home: Any = None, *, start: str = "original") -> None:
         if isinstance(model, Model):
             self.model = model
         elif isinstance(model, (str, Path)):
@@ -277,10 +281,11 @@ class History:
 
     # ------------------------------------------------------------------ the user's files
     def suggested_output(self) -> Optional[Path]:
-        """Where a fixed model goes unless the user says otherwise: `<name>.fixed.onnx` beside
-        the original (never the original itself; None for a model without a file)."""
+        """Where a fixed model goes unless the user says otherwise: `<name>.fixed.onnx` in the
+        model's workspace (`outputs/`), never beside the user's model (a repository stays
+        clean) nor over it; None for a model without a file."""
         src = self.model.path
-        return None if src is None else Path(fixed_name(str(src)))
+        return None if src is None else self.ws.output_path(Path(fixed_name(str(src))).name)
 
     def exported(self, vid: Optional[str] = None) -> Optional[Path]:
         """The file this session last exported version `vid` (default: current) to, while it
@@ -304,6 +309,45 @@ class History:
         if vid == self.original and self.model.path is not None:
             return Path(self.model.path)
         return self.exported(vid)
+
+    # ------------------------------------------------------------------ earlier sessions
+    def _latest(self) -> Tuple[List[str], List[str]]:
+        """Where the log leaves off: its lineage (original first, cut at a missing version
+        file) and its redo stack."""
+        state = self._state()
+        line = self._existing(_lineage(state["current"], self._parents(state)))
+        return line, [v for v in state["redo"] if self.ws.version_path(v).exists()]
+
+    def earlier(self) -> Optional[Dict[str, Any]]:
+        """What `resume()` would open, while this session is at the original and the log left
+        off at a changed version: {"changes": N (from the original), "version", "steps" (the
+        changes, oldest first, as `versions()` entries), "session", "time" (of the last one)};
+        None otherwise. What "N earlier changes of this model exist: open them" says."""
+        if self.current != self._original:
+            return None
+        line, _ = self._latest()
+        if len(line) < 2:
+            return None
+        vers = self.versions()
+        by = {(v["parent"], v["version"]): v for v in vers}
+        steps, parent = [], line[0]
+        for vid in line[1:]:
+            v = by.get((parent, vid)) or next((x for x in vers if x["version"] == vid), None)
+            steps.append(v or {"version": vid, "recipe": "(unknown)", "params": {}})
+            parent = vid
+        last = steps[-1]
+        return {"changes": len(steps), "version": line[-1], "steps": steps,
+                "session": last.get("session"), "time": last.get("time")}
+
+    def resume(self) -> str:
+        """Continue from where the model's log left off (the earlier sessions' changes and
+        redo stack); writes no line (the log already says so). Returns the version."""
+        line, redo = self._latest()
+        if len(line) < 2 and self.current == self._original:
+            raise WorkbenchError("nothing to resume: the history of this model holds no change "
+                                 "beyond the original", field="resume")
+        self._line, self._redo = line, redo
+        return self.current
 
     # ------------------------------------------------------------------ sessions
     def view(self) -> Dict[str, Any]:
@@ -481,6 +525,19 @@ def step_origin(v: Dict[str, Any]) -> str:
     if v.get("mine"):
         return ""
     return f"from session {v['session']}" if v.get("session") else "from an earlier run"
+
+
+def earlier_offer(earlier: Optional[Dict[str, Any]]) -> str:
+    """'3 earlier changes of this model exist (decompose, ...; last 2026-12-06 09:00:00 by
+    session X)': the line that offers `History.earlier()`; '' for None."""
+    if not earlier:
+        return ""
+    n = earlier["changes"]
+    recipes = list(dict.fromkeys(str(s.get("recipe", "(unknown)")) for s in earlier["steps"]))
+    who = (f" by session {earlier['session']}" if earlier.get("session") else "")
+    return (f"{n} earlier change{'s' if n != 1 else ''} of this model exist{'s' if n == 1 else ''}"
+            f" ({', '.join(recipes[:4])}{', ...' if len(recipes) > 4 else ''}; last "
+            f"{_when(earlier.get('time'))}{who})")
 
 
 def session_label(s: Dict[str, Any]) -> str:
