@@ -70,6 +70,18 @@ def _wait_text(lab, out, pattern: str, timeout_s: float = 240) -> str:
     return _text(out)
 
 
+def _shot(lab, out, name: str) -> None:
+    """The top of a cell's output as the user sees it (scrolled to it, at most one screen)."""
+    out.evaluate("(e) => e.scrollIntoView({block: 'start'})")
+    lab.page.wait_for_timeout(400)
+    box = out.bounding_box()
+    if box and box["height"] > 5:  # (the import cell shows nothing)
+        view = lab.page.viewport_size
+        lab.page.screenshot(path=str(ARTIFACTS / name), clip={
+            "x": box["x"], "y": max(box["y"], 0), "width": min(box["width"], view["width"]),
+            "height": min(box["height"], view["height"] - max(box["y"], 0))})
+
+
 def _click(out, name: str) -> None:
     btn = out.locator("button", has_text=name).first
     btn.scroll_into_view_if_needed()
@@ -110,7 +122,7 @@ def test_the_readme_tour_shows_what_the_readme_says(browser, after_setup):
                     assert any(o.endswith(f" on {node}") for o in opts), (node, opts)
                 assert "3 earlier changes of this model exist" in text, text[:1500]
                 assert out.locator("button", has_text="Open them").count() == 1
-                out.screenshot(path=str(ARTIFACTS / "tour-fix-opened.png"))
+                _shot(lab, out, "tour-fix-opened.png")
                 _click(out, "Auto-fix")
                 text = _wait_text(lab, out, r"tensorrt-rtx: supported")
                 assert "(3 change(s) from the original)" in text, text[:800]
@@ -154,12 +166,9 @@ def test_the_readme_tour_shows_what_the_readme_says(browser, after_setup):
                 assert "x3.34 vs fp32" in text, text[:400]
                 assert out.locator(".js-plotly-plot").count() >= 1
             lab.page.wait_for_timeout(500)
-            box = out.bounding_box() if out.is_visible() else None
-            if box and box["height"] > 5:  # (the import cell shows nothing)
-                out.scroll_into_view_if_needed()
-                out.screenshot(path=str(ARTIFACTS / f"tour-{i}.png"))
+            if out.is_visible():
+                _shot(lab, out, f"tour-{i}.png")
         assert seen == {"inspector", "fix", "precision", "compare", "build", "timing"}, seen
-        lab.screenshot("tour-page.png", full_page=True)
         assert not lab.blocked, lab.blocked
         # nothing the panels wrote lands in the checkout: only the user's own notebook
         st = subprocess.run(["git", "-C", str(clone), "status", "--porcelain"],
