@@ -113,8 +113,12 @@ def test_the_readme_tour_shows_what_the_readme_says(browser, after_setup):
                     re.search(r"batch|seq", text), text[:800]
             elif "FixPanel(" in cell:
                 seen.add("fix")
-                text = _wait_text(lab, out, r"NOT supported")
+                # (the header and the findings table are two widgets: wait for both)
+                text = _wait_text(lab, out, r"^(?=[\s\S]*NOT supported)" + "".join(
+                    f"(?=[\\s\\S]*{re.escape(n)})" for n in REFUSED))
                 assert "(0 change(s) from the original)" in text, text[:800]
+                lab.page.wait_for_function("(el) => el.querySelectorAll('select option')"
+                                           ".length >= 3", arg=out.element_handle())
                 opts = [o.replace("\xa0", " ") for o in out.locator("select option")
                         .all_inner_texts()]
                 for node in REFUSED:  # each refused node listed, with a recipe proposed
