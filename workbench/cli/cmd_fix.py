@@ -1,4 +1,7 @@
-"""`workbench fix MODEL -o OUT [--recipe NAME[:k=v,...]]... [--auto] [--split [--build]] [--json]`.
+"""`workbench fix MODEL -o OUT [--recipe NAME[:k=v,...]]... [--auto] [--split [--build]] [--resume] [--json]`.
+
+Starts from MODEL as it is on disk; when an earlier session left changes for the same content
+(a notebook, an earlier `fix`, a copy of the file), it says so, and --resume continues from them.
 
 Applies recipes (in the order given), then with --auto keeps asking the real TensorRT parser and
 applying proposed recipes until the model is supported. Every kept change is a version in the
