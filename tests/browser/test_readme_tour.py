@@ -6,6 +6,7 @@ README says of it, and the clone's `git status` shows nothing but the tour noteb
 Screenshots: test-artifacts/tour-*.png."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -51,7 +52,7 @@ def after_setup(tmp_path_factory):
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, timeout=120)
     for so in (REPO / "workbench").glob("_layout*.so"):  # built by set-up's pip install
         shutil.copy(so, clone / "workbench" / so.name)
-    env = {**__import__("os").environ, "PYTHONPATH": str(clone), "WORKBENCH_HOME": str(home)}
+    env = {**os.environ, "PYTHONPATH": str(clone), "WORKBENCH_HOME": str(home)}
     r = subprocess.run(["bash", "scripts/demo.sh"], cwd=clone, env=env, capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
