@@ -24,6 +24,17 @@ COURSE = sorted(COURSE_DIR.glob("*/*.ipynb"))
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
+def test_the_notebooks_kernel_is_the_environment_running_them():
+    """Notebooks name the "python3" kernel: it must resolve to the interpreter of the environment
+    Jupyter runs in (the set-up's .venv), never to another Python without the workbench."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import sys, workbench; print(sys.prefix); print(workbench.__file__)")]
+    _execute(nb, REPO / "notebooks")
+    prefix, module = _text(nb.cells[0]).split()
+    assert Path(prefix).resolve() == Path(sys.prefix).resolve()
+    assert Path(module).resolve() == (REPO / "workbench" / "__init__.py").resolve()
+
+
 def test_there_are_notebooks():
     assert len(NOTEBOOKS) >= 1, "notebooks/ should hold the workflow and teaching notebooks"
 
