@@ -343,8 +343,8 @@ BACKENDS: Dict[str, Dict[str, Any]] = {
         "short": "TensorRT-RTX 1.7",
         # TensorRT's plugin library (EfficientNMS_TRT, ...) is not part of TensorRT-RTX
         "ships_plugins": False,
-        "source": "measured on single-op models with the real TensorRT-RTX 1.7 parser "
-                  "(to ask that parser about your model: the tensorrt-rtx backend)",
+        "source": "measured on single-op models with the real TensorRT-RTX 1.7 parser; "
+                  "the tensorrt-rtx backend asks it about your model",
         "opset_range": [9, 24],
         "unsupported_ops": dict(MATRIX_UNSUPPORTED, **{
             # newer than the matrix; the RTX parser has no importer for them
