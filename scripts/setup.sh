@@ -32,6 +32,7 @@ command -v "$BASE_PY" >/dev/null 2>&1 || { echo "setup.sh: $BASE_PY not found: i
   || { echo "setup.sh: $("$BASE_PY" --version 2>&1) is too old: Python >= 3.9 is needed" >&2; exit 1; }
 
 # ---------------------------------------------------------------- Debian packages (one apt run)
+has_candidate() { apt-cache policy "$1" 2>/dev/null | grep -q "Candidate: [^(]"; }
 if [ "$SYSTEM" = 1 ]; then
   PKGS=""
   command -v cc >/dev/null 2>&1 || PKGS="$PKGS gcc"
@@ -57,9 +58,16 @@ if [ "$SYSTEM" = 1 ]; then
       if [ "$SUDO" = none ]; then
         echo "WARNING: not root and no sudo: install$PKGS as root (apt-get install$PKGS)" >&2
       else
-        echo "== Debian packages:$PKGS"
         $SUDO apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $PKGS >/dev/null
+        # a package this release does not have is said and skipped (the rest still installs)
+        AVAILABLE=""
+        for p in $PKGS; do
+          [ "$p" = fonts-wqy-microhei ] && ! has_candidate "$p" && p=fonts-noto-cjk
+          if has_candidate "$p"; then AVAILABLE="$AVAILABLE $p"
+          else echo "WARNING: no Debian package $p in this release's apt sources: install it another way" >&2; fi
+        done
+        echo "== Debian packages:$AVAILABLE"
+        [ -z "$AVAILABLE" ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $AVAILABLE >/dev/null
       fi
     fi
   fi
