@@ -20,7 +20,7 @@ for arg in "$@"; do
   case "$arg" in
     --no-demo) DEMO=0 ;;
     --python-only) DEMO=0; SYSTEM=0 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option $arg (use --no-demo, --python-only or --help)" >&2; exit 2 ;;
   esac
 done
