@@ -82,8 +82,16 @@ def _project_copy(dest: Path) -> Path:
     return dest
 
 
+@pytest.fixture
+def workdir(tmp_path):
+    """tmp_path, emptied afterwards: each environment set-up makes is about 1.4 GB."""
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
 @pytest.mark.timeout(1500)
-def test_setup_makes_and_uses_a_venv_where_python3_is_externally_managed(tmp_path):
+def test_setup_makes_and_uses_a_venv_where_python3_is_externally_managed(workdir):
+    tmp_path = workdir
     base = _debian_python() or _marked_copy(tmp_path / "managed-python")
     assert _probe(base, IS_MANAGED) == "True", f"{base} is not marked externally managed"
     shim = tmp_path / "bin"
