@@ -524,7 +524,10 @@ def _cmd_bench(args: argparse.Namespace) -> None:
             continue
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        r = measure(cmd, timeout=args.timeout)
+        home = work / "home"   # a fresh workspace per command: first-use costs, then removed
+        shutil.rmtree(home, ignore_errors=True)
+        r = measure(cmd, timeout=args.timeout, env={**os.environ, "WORKBENCH_HOME": str(home)})
+        shutil.rmtree(home, ignore_errors=True)
         rows.append({"tool": tool, "verb": verb, **r})
         print(f"{tool:22s} {verb:36s} rc={r['rc']:<3d} {r['wall_s']:8.2f} s "
               f"{r['peak_mb']:9.1f} MB", flush=True)

@@ -252,7 +252,12 @@ def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
             kwargs["profile"] = [{k: tuple(v) for k, v in p.items()} for p in config.profiles]
         except ImportError:
             pass
-    res = convert(ref.model, config.precision, **kwargs)
+    model = ref.model
+    if model.external_files and model.path is not None:  # weights streamed to the data file
+        out = ws.dir / "transformed" / f"{ref.content_hash[:12]}-{config.config_hash}.onnx"
+        res = convert(model, config.precision, output=out, **kwargs)
+        return res.path, list(res.findings)
+    res = convert(model, config.precision, **kwargs)
     try:
         data = res.proto.SerializeToString()
     except ValueError:  # over 2 GB: external data beside it
