@@ -422,12 +422,28 @@ def _workbench() -> List[str]:
     return [exe] if exe else [sys.executable, "-m", "workbench.cli"]
 
 
+def _ort_run_script(model: Path, feeds: Path) -> str:
+    """Load a model in onnxruntime from its path and run one decoder call (exit 1 if not
+    finite)."""
+    return f"""
+import sys, numpy as np, onnxruntime as ort
+s = ort.InferenceSession({str(model)!r}, providers=["CPUExecutionProvider"])
+f = dict(np.load({str(feeds)!r}))
+out = s.run(None, f)
+print("logits", out[0].shape, out[0].dtype, "finite", bool(np.isfinite(out[0]).all()))
+sys.exit(0 if all(np.isfinite(o).all() for o in out) else 1)
+"""
+
+
 def _onnxconverter_script(src: Path, out: Path) -> str:
+    """onnxconverter-common's FP16 conversion, told to round as IEEE does (no move of tiny
+    values to 1e-7, no clip at 1e4): the reference the workbench's weights are compared to."""
     return f"""
 import onnx
 from onnxconverter_common import float16
 m = onnx.load({str(src)!r})
-m = float16.convert_float_to_float16(m, keep_io_types=True)
+m = float16.convert_float_to_float16(m, keep_io_types=True, min_positive_val=0.0,
+                                     max_finite_val=65504.0)
 onnx.save_model(m, {str(out)!r}, save_as_external_data=True, all_tensors_to_one_file=True,
                 location={out.name + '.data'!r})
 """
@@ -437,7 +453,7 @@ def verbs(model: Path, work: Path, feeds: Path, cfg: Optional[DecoderConfig]
           ) -> List[Tuple[str, str, List[str]]]:
     """(tool, verb, command) for every measured command, workbench's first."""
     wb = _workbench()
-    out = work / "out"
+    out, keep = work / "out", work / "keep"
     shapes = []
     if cfg is not None:
         shapes = ["--input-shapes", "input_ids:[1,8]", "attention_mask:[1,16]",
@@ -451,7 +467,7 @@ def verbs(model: Path, work: Path, feeds: Path, cfg: Optional[DecoderConfig]
         ("workbench", "graph", wb + ["graph", m, "-o", str(out / "graph.json")]),
         ("workbench", "fix --auto", wb + ["fix", m, "--auto", "-o", str(out / "fixed.onnx")]),
         ("workbench", "precision --to fp16",
-         wb + ["precision", m, "--to", "fp16", "-o", str(out / "wb_fp16.onnx")]),
+         wb + ["precision", m, "--to", "fp16", "-o", str(keep / "wb_fp16.onnx")]),
         ("workbench", "compare --to fp16 --allow-random",
          wb + ["compare", m, "--to", "fp16", "--allow-random"]),
         ("workbench", "compare --to fp16 --inputs",
@@ -464,7 +480,9 @@ def verbs(model: Path, work: Path, feeds: Path, cfg: Optional[DecoderConfig]
          ["polygraphy", "convert", m, "--fp-to-fp16", "-o", str(out / "poly_fp16.onnx")]),
         ("polygraphy", "run --onnxrt", ["polygraphy", "run", m, "--onnxrt"] + shapes),
         ("onnxconverter-common", "convert_float_to_float16",
-         [sys.executable, "-c", _onnxconverter_script(model, out / "occ_fp16.onnx")]),
+         [sys.executable, "-c", _onnxconverter_script(model, keep / "occ_fp16.onnx")]),
+        ("check", "workbench's FP16 output runs in onnxruntime",
+         [sys.executable, "-c", _ort_run_script(keep / "wb_fp16.onnx", feeds)]),
     ]
 
 
@@ -514,7 +532,9 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     feeds = work / "feeds.npz"
     if cfg is not None:
         np.savez(feeds, **decoder_feeds(cfg, batch=1, seq=8, past=8))
-    out = work / "out"
+    out, keep = work / "out", work / "keep"
+    shutil.rmtree(keep, ignore_errors=True)
+    keep.mkdir(parents=True)
     only = set(args.only.split(",")) if args.only else None
     skip = set(args.skip.split(",")) if args.skip else set()
     rows = []
@@ -535,6 +555,8 @@ def _cmd_bench(args: argparse.Namespace) -> None:
             print("   " + (r["stderr_tail"] or r["stdout_tail"]).replace("\n", "\n   "),
                   flush=True)
     shutil.rmtree(out, ignore_errors=True)
+    same = _fp16_matches(keep / "wb_fp16.onnx", keep / "occ_fp16.onnx")
+    shutil.rmtree(keep, ignore_errors=True)
     by = {(r["tool"], r["verb"]): r for r in rows}
     wb_fp16 = by.get(("workbench", "precision --to fp16"))
     poly = by.get(("polygraphy", "convert --fp-to-fp16"))
@@ -544,6 +566,7 @@ def _cmd_bench(args: argparse.Namespace) -> None:
         "results": [{k: v for k, v in r.items() if not k.endswith("_tail")} for r in rows]}
     wb_rows = [r for r in rows if r["tool"] == "workbench"]
     doc["workbench_exit_codes_ok"] = all(r["rc"] in (0, 1, 2) for r in wb_rows)
+    doc["fp16_weights_equal_onnxconverter_common"] = same
     if wb_fp16 and poly and poly["rc"] == 0:
         doc["fp16_time_ratio_vs_polygraphy"] = round(wb_fp16["wall_s"] / poly["wall_s"], 3)
         doc["fp16_peak_ratio_vs_polygraphy"] = round(wb_fp16["peak_mb"] / poly["peak_mb"], 3)
