@@ -65,3 +65,22 @@ def test_build_cli_says_the_two_profiles(decoder, tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     text = p.stdout + p.stderr
     assert "built with two profiles, prefill" in text and "--profile +input_ids:" in text
+
+
+def test_fp16_build_of_a_model_with_external_data_streams_its_weights(decoder, tmp_path):
+    """The FP16 model TensorRT parses is written with its weights streamed into the
+    workspace's transformed/ folder (an ONNX file and its .data beside it)."""
+    pytest.importorskip("tensorrt_rtx_bindings")
+    home = tmp_path / "home"
+    p = subprocess.run(["workbench", "build", str(decoder), "-o", str(tmp_path / "h.engine"),
+                        "--precision", "fp16", "--target", "sm89", "--opt-level", "0"],
+                       capture_output=True, text=True, timeout=600,
+                       env={**__import__("os").environ, "WORKBENCH_HOME": str(home)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    made = list(home.glob("models/*/transformed/*.onnx"))
+    assert len(made) == 1 and made[0].with_name(made[0].name + ".data").stat().st_size > 0
+    import onnx
+
+    m = onnx.load(str(made[0]), load_external_data=False)
+    ext = [t for t in m.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    assert ext and {t.data_type for t in ext} == {onnx.TensorProto.FLOAT16}

@@ -174,3 +174,13 @@ print(json.dumps({{"grew_kb": after - before}}))
     feeds = lm.decoder_feeds(cfg, batch=1, seq=2, past=3)
     outs = _run(str(out), feeds)
     assert outs["logits"].shape == (1, 2, cfg.vocab) and np.isfinite(outs["logits"]).all()
+
+
+def test_a_streamed_result_saves_elsewhere_by_streaming(decoder, tmp_path):
+    _, path = decoder
+    res = convert(str(path), "fp16", output=str(tmp_path / "a.onnx"))
+    again = res.save(tmp_path / "b" / "b.onnx", source=path)
+    assert again == tmp_path / "b" / "b.onnx"
+    a, b = _weights(onnx.load(str(tmp_path / "a.onnx"))), _weights(onnx.load(str(again)))
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert res.save(tmp_path / "a.onnx") == tmp_path / "a.onnx"  # already there: not rewritten
