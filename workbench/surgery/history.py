@@ -24,7 +24,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.fsutil import CorruptLineWarning, fixed_name
@@ -43,13 +43,65 @@ def _graphs(proto: Any) -> List[Any]:
     return list(_iter_graphs(proto.graph))
 
 
-def store_version(ws: ModelWorkspace, proto: Any) -> str:
+def _external_chunks(base: Path, t: Any, chunk: int = 64 << 20) -> Iterator[bytes]:
+    """The bytes of an external tensor of a model in `base`, `chunk` at a time."""
+    kv = {e.key: e.value for e in t.external_data}
+    path = base / kv.get("location", "")
+    offset, length = int(kv.get("offset") or 0), int(kv.get("length") or 0)
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            left = length if length > 0 else os.fstat(f.fileno()).st_size - offset
+            while left > 0:
+                b = f.read(min(chunk, left))
+                if not b:
+                    raise WorkbenchError(f"external-data file '{path.name}' ends inside tensor "
+                                         f"'{t.name}'", file=str(path),
+                                         hint="the data file is truncated; re-export the model")
+                left -= len(b)
+                yield b
+    except OSError as e:
+        raise WorkbenchError(f"cannot read external data of '{t.name}' ({e.strerror})",
+                             file=str(path), hint="put the data file next to the model") from None
+
+
+def _stream_blob(blobs: Path, base: Path, t: Any) -> Tuple[str, int]:
+    """Copy an external tensor into a content-addressed blob, streamed (hashed while copied
+    into a temporary file, renamed to its hash). Returns (sha256, length)."""
+    import hashlib
+    import tempfile
+
+    blobs.mkdir(parents=True, exist_ok=True)
+    h, n = hashlib.sha256(), 0
+    fd, tmp = tempfile.mkstemp(dir=blobs, prefix=".blob-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for b in _external_chunks(base, t):
+                h.update(b)
+                f.write(b)
+                n += len(b)
+            f.flush()
+            os.fsync(f.fileno())
+        path = blobs / f"{h.hexdigest()}.bin"
+        if path.exists():
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return h.hexdigest(), n
+
+
+def store_version(ws: ModelWorkspace, proto: Any, source_dir: Optional[Path] = None) -> str:
     """Write `proto` as a version: large initializers go to content-addressed blobs
     (versions/blobs/<sha256>.bin, shared by every version that has the same tensor) and the
     version file references them as external data. A version of a big model then costs only
     what changed, and models over protobuf's 2 GB limit can be versioned. The version id hashes
     the graph and the blob ids, so equal models get equal ids. Blobs are written (atomically)
-    before the version file that names them."""
+    before the version file that names them. With `source_dir`, tensors `proto` keeps in
+    external data (files in that folder) are streamed into their blobs, never loaded whole."""
     import hashlib
 
     import onnx
@@ -63,6 +115,24 @@ def store_version(ws: ModelWorkspace, proto: Any) -> str:
     out = light_copy(proto, max_bytes=BLOB_MIN_BYTES - 1)
     for g, lg in zip(_graphs(proto), _graphs(out)):
         for t, lt in zip(g.initializer, lg.initializer):
+            if source_dir is not None and t.data_location == onnx.TensorProto.EXTERNAL:
+                length = int(next((e.value for e in t.external_data if e.key == "length"),
+                                  0) or 0)
+                if length >= BLOB_MIN_BYTES:  # big: streamed into its blob
+                    sha, length = _stream_blob(blobs, Path(source_dir), t)
+                    lt.CopyFrom(t)
+                    del lt.external_data[:]
+                    for k, v in (("location", f"blobs/{sha}.bin"), ("offset", "0"),
+                                 ("length", str(length))):
+                        e = lt.external_data.add()
+                        e.key, e.value = k, v
+                    continue
+                full = type(t)()  # small: read, then stored as a loaded tensor would be
+                full.CopyFrom(t)
+                full.raw_data = b"".join(_external_chunks(Path(source_dir), t))
+                del full.external_data[:]
+                full.data_location = onnx.TensorProto.DEFAULT
+                t = full
             if not (t.HasField("raw_data") and t.ByteSize() >= BLOB_MIN_BYTES):
                 if lt.ByteSize() != t.ByteSize():
                     lt.CopyFrom(t)  # small or typed-field data stays inline, whole
@@ -160,9 +230,15 @@ class History:
         self._exports: Dict[str, Tuple[Path, int, int]] = {}
         state = replay(self._records())
         if state["original"] is None:
-            proto = self.model.load_weights()  # parse and store outside the lock
-            vid = store_version(self.ws, proto)
-            self._proto_cache = {vid: proto}
+            if self.model.external_files and self.model.base_dir is not None:
+                if self.model.missing_external or self.model.truncated_external:
+                    self.model.load_weights()  # (raises the error naming the data file)
+                # weights streamed into blobs; loaded from the version when a change needs them
+                vid = store_version(self.ws, self.model.proto, self.model.base_dir)
+            else:
+                proto = self.model.load_weights()  # parse and store outside the lock
+                vid = store_version(self.ws, proto)
+                self._proto_cache = {vid: proto}
             with self.ws.lock():  # one init line, however many sessions start at once
                 state = replay(self._records())
                 if state["original"] is None:
