@@ -610,24 +610,20 @@ def low_float_runner(model: Any) -> str:
 def load_error(runner: str, e: BaseException, label: Optional[str],
                hint: str = "check it with `workbench inspect`") -> Any:
     """WorkbenchError for a model the runner cannot load: the runner's own words without the
-    temporary file it was loaded from, naming the user's model, with the next step for the
-    refusals users meet (repeated node names, an op without a kernel)."""
+    temporary file it was loaded from, naming the user's model, blamed and with the next step
+    as `workbench.blame` decides (repeated node names, an op without a kernel, no weights)."""
+    from workbench import blame
     from workbench.errors import WorkbenchError
     from workbench.ortchild import load_message
 
     msg = load_message(" ".join(str(e).split()))
-    low = msg.lower()
-    if "same node name" in low or "duplicate definition" in low or "duplicate" in low and \
-            "name" in low:
-        hint = "make the names unique: `workbench fix MODEL --recipe rename_duplicates -o OUT`"
-    elif "not a registered function/op" in low or "could not find an implementation" in low:
-        hint = ("onnxruntime has no kernel for that op: load its custom-op library in "
-                "onnxruntime, or replace the node (`workbench fix MODEL`)")
+    category, hint = blame.ort_load_hint(msg, hint)
     if label and os.path.exists(label):
         import shlex
 
         hint = hint.replace("MODEL", shlex.quote(label))
-    return WorkbenchError(f"{runner} cannot load the model: {msg[:300]}", file=label, hint=hint)
+    return WorkbenchError(f"{runner} cannot load the model: {msg[:300]}", file=label, hint=hint,
+                          category=category)
 
 
 def user_error(e: BaseException, label: Optional[str] = None) -> Any:
@@ -635,11 +631,15 @@ def user_error(e: BaseException, label: Optional[str] = None) -> Any:
     anything else: a model it cannot load (`load_error`), or a run it refused (`run_error`:
     the runners raise onnxruntime's own text, which explanations such as `verify` quote; the
     CLI and the panels show this instead of it)."""
+    from workbench.blame import ort_stage
+
     mod = sys.modules.get("workbench.ortchild")  # (only loaded when onnxruntime ran)
     if mod is not None and isinstance(e, mod.OrtLoadFailed):
-        return load_error("onnxruntime", e, e.label)
+        return load_error("onnxruntime", e, e.label or label)
     if (mod is not None and isinstance(e, mod.OrtFailed)) or \
             type(e).__module__.startswith("onnxruntime"):  # (Fail, InvalidArgument, ...)
+        if ort_stage(str(e)) == "load":  # (an in-process session refused the model itself)
+            return load_error("onnxruntime", e, label)
         return run_error(e, label)
     return None
 
@@ -650,10 +650,18 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
     step; a Reshape to a size that does not fit says that the export fixed that size."""
     import re
 
+    from workbench.blame import ort_category
     from workbench.errors import WorkbenchError
     from workbench.ortchild import node_in_message
 
     text = " ".join(str(e).split())
+    category = ort_category(text, "run")
+    if category == "machine":
+        return WorkbenchError(f"onnxruntime ran out of memory: {text[:300]}", file=label,
+                              category=category, hint="free memory, or run fewer samples at "
+                              "once (--samples)")
+    if category != "inputs":  # the model is at fault, whatever it was fed
+        return load_error("onnxruntime", e, label)
     node = node_in_message(text)
     op = re.search(r"while running (\w+) node", text)
     msg = text.split("Status Message:", 1)[-1].strip()
@@ -693,7 +701,7 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
 
         hint = hint.replace("MODEL", shlex.quote(label))
     return WorkbenchError(f"onnxruntime could not run {what}node on these inputs: {msg[:300]}",
-                          file=label, node=node, hint=hint)
+                          file=label, node=node, hint=hint, category="inputs")
 
 
 def make_runner(kind: str, model: Any, *, mark_all: bool = False,

@@ -457,6 +457,8 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             "external-data file(s) missing: " + ", ".join(sorted(set(missing))[:4]),
             file=str(ref.path) if ref.path is not None else None,
             hint="TensorRT reads the weights from them: put the data file(s) next to the model")
+    if hasattr(ref.model, "require_weights"):
+        ref.model.require_weights("a build")
     names: Dict[str, str] = {}
     on_event = _readable_progress(on_event, model_name, Path(output).name if output is not None
                                   else f"the cached engine of {model_name}", names)

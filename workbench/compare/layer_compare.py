@@ -327,8 +327,21 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
         raise WorkbenchError("no inputs to compare on", field="inputs",
                              hint="pass representative inputs (.npz with the model's input "
                                   "names), or allow random inputs explicitly")
-    from workbench.equivalence import make_inputs
+    from workbench.equivalence import make_inputs, unshaped_inputs
 
+    unshaped = unshaped_inputs(ref_p)
+    if unshaped:  # (a made-up rank would fail inside the model, blaming nobody)
+        import shlex
+
+        name = unshaped[0]
+        path = shlex.quote(str(reference)) if isinstance(reference, (str, os.PathLike)) \
+            else "MODEL"
+        raise WorkbenchError(
+            f"input '{name}' has no shape (unknown rank): random inputs for it cannot be made "
+            "up", field=f"inputs.{name}", category="inputs",
+            hint=f"pass real inputs (--inputs PATH, .npz keyed by input name), or give it a "
+                 f"shape: `workbench fix {path} --recipe set_input_shapes:shapes="
+                 f"{shlex.quote(name)}/1x3x224x224 -o FIXED.onnx` (use its real sizes)")
     other = load_proto(candidate) if candidate is not None else None
     feed = make_inputs(ref_p, seed=0, other=other)
     if findings is not None:
