@@ -390,8 +390,18 @@ class OnnxRuntimeRunner(Runner):
         from workbench import segments
 
         proto = load_proto(self.model)
-        if not segments.segmentable(proto):
-            yield from super().stream(feeds, groups)
+        if not segments.segmentable(proto):  # (sequences cannot cross a cut): one marked
+            marked = self  # session, every node output a graph output
+            if not self.mark_all:
+                marked = OnnxRuntimeRunner(self.model, threads=self.threads, mark_all=True,
+                                           isolated=self.isolated, timeout=self.timeout,
+                                           max_rss=self.max_rss)
+                marked._text = self._label()
+            try:
+                yield from Runner.stream(marked, feeds, groups)
+            finally:
+                if marked is not self:
+                    marked.close()
             return
         meta = input_metadata_of(proto)
         yield from segments.stream_segments(proto, [cast_feed(meta, f) for f in feeds], groups,

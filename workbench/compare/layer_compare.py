@@ -583,6 +583,12 @@ def _side_by_side(a: Any, b: Any) -> Iterator[Tuple[Any, Any]]:
         yield got[0], got[1]
 
 
+def _is_tensor(value: Any) -> bool:
+    """Whether a run value is a tensor (onnxruntime returns sequences as lists, maps as
+    dicts, an empty optional as None)."""
+    return value is not None and not isinstance(value, (list, tuple, dict))
+
+
 def _compare_chunks(items: Any, outs: List[str], feeds: Sequence[Feed],
                     runs: Dict[str, List[Feed]], seen: set, producer: Dict[str, Any],
                     atol: float, rtol: float, record: Any) -> None:
@@ -598,6 +604,8 @@ def _compare_chunks(items: Any, outs: List[str], feeds: Sequence[Feed],
             if t in seen or t not in producer or t not in ref_out[0] or t not in cand_out[0]:
                 continue
             ra, ga = ref_out[0][t], cand_out[0][t]
+            if not _is_tensor(ra) or not _is_tensor(ga):  # a sequence, map or optional value:
+                continue  # (compared where it becomes a tensor again, e.g. after SequenceAt)
             if np.asarray(ra).dtype.kind not in "fc" or np.shape(ra) != np.shape(ga):
                 continue
             seen.add(t)
