@@ -1003,9 +1003,14 @@ def _finding(u: Dict[str, Any]) -> Finding:
     extra = {k: v for k, v in u.items()
              if k not in ("node", "op", "reason", "source", "hint", "code") and v is not None}
     tensors = [u["tensor"]] if u.get("tensor") else []
+    from workbench import blame
+
+    category = blame.MACHINE if u.get("code") == codes.PLUGIN_NEEDS_GPU else \
+        blame.parser_category(u.get("reason") or "", u.get("code") or "")
     return Finding("error", u.get("code") or "unsupported", u["reason"],
                    nodes=[u["node"]] if u.get("node") else [], tensors=tensors,
-                   hint=u.get("hint"), source=u["source"], op=u.get("op"), extra=extra)
+                   hint=u.get("hint"), source=u["source"], op=u.get("op"), extra=extra,
+                   category=category)
 
 
 # what the parser's per-subgraph flag means (onnx-tensorrt's supportsModel: every subgraph

@@ -433,7 +433,7 @@ def parser_errors(parser: Any) -> List[Dict[str, Any]]:
             "node_index": int(node_index) if node_index is not None else -1,
             "op": _call(err, "node_operator", "") or "",
             "code": getattr(code, "name", None) or str(code).split(".")[-1],
-            "message": str(_call(err, "desc", "") or ""),
+            "message": without_gpu_noise(str(_call(err, "desc", "") or "")),
             "local_function_stack": stack,
             "file": str(_call(err, "file", "") or ""),
             "func": str(_call(err, "func", "") or ""),
@@ -476,6 +476,21 @@ def _plugin_gpu_note(rec: Dict[str, Any]) -> Dict[str, Any]:
         if why:
             rec["plugin_needs_gpu"] = why
     return rec
+
+
+_GPU_NOISE_LINE = re.compile(r"catchCudaError|CUDA driver version is insufficient|"
+                             r"Cuda Error in \w+: 35\b")
+
+
+def without_gpu_noise(text: str) -> str:
+    """A parser error's text without the CUDA lines TensorRT-RTX appends when it probes a GPU
+    while reporting it ("cudaError 35: CUDA driver version is insufficient"): parsing never
+    runs on a GPU, so they say nothing about the model. Kept when they are all it says (then
+    they are the error: the machine's). The client side words the same rule in
+    workbench.blame.without_gpu_noise."""
+    lines = str(text).splitlines()
+    kept = [ln for ln in lines if not _GPU_NOISE_LINE.search(ln)]
+    return "\n".join(kept) if any(ln.strip() for ln in kept) else str(text)
 
 
 def parse_failure(errors: List[Dict[str, Any]]) -> OpError:
