@@ -151,11 +151,12 @@ def initializer_in_message(text: str) -> Optional[str]:
 def crash_hint(stage: str, node: Optional[str], op: Optional[str]) -> str:
     """The next step after TensorRT died while working on a model (`node`/`op`: where, when
     known). MODEL stands for the user's model path."""
-    if node:
-        return (f"TensorRT crashed on {op or 'a'} node '{node}' instead of refusing it: keep "
-                f"that node out of the engine (`workbench fix MODEL --split -o FOLDER` runs what "
-                f"follows it in onnxruntime), rewrite it (`workbench fix MODEL`), or try another "
-                f"TensorRT version")
+    if node or op:
+        what = f"{op or 'a'} node '{node}'" if node else f"an unnamed {op} node"
+        return (f"TensorRT crashed on {what} instead of refusing it (a TensorRT bug): "
+                "rewrite that node or keep it out of the engine, or try another TensorRT "
+                "version; `workbench check MODEL --backend static` says what the rules know "
+                "about it")
     return (f"TensorRT crashed while it ran '{stage}': try another TensorRT version, or "
             "`workbench check MODEL --backend static` for the structure")
 

@@ -662,16 +662,42 @@ def plugin_gpu_reason(err: Dict[str, Any], backend: str) -> Optional[Tuple[str, 
 
 
 def _worker_call(client: Any, opname: str, args: Dict[str, Any], backend: str,
-                 timeout: Optional[float]) -> Dict[str, Any]:
-    from workbench.worker.client import WorkerError, default_client
+                 timeout: Optional[float], model: Optional[Model] = None) -> Dict[str, Any]:
+    from workbench.worker.client import WorkerCrashed, WorkerError, default_client
 
     w = client or default_client()
     try:
         return w.call(opname, args, timeout=timeout)
+    except WorkerCrashed as e:
+        if model is not None:
+            named_crash(e, model)
+        raise
     except WorkerError as e:
         if e.code == "no-backend":
             raise _Unavailable(backend, getattr(w, "python", "python"), e) from None
         raise
+
+
+def named_crash(e: Any, model: Model) -> Any:
+    """A WorkerCrashed about `model`, in its terms: the file, the node (an unnamed node by
+    the id the workbench gives it, from the parser's position) and the next step with the
+    model's path."""
+    import shlex
+
+    from workbench import blame
+
+    details = getattr(e, "details", None) or {}
+    index, op = details.get("node_index"), getattr(e, "op", None)
+    if not e.node and op and isinstance(index, int) and 0 <= index < len(model.graph.node) \
+            and model.graph.node[index].op_type == op:
+        e.node = model.node_ids[index]
+        e.hint = "the notebook is fine; " + blame.crash_hint(details.get("stage") or "parse",
+                                                            e.node, op)
+    if model.path is not None:
+        e.file = str(model.path)
+        if e.hint:
+            e.hint = e.hint.replace("MODEL", shlex.quote(str(model.path)))
+    return e
 
 
 class _Unavailable(WorkbenchError):
@@ -781,7 +807,8 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
     with _model_file(model) as path:
         try:
             res = _worker_call(client, "parse", {"path": path, "backend": backend,
-                                                 "plugins": plugin_paths}, backend, timeout)
+                                                 "plugins": plugin_paths}, backend, timeout,
+                               model)
         except _Unavailable as e:
             if backend != "auto":
                 raise
@@ -795,7 +822,7 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
         if build and res["results"][0]["parsed"]:
             b = _worker_call(client, "check_build", {
                 "path": path, "backend": backend, "plugins": plugin_paths, "target": target,
-                "profiles": profiles}, backend, timeout)
+                "profiles": profiles}, backend, timeout, model)
     return _parser_report(model, res, res["results"][0], rules, label, b)
 
 
