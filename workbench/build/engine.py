@@ -674,7 +674,10 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
         except WorkerError as e:
             _raise_if_invalid()
             from workbench.trtlog import NameIndex, findings_from_log
-            from workbench.support.checker import in_users_terms
+            from workbench.support.checker import in_users_terms, named_crash
+
+            if e.code == "worker-crashed" and ref.path is not None:
+                named_crash(e, ref.model)  # (the node and next step in the model's terms)
 
             if e.code in BAD_INPUT_CODES:  # the user's input is wrong (CLI exit 2)
                 field_name = (e.details or {}).get("field")
