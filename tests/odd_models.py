@@ -448,6 +448,21 @@ def mvn(d: Path) -> Path:
     return _save(_model(g, opset=[helper.make_opsetid("", 13)]), d / "mvn.onnx")
 
 
+def roi_align(d: Path) -> Path:
+    """Conv -> RoiAlign: TensorRT-RTX's importer needs its ROIAlign plugin, which cannot be
+    created without a usable GPU (the machine's fault on a CPU machine)."""
+    w = numpy_helper.from_array(np.full((2, 3, 1, 1), 0.5, np.float32), "w")
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["image", "w"], ["feat"], name="/conv"),
+         helper.make_node("RoiAlign", ["feat", "rois", "batch_indices"], ["pooled"],
+                          name="/roi", output_height=2, output_width=2, sampling_ratio=2)],
+        "roi", [helper.make_tensor_value_info("image", F, [1, 3, 8, 8]),
+                helper.make_tensor_value_info("rois", F, [2, 4]),
+                helper.make_tensor_value_info("batch_indices", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("pooled", F, [2, 2, 2, 2])], [w])
+    return _save(_model(g, opset=[helper.make_opsetid("", 16)]), d / "roi_align.onnx")
+
+
 MAKERS: Dict[str, Callable[[Path], Path]] = {f.__name__: f for f in (
     init_as_input, ext_subfolder, ext_outside, ext_missing, truncated, zero_node, unused_input,
     unnamed_nodes, dup_node_names, bool_input, int64_input, string_input, uint8_input,
@@ -455,7 +470,7 @@ MAKERS: Dict[str, Callable[[Path], Path]] = {f.__name__: f for f in (
     if_outer_scope, loop, wrong_value_info, fp16_model, bf16_initializers, many_ext_files,
     unicode_names, output_is_initializer, no_inputs, optional_empty_input,
     input_is_also_output, weightless, weightless_qdq, sparse_initializer, zero_size_dim,
-    unshaped_input, bf16_compute, old_opset, sequence_output, mvn)}
+    unshaped_input, bf16_compute, old_opset, sequence_output, mvn, roi_align)}
 
 
 def make_zoo(folder: Path) -> Dict[str, Path]:

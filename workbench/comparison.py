@@ -654,8 +654,9 @@ def compare_outputs(ref: Union[Feed, Sequence[Feed]], got: Union[Feed, Sequence[
     outputs are still compared, and a changed one is a failing entry saying its shapes."""
     refs, gots = _batches(ref), _batches(got)
     res = Comparison(atol, rtol)
-    res.samples = sum(min((len(v) if np.ndim(v) else 1 for v in b.values()), default=0)
-                      for b in refs)
+    res.samples = sum(min((len(v) if np.ndim(v) else 1 for v in b.values()
+                           if isinstance(v, np.ndarray) or np.isscalar(v)), default=0)
+                      for b in refs)  # (sequences, maps, optionals: no batch axis to count)
     for name in (names if names is not None else list(refs[0]) if refs else []):
         if any(name not in b for b in gots):
             res.reason = f"output '{name}' is missing from the candidate"

@@ -645,7 +645,8 @@ def user_error(e: BaseException, label: Optional[str] = None) -> Any:
 
     mod = sys.modules.get("workbench.ortchild")  # (only loaded when onnxruntime ran)
     if mod is not None and isinstance(e, mod.OrtLoadFailed):
-        return load_error("onnxruntime", e, e.label or label)
+        own = e.label if e.label and os.path.exists(e.label) else None
+        return load_error("onnxruntime", e, own or label or e.label)  # (a file over a name)
     if (mod is not None and isinstance(e, mod.OrtFailed)) or \
             type(e).__module__.startswith("onnxruntime"):  # (Fail, InvalidArgument, ...)
         if ort_stage(str(e)) == "load":  # (an in-process session refused the model itself)

@@ -560,7 +560,7 @@ def _ort_load_error(m: Any) -> Optional[str]:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # (its refusal is returned, not printed on stderr)
     # kernels are assigned without optimisations too; constant folding of generated weights
     # (ConstantOfShape) would cost seconds
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
