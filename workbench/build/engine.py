@@ -312,6 +312,16 @@ def _parse_causes(ref: Any, backend: str) -> Dict[str, Dict[str, Any]]:
         return {}
 
 
+def _parser_words(err: Dict[str, Any], backend: str) -> Optional[str]:
+    """The parser error's reason as `check` words it (`checker.parser_words`), or None."""
+    from workbench.support.checker import parser_words
+
+    try:
+        return parser_words(err, backend)[0] or None
+    except Exception:  # (a record of unexpected shape: TensorRT's own words stand)
+        return None
+
+
 def _plugin_needs_gpu(err: Dict[str, Any], backend: str) -> Optional[Tuple[str, str]]:
     """(reason, hint) where the importer has its plugin but the worker has no GPU to create
     it on (`workbench.support.checker.plugin_gpu_reason`), else None."""
@@ -716,6 +726,8 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                         "plugin-needs-gpu"
                 elif cause is not None:  # the model's terms first, TensorRT's words after
                     said = in_users_terms(cause["reason"], raw)
+                elif not plugin:  # the words check gives the same record ('false': no importer)
+                    said = _parser_words(err, backend) or raw
                 if said != raw and k == 0 and raw and raw in message:  # (the worker's line)
                     message = message.replace(raw, said, 1)
                 found.append(Finding(

@@ -643,6 +643,20 @@ def _parser_reason(err: Dict[str, Any], table: Dict[str, Any],
                          "replace the node via `workbench fix`")
 
 
+def parser_words(err: Dict[str, Any], backend: str, domain: str = "") -> Tuple[str, str, str]:
+    """(reason, code, hint) for one parser-error record in users' terms, as `check` words it
+    (for errors met outside check: a failed build); TensorRT's cleaned words when the backend
+    has no rule table."""
+    from workbench.support.rules import backend_table
+
+    try:
+        table = backend_table(backend)
+    except WorkbenchError:
+        msg = _clean_message(err.get("message") or "")
+        return msg, codes.PARSER_ERROR, ""
+    return _parser_reason(err, table, domain)
+
+
 def plugin_gpu_reason(err: Dict[str, Any], backend: str) -> Optional[Tuple[str, str]]:
     """(reason, hint) for a parser error whose importer has its plugin but could not create
     it because the worker has no usable GPU (`plugin_needs_gpu`, the CUDA runtime's words):
