@@ -74,6 +74,14 @@ def _declared_zero(vi: Any) -> set:
             if d.WhichOneof("value") == "dim_value" and d.dim_value == 0}
 
 
+def non_tensor_inputs(proto: Any) -> List[Tuple[str, str]]:
+    """(name, kind) of the graph inputs that are not tensors (a sequence, map or optional):
+    no array feeds them."""
+    return [(n, (vi.type.WhichOneof("value") or "untyped").replace("_type", ""))
+            for n, vi in _graph_inputs(proto).items()
+            if vi.type.WhichOneof("value") != "tensor_type"]
+
+
 def unshaped_inputs(proto: Any) -> List[str]:
     """Graph inputs (not initializers) declared without a shape (unknown rank): no sample of
     them can be made up."""

@@ -166,12 +166,12 @@ class Model:
             raise WorkbenchError(
                 f"external-data file(s) missing: {', '.join(sorted(set(self.missing_external)))}",
                 file=str(self.path), hint="this work needs the weights: put the data file(s) "
-                "next to the model, or re-export the model with weights embedded")
+                "next to the model, or re-export the model with weights embedded", category="weights")
         if self.truncated_external:
             raise WorkbenchError(
                 f"external-data file too short for {self.truncated_external[0]}",
                 file=str(self.path), hint="the data file is truncated or belongs to another "
-                "export; re-export the model")
+                "export; re-export the model", category="weights")
         proto = copy.deepcopy(self.proto)
         if self.external_files and self.base_dir is not None:
             from onnx.external_data_helper import load_external_data_for_model
@@ -214,7 +214,17 @@ def model_skeleton(proto: "onnx.ModelProto") -> "onnx.ModelProto":
 
 
 def open_model(path: PathLike) -> Model:
-    """Open an ONNX file for inspection (no weight bytes). Raises WorkbenchError on bad input."""
+    """Open an ONNX file for inspection (no weight bytes). Raises WorkbenchError on bad input,
+    blamed on the model's weights (external data) or its structure (`workbench.blame`)."""
+    try:
+        return _open_model(path)
+    except WorkbenchError as e:
+        if e.category is None and Path(path).is_file():
+            e.category = "weights" if "external" in f"{e.field} {e.message}" else "structure"
+        raise
+
+
+def _open_model(path: PathLike) -> Model:
     onnx = onnx_proto()
 
     p = Path(path)

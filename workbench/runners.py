@@ -521,14 +521,37 @@ class ReferenceRunner(Runner):
     def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
         import warnings
 
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            if not self.mark_all:
-                return dict(zip(self._outputs, (np.asarray(v) for v in self.ev.run(None, feed))))
-            outs = self.ev.run(None, feed, intermediate=True)
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                if not self.mark_all:
+                    return dict(zip(self._outputs,
+                                    (np.asarray(v) for v in self.ev.run(None, feed))))
+                outs = self.ev.run(None, feed, intermediate=True)
+        except (TypeError, NotImplementedError, AttributeError, IndexError) as e:
+            raise self._refused(e) from None
         keep = set(self.order) | set(self._outputs)
         return {k: np.asarray(v) for k, v in outs.items()
                 if k in keep and isinstance(v, (np.ndarray, np.generic))}
+
+
+    def _refused(self, e: BaseException) -> Any:
+        """A run onnx's reference evaluator could not do (an op or an attribute form it does
+        not implement): the tool's limit, said with the way around it."""
+        import re
+
+        from workbench.errors import WorkbenchError
+
+        text = " ".join(str(e).split())
+        op = re.search(r"\(operator '(\w+)'\)", text)
+        what = f"the {op.group(1)} op here" if op else "this graph"
+        return WorkbenchError(
+            f"onnx's reference evaluator (the FP16/BF16 candidate runner) cannot run {what}: "
+            f"{type(e).__name__}: {text[:200]}", category="tool",
+            file=str(self.model) if isinstance(self.model, (str, os.PathLike)) else None,
+            field="runner", hint="a limit of onnx's reference evaluator, not of the model: "
+            "its low-float accuracy cannot be measured on the CPU here; build it and compare "
+            "the engine on a GPU")
 
 
 class EmulatedRunner(Runner):

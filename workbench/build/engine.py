@@ -466,7 +466,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
         raise WorkbenchError(
             "external-data file(s) missing: " + ", ".join(sorted(set(missing))[:4]),
             file=str(ref.path) if ref.path is not None else None,
-            hint="TensorRT reads the weights from them: put the data file(s) next to the model")
+            hint="TensorRT reads the weights from them: put the data file(s) next to the model", category="weights")
     if hasattr(ref.model, "require_weights"):
         ref.model.require_weights("a build")
     names: Dict[str, str] = {}
@@ -474,6 +474,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                                   else f"the cached engine of {model_name}", names)
     defaulted: List[Finding] = []
     if not config.profiles:  # dynamic inputs get default profiles, or (strict) one error
+        _refuse_zero_size_axes(ref)  # (first: no default profile for an axis fixed at 0)
         config, defaulted = _default_profiles(ref, config, strict_profiles)
         if defaulted and on_event is not None:
             on_event({"event": "notice", "message": str(defaulted[0]),

@@ -327,8 +327,17 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
         raise WorkbenchError("no inputs to compare on", field="inputs",
                              hint="pass representative inputs (.npz with the model's input "
                                   "names), or allow random inputs explicitly")
-    from workbench.equivalence import make_inputs, unshaped_inputs
+    from workbench.equivalence import make_inputs, non_tensor_inputs, unshaped_inputs
 
+    where = str(reference) if isinstance(reference, (str, os.PathLike)) else None
+    other_kind = non_tensor_inputs(ref_p)
+    if other_kind:  # (a list or a dict cannot travel in an .npz or as random arrays)
+        name, kind = other_kind[0]
+        raise WorkbenchError(
+            f"input '{name}' is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a tensor: "
+            "compare feeds tensors only", file=where, field=f"inputs.{name}", category="tool",
+            hint=f"run the model in onnxruntime with your own feed for '{name}', or compare "
+                 "the part of the graph after the nodes that read it")
     unshaped = unshaped_inputs(ref_p)
     if unshaped:  # (a made-up rank would fail inside the model, blaming nobody)
         import shlex
@@ -338,7 +347,7 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
             else "MODEL"
         raise WorkbenchError(
             f"input '{name}' has no shape (unknown rank): random inputs for it cannot be made "
-            "up", field=f"inputs.{name}", category="inputs",
+            "up", file=where, field=f"inputs.{name}", category="inputs",
             hint=f"pass real inputs (--inputs PATH, .npz keyed by input name), or give it a "
                  f"shape: `workbench fix {path} --recipe set_input_shapes:shapes="
                  f"{shlex.quote(name)}/1x3x224x224 -o FIXED.onnx` (use its real sizes)")

@@ -809,7 +809,7 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
         raise WorkbenchError(
             "external-data file(s) missing: " + ", ".join(sorted(set(model.missing_external))),
             file=label, hint="the TensorRT parser needs the weights: put the data file(s) next "
-            "to the model, or use --backend static (rules need no weights)")
+            "to the model, or use --backend static (rules need no weights)", category="weights")
     model.require_weights("the TensorRT parser")
     plugin_paths = []
     for p in plugins:
