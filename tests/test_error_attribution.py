@@ -320,3 +320,70 @@ def test_worker_crash_names_the_node_being_parsed(zoo, tmp_path, monkeypatch, na
     finally:
         if client._default is not None:
             client._default.close()
+
+
+# ------------------------------------------------------------------ the tool: onnxruntime's optimizer
+def _fake_onnxruntime(folder: Path) -> Path:
+    """A stand-in `onnxruntime` for the probe child's crash plumbing only (no real model
+    crashes onnxruntime's optimizer on demand): InferenceSession really dies (SIGSEGV) at the
+    levels named in $FAKE_ORT_CRASH_LEVELS and loads at the others."""
+    pkg = folder / "onnxruntime"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text('''
+import os, signal
+__version__ = "0.0+crash-plumbing"
+class GraphOptimizationLevel:
+    ORT_DISABLE_ALL, ORT_ENABLE_BASIC, ORT_ENABLE_EXTENDED, ORT_ENABLE_ALL = 0, 1, 2, 99
+class SessionOptions:
+    graph_optimization_level = 99
+    def add_session_config_entry(self, key, value):
+        pass
+    def register_custom_ops_library(self, path):
+        pass
+class InferenceSession:
+    def __init__(self, model, so=None, providers=None):
+        names = {v: k for k, v in vars(GraphOptimizationLevel).items() if k.startswith("ORT")}
+        if names[so.graph_optimization_level] in os.environ["FAKE_ORT_CRASH_LEVELS"].split(","):
+            os.kill(os.getpid(), signal.SIGSEGV)
+''')
+    return folder
+
+
+@pytest.mark.parametrize("levels,loads", [("ORT_ENABLE_ALL,ORT_ENABLE_EXTENDED",
+                                           "ORT_ENABLE_BASIC"), ("", None)])
+def test_a_written_model_that_crashes_onnxruntimes_optimizer_is_a_finding(zoo, tmp_path,
+                                                                         levels, loads):
+    from workbench.ortchild import OrtChild
+    from workbench.ortprobe import optimizer_crash
+
+    fake = _fake_onnxruntime(tmp_path / "fake")
+    repo = str(Path(__file__).resolve().parents[1])
+    child = OrtChild(env={"PYTHONPATH": os.pathsep.join([str(fake), repo]),
+                          "FAKE_ORT_CRASH_LEVELS": levels})
+    try:
+        f = optimizer_crash(zoo["mvn"], child=child)
+    finally:
+        child.close()
+    if not levels:
+        assert f is None
+        return
+    assert f.code == "ort-optimizer-crash" and f.category == "tool"
+    assert f.message.startswith(f"onnxruntime crashes (SIGSEGV) loading the written model "
+                                f"{zoo['mvn']} with its graph optimization level "
+                                "ORT_ENABLE_ALL, ORT_ENABLE_EXTENDED (its default); it loads "
+                                "with ORT_ENABLE_BASIC"), f.message
+    assert "GraphOptimizationLevel.ORT_ENABLE_BASIC" in f.hint
+    assert f.extra == {"crashing_levels": ["ORT_ENABLE_ALL", "ORT_ENABLE_EXTENDED"],
+                       "loading_level": "ORT_ENABLE_BASIC"}
+
+
+def test_precision_probes_the_model_it_wrote(zoo, tmp_path):
+    """The real onnxruntime loads the lowered model at its default level: no such finding (the
+    probe ran: the written file is what it loaded)."""
+    out = tmp_path / "m16.onnx"
+    rc, res, err = _main("precision", zoo["mvn"], "--to", "fp16", "-o", out, "--json")
+    assert rc == 0, err
+    assert not [f for f in json.loads(res)["findings"] if f["code"] == "ort-optimizer-crash"]
+    from workbench.ortprobe import optimizer_crash
+
+    assert optimizer_crash(out) is None

@@ -261,6 +261,14 @@ def main() -> None:
             elif op == "run":
                 value = sessions.run(args["key"], args["feed"], args["outputs"], args["dir"],
                                      bool(args.get("forget")))
+            elif op == "probe_load":  # load at a graph optimization level, keep nothing
+                import onnxruntime as ort
+
+                so = session_options(args.get("threads"), args.get("custom_ops") or ())
+                so.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
+                                                      args["level"])
+                ort.InferenceSession(args["model"], so, providers=["CPUExecutionProvider"])
+                value = {}
             elif op == "forget":  # one session (args.key), or all
                 sessions.forget(args.get("key"))
                 value = {}

@@ -51,10 +51,20 @@ class PrecisionResult:
     findings: List[Finding] = field(default_factory=list)
     report: Dict[str, Any] = field(default_factory=dict)
 
-    def save(self, path: Any, *, source: Any = None) -> Path:
+    def save(self, path: Any, *, source: Any = None, probe: Optional[bool] = None) -> Path:
+        """Write the model (atomically). probe (default: for low-float targets): load the
+        written file with onnxruntime's default optimizations in a child of its own; a crash
+        there is a finding on it (`workbench.ortprobe`), since users load it so next."""
         from workbench.model import save_model
 
-        return save_model(self.proto, path, source=source)
+        out = save_model(self.proto, path, source=source)
+        if probe if probe is not None else self.target in ("fp16", "bf16"):
+            from workbench.ortprobe import optimizer_crash
+
+            crash = optimizer_crash(out)
+            if crash is not None:
+                self.findings.append(crash)
+        return out
 
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "findings": [f.to_dict() for f in self.findings],
