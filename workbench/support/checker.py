@@ -705,6 +705,7 @@ def named_crash(e: Any, model: Model) -> Any:
     if not e.node and op and isinstance(index, int) and 0 <= index < len(model.graph.node) \
             and model.graph.node[index].op_type == op:
         e.node = model.node_ids[index]
+    if op:
         e.hint = "the notebook is fine; " + blame.crash_hint(details.get("stage") or "parse",
                                                             e.node, op)
     if model.path is not None:

@@ -274,8 +274,6 @@ class WorkerClient:
     def _raise_crash(self, what: str, working: Optional[Dict[str, Any]] = None) -> None:
         """WorkerCrashed for a worker that died; `working`: the last "node" event of the
         request (the ONNX node TensorRT was on), named with the next step when known."""
-        from workbench import blame
-
         proc = self._proc
         rc = proc.wait(timeout=10) if proc is not None else -1
         time.sleep(0.05)
@@ -294,9 +292,11 @@ class WorkerClient:
             f"lines: {last}", code="worker-crashed", node=node, op=kind,
             details={"returncode": rc, "stage": stage if kind else None,
                      "node_index": index if kind else None}, log_tail=tail,
-            hint=("the notebook is fine; " + blame.crash_hint(stage, node, kind)) if kind
-            else "the notebook is fine; see the log tail, retry, or report the TensorRT crash",
-            category=blame.TOOL)
+            hint=("the notebook is fine; TensorRT crashed on that node instead of refusing "
+                  "it: rewrite it or keep it out of the engine, or try another TensorRT "
+                  "version") if kind else
+            "the notebook is fine; see the log tail, retry, or report the TensorRT crash",
+            category="tool")  # (workbench.blame.TOOL: a crash is the tool's, not the model's)
 
     def call(self, op: str, args: Optional[Dict[str, Any]] = None, *,
              timeout: Optional[float] = None,
