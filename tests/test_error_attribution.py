@@ -387,3 +387,14 @@ def test_precision_probes_the_model_it_wrote(zoo, tmp_path):
     from workbench.ortprobe import optimizer_crash
 
     assert optimizer_crash(out) is None
+
+
+def test_random_inputs_a_model_refuses_are_said_to_be_made_up():
+    """The inputs' fault, when compare made them up: the refusal says so and how to give real
+    ones (onnx's Expand model takes its target shape as an input)."""
+    path = Path(onnx.__file__).parent / "backend/test/data/simple/test_expand_shape_model1/model.onnx"
+    rc, out, err = _main("compare", path, "--to", "fp16", "--allow-random", "--json")
+    doc = json.loads(out)
+    assert rc == 2 and doc["category"] == "inputs", doc
+    assert "onnxruntime could not run the Expand node on these inputs" in doc["message"]
+    assert "the inputs were made up (--allow-random)" in doc["hint"]

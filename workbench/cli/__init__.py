@@ -280,6 +280,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_OK
     except Exception as e:  # a bug of ours: still one line, with a way to see more
         user = _user_error(e, _first_model(mods, args))
+        if user is not None and user.category == "inputs" and \
+                getattr(args, "allow_random", False) and not getattr(args, "inputs", None):
+            user.hint = ((user.hint + "; ") if user.hint else "") + (
+                "the inputs were made up (--allow-random): values such as a shape or an index "
+                "may mean nothing to the model, pass real ones with --inputs PATH")
         if user is not None:  # (a model onnxruntime refuses, met where nobody explained it)
             line = f"workbench {args.verb}: error: {user.one_line()}"
             sys.stderr.write(line + "\n")
