@@ -26,6 +26,8 @@ from typing import Dict, List, Optional, Tuple
 REPO = Path(__file__).resolve().parents[1]
 FOLDERS = ("node", "simple", "real", "pytorch-converted", "pytorch-operator", "light")
 VERBS = ("check", "fix", "precision", "build")
+# the verbs tests/test_verb_sweep.py adds over the same models (no TensorRT in them)
+READ_VERBS = ("inspect", "graph", "profiles", "compare")
 BUILD_TIMEOUT_S = 60.0  # per model; a build past it is exit 1 ("time limit"), never a hang
 BUILD_MAX_NODES_CI = 250  # see ci_selection
 
@@ -126,6 +128,10 @@ def argv_for(verb: str, model: Path, out_dir: Path,
         # (the cache stays on: real/ names the light/ files, whose second build is a cache hit)
         return ["build", m, "-o", str(out_dir / "model.engine"), "--backend", "tensorrt-rtx",
                 "--target", "sm89", "--timeout", f"{build_timeout:g}"]
+    if verb == "compare":
+        return ["compare", m, "--to", "fp16", "--allow-random"]
+    if verb in ("inspect", "graph", "profiles"):
+        return [verb, m]
     raise KeyError(verb)
 
 

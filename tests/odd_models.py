@@ -349,13 +349,128 @@ def input_is_also_output(d: Path) -> Path:
     return _save(_model(g), d / "input_is_also_output.onnx")
 
 
+def _empty_tensor(name: str, dtype: int, dims: List[int]) -> onnx.TensorProto:
+    """An initializer with a shape and no data (what weightless exports write)."""
+    t = onnx.TensorProto()
+    t.name, t.data_type = name, dtype
+    t.dims.extend(dims)
+    return t
+
+
+def weightless(d: Path) -> Path:
+    g = _conv_graph()
+    del g.initializer[:]
+    g.initializer.extend([_empty_tensor("conv.w", F, [4, 3, 3, 3]),
+                          _empty_tensor("conv.b", F, [4])])
+    return _save(_model(g), d / "weightless.onnx")
+
+
+def weightless_qdq(d: Path) -> Path:
+    I8 = TensorProto.INT8
+    inits = [_empty_tensor("w_q", I8, [4, 3, 3, 3]), _empty_tensor("w_s", F, []),
+             _empty_tensor("w_z", I8, []), _empty_tensor("x_s", F, []),
+             _empty_tensor("x_z", I8, [])]
+    g = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "x_s", "x_z"], ["xq"], name="qx"),
+         helper.make_node("DequantizeLinear", ["xq", "x_s", "x_z"], ["xd"], name="dqx"),
+         helper.make_node("DequantizeLinear", ["w_q", "w_s", "w_z"], ["wd"], name="dqw"),
+         helper.make_node("Conv", ["xd", "wd"], ["y"], name="conv", pads=[1, 1, 1, 1])], "g",
+        [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", F, [1, 4, 8, 8])], inits)
+    return _save(_model(g), d / "weightless_qdq.onnx")
+
+
+def sparse_initializer(d: Path) -> Path:
+    values = numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "w")  # (its name)
+    indices = numpy_helper.from_array(np.array([1, 3], np.int64), "w_indices")
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["s"], name="add"),
+                           helper.make_node("Relu", ["s"], ["y"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", F, [1, 4])],
+                          [helper.make_tensor_value_info("y", F, [1, 4])])
+    g.sparse_initializer.append(helper.make_sparse_tensor(values, indices, [4]))
+    return _save(_model(g), d / "sparse_initializer.onnx")
+
+
+def zero_size_dim(d: Path) -> Path:
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", F, [0, 4])],
+                          [helper.make_tensor_value_info("y", F, [0, 4])])
+    return _save(_model(g), d / "zero_size_dim.onnx")
+
+
+def unshaped_input(d: Path) -> Path:
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", F, None)],
+                          [helper.make_tensor_value_info("y", F, None)])
+    return _save(_model(g), d / "unshaped_input.onnx")
+
+
+def bf16_compute(d: Path) -> Path:
+    """An Erf computed in BF16: onnxruntime's CPU build has no such kernel (the model's
+    fault, not the inputs')."""
+    B = TensorProto.BFLOAT16
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["xb"], name="to_bf16", to=B),
+                           helper.make_node("Erf", ["xb"], ["eb"], name="erf"),
+                           helper.make_node("Cast", ["eb"], ["y"], name="to_fp32", to=F)], "g",
+                          [helper.make_tensor_value_info("x", F, [2, 4])],
+                          [helper.make_tensor_value_info("y", F, [2, 4])])
+    return _save(_model(g), d / "bf16_compute.onnx")
+
+
+def old_opset(d: Path) -> Path:
+    """Add-6 (opset 6): onnxruntime has no kernel that old; TensorRT refuses opset < 7 too."""
+    g = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"], name="add")], "g",
+                          [helper.make_tensor_value_info("x", F, [1, 4])],
+                          [helper.make_tensor_value_info("y", F, [1, 4])])
+    return _save(_model(g, opset=[helper.make_opsetid("", 6)], ir=3), d / "old_opset.onnx")
+
+
+def sequence_output(d: Path) -> Path:
+    """A graph whose output is a sequence of tensors of different shapes."""
+    split = numpy_helper.from_array(np.array([1, 3], np.int64), "split")
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                           helper.make_node("SplitToSequence", ["r", "split"], ["seq"],
+                                            name="to_seq", axis=1)], "g",
+                          [helper.make_tensor_value_info("x", F, [2, 4])],
+                          [helper.make_tensor_value_info("seq", onnx.TensorProto.UNDEFINED,
+                                                         None)], [split])
+    g.output[0].type.CopyFrom(helper.make_sequence_type_proto(
+        helper.make_tensor_type_proto(F, [2, None])))
+    return _save(_model(g), d / "sequence_output.onnx")
+
+
+def mvn(d: Path) -> Path:
+    g = helper.make_graph([helper.make_node("MeanVarianceNormalization", ["x"], ["m"],
+                                            name="mvn"),
+                           helper.make_node("Relu", ["m"], ["y"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", F, [1, 3, 4, 4])],
+                          [helper.make_tensor_value_info("y", F, [1, 3, 4, 4])])
+    return _save(_model(g, opset=[helper.make_opsetid("", 13)]), d / "mvn.onnx")
+
+
+def roi_align(d: Path) -> Path:
+    """Conv -> RoiAlign: TensorRT-RTX's importer needs its ROIAlign plugin, which cannot be
+    created without a usable GPU (the machine's fault on a CPU machine)."""
+    w = numpy_helper.from_array(np.full((2, 3, 1, 1), 0.5, np.float32), "w")
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["image", "w"], ["feat"], name="/conv"),
+         helper.make_node("RoiAlign", ["feat", "rois", "batch_indices"], ["pooled"],
+                          name="/roi", output_height=2, output_width=2, sampling_ratio=2)],
+        "roi", [helper.make_tensor_value_info("image", F, [1, 3, 8, 8]),
+                helper.make_tensor_value_info("rois", F, [2, 4]),
+                helper.make_tensor_value_info("batch_indices", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("pooled", F, [2, 2, 2, 2])], [w])
+    return _save(_model(g, opset=[helper.make_opsetid("", 16)]), d / "roi_align.onnx")
+
+
 MAKERS: Dict[str, Callable[[Path], Path]] = {f.__name__: f for f in (
     init_as_input, ext_subfolder, ext_outside, ext_missing, truncated, zero_node, unused_input,
     unnamed_nodes, dup_node_names, bool_input, int64_input, string_input, uint8_input,
     scalar_input, shared_symbolic, odd_dims, opset22, ml_domain, custom_domain, local_function,
     if_outer_scope, loop, wrong_value_info, fp16_model, bf16_initializers, many_ext_files,
     unicode_names, output_is_initializer, no_inputs, optional_empty_input,
-    input_is_also_output)}
+    input_is_also_output, weightless, weightless_qdq, sparse_initializer, zero_size_dim,
+    unshaped_input, bf16_compute, old_opset, sequence_output, mvn, roi_align)}
 
 
 def make_zoo(folder: Path) -> Dict[str, Path]:

@@ -639,6 +639,13 @@ def _batches(x: Union[Feed, Sequence[Feed]]) -> List[Feed]:
     return [x] if isinstance(x, dict) else list(x)
 
 
+def _sequence_items(a: List[Any], c: List[Any]) -> List[Tuple[List[Any], List[Any]]]:
+    """Per item of two lists of sequence values (one per batch): the reference's and the
+    candidate's arrays of that item, while both sequences have it."""
+    n = min((len(v) if isinstance(v, (list, tuple)) else 0) for v in a + c)
+    return [([v[i] for v in a], [v[i] for v in c]) for i in range(n)]
+
+
 def compare_outputs(ref: Union[Feed, Sequence[Feed]], got: Union[Feed, Sequence[Feed]],
                     atol: float, rtol: float, *, names: Optional[Sequence[str]] = None,
                     sentinels: bool = True, top1: bool = True) -> Comparison:
@@ -647,14 +654,25 @@ def compare_outputs(ref: Union[Feed, Sequence[Feed]], got: Union[Feed, Sequence[
     outputs are still compared, and a changed one is a failing entry saying its shapes."""
     refs, gots = _batches(ref), _batches(got)
     res = Comparison(atol, rtol)
-    res.samples = sum(min((len(v) if np.ndim(v) else 1 for v in b.values()), default=0)
-                      for b in refs)
+    res.samples = sum(min((len(v) if np.ndim(v) else 1 for v in b.values()
+                           if isinstance(v, np.ndarray) or np.isscalar(v)), default=0)
+                      for b in refs)  # (sequences, maps, optionals: no batch axis to count)
     for name in (names if names is not None else list(refs[0]) if refs else []):
         if any(name not in b for b in gots):
             res.reason = f"output '{name}' is missing from the candidate"
             return res
         a = [b[name] for b in refs]
         c = [b[name] for b in gots]
+        if any(isinstance(v, (list, tuple)) for v in a + c):  # sequences: item by item
+            for item, (x, y) in enumerate(_sequence_items(a, c)):
+                res.outputs[f"{name}[{item}]"] = compare_tensor(
+                    f"{name}[{item}]", x, y, atol, rtol, sentinels=sentinels, top1=top1)
+            if not all(isinstance(v, (list, tuple)) and len(v) == len(a[0]) for v in a + c) \
+                    and not res.reason:
+                res.reason = f"output '{name}' is a sequence whose length changed"
+            continue
+        if any(v is None or isinstance(v, dict) for v in a + c):
+            continue  # a map or an empty optional: no tensor to compare (the runs still ran)
         t = compare_tensor(name, a, c, atol, rtol, sentinels=sentinels, top1=top1)
         res.outputs[name] = t  # (a changed shape: a failing entry with `shape_change`)
         if t.shape_change and not res.reason:

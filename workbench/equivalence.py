@@ -65,6 +65,31 @@ def _dims(vi: Any) -> List[Any]:
             for d in tt.shape.dim]
 
 
+def _declared_zero(vi: Any) -> set:
+    """Axes a value info declares with dim_value 0 (set, not absent)."""
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return set()
+    return {k for k, d in enumerate(tt.shape.dim)
+            if d.WhichOneof("value") == "dim_value" and d.dim_value == 0}
+
+
+def non_tensor_inputs(proto: Any) -> List[Tuple[str, str]]:
+    """(name, kind) of the graph inputs that are not tensors (a sequence, map or optional):
+    no array feeds them."""
+    return [(n, (vi.type.WhichOneof("value") or "untyped").replace("_type", ""))
+            for n, vi in _graph_inputs(proto).items()
+            if vi.type.WhichOneof("value") != "tensor_type"]
+
+
+def unshaped_inputs(proto: Any) -> List[str]:
+    """Graph inputs (not initializers) declared without a shape (unknown rank): no sample of
+    them can be made up."""
+    return [n for n, vi in _graph_inputs(proto).items()
+            if vi.type.WhichOneof("value") == "tensor_type"
+            and not vi.type.tensor_type.HasField("shape")]
+
+
 def _graph_inputs(proto: Any) -> Dict[str, Any]:
     inits = {t.name for t in proto.graph.initializer}
     return {i.name: i for i in proto.graph.input if i.name not in inits}
@@ -202,8 +227,11 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
         shape = []
         a = _dims(vi)
         b = _dims(other_ins[name]) if name in other_ins else []
+        zero = _declared_zero(vi)
         for k, d in enumerate(a):
-            if isinstance(d, int):
+            if k in zero:  # a declared size 0 is a size (onnxruntime feeds nothing else)
+                shape.append(0)
+            elif isinstance(d, int):
                 shape.append(d)
             elif k < len(b) and isinstance(b[k], int):
                 shape.append(b[k])

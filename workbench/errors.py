@@ -24,8 +24,11 @@ class WorkbenchError(Exception):
         node: Optional[str] = None,
         field: Optional[str] = None,
         hint: Optional[str] = None,
+        category: Optional[str] = None,
     ) -> None:
         self.message = message
+        # whose fault (`workbench.blame.CATEGORIES`: structure, weights, inputs, machine, tool)
+        self.category = category
         self.file = None if file is None else str(file)
         self.node = node
         self.field = field
@@ -47,7 +50,7 @@ class WorkbenchError(Exception):
 
     def to_dict(self) -> Dict[str, Any]:
         return {"error": self.message, "file": self.file, "node": self.node,
-                "field": self.field, "hint": self.hint}
+                "field": self.field, "hint": self.hint, "category": self.category}
 
 
 def __getattr__(name: str) -> Any:

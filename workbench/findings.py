@@ -25,6 +25,9 @@ class Finding:
     source: str = ""
     op: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict)
+    # whose fault, where known (`workbench.blame.CATEGORIES`): structure, weights, inputs,
+    # machine, tool
+    category: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:

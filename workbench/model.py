@@ -76,6 +76,10 @@ class Model:
     external_files: List[Path] = field(default_factory=list)
     missing_external: List[str] = field(default_factory=list)
     truncated_external: List[str] = field(default_factory=list)
+    # initializers that declare a shape but store no data (a weightless export)
+    absent_weights: List[str] = field(default_factory=list)
+    # weights stored as sparse tensors (graph.sparse_initializer)
+    sparse_weights: List[str] = field(default_factory=list)
     warnings: List[Finding] = field(default_factory=list)
     _hash: Optional[str] = None
     _index: Optional[GraphIndex] = field(default=None, repr=False, compare=False)
@@ -94,7 +98,32 @@ class Model:
 
     @property
     def weights_available(self) -> bool:
-        return not self.missing_external
+        return not self.missing_external and not self.absent_weights
+
+    def require_weights(self, what: str = "this") -> None:
+        """Raise the one-line WorkbenchError (category "weights") when the model's weights are
+        not all stored where runtimes read them: none stored (a weightless export), or stored
+        as sparse tensors, which TensorRT's parser does not read (densify them first)."""
+        import shlex
+
+        from workbench import blame
+
+        label = str(self.path) if self.path else self.name
+        path = shlex.quote(label) if self.path else "MODEL"
+        if self.absent_weights:
+            n, total = len(self.absent_weights), len(self.graph.initializer)
+            raise WorkbenchError(
+                f"the model stores no weights: {n} of {total} initializer(s) declare a shape "
+                f"but hold no data ({blame.names(self.absent_weights)}); {what} needs them",
+                file=label, category=blame.WEIGHTS,
+                hint=blame.absent_weights_hint().replace("MODEL", path))
+        if self.sparse_weights:
+            raise WorkbenchError(
+                f"the model stores weights as sparse tensors ({blame.names(self.sparse_weights)})"
+                f", which TensorRT and the graph tools do not read; {what} needs them dense",
+                file=label, category=blame.WEIGHTS,
+                hint=f"write a dense copy: `workbench fix {path} --recipe densify_sparse -o "
+                     f"{shlex.quote(_dense_name(label))}`")
 
     @property
     def index(self) -> GraphIndex:
@@ -137,12 +166,12 @@ class Model:
             raise WorkbenchError(
                 f"external-data file(s) missing: {', '.join(sorted(set(self.missing_external)))}",
                 file=str(self.path), hint="this work needs the weights: put the data file(s) "
-                "next to the model, or re-export the model with weights embedded")
+                "next to the model, or re-export the model with weights embedded", category="weights")
         if self.truncated_external:
             raise WorkbenchError(
                 f"external-data file too short for {self.truncated_external[0]}",
                 file=str(self.path), hint="the data file is truncated or belongs to another "
-                "export; re-export the model")
+                "export; re-export the model", category="weights")
         proto = copy.deepcopy(self.proto)
         if self.external_files and self.base_dir is not None:
             from onnx.external_data_helper import load_external_data_for_model
@@ -185,7 +214,17 @@ def model_skeleton(proto: "onnx.ModelProto") -> "onnx.ModelProto":
 
 
 def open_model(path: PathLike) -> Model:
-    """Open an ONNX file for inspection (no weight bytes). Raises WorkbenchError on bad input."""
+    """Open an ONNX file for inspection (no weight bytes). Raises WorkbenchError on bad input,
+    blamed on the model's weights (external data) or its structure (`workbench.blame`)."""
+    try:
+        return _open_model(path)
+    except WorkbenchError as e:
+        if e.category is None and Path(path).is_file():
+            e.category = "weights" if "external" in f"{e.field} {e.message}" else "structure"
+        raise
+
+
+def _open_model(path: PathLike) -> Model:
     onnx = onnx_proto()
 
     p = Path(path)
@@ -340,6 +379,26 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
             hint="put the data file(s) next to the model to run, fix or build it",
             source="model"))
     m.truncated_external = short
+    m.absent_weights = [t.name for t in proto.graph.initializer if _holds_no_data(t)]
+    m.sparse_weights = [sp.values.name or sp.indices.name
+                        for sp in proto.graph.sparse_initializer]
+    if m.absent_weights:
+        m.warnings.append(Finding(
+            "warning", "weights-absent",
+            f"the weights are absent: {len(m.absent_weights)} of {len(proto.graph.initializer)}"
+            f" initializer(s) declare a shape but hold no data (e.g. '{m.absent_weights[0]}'); "
+            "the structure is inspectable, work that needs weights will fail",
+            tensors=m.absent_weights[:20], source="model", category="weights",
+            hint="re-export the model with its weights (torch.onnx.export(..., "
+                 "export_params=True))"))
+    if m.sparse_weights:
+        m.warnings.append(Finding(
+            "warning", "sparse-weights",
+            f"{len(m.sparse_weights)} weight(s) are stored as sparse tensors (e.g. "
+            f"'{m.sparse_weights[0]}'): TensorRT's parser does not read them",
+            tensors=m.sparse_weights[:20], source="model", category="weights",
+            hint="write a dense copy with `workbench fix MODEL --recipe densify_sparse -o OUT`"
+            .replace("MODEL", _quoted(p))))
     if short:
         m.warnings.append(Finding(
             "warning", "external-data-truncated",
@@ -349,6 +408,37 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
             hint="the data file is truncated or belongs to another export; re-export the model",
             source="model"))
     return m
+
+
+_DATA_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data",
+                "uint64_data")
+
+
+def _holds_no_data(t: "onnx.TensorProto") -> bool:
+    """An initializer that declares a non-empty shape but stores no data in any field (and is
+    not external): what exporters write when weights are left out."""
+    if t.data_location == 1:  # EXTERNAL
+        return False
+    n = 1
+    for d in t.dims:
+        n *= d
+    if n == 0:
+        return False
+    if t.HasField("raw_data"):  # (its length without copying the bytes when it is large)
+        return t.ByteSize() < 4096 and len(t.raw_data) == 0
+    return not any(len(getattr(t, f)) for f in _DATA_FIELDS)
+
+
+def _quoted(p: Optional[Path]) -> str:
+    import shlex
+
+    return shlex.quote(str(p)) if p else "MODEL"
+
+
+def _dense_name(label: str) -> str:
+    """The default name of a densified copy: model.onnx -> model.dense.onnx."""
+    stem, dot, ext = label.rpartition(".")
+    return f"{stem}.dense.{ext}" if dot and "/" not in ext else f"{label}.dense.onnx"
 
 
 def _external_end(t: "onnx.TensorProto") -> Optional[int]:

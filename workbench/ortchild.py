@@ -390,7 +390,7 @@ class OrtChild:
         raise OrtCrashed(f"onnxruntime crashed ({_signal_name(rc)}) while {what}"
                          + (f"; last output: {'; '.join(last)}" if last else ""),
                          returncode=rc, log_tail=tail, file=label, hint=CRASH_HINT,
-                         shared=shared)
+                         shared=shared, category="tool")
 
     def call(self, op: str, args: Optional[Dict[str, Any]] = None, *, what: str = "",
              label: Optional[str] = None, timeout: Optional[float] = None,

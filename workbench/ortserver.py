@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import os
 import sys
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from workbench.worker import protocol as P
 
@@ -54,6 +54,10 @@ def save_arrays(path: str, items: Sequence[Tuple[str, Any]]) -> List[Dict[str, A
     offset = 0
     with open(path, "wb") as f:
         for name, a in items:
+            kind = non_tensor_kind(a)
+            if kind is not None:  # a sequence, map or absent optional: no array to send
+                specs.append({"name": name, "skipped": kind})
+                continue
             a = np.asarray(a)
             view = None
             if a.dtype.kind == "O":  # onnxruntime's string tensors
@@ -71,6 +75,18 @@ def save_arrays(path: str, items: Sequence[Tuple[str, Any]]) -> List[Dict[str, A
                           "offset": offset, "view": view})
             offset += a.nbytes
     return specs
+
+
+def non_tensor_kind(value: Any) -> Optional[str]:
+    """What a run output that is not a tensor is ("a sequence of 3 tensors", "a map", "an
+    empty optional"), or None for a tensor: onnxruntime returns lists, dicts and None."""
+    if value is None:
+        return "an empty optional"
+    if isinstance(value, dict):
+        return "a map"
+    if isinstance(value, (list, tuple)):
+        return "a sequence of %d value(s)" % len(value)
+    return None
 
 
 def load_arrays(path: str, specs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
@@ -96,6 +112,8 @@ def load_arrays(path: str, specs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
 
     out: Dict[str, Any] = {}
     for s in specs:
+        if s.get("skipped"):  # (not a tensor: left out, the caller says why)
+            continue
         dt = np.dtype(str(s["dtype"]))
         if dt.kind not in "biufcU" or dt.fields is not None:
             raise ValueError("refused dtype %r for '%s' (plain arrays only)" % (s["dtype"], s["name"]))
@@ -243,6 +261,14 @@ def main() -> None:
             elif op == "run":
                 value = sessions.run(args["key"], args["feed"], args["outputs"], args["dir"],
                                      bool(args.get("forget")))
+            elif op == "probe_load":  # load at a graph optimization level, keep nothing
+                import onnxruntime as ort
+
+                so = session_options(args.get("threads"), args.get("custom_ops") or ())
+                so.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
+                                                      args["level"])
+                ort.InferenceSession(args["model"], so, providers=["CPUExecutionProvider"])
+                value = {}
             elif op == "forget":  # one session (args.key), or all
                 sessions.forget(args.get("key"))
                 value = {}

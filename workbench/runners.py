@@ -390,8 +390,18 @@ class OnnxRuntimeRunner(Runner):
         from workbench import segments
 
         proto = load_proto(self.model)
-        if not segments.segmentable(proto):
-            yield from super().stream(feeds, groups)
+        if not segments.segmentable(proto):  # (sequences cannot cross a cut): one marked
+            marked = self  # session, every node output a graph output
+            if not self.mark_all:
+                marked = OnnxRuntimeRunner(self.model, threads=self.threads, mark_all=True,
+                                           isolated=self.isolated, timeout=self.timeout,
+                                           max_rss=self.max_rss)
+                marked._text = self._label()
+            try:
+                yield from Runner.stream(marked, feeds, groups)
+            finally:
+                if marked is not self:
+                    marked.close()
             return
         meta = input_metadata_of(proto)
         yield from segments.stream_segments(proto, [cast_feed(meta, f) for f in feeds], groups,
@@ -511,14 +521,37 @@ class ReferenceRunner(Runner):
     def _infer(self, feed: Feed, names: Optional[Sequence[str]] = None) -> Feed:
         import warnings
 
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            if not self.mark_all:
-                return dict(zip(self._outputs, (np.asarray(v) for v in self.ev.run(None, feed))))
-            outs = self.ev.run(None, feed, intermediate=True)
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                if not self.mark_all:
+                    return dict(zip(self._outputs,
+                                    (np.asarray(v) for v in self.ev.run(None, feed))))
+                outs = self.ev.run(None, feed, intermediate=True)
+        except (TypeError, NotImplementedError, AttributeError, IndexError) as e:
+            raise self._refused(e) from None
         keep = set(self.order) | set(self._outputs)
         return {k: np.asarray(v) for k, v in outs.items()
                 if k in keep and isinstance(v, (np.ndarray, np.generic))}
+
+
+    def _refused(self, e: BaseException) -> Any:
+        """A run onnx's reference evaluator could not do (an op or an attribute form it does
+        not implement): the tool's limit, said with the way around it."""
+        import re
+
+        from workbench.errors import WorkbenchError
+
+        text = " ".join(str(e).split())
+        op = re.search(r"\(operator '(\w+)'\)", text)
+        what = f"the {op.group(1)} op here" if op else "this graph"
+        return WorkbenchError(
+            f"onnx's reference evaluator (the FP16/BF16 candidate runner) cannot run {what}: "
+            f"{type(e).__name__}: {text[:200]}", category="tool",
+            file=str(self.model) if isinstance(self.model, (str, os.PathLike)) else None,
+            field="runner", hint="a limit of onnx's reference evaluator, not of the model: "
+            "its low-float accuracy cannot be measured on the CPU here; build it and compare "
+            "the engine on a GPU")
 
 
 class EmulatedRunner(Runner):
@@ -610,24 +643,20 @@ def low_float_runner(model: Any) -> str:
 def load_error(runner: str, e: BaseException, label: Optional[str],
                hint: str = "check it with `workbench inspect`") -> Any:
     """WorkbenchError for a model the runner cannot load: the runner's own words without the
-    temporary file it was loaded from, naming the user's model, with the next step for the
-    refusals users meet (repeated node names, an op without a kernel)."""
+    temporary file it was loaded from, naming the user's model, blamed and with the next step
+    as `workbench.blame` decides (repeated node names, an op without a kernel, no weights)."""
+    from workbench import blame
     from workbench.errors import WorkbenchError
     from workbench.ortchild import load_message
 
     msg = load_message(" ".join(str(e).split()))
-    low = msg.lower()
-    if "same node name" in low or "duplicate definition" in low or "duplicate" in low and \
-            "name" in low:
-        hint = "make the names unique: `workbench fix MODEL --recipe rename_duplicates -o OUT`"
-    elif "not a registered function/op" in low or "could not find an implementation" in low:
-        hint = ("onnxruntime has no kernel for that op: load its custom-op library in "
-                "onnxruntime, or replace the node (`workbench fix MODEL`)")
+    category, hint = blame.ort_load_hint(msg, hint)
     if label and os.path.exists(label):
         import shlex
 
         hint = hint.replace("MODEL", shlex.quote(label))
-    return WorkbenchError(f"{runner} cannot load the model: {msg[:300]}", file=label, hint=hint)
+    return WorkbenchError(f"{runner} cannot load the model: {msg[:300]}", file=label, hint=hint,
+                          category=category)
 
 
 def user_error(e: BaseException, label: Optional[str] = None) -> Any:
@@ -635,11 +664,16 @@ def user_error(e: BaseException, label: Optional[str] = None) -> Any:
     anything else: a model it cannot load (`load_error`), or a run it refused (`run_error`:
     the runners raise onnxruntime's own text, which explanations such as `verify` quote; the
     CLI and the panels show this instead of it)."""
+    from workbench.blame import ort_stage
+
     mod = sys.modules.get("workbench.ortchild")  # (only loaded when onnxruntime ran)
     if mod is not None and isinstance(e, mod.OrtLoadFailed):
-        return load_error("onnxruntime", e, e.label)
+        own = e.label if e.label and os.path.exists(e.label) else None
+        return load_error("onnxruntime", e, own or label or e.label)  # (a file over a name)
     if (mod is not None and isinstance(e, mod.OrtFailed)) or \
             type(e).__module__.startswith("onnxruntime"):  # (Fail, InvalidArgument, ...)
+        if ort_stage(str(e)) == "load":  # (an in-process session refused the model itself)
+            return load_error("onnxruntime", e, label)
         return run_error(e, label)
     return None
 
@@ -650,10 +684,18 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
     step; a Reshape to a size that does not fit says that the export fixed that size."""
     import re
 
+    from workbench.blame import ort_category
     from workbench.errors import WorkbenchError
     from workbench.ortchild import node_in_message
 
     text = " ".join(str(e).split())
+    category = ort_category(text, "run")
+    if category == "machine":
+        return WorkbenchError(f"onnxruntime ran out of memory: {text[:300]}", file=label,
+                              category=category, hint="free memory, or run fewer samples at "
+                              "once (--samples)")
+    if category != "inputs":  # the model is at fault, whatever it was fed
+        return load_error("onnxruntime", e, label)
     node = node_in_message(text)
     op = re.search(r"while running (\w+) node", text)
     msg = text.split("Status Message:", 1)[-1].strip()
@@ -693,7 +735,7 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
 
         hint = hint.replace("MODEL", shlex.quote(label))
     return WorkbenchError(f"onnxruntime could not run {what}node on these inputs: {msg[:300]}",
-                          file=label, node=node, hint=hint)
+                          file=label, node=node, hint=hint, category="inputs")
 
 
 def make_runner(kind: str, model: Any, *, mark_all: bool = False,

@@ -317,6 +317,16 @@ def _parse_causes(ref: Any, backend: str) -> Dict[str, Dict[str, Any]]:
         return {}
 
 
+def _parser_words(err: Dict[str, Any], backend: str) -> Optional[str]:
+    """The parser error's reason as `check` words it (`checker.parser_words`), or None."""
+    from workbench.support.checker import parser_words
+
+    try:
+        return parser_words(err, backend)[0] or None
+    except Exception:  # (a record of unexpected shape: TensorRT's own words stand)
+        return None
+
+
 def _plugin_needs_gpu(err: Dict[str, Any], backend: str) -> Optional[Tuple[str, str]]:
     """(reason, hint) where the importer has its plugin but the worker has no GPU to create
     it on (`workbench.support.checker.plugin_gpu_reason`), else None."""
@@ -461,12 +471,15 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
         raise WorkbenchError(
             "external-data file(s) missing: " + ", ".join(sorted(set(missing))[:4]),
             file=str(ref.path) if ref.path is not None else None,
-            hint="TensorRT reads the weights from them: put the data file(s) next to the model")
+            hint="TensorRT reads the weights from them: put the data file(s) next to the model", category="weights")
+    if hasattr(ref.model, "require_weights"):
+        ref.model.require_weights("a build")
     names: Dict[str, str] = {}
     on_event = _readable_progress(on_event, model_name, Path(output).name if output is not None
                                   else f"the cached engine of {model_name}", names)
     defaulted: List[Finding] = []
     if not config.profiles:  # dynamic inputs get default profiles, or (strict) one error
+        _refuse_zero_size_axes(ref)  # (first: no default profile for an axis fixed at 0)
         config, defaulted = _default_profiles(ref, config, strict_profiles)
         if defaulted and on_event is not None:
             on_event({"event": "notice", "message": str(defaulted[0]),
@@ -677,7 +690,10 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
         except WorkerError as e:
             _raise_if_invalid()
             from workbench.trtlog import NameIndex, findings_from_log
-            from workbench.support.checker import in_users_terms
+            from workbench.support.checker import in_users_terms, named_crash
+
+            if e.code == "worker-crashed" and ref.path is not None:
+                named_crash(e, ref.model)  # (the node and next step in the model's terms)
 
             if e.code in BAD_INPUT_CODES:  # the user's input is wrong (CLI exit 2)
                 field_name = (e.details or {}).get("field")
@@ -716,6 +732,8 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                         "plugin-needs-gpu"
                 elif cause is not None:  # the model's terms first, TensorRT's words after
                     said = in_users_terms(cause["reason"], raw)
+                elif not plugin:  # the words check gives the same record ('false': no importer)
+                    said = _parser_words(err, backend) or raw
                 if said != raw and k == 0 and raw and raw in message:  # (the worker's line)
                     message = message.replace(raw, said, 1)
                 found.append(Finding(

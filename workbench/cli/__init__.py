@@ -119,15 +119,26 @@ def _unknown_arguments(parser: "argparse.ArgumentParser", verb: Optional[str],
     target.error(msg)
 
 
-def _user_error(e: BaseException) -> Optional[WorkbenchError]:
+def _user_error(e: BaseException, label: Optional[str] = None) -> Optional[WorkbenchError]:
     """The WorkbenchError an exception stands for when the user's input caused it: a model
     onnxruntime refuses to load or to run on the given inputs (named, with the next step);
-    None for our own bugs."""
+    None for our own bugs. `label`: the verb's model path, for messages that name none."""
     if "workbench.runners" not in sys.modules:  # (onnxruntime never ran)
         return None
     from workbench.runners import user_error
 
-    return user_error(e)
+    return user_error(e, label)
+
+
+def _first_model(mods: list, args: Any) -> Optional[str]:
+    """The first model path the verb was given (its `model_paths`), or None."""
+    mod = next((m for m in mods if getattr(m, "NAME", None) == getattr(args, "verb", None)),
+               None)
+    try:
+        paths = [p for p, _ in getattr(mod, "model_paths", lambda a: [])(args) if p]
+    except Exception:  # (a verb whose arguments name no model)
+        return None
+    return str(paths[0]) if paths else None
 
 
 def _report(verb: Optional[str], e: WorkbenchError, want_json: bool) -> int:
@@ -164,6 +175,17 @@ def _bad_model(parser: "argparse.ArgumentParser", mods: list, verb: Optional[str
             check_model_file(path, kind)
         except WorkbenchError as e:
             return e
+    what = getattr(mod, "needs_weights", lambda a: None)(args) if args is not None else None
+    if what:  # before any work: a model whose weights no runtime reads, in one line
+        from workbench.model import open_model
+
+        for path, kind in paths:
+            if kind != "onnx":
+                continue
+            try:
+                open_model(path).require_weights(what)
+            except WorkbenchError as e:
+                return e
     return None
 
 
@@ -257,7 +279,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:  # a bug of ours: still one line, with a way to see more
-        user = _user_error(e)
+        user = _user_error(e, _first_model(mods, args))
+        if user is not None and user.category == "inputs" and \
+                getattr(args, "allow_random", False) and not getattr(args, "inputs", None):
+            user.hint = ((user.hint + "; ") if user.hint else "") + (
+                "the inputs were made up (--allow-random): values such as a shape or an index "
+                "may mean nothing to the model, pass real ones with --inputs PATH")
         if user is not None:  # (a model onnxruntime refuses, met where nobody explained it)
             line = f"workbench {args.verb}: error: {user.one_line()}"
             sys.stderr.write(line + "\n")

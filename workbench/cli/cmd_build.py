@@ -283,10 +283,11 @@ def run(args: "argparse.Namespace") -> int:
             print_json(out)
         else:
             where = f" at node '{e.node}'" if e.node else ""
-            sys.stderr.write(f"workbench build: build failed{where}: {e.message}"
-                             + (f" ({e.hint})" if e.hint else "") + "\n")
+            line = f"workbench build: build failed{where}: {e.message}" + \
+                (f" ({e.hint})" if e.hint else "")
+            sys.stderr.write(" ".join(line.split()) + "\n")  # (TensorRT's words span lines)
             for f in e.findings[:10]:
-                sys.stderr.write(f"  {f}\n")
+                sys.stderr.write("  " + " ".join(str(f).split()) + "\n")
         return 1
     finally:
         if progress:

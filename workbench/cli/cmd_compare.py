@@ -115,6 +115,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 ENGINE_SUFFIXES = (".engine", ".plan", ".trt")
 
 
+def needs_weights(args: argparse.Namespace) -> Optional[str]:
+    """What the models' weights are needed for (main() refuses weightless or sparse models
+    before any work): every comparison runs them."""
+    return "a comparison"
+
+
 def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
     """The model files main() checks before the options (workbench/cli/__init__.py): the
     reference, and the candidate as an ONNX model or (.engine/.plan/.trt) an engine."""

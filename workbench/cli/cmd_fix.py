@@ -143,6 +143,16 @@ def _history_json(view: Dict[str, Any]) -> Dict[str, Any]:
                          "entries": [slim(v) for v in s["entries"]]} for s in view["earlier"]]}
 
 
+def needs_weights(args: argparse.Namespace) -> Optional[str]:
+    """What the model's weights are needed for (main() refuses weightless or sparse models
+    before any work): --auto and --split run the TensorRT parser, recipes read weights;
+    densify_sparse alone is the way out of sparse weights."""
+    if args.auto or args.split:
+        return "--auto/--split (the TensorRT parser)"
+    names = {str(r).split(":", 1)[0] for r in (args.recipe or [])}
+    return None if not names or names == {"densify_sparse"} else "a recipe"
+
+
 def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
     """The model file main() checks before the options (workbench/cli/__init__.py); none
     for --list-recipes, which reads no model."""

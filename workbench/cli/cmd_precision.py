@@ -47,6 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_mkdir_argument(p)
 
 
+def needs_weights(args: argparse.Namespace) -> Optional[str]:
+    """What the model's weights are needed for (main() refuses weightless or sparse models
+    before any work): a conversion rewrites them."""
+    return "a precision conversion"
+
+
 def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
     """The model file main() checks before the options (workbench/cli/__init__.py)."""
     return [(args.model, "onnx")]

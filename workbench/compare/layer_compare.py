@@ -327,8 +327,30 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
         raise WorkbenchError("no inputs to compare on", field="inputs",
                              hint="pass representative inputs (.npz with the model's input "
                                   "names), or allow random inputs explicitly")
-    from workbench.equivalence import make_inputs
+    from workbench.equivalence import make_inputs, non_tensor_inputs, unshaped_inputs
 
+    where = str(reference) if isinstance(reference, (str, os.PathLike)) else None
+    other_kind = non_tensor_inputs(ref_p)
+    if other_kind:  # (a list or a dict cannot travel in an .npz or as random arrays)
+        name, kind = other_kind[0]
+        raise WorkbenchError(
+            f"input '{name}' is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a tensor: "
+            "compare feeds tensors only", file=where, field=f"inputs.{name}", category="tool",
+            hint=f"run the model in onnxruntime with your own feed for '{name}', or compare "
+                 "the part of the graph after the nodes that read it")
+    unshaped = unshaped_inputs(ref_p)
+    if unshaped:  # (a made-up rank would fail inside the model, blaming nobody)
+        import shlex
+
+        name = unshaped[0]
+        path = shlex.quote(str(reference)) if isinstance(reference, (str, os.PathLike)) \
+            else "MODEL"
+        raise WorkbenchError(
+            f"input '{name}' has no shape (unknown rank): random inputs for it cannot be made "
+            "up", file=where, field=f"inputs.{name}", category="inputs",
+            hint=f"pass real inputs (--inputs PATH, .npz keyed by input name), or give it a "
+                 f"shape: `workbench fix {path} --recipe set_input_shapes:shapes="
+                 f"{shlex.quote(name)}/1x3x224x224 -o FIXED.onnx` (use its real sizes)")
     other = load_proto(candidate) if candidate is not None else None
     feed = make_inputs(ref_p, seed=0, other=other)
     if findings is not None:
@@ -570,6 +592,12 @@ def _side_by_side(a: Any, b: Any) -> Iterator[Tuple[Any, Any]]:
         yield got[0], got[1]
 
 
+def _is_tensor(value: Any) -> bool:
+    """Whether a run value is a tensor (onnxruntime returns sequences as lists, maps as
+    dicts, an empty optional as None)."""
+    return value is not None and not isinstance(value, (list, tuple, dict))
+
+
 def _compare_chunks(items: Any, outs: List[str], feeds: Sequence[Feed],
                     runs: Dict[str, List[Feed]], seen: set, producer: Dict[str, Any],
                     atol: float, rtol: float, record: Any) -> None:
@@ -585,6 +613,8 @@ def _compare_chunks(items: Any, outs: List[str], feeds: Sequence[Feed],
             if t in seen or t not in producer or t not in ref_out[0] or t not in cand_out[0]:
                 continue
             ra, ga = ref_out[0][t], cand_out[0][t]
+            if not _is_tensor(ra) or not _is_tensor(ga):  # a sequence, map or optional value:
+                continue  # (compared where it becomes a tensor again, e.g. after SequenceAt)
             if np.asarray(ra).dtype.kind not in "fc" or np.shape(ra) != np.shape(ga):
                 continue
             seen.add(t)

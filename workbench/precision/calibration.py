@@ -547,6 +547,21 @@ def random_finding(n: int) -> Finding:
                    source="calibration")
 
 
+def declared_zero_axes(proto: Any) -> set:
+    """(input, axis) of the graph inputs' axes declared with dim_value 0: a real size of 0
+    that random inputs must respect (onnxruntime refuses any other size there)."""
+    inits = {i.name for i in proto.graph.initializer}
+    out = set()
+    for vi in proto.graph.input:
+        tt = vi.type.tensor_type
+        if vi.name in inits or not tt.HasField("shape"):
+            continue
+        for axis, d in enumerate(tt.shape.dim):
+            if d.WhichOneof("value") == "dim_value" and d.dim_value == 0:
+                out.add((vi.name, axis))
+    return out
+
+
 def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str, Any]] = None,
                        seed: int = 0) -> Tuple[List[Batch], Finding]:
     """Random batches, only for users who asked explicitly; returns the warning Finding too.
@@ -567,6 +582,7 @@ def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str,
     for node in proto.graph.node:
         if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in inits:
             gather_high[node.input[1]] = int(inits[node.input[0]][0])
+    zero = declared_zero_axes(proto)
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
@@ -577,6 +593,8 @@ def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str,
             else:
                 shape = tuple(d if isinstance(d, int) else (1 if i == 0 else 16)
                               for i, d in enumerate(s.dims))
+            # an axis the model declares as size 0 is fed as 0 (onnxruntime insists on it)
+            shape = tuple(0 if (s.name, i) in zero else v for i, v in enumerate(shape))
             dt = np.dtype(s.dtype or np.float32)
             if dt.kind == "f":
                 b[s.name] = rng.standard_normal(shape).astype(dt)

@@ -478,7 +478,7 @@ def lower(proto: Any, low: str = "fp16", *, exclude_nodes: Iterable[str] = (),
         check_lowered(m, proto, low)
         if low != "fp16":
             return Lowered(m, low, kept, rw.casts, rnd)
-        missing = ort_missing_kernel(m, proto)
+        missing = ort_missing_kernel(m, proto, skip=excluded)
         if missing is None:
             return Lowered(m, low, kept, rw.casts, rnd)
         op, node = missing
@@ -487,7 +487,7 @@ def lower(proto: Any, low: str = "fp16", *, exclude_nodes: Iterable[str] = (),
                                  "after keeping it FP32", node=node or None,
                                  hint=f"exclude its op: --exclude-op {op}")
         excluded.add(node)
-        kernel_kept[node] = f"onnxruntime has no FP16 {op} kernel"
+        kernel_kept[node] = f"onnxruntime has no FP16 {op} kernel (or refuses its FP16 form)"
     raise WorkbenchError(f"the {low.upper()} model still does not load in onnxruntime after "
                          f"{max_rounds} rounds", hint="exclude the nodes named in "
                          "`kept_fp32` by op type (--exclude-op OP) and report the model")
@@ -588,7 +588,7 @@ def _ort_load_error(m: Any) -> Optional[str]:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # (its refusal is returned, not printed on stderr)
     # kernels are assigned without optimisations too; constant folding of generated weights
     # (ConstantOfShape) would cost seconds
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -600,7 +600,26 @@ def _ort_load_error(m: Any) -> Optional[str]:
         return " ".join(str(e).split())
 
 
-def ort_missing_kernel(m: Any, original: Any = None) -> Optional[tuple]:
+def _function_node(m: Any, skip: Any = ()) -> Optional[tuple]:
+    """(op, node) of the first node of the main graph (not in `skip`) whose standard op is
+    defined by a function body (onnxruntime expands it), or None."""
+    import onnx
+
+    version = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
+    for n in m.graph.node:
+        if n.domain not in ("", "ai.onnx") or not n.name or n.name in skip:
+            continue
+        try:
+            schema = onnx.defs.get_schema(n.op_type, version) if version else \
+                onnx.defs.get_schema(n.op_type)
+        except Exception:
+            continue
+        if schema.has_function or schema.has_context_dependent_function:
+            return n.op_type, n.name
+    return None
+
+
+def ort_missing_kernel(m: Any, original: Any = None, skip: Any = ()) -> Optional[tuple]:
     """None when onnxruntime CPU loads the model (or cannot load the FP32 `original` either:
     custom ops, plugins); (op, node) when a node lacks a kernel. Other load failures are a
     WorkbenchError naming the node where the message does."""
@@ -613,6 +632,12 @@ def ort_missing_kernel(m: Any, original: Any = None) -> Optional[tuple]:
     if hit:
         return hit.group(1), hit.group(3)
     node = _node_of(msg, m)
+    if node is None and re.search(r"Type Error|bound to different types", msg):
+        # a type clash inside the body onnxruntime expands a function op into (e.g.
+        # MeanVarianceNormalization: its float constants meet FP16 tensors): keep that op FP32
+        fn = _function_node(m, skip)
+        if fn is not None:
+            return fn
     raise WorkbenchError("onnxruntime cannot load the lowered model"
                          + (f" (node '{node}')" if node else "") + f": {msg[:240]}",
                          node=node, hint=(f"keep it FP32 (--exclude {node})" if node

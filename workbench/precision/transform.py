@@ -52,19 +52,36 @@ class PrecisionResult:
     report: Dict[str, Any] = field(default_factory=dict)
     path: Optional[Path] = None  # where `convert(..., output=)` wrote it (weights beside it)
 
-    def save(self, path: Any, *, source: Any = None) -> Path:
+    def save(self, path: Any, *, source: Any = None, probe: Optional[bool] = None) -> Path:
         """Write the model to `path` (a model `convert` already wrote there is not rewritten;
-        one written elsewhere is streamed from its data file)."""
+        one written elsewhere is streamed from its data file). probe (default: for low-float
+        targets up to PROBE_MAX_BYTES of weights): load the written file with onnxruntime's
+        default optimizations in a child of its own; a crash there is a finding on it
+        (`workbench.ortprobe`), since users load it so next."""
         from workbench.model import save_model
 
+        out: Path
         if self.path is not None:
             if Path(path).resolve() == self.path.resolve():
-                return self.path
-            from workbench.precision.streaming import write_streamed
+                out = self.path
+            else:
+                from workbench.precision.streaming import write_streamed
 
-            return write_streamed(copy.deepcopy(self.proto), self.path.parent, path,
-                                  source=source)[0]
-        return save_model(self.proto, path, source=source)
+                out = write_streamed(copy.deepcopy(self.proto), self.path.parent, path,
+                                     source=source)[0]
+        else:
+            out = save_model(self.proto, path, source=source)
+        if probe if probe is not None else self.target in ("fp16", "bf16"):
+            from workbench.ortprobe import optimizer_crash, probe_skipped
+
+            skipped = probe_skipped(out)
+            if skipped:
+                self.report["ort_probe"] = skipped
+            else:
+                crash = optimizer_crash(out)
+                if crash is not None:
+                    self.findings.append(crash)
+        return out
 
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "findings": [f.to_dict() for f in self.findings],

@@ -643,6 +643,20 @@ def _parser_reason(err: Dict[str, Any], table: Dict[str, Any],
                          "replace the node via `workbench fix`")
 
 
+def parser_words(err: Dict[str, Any], backend: str, domain: str = "") -> Tuple[str, str, str]:
+    """(reason, code, hint) for one parser-error record in users' terms, as `check` words it
+    (for errors met outside check: a failed build); TensorRT's cleaned words when the backend
+    has no rule table."""
+    from workbench.support.rules import backend_table
+
+    try:
+        table = backend_table(backend)
+    except WorkbenchError:
+        msg = _clean_message(err.get("message") or "")
+        return msg, codes.PARSER_ERROR, ""
+    return _parser_reason(err, table, domain)
+
+
 def plugin_gpu_reason(err: Dict[str, Any], backend: str) -> Optional[Tuple[str, str]]:
     """(reason, hint) for a parser error whose importer has its plugin but could not create
     it because the worker has no usable GPU (`plugin_needs_gpu`, the CUDA runtime's words):
@@ -662,16 +676,43 @@ def plugin_gpu_reason(err: Dict[str, Any], backend: str) -> Optional[Tuple[str, 
 
 
 def _worker_call(client: Any, opname: str, args: Dict[str, Any], backend: str,
-                 timeout: Optional[float]) -> Dict[str, Any]:
-    from workbench.worker.client import WorkerError, default_client
+                 timeout: Optional[float], model: Optional[Model] = None) -> Dict[str, Any]:
+    from workbench.worker.client import WorkerCrashed, WorkerError, default_client
 
     w = client or default_client()
     try:
         return w.call(opname, args, timeout=timeout)
+    except WorkerCrashed as e:
+        if model is not None:
+            named_crash(e, model)
+        raise
     except WorkerError as e:
         if e.code == "no-backend":
             raise _Unavailable(backend, getattr(w, "python", "python"), e) from None
         raise
+
+
+def named_crash(e: Any, model: Model) -> Any:
+    """A WorkerCrashed about `model`, in its terms: the file, the node (an unnamed node by
+    the id the workbench gives it, from the parser's position) and the next step with the
+    model's path."""
+    import shlex
+
+    from workbench import blame
+
+    details = getattr(e, "details", None) or {}
+    index, op = details.get("node_index"), getattr(e, "op", None)
+    if not e.node and op and isinstance(index, int) and 0 <= index < len(model.graph.node) \
+            and model.graph.node[index].op_type == op:
+        e.node = model.node_ids[index]
+    if op:
+        e.hint = "the notebook is fine; " + blame.crash_hint(details.get("stage") or "parse",
+                                                            e.node, op)
+    if model.path is not None:
+        e.file = str(model.path)
+        if e.hint:
+            e.hint = e.hint.replace("MODEL", shlex.quote(str(model.path)))
+    return e
 
 
 class _Unavailable(WorkbenchError):
@@ -769,7 +810,8 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
         raise WorkbenchError(
             "external-data file(s) missing: " + ", ".join(sorted(set(model.missing_external))),
             file=label, hint="the TensorRT parser needs the weights: put the data file(s) next "
-            "to the model, or use --backend static (rules need no weights)")
+            "to the model, or use --backend static (rules need no weights)", category="weights")
+    model.require_weights("the TensorRT parser")
     plugin_paths = []
     for p in plugins:
         pp = Path(p).expanduser()
@@ -780,7 +822,8 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
     with _model_file(model) as path:
         try:
             res = _worker_call(client, "parse", {"path": path, "backend": backend,
-                                                 "plugins": plugin_paths}, backend, timeout)
+                                                 "plugins": plugin_paths}, backend, timeout,
+                               model)
         except _Unavailable as e:
             if backend != "auto":
                 raise
@@ -794,7 +837,7 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
         if build and res["results"][0]["parsed"]:
             b = _worker_call(client, "check_build", {
                 "path": path, "backend": backend, "plugins": plugin_paths, "target": target,
-                "profiles": profiles}, backend, timeout)
+                "profiles": profiles}, backend, timeout, model)
     return _parser_report(model, res, res["results"][0], rules, label, b)
 
 
@@ -1002,9 +1045,14 @@ def _finding(u: Dict[str, Any]) -> Finding:
     extra = {k: v for k, v in u.items()
              if k not in ("node", "op", "reason", "source", "hint", "code") and v is not None}
     tensors = [u["tensor"]] if u.get("tensor") else []
+    from workbench import blame
+
+    category = blame.MACHINE if u.get("code") == codes.PLUGIN_NEEDS_GPU else \
+        blame.parser_category(u.get("reason") or "", u.get("code") or "")
     return Finding("error", u.get("code") or "unsupported", u["reason"],
                    nodes=[u["node"]] if u.get("node") else [], tensors=tensors,
-                   hint=u.get("hint"), source=u["source"], op=u.get("op"), extra=extra)
+                   hint=u.get("hint"), source=u["source"], op=u.get("op"), extra=extra,
+                   category=category)
 
 
 # what the parser's per-subgraph flag means (onnx-tensorrt's supportsModel: every subgraph

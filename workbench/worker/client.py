@@ -32,8 +32,9 @@ class WorkerError(WorkbenchError):
 
     def __init__(self, message: str, *, code: str = "op-error", node: Optional[str] = None,
                  op: Optional[str] = None, hint: Optional[str] = None,
-                 details: Optional[Dict[str, Any]] = None, log_tail: str = "") -> None:
-        super().__init__(message, node=node, hint=hint)
+                 details: Optional[Dict[str, Any]] = None, log_tail: str = "",
+                 category: Optional[str] = None) -> None:
+        super().__init__(message, node=node, hint=hint, category=category)
         self.code = code
         self.op = op
         self.details = details or {}
@@ -270,17 +271,32 @@ class WorkerClient:
                     if self._events.empty():
                         return None
 
-    def _raise_crash(self, what: str) -> None:
+    def _raise_crash(self, what: str, working: Optional[Dict[str, Any]] = None) -> None:
+        """WorkerCrashed for a worker that died; `working`: the last "node" event of the
+        request (the ONNX node TensorRT was on), named with the next step when known."""
         proc = self._proc
         rc = proc.wait(timeout=10) if proc is not None else -1
         time.sleep(0.05)
         tail = self.log_tail()
         last = "; ".join(tail.splitlines()[-3:]) if tail else "no output"
         self._proc = None
+        node = (working or {}).get("node") or None
+        kind = (working or {}).get("op")
+        stage = (working or {}).get("stage") or "parse"
+        index = (working or {}).get("index")
+        where = (f" at {kind or 'the'} node '{node}' (TensorRT's {stage} of that node crashed)"
+                 if node else f" at the unnamed {kind} node #{index} in the parser's order"
+                 if kind and index is not None else "")
         raise WorkerCrashed(
-            f"the TensorRT worker died while {what} ({_signal_name(rc)}); last log lines: {last}",
-            code="worker-crashed", details={"returncode": rc}, log_tail=tail,
-            hint="the notebook is fine; see the log tail, retry, or report the TensorRT crash")
+            f"the TensorRT worker died while {what}{where} ({_signal_name(rc)}); last log "
+            f"lines: {last}", code="worker-crashed", node=node, op=kind,
+            details={"returncode": rc, "stage": stage if kind else None,
+                     "node_index": index if kind else None}, log_tail=tail,
+            hint=("the notebook is fine; TensorRT crashed on that node instead of refusing "
+                  "it: rewrite it or keep it out of the engine, or try another TensorRT "
+                  "version") if kind else
+            "the notebook is fine; see the log tail, retry, or report the TensorRT crash",
+            category="tool")  # (workbench.blame.TOOL: a crash is the tool's, not the model's)
 
     def call(self, op: str, args: Optional[Dict[str, Any]] = None, *,
              timeout: Optional[float] = None,
@@ -305,13 +321,14 @@ class WorkerClient:
             t0 = time.monotonic()
             deadline = t0 + timeout if timeout else float("inf")
             cancel_sent_at: Optional[float] = None
+            working: Optional[Dict[str, Any]] = None
             while True:
                 step_deadline = min(deadline, time.monotonic() + 0.2)
                 if cancel_sent_at is not None:
                     step_deadline = min(step_deadline, cancel_sent_at + grace)
                 msg = self._next_event(proc, step_deadline)
                 if msg is None:
-                    self._raise_crash(f"running '{op}'")
+                    self._raise_crash(f"running '{op}'", working)
                 now = time.monotonic()
                 if now >= deadline:
                     self.kill()
@@ -337,6 +354,9 @@ class WorkerClient:
                 if msg.get("id") != rid:
                     continue
                 ev = msg.get("event")
+                if ev == "node":  # where TensorRT is (named if the worker dies there)
+                    working = msg if msg.get("node") is not None else None
+                    continue
                 if ev == "result":
                     return msg.get("result")
                 if ev == "error":

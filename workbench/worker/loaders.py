@@ -131,8 +131,13 @@ _LOG_PHASES = (
 )
 
 
+# the parser's verbose line as it starts on a node (onnx-tensorrt's ModelImporter, 8.6 to
+# TensorRT-RTX; 8.6 prefixes its source location)
+_PARSING_NODE = re.compile(r"(?:^|: )Parsing node: (.*) \[([\w.:]+)\]\s*$")
+
+
 def make_logger(trt: Any, ctx: Optional[Context] = None, keep: str = "warning",
-                phases_from_log: bool = False) -> Any:
+                phases_from_log: bool = False, nodes: Optional[Context] = None) -> Any:
     """The ILogger: keeps messages down to level `keep` in `.messages` (the build log that
     findings are made from), streams errors and warnings to the client as log events, and
     (8.x, no IProgressMonitor) turns known log lines into progress phases.
@@ -146,15 +151,29 @@ def make_logger(trt: Any, ctx: Optional[Context] = None, keep: str = "warning",
     kept = {v for v, name in names.items() if LEVELS.index(name) <= keep_rank}
     streamed = {v for v, name in names.items() if name in ("error", "warning")}
     verbose = int(sev.VERBOSE)
+    tracker = nodes if nodes is not None else ctx
 
     class _Logger(trt.ILogger):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:
             trt.ILogger.__init__(self)
             self.messages: List[Dict[str, str]] = []
             self.phases_from_log = phases_from_log
+            self.tracker = tracker  # told each node the parser starts (a crash names it)
+            self.parsing = 0  # nodes the parser started on, this parse
+
+        def parsed(self) -> None:
+            """The parser is done with nodes (a later crash is not one of theirs)."""
+            self.parsing = 0
+            if self.tracker is not None:
+                self.tracker.working_on("parse", None)
 
         def log(self, severity: Any, msg: str) -> None:  # noqa: A003
             v = int(severity)
+            if v == verbose and self.tracker is not None and "Parsing node: " in msg:
+                hit = _PARSING_NODE.search(msg)
+                if hit:
+                    self.tracker.working_on("parse", hit.group(1), hit.group(2), self.parsing)
+                    self.parsing += 1
             if v == verbose and v not in kept and \
                     msg[:40].lstrip().startswith("List of affected weights"):
                 # (TensorRT 8.6-10 names the weights a conversion warning counts only here)
@@ -372,6 +391,8 @@ def network_from_onnx(trt: Any, builder: Any, logger: Any, path: str, *,
                 net.partition = _partition_v1(_empty(trt, builder, logger, path, False), path)
             except Exception as e:  # the partition is extra information, never fatal
                 net.partition_error = "%s: %s" % (type(e).__name__, e)
+    if hasattr(logger, "parsed"):
+        logger.parsed()
     net.errors = parser_errors(net.parser)
     if check and not net.ok:
         raise parse_failure(net.errors)
@@ -433,7 +454,7 @@ def parser_errors(parser: Any) -> List[Dict[str, Any]]:
             "node_index": int(node_index) if node_index is not None else -1,
             "op": _call(err, "node_operator", "") or "",
             "code": getattr(code, "name", None) or str(code).split(".")[-1],
-            "message": str(_call(err, "desc", "") or ""),
+            "message": without_gpu_noise(str(_call(err, "desc", "") or "")),
             "local_function_stack": stack,
             "file": str(_call(err, "file", "") or ""),
             "func": str(_call(err, "func", "") or ""),
@@ -476,6 +497,21 @@ def _plugin_gpu_note(rec: Dict[str, Any]) -> Dict[str, Any]:
         if why:
             rec["plugin_needs_gpu"] = why
     return rec
+
+
+_GPU_NOISE_LINE = re.compile(r"catchCudaError|CUDA driver version is insufficient|"
+                             r"Cuda Error in \w+: 35\b")
+
+
+def without_gpu_noise(text: str) -> str:
+    """A parser error's text without the CUDA lines TensorRT-RTX appends when it probes a GPU
+    while reporting it ("cudaError 35: CUDA driver version is insufficient"): parsing never
+    runs on a GPU, so they say nothing about the model. Kept when they are all it says (then
+    they are the error: the machine's). The client side words the same rule in
+    workbench.blame.without_gpu_noise."""
+    lines = str(text).splitlines()
+    kept = [ln for ln in lines if not _GPU_NOISE_LINE.search(ln)]
+    return "\n".join(kept) if any(ln.strip() for ln in kept) else str(text)
 
 
 def parse_failure(errors: List[Dict[str, Any]]) -> OpError:

@@ -27,7 +27,7 @@ def parse(ctx: Context, paths: Any = None, path: Optional[str] = None, backend: 
     files = list(paths or []) + ([path] if path else [])
     if not files:
         raise OpError("no model path given", code="bad-args")
-    logger = L.make_logger(trt, None, "error")
+    logger = L.make_logger(trt, None, "error", nodes=ctx)
     loaded = L.load_plugins(trt, logger, plugins)
     builder = L.create_builder(trt, logger)
     results = []

@@ -90,7 +90,7 @@ BAD_INPUT_CODES = frozenset((
     "bad-input", "bad-shape", "incompatible-engine"))
 
 ERROR_TYPES = ("op", "cancelled", "exception", "protocol")
-EVENTS = ("ready", "progress", "log", "result", "error")
+EVENTS = ("ready", "progress", "log", "node", "result", "error")
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -110,6 +110,15 @@ def progress(req_id: Any, phase: str, fraction: Optional[float] = None,
              message: str = "") -> Dict[str, Any]:
     return {"id": req_id, "event": "progress", "phase": phase, "fraction": fraction,
             "message": message}
+
+
+def node(req_id: Any, stage: str, name: Optional[str], op_type: Optional[str] = None,
+         index: Optional[int] = None) -> Dict[str, Any]:
+    """The ONNX node TensorRT is working on now (`name` None: none any more; `index`: its
+    position in the parser's order, for unnamed nodes): sent as the parser reaches each node,
+    so a client whose worker dies can say where it died."""
+    return {"id": req_id, "event": "node", "stage": stage, "node": name, "op": op_type,
+            "index": index}
 
 
 def log(req_id: Any, level: str, message: str) -> Dict[str, Any]:

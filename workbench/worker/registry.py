@@ -55,6 +55,11 @@ class Context:
     def log(self, level: str, message: str) -> None:
         self._send(protocol.log(self.id, level, message))
 
+    def working_on(self, stage: str, node: Optional[str], op: Optional[str] = None,
+                   index: Optional[int] = None) -> None:
+        """Say which ONNX node TensorRT is on (None: done with nodes), before it works on it."""
+        self._send(protocol.node(self.id, stage, node, op, index))
+
     @property
     def cancelled(self) -> bool:
         return self.cancel_event.is_set()

@@ -887,3 +887,40 @@ class InsertCast(Recipe):
         del g.node[:]
         g.node.extend(nodes)
         return proto
+
+
+@register
+class DensifySparse(Recipe):
+    name = "densify_sparse"
+    summary = ("store every sparse initializer (graph.sparse_initializer) as a dense one: "
+               "TensorRT's parser and the graph tools read dense initializers only")
+    params = ()
+    preserves_semantics = True
+    fixes = ("sparse-weights",)
+    priority = 5
+
+    def precondition(self, model: Any) -> Precondition:
+        proto = as_proto(model)
+        names = [sp.values.name for sp in proto.graph.sparse_initializer]
+        if not names:
+            return Precondition(False, "the model has no sparse initializers", [])
+        return Precondition(True, "applies because weights are stored sparse ("
+                            + ", ".join(names[:5]) + ")", [])
+
+    def _apply(self, proto: Any) -> Any:
+        import numpy as np
+        from onnx import numpy_helper
+
+        g = proto.graph
+        for sp in g.sparse_initializer:
+            values = numpy_helper.to_array(sp.values)
+            idx = numpy_helper.to_array(sp.indices).astype(np.int64)
+            dims = [int(d) for d in sp.dims]
+            dense = np.zeros(dims, dtype=values.dtype)
+            if idx.ndim == 2:  # [NNZ, rank] coordinates
+                dense[tuple(idx.T)] = values
+            else:  # [NNZ] linear indices
+                dense.reshape(-1)[idx] = values
+            g.initializer.append(numpy_helper.from_array(dense, sp.values.name))
+        del g.sparse_initializer[:]
+        return proto
