@@ -113,7 +113,9 @@ class TimingPanel(W.VBox):
         self._syncing = False
         self.graph_layers: List[str] = []
         self.summary_data = summarize(self.table)
-        self.findings = lint(self.table)
+        # the lint's findings, plus the issues an NVIDIA analyze-data.json brought with it
+        self.findings = lint(self.table) + [w for w in self.table.warnings
+                                            if w.source == "trt-perf-analysis"]
         self.comparison = (None if self.vs_table is None
                            else compare(self.vs_table, self.table, (self.names[1], self.names[0])))
 

@@ -11,10 +11,10 @@ on a GPU through the TensorRT worker (`capture`, `capture_onnx`).
 from __future__ import annotations
 
 from workbench.timing.capture import CaptureResult, capture, capture_onnx
-from workbench.timing.layers import (EngineLayer, EngineLayers, TensorInfo, load_layers,
+from workbench.formats.layerinfo import (EngineLayer, EngineLayers, TensorInfo, load_layers,
                                      parse_layers, parse_precision)
 from workbench.timing.mapping import OnnxIndex
-from workbench.timing.profile import (Profile, latency_stats, load_profile, load_run_metadata,
+from workbench.formats.profiledata import (Profile, latency_stats, load_profile, load_run_metadata,
                                       parse_profile)
 from workbench.timing.summary import (by_precision, by_type, compare, fusion_stats, lint,
                                       node_comparison, reformat_overhead, same_layers,
