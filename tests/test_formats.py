@@ -213,3 +213,27 @@ def test_timing_panel_opens_their_analyze_data():
     assert len(titles) == 2
     bars = panel.bars.data
     assert sum(len(tr.y) for tr in bars) == 3
+
+
+def test_polygraphy_run_results_reader_lists_outputs_without_decoding(tmp_path):
+    import numpy as np
+    from polygraphy.comparator import RunResults
+    from polygraphy.comparator.struct import IterationResult
+
+    from workbench.compare import save_run_results
+
+    theirs = tmp_path / "polygraphy.json"
+    rr = RunResults()
+    rr.append(("onnxrt-runner", [IterationResult({"y": np.zeros((2, 3), np.float16),
+                                                  "ids": np.arange(4)}, runner_name="onnxrt-runner")]))
+    rr.save(str(theirs))
+    ours = save_run_results(tmp_path / "ours.json", {"trt": [{"z": np.ones((5,), np.float32)}] * 2})
+    a, b = formats.read(theirs), formats.read(ours)
+    assert a.runners == {"onnxrt-runner": [{"y": ("float16", (2, 3)), "ids": ("int64", (4,))}]}
+    assert b.runner_names == ["trt"] and b.runners["trt"] == [{"z": ("float32", (5,))}] * 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"lst": [["r", [{"outputs": {"y": {"array": "bm90IG5weQ=="}}}]]],
+                               "polygraphy_class": "RunResults"}))
+    with pytest.raises(WorkbenchError, match="no readable .npy header") as e:
+        formats.read(bad)
+    assert "bad.json" in str(e.value) and "lst[0][0].outputs.y" in str(e.value)
