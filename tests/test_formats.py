@@ -237,3 +237,16 @@ def test_polygraphy_run_results_reader_lists_outputs_without_decoding(tmp_path):
     with pytest.raises(WorkbenchError, match="no readable .npy header") as e:
         formats.read(bad)
     assert "bad.json" in str(e.value) and "lst[0][0].outputs.y" in str(e.value)
+
+
+def test_cli_timing_reads_their_analyze_data_and_lists_their_issues(validator, tmp_path):
+    out = tmp_path / "again.json"
+    r = subprocess.run([sys.executable, "-m", "workbench.cli", "timing", str(THEIRS),
+                        "--analyze-data", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "3 layers, total 0.1480 ms (median)" in r.stdout
+    assert "WARNING trt-perf-analysis: Attention dominates latency" in r.stdout
+    again = json.loads(out.read_text())
+    assert _errors(validator, again) == []
+    assert [x["name"] for x in again["results"][0]["profile"]] == \
+        [x["name"] for x in json.loads(THEIRS.read_text())["results"][0]["profile"]]

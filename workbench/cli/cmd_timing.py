@@ -183,7 +183,8 @@ def _print_text(s: Dict[str, Any]) -> None:
         for r in c["by_type"]:
             if r["speedup"]:
                 w(f"    {r['type']:<22} {speed_words(r['speedup'])}")
-    for f in s["findings"]:
+    theirs = [f for f in s.get("warnings", []) if f.get("source") == "trt-perf-analysis"]
+    for f in s["findings"] + theirs:  # (an analyze-data.json brings its own scored issues)
         w(f"  {f['severity'].upper()} {f['code']}: {f['message']}")
     if s.get("html"):
         w(f"  report: {s['html']}")
