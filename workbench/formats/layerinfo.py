@@ -339,6 +339,12 @@ def _filter_profile(layers: List[EngineLayer], profile_id: Optional[int],
     return kept
 
 
+def read_layers(data: Any, source: str = "<memory>") -> EngineLayers:
+    """The layer readers' `read` (`formats.trt_layers_*`): every layout goes through
+    `parse_layers`, which tells them apart by their fields."""
+    return parse_layers(data, source=source)
+
+
 def load_layers(path: PathLike, profile_id: Optional[int] = None) -> EngineLayers:
     """Read an engine's layer information JSON (any TensorRT version's layout)."""
     return parse_layers(read_json(path, "engine layer information"), source=str(path),

@@ -12,7 +12,7 @@ import base64
 import binascii
 import io
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.formats.registry import Reader, register
@@ -53,34 +53,52 @@ def _header(b64: str, where: str, source: str) -> OutputInfo:
     return str(dtype), tuple(int(d) for d in shape)
 
 
-def read(data: Any, source: str = "<memory>") -> RunResultsInfo:
+def _bad(what: str, where: str, source: str) -> WorkbenchError:
+    return WorkbenchError(f"not a RunResults JSON file ({what})", file=source,
+                          field=where or None, hint=_HINT)
+
+
+Arrays = Optional[List[Tuple[str, str, str]]]  # [(output name, base64 .npy, JSON path)]
+
+
+def iterations(data: Any, source: str = "<memory>") -> Iterator[Tuple[int, str, Arrays]]:
+    """Walk a parsed RunResults file: (entry index, runner name, arrays) per iteration, and
+    (entry index, runner name, None) first for each entry, so that a reader starts the runner
+    afresh (a name listed twice keeps its last entry). Structure errors name the file and the
+    JSON path."""
     lst = data.get("lst") if isinstance(data, dict) else None
     if not isinstance(lst, list):
-        raise WorkbenchError("not a RunResults JSON file (no 'lst' list)", file=source,
-                             field="lst", hint=_HINT)
-    out = RunResultsInfo(source=source)
+        raise _bad("no 'lst' list", "lst", source)
     for i, entry in enumerate(lst):
         if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
                 and isinstance(entry[1], list)):
-            raise WorkbenchError("expected [runner name, [iterations]]", file=source,
-                                 field=f"lst[{i}]", hint=_HINT)
-        iters = out.runners.setdefault(entry[0], [])
-        for j, it in enumerate(entry[1]):
+            raise _bad("expected [runner name, [iterations]]", f"lst[{i}]", source)
+        name, iters = entry
+        yield i, name, None
+        for j, it in enumerate(iters):
             outputs = it.get("outputs") if isinstance(it, dict) else None
             if not isinstance(outputs, dict):
-                raise WorkbenchError("iteration without an 'outputs' object", file=source,
-                                     field=f"lst[{i}][{j}].outputs", hint=_HINT)
-            info = {}
+                raise _bad("iteration without an 'outputs' object", f"lst[{i}][{j}].outputs",
+                           source)
+            arrays = []
             for k, v in outputs.items():
                 where = f"lst[{i}][{j}].outputs.{k}"
                 enc = v.get("values") if isinstance(v, dict) and \
                     v.get("polygraphy_class") == "LazyArray" else v
                 arr = enc.get("array") if isinstance(enc, dict) else None
                 if not isinstance(arr, str):
-                    raise WorkbenchError("output without an 'array' string", file=source,
-                                         field=where, hint=_HINT)
-                info[str(k)] = _header(arr, where, source)
-            iters.append(info)
+                    raise _bad("output without an 'array' string", where, source)
+                arrays.append((str(k), arr, where))
+            yield i, name, arrays
+
+
+def read(data: Any, source: str = "<memory>") -> RunResultsInfo:
+    out = RunResultsInfo(source=source)
+    for _i, name, arrays in iterations(data, source):
+        if arrays is None:
+            out.runners[name] = []
+        else:
+            out.runners[name].append({k: _header(b64, where, source) for k, b64, where in arrays})
     return out
 
 

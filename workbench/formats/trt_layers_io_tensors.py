@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.formats.layerinfo import EngineLayers, parse_layers
+from workbench.formats.layerinfo import read_layers
 from workbench.formats.registry import Reader, register
 
 
@@ -19,11 +19,7 @@ def accepts(data: Any) -> bool:
             and not (data["Layers"] and all(isinstance(x, str) for x in data["Layers"])))
 
 
-def read(data: Any, source: str = "<memory>") -> EngineLayers:
-    return parse_layers(data, source=source)
-
-
 READER = register(Reader(
-    name="tensorrt-layers-io-tensors", kind="layers", accepts=accepts, read=read,
+    name="tensorrt-layers-io-tensors", kind="layers", accepts=accepts, read=read_layers,
     reads="TensorRT 11.x layer information ({Layers, I/O Tensors}, split Format/Datatype, kgen)",
     returns="EngineLayers"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.formats.layerinfo import EngineLayers, parse_layers
+from workbench.formats.layerinfo import read_layers
 from workbench.formats.registry import Reader, register
 
 
@@ -17,11 +17,7 @@ def accepts(data: Any) -> bool:
     return isinstance(layers, list) and bool(layers) and all(isinstance(x, str) for x in layers)
 
 
-def read(data: Any, source: str = "<memory>") -> EngineLayers:
-    return parse_layers(data, source=source)
-
-
 READER = register(Reader(
-    name="tensorrt-layers-names-only", kind="layers", accepts=accepts, read=read,
+    name="tensorrt-layers-names-only", kind="layers", accepts=accepts, read=read_layers,
     reads="layer information written at LAYER_NAMES_ONLY verbosity ({Layers: [names]})",
     returns="EngineLayers"))
