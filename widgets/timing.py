@@ -6,6 +6,7 @@
                         vs=("fp32.layers.json", "fp32.profile.json"), graph_view=view)
     panel.heatmap()            # colour the graph view by time
     panel.select_layer(name)   # what a click on a bar does
+    TimingPanel("analyze-data.json")  # NVIDIA trt-perf-analysis output: its layers, times, issues
 
 Tabs: per-layer bars (colour by type or precision; click = select the layer and its ONNX nodes in
 the graph view), a treemap by ONNX name scope, engine vs engine, latency, findings, and, when the
