@@ -250,3 +250,27 @@ def test_cli_timing_reads_their_analyze_data_and_lists_their_issues(validator, t
     assert _errors(validator, again) == []
     assert [x["name"] for x in again["results"][0]["profile"]] == \
         [x["name"] for x in json.loads(THEIRS.read_text())["results"][0]["profile"]]
+
+
+def test_cli_timing_vs_writes_both_engines_as_results(validator, tmp_path):
+    out = tmp_path / "both.json"
+    r = subprocess.run([sys.executable, "-m", "workbench.cli", "timing",
+                        str(H200 / "resnet50_fp16.layers.json"), "--profile",
+                        str(H200 / "resnet50_fp16.profile.json"),
+                        "--vs", str(H200 / "resnet50_fp32.layers.json"), "--vs-profile",
+                        str(H200 / "resnet50_fp32.profile.json"), "--analyze-data", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert _errors(validator, doc) == []
+    assert [x["label"] for x in doc["results"]] == ["resnet50_fp16", "resnet50_fp32"]
+    assert doc["validation"]["backend_count"] == doc["validation"]["passed_count"] == 2
+
+
+def test_issue_score_counts_all_the_time_a_finding_covers():
+    t = LayerTable.build(H200 / "resnet50_fp16.layers.json", H200 / "resnet50_fp16.profile.json")
+    issues = {i["title"]: i for i in to_analyze_data(t)["results"][0]["issues"]}
+    reformat = issues["Reformat/copy layers take a large share of time"]
+    share = float(t.df[t.df["is_reformat"]]["time_ms"].sum()) / t.total_ms * 100
+    assert share > 20  # the recorded FP16 engine converts at every boundary
+    assert reformat["score"] == pytest.approx(50 + share / 2, abs=0.1)

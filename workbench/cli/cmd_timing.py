@@ -134,8 +134,12 @@ def run(args: argparse.Namespace) -> int:
         from workbench.timing.analysis import write_analyze_data
 
         model = Path(args.onnx).stem if args.onnx else None
-        out["analyze_data"] = str(write_analyze_data(args.analyze_data, t,
-                                                     label=_name(args.layers), model_name=model))
+        a, b = _name(args.layers), (_name(args.vs) if vs is not None else "")
+        if a == b:
+            a, b = "engine", "baseline"
+        out["analyze_data"] = str(write_analyze_data(
+            args.analyze_data, t, label=a, model_name=model,
+            others=[(b, vs)] if vs is not None else []))
     if args.json:
         print_json(out)
     else:

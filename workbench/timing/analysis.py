@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from workbench.errors import Finding
 from workbench.formats import analyze_data
@@ -105,11 +105,15 @@ def _model(t: LayerTable, name: Optional[str], ext: List[str]) -> Dict[str, Any]
 
 
 def issue_of(f: Finding, t: LayerTable) -> Dict[str, Any]:
-    """One timing finding as a scored issue: base score by severity plus the share of engine
-    time the finding's layers take (so the costliest issue sorts first)."""
-    layers = list((f.extra or {}).get("layers") or [])
+    """One timing finding as a scored issue: base score by severity (error 70, warning 50,
+    info 20) plus half the share of engine time the finding covers (its `time_ms`, else its
+    listed layers), so the costliest issue sorts first."""
+    extra = f.extra or {}
+    layers = list(extra.get("layers") or [])
     share = 0.0
-    if layers and t.total_ms > 0:
+    if t.total_ms > 0 and isinstance(extra.get("time_ms"), (int, float)):
+        share = float(extra["time_ms"]) / t.total_ms * 100.0  # all the finding's layers
+    elif layers and t.total_ms > 0:
         d = t.df[t.df["name"].isin(layers)]
         share = float(d["time_ms"].sum()) / t.total_ms * 100.0
     evidence = f.message + (f"; layers: {', '.join(layers[:5])}" if layers else "")
@@ -153,9 +157,9 @@ def _tag_breakdown(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
                    for k, v in agg.items()), key=lambda x: -x["time_ms"])
 
 
-def to_analyze_data(t: LayerTable, label: str = "engine", model_name: Optional[str] = None,
-                    findings: Optional[List[Finding]] = None) -> Dict[str, Any]:
-    """The analyze-data.json document for one engine's timing (see module docstring)."""
+def result_of(t: LayerTable, label: str = "engine", model_name: Optional[str] = None,
+              findings: Optional[List[Finding]] = None) -> Dict[str, Any]:
+    """One engine's result (layer_profile when the table has times, else layer_only)."""
     layers = t.layers.layers
     graph = _graph(layers)
     prof_src = t.profile.source if t.profile is not None else None
@@ -179,25 +183,35 @@ def to_analyze_data(t: LayerTable, label: str = "engine", model_name: Optional[s
         found = lint(t) if findings is None else findings
         issues = sorted((issue_of(f, t) for f in found), key=lambda x: -x["score"])
         count = t.profile.iterations if t.profile is not None else None
-        total_avg = sum(r["avg_ms"] for r in records)
         result.update({
             "profile": [{"name": r["name"], "timeMs": r["time_ms"], "averageMs": r["avg_ms"],
                          "medianMs": r["median_ms"], "percentage": r["percentage"]}
                         for r in records],
             "profile_count": len(records), "count": count,
             "count_source": f"{t.profile.kind} profile" if t.profile is not None else "none",
-            "timing": {"average_inference_ms": total_avg,
+            "timing": {"average_inference_ms": sum(r["avg_ms"] for r in records),
                        "total_time_ms": sum(r["time_ms"] for r in records),
                        "total_percentage": sum(r["percentage"] for r in records)},
             "records": records, "type_breakdown": _breakdown(by_type(t), "type"),
             "tag_breakdown": _tag_breakdown(records), "issues": issues,
             "positives": _positives(t, found)})
-    folder = os.path.dirname(os.path.abspath(t.layers.source)) if t.layers.source[:1] != "<" else None
+    return result
+
+
+def to_analyze_data(t: LayerTable, label: str = "engine", model_name: Optional[str] = None,
+                    findings: Optional[List[Finding]] = None,
+                    others: Sequence[Tuple[str, LayerTable]] = ()) -> Dict[str, Any]:
+    """The analyze-data.json document for one engine's timing (see module docstring);
+    `others`: more (label, table) results, e.g. the FP32 baseline (their report's tabs)."""
+    results = [result_of(t, label, model_name, findings)]
+    results += [result_of(o, lab, model_name) for lab, o in others]
+    src = t.layers.source
+    folder = os.path.dirname(os.path.abspath(src)) if not src.startswith("<") else None
     return {"schema_version": analyze_data.SCHEMA_VERSION, "folder": folder,
             "model_name": model_name,
-            "validation": {"status": "passed", "backend_count": 1, "passed_count": 1,
-                           "failed_count": 0, "warnings": []},
-            "results": [result]}
+            "validation": {"status": "passed", "backend_count": len(results),
+                           "passed_count": len(results), "failed_count": 0, "warnings": []},
+            "results": results}
 
 
 def _positives(t: LayerTable, found: List[Finding]) -> List[str]:
@@ -214,6 +228,7 @@ def _positives(t: LayerTable, found: List[Finding]) -> List[str]:
 
 
 def write_analyze_data(path: Any, t: LayerTable, label: str = "engine",
-                       model_name: Optional[str] = None) -> Path:
-    """Write `to_analyze_data(t)` to `path` atomically; returns the path."""
-    return analyze_data.write(path, to_analyze_data(t, label, model_name))
+                       model_name: Optional[str] = None,
+                       others: Sequence[Tuple[str, LayerTable]] = ()) -> Path:
+    """Write `to_analyze_data(t, ...)` to `path` atomically; returns the path."""
+    return analyze_data.write(path, to_analyze_data(t, label, model_name, others=others))
