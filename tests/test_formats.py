@@ -274,3 +274,52 @@ def test_issue_score_counts_all_the_time_a_finding_covers():
     share = float(t.df[t.df["is_reformat"]]["time_ms"].sum()) / t.total_ms * 100
     assert share > 20  # the recorded FP16 engine converts at every boundary
     assert reformat["score"] == pytest.approx(50 + share / 2, abs=0.1)
+
+
+def _mutations(doc):
+    """The fixture with one field at a time removed or given a wrong type."""
+    def paths(x, pre=()):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                yield pre + (k,)
+                yield from paths(v, pre + (k,))
+        elif isinstance(x, list):
+            for i, v in enumerate(x[:2]):
+                yield pre + (i,)
+                yield from paths(v, pre + (i,))
+    for path in paths(doc):
+        for bad in (None, "x", 7, [], {}, -1.5, True, "__drop__"):
+            d = json.loads(json.dumps(doc))
+            parent = d
+            for k in path[:-1]:
+                parent = parent[k]
+            if bad == "__drop__":
+                if isinstance(parent, dict):
+                    del parent[path[-1]]
+                else:
+                    parent.pop(path[-1])
+            else:
+                parent[path[-1]] = bad
+            yield path, d
+
+
+@pytest.mark.parametrize("fixture", [THEIRS, DATA / "trt11_io_tensors.layers.json",
+                                     DATA / "trt10_trtexec.profile.json"])
+def test_every_one_field_corruption_is_a_clear_error_or_a_table(fixture, tmp_path):
+    """Open each corrupted variant as the timing views do: it builds a table or raises a
+    WorkbenchError naming the file, never another exception."""
+    doc = json.loads(fixture.read_text())
+    n = 0
+    for path, d in _mutations(doc):
+        p = tmp_path / "case.json"
+        p.write_text(json.dumps(d))
+        try:
+            obj = formats.read(p)
+            if isinstance(obj, analyze_data.AnalyzeData):
+                LayerTable.build(p)
+            elif isinstance(obj, EngineLayers):
+                LayerTable.build(obj)
+        except WorkbenchError as e:
+            assert "case.json" in str(e), (path, str(e))
+        n += 1
+    assert n > 50

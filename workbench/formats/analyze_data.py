@@ -57,7 +57,18 @@ class AnalyzeData:
 
     def _where(self, which: Union[int, str]) -> str:
         r = self.result(which)
-        return f"results[{self.results.index(r)}]"
+        return f"results[{next(i for i, x in enumerate(self.results) if x is r)}]"
+
+    def _list(self, which: Union[int, str], key: str) -> List[Any]:
+        """A result's list field ([] when absent); a WorkbenchError naming it when not a list."""
+        v = self.result(which).get(key)
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            raise WorkbenchError(f"'{key}' must be a list, got {type(v).__name__}",
+                                 file=self.source, field=f"{self._where(which)}.{key}",
+                                 hint=_HINT)
+        return v
 
     def mode(self, which: Union[int, str] = 0) -> str:
         """'layer_profile', 'layer_only' or 'unusable'."""
@@ -68,14 +79,17 @@ class AnalyzeData:
         """The result's TensorRT layers (raw inspector objects) as EngineLayers."""
         r, where = self.result(which), self._where(which)
         if self.mode(which) == "unusable":
+            raw_msgs = (r.get("validation") or {}).get("messages")
             msgs = "; ".join(str(m.get("message")) for m in
-                             (r.get("validation") or {}).get("messages") or [])
+                             (raw_msgs if isinstance(raw_msgs, list) else [])
+                             if isinstance(m, dict))
             raise WorkbenchError(f"this analysis failed validation ({msgs or 'no messages'})",
                                  file=self.source, field=f"{where}.validation",
                                  hint="re-run trt-perf-analysis with a usable layer/profile pair")
-        raw = r.get("layers")
-        if not isinstance(raw, list) or not raw:
-            raw = [x.get("layer") for x in r.get("records") or [] if isinstance(x, dict)]
+        raw = self._list(which, "layers")
+        if not raw:
+            raw = [x.get("layer") for x in self._list(which, "records")
+                   if isinstance(x, dict) and x.get("layer") is not None]
         if not raw:
             raise WorkbenchError("the result holds no layers", file=self.source,
                                  field=f"{where}.layers", hint=_HINT)
@@ -86,24 +100,22 @@ class AnalyzeData:
     def profile(self, which: Union[int, str] = 0) -> Optional[Profile]:
         """The result's per-layer profile (None for a layer-only result)."""
         r, where = self.result(which), self._where(which)
-        recs = r.get("profile")
+        recs = self._list(which, "profile")
         if not recs:
             return None
-        if not isinstance(recs, list):
-            raise WorkbenchError("'profile' must be a list", file=self.source,
-                                 field=f"{where}.profile")
         df = _layer_records(recs, f"{self.source}:{where}.profile")
         count = r.get("count")
         return Profile(layers=df, kind="analyze-data", source=self.source,
-                       iterations=count if isinstance(count, int) else None)
+                       iterations=count if type(count) is int and count >= 0 else None)
 
     def issues(self, which: Union[int, str] = 0) -> List[Finding]:
         """Their scored issues as workbench findings (score >= 70: warning, else info)."""
         out = []
-        for k, it in enumerate(self.result(which).get("issues") or []):
+        for k, it in enumerate(self._list(which, "issues")):
             if not isinstance(it, dict):
                 continue
-            score = it.get("score") if isinstance(it.get("score"), (int, float)) else 0
+            score = it.get("score")
+            score = score if isinstance(score, (int, float)) and not isinstance(score, bool) else 0
             out.append(Finding(
                 "warning" if score >= 70 else "info", "trt-perf-analysis",
                 f"{it.get('title', '(untitled)')}: {it.get('evidence', '')}".strip(": "),
