@@ -1,4 +1,6 @@
-"""Engine layer information in every form TensorRT writes it.
+"""Engine layer information in every form TensorRT writes it: the types (`EngineLayers`,
+`EngineLayer`, `TensorInfo`) and the one parser the per-version readers
+(`trt_layers_bindings`, `trt_layers_io_tensors`, `trt_layers_names_only`) share.
 
 `load_layers(path)` reads `IEngineInspector.get_engine_information(JSON)` or trtexec
 `--exportLayerInfo` output: `{"Layers", "Bindings"}` (8.x/10.x), `{"Layers", "I/O Tensors"}`

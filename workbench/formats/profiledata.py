@@ -1,4 +1,5 @@
-"""Per-layer profiles and end-to-end latency traces, in every form they are written.
+"""Per-layer profiles and end-to-end latency traces, in every form they are written: the
+`Profile` type and one parse function per form (declared as readers in `formats.profiles`).
 
 - trtexec `--exportProfile`: `[{"count": N}, {"name","timeMs","averageMs","medianMs","percentage"}...]`
   (older trtexec: no medianMs)
