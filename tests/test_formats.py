@@ -323,3 +323,15 @@ def test_every_one_field_corruption_is_a_clear_error_or_a_table(fixture, tmp_pat
             assert "case.json" in str(e), (path, str(e))
         n += 1
     assert n > 50
+
+
+def test_record_tags_follow_layer_type_not_implicit_gemm_tactics():
+    t = LayerTable.build(H200 / "resnet50_fp16.layers.json", H200 / "resnet50_fp16.profile.json")
+    recs = {r["name"]: r for r in to_analyze_data(t)["results"][0]["records"]}
+    conv = recs["/layer1/layer1.0/conv1/Conv + /layer1/layer1.0/relu/Relu"]
+    assert "implicit_gemm" in conv["tactic"] and conv["tags"] == ["convolution"]
+    assert all("reformat" in r["tags"] for r in recs.values() if r["name"].startswith("Reformatting"))
+    kgen = {r["name"]: r["tags"] for r in to_analyze_data(LayerTable.build(
+        DATA / "trt11_io_tensors.layers.json", DATA / "trt11_iprofiler.profile.json"))["results"][0]["records"]}
+    assert kgen["_gemm_mha_v2_myl3_8"] == ["kgen", "matmul/gemm", "attention"]
+    assert kgen["/attn/MatMul"] == ["matmul/gemm"]

@@ -64,15 +64,19 @@ def _layer(layer: EngineLayer) -> Dict[str, Any]:
 
 
 def _tags(layer: EngineLayer) -> List[str]:
-    t, text = layer.type.lower(), f"{layer.name} {layer.tactic}".lower()
+    """Their report's layer tags, from the layer type and name (tactic names say 'gemm' for
+    implicit-GEMM convolutions too, so only attention kernels are recognised by tactic)."""
+    t, name = layer.type.lower(), layer.name.lower()
+    text = f"{name} {layer.tactic}".lower()
     tags = []
     if layer.is_reformat:
         tags.append("reformat")
     if t == "kgen":
         tags.append("kgen")
-    if t in ("gemm", "matrix_multiply", "matrixmultiply") or "matmul" in text or "gemm" in text:
+    if t in ("gemm", "matrix_multiply", "matrixmultiply", "caskgemmlayer") or "matmul" in name \
+            or "gemm" in name:
         tags.append("matmul/gemm")
-    if t in ("convolution", "caskconvolution") or "conv" in text:
+    if "convolution" in t or "/conv" in name:
         tags.append("convolution")
     if "attention" in text or "fmha" in text or "mha" in text:
         tags.append("attention")
