@@ -6,6 +6,7 @@
                         vs=("fp32.layers.json", "fp32.profile.json"), graph_view=view)
     panel.heatmap()            # colour the graph view by time
     panel.select_layer(name)   # what a click on a bar does
+    TimingPanel("analyze-data.json")  # NVIDIA trt-perf-analysis output: its layers, times, issues
 
 Tabs: per-layer bars (colour by type or precision; click = select the layer and its ONNX nodes in
 the graph view), a treemap by ONNX name scope, engine vs engine, latency, findings, and, when the
@@ -113,7 +114,9 @@ class TimingPanel(W.VBox):
         self._syncing = False
         self.graph_layers: List[str] = []
         self.summary_data = summarize(self.table)
-        self.findings = lint(self.table)
+        # the lint's findings, plus the issues an NVIDIA analyze-data.json brought with it
+        self.findings = lint(self.table) + [w for w in self.table.warnings
+                                            if w.source == "trt-perf-analysis"]
         self.comparison = (None if self.vs_table is None
                            else compare(self.vs_table, self.table, (self.names[1], self.names[0])))
 

@@ -131,7 +131,7 @@ def layer_boundaries(result: Union[BuildResult, str], *, backend: str = "auto",
                      keep: Optional[Dict[str, Any]] = None) -> List[str]:
     """Output tensor names of the engine's layers (see the module docstring); `keep["layers"]`
     receives the parsed layer information (`EngineLayers`) where the inspector gave it."""
-    from workbench.timing.layers import parse_layers
+    from workbench.formats.layerinfo import parse_layers
 
     if isinstance(result, str):
         from workbench.worker.client import default_client
@@ -397,7 +397,7 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
 def fused_units(result: BuildResult, *, client: Any = None) -> Optional[List[List[str]]]:
     """The ONNX nodes of each engine layer that holds more than one (its layer information's
     metadata); None where the engine does not deserialize here."""
-    from workbench.timing.layers import parse_layers
+    from workbench.formats.layerinfo import parse_layers
 
     info = inspect_engine(result, client=client)
     if info.get("source") != "engine-inspector":

@@ -32,6 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="optimization profile whose layers to use (engines with several)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
+    p.add_argument("--analyze-data", metavar="OUT.json",
+                   help="write the analysis as NVIDIA trt-perf-analysis analyze-data.json "
+                        "(schema 1.0: scored issues, evidence, next check), which their HTML "
+                        "report opens; LAYERS.json may itself be such a file")
     from workbench.cli.common import add_mkdir_argument
 
     add_mkdir_argument(p)
@@ -59,6 +63,18 @@ def _table(layers: str, profile: Optional[str], onnx: Any, stat: str, profile_id
         else:
             prof.latency_ms = tr.latency_ms
     return LayerTable.build(layers, prof, onnx=onnx, stat=stat, profile_id=profile_id)
+
+
+def _not_an_input(out: Optional[str], inputs: List[Optional[str]]) -> None:
+    """An output that names one of the inputs would overwrite the user's file: refuse."""
+    if not out:
+        return
+    target = Path(out).resolve()
+    for src in inputs:
+        if src and Path(src).resolve() == target:
+            raise WorkbenchError("--analyze-data names an input file; it would be overwritten",
+                                 file=out, field="--analyze-data",
+                                 hint="write the analysis to a new file")
 
 
 def _looks_like_profile(path: str) -> bool:
@@ -90,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import output_path
 
     output_path(args.html, "--html", mkdir=args.mkdir)
+    output_path(args.analyze_data, "--analyze-data", mkdir=args.mkdir)
+    _not_an_input(args.analyze_data, [args.layers, args.profile, args.times, args.vs,
+                                      args.vs_profile])
     onnx = None
     if args.onnx:
         from workbench.model import open_model
@@ -111,6 +130,16 @@ def run(args: argparse.Namespace) -> int:
         if names[0] == names[1]:
             names = ("engine", "baseline")
         out["html"] = str(write_report(args.html, t, vs=vs, names=names))
+    if args.analyze_data:
+        from workbench.timing.analysis import write_analyze_data
+
+        model = Path(args.onnx).stem if args.onnx else None
+        a, b = _name(args.layers), (_name(args.vs) if vs is not None else "")
+        if a == b:
+            a, b = "engine", "baseline"
+        out["analyze_data"] = str(write_analyze_data(
+            args.analyze_data, t, label=a, model_name=model,
+            others=[(b, vs)] if vs is not None else []))
     if args.json:
         print_json(out)
     else:
@@ -158,7 +187,10 @@ def _print_text(s: Dict[str, Any]) -> None:
         for r in c["by_type"]:
             if r["speedup"]:
                 w(f"    {r['type']:<22} {speed_words(r['speedup'])}")
-    for f in s["findings"]:
+    theirs = [f for f in s.get("warnings", []) if f.get("source") == "trt-perf-analysis"]
+    for f in s["findings"] + theirs:  # (an analyze-data.json brings its own scored issues)
         w(f"  {f['severity'].upper()} {f['code']}: {f['message']}")
     if s.get("html"):
         w(f"  report: {s['html']}")
+    if s.get("analyze_data"):
+        w(f"  analyze-data (trt-perf-analysis schema 1.0): {s['analyze_data']}")

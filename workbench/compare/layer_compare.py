@@ -979,35 +979,22 @@ def load_run_results(path: Any) -> Dict[str, List[Feed]]:
         raise WorkbenchError("file not found", file=str(p)) from None
     except (OSError, ValueError, RecursionError) as e:  # (folder, not UTF-8, not JSON, deep)
         raise bad(f"{type(e).__name__}: {str(e)[:120]}") from None
-    lst = data.get("lst") if isinstance(data, dict) else None
-    if not isinstance(lst, list):
-        raise bad("no 'lst' list", "lst")
+    from workbench.formats.polygraphy_run_results import iterations
+
     budget = [max_array_bytes()]
     out: Dict[str, List[Feed]] = {}
-    for i, entry in enumerate(lst):
-        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
-                and isinstance(entry[1], list)):
-            raise bad("expected [runner name, [iterations]]", f"lst[{i}]")
-        name, iters = entry
-        out[name] = []
-        for j, it in enumerate(iters):
-            outputs = it.get("outputs") if isinstance(it, dict) else None
-            if not isinstance(outputs, dict):
-                raise bad("iteration without an 'outputs' object", f"lst[{i}][{j}].outputs")
-            feed = {}
-            for k, v in outputs.items():
-                where = f"lst[{i}][{j}].outputs.{k}"
-                enc = v.get("values") if isinstance(v, dict) and \
-                    v.get("polygraphy_class") == "LazyArray" else v
-                arr = enc.get("array") if isinstance(enc, dict) else None
-                if not isinstance(arr, str):
-                    raise bad("output without an 'array' string", where)
-                try:
-                    raw = base64.b64decode(arr.encode("ascii"), validate=True)
-                except ValueError as e:  # (binascii.Error, non-ASCII)
-                    raise bad(f"array is not base64: {e}", where) from None
-                feed[k] = read_npy(io.BytesIO(raw), len(raw), f"{p}[{where}]", budget)
-            out[name].append(feed)
+    for _i, name, arrays in iterations(data, str(p)):
+        if arrays is None:  # a runner's entry begins
+            out[name] = []
+            continue
+        feed = {}
+        for k, arr, where in arrays:
+            try:
+                raw = base64.b64decode(arr.encode("ascii"), validate=True)
+            except ValueError as e:  # (binascii.Error, non-ASCII)
+                raise bad(f"array is not base64: {e}", where) from None
+            feed[k] = read_npy(io.BytesIO(raw), len(raw), f"{p}[{where}]", budget)
+        out[name].append(feed)
     return out
 
 

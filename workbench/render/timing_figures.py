@@ -228,7 +228,7 @@ def compare_nodes(nodes: pd.DataFrame, names: Sequence[str]) -> Any:
 def latency_figure(lat_ms: Any, throughput: Optional[List[Dict[str, Any]]] = None) -> Any:
     """Histogram of end-to-end latencies with P50/P90/P99 lines."""
     go = _go()
-    from workbench.timing.profile import latency_stats
+    from workbench.formats.profiledata import latency_stats
 
     a = np.asarray(lat_ms, dtype=float)
     st = latency_stats(a) or {}

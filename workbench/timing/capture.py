@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
 from workbench.errors import WorkbenchError
-from workbench.timing.profile import Profile, load_profile
+from workbench.formats.profiledata import Profile, load_profile
 from workbench.timing.table import LayerTable
 
 if TYPE_CHECKING:  # pragma: no cover

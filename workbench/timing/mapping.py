@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.graphindex import GraphIndex
     from workbench.model import Model
-    from workbench.timing.layers import EngineLayer
+    from workbench.formats.layerinfo import EngineLayer
 
 FOREIGN = re.compile(r"^\{ForeignNode\[(.*)\]\}$", re.S)
 REFORMAT_FOR = re.compile(r"^Reformatting CopyNode for (?:Input|Output) Tensor \d+ to (.+)$", re.S)

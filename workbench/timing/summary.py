@@ -77,7 +77,8 @@ def lint(t: LayerTable, reformat_pct: float = 10.0) -> List[Finding]:
             f"({ro['time_ms']:.3f} ms in {ro['layers']} layers)",
             hint="keep the I/O in the engine's precision and format (e.g. FP16 I/O, "
                  "--inputIOFormats), and avoid precision islands that force conversions",
-            source="timing-lint", extra={"layers": names.head(10).tolist()}))
+            source="timing-lint", extra={"layers": names.head(10).tolist(),
+                                                 "time_ms": ro["time_ms"]}))
     d = t.df[~t.df["is_constant"] & ~t.df["is_reformat"] & ~t.df["is_noop"]]
     precs = set(d["precision"])
     if precs & set(_FLOAT_LOW):
@@ -91,7 +92,8 @@ def lint(t: LayerTable, reformat_pct: float = 10.0) -> List[Finding]:
                 f"({ms:.3f} ms, {ms / t.total_ms * 100:.1f}% of time)", nodes=nodes[:50],
                 hint="check why: a precision constraint, an unsupported FP16 kernel, or an "
                      "FP32 island from Q/DQ placement; exclude it on purpose or convert it",
-                source="timing-lint", extra={"layers": fp32["name"].tolist()[:20]}))
+                source="timing-lint", extra={"layers": fp32["name"].tolist()[:20],
+                                                 "time_ms": ms}))
     out.extend(_conv_alignment(t))
     cov = t.coverage()
     if cov["mapped_pct"] is not None and cov["mapped_pct"] < 90 and t.index is not None:
@@ -131,7 +133,7 @@ def _conv_alignment(t: LayerTable) -> List[Finding]:
         nodes=sorted({n for r in rows for n in r[2]})[:50],
         hint="pad channels to a multiple of 8 (FP16) / 16 (INT8) where the model allows; the "
              "first convolution of an RGB image (3 channels) is expected here",
-        source="timing-lint", extra={"layers": [r[0] for r in rows][:20]})]
+        source="timing-lint", extra={"layers": [r[0] for r in rows][:20], "time_ms": ms})]
 
 
 def summarize(t: LayerTable, top: int = 10) -> Dict[str, Any]:

@@ -17,9 +17,9 @@ import pandas as pd
 
 from workbench import graphindex
 from workbench.errors import Finding, WorkbenchError
-from workbench.timing.layers import EngineLayers, load_layers
+from workbench.formats.layerinfo import EngineLayers, parse_layers
 from workbench.timing.mapping import DIRECT, OnnxIndex, map_layer, reformat_target
-from workbench.timing.profile import Profile, load_profile
+from workbench.formats.profiledata import Profile, load_profile
 
 LayersLike = Union[str, Path, EngineLayers]
 ProfileLike = Union[str, Path, Profile, None]
@@ -61,6 +61,7 @@ class LayerTable:
             raise WorkbenchError(f"unknown statistic '{stat}'", field="stat",
                                  hint="use 'median' or 'mean'")
         prof = profile if (profile is None or isinstance(profile, Profile)) else load_profile(profile)
+        found: List[Finding] = []  # an analyze-data.json's own issues
         if layers is None:
             if prof is None or not prof.has_layers:
                 raise WorkbenchError("need layer information or a per-layer profile",
@@ -69,9 +70,9 @@ class LayerTable:
         elif isinstance(layers, EngineLayers):
             el = layers
         else:
-            el = load_layers(layers, profile_id)
+            el, prof, found = _open_layers(layers, prof, profile_id)
         index = _as_index(onnx)
-        warnings = list(el.warnings) + (list(prof.warnings) if prof else [])
+        warnings = list(el.warnings) + (list(prof.warnings) if prof else []) + found
         n = len(el.layers)
         mean = np.full(n, np.nan)
         median = np.full(n, np.nan)
@@ -250,11 +251,24 @@ class LayerTable:
         return [nm for nm, nodes in zip(self.df["name"], self.df["onnx_nodes"]) if node in nodes]
 
 
+def _open_layers(path: Any, prof: Optional[Profile],
+                 profile_id: Optional[int]) -> "tuple":
+    """(EngineLayers, Profile, findings) from a layer-information file, or from an NVIDIA
+    trt-perf-analysis analyze-data.json (its layers, its profile unless one was given, and its
+    scored issues as findings)."""
+    from workbench.formats import analyze_data, read_json
+
+    data = read_json(path, "engine layer information")
+    if analyze_data.accepts(data):
+        doc = analyze_data.read_data(data, str(path))
+        found = doc.issues()
+        return doc.layers(), prof if prof is not None else doc.profile(), found
+    return parse_layers(data, source=str(path), profile_id=profile_id), prof, []
+
+
 def layers_from_profile(prof: Profile) -> EngineLayers:
     """Names-only layer information from a profile's records (trtexec --exportProfile alone):
     types are guessed from names, precisions are unknown."""
-    from workbench.timing.layers import parse_layers
-
     el = parse_layers({"Layers": prof.layers["name"].tolist()}, source=prof.source)
     el.schema = "from-profile"
     el.warnings = [Finding("info", "layer-info-from-profile",
