@@ -310,7 +310,7 @@ multiply-add, `nchw`/`nhwc` the layout. The same layer gets a different kernel i
     C("""
 both = convs["fp32"].merge(convs["fp16"], on="name", suffixes=("_fp32", "_fp16"))
 both["speed-up"] = both.time_ms_fp32 / both.time_ms_fp16
-both[["name", "tactic_fp32", "tactic_fp16", "time_ms_fp32", "time_ms_fp16", "speed-up"]].head(4)
+cw.table(both[["name", "tactic_fp32", "tactic_fp16", "time_ms_fp32", "time_ms_fp16", "speed-up"]].head(4))
 """),
     M("""
 **Exercise.** How many distinct kernels did the builder choose for the FP16 engine's convolution

@@ -61,3 +61,15 @@ def close(a: float, b: float, rel: float = 0.01) -> bool:
         return abs(float(a) - float(b)) <= rel * max(abs(float(b)), 1e-12)
     except (TypeError, ValueError):
         return False
+
+
+def table(df, long: int = 30):
+    """`df` shown to fit the notebook's width: text columns holding values longer than `long`
+    characters (kernel names, layer paths: no spaces to wrap at) may wrap anywhere, so numbers
+    stay in view beside them; missing values show blank."""
+    wide = [c for c in df.columns if df[c].map(lambda v: isinstance(v, str) and len(v) > long).any()]
+    styled = df.style.format(na_rep="")
+    if wide:
+        styled = styled.set_properties(subset=wide, **{"word-break": "break-all",
+                                                       "min-width": "10em", "text-align": "left"})
+    return styled
