@@ -56,14 +56,14 @@ PLOT_JS = r"""
         overlaps.push(`${title.slice(0, 40)}: "${a.slice(0, 30)}" over "${b.slice(0, 30)}"`);
     }
     for (const t of gd.querySelectorAll('svg text')) if (seen(t)
-        && /(^|[\s:=(])(None|NaN|nan)($|[\s,;)])/.test(t.textContent))
+        && /(^|[\s:=(\[{'"])(None|NaN|nan)($|[\s,;)\]}'"])/.test(t.textContent))
       missing.push(`plot label "${t.textContent.trim().slice(0, 60)}"`);
   }
   const cells = root.querySelectorAll('td, th, .widget-label, .widget-readout, button, '
     + '.widget-html-content b, .widget-html-content span, .widget-html-content li');
   for (const c of cells) {
     const text = (c.innerText || '').trim();
-    if (/^(None|NaN|nan|<NA>|NaT)$/.test(text) || /(^|[\s:=(])(None|NaN|nan)($|[\s,;)])/.test(
+    if (/^(None|NaN|nan|<NA>|NaT)$/.test(text) || /(^|[\s:=(\[{'"])(None|NaN|nan)($|[\s,;)\]}'"])/.test(
         c.tagName === 'TD' || c.tagName === 'TH' ? text : ''))
       missing.push(`<${c.tagName.toLowerCase()}> "${text.slice(0, 60)}"`);
   }
