@@ -154,11 +154,13 @@ def _check_outputs(lab: Any, rel: str, width: int) -> List[str]:
     page = lab.page
     cells = page.locator(".jp-Notebook .jp-Cell")
     problems: List[str] = []
+    checked = 0
     for i in range(cells.count()):
         cell = cells.nth(i)
         out = cell.locator(".jp-OutputArea")
         if not out.count() or not out.locator(".jp-OutputArea-output").count():
             continue
+        checked += 1
         box = out.bounding_box()
         if box is None or box["y"] < 0 or box["y"] > page.viewport_size["height"] - 50:
             out.scroll_into_view_if_needed()
@@ -173,6 +175,8 @@ def _check_outputs(lab: Any, rel: str, width: int) -> List[str]:
         problems += [f"cell {i}: {p}" for p in dict.fromkeys(found)]
         if (width == WIDTHS[-1] or found) and out.locator(RICH).count():
             _screenshot(page, out, SHOTS / f"{_slug(rel)}-{width}-c{i:02d}.png")
+    if not checked:  # (a notebook that showed nothing was not looked at)
+        problems.append("no output to check: did the notebook run?")
     return problems
 
 

@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 
 from workbench.graphindex import leaf_name
+from workbench.timing.colours import PALETTE, PRECISION_COLOURS, colour_map  # noqa: F401 (re-exported)
 from workbench.timing.table import LayerTable
-
-from workbench.timing.colours import PALETTE, PRECISION_COLOURS, colour_map
 
 PRECISION_COLORS = PRECISION_COLOURS  # (the older spelling, kept for callers)
 
