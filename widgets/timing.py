@@ -245,11 +245,12 @@ class TimingPanel(W.VBox):
         nodes = ", ".join(esc(n) for n in row["onnx_nodes"][:20])
         if len(row["onnx_nodes"]) > 20:
             nodes += f" ... ({len(row['onnx_nodes'])} nodes)"
+        # (kernel names have no spaces: they wrap anywhere rather than widen the panel)
         self.detail.value = (
-            f"<b>{esc(name)}</b><br>type {esc(row['type'])} &middot; precision "
+            f"<div style='overflow-wrap:anywhere'><b>{esc(name)}</b><br>type {esc(row['type'])} &middot; precision "
             f"{esc(row['precision'] or '?')} &middot; {time_txt}<br>tactic {esc(row['tactic'])}<br>"
             f"in {esc(row['input_shapes'])} &rarr; out {esc(row['output_shapes'])}<br>"
-            f"ONNX ({esc(how)}): {nodes or '<i>none</i>'}")
+            f"ONNX ({esc(how)}): {nodes or '<i>none</i>'}</div>")
         for tr in self.bars.data:
             names = list(tr.customdata) if tr.customdata is not None else []
             tr.selectedpoints = [names.index(name)] if name in names else []

@@ -328,7 +328,7 @@ multiply-add, `nchw`/`nhwc` the layout. The same layer gets a different kernel i
 both = convs["fp32"].merge(convs["fp16"], on="name", suffixes=("_fp32", "_fp16"))
 SPEEDUP = cw.tr("speed-up", "加速比")
 both[SPEEDUP] = both.time_ms_fp32 / both.time_ms_fp16
-both[["name", "tactic_fp32", "tactic_fp16", "time_ms_fp32", "time_ms_fp16", SPEEDUP]].head(4)
+cw.table(both[["name", "tactic_fp32", "tactic_fp16", "time_ms_fp32", "time_ms_fp16", SPEEDUP]].head(4))
 """),
     M("""
 **Exercise.** How many distinct kernels did the builder choose for the FP16 engine's convolution

@@ -67,3 +67,15 @@ def tr(en: str, zh: str) -> str:
     """The text in the chapter's language (`use_language`): what the course's code prints and
     the column names it makes. What the tools print stays in their own words."""
     return zh if _LANG == "zh" else en
+
+
+def table(df, long: int = 30):
+    """`df` shown to fit the notebook's width: text columns holding values longer than `long`
+    characters (kernel names, layer paths: no spaces to wrap at) may wrap anywhere, so numbers
+    stay in view beside them; missing values show blank."""
+    wide = [c for c in df.columns if df[c].map(lambda v: isinstance(v, str) and len(v) > long).any()]
+    styled = df.style.format(na_rep="")
+    if wide:
+        styled = styled.set_properties(subset=wide, **{"word-break": "break-all",
+                                                       "min-width": "10em", "text-align": "left"})
+    return styled

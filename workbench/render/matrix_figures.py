@@ -14,7 +14,8 @@ from typing import Any, Dict, Optional
 import plotly.graph_objects as go
 
 from workbench.fsutil import atomic_write_text
-from workbench.render.timing_figures import PALETTE
+from workbench.render import htmltext
+from workbench.timing.colours import PALETTE
 
 
 def _finite(size_mb: Any) -> list:
@@ -27,19 +28,56 @@ def _marker_sizes(size_mb: Any, top: float) -> list:
     return [8 + 32 * math.sqrt(v / (top or 1.0)) for v in _finite(size_mb)]
 
 
+def point_labels(points: Any, x: str, y: str, log_y: bool, near: float = 0.05) -> list:
+    """The text beside each point: 'precision/target', where points lie within `near` of the
+    axes' spans of each other (sm89 and sm120 builds of one precision differ by a few bytes
+    and the same error) one label says them all ('fp32/sm89, sm120') and the others stay
+    blank: labels drawn on top of each other cannot be read."""
+    xs = [float(v) for v in points[x]]
+    ys = [float(v) for v in points[y]]
+    if log_y:
+        ys = [math.log10(v) if v > 0 else 0.0 for v in ys]
+    span_x = ((max(xs) - min(xs)) if xs else 0.0) or 1.0  # (all in one place: one label)
+    span_y = ((max(ys) - min(ys)) if ys else 0.0) or 1.0
+    names = [(str(r.precision), str(r.target)) for r in points.itertuples()]
+    owner = list(range(len(xs)))  # each point's label: its own or the first close one's
+    for i in range(len(xs)):
+        for j in range(i):
+            if owner[j] == j and abs(xs[i] - xs[j]) <= near * span_x \
+                    and abs(ys[i] - ys[j]) <= near * span_y:
+                owner[i] = j
+                break
+    out = []
+    for i in range(len(xs)):
+        if owner[i] != i:
+            out.append("")
+            continue
+        group: Dict[str, list] = {}
+        for k in range(len(xs)):
+            if owner[k] == i:
+                targets = group.setdefault(names[k][0], [])
+                if names[k][1] not in targets:
+                    targets.append(names[k][1])
+        out.append(" \u00b7 ".join(f"{p}/{', '.join(t)}" for p, t in group.items()))
+    return out
+
+
 def pareto_figure(points: Any, axes: Dict[str, str], title: str = "Variant matrix") -> Any:
     """`points`: pareto_front's frame (model, id, precision, target, size_mb, the x/y columns,
     pareto); `axes`: pareto_axes' dict."""
     x, y = axes["x"], axes["y"]
     fig = go.Figure()
     top = max(_finite(points["size_mb"]), default=0.0)
+    positive = points[y][points[y] > 0] if len(points) else points[y]
+    log_y = bool(len(positive) and len(positive) == len(points))
+    points = points.assign(_label=point_labels(points, x, y, log_y) if len(points) else [])
     for k, (model, grp) in enumerate(points.groupby("model", sort=True)):
         colour = PALETTE[k % len(PALETTE)]
         text = [f"{r.id}<br>{r.precision} {r.target}<br>size {r.size_mb:.2f} MB"
                 for r in grp.itertuples()]
         fig.add_trace(go.Scatter(
             x=list(grp[x]), y=list(grp[y]), mode="markers+text", name=str(model),
-            text=[f"{r.precision}/{r.target}" for r in grp.itertuples()],
+            text=list(grp["_label"]),
             textposition="top center", hovertext=text, hoverinfo="text",
             marker=dict(size=_marker_sizes(grp["size_mb"], top), color=colour, opacity=0.75,
                         line=dict(width=1, color="#333")), legendgroup=str(model)))
@@ -52,10 +90,51 @@ def pareto_figure(points: Any, axes: Dict[str, str], title: str = "Variant matri
     fig.update_layout(title=f"{title}: {axes['note']}", xaxis_title=axes["x_title"],
                       yaxis_title="error (max relative, vs onnxruntime FP32)",
                       template="plotly_white", height=480, margin=dict(l=60, r=20, t=60, b=50))
-    positive = points[y][points[y] > 0] if len(points) else points[y]
-    if len(positive) and len(positive) == len(points):
+    if log_y:
         fig.update_yaxes(type="log")
     return fig
+
+
+# the table wraps its long ids and names inside the window; should it still be wider (a very
+# long error message), it scrolls inside its own box, never the page
+_CSS = ("body{font-family:system-ui,sans-serif;margin:20px}"
+        "table.results{border-collapse:collapse;font-size:12px;max-width:100%}"
+        "table.results td,table.results th{border:1px solid #ddd;padding:2px 6px;"
+        "text-align:left}"
+        "table.results td.num{text-align:right;font-variant-numeric:tabular-nums}" + htmltext.CSS)
+
+
+def _cell(v: Any) -> str:
+    """A table cell's text: blank for a missing value (None, NaN, pandas' NA), 4 significant
+    digits for a float."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    if not isinstance(v, (list, tuple, dict, str)):
+        import pandas as pd
+
+        if pd.isna(v):
+            return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def results_table_html(table: Any) -> str:
+    """The results as an HTML table: no engine path (long; results.csv has it), no column that
+    is empty in every row (latency on a CPU-only run), blank cells for missing values."""
+    import pandas as pd
+
+    cols = [c for c in table.columns
+            if c != "engine_path" and any(_cell(v) for v in table[c])]
+    num = {c for c in cols if pd.api.types.is_numeric_dtype(table[c])
+           and not pd.api.types.is_bool_dtype(table[c])}
+    head = "".join(f"<th>{htmltext.breakable(c, 8)}</th>" for c in cols)
+    rows = []
+    for r in table[cols].itertuples(index=False):
+        cells = [f"<td class='num'>{html.escape(_cell(v))}</td>" if c in num
+                 else f"<td>{htmltext.breakable(_cell(v))}</td>" for c, v in zip(cols, r)]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table class='results'><tr>{head}</tr>{''.join(rows)}</table>"
 
 
 def write_pareto_html(points: Any, axes: Dict[str, str], path: Any,
@@ -64,16 +143,9 @@ def write_pareto_html(points: Any, axes: Dict[str, str], path: Any,
     fig = pareto_figure(points, axes, title)
     body = fig.to_html(full_html=False, include_plotlyjs=True, div_id="pareto",
                        config={"displaylogo": False})
-    tab = ""
-    if table is not None:
-        tab = table.drop(columns=[c for c in ("engine_path",) if c in table]).to_html(
-            index=False, na_rep="", float_format=lambda v: f"{v:.4g}", border=0,
-            classes="results")
+    tab = "" if table is None else f"<div class='wb-scroll'>{results_table_html(table)}</div>"
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-            "</title><style>body{font-family:system-ui,sans-serif;margin:20px}"
-            "table.results{border-collapse:collapse;font-size:12px}"
-            "table.results td,table.results th{border:1px solid #ddd;padding:2px 6px}"
-            f"</style></head><body><h1>{html.escape(title)}</h1>"
+            f"</title><style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
             f"<p>{html.escape(axes['note'])}; marker area: engine size; dotted line: each "
             f"model's Pareto front.</p>{body}{tab}</body></html>")
     return atomic_write_text(path, page)

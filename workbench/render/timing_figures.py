@@ -10,13 +10,10 @@ import numpy as np
 import pandas as pd
 
 from workbench.graphindex import leaf_name
+from workbench.timing.colours import PALETTE, PRECISION_COLOURS, colour_map  # noqa: F401 (re-exported)
 from workbench.timing.table import LayerTable
 
-PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2",
-           "#ff9da6", "#9d755d", "#bab0ac", "#2f4b7c", "#a05195", "#d45087", "#665191"]
-PRECISION_COLORS = {"FP32": "#e45756", "TF32": "#f58518", "FP16": "#4c78a8", "BF16": "#72b7b2",
-                    "INT8": "#54a24b", "FP8": "#b279a2", "INT32": "#9d755d", "": "#bab0ac",
-                    "unknown": "#bab0ac"}
+PRECISION_COLORS = PRECISION_COLOURS  # (the older spelling, kept for callers)
 
 # Readable text (CSS px; plotly draws its font sizes 1:1). Tick labels were 9 px, and plotly
 # shrinks bar and treemap text to fit its bar or box, down to ~7 px: text that would be smaller
@@ -54,11 +51,9 @@ def _go() -> Any:
 
 
 def color_map(values: Sequence[str], by: str) -> Dict[str, str]:
-    out: Dict[str, str] = {}
-    for i, v in enumerate(sorted(set(values))):
-        out[v] = PRECISION_COLORS.get(v, PALETTE[i % len(PALETTE)]) if by == "precision" \
-            else PALETTE[i % len(PALETTE)]
-    return out
+    """{value: colour}: one colour per layer type / precision in every chart
+    (workbench.timing.colours)."""
+    return colour_map(values, by)
 
 
 def layer_bar_data(t: LayerTable, color_by: str = "type", top: int = 60) -> pd.DataFrame:

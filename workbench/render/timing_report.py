@@ -4,23 +4,24 @@ section when a second engine is given. Written atomically."""
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from workbench.fsutil import atomic_write_text
-from workbench.render import timing_figures as figures
+from workbench.render import htmltext, timing_figures as figures
 from workbench.timing.summary import compare, node_comparison, summarize
 from workbench.timing.table import LayerTable
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:20px;color:#222}
 h1{font-size:22px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:13px;margin:8px 0}
+table{border-collapse:collapse;font-size:13px;margin:8px 0;max-width:100%}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:left} th{background:#f4f4f4}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .warning{color:#a15c00} .error{color:#b00020} .info{color:#555}
 .plot{margin:12px 0}
-"""
+""" + htmltext.CSS
 
 
 def _table(rows: List[Dict[str, Any]], cols: Sequence[str], fmt: Optional[Dict[str, str]] = None) -> str:
@@ -31,15 +32,19 @@ def _table(rows: List[Dict[str, Any]], cols: Sequence[str], fmt: Optional[Dict[s
         cells = []
         for c in cols:
             v = r.get(c)
-            if isinstance(v, float):
+            if isinstance(v, float) and not math.isfinite(v):  # missing: blank, not 'nan'
+                cells.append("<td class='num'></td>")
+            elif isinstance(v, float):
                 cells.append(f"<td class='num'>{format(v, fmt.get(c, '.4f'))}</td>")
             elif isinstance(v, (list, tuple)):
-                cells.append(f"<td>{html.escape(', '.join(map(str, v[:4])))}"
+                cells.append(f"<td>{htmltext.breakable(', '.join(map(str, v[:4])))}"
                              f"{' ...' if len(v) > 4 else ''}</td>")
             else:
-                cells.append(f"<td>{html.escape('' if v is None else str(v))}</td>")
+                cells.append(f"<td>{htmltext.breakable('' if v is None else v)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+    # long kernel and layer names wrap in their cells (htmltext.breakable); a table still wider
+    # than the window scrolls in its own box, not the page
+    return f"<div class='wb-scroll'><table><tr>{head}</tr>{''.join(body)}</table></div>"
 
 
 def _fig_html(fig: Any, div_id: str, first: bool) -> str:

@@ -639,8 +639,11 @@ def history_rows(view: Dict[str, Any]) -> List[Dict[str, Any]]:
     for k, v in enumerate(view["steps"]):
         who = ("this session" if v.get("mine") else
                f"session {v['session']}" if v.get("session") else "an earlier run")
+        params = v.get("params") or {}
+        if isinstance(params, dict):  # a parameter left at its default (None) is not shown
+            params = {n: val for n, val in params.items() if val is not None}
         rows.append({"step": k, "recipe": v.get("recipe", "(unknown)"),
-                     "params": v.get("params") or {}, "version": v.get("version"),
+                     "params": params, "version": v.get("version"),
                      "parent": v.get("parent"), "made by": "(original)" if k == 0 else who})
     return rows
 
