@@ -170,16 +170,21 @@ def shared_bends(rank: np.ndarray, edges: np.ndarray, bend_ptr: np.ndarray,
     head[1:] = up[by][1:] != up[by][:-1]
     owner = np.empty(n_e, dtype=np.int64)
     owner[by] = by[head][np.cumsum(head) - 1]
-    # an edge shares when every one of its bends equals the owner's at the same rank
-    of = np.repeat(np.arange(n_e), cnt)
-    off = np.arange(int(cnt.sum())) - np.repeat(ptr[:-1], cnt)
+    # an edge shares when every one of its bends equals the owner's at the same rank (bend j
+    # of edge e is bx[ptr[e] + j], the owner's bx[ptr[owner] + j]): one gather over all bends,
+    # the mismatching edges found by where their bends lie
+    total = int(ptr[-1])
     same = np.ones(n_e, dtype=bool)
-    np.logical_and.at(same, of, bx[ptr[:-1][of] + off] == bx[ptr[owner][of] + off])
+    if total:
+        theirs = np.arange(total, dtype=np.int64)
+        theirs += np.repeat(ptr[owner] - ptr[:-1], cnt)
+        bad = np.nonzero(bx[:total] != bx[theirs])[0]
+        if bad.size:
+            same[np.searchsorted(ptr, bad, side="right") - 1] = False
     own = (owner == np.arange(n_e)) | ~same | (cnt == 0)
     kc = np.where(own, cnt, 0)
     start = np.concatenate([[0], np.cumsum(kc)[:-1]]).astype(np.int64)
-    kept = np.repeat(own, cnt)
-    xs = bx[kept]  # the owners' bends (and unshared ones'), in edge order
+    xs = bx[:total][np.repeat(own, cnt)]  # the owners' bends (and unshared ones'), in edge order
     start[~own] = start[owner[~own]]
     return start, cnt.astype(np.int64), xs
 
