@@ -261,10 +261,11 @@ class GraphStructure:
         m = _as_model(model)
         self.model = m
         g = m.graph
-        nodes = list(g.node)
+        gi = m.index  # its node list, ids and names, read from the protobuf once
+        nodes = gi.nodes
         n = len(nodes)
-        node_ids = list(m.node_ids)
-        names = [nd.name for nd in nodes]
+        node_ids = list(gi.ids)
+        names = list(gi.names)
         ops = [nd.op_type for nd in nodes]
         self.init_names = init_names = {t.name for t in g.initializer}
         graph_inputs = [v.name for v in g.input if v.name not in init_names]
@@ -275,17 +276,15 @@ class GraphStructure:
         self.ids = node_ids + [f"input:{t}" for t in graph_inputs] + [f"output:{t}" for t in graph_outputs]
         self.names = names + graph_inputs + graph_outputs
         op_list = ops + ["Input"] * n_in + ["Output"] * n_out
-        self.ops, op_idx = np.unique(np.array(op_list, dtype=object), return_inverse=True) \
-            if op_list else (np.array([], dtype=object), np.zeros(0, dtype=np.int64))
-        self.ops = [str(o) for o in self.ops]
-        self.op = op_idx.astype(np.int32)
+        self.ops = sorted(set(op_list))  # (np.unique's order, without sorting 20k objects)
+        op_pos = {o: k for k, o in enumerate(self.ops)}
+        self.op = np.fromiter(map(op_pos.__getitem__, op_list), dtype=np.int32, count=len(op_list))
         self.kind = np.array([NODE] * n + [INPUT] * n_in + [OUTPUT] * n_out, dtype=np.int8)
         self.flags = np.zeros(self.n, dtype=np.int32)
         self.findings: List[Finding] = []
         flag_nodes: Dict[int, List[int]] = {}
 
         # edges from the model's graph index; graph inputs produce their tensor
-        gi = m.index
         producer: Dict[str, int] = dict(gi.producer)
         dup_out: Dict[str, List[int]] = {t: list(v) for t, v in gi.duplicate_producers.items()}
         for k, t in enumerate(graph_inputs):
@@ -695,11 +694,13 @@ class GraphStructure:
                 const_text = {t: text for j, text in const_of_node.items()
                               for t in graph_nodes[j].output if producer.get(t) == j}
                 init_text = {**const_text, **init_text}
+            is_init = init_text.__contains__
             for i in range(self.n_nodes):
-                hits = [(k, t) for k, t in enumerate(node_inputs[i]) if t in init_text]
-                if not hits:
+                ins = node_inputs[i]
+                if not any(map(is_init, ins)):
                     out.append("")
                     continue
+                hits = [(k, t) for k, t in enumerate(ins) if t in init_text]
                 lines = [f"{_input_name(op_names[i], gi.domain(i), k, t)} {init_text[t]}"
                          for k, t in hits]
                 if len(lines) > MAX_WEIGHT_LINES:
