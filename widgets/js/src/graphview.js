@@ -383,13 +383,21 @@ function render({ model, el: host }) {
       legend.style.display = "block";
     } else if (data && data.n) {
       // default: colours by op category, only the categories present
-      const seen = new Map();
+      // nodes per op, then per category (listed by count, ties in order of first appearance)
+      const perOp = new Int32Array(data.ops.length), firstOf = new Int32Array(data.ops.length).fill(data.n);
       for (let i = 0; i < data.n; i++) {
         if (data.kind[i] !== 0) continue;
-        const c = categoryOf(data.ops[data.op[i]]);
-        seen.set(c, (seen.get(c) || 0) + 1);
+        const o = data.op[i];
+        if (perOp[o]++ === 0) firstOf[o] = i;
       }
-      for (const [cat, cnt] of [...seen.entries()].sort((a, b) => b[1] - a[1])) {
+      const seen = new Map();  // category -> [count, first element]
+      for (let o = 0; o < perOp.length; o++) {
+        if (!perOp[o]) continue;
+        const c = categoryOf(data.ops[o]), got = seen.get(c);
+        if (got) { got[0] += perOp[o]; got[1] = Math.min(got[1], firstOf[o]); } else seen.set(c, [perOp[o], firstOf[o]]);
+      }
+      const cats = [...seen.entries()].sort((a, b) => a[1][1] - b[1][1]).sort((a, b) => b[1][0] - a[1][0]);
+      for (const [cat, [cnt]] of cats) {
         legendRow(CATEGORY_COLORS[cat], `${cat} (${cnt})`);
       }
       for (const [label, col] of [["scope (click to open)", BASE_COLOR.group], ["input", BASE_COLOR.input], ["output", BASE_COLOR.output]]) {
