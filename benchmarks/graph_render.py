@@ -176,8 +176,8 @@ RUN_JS = """(i) => {
   return window.jupyterapp.commands.execute('notebook:run-cell');
 }"""
 
-FIRST_FRAME_JS = """() => { const v = window.__wbGraphViews || [];
-  return v.length && v[v.length - 1].root.dataset.firstFrame ? {...v[v.length - 1].root.dataset, runAt: window.__wbRunAt} : null; }"""
+FIRST_FRAME_JS = """() => { const v = window.__wbGraphViews || [], h = v[v.length - 1];
+  return h && h.root.dataset.firstFrame ? {...h.root.dataset, runAt: window.__wbRunAt} : null; }"""
 
 
 def lab_first_frame(lab: Any, size: int, runs: int) -> Dict[str, Any]:

@@ -104,18 +104,26 @@ function decode(w) {
 
 const NO_LINES = Object.freeze([]);
 
+function lineCount(s) {
+  // lines of a box's text ("" has none), without splitting it
+  if (!s) return 0;
+  let k = 1;
+  for (let j = s.indexOf("\n"); j >= 0; j = s.indexOf("\n", j + 1)) k += 1;
+  return k;
+}
+
 // scene geometry: world coordinates of every box (px at zoom 1) and every edge's polyline
 function buildScene(d) {
   const n = d.n;
   const X = new Float32Array(n), Y = new Float32Array(n), W = new Float32Array(n), H = new Float32Array(n);
-  const lines = new Array(n).fill(NO_LINES);
+  const lines = new Array(n).fill(null);  // a box's weight lines, split when first drawn
   let maxRank = 0;
   for (let i = 0; i < n; i++) maxRank = Math.max(maxRank, d.rank[i]);
   const rankH = new Float32Array(maxRank + 1).fill(IO_H);
   for (let i = 0; i < n; i++) {
     const k = d.kind[i];
-    const ls = d.info[i] ? (lines[i] = d.info[i].split("\n")) : NO_LINES;
-    H[i] = k === 1 ? GROUP_H : k === 0 ? TITLE_H + LINE_H * ls.length + (ls.length ? PAD : 0) : IO_H;
+    const nl = lineCount(d.info[i]);
+    H[i] = k === 1 ? GROUP_H : k === 0 ? TITLE_H + LINE_H * nl + (nl ? PAD : 0) : IO_H;
     W[i] = d.width[i] * UNIT;
     if (H[i] > rankH[d.rank[i]]) rankH[d.rank[i]] = H[i];
   }
@@ -131,20 +139,20 @@ function buildScene(d) {
   const ePtr = new Int32Array(E + 1);
   const eBox = new Float32Array(E * 4);
   const upOf = new Int32Array(E), nb = new Int32Array(E);
-  const longest = new Map();  // upper element -> edge with the most bends
+  const longest = new Int32Array(n).fill(-1);  // upper element -> edge with the most bends
   for (let e = 0; e < E; e++) {
     const s = d.edges[2 * e], t = d.edges[2 * e + 1];
     upOf[e] = d.rank[s] <= d.rank[t] ? s : t;
     nb[e] = d.bendCount.length ? d.bendCount[e] : 0;
-    const cur = longest.get(upOf[e]);
-    if (nb[e] > 0 && (cur === undefined || nb[e] > nb[cur])) longest.set(upOf[e], e);
+    const cur = longest[upOf[e]];
+    if (nb[e] > 0 && (cur < 0 || nb[e] > nb[cur])) longest[upOf[e]] = e;
   }
   // a whole edge has its two ends and two points per bend; a branch off a trunk, its last
   // bend's lower point and its end. Points and boxes are made per edge on first use
   // (`edge(e)`): a first frame zoomed in on the top of a 20k-node graph needs few of them.
   const whole = new Uint8Array(E), made = new Uint8Array(E);
   for (let e = 0; e < E; e++) {
-    whole[e] = nb[e] === 0 || longest.get(upOf[e]) === e ? 1 : 0;
+    whole[e] = nb[e] === 0 || longest[upOf[e]] === e ? 1 : 0;
     ePtr[e + 1] = ePtr[e] + (whole[e] ? 4 + 4 * nb[e] : 4);
   }
   const pts = new Float32Array(ePtr[E]);
@@ -184,7 +192,12 @@ function buildScene(d) {
     by0 = Math.min(by0, Y[i] - H[i] / 2); by1 = Math.max(by1, Y[i] + H[i] / 2);
   }
   if (!n) { bx0 = by0 = 0; bx1 = by1 = 1; }
-  return { X, Y, W, H, lines, ePtr, pts, eBox, E, edge, edgeMayCross,
+  const linesOf = (i) => {
+    let ls = lines[i];
+    if (ls === null) ls = lines[i] = d.info[i] ? d.info[i].split("\n") : NO_LINES;
+    return ls;
+  };
+  return { X, Y, W, H, linesOf, ePtr, pts, eBox, E, edge, edgeMayCross,
     bounds: { x0: bx0, y0: by0, x1: bx1, y1: by1 } };
 }
 
@@ -574,7 +587,7 @@ function render({ model, el: host }) {
         ctx.fillText(t, cx, ty);
         const tw = textWidth(ctx, base, t) * s;
         drawnLabels.push({ id: data.ids[i], text: t, x0: cx - tw / 2, y0: ty - titlePx / 2, x1: cx + tw / 2, y1: ty + titlePx / 2 });
-        const ls = scene.lines[i];
+        const ls = scene.linesOf(i);
         if (ls.length && LINE_FONT * s >= MIN_FONT_PX) {
           ctx.font = `${LINE_FONT * s}px ui-monospace, monospace`;
           for (let j = 0; j < ls.length; j++) {
