@@ -295,21 +295,22 @@ class GraphStructure:
         dst: List[int] = []
         tens: List[str] = []  # the tensor each edge carries
         dangling: Dict[str, List[int]] = {}
-        node_inputs = gi.node_inputs
-        for i in range(n):
-            ins = node_inputs[i]
-            if gi.has_subgraphs(i):
-                ins = ins + gi.implicit_inputs(i)
-            for t in ins:
-                if not t:
-                    continue
-                p = producer.get(t)
-                if p is not None:
+        # every node's inputs (and its bodies' implicit inputs) as one flat list, looked up in
+        # one pass: the same edges, in the same order, as a loop per node and input
+        ins_of = list(gi.node_inputs)
+        for i, nd in enumerate(nodes):
+            if nd.attribute and gi.has_subgraphs(i):
+                ins_of[i] = ins_of[i] + gi.implicit_inputs(i)
+        flat = list(chain.from_iterable(ins_of))
+        reader = np.repeat(np.arange(n), np.fromiter(map(len, ins_of), dtype=np.int64, count=n)).tolist()
+        for t, p, i in zip(flat, map(producer.get, flat), reader):
+            if p is not None:
+                if t:
                     src.append(p)
                     dst.append(i)
                     tens.append(t)
-                elif t not in init_names:
-                    dangling.setdefault(t, []).append(i)
+            elif t and t not in init_names:
+                dangling.setdefault(t, []).append(i)
         for k, t in enumerate(graph_outputs):
             p = producer.get(t)
             if p is not None:
