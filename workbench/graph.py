@@ -488,6 +488,15 @@ class GraphStructure:
         out[fold] = lo[fold]
         return out
 
+    def _leaf_labels(self) -> List[str]:
+        """Per element, its label drawn as a node: the leaf of its name (of its id when unnamed
+        or when its name is shared: 'dup#1' tells same-named nodes apart); made once."""
+        if getattr(self, "_leaf", None) is None:
+            dup = (self.flags & FLAG_DUPLICATE_NAME).astype(bool).tolist()
+            self._leaf = [leaf_name(i if not nm or d else nm)
+                          for i, nm, d in zip(self.ids, self.names, dup)]
+        return self._leaf
+
     def _trivial_sources(self) -> np.ndarray:
         if getattr(self, "_trivial", None) is None:
             has_in = np.zeros(self.n, dtype=bool)
@@ -558,13 +567,11 @@ class GraphStructure:
         labels: List[str] = []
         group_names = _distinct_scope_labels([self.scopes[sk] for k, sk in
                                               zip(keys.tolist(), scope_k.tolist()) if k < 0])
+        leaf = self._leaf_labels()
         for k, sk in zip(keys.tolist(), scope_k.tolist()):
             if k >= 0:
                 ids.append(self.ids[k])
-                nm = self.names[k]
-                if not nm or self.flags[k] & FLAG_DUPLICATE_NAME:
-                    nm = self.ids[k]  # 'dup#1': tell same-named nodes apart
-                labels.append(leaf_name(nm))
+                labels.append(leaf[k])
             else:
                 path = self.scopes[sk]
                 ids.append(GROUP_PREFIX + path)
