@@ -302,3 +302,20 @@ def test_a_group_that_fails_to_open_stays_closed_in_the_views_state(bert, monkey
     with pytest.raises(RuntimeError, match="layout failed"):
         v.expand(group)
     assert v.expanded == before and group in v.data.ids
+
+
+def test_shared_bends_keeps_an_edge_whose_bends_leave_the_trunk():
+    """Edges from one upper element share the longest one's bends only where every bend
+    matches; one that differs keeps its own, and every edge decodes to its own bends."""
+    from workbench.graph import shared_bends
+
+    rank = np.array([0, 3, 2, 3, 1])
+    edges = np.array([[0, 1], [0, 2], [0, 3], [4, 1]])  # 0 -> three readers, 4 -> one
+    ptr = np.array([0, 2, 3, 5, 6])
+    bx = np.array([1.0, 1.5, 1.0, 1.0, 2.5, 7.0], dtype=np.float32)  # edge 2 bends elsewhere
+    start, count, xs = shared_bends(rank, edges, ptr, bx)
+    for e in range(len(edges)):
+        assert np.array_equal(xs[start[e]:start[e] + count[e]], bx[ptr[e]:ptr[e + 1]]), e
+    assert start[1] == start[0]        # a prefix of the trunk: shared
+    assert start[2] != start[0]        # its second bend differs: its own copy
+    assert xs.size == 5

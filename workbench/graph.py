@@ -170,16 +170,21 @@ def shared_bends(rank: np.ndarray, edges: np.ndarray, bend_ptr: np.ndarray,
     head[1:] = up[by][1:] != up[by][:-1]
     owner = np.empty(n_e, dtype=np.int64)
     owner[by] = by[head][np.cumsum(head) - 1]
-    # an edge shares when every one of its bends equals the owner's at the same rank
-    of = np.repeat(np.arange(n_e), cnt)
-    off = np.arange(int(cnt.sum())) - np.repeat(ptr[:-1], cnt)
+    # an edge shares when every one of its bends equals the owner's at the same rank (bend j
+    # of edge e is bx[ptr[e] + j], the owner's bx[ptr[owner] + j]): one gather over all bends,
+    # the mismatching edges found by where their bends lie
+    total = int(ptr[-1])
     same = np.ones(n_e, dtype=bool)
-    np.logical_and.at(same, of, bx[ptr[:-1][of] + off] == bx[ptr[owner][of] + off])
+    if total:
+        theirs = np.arange(total, dtype=np.int64)
+        theirs += np.repeat(ptr[owner] - ptr[:-1], cnt)
+        bad = np.nonzero(bx[:total] != bx[theirs])[0]
+        if bad.size:
+            same[np.searchsorted(ptr, bad, side="right") - 1] = False
     own = (owner == np.arange(n_e)) | ~same | (cnt == 0)
     kc = np.where(own, cnt, 0)
     start = np.concatenate([[0], np.cumsum(kc)[:-1]]).astype(np.int64)
-    kept = np.repeat(own, cnt)
-    xs = bx[kept]  # the owners' bends (and unshared ones'), in edge order
+    xs = bx[:total][np.repeat(own, cnt)]  # the owners' bends (and unshared ones'), in edge order
     start[~own] = start[owner[~own]]
     return start, cnt.astype(np.int64), xs
 
@@ -256,10 +261,11 @@ class GraphStructure:
         m = _as_model(model)
         self.model = m
         g = m.graph
-        nodes = list(g.node)
+        gi = m.index  # its node list, ids and names, read from the protobuf once
+        nodes = gi.nodes
         n = len(nodes)
-        node_ids = list(m.node_ids)
-        names = [nd.name for nd in nodes]
+        node_ids = list(gi.ids)
+        names = list(gi.names)
         ops = [nd.op_type for nd in nodes]
         self.init_names = init_names = {t.name for t in g.initializer}
         graph_inputs = [v.name for v in g.input if v.name not in init_names]
@@ -270,17 +276,15 @@ class GraphStructure:
         self.ids = node_ids + [f"input:{t}" for t in graph_inputs] + [f"output:{t}" for t in graph_outputs]
         self.names = names + graph_inputs + graph_outputs
         op_list = ops + ["Input"] * n_in + ["Output"] * n_out
-        self.ops, op_idx = np.unique(np.array(op_list, dtype=object), return_inverse=True) \
-            if op_list else (np.array([], dtype=object), np.zeros(0, dtype=np.int64))
-        self.ops = [str(o) for o in self.ops]
-        self.op = op_idx.astype(np.int32)
+        self.ops = sorted(set(op_list))  # (np.unique's order, without sorting 20k objects)
+        op_pos = {o: k for k, o in enumerate(self.ops)}
+        self.op = np.fromiter(map(op_pos.__getitem__, op_list), dtype=np.int32, count=len(op_list))
         self.kind = np.array([NODE] * n + [INPUT] * n_in + [OUTPUT] * n_out, dtype=np.int8)
         self.flags = np.zeros(self.n, dtype=np.int32)
         self.findings: List[Finding] = []
         flag_nodes: Dict[int, List[int]] = {}
 
         # edges from the model's graph index; graph inputs produce their tensor
-        gi = m.index
         producer: Dict[str, int] = dict(gi.producer)
         dup_out: Dict[str, List[int]] = {t: list(v) for t, v in gi.duplicate_producers.items()}
         for k, t in enumerate(graph_inputs):
@@ -291,21 +295,22 @@ class GraphStructure:
         dst: List[int] = []
         tens: List[str] = []  # the tensor each edge carries
         dangling: Dict[str, List[int]] = {}
-        node_inputs = gi.node_inputs
-        for i in range(n):
-            ins = node_inputs[i]
-            if gi.has_subgraphs(i):
-                ins = ins + gi.implicit_inputs(i)
-            for t in ins:
-                if not t:
-                    continue
-                p = producer.get(t)
-                if p is not None:
+        # every node's inputs (and its bodies' implicit inputs) as one flat list, looked up in
+        # one pass: the same edges, in the same order, as a loop per node and input
+        ins_of = list(gi.node_inputs)
+        for i, nd in enumerate(nodes):
+            if nd.attribute and gi.has_subgraphs(i):
+                ins_of[i] = ins_of[i] + gi.implicit_inputs(i)
+        flat = list(chain.from_iterable(ins_of))
+        reader = np.repeat(np.arange(n), np.fromiter(map(len, ins_of), dtype=np.int64, count=n)).tolist()
+        for t, p, i in zip(flat, map(producer.get, flat), reader):
+            if p is not None:
+                if t:
                     src.append(p)
                     dst.append(i)
                     tens.append(t)
-                elif t not in init_names:
-                    dangling.setdefault(t, []).append(i)
+            elif t and t not in init_names:
+                dangling.setdefault(t, []).append(i)
         for k, t in enumerate(graph_outputs):
             p = producer.get(t)
             if p is not None:
@@ -483,6 +488,15 @@ class GraphStructure:
         out[fold] = lo[fold]
         return out
 
+    def _leaf_labels(self) -> List[str]:
+        """Per element, its label drawn as a node: the leaf of its name (of its id when unnamed
+        or when its name is shared: 'dup#1' tells same-named nodes apart); made once."""
+        if getattr(self, "_leaf", None) is None:
+            dup = (self.flags & FLAG_DUPLICATE_NAME).astype(bool).tolist()
+            self._leaf = [leaf_name(i if not nm or d else nm)
+                          for i, nm, d in zip(self.ids, self.names, dup)]
+        return self._leaf
+
     def _trivial_sources(self) -> np.ndarray:
         if getattr(self, "_trivial", None) is None:
             has_in = np.zeros(self.n, dtype=bool)
@@ -553,13 +567,11 @@ class GraphStructure:
         labels: List[str] = []
         group_names = _distinct_scope_labels([self.scopes[sk] for k, sk in
                                               zip(keys.tolist(), scope_k.tolist()) if k < 0])
+        leaf = self._leaf_labels()
         for k, sk in zip(keys.tolist(), scope_k.tolist()):
             if k >= 0:
                 ids.append(self.ids[k])
-                nm = self.names[k]
-                if not nm or self.flags[k] & FLAG_DUPLICATE_NAME:
-                    nm = self.ids[k]  # 'dup#1': tell same-named nodes apart
-                labels.append(leaf_name(nm))
+                labels.append(leaf[k])
             else:
                 path = self.scopes[sk]
                 ids.append(GROUP_PREFIX + path)
@@ -690,11 +702,13 @@ class GraphStructure:
                 const_text = {t: text for j, text in const_of_node.items()
                               for t in graph_nodes[j].output if producer.get(t) == j}
                 init_text = {**const_text, **init_text}
+            is_init = init_text.__contains__
             for i in range(self.n_nodes):
-                hits = [(k, t) for k, t in enumerate(node_inputs[i]) if t in init_text]
-                if not hits:
+                ins = node_inputs[i]
+                if not any(map(is_init, ins)):
                     out.append("")
                     continue
+                hits = [(k, t) for k, t in enumerate(ins) if t in init_text]
                 lines = [f"{_input_name(op_names[i], gi.domain(i), k, t)} {init_text[t]}"
                          for k, t in hits]
                 if len(lines) > MAX_WEIGHT_LINES:

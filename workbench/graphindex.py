@@ -62,7 +62,10 @@ def scope_path_of(name: str) -> str:
 def leaf_name(name: str) -> str:
     """A node name without its scope: '/layer1/conv1/Conv' -> 'Conv' (the name itself when it
     has no non-empty part)."""
-    parts = [p for p in name.split("/") if p] if "/" in name else [name]
+    tail = name[name.rfind("/") + 1:]  # the usual name: its last part is not empty
+    if tail:
+        return tail
+    parts = [p for p in name.split("/") if p]
     return parts[-1] if parts else name
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import json
 import sys
 
 import pytest
@@ -204,4 +205,45 @@ def test_group_expands_in_place_and_the_rest_barely_moves(page):
         if d0.rank[d0.index(i)] < r_g:  # above the group: not moved at all
             assert abs(after[i]["y"] - before[i]["y"]) < 0.5 and dx < 0.5, i
     _shot(page, "graph-canvas-bert-expanded-in-place.png")
+    assert not page.errors, page.errors
+
+
+def test_first_frame_draws_what_an_eager_scene_draws_and_the_store_answers(page):
+    """The first frame makes only the edges its rows need and leaves the minimap for the
+    next frame: the opening view drawn again once every edge exists (after Fit) is the same
+    picture, the minimap is drawn by the time the first frame is on screen, and the lazily
+    filled element store answers as a filled one would."""
+    from widgets.graphview import GraphView
+
+    view = GraphView(BERT, expand_all=True)
+    d = view.data
+    page.open(d, height=700)
+    st = page.state()
+    assert int(st["firstFrame"]) >= int(st["firstPaint"]) >= int(st["renderStart"])
+    timings = json.loads(st["timings"])
+    assert {"decode_ms", "scene_ms", "first_frame_ms"} <= set(timings)
+    canvas = page.page.locator(".wb-graph canvas.wb-main")
+    opening = canvas.screenshot()
+    cam = page.js("h.camera.getState()")
+    page.js("h.fitTo([], false)")
+    page.js("h.drawNow()")
+    page.js("h.camera.setState(arg)", {"x": cam["x"], "y": cam["y"], "scale": cam["scale"]})
+    page.js("h.drawNow()")
+    assert canvas.screenshot() == opening
+    # the minimap shows the graph's dots (not only its frame)
+    dots = page.page.evaluate("""() => { const c = document.querySelector('.wb-graph canvas.wb-minimap');
+        const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 0; i < px.length; i += 4) if (px[i + 3] > 0 && !(px[i] > 200 && px[i + 1] < 80)) n++;
+        return n; }""")
+    assert dots > 100, dots
+    # the element store: order, edges, attributes and lookups
+    assert page.js("h.graph.order") == len(d)
+    assert page.js("h.graph.size") == len({(int(a), int(b)) for a, b in d.edges})
+    a, b = (d.ids[int(k)] for k in d.edges[0])
+    assert page.js("h.graph.hasEdge(arg[0], arg[1])", [a, b]) and not page.js("h.graph.hasEdge(arg[1], arg[0])", [a, b])
+    k = len(d) // 2
+    attrs = page.js("h.graph.getNodeAttributes(arg)", d.ids[k])
+    assert attrs["index"] == k and attrs["label"] == d.labels[k]
+    assert sorted(page.js("h.graph.filterNodes((n, a) => a.kind === 'input')")) == \
+        sorted(i for i in d.ids if i.startswith("input:"))
     assert not page.errors, page.errors
