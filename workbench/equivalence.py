@@ -198,6 +198,7 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
     ins = _graph_inputs(proto)
     other_ins = _graph_inputs(other) if other is not None else {}
     shapes: Dict[str, List[int]] = {}
+    guessed: set = set()  # (input, axis) sized by the default guess, not by a model or `dims`
     for name, vi in ins.items():
         shape = []
         a = _dims(vi)
@@ -211,7 +212,9 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
                 shape.append(int(dims[d]))
             else:
                 shape.append(2 if k == 0 else 8)
+                guessed.add((name, k))
         shapes[name] = shape
+    related = _decoder_related(proto, shapes, guessed)
     ints = [n for n, vi in ins.items() if np.issubdtype(
         helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type), np.integer)]
     bounds = _index_bounds(proto, shapes) if ints else {}
@@ -228,7 +231,28 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
         else:
             feed[name] = (rng.standard_normal(size=shape, dtype=np.float32).astype(dt)
                           if dt != np.float64 else rng.standard_normal(size=shape))
+    feed.update(related)
     return feed
+
+
+def _decoder_related(proto: Any, shapes: Dict[str, List[int]], guessed: set
+                     ) -> Dict[str, np.ndarray]:
+    """A KV-cache decoder's related sizes (`workbench.inputs.decoder_dims`), set in `shapes`
+    in place: every cache axis as long as the first one, masks as long as past + new, position
+    ids as long as the new tokens (only axes `guessed`: sized by no model or caller). Returns the values the relations fix (positions counting
+    on from the cache, masks keeping every position); {} for other models."""
+    from workbench.inputs import decoder_dims
+
+    d = decoder_dims(proto)
+    if d is None or d.ids.name not in shapes:
+        return {}
+    new = shapes[d.ids.name][1]
+    s0, a0 = d.cache[0]
+    past = shapes[s0.name][a0] if s0.name in shapes else 8
+    for (name, axis), size in d.sizes(new, past).items():
+        if (name, axis) in guessed:
+            shapes[name][axis] = size
+    return d.values({n: shapes[n] for n in shapes}, past)
 
 
 def make_inputs_at(proto: Any, shapes: Dict[str, Sequence[int]], seed: int = 0

@@ -691,29 +691,18 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int], with_cache: bo
     return (DEFAULT_DIM, DEFAULT_DIM, DEFAULT_DIM), "unknown axis (a guess)"
 
 
-_CACHE_DIM_HINTS = ("past", "cache", "history", "kv_len", "kv_seq", "memory_len")
-_CACHE_INPUT = re.compile(r"^(past|cache)|past_key|key_cache|value_cache|kv_cache|"
-                          r"(^|[._])past([._]|$)")
-
-
 def dim_key(spec: Any, axis: int) -> Any:
-    """What identifies a dynamic axis across inputs: its dim name (inputs that share it share
-    the size), else (input name, axis)."""
-    d = spec.dims[axis]
-    return d if isinstance(d, str) and d else (spec.name, axis)
+    """What identifies a dynamic axis across inputs (`workbench.inputs.dim_key`)."""
+    from workbench.inputs import dim_key as key
+
+    return key(spec, axis)
 
 
 def is_cache_axis(spec: Any, axis: int) -> bool:
-    """A KV-cache length axis: a dynamic non-batch axis named like past_sequence_length /
-    past_len / cache_len, or the dynamic non-batch axis of an input named past_key_values.* /
-    past* / *cache*. Its length is 0 on the first decode step, not the export's trace value."""
-    if axis == 0 or axis >= len(spec.dims) or isinstance(spec.dims[axis], int):
-        return False
-    dim = str(spec.dims[axis] or "").lower()
-    if any(h in dim for h in _CACHE_DIM_HINTS):
-        return True
-    return spec.elem_type in (1, 10, 11, 16) and len(spec.dims) >= 3 and \
-        bool(_CACHE_INPUT.search(spec.name.lower()))
+    """A KV-cache length axis (`workbench.inputs.is_cache_axis`)."""
+    from workbench.inputs import is_cache_axis as cache
+
+    return cache(spec, axis)
 
 
 def _dim_label(spec: Any, axis: int) -> str:
@@ -1009,17 +998,14 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
 
 def _decoder_axes(specs: Sequence[Any]) -> Optional[Tuple[Any, List[Tuple[Any, int]], Set[Any]]]:
     """A decoder's inputs: (the token ids' input, the (input, axis) of every KV-cache length,
-    the dims of int [batch, L] mask inputs that are neither the ids' length nor a cache length:
-    past + new tokens, an attention mask over both); None without token ids and a cache."""
-    ints = [s for s in specs if s.elem_type in (6, 7) and len(s.dims) == 2 and
-            1 in s.dynamic_axes]
-    ids = [s for s in ints if "mask" not in s.name.lower()]
-    caches = [(s, a) for s in specs for a in s.dynamic_axes if is_cache_axis(s, a)]
-    if not ids or not caches:
+    the dims as long as past + new tokens: an attention mask over both), as
+    `workbench.inputs.decoder_dims` relates them; None without token ids and a cache."""
+    from workbench.inputs import decoder_dims
+
+    d = decoder_dims(None, specs)
+    if d is None:
         return None
-    skip = {dim_key(ids[0], 1)} | {dim_key(s, a) for s, a in caches}
-    totals = {dim_key(s, 1) for s in ints if "mask" in s.name.lower()} - skip
-    return ids[0], caches, totals
+    return d.ids, list(d.cache), d.total_keys
 
 
 def _total_length_axes(specs: Sequence[Any]) -> Dict[Any, List[Tuple[Any, int]]]:

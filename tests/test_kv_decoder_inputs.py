@@ -1,0 +1,58 @@
+"""KV-cache decoders: the related input sizes (cache = past, mask = past + new, positions
+counting on from the cache) are read from names and from the graph, random inputs respect
+them, and `compare --to fp16 --allow-random` runs on every naming style."""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from kv_decoders import STYLES, make_decoder
+
+
+@pytest.fixture(scope="module", params=[(s, p) for s in STYLES for p in (True, False)],
+                ids=lambda v: f"{v[0]}-{'positions' if v[1] else 'no-positions'}")
+def decoder(request, tmp_path_factory):
+    style, positions = request.param
+    return style, positions, make_decoder(tmp_path_factory.mktemp(style), style, positions)
+
+
+def test_decoder_dims_are_recognised(decoder):
+    from workbench.inputs import decoder_dims
+
+    style, positions, path = decoder
+    d = decoder_dims(str(path))
+    assert d is not None and d.ids.name == "input_ids"
+    assert len(d.cache) == 4 and {a for _, a in d.cache} == {2}  # 2 layers x key/value
+    assert [(s.name, a) for s, a in d.total] == [("attention_mask", 1)]
+    assert [s.name for s in d.positions] == (["position_ids"] if positions else [])
+
+
+def test_random_inputs_fit_together_and_run(decoder):
+    from workbench.equivalence import make_inputs
+    from workbench.model import open_model
+
+    style, positions, path = decoder
+    feed = make_inputs(open_model(path).proto, seed=3)
+    new = feed["input_ids"].shape[1]
+    caches = [v for k, v in feed.items() if v.ndim == 4]
+    past = caches[0].shape[2]
+    assert all(c.shape[2] == past for c in caches)
+    assert feed["attention_mask"].shape == (feed["input_ids"].shape[0], past + new)
+    assert (feed["attention_mask"] == 1).all()
+    if positions:
+        assert (feed["position_ids"] == np.arange(past, past + new)).all()
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    out = sess.run(None, feed)
+    assert out[0].shape[:2] == feed["input_ids"].shape
+    assert out[1].shape[2] == past + new  # present = past + new
+
+
+def test_compare_allow_random_runs(decoder):
+    style, positions, path = decoder
+    r = subprocess.run(["workbench", "compare", str(path), "--to", "fp16", "--allow-random"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "fp16: within tolerance" in r.stdout
