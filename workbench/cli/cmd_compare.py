@@ -62,6 +62,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "samples): more, smaller segments (CPU) or builds (engine) when they do not fit "
                         "(CPU default 32: each chunk is one segment of the graph, every node "
                         "runs once; 256 with --runner reference, which re-runs per chunk)")
+    p.add_argument("--max-memory", type=float, default=None, metavar="MB",
+                   help="a model held by reference (external weights over "
+                        "$WORKBENCH_STREAM_WEIGHTS_MB, default 512) runs a segment at a time, "
+                        "each mapping at most (MB - 512) / 4 of weights: the peak stays near MB "
+                        "whatever the model's size (default: 256 MB of weights a segment)")
     p.add_argument("--stats", metavar="STATS.jsonl",
                    help="stream each tensor's figures here as they are computed (JSON lines)")
     p.add_argument("--samples", type=int, default=8, help="at most this many samples (default 8)")
@@ -441,7 +446,8 @@ def run(args: argparse.Namespace) -> int:
         search = compare.find_exclusions(args.reference, args.to, calibration=calib,
                                          atol=args.atol, rtol=args.rtol,
                                          allow_random=args.allow_random,
-                                         max_samples=args.samples)
+                                         max_samples=args.samples,
+                                         max_memory_mb=args.max_memory)
         if args.json:
             print_json(_pasteable_findings(search.to_dict(), args.reference, calib))
         elif search.hopeless:
@@ -509,7 +515,8 @@ def run(args: argparse.Namespace) -> int:
                                atol=args.atol, rtol=args.rtol, candidate_runner=args.runner,
                                max_samples=args.samples,
                                allow_random=args.allow_random,
-                               memory_budget_mb=args.memory_budget, stats_path=args.stats)
+                               memory_budget_mb=args.memory_budget, stats_path=args.stats,
+                               max_memory_mb=args.max_memory)
     if args.save_results:
         runs = {"onnxruntime-fp32": report.runs["reference"],
                 f"{report.candidate_runner}-candidate": report.runs["candidate"]}

@@ -425,23 +425,65 @@ def tensor_bytes(proto: Any, feed: Feed, names: Sequence[str]) -> Dict[str, int]
 
 
 def plan_chunks(names: Sequence[str], sizes: Dict[str, int], budget_bytes: Optional[int],
-                copies: int = 2) -> List[List[str]]:
+                copies: int = 2, weights: Optional[Dict[str, int]] = None,
+                weight_budget: Optional[int] = None) -> List[List[str]]:
     """Split `names` (in order) so each chunk's `copies` x bytes fits the budget (None: one
-    chunk). A tensor larger than the budget on its own gets a chunk of its own."""
+    chunk) and, with `weights` (bytes of weights the nodes making each tensor map), each
+    chunk's segment maps at most `weight_budget` bytes of weights. A tensor over a budget on
+    its own gets a chunk of its own."""
     if not names:
         return []
-    if budget_bytes is None:
+    if budget_bytes is None and weight_budget is None:
         return [list(names)]
+    weights = weights or {}
     chunks: List[List[str]] = [[]]
-    used = 0
+    used = wused = 0
     for n in names:
         b = sizes.get(n, 0) * copies
-        if chunks[-1] and used + b > budget_bytes:
+        w = weights.get(n, 0)
+        if chunks[-1] and ((budget_bytes is not None and used + b > budget_bytes) or
+                           (weight_budget is not None and wused + w > weight_budget)):
             chunks.append([])
-            used = 0
+            used = wused = 0
         chunks[-1].append(n)
         used += b
+        wused += w
     return chunks
+
+
+# a segment's weights mapped at once by default (a model held by reference): the peak is about
+# two segments' weights (reference and candidate side by side) and the candidate's rounded copy
+# of its largest weight, plus the interpreters, whatever the model's size
+DEFAULT_WEIGHT_BUDGET_MB = 256.0
+
+
+def weight_budget_mb(max_memory_mb: Optional[float]) -> float:
+    """Weights one segment maps for a peak of about `max_memory_mb` (None: the default): a
+    quarter of it, less the interpreters' ~512 MB (reference and candidate segments side by
+    side, the candidate's rounded copies of its weights), at least 16 MB."""
+    if max_memory_mb is None:
+        return DEFAULT_WEIGHT_BUDGET_MB
+    return max(16.0, (float(max_memory_mb) - 512.0) / 4.0)
+
+
+def tensor_weights(proto: Any, names: Sequence[str]) -> Dict[str, int]:
+    """Bytes of referenced weights (`workbench.weights`) to map before each of `names` can be
+    made: the weights of the nodes up to its producer not yet counted for an earlier name."""
+    from workbench import weights
+
+    per_node = weights.node_weight_bytes(proto)
+    if not any(per_node):
+        return {}
+    want = set(names)
+    out: Dict[str, int] = {}
+    acc = 0
+    for n, b in zip(proto.graph.node, per_node):
+        acc += b
+        made = [o for o in n.output if o in want]
+        if made:
+            out[made[0]] = acc
+            acc = 0
+    return out
 
 
 
@@ -466,6 +508,16 @@ def _labelled(r: Any, label: Optional[str]) -> Any:
     return r
 
 
+def _opened(model: Any, stream_weights_mb: Optional[float] = None) -> Any:
+    """The model's ModelProto: by reference (`workbench.weights`) when it is a path with more
+    external weights than the threshold, else with its weights (`load_proto`)."""
+    from workbench import weights
+
+    if weights.streams(model, stream_weights_mb):
+        return weights.by_reference(model)
+    return load_proto(model)
+
+
 def _label_of(model: Any) -> Optional[str]:
     return str(model) if isinstance(model, (str, os.PathLike)) else None
 
@@ -479,8 +531,8 @@ CONVERSION_OPS = frozenset({"Cast", "CastLike", "QuantizeLinear", "DequantizeLin
 def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
              ref_order: List[str], outs: List[str], feeds: Sequence[Feed], atol: float,
              rtol: float, memory_budget_mb: Optional[float], producer: Dict[str, Any],
-             record: Any, labels: Tuple[Optional[str], Optional[str]] = (None, None)
-             ) -> Dict[str, List[Feed]]:
+             record: Any, labels: Tuple[Optional[str], Optional[str]] = (None, None),
+             max_memory_mb: Optional[float] = None) -> Dict[str, List[Feed]]:
     """Fetch the marked tensors a chunk at a time within the budget; compare; drop. Both
     graphs run a segment per chunk (`Runner.stream`: each node once), side by side, each a
     chunk ahead of the comparison."""
@@ -522,7 +574,10 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
     budget = (memory_budget_mb if memory_budget_mb is not None else default) * 2 ** 20
     # both runs of every sample, and two chunks at a time: the next runs while this one is
     # compared (`ahead`)
-    chunks = plan_chunks(shared, sizes, budget, 2 * 2 * max(1, len(feeds))) or [[]]
+    wsizes = tensor_weights(ref_p, shared)  # (a model held by reference: bounded segments)
+    chunks = plan_chunks(shared, sizes, budget, 2 * 2 * max(1, len(feeds)), wsizes,
+                         int(weight_budget_mb(max_memory_mb) * 2 ** 20) if wsizes else None
+                         ) or [[]]
     chunks[-1] = chunks[-1] + [o for o in outs if o in cand_names and o not in chunks[-1]]
     report.chunks = len(chunks)
     runs: Dict[str, List[Feed]] = {"reference": [{} for _ in feeds],
@@ -648,7 +703,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
               memory_budget_mb: Optional[float] = None,
               stats_path: Any = None,
               labels: Tuple[Optional[str], Optional[str]] = (None, None),
-              selection: Optional[Set[str]] = None) -> LayerwiseReport:
+              selection: Optional[Set[str]] = None, max_memory_mb: Optional[float] = None,
+              stream_weights_mb: Optional[float] = None) -> LayerwiseReport:
     """Compare every tensor the two models share (by name). See the module docstring.
     atol/rtol None: the defaults of the candidate's precision (`workbench.comparison`).
     `selection`: the names of the reference's selection-region nodes when the caller has
@@ -660,9 +716,14 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     the reference evaluator) of tensors are held; only per-tensor figures are kept.
     `stats_path`: each tensor's figures are also appended there as a JSON line as soon as they
     are known. `labels`: how errors name the two models (default: their paths, when given as
-    paths)."""
+    paths).
+
+    Large models (paths with more external weights than `stream_weights_mb`, default
+    `workbench.weights.STREAM_DEFAULT_MB`): both are read by reference (`workbench.weights`),
+    never whole; each segment maps only its own weights, at most `weight_budget_mb(max_memory_mb)`
+    of them, so the peak follows the largest segment, not the model."""
     make_runner("onnxruntime", reference).warm()  # its child starts while we prepare
-    ref_p, cand_p = load_proto(reference), load_proto(candidate)
+    ref_p, cand_p = _opened(reference, stream_weights_mb), _opened(candidate, stream_weights_mb)
     findings: List[Finding] = []
     if feeds is None:
         feeds = sample_feeds(ref_p, cand_p, calibration=calibration, allow_random=allow_random,
@@ -704,7 +765,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     try:
         runs = _chunked(report, ref_p, cand_p, candidate_runner, ref_order, outs, feeds,
                         atol, rtol, memory_budget_mb, producer, record,
-                        (labels[0] or _label_of(reference), labels[1] or _label_of(candidate)))
+                        (labels[0] or _label_of(reference), labels[1] or _label_of(candidate)),
+                        max_memory_mb)
     finally:
         if sink is not None:
             sink.close()
@@ -1084,7 +1146,35 @@ HOPELESS_SHARE = 0.25  # more than this share of the compute nodes out of range:
 HOPELESS_MIN = 16      # ... and more than this many nodes (a small planted block is not hopeless)
 
 
-def range_prepass(ref: Any, feeds: Sequence[Feed], target: str
+def streamed_ranges(proto: Any, feeds: Sequence[Feed], max_memory_mb: Optional[float] = None
+                    ) -> Dict[str, float]:
+    """`activation_ranges` a segment at a time: max |value| of every FP32 node output over the
+    feeds, each segment mapping at most `weight_budget_mb(max_memory_mb)` of weights (a model
+    held by reference is never run whole)."""
+    from workbench.runners import OnnxRuntimeRunner
+
+    order = order_of(proto)
+    feeds = list(feeds)
+    sizes = tensor_bytes(proto, feeds[0], order) if feeds else {}
+    wsizes = tensor_weights(proto, order)
+    chunks = plan_chunks(order, sizes, int(DEFAULT_BUDGET_MB * 2 ** 20), max(1, len(feeds)),
+                         wsizes, int(weight_budget_mb(max_memory_mb) * 2 ** 20)
+                         if wsizes else None)
+    ranges: Dict[str, float] = {}
+    for outs in OnnxRuntimeRunner(proto).stream(feeds, chunks):
+        for res in outs:
+            for k, v in res.items():
+                if isinstance(v, np.ndarray) and v.dtype == np.float32 and v.size:
+                    fin = np.isfinite(v)
+                    amax = float(np.abs(v[fin]).max()) if fin.any() else float("inf")
+                    if not fin.all():
+                        amax = float("inf")
+                    ranges[k] = max(ranges.get(k, 0.0), amax)
+    return ranges
+
+
+def range_prepass(ref: Any, feeds: Sequence[Feed], target: str,
+                  ranges: Optional[Dict[str, float]] = None
                   ) -> Tuple[List[str], List[Finding], bool]:
     """Before any search: FP32 activations beyond the target's largest finite value (FP16:
     65504) on these inputs, and those entirely below its smallest (they become zeros; their
@@ -1099,7 +1189,8 @@ def range_prepass(ref: Any, feeds: Sequence[Feed], target: str
     entry = table.get(target, field="target")
     if entry.max_abs is None or entry.max_abs > 1e38:  # BF16/FP32 range: nothing to find
         return [], [], False
-    ranges = activation_ranges(ref, list(feeds))
+    if ranges is None:  # (given: measured a segment at a time, `streamed_ranges`)
+        ranges = activation_ranges(ref, list(feeds))
     found = overflow_findings(ref, ranges, entry.max_abs, target.upper())
     if entry.min_abs:  # values that flush to zero: named at once, searched from FP32
         found += underflow_findings(ref, ranges, entry.min_abs, target.upper())
@@ -1137,21 +1228,58 @@ def range_prepass(ref: Any, feeds: Sequence[Feed], target: str
         nodes=nodes, tensors=tensors, source="compare")] + found, False
 
 
+def _lowered_by_reference(ref: Any, target: str, keep: Sequence[str]) -> Any:
+    """The `target` conversion of a model held by reference, over its original weights: the
+    weights enter the lowering as FP32 graph inputs (so it casts them before their lowered
+    readers instead of converting their bytes), then become references again. Emulated, the
+    Cast rounds each weight exactly as the converted initializer stores it (values beyond the
+    target's range become inf here where the conversion saturates them)."""
+    import onnx
+
+    from workbench import weights
+    from workbench.precision.transform import convert
+
+    refs = weights.weight_refs(ref)
+    m = onnx.ModelProto()
+    m.CopyFrom(ref)  # (weightless: a few MB)
+    weights.as_inputs(m)
+    cand = convert(m, target, exclude_nodes=keep, measure=False).proto
+    return weights.restore(cand, refs)
+
+
 def find_exclusions(model: Any, target: str, *, calibration: Any = None,
                     feeds: Optional[Sequence[Feed]] = None, atol: Optional[float] = None,
                     rtol: Optional[float] = None, max_rounds: int = 8, per_round: int = 1,
                     start: Sequence[str] = (), allow_random: bool = False,
-                    check_range: bool = True, max_samples: int = 8) -> ExclusionSearch:
+                    check_range: bool = True, max_samples: int = 8,
+                    max_memory_mb: Optional[float] = None,
+                    stream_weights_mb: Optional[float] = None) -> ExclusionSearch:
     """Convert to `target`, compare layer by layer, keep the worst culprit(s) in FP32, repeat
     until the outputs are within tolerance (or no culprit is left / max_rounds is reached).
     atol/rtol None: the target's defaults (`workbench.precision.table.tolerances`).
     check_range: first look for FP32 activations beyond the target's range (`range_prepass`):
     their nodes start in FP32, and when they are too many the answer comes at once, no search.
-    max_samples: the samples each round compares (layerwise's)."""
+    max_samples: the samples each round compares (layerwise's).
+
+    A large model (a path with more external weights than `stream_weights_mb`): the
+    reference and every candidate are held by reference (`workbench.weights`): the candidate
+    is the lowered structure over the original FP32 weights (each weight rounded to the
+    target by the Cast the lowering puts before its readers), nothing is serialized with its
+    weights, and every run goes a segment at a time within `max_memory_mb`."""
+    from workbench import weights
+    from workbench.precision import table
     from workbench.precision.transform import convert
 
-    ref = load_proto(model)
+    by_ref = weights.streams(model, stream_weights_mb)
+    ref = weights.by_reference(model) if by_ref else load_proto(model)
     label = _label_of(model)
+    if by_ref and table.get(target, field="target").kind != "float":
+        raise WorkbenchError(
+            f"--to {target} on a model of {weights.external_bytes(model) / 2 ** 30:.1f} GB: "
+            "quantizing needs every weight in memory; only float targets (fp16, bf16) are "
+            "searched on models held by reference", file=label, field="--to",
+            hint="search with --to fp16 first, or raise $" + weights.STREAM_ENV +
+                 " above the model's size on a machine with the memory for it")
     if any(not n.name for n in ref.graph.node):  # exclusion lists need names: the stable ids
         import onnx
 
@@ -1169,7 +1297,8 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
     excluded: List[str] = list(start)
     seeded: List[str] = []  # the range prepass's nodes: kept only if the outputs need them
     if check_range:
-        nodes, found, hopeless = range_prepass(ref, feeds, target)
+        nodes, found, hopeless = range_prepass(
+            ref, feeds, target, streamed_ranges(ref, feeds, max_memory_mb) if by_ref else None)
         findings.extend(found)
         if hopeless:
             return ExclusionSearch(target, [], False, [], None, findings, hopeless=True,
@@ -1200,10 +1329,14 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         return all(t.passed for t in judged(rep))
 
     def attempt(k: int, keep: List[str]) -> Tuple[LayerwiseReport, float]:
-        res = convert(ref, target, exclude_nodes=keep, calibration=calibration, measure=False)
-        rep = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol, max_samples=max_samples,
+        if by_ref:
+            cand = _lowered_by_reference(ref, target, keep)
+        else:
+            cand = convert(ref, target, exclude_nodes=keep, calibration=calibration,
+                           measure=False).proto
+        rep = layerwise(ref, cand, feeds, atol=atol, rtol=rtol, max_samples=max_samples,
                         labels=(label, f"{label} converted to {target}" if label else None),
-                        selection=in_region)
+                        selection=in_region, max_memory_mb=max_memory_mb)
         rep.findings[:0] = findings
         w = max((t.rel for t in judged(rep)), default=0.0)
         rounds.append({"round": k, "excluded": list(keep), "outputs_pass": passes(rep),
