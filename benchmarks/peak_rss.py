@@ -2,6 +2,7 @@
 every child it starts, e.g. the onnxruntime child), polled from /proc every 20 ms.
 
     python benchmarks/peak_rss.py -- workbench compare model.onnx --to fp16 --allow-random
+    python benchmarks/peak_rss.py --detail -- ...   (and each process's share at the peak)
 
 Last line: JSON {"rc", "seconds", "peak_rss_bytes", "peak_rss_gib"}."""
 from __future__ import annotations
@@ -43,20 +44,45 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def measure(cmd: List[str], poll_s: float = 0.02) -> Dict[str, float]:
-    """Run `cmd`; its exit status, wall time and the process tree's peak RSS."""
+def tree_detail(pid: int) -> Dict[int, Dict[str, int]]:
+    """Per process of the tree: RssAnon / RssFile / RssShmem in kB (where the memory is)."""
+    kids, out, todo = _children(), {}, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                out[p] = {k: int(v.split()[0]) for k, v in (ln.split(":", 1) for ln in f)
+                          if k in ("RssAnon", "RssFile", "RssShmem")}
+        except (OSError, ValueError):
+            pass
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def measure(cmd: List[str], poll_s: float = 0.02, detail: bool = False) -> Dict[str, object]:
+    """Run `cmd`; its exit status, wall time and the process tree's peak RSS (`detail`: and
+    each process's anonymous / file-backed / shared share at the peak)."""
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd)
-    peak = 0
+    peak, at = 0, {}
     while proc.poll() is None:
-        peak = max(peak, tree_rss(proc.pid))
+        now = tree_rss(proc.pid)
+        if now > peak:
+            peak = now
+            if detail:
+                at = tree_detail(proc.pid)
         time.sleep(poll_s)
-    return {"rc": proc.returncode, "seconds": round(time.monotonic() - t0, 2),
-            "peak_rss_bytes": peak, "peak_rss_gib": round(peak / 2 ** 30, 3)}
+    out: Dict[str, object] = {"rc": proc.returncode, "seconds": round(time.monotonic() - t0, 2),
+                              "peak_rss_bytes": peak, "peak_rss_gib": round(peak / 2 ** 30, 3)}
+    if detail:
+        out["at_peak_kb"] = at
+    return out
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    detail = bool(args) and args[0] == "--detail"
+    args = args[1:] if detail else args
     if args and args[0] == "--":
         args = args[1:]
-    print(json.dumps(measure(args)))
+    print(json.dumps(measure(args, detail=detail)))

@@ -41,7 +41,7 @@ from workbench.compare.engine_compare import (EngineCompareReport, boundary_tens
 from workbench.comparison import Comparison, compare_outputs
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision.table import tolerances
-from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto
+from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto, structure_of
 from workbench.trtrunner import TensorRTRunner
 
 __all__ = ["engine_candidate", "layer_boundaries", "compare_engine", "bisect_engine",
@@ -59,7 +59,7 @@ def with_feed_profile(model: Any, config: BuildConfig, feeds: Sequence[Feed]) ->
 
     if config.profiles or not feeds:
         return config
-    meta = input_metadata_of(load_proto(model))
+    meta = input_metadata_of(structure_of(model))
     dyn = [n for n, m in meta.items() if any(not isinstance(d, int) or d <= 0 for d in m.shape)]
     if not dyn:
         return config
@@ -183,7 +183,7 @@ def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
     intermediate tensors (TensorRT fused the graph into few layers, a Myelin ForeignNode
     region for transformers and recurrent nets): a fusion-aware compare has little to show,
     and the user needs the ways to see inside."""
-    total = len(compare_tensors(load_proto(model)))
+    total = len(compare_tensors(structure_of(model)))
     if not total or len(tensors) >= max(1, FEW_BOUNDARIES * total):
         return None
     name = getattr(model, "path", None) or (model if isinstance(model, (str, Path)) else None)
@@ -204,7 +204,7 @@ def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
 
 def _marked(model: Any, mark: Union[str, Sequence[str]], boundaries: Callable[[], List[str]],
             findings: List[Finding]) -> List[str]:
-    proto = load_proto(model)
+    proto = structure_of(model)
     if isinstance(mark, str) and mark == "all":
         findings.append(Finding("warning", "mark-all", MARK_ALL_WARNING, source="compare"))
         return compare_tensors(proto)
@@ -245,7 +245,7 @@ def built_from(model: Any, engine: Optional[str], config: BuildConfig,
         f"{Path(engine).name} was built from {src} (its card), not from the reference: the "
         "marked builds are built from that ONNX, the reference run stays the FP32 model",
         source="compare"))
-    low = infer_precision(load_proto(src))
+    low = infer_precision(structure_of(src))
     return src, (low if config.precision == "fp32" and low in ("int8", "fp8")
                  else config.precision)
 
@@ -257,7 +257,7 @@ def _quantized(source: Any, judged: str) -> Optional[Set[str]]:
         return None
     from workbench.qdq import quantized_nodes
 
-    return quantized_nodes(load_proto(source)) or None
+    return quantized_nodes(structure_of(source)) or None
 
 
 def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
