@@ -103,23 +103,29 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
     """A candidate factory: names -> TensorRTRunner on a build of `model` marking them.
     `unmarked`: an engine file to use for no names (else the unmarked build); `runners`
     collects the runners made (their `last` answer has the worker's debug-tensor probe)."""
-    proto = load_proto(model)
-    types = _typed(proto)
+    structure = structure_of(model)  # (types and inputs: no weights)
+    types = _typed(structure)
     made = runners if runners is not None else []
+    loaded: List[Any] = []  # the model with its weights, loaded once, for the marked builds
 
     def make(names: List[str]) -> Runner:
         if not names and unmarked:
-            made.append(TensorRTRunner(unmarked, model=proto, backend=config.backend,
+            made.append(TensorRTRunner(unmarked, model=structure, backend=config.backend,
                                        client=client))
             return made[-1]
         # ONNX parsers need each output's type: a tensor shape inference cannot type is left
         # unmarked (the comparison counts it as not in the engine)
         names = [n for n in names if n in types]
-        src = _mark_typed(proto, names, types) if names else proto
+        if names:
+            if not loaded:
+                loaded.append(load_proto(model))
+            src = _mark_typed(loaded[0], names, types)
+        else:  # the unmarked build: from the file as it is, when it is one
+            src = model
         res = build_engine(src, config, client=client, timeout=timeout)
         if on_build is not None:
             on_build(list(names), res)
-        made.append(TensorRTRunner(res.engine_path, model=proto, backend=res.backend,
+        made.append(TensorRTRunner(res.engine_path, model=structure, backend=res.backend,
                                    client=client))
         return made[-1]
 
@@ -278,7 +284,7 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
         if engine:
             return layer_boundaries(engine, backend=config.backend, client=client,
                                     findings=findings, keep=base)
-        res = build_engine(load_proto(model), config, client=client, timeout=timeout)
+        res = build_engine(model, config, client=client, timeout=timeout)  # (a path as it is)
         base["result"] = res
         return layer_boundaries(res, client=client, findings=findings, keep=base)
 

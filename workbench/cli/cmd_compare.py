@@ -558,11 +558,11 @@ def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> 
     selects nothing data-dependently."""
     from workbench.compare import sample_feeds
     from workbench.compare.selection import selection_aware, selection_nodes
-    from workbench.runners import load_proto
+    from workbench.runners import load_proto, structure_of
 
-    ref = load_proto(args.reference)
-    if not selection_nodes(ref):
+    if not selection_nodes(structure_of(args.reference)):  # (the graph only: no weights)
         return None
+    ref = load_proto(args.reference)
     from workbench.runners import batched_inputs, limit_samples, samples_in
 
     batched = batched_inputs(ref)  # the samples the layer-wise compare judged, no others
