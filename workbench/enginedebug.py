@@ -98,7 +98,7 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
                      timeout: Optional[float] = 1800, on_build: Optional[Callable[
                          [List[str], BuildResult], None]] = None,
                      unmarked: Optional[str] = None,
-                     runners: Optional[List[TensorRTRunner]] = None
+                     runners: Optional[List[TensorRTRunner]] = None, profile_index: int = -1
                      ) -> Callable[[List[str]], Runner]:
     """A candidate factory: names -> TensorRTRunner on a build of `model` marking them.
     `unmarked`: an engine file to use for no names (else the unmarked build); `runners`
@@ -111,7 +111,7 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
     def make(names: List[str]) -> Runner:
         if not names and unmarked:
             made.append(TensorRTRunner(unmarked, model=structure, backend=config.backend,
-                                       client=client))
+                                       client=client, profile_index=profile_index))
             return made[-1]
         # ONNX parsers need each output's type: a tensor shape inference cannot type is left
         # unmarked (the comparison counts it as not in the engine)
@@ -126,7 +126,7 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
         if on_build is not None:
             on_build(list(names), res)
         made.append(TensorRTRunner(res.engine_path, model=structure, backend=res.backend,
-                                   client=client))
+                                   client=client, profile_index=profile_index))
         return made[-1]
 
     return make
@@ -272,9 +272,12 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
                    keep: Sequence[str] = (), keep_dir: Any = None,
                    atol: Optional[float] = None, rtol: Optional[float] = None,
                    client: Any = None, timeout: Optional[float] = 1800,
-                   on_chunk: Optional[Callable[[int, int], None]] = None) -> EngineCompareReport:
+                   on_chunk: Optional[Callable[[int, int], None]] = None,
+                   profile_index: int = -1) -> EngineCompareReport:
     """Layer-wise compare of the engine for `config` (or the given `engine` file for the
-    unmarked run) with onnxruntime FP32, fusion-aware by default. See the module docstring."""
+    unmarked run) with onnxruntime FP32, fusion-aware by default. See the module docstring.
+    `profile_index`: the optimization profile the engine runs on (-1: the first that holds
+    the feeds' shapes)."""
     findings: List[Finding] = []
     base: Dict[str, Any] = {}
     config = with_feed_profile(model, config, feeds)
@@ -295,7 +298,7 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
             findings.append(few)
     runners: List[TensorRTRunner] = []
     cand = engine_candidate(source, config, client=client, timeout=timeout, unmarked=engine,
-                            runners=runners)
+                            runners=runners, profile_index=profile_index)
     rep = engine_layerwise(model, cand, feeds, tensors=tensors,
                            marking=mark if isinstance(mark, str) else "given",
                            memory_budget_mb=memory_budget_mb, stats_path=stats_path, keep=keep,

@@ -112,8 +112,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--bisect", action="store_true",
                    help="rebuild with suspects in FP32 to find the fewest that meet the "
                         "tolerance; report each one's latency cost")
-    from workbench.cli.common import add_mkdir_argument
+    from workbench.cli.common import add_mkdir_argument, add_profile_index_argument
 
+    add_profile_index_argument(e)
     add_mkdir_argument(p)
 
 
@@ -187,7 +188,10 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
     from workbench.compare import sample_feeds
     from workbench.runners import batched_inputs, limit_samples
 
+    from workbench.precision.profiles import profile_index
+
     cfg = _engine_config(args, engine)
+    args.profile_k = profile_index(getattr(args, "profile_index", None), cfg.profiles)
     feeds = limit_samples(sample_feeds(args.reference, calibration=args.inputs,
                                        allow_random=args.allow_random), args.samples,
                           batched_inputs(args.reference))
@@ -203,14 +207,15 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
         report = enginedebug.compare_engine(
             str(split["prefix"]), cfg, feeds, engine=engine, mark=mark,
             memory_budget_mb=args.memory_budget, stats_path=args.stats, keep=args.keep,
-            keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol)
+            keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol,
+            profile_index=args.profile_k)
         rc = _report_engine(args, report, engine, None, cfg.precision, chain=chain,
                             prefix=str(split["prefix"]))
         return rc if chain["passed"] else 1
     report = enginedebug.compare_engine(
         args.reference, cfg, feeds, engine=engine, mark=mark,
         memory_budget_mb=args.memory_budget, stats_path=args.stats, keep=args.keep,
-        keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol,
+        keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol, profile_index=args.profile_k,
         on_chunk=None if args.json else
         (lambda k, n: print(f"build {k + 1}/{n} (marked)", file=sys.stderr, flush=True)))
     search = None
@@ -249,7 +254,9 @@ def _chain_outputs(args: argparse.Namespace, engine: str, cfg: "object", feeds: 
     ref = OnnxRuntimeRunner(args.reference).infer_all(feeds)
     chain = ChainedRunner.from_folder(
         split["manifest_path"], prefix=TensorRTRunner(engine, model=str(split["prefix"]),
-                                                      backend=cfg.backend))
+                                                      backend=cfg.backend,
+                                                      profile_index=getattr(args, "profile_k",
+                                                                            -1)))
     got = chain.infer_all(feeds)
     c = compare_outputs(ref, got, atol, rtol)
     outs = [{"tensor": n, "max_abs": t.max_abs, "rel": t.rel, "cosine": t.cosine,

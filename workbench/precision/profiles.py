@@ -1057,3 +1057,64 @@ def missing_profile_error(model: Any, dynamic: Sequence[Any]) -> WorkbenchError:
     return WorkbenchError(f"input{'' if one else 's'} {listed} {'has' if one else 'have'} "
                           "dynamic dims but no profile was given", field=dynamic[0].name,
                           hint="add " + _suggest(model, dynamic))
+
+
+PROFILE_NAMES = ("prefill", "decode")
+
+
+def _profile_specs(profiles: Sequence[Mapping[str, Any]]) -> List[Any]:
+    """InputSpecs read off the profiles ({input: [min, opt, max]} each): an axis whose size
+    varies within or across them is dynamic (named '<input>:<axis>'); rank >= 3 reads as a
+    float tensor (a cache), rank 2 as integer ids or a mask."""
+    from workbench.inputs import InputSpec
+
+    specs = []
+    for name, trio in profiles[0].items():
+        sizes = [set() for _ in trio[0]]
+        for prof in profiles:
+            for shape in prof.get(name, ()):
+                for k, v in enumerate(shape):
+                    if k < len(sizes):
+                        sizes[k].add(int(v))
+        dims: List[Any] = [next(iter(v)) if len(v) == 1 else f"{name}:{k}"
+                           for k, v in enumerate(sizes)]
+        specs.append(InputSpec(name, 1 if len(dims) >= 3 else 7, dims))
+    return specs
+
+
+def profile_index(spec: Any, profiles: Sequence[Mapping[str, Any]],
+                  where: str = "--profile-index") -> int:
+    """The optimization profile to run: -1 for None / "auto" (the first that holds the
+    inputs' shapes), an index (checked against `profiles`), or a decoder's "prefill" (the
+    profile whose KV cache is empty) / "decode" (the one taking one new token), told apart by
+    the shapes each profile allows (`workbench.inputs.decoder_dims` on its inputs)."""
+    if spec is None or str(spec).strip().lower() in ("", "auto", "-1"):
+        return -1
+    text = str(spec).strip().lower()
+    if text.lstrip("-").isdigit():
+        k = int(text)
+        if profiles and not 0 <= k < len(profiles):
+            raise WorkbenchError(f"the engine has {len(profiles)} optimization profile(s): "
+                                 f"there is no profile {k}", field=where,
+                                 hint=f"pass 0..{len(profiles) - 1}, prefill or decode")
+        return k
+    if text not in PROFILE_NAMES:
+        raise WorkbenchError(f"unknown profile '{spec}'", field=where,
+                             hint="pass an index (0, 1, ...), prefill or decode")
+    from workbench.inputs import decoder_dims
+
+    d = decoder_dims(None, _profile_specs(profiles)) if profiles else None
+    for k, prof in enumerate(profiles if d is not None else ()):
+        if d.ids.name not in prof or any(s.name not in prof for s, _ in d.cache):
+            continue
+        ids_max = int(prof[d.ids.name][2][1])
+        cache_max = max(int(prof[s.name][2][a]) for s, a in d.cache)
+        if (text == "decode" and ids_max == 1) or (text == "prefill" and cache_max == 0):
+            return k
+    said = "; ".join(f"{k}: " + ", ".join(f"{n} {'x'.join(map(str, t[2]))}"
+                                          for n, t in list(p.items())[:3])
+                     for k, p in enumerate(profiles)) or "none recorded"
+    raise WorkbenchError(f"no {text} profile among the engine's optimization profiles ({said})",
+                         field=where, hint="pass the profile's index; a decoder built with "
+                         "prefill and decode profiles has prefill (an empty cache) and decode "
+                         "(one new token)")
