@@ -56,3 +56,19 @@ def test_compare_allow_random_runs(decoder):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "fp16: within tolerance" in r.stdout
+
+
+def test_default_and_serving_profiles_relate_the_dims(decoder):
+    """The default profile sizes the mask as cache + new tokens (a cache only the graph's
+    Concat reveals included), and the prefill / decode profiles follow."""
+    from workbench.precision.profiles import default_profile, serving_profiles
+
+    style, positions, path = decoder
+    prof, _ = default_profile(str(path))
+    cache = next(n for n in prof if n not in ("input_ids", "attention_mask", "position_ids"))
+    for i in range(3):
+        assert prof["attention_mask"][i][1] == prof["input_ids"][i][1] + prof[cache][i][2]
+    assert prof[cache][0][2] == 0  # decode starts from an empty cache
+    pre, dec = serving_profiles(str(path), prof)
+    assert pre[cache][2][2] == 0 and dec["input_ids"][2][1] == 1
+    assert dec["attention_mask"][2][1] == dec[cache][2][2] + 1

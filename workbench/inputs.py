@@ -298,7 +298,7 @@ def is_cache_axis(spec: InputSpec, axis: int) -> bool:
         bool(_CACHE_INPUT.search(spec.name.lower()))
 
 
-def _concat_cache_axes(proto: Any, specs: Sequence[InputSpec]) -> List[Tuple[InputSpec, int]]:
+def graph_cache_axes(proto: Any, specs: Sequence[InputSpec]) -> List[Tuple[InputSpec, int]]:
     """(input, axis) of float graph inputs that a Concat joins to new values along a dynamic
     axis: a cache the graph extends, whatever its name (the present = past + new)."""
     by_name = {s.name: s for s in specs if s.elem_type in _FLOATS and len(s.dims) >= 3}
@@ -371,6 +371,25 @@ class DecoderDims:
         return out
 
 
+def with_cache_names(proto: Any, specs: Sequence[InputSpec]) -> List[InputSpec]:
+    """`specs` with each cache axis only the graph reveals (`graph_cache_axes`: a Concat of
+    the input and new values) named as a cache length (`past_<dim>`, the same name for a dim
+    shared across inputs), so name-reading rules (`is_cache_axis`) see it too."""
+    found = [(s, a) for s, a in graph_cache_axes(proto, specs) if not is_cache_axis(s, a)]
+    if not found:
+        return list(specs)
+    rename = {(s.name, a): "past_" + (s.dims[a] if isinstance(s.dims[a], str) and s.dims[a]
+                                      else f"{s.name}_{a}") for s, a in found}
+    by_dim = {s.dims[a]: rename[(s.name, a)] for s, a in found
+              if isinstance(s.dims[a], str) and s.dims[a]}
+    out = []
+    for s in specs:
+        dims = [rename.get((s.name, a)) or (by_dim.get(d) if isinstance(d, str) else None) or d
+                for a, d in enumerate(s.dims)]
+        out.append(InputSpec(s.name, s.elem_type, dims))
+    return out
+
+
 def _is_mask(spec: InputSpec) -> bool:
     return "mask" in spec.name.lower()
 
@@ -398,7 +417,7 @@ def decoder_dims(model: Any, specs: Optional[Sequence[InputSpec]] = None
     ids = [s for s in ints if not _is_mask(s) and not _is_positions(s)]
     caches = [(s, a) for s in specs for a in s.dynamic_axes if is_cache_axis(s, a)]
     if proto is not None:
-        caches += [c for c in _concat_cache_axes(proto, specs) if c not in caches]
+        caches += [c for c in graph_cache_axes(proto, specs) if c not in caches]
     if not ids or not caches:
         return None
     tok = dim_key(ids[0], 1)

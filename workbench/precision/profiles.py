@@ -769,9 +769,10 @@ def serving_profiles(model: Any, single: Profile) -> Optional[List[Profile]]:
     (a default or proposed profile): prefill = its token range with an empty cache, decode = one
     token with its cache range (from 1); a mask's total-length axis (past + new,
     `_decoder_axes`, as the default profile reads it) follows each. None when the model is not such a decoder."""
-    from workbench.inputs import model_inputs
+    from workbench.inputs import model_inputs, proto_of, with_cache_names
 
-    specs = [s for s in model_inputs(model) if s.name in single]
+    proto = proto_of(model)
+    specs = [s for s in with_cache_names(proto, model_inputs(proto)) if s.name in single]
     axes = _decoder_axes(specs)
     if axes is None:
         return None
@@ -917,8 +918,10 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
     from workbench.inputs import leading_axes, model_inputs, proto_of
     from workbench.precision.minsizes import static_minimums
 
+    from workbench.inputs import with_cache_names
+
     proto = proto_of(model)
-    specs = model_inputs(proto)
+    specs = with_cache_names(proto, model_inputs(proto))  # (caches the graph reveals too)
     batch = leading_axes(proto).batch
     shape_inputs = set(shape_tensor_inputs(proto))
     guess_err = [s for s in specs if s.name in shape_inputs and s.name not in (given or {})]
