@@ -157,3 +157,17 @@ def test_int8_search_on_a_model_held_by_reference_says_why(decoder):
     with pytest.raises(WorkbenchError) as e:
         find_exclusions(str(decoder), "int8", allow_random=True, stream_weights_mb=0)
     assert "float targets" in e.value.message and e.value.hint
+
+
+def test_a_weight_over_the_segment_budget_is_said(decoder, monkeypatch):
+    from workbench import weights
+    from workbench.compare import layer_compare
+
+    m = weights.by_reference(decoder)
+    assert layer_compare.memory_finding(m, None) is None
+    assert layer_compare.memory_finding(m, 4096) is None  # 896 MB a segment: fits
+    monkeypatch.setattr(layer_compare, "weight_budget_mb", lambda mb: 0.01)
+    f = layer_compare.memory_finding(m, 600)
+    assert f is not None and f.code == "over-memory" and "--max-memory" in f.hint
+    big = max(weights.weight_refs(m).values(), key=lambda r: r.nbytes)
+    assert f.tensors == [big.name]

@@ -464,7 +464,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             for f in search.findings:  # the range finding, masks, a warning of random inputs
                 if f.code.endswith(("-range", "-saturated-mask")) or \
-                        f.code in ("random-inputs", "not-a-batch"):
+                        f.code in ("random-inputs", "not-a-batch", "over-memory"):
                     print(str(f))
             for r in search.rounds:
                 rel = r['worst_output_rel']

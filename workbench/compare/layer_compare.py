@@ -467,6 +467,29 @@ def weight_budget_mb(max_memory_mb: Optional[float]) -> float:
     return max(16.0, (float(max_memory_mb) - 512.0) / 4.0)
 
 
+def memory_finding(proto: Any, max_memory_mb: Optional[float]) -> Optional[Finding]:
+    """A warning when one weight of a model held by reference is larger than a segment may map
+    for `max_memory_mb` (`weight_budget_mb`): a segment holds at least the node reading it, so
+    the peak follows that weight instead; None when it fits or nothing is held by reference."""
+    from workbench import weights
+
+    refs = weights.weight_refs(proto)
+    if max_memory_mb is None or not refs:
+        return None
+    big = max(refs.values(), key=lambda r: r.nbytes)
+    budget = weight_budget_mb(max_memory_mb)
+    if big.nbytes <= budget * 2 ** 20:
+        return None
+    need = 512 + 4 * big.nbytes / 2 ** 20
+    return Finding(
+        "warning", "over-memory",
+        f"weight '{big.name}' ({big.nbytes / 2 ** 20:.0f} MB) is larger than a segment may map "
+        f"within --max-memory {max_memory_mb:g} ({budget:.0f} MB of weights a segment): its "
+        "segment maps it whole, so the peak follows it and may pass the limit",
+        tensors=[big.name], source="compare",
+        hint=f"allow about {need:.0f} MB (--max-memory {need:.0f}) for a peak the limit holds")
+
+
 def tensor_weights(proto: Any, names: Sequence[str]) -> Dict[str, int]:
     """Bytes of referenced weights (`workbench.weights`) to map before each of `names` can be
     made: the weights of the nodes up to its producer not yet counted for an earlier name."""
@@ -581,6 +604,9 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
                          ) or [[]]
     chunks[-1] = chunks[-1] + [o for o in outs if o in cand_names and o not in chunks[-1]]
     report.chunks = len(chunks)
+    over = memory_finding(ref_p, max_memory_mb) if wsizes else None
+    if over is not None:
+        report.findings.append(over)
     runs: Dict[str, List[Feed]] = {"reference": [{} for _ in feeds],
                                    "candidate": [{} for _ in feeds]}
     seen: set = set()
@@ -1297,6 +1323,9 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
                              findings=findings)
     excluded: List[str] = list(start)
     seeded: List[str] = []  # the range prepass's nodes: kept only if the outputs need them
+    over = memory_finding(ref, max_memory_mb) if by_ref else None
+    if over is not None:
+        findings.append(over)
     if check_range:
         nodes, found, hopeless = range_prepass(
             ref, feeds, target, streamed_ranges(ref, feeds, max_memory_mb) if by_ref else None)
@@ -1338,7 +1367,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         rep = layerwise(ref, cand, feeds, atol=atol, rtol=rtol, max_samples=max_samples,
                         labels=(label, f"{label} converted to {target}" if label else None),
                         selection=in_region, max_memory_mb=max_memory_mb)
-        rep.findings[:0] = findings
+        rep.findings = findings + [f for f in rep.findings if f.code != "over-memory"]
         w = max((t.rel for t in judged(rep)), default=0.0)
         rounds.append({"round": k, "excluded": list(keep), "outputs_pass": passes(rep),
                        "worst_output_rel": w if math.isfinite(w) else "inf",
