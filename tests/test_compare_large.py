@@ -171,3 +171,29 @@ def test_a_weight_over_the_segment_budget_is_said(decoder, monkeypatch):
     assert f is not None and f.code == "over-memory" and "--max-memory" in f.hint
     big = max(weights.weight_refs(m).values(), key=lambda r: r.nbytes)
     assert f.tensors == [big.name]
+
+
+def test_compare_ref_with_a_large_fp16_candidate_by_reference(decoder, tmp_path):
+    """compare REF CAND where the FP16 candidate keeps its weights in external data: both are
+    held by reference (the candidate's FP16 weights fed as stored, widened where read), and
+    the figures agree with the in-memory run within an FP16 rounding step."""
+    from workbench.compare import layerwise
+    from workbench.precision.transform import convert
+
+    cand = convert(str(decoder), "fp16", measure=False).proto
+    path = tmp_path / "cand.onnx"
+    onnx.save(cand, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="cand.data", size_threshold=1024)
+    from workbench import weights
+
+    held = weights.weight_refs(weights.by_reference(path))
+    assert any(r.elem_type == 10 for r in held.values())  # FP16 weights held by reference
+    a = layerwise(str(decoder), str(path), allow_random=True, stream_weights_mb=0)
+    b = layerwise(str(decoder), str(path), allow_random=True, stream_weights_mb=1e6)
+    assert a.candidate_runner == b.candidate_runner == "emulate"
+    assert a.outputs_pass == b.outputs_pass and len(a.tensors) == len(b.tensors)
+    for x, y in zip(a.outputs, b.outputs):
+        assert x.tensor == y.tensor
+        # (GEMMs on a weight fed as an input vs a constant accumulate in another order: an
+        # FP16 rounding can land one step apart)
+        assert x.max_abs == pytest.approx(y.max_abs, rel=0.5, abs=2e-3)
