@@ -197,3 +197,28 @@ def test_compare_ref_with_a_large_fp16_candidate_by_reference(decoder, tmp_path)
         # (GEMMs on a weight fed as an input vs a constant accumulate in another order: an
         # FP16 rounding can land one step apart)
         assert x.max_abs == pytest.approx(y.max_abs, rel=0.5, abs=2e-3)
+
+
+def test_a_whole_run_of_a_model_held_by_reference_feeds_its_weights(decoder, monkeypatch):
+    """OnnxRuntimeRunner on a structure held by reference runs it whole (the engine-side
+    reference, a selection check): weights fed as memmaps, the model sent without them."""
+    from workbench import ortchild, weights
+    from workbench.equivalence import make_inputs
+    from workbench.runners import OnnxRuntimeRunner
+
+    sent = []
+    load = ortchild.OrtChild.load
+
+    def counted_load(self, model, **kw):
+        if isinstance(model, (bytes, bytearray)):
+            sent.append(len(model))
+        return load(self, model, **kw)
+
+    monkeypatch.setattr(ortchild.OrtChild, "load", counted_load)
+    m = weights.by_reference(decoder)
+    feed = make_inputs(m, seed=1)
+    got = OnnxRuntimeRunner(m).infer(feed)
+    want = OnnxRuntimeRunner(str(decoder)).infer(feed)
+    assert sent and max(sent) < _data_bytes(decoder) / 4
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5)

@@ -34,9 +34,10 @@ import numpy as np
 
 from workbench.comparison import SENTINEL, compare_outputs, compare_tensor, infer_precision
 from workbench.runners import mark_outputs  # (re-exported: the marking the runs share)
-from workbench.compare.layer_compare import (LayerwiseReport, TensorError, added_error,
-                                            constant_tensors, divergence_findings, plan_chunks,
-                                            tensor_bytes, weightless)
+from workbench.compare.layer_compare import (LayerwiseReport, TensorError, _opened,
+                                            added_error, constant_tensors,
+                                            divergence_findings, plan_chunks, tensor_bytes,
+                                            weightless)
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, load_proto,
@@ -252,7 +253,7 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
     """Compare `tensors` of the candidate (built/run per chunk by `candidate(names)`) with the
     FP32 reference, chunked to `memory_budget_mb`; see the module docstring."""
     t0 = time.monotonic()
-    ref_p = load_proto(reference)
+    ref_p = _opened(reference)  # (a large model by reference: its runs map the weights)
     feeds = list(feeds)
     if not feeds:
         raise WorkbenchError("no inputs to compare on", field="inputs",

@@ -41,6 +41,8 @@ def engine_runner(engine_path: str, backend: str = "auto", profile_index: int = 
     optimization profile `profile_index` (-1: the first that holds the feed)."""
     from workbench.trtrunner import TensorRTRunner
 
+    if profile_index < 0:  # (the runner's default: the first profile that holds the feed)
+        return TensorRTRunner(engine_path, backend=backend)
     return TensorRTRunner(engine_path, backend=backend, profile_index=profile_index)
 
 
