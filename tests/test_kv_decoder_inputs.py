@@ -72,3 +72,21 @@ def test_default_and_serving_profiles_relate_the_dims(decoder):
     pre, dec = serving_profiles(str(path), prof)
     assert pre[cache][2][2] == 0 and dec["input_ids"][2][1] == 1
     assert dec["attention_mask"][2][1] == dec[cache][2][2] + 1
+
+
+def test_inputs_at_a_prefill_shape_keep_positions_in_the_table(tmp_path):
+    """Inputs at a profile's prefill max (an empty cache, as many tokens as the position
+    table has rows): the caches not named follow the one given, the positions stay inside the
+    table (0 .. rows-1) and the model runs."""
+    from workbench.equivalence import make_inputs_at
+    from workbench.model import open_model
+
+    path = make_decoder(tmp_path, "optimum", True)
+    rows = 128  # tiny_decoder_config().max_pos
+    feed = make_inputs_at(open_model(path).proto, {
+        "input_ids": [1, rows], "attention_mask": [1, rows], "position_ids": [1, rows],
+        "past_key_values.0.key": [1, 2, 0, 16]})
+    assert feed["position_ids"].min() == 0 and feed["position_ids"].max() == rows - 1
+    assert all(v.shape == (1, 2, 0, 16) for k, v in feed.items() if k.startswith("past_"))
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert sess.run(None, feed)[0].shape == (1, rows, 256)

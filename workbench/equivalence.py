@@ -238,18 +238,32 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
 def _decoder_related(proto: Any, shapes: Dict[str, List[int]], guessed: set
                      ) -> Dict[str, np.ndarray]:
     """A KV-cache decoder's related sizes (`workbench.inputs.decoder_dims`), set in `shapes`
-    in place: every cache axis as long as the first one, masks as long as past + new, position
-    ids as long as the new tokens (only axes `guessed`: sized by no model or caller). Returns the values the relations fix (positions counting
-    on from the cache, masks keeping every position); {} for other models."""
+    in place on the axes `guessed` (sized by no model or caller): every cache axis as long as
+    the first one, masks as long as past + new, position ids as long as the new tokens.
+    Returns the values the relations fix (positions counting on from the cache, masks keeping
+    every position); {} for other models."""
     from workbench.inputs import decoder_dims
 
     d = decoder_dims(proto)
     if d is None or d.ids.name not in shapes:
         return {}
     new = shapes[d.ids.name][1]
-    s0, a0 = d.cache[0]
-    past = shapes[s0.name][a0] if s0.name in shapes else 8
-    for (name, axis), size in d.sizes(new, past).items():
+    # the past length: a mask's or a cache's that a caller (or the model) fixed, else the guess
+    past = next((shapes[s.name][a] - new for s, a in d.total
+                 if s.name in shapes and (s.name, a) not in guessed), None)
+    if past is None:
+        past = next((shapes[s.name][a] for s, a in d.cache
+                     if s.name in shapes and (s.name, a) not in guessed), None)
+    if past is None:
+        s0, a0 = d.cache[0]
+        past = shapes[s0.name][a0] if s0.name in shapes else 8
+    past = max(0, int(past))
+    related = dict(d.sizes(new, past))
+    batch = shapes[d.ids.name][0] if shapes[d.ids.name] else None
+    for s in [s for s, _ in d.cache + d.total] + list(d.positions):
+        if batch is not None and s.dims and (s.name, 0) in guessed:
+            related[(s.name, 0)] = batch  # (one batch for the ids, caches and masks)
+    for (name, axis), size in related.items():
         if (name, axis) in guessed:
             shapes[name][axis] = size
     return d.values({n: shapes[n] for n in shapes}, past)
