@@ -150,13 +150,23 @@ def test_cli_compare_to_fp16_by_reference(decoder):
     assert "fp16: within tolerance" in r.stdout
 
 
-def test_int8_search_on_a_model_held_by_reference_says_why(decoder):
+def test_int8_search_on_a_model_held_by_reference_says_why(decoder, monkeypatch, tmp_path):
+    """Quantizing reads every weight: an INT8 search runs in memory while the model fits a
+    protobuf, and past that says why it cannot."""
+    from workbench import weights
     from workbench.compare import find_exclusions
+    from workbench.equivalence import make_inputs
     from workbench.errors import WorkbenchError
 
+    data = tmp_path / "calib.npz"
+    np.savez(data, **make_inputs(weights.by_reference(decoder), seed=2))
+    s = find_exclusions(str(decoder), "int8", calibration=str(data), stream_weights_mb=0,
+                        max_rounds=0)
+    assert len(s.rounds) == 1
+    monkeypatch.setattr(weights, "PROTOBUF_SAFE_MB", 0.0)
     with pytest.raises(WorkbenchError) as e:
         find_exclusions(str(decoder), "int8", allow_random=True, stream_weights_mb=0)
-    assert "float targets" in e.value.message and e.value.hint
+    assert "float targets" in e.value.message and "--to fp16" in e.value.hint
 
 
 def test_a_weight_over_the_segment_budget_is_said(decoder, monkeypatch):

@@ -64,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "runs once; 256 with --runner reference, which re-runs per chunk)")
     p.add_argument("--max-memory", type=float, default=None, metavar="MB",
                    help="a model held by reference (external weights over "
-                        "$WORKBENCH_STREAM_WEIGHTS_MB, default 512) runs a segment at a time, "
+                        "$WORKBENCH_STREAM_WEIGHTS_MB, default 64) runs a segment at a time, "
                         "each mapping at most (MB - 512) / 4 of weights: the peak stays near MB "
                         "whatever the model's size (default: 256 MB of weights a segment)")
     p.add_argument("--stats", metavar="STATS.jsonl",

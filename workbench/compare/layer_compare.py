@@ -1298,15 +1298,17 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
     from workbench.precision.transform import convert
 
     by_ref = weights.streams(model, stream_weights_mb)
-    ref = weights.by_reference(model) if by_ref else load_proto(model)
     label = _label_of(model)
-    if by_ref and table.get(target, field="target").kind != "float":
+    if by_ref and table.get(target, field="target").kind != "float" and \
+            weights.external_bytes(model) < weights.PROTOBUF_SAFE_MB * 2 ** 20:
+        by_ref = False  # (quantizing reads every weight: in memory while a model fits)
+    elif by_ref and table.get(target, field="target").kind != "float":
         raise WorkbenchError(
             f"--to {target} on a model of {weights.external_bytes(model) / 2 ** 30:.1f} GB: "
             "quantizing needs every weight in memory; only float targets (fp16, bf16) are "
             "searched on models held by reference", file=label, field="--to",
-            hint="search with --to fp16 first, or raise $" + weights.STREAM_ENV +
-                 " above the model's size on a machine with the memory for it")
+            hint="search with --to fp16 or --to bf16")
+    ref = weights.by_reference(model) if by_ref else load_proto(model)
     if any(not n.name for n in ref.graph.node):  # exclusion lists need names: the stable ids
         import onnx
 
