@@ -11,16 +11,26 @@ tensor as they are drawn: the whole model never sits in memory and no > 2 GB pro
 
     python benchmarks/large_model.py generate -o /tmp/large-dec --size-gb 3.2
     python benchmarks/large_model.py generate -o /tmp/large-enc --kind encoder
+
+`bench` generates a decoder (or takes `--model`), then times every workbench verb on it and,
+side by side, Polygraphy (`inspect model`, `convert --fp-to-fp16`, `run --onnxrt`) and
+onnxconverter-common's FP16 conversion, each as a separate process. Peak memory is the peak of
+the summed RSS of the command's whole process tree (the command and every descendant, polled
+from /proc every 20 ms), and at least the largest single process's ru_maxrss. The last line
+of output is one JSON object with the figures.
+
+    python benchmarks/large_model.py bench --size-gb 3.2 --work /tmp/large-bench
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -292,6 +302,97 @@ def decoder_feeds(config: DecoderConfig, batch: int = 1, seq: int = 8, past: int
     return feeds
 
 
+# --------------------------------------------------------------------------- measuring
+_RUNNER = """import os, sys, time
+t = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, st, ru = os.wait4(pid, 0)
+sys.stderr.write("\\n@@BENCH %d %d %.6f\\n" % (os.waitstatus_to_exitcode(st), ru.ru_maxrss,
+                                                time.perf_counter() - t))
+"""
+
+
+def _children() -> Dict[int, List[int]]:
+    """Parent pid -> child pids, from /proc (one pass)."""
+    import os
+
+    kids: Dict[int, List[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def tree_rss_kb(root: int) -> int:
+    """Summed RSS (kB) of `root` and all its descendants right now."""
+    kids = _children()
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += _rss_kb(pid)
+        todo.extend(kids.get(pid, ()))
+    return total
+
+
+def measure(cmd: List[str], timeout: float = 1800, cwd: Optional[Path] = None,
+            env: Optional[Dict[str, str]] = None) -> Dict[str, object]:
+    """Run `cmd` under a tiny fork/wait4 runner; wall seconds, exit code and peak RSS (MB) of
+    its whole process tree (polled), never below its largest process's ru_maxrss."""
+    import subprocess
+    import threading
+    import time
+
+    p = subprocess.Popen([sys.executable, "-I", "-S", "-c", _RUNNER, *cmd], cwd=cwd, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    peak = [0]
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_rss_kb(p.pid))
+            done.wait(0.02)
+
+    th = threading.Thread(target=poll, daemon=True)
+    th.start()
+    try:
+        out, err = p.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        import signal
+
+        os.killpg(p.pid, signal.SIGKILL)  # (the runner's session: the whole tree)
+        out, err = p.communicate()
+        timed_out = True
+    done.set()
+    th.join()
+    text = err.decode(errors="replace")
+    tail = [ln for ln in text.splitlines() if ln.startswith("@@BENCH ")]
+    rc, maxrss, wall = (tail[-1].split()[1:] if tail else ("-9", "0", "nan"))
+    return {"rc": int(rc), "wall_s": round(float(wall), 2),
+            "peak_mb": round(max(peak[0], int(maxrss)) / 1024.0, 1),
+            "timed_out": timed_out, "stdout_tail": out.decode(errors="replace")[-600:],
+            "stderr_tail": "\n".join(ln for ln in text.splitlines()
+                                     if not ln.startswith("@@BENCH"))[-1200:]}
+
+
 def _cmd_generate(args: argparse.Namespace) -> None:
     if args.kind == "encoder":
         path = build_encoder(args.output)
@@ -304,6 +405,178 @@ def _cmd_generate(args: argparse.Namespace) -> None:
     print(json.dumps({**info, "model": str(path), "data_bytes": data.stat().st_size}))
 
 
+def config_of(model: Path) -> Optional[DecoderConfig]:
+    """The DecoderConfig a generated decoder records in its doc string (None for others)."""
+    import onnx
+
+    doc = onnx.load(str(model), load_external_data=False).doc_string
+    if ": {" not in doc:
+        return None
+    return DecoderConfig(**json.loads(doc[doc.index(": {") + 2:]))
+
+
+def _workbench() -> List[str]:
+    import shutil
+
+    exe = shutil.which("workbench")
+    return [exe] if exe else [sys.executable, "-m", "workbench.cli"]
+
+
+def _ort_run_script(model: Path, feeds: Path) -> str:
+    """Load a model in onnxruntime from its path and run one decoder call (exit 1 if not
+    finite)."""
+    return f"""
+import sys, numpy as np, onnxruntime as ort
+s = ort.InferenceSession({str(model)!r}, providers=["CPUExecutionProvider"])
+f = dict(np.load({str(feeds)!r}))
+out = s.run(None, f)
+print("logits", out[0].shape, out[0].dtype, "finite", bool(np.isfinite(out[0]).all()))
+sys.exit(0 if all(np.isfinite(o).all() for o in out) else 1)
+"""
+
+
+def _onnxconverter_script(src: Path, out: Path) -> str:
+    """onnxconverter-common's FP16 conversion, told to round as IEEE does (no move of tiny
+    values to 1e-7, no clip at 1e4): the reference the workbench's weights are compared to."""
+    return f"""
+import onnx
+from onnxconverter_common import float16
+m = onnx.load({str(src)!r})
+m = float16.convert_float_to_float16(m, keep_io_types=True, min_positive_val=0.0,
+                                     max_finite_val=65504.0)
+onnx.save_model(m, {str(out)!r}, save_as_external_data=True, all_tensors_to_one_file=True,
+                location={out.name + '.data'!r})
+"""
+
+
+def verbs(model: Path, work: Path, feeds: Path, cfg: Optional[DecoderConfig]
+          ) -> List[Tuple[str, str, List[str]]]:
+    """(tool, verb, command) for every measured command, workbench's first."""
+    wb = _workbench()
+    out, keep = work / "out", work / "keep"
+    shapes = []
+    if cfg is not None:
+        shapes = ["--input-shapes", "input_ids:[1,8]", "attention_mask:[1,16]",
+                  "position_ids:[1,8]"] + [
+            f"past_key_values.{i}.{k}:[1,{cfg.kv_heads},8,{cfg.head_dim}]"
+            for i in range(cfg.layers) for k in ("key", "value")]
+    m = str(model)
+    return [
+        ("workbench", "inspect", wb + ["inspect", m, "--json"]),
+        ("workbench", "check", wb + ["check", m]),
+        ("workbench", "graph", wb + ["graph", m, "-o", str(out / "graph.json")]),
+        ("workbench", "fix --auto", wb + ["fix", m, "--auto", "-o", str(out / "fixed.onnx")]),
+        ("workbench", "precision --to fp16",
+         wb + ["precision", m, "--to", "fp16", "-o", str(keep / "wb_fp16.onnx")]),
+        ("workbench", "compare --to fp16 --allow-random",
+         wb + ["compare", m, "--to", "fp16", "--allow-random"]),
+        ("workbench", "compare --to fp16 --inputs",
+         wb + ["compare", m, "--to", "fp16", "--inputs", str(feeds)]),
+        ("workbench", "profiles", wb + ["profiles", m]),
+        ("workbench", "build --precision fp16",
+         wb + ["build", m, "--precision", "fp16", "-o", str(out / "model.engine")]),
+        ("polygraphy", "inspect model", ["polygraphy", "inspect", "model", m]),
+        ("polygraphy", "convert --fp-to-fp16",
+         ["polygraphy", "convert", m, "--fp-to-fp16", "-o", str(out / "poly_fp16.onnx")]),
+        ("polygraphy", "run --onnxrt", ["polygraphy", "run", m, "--onnxrt"] + shapes),
+        ("onnxconverter-common", "convert_float_to_float16",
+         [sys.executable, "-c", _onnxconverter_script(model, keep / "occ_fp16.onnx")]),
+        ("check", "workbench's FP16 output runs in onnxruntime",
+         [sys.executable, "-c", _ort_run_script(keep / "wb_fp16.onnx", feeds)]),
+    ]
+
+
+def _fp16_matches(wb_out: Path, ref_out: Path) -> Optional[bool]:
+    """Do two FP16 models hold the same FP16 weights (bit for bit), tensor by tensor?"""
+    import onnx
+    from onnx import numpy_helper
+
+    if not (wb_out.exists() and ref_out.exists()):
+        return None
+    a = onnx.load(str(wb_out), load_external_data=False)
+    b = onnx.load(str(ref_out), load_external_data=False)
+    bt = {t.name: t for t in b.graph.initializer if t.data_type == 10}
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    n = 0
+    for t in a.graph.initializer:
+        if t.data_type != 10 or t.name not in bt:
+            continue
+        for x, base in ((t, wb_out.parent), (bt[t.name], ref_out.parent)):
+            if x.data_location == 1:
+                load_external_data_for_tensor(x, str(base))
+        same = np.array_equal(numpy_helper.to_array(t).view(np.uint16),
+                              numpy_helper.to_array(bt[t.name]).view(np.uint16))
+        t.ClearField("raw_data")
+        bt[t.name].ClearField("raw_data")
+        if not same:
+            return False
+        n += 1
+    return n > 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> None:
+    import shutil
+
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    if args.model:
+        model = Path(args.model)
+    else:
+        model = work / "model" / "model.onnx"
+        if not model.exists():
+            build_decoder(model.parent, DecoderConfig.for_size(args.size_gb * 1e9))
+    cfg = config_of(model)
+    weights = sum(p.stat().st_size for p in model.parent.iterdir()
+                  if p.is_file() and p != model)
+    feeds = work / "feeds.npz"
+    if cfg is not None:
+        np.savez(feeds, **decoder_feeds(cfg, batch=1, seq=8, past=8))
+    out, keep = work / "out", work / "keep"
+    shutil.rmtree(keep, ignore_errors=True)
+    keep.mkdir(parents=True)
+    only = set(args.only.split(",")) if args.only else None
+    skip = set(args.skip.split(",")) if args.skip else set()
+    rows = []
+    for tool, verb, cmd in verbs(model, work, feeds, cfg):
+        key = f"{tool}:{verb}"
+        if (only and not any(o in key for o in only)) or any(k in key for k in skip):
+            continue
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        home = work / "home"   # a fresh workspace per command: first-use costs, then removed
+        shutil.rmtree(home, ignore_errors=True)
+        r = measure(cmd, timeout=args.timeout, env={**os.environ, "WORKBENCH_HOME": str(home)})
+        shutil.rmtree(home, ignore_errors=True)
+        rows.append({"tool": tool, "verb": verb, **r})
+        print(f"{tool:22s} {verb:36s} rc={r['rc']:<3d} {r['wall_s']:8.2f} s "
+              f"{r['peak_mb']:9.1f} MB", flush=True)
+        if r["rc"] not in (0, 1, 2):
+            print("   " + (r["stderr_tail"] or r["stdout_tail"]).replace("\n", "\n   "),
+                  flush=True)
+    shutil.rmtree(out, ignore_errors=True)
+    same = _fp16_matches(keep / "wb_fp16.onnx", keep / "occ_fp16.onnx")
+    shutil.rmtree(keep, ignore_errors=True)
+    by = {(r["tool"], r["verb"]): r for r in rows}
+    wb_fp16 = by.get(("workbench", "precision --to fp16"))
+    poly = by.get(("polygraphy", "convert --fp-to-fp16"))
+    doc: Dict[str, object] = {
+        "model": str(model), "weights_bytes": weights,
+        "config": asdict(cfg) if cfg is not None else None,
+        "results": [{k: v for k, v in r.items() if not k.endswith("_tail")} for r in rows]}
+    wb_rows = [r for r in rows if r["tool"] == "workbench"]
+    doc["workbench_exit_codes_ok"] = all(r["rc"] in (0, 1, 2) for r in wb_rows)
+    doc["fp16_weights_equal_onnxconverter_common"] = same
+    if wb_fp16 and poly and poly["rc"] == 0:
+        doc["fp16_time_ratio_vs_polygraphy"] = round(wb_fp16["wall_s"] / poly["wall_s"], 3)
+        doc["fp16_peak_ratio_vs_polygraphy"] = round(wb_fp16["peak_mb"] / poly["peak_mb"], 3)
+        doc["fp16_acceptance"] = (doc["fp16_time_ratio_vs_polygraphy"] <= 0.5 and
+                                  doc["fp16_peak_ratio_vs_polygraphy"] <= 0.25)
+    if not args.keep_model and not args.model:
+        shutil.rmtree(model.parent, ignore_errors=True)
+    print(json.dumps(doc))
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -313,6 +586,17 @@ def main(argv: Optional[List[str]] = None) -> None:
     g.add_argument("--size-gb", type=float, default=3.2, help="decoder FP32 weights, GB")
     g.add_argument("--tiny", action="store_true", help="a few-MB decoder (for tests)")
     g.set_defaults(func=_cmd_generate)
+    b = sub.add_parser("bench", help="time every verb on a generated decoder, side by side "
+                       "with Polygraphy and onnxconverter-common")
+    b.add_argument("--work", type=Path, default=Path("/tmp/large-bench"),
+                   help="folder for the model and outputs (outputs removed after each command)")
+    b.add_argument("--size-gb", type=float, default=3.2, help="decoder FP32 weights, GB")
+    b.add_argument("--model", help="an existing model instead of generating one")
+    b.add_argument("--keep-model", action="store_true", help="keep the generated model")
+    b.add_argument("--only", help="comma-separated substrings of 'tool:verb' to run")
+    b.add_argument("--skip", help="comma-separated substrings of 'tool:verb' to leave out")
+    b.add_argument("--timeout", type=float, default=1800, help="seconds per command")
+    b.set_defaults(func=_cmd_bench)
     args = ap.parse_args(argv)
     args.func(args)
 
