@@ -232,3 +232,28 @@ def test_a_whole_run_of_a_model_held_by_reference_feeds_its_weights(decoder, mon
     assert sent and max(sent) < _data_bytes(decoder) / 4
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5)
+
+
+def test_in_memory_compare_loads_each_model_once(decoder, tmp_path, monkeypatch):
+    """Below the threshold the models are compared in memory: each is loaded with its
+    weights once over the run (the search, and compare REF CAND with its sample feeds and
+    its look for selection ops), never again to read the graph."""
+    from workbench import model as wmodel
+    from workbench.compare import find_exclusions, layerwise
+    from workbench.precision.transform import convert
+
+    calls = []
+    load = wmodel.Model.load_weights
+
+    def counted(self):
+        calls.append(str(self.path))
+        return load(self)
+
+    monkeypatch.setattr(wmodel.Model, "load_weights", counted)
+    find_exclusions(str(decoder), "fp16", allow_random=True, stream_weights_mb=1e6)
+    assert calls == [str(decoder)]
+    cand = tmp_path / "cand.onnx"
+    onnx.save(convert(str(decoder), "fp16", measure=False).proto, str(cand))
+    calls.clear()
+    layerwise(str(decoder), str(cand), allow_random=True, stream_weights_mb=1e6)
+    assert sorted(calls) == sorted([str(decoder), str(cand)])
