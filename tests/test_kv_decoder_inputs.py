@@ -90,3 +90,19 @@ def test_inputs_at_a_prefill_shape_keep_positions_in_the_table(tmp_path):
     assert all(v.shape == (1, 2, 0, 16) for k, v in feed.items() if k.startswith("past_"))
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert sess.run(None, feed)[0].shape == (1, rows, 256)
+
+
+def test_random_calibration_sizes_the_decoder_together(decoder):
+    """`precision --allow-random`'s batches: the mask is past + new, positions count on."""
+    from workbench.precision.calibration import random_calibration
+
+    style, positions, path = decoder
+    batches, warn = random_calibration(str(path), 2)
+    b = batches[0]
+    new = b["input_ids"].shape[1]
+    past = next(v for v in b.values() if v.ndim == 4).shape[2]
+    assert b["attention_mask"].shape[1] == past + new
+    if positions:
+        assert (b["position_ids"] == np.arange(past, past + new)).all()
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert sess.run(None, b)[0].shape[1] == new

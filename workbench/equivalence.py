@@ -214,7 +214,9 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
                 shape.append(2 if k == 0 else 8)
                 guessed.add((name, k))
         shapes[name] = shape
-    related = _decoder_related(proto, shapes, guessed)
+    from workbench.inputs import relate_decoder_shapes
+
+    related = relate_decoder_shapes(proto, shapes, guessed)
     ints = [n for n, vi in ins.items() if np.issubdtype(
         helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type), np.integer)]
     bounds = _index_bounds(proto, shapes) if ints else {}
@@ -235,38 +237,6 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
     return feed
 
 
-def _decoder_related(proto: Any, shapes: Dict[str, List[int]], guessed: set
-                     ) -> Dict[str, np.ndarray]:
-    """A KV-cache decoder's related sizes (`workbench.inputs.decoder_dims`), set in `shapes`
-    in place on the axes `guessed` (sized by no model or caller): every cache axis as long as
-    the first one, masks as long as past + new, position ids as long as the new tokens.
-    Returns the values the relations fix (positions counting on from the cache, masks keeping
-    every position); {} for other models."""
-    from workbench.inputs import decoder_dims
-
-    d = decoder_dims(proto)
-    if d is None or d.ids.name not in shapes:
-        return {}
-    new = shapes[d.ids.name][1]
-    # the past length: a mask's or a cache's that a caller (or the model) fixed, else the guess
-    past = next((shapes[s.name][a] - new for s, a in d.total
-                 if s.name in shapes and (s.name, a) not in guessed), None)
-    if past is None:
-        past = next((shapes[s.name][a] for s, a in d.cache
-                     if s.name in shapes and (s.name, a) not in guessed), None)
-    if past is None:
-        s0, a0 = d.cache[0]
-        past = shapes[s0.name][a0] if s0.name in shapes else 8
-    past = max(0, int(past))
-    related = dict(d.sizes(new, past))
-    batch = shapes[d.ids.name][0] if shapes[d.ids.name] else None
-    for s in [s for s, _ in d.cache + d.total] + list(d.positions):
-        if batch is not None and s.dims and (s.name, 0) in guessed:
-            related[(s.name, 0)] = batch  # (one batch for the ids, caches and masks)
-    for (name, axis), size in related.items():
-        if (name, axis) in guessed:
-            shapes[name][axis] = size
-    return d.values({n: shapes[n] for n in shapes}, past)
 
 
 def make_inputs_at(proto: Any, shapes: Dict[str, Sequence[int]], seed: int = 0

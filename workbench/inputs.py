@@ -365,9 +365,10 @@ class DecoderDims:
                 shp = tuple(int(d) for d in shapes[p.name])
                 n = shp[-1] if shp else 1
                 out[p.name] = np.broadcast_to(np.arange(past, past + n), shp).astype(p.dtype)
-        for s, _ in self.total:
+        for s, _ in self.total:  # (a *padding* mask marks padding with 1: all zeros)
             if s.name in shapes and s.dtype is not None:
-                out[s.name] = np.ones(tuple(int(d) for d in shapes[s.name]), s.dtype)
+                fill = np.zeros if "padding" in s.name.lower() else np.ones
+                out[s.name] = fill(tuple(int(d) for d in shapes[s.name]), s.dtype)
         return out
 
 
@@ -430,3 +431,35 @@ def decoder_dims(model: Any, specs: Optional[Sequence[InputSpec]] = None
     positions = tuple(s for s in specs if s.elem_type in (6, 7) and _is_positions(s)
                       and s.dims and not isinstance(s.dims[-1], int))
     return DecoderDims(ids[0], tuple(caches), tuple(total), positions)
+
+
+def relate_decoder_shapes(proto: Any, shapes: Dict[str, List[int]], guessed: set
+                          ) -> Dict[str, Any]:
+    """A KV-cache decoder's related sizes (`decoder_dims`), set in `shapes` (input -> dims)
+    in place on the axes `guessed` (sized by no model or caller): every cache axis as long as
+    the first one, masks as long as past + new, position ids as long as the new tokens.
+    Returns the values the relations fix (positions counting on from the cache, masks keeping
+    every position); {} for other models."""
+    d = decoder_dims(proto)
+    if d is None or d.ids.name not in shapes:
+        return {}
+    new = shapes[d.ids.name][1]
+    # the past length: a mask's or a cache's that a caller (or the model) fixed, else the guess
+    past = next((shapes[s.name][a] - new for s, a in d.total
+                 if s.name in shapes and (s.name, a) not in guessed), None)
+    if past is None:
+        past = next((shapes[s.name][a] for s, a in d.cache
+                     if s.name in shapes and (s.name, a) not in guessed), None)
+    if past is None:
+        s0, a0 = d.cache[0]
+        past = shapes[s0.name][a0] if s0.name in shapes else 8
+    past = max(0, int(past))
+    related = dict(d.sizes(new, past))
+    batch = shapes[d.ids.name][0] if shapes[d.ids.name] else None
+    for s in [s for s, _ in d.cache + d.total] + list(d.positions):
+        if batch is not None and s.dims and (s.name, 0) in guessed:
+            related[(s.name, 0)] = batch  # (one batch for the ids, caches and masks)
+    for (name, axis), size in related.items():
+        if (name, axis) in guessed:
+            shapes[name][axis] = size
+    return d.values({n: shapes[n] for n in shapes}, past)

@@ -568,15 +568,27 @@ def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str,
         if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in inits:
             gather_high[node.input[1]] = int(inits[node.input[0]][0])
     rng = np.random.default_rng(seed)
+    from workbench.inputs import relate_decoder_shapes
+
+    shapes: Dict[str, List[int]] = {}
+    guessed: set = set()  # (input, axis) sized by the default, not by the profile or model
+    for s in specs:
+        if profile is not None and s.name in profile:
+            shapes[s.name] = [int(v) for v in profile[s.name][1]]
+        else:
+            shapes[s.name] = [d if isinstance(d, int) else (1 if i == 0 else 16)
+                              for i, d in enumerate(s.dims)]
+            guessed.update((s.name, i) for i, d in enumerate(s.dims) if not isinstance(d, int))
+    # a KV-cache decoder: cache, mask (past + new) and positions sized and valued together
+    related = relate_decoder_shapes(proto, shapes, guessed)
     out = []
     for _ in range(n):
         b: Batch = {}
         for s in specs:
-            if profile is not None and s.name in profile:
-                shape = tuple(int(v) for v in profile[s.name][1])
-            else:
-                shape = tuple(d if isinstance(d, int) else (1 if i == 0 else 16)
-                              for i, d in enumerate(s.dims))
+            shape = tuple(shapes[s.name])
+            if s.name in related:
+                b[s.name] = related[s.name]
+                continue
             dt = np.dtype(s.dtype or np.float32)
             if dt.kind == "f":
                 b[s.name] = rng.standard_normal(shape).astype(dt)
