@@ -257,3 +257,33 @@ def test_in_memory_compare_loads_each_model_once(decoder, tmp_path, monkeypatch)
     calls.clear()
     layerwise(str(decoder), str(cand), allow_random=True, stream_weights_mb=1e6)
     assert sorted(calls) == sorted([str(decoder), str(cand)])
+
+
+def test_a_weight_beyond_fp16_saturates_as_the_streamed_conversion_stores_it(tmp_path):
+    """The candidate over the original weights rounds each weight by the Cast before its
+    readers; a finite weight beyond FP16's range is saturated first (as the streamed FP16
+    conversion of a large model stores it), where the Cast alone would make it inf."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((128, 256)).astype(np.float32)
+    w[:, 0] = 1.0e5  # beyond 65504, in every row a Gather picks
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["w", "ids"], ["e"], name="embed"),
+         helper.make_node("Mul", ["e", "scale"], ["y"], name="scale")], "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 256])],
+        [numpy_helper.from_array(w, "w"),
+         numpy_helper.from_array(np.array(0.01, np.float32), "scale")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path), save_as_external_data=True, location="m.data", size_threshold=0)
+    from workbench import weights
+    from workbench.compare.layer_compare import _lowered_by_reference
+    from workbench.runners import EmulatedRunner
+
+    cand = _lowered_by_reference(weights.by_reference(path), "fp16", [])
+    y = EmulatedRunner(cand).infer({"ids": np.array([0, 7], np.int64)})["y"]
+    # 1e5 x 0.01 = 1000 in FP32; 65504 x 0.01 = 655 from the saturated weight (not inf)
+    np.testing.assert_allclose(y[:, 0], 655.0, rtol=1e-3)
+    np.testing.assert_allclose(y[:, 1:], (w[[0, 7], 1:] * 0.01), rtol=2e-3, atol=1e-4)

@@ -1280,7 +1280,36 @@ def _lowered_by_reference(ref: Any, target: str, keep: Sequence[str]) -> Any:
     m.CopyFrom(ref)  # (weightless: a few MB)
     weights.as_inputs(m)
     cand = convert(m, target, exclude_nodes=keep, measure=False).proto
-    return weights.restore(cand, refs)
+    weights.restore(cand, refs)
+    _saturate_weight_casts(cand, set(refs))
+    return cand
+
+
+def _saturate_weight_casts(proto: Any, names: Set[str]) -> None:
+    """A Clip to FP16's finite range before each Cast of a weight in `names` to FP16 (in
+    place): the converted model stores a finite weight beyond the range saturated, where the
+    Cast alone would make it inf."""
+    from onnx import helper, numpy_helper
+
+    g = proto.graph
+    lim = "__wb_fp16_max"
+    nodes: List[Any] = []
+    added = False
+    for n in g.node:
+        if n.op_type == "Cast" and n.input and n.input[0] in names and \
+                any(a.name == "to" and a.i == 10 for a in n.attribute):
+            sat = f"{n.input[0]}__wb_sat{len(nodes)}"
+            nodes.append(helper.make_node("Clip", [n.input[0], lim + "_neg", lim], [sat],
+                                          name=f"{sat}__wb_saturate"))
+            n.input[0] = sat
+            added = True
+        nodes.append(n)
+    if added:
+        del g.node[:]
+        g.node.extend(nodes)
+        g.initializer.extend([numpy_helper.from_array(np.array(65504.0, np.float32), lim),
+                              numpy_helper.from_array(np.array(-65504.0, np.float32),
+                                                      lim + "_neg")])
 
 
 def find_exclusions(model: Any, target: str, *, calibration: Any = None,
