@@ -20,6 +20,7 @@ from /proc every 20 ms), and at least the largest single process's ru_maxrss. Th
 of output is one JSON object with the figures.
 
     python benchmarks/large_model.py bench --size-gb 3.2 --work /tmp/large-bench
+    python benchmarks/large_model.py bench --model /tmp/large-enc/model.onnx   # the encoder
 """
 from __future__ import annotations
 
@@ -415,6 +416,28 @@ def config_of(model: Path) -> Optional[DecoderConfig]:
     return DecoderConfig(**json.loads(doc[doc.index(": {") + 2:]))
 
 
+def generic_feeds(model: Path, seq: int = 128, seed: int = 0) -> Dict[str, np.ndarray]:
+    """Inputs for a model that is not a generated decoder (the encoder): batch 1, other
+    symbolic dims `seq`; integer inputs 1 (valid token ids and a full mask), floats normal."""
+    import onnx
+    from onnx import helper
+
+    rng = np.random.default_rng(seed)
+    m = onnx.load(str(model), load_external_data=False)
+    inits = {t.name for t in m.graph.initializer}
+    feeds = {}
+    for vi in m.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else (1 if i == 0 else seq)
+                for i, d in enumerate(tt.shape.dim)]
+        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        feeds[vi.name] = (np.ones(dims, dtype) if np.issubdtype(dtype, np.integer)
+                          else rng.standard_normal(dims).astype(dtype))
+    return feeds
+
+
 def _workbench() -> List[str]:
     import shutil
 
@@ -456,12 +479,9 @@ def verbs(model: Path, work: Path, feeds: Path, cfg: Optional[DecoderConfig]
     """(tool, verb, command) for every measured command, workbench's first."""
     wb = _workbench()
     out, keep = work / "out", work / "keep"
-    shapes = []
-    if cfg is not None:
-        shapes = ["--input-shapes", "input_ids:[1,8]", "attention_mask:[1,16]",
-                  "position_ids:[1,8]"] + [
-            f"past_key_values.{i}.{k}:[1,{cfg.kv_heads},8,{cfg.head_dim}]"
-            for i in range(cfg.layers) for k in ("key", "value")]
+    with np.load(feeds) as f:
+        shapes = ["--input-shapes"] + [f"{k}:[{','.join(str(d) for d in f[k].shape)}]"
+                                       for k in f.files]
     m = str(model)
     return [
         ("workbench", "inspect", wb + ["inspect", m, "--json"]),
@@ -532,8 +552,8 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     weights = sum(p.stat().st_size for p in model.parent.iterdir()
                   if p.is_file() and p != model)
     feeds = work / "feeds.npz"
-    if cfg is not None:
-        np.savez(feeds, **decoder_feeds(cfg, batch=1, seq=8, past=8))
+    np.savez(feeds, **(decoder_feeds(cfg, batch=1, seq=8, past=8) if cfg is not None
+                       else generic_feeds(model)))
     out, keep = work / "out", work / "keep"
     shutil.rmtree(keep, ignore_errors=True)
     keep.mkdir(parents=True)
