@@ -172,14 +172,19 @@ def emulate(proto: Any, outputs: str = "all", skip_exact: bool = True) -> Option
     m = onnx.ModelProto()
     m.CopyFrom(proto)
     g = m.graph
-    # initializers: exact FP32 copies of the low values
+    # initializers: exact FP32 copies of the low values; a weight held by reference
+    # (`workbench.weights`: fed from its file as stored) stays low and is widened where read
+    rename: Dict[str, str] = {}
+    entry: List[Any] = []
     for i, t in enumerate(g.initializer):
-        if t.data_type in LOW:
+        if t.data_type in LOW and t.data_location == 1:  # (EXTERNAL)
+            rename[t.name] = t.name + "__wb_w"
+            entry.append(helper.make_node("Cast", [t.name], [t.name + "__wb_w"], to=FLOAT,
+                                          name=f"{t.name}__wb_widen"))
+        elif t.data_type in LOW:
             g.initializer[i].CopyFrom(_to_float_tensor(t))
     # graph inputs of low type: declared FP32, rounded on entry (consumers read the rounded copy)
     inits = {t.name for t in g.initializer}
-    rename: Dict[str, str] = {}
-    entry: List[Any] = []
     for vi in g.input:
         tt = vi.type.tensor_type
         if tt.elem_type in LOW and vi.name not in inits:

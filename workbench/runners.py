@@ -43,6 +43,19 @@ def load_proto(model: Any) -> Any:
     return m.load_weights()
 
 
+def structure_of(model: Any) -> Any:
+    """A ModelProto for reading the graph (nodes, inputs, outputs, dtypes): a path is read
+    without its external weight bytes (a large model is never loaded to look at its ops); a
+    ModelProto or a workbench Model is used as it is."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    from workbench.model import Model, open_model
+
+    return (model if isinstance(model, Model) else open_model(model)).proto
+
+
 def has_low_float(proto: Any) -> bool:
     """Does the graph, or a subgraph in it (a Loop body lowered to FP16), compute in FP16/BF16
     (initializers, casts or value infos)?"""
@@ -305,6 +318,7 @@ class OnnxRuntimeRunner(Runner):
         self._meta: Dict[str, TensorMeta] = {}
         self._text: Optional[str] = None  # how errors name the model (default: its path/name)
         self._one_off = False  # a segment: its session is shared with no other runner
+        self._weights: Dict[str, Any] = {}  # name -> WeightRef: weights fed from their file
 
     def _label(self) -> str:
         if self._text:
@@ -324,6 +338,17 @@ class OnnxRuntimeRunner(Runner):
             src, self.order, _ = mark_all_outputs(load_proto(self.model))
         elif not isinstance(src, (str, os.PathLike)):
             src = load_proto(src)
+        if not isinstance(src, (str, os.PathLike)):  # weights held by reference: fed as
+            from workbench import weights  # memmaps on every run, never serialized
+
+            refs = weights.weight_refs(src)
+            if refs:
+                import onnx
+
+                held = onnx.ModelProto()
+                held.CopyFrom(src)
+                src = weights.as_inputs(held)
+                self._weights = refs
         self._src = src
         try:
             ins = self._open()
@@ -334,6 +359,8 @@ class OnnxRuntimeRunner(Runner):
             self._src, self.ir_note = older  # an exporter newer than this onnxruntime
             ins = self._open()
         for name, typ, shape in ins:
+            if name in self._weights:
+                continue  # (fed by the runner itself)
             dt = np.dtype(_ORT_TYPES[typ]) if typ in _ORT_TYPES else None
             if typ == "tensor(bfloat16)":
                 dt = _np_dtype(16)
@@ -438,6 +465,10 @@ class OnnxRuntimeRunner(Runner):
         reuse: feeds that are earlier runs' outputs, unchanged, are read where they lie (a
         segment's inputs: `workbench.segments` never writes into the tensors it keeps)."""
         want = list(names) if names is not None else self._names
+        if self._weights:
+            from workbench import weights
+
+            feed = {**feed, **weights.feeds_for(self._weights, list(self._weights))}
         if not self.isolated:
             return dict(zip(want, _run_limited(self.sess, want, feed, self.timeout,
                                                self._label())))

@@ -123,8 +123,12 @@ def stream_segments(proto: Any, feeds: Sequence[Feed], groups: Sequence[Sequence
             if feeds:
                 model = _model(proto, [nodes[i] for i in seg], {x: store[0][x] for x in ins},
                                outs, inits, set(seg_reads), k)
-                fresh = run(model, outs, [{x: s[x] for x in ins} for s in store])
-                del model
+                # weights held by reference (`workbench.weights`): fed as memmaps, mapped
+                # only while this segment runs
+                weights = _referenced(model)
+                fresh = run(model, outs, [{**{x: s[x] for x in ins}, **weights}
+                                          for s in store])
+                del model, weights
             for s, f in zip(store, fresh):
                 s.update((x, f[x]) for x in outs if x in f and kept(x))
         yield [{t: (f[t] if t in f else s[t]) for t in targets if t in f or t in s}
@@ -135,6 +139,18 @@ def stream_segments(proto: Any, feeds: Sequence[Feed], groups: Sequence[Sequence
         for s in store:  # drop what no later segment reads and no later group asks for
             for x in [x for x in s if readers.get(x, 0) <= 0 and wanted.get(x, 0) <= 0]:
                 del s[x]
+
+
+def _referenced(model: Any) -> Feed:
+    """A segment model's weights held by reference, moved to its inputs (in place), as
+    memmaps to feed; {} when it holds none."""
+    from workbench import weights
+
+    refs = weights.weight_refs(model)
+    if not refs:
+        return {}
+    weights.as_inputs(model)
+    return weights.feeds_for(refs, list(refs))
 
 
 def order_of(proto: Any) -> List[str]:

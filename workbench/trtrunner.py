@@ -19,7 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from workbench.errors import WorkbenchError
-from workbench.runners import Feed, Runner, TensorMeta, cast_feed, input_metadata_of, load_proto
+from workbench.runners import (Feed, Runner, TensorMeta, cast_feed, input_metadata_of,
+                               structure_of)
 
 __all__ = ["TensorRTRunner"]
 
@@ -48,7 +49,7 @@ class TensorRTRunner(Runner):
             raise WorkbenchError("engine file not found", file=self.engine_path,
                                  hint="build it first (workbench build MODEL.onnx)")
         if self.model is not None:
-            self._meta = input_metadata_of(load_proto(self.model))
+            self._meta = input_metadata_of(structure_of(self.model))  # (no weights)
 
     def input_metadata(self) -> Dict[str, TensorMeta]:
         self.start()

@@ -62,6 +62,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "samples): more, smaller segments (CPU) or builds (engine) when they do not fit "
                         "(CPU default 32: each chunk is one segment of the graph, every node "
                         "runs once; 256 with --runner reference, which re-runs per chunk)")
+    p.add_argument("--max-memory", type=float, default=None, metavar="MB",
+                   help="a model held by reference (external weights over "
+                        "$WORKBENCH_STREAM_WEIGHTS_MB, default 64) runs a segment at a time, "
+                        "each mapping at most (MB - 512) / 4 of weights: the peak stays near MB "
+                        "whatever the model's size (default: 256 MB of weights a segment)")
     p.add_argument("--stats", metavar="STATS.jsonl",
                    help="stream each tensor's figures here as they are computed (JSON lines)")
     p.add_argument("--samples", type=int, default=8, help="at most this many samples (default 8)")
@@ -107,8 +112,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--bisect", action="store_true",
                    help="rebuild with suspects in FP32 to find the fewest that meet the "
                         "tolerance; report each one's latency cost")
-    from workbench.cli.common import add_mkdir_argument
+    from workbench.cli.common import add_mkdir_argument, add_profile_index_argument
 
+    add_profile_index_argument(e)
     add_mkdir_argument(p)
 
 
@@ -188,7 +194,10 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
     from workbench.compare import sample_feeds
     from workbench.runners import batched_inputs, limit_samples
 
+    from workbench.precision.profiles import profile_index
+
     cfg = _engine_config(args, engine)
+    args.profile_k = profile_index(getattr(args, "profile_index", None), cfg.profiles)
     feeds = limit_samples(sample_feeds(args.reference, calibration=args.inputs,
                                        allow_random=args.allow_random), args.samples,
                           batched_inputs(args.reference))
@@ -204,14 +213,15 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
         report = enginedebug.compare_engine(
             str(split["prefix"]), cfg, feeds, engine=engine, mark=mark,
             memory_budget_mb=args.memory_budget, stats_path=args.stats, keep=args.keep,
-            keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol)
+            keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol,
+            profile_index=args.profile_k)
         rc = _report_engine(args, report, engine, None, cfg.precision, chain=chain,
                             prefix=str(split["prefix"]))
         return rc if chain["passed"] else 1
     report = enginedebug.compare_engine(
         args.reference, cfg, feeds, engine=engine, mark=mark,
         memory_budget_mb=args.memory_budget, stats_path=args.stats, keep=args.keep,
-        keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol,
+        keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol, profile_index=args.profile_k,
         on_chunk=None if args.json else
         (lambda k, n: print(f"build {k + 1}/{n} (marked)", file=sys.stderr, flush=True)))
     search = None
@@ -250,7 +260,9 @@ def _chain_outputs(args: argparse.Namespace, engine: str, cfg: "object", feeds: 
     ref = OnnxRuntimeRunner(args.reference).infer_all(feeds)
     chain = ChainedRunner.from_folder(
         split["manifest_path"], prefix=TensorRTRunner(engine, model=str(split["prefix"]),
-                                                      backend=cfg.backend))
+                                                      backend=cfg.backend,
+                                                      profile_index=getattr(args, "profile_k",
+                                                                            -1)))
     got = chain.infer_all(feeds)
     c = compare_outputs(ref, got, atol, rtol)
     outs = [{"tensor": n, "max_abs": t.max_abs, "rel": t.rel, "cosine": t.cosine,
@@ -447,7 +459,8 @@ def run(args: argparse.Namespace) -> int:
         search = compare.find_exclusions(args.reference, args.to, calibration=calib,
                                          atol=args.atol, rtol=args.rtol,
                                          allow_random=args.allow_random,
-                                         max_samples=args.samples)
+                                         max_samples=args.samples,
+                                         max_memory_mb=args.max_memory)
         if args.json:
             print_json(_pasteable_findings(search.to_dict(), args.reference, calib))
         elif search.hopeless:
@@ -457,7 +470,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             for f in search.findings:  # the range finding, masks, a warning of random inputs
                 if f.code.endswith(("-range", "-saturated-mask")) or \
-                        f.code in ("random-inputs", "not-a-batch"):
+                        f.code in ("random-inputs", "not-a-batch", "over-memory"):
                     print(str(f))
             for r in search.rounds:
                 rel = r['worst_output_rel']
@@ -515,7 +528,8 @@ def run(args: argparse.Namespace) -> int:
                                atol=args.atol, rtol=args.rtol, candidate_runner=args.runner,
                                max_samples=args.samples,
                                allow_random=args.allow_random,
-                               memory_budget_mb=args.memory_budget, stats_path=args.stats)
+                               memory_budget_mb=args.memory_budget, stats_path=args.stats,
+                               max_memory_mb=args.max_memory)
     if args.save_results:
         runs = {"onnxruntime-fp32": report.runs["reference"],
                 f"{report.candidate_runner}-candidate": report.runs["candidate"]}
@@ -557,11 +571,11 @@ def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> 
     selects nothing data-dependently."""
     from workbench.compare import sample_feeds
     from workbench.compare.selection import selection_aware, selection_nodes
-    from workbench.runners import load_proto
+    from workbench.runners import load_proto, structure_of
 
-    ref = load_proto(args.reference)
-    if not selection_nodes(ref):
+    if not selection_nodes(structure_of(args.reference)):  # (the graph only: no weights)
         return None
+    ref = load_proto(args.reference)
     from workbench.runners import batched_inputs, limit_samples, samples_in
 
     batched = batched_inputs(ref)  # the samples the layer-wise compare judged, no others

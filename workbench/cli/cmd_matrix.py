@@ -61,8 +61,9 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
                         "most N variants at a time")
     p.add_argument("--timeout", type=float, metavar="S", help="time limit per build in seconds")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    from workbench.cli.common import add_mkdir_argument
+    from workbench.cli.common import add_mkdir_argument, add_profile_index_argument
 
+    add_profile_index_argument(p)
     add_mkdir_argument(p)
 
 
@@ -121,6 +122,12 @@ def run(args: "argparse.Namespace") -> int:
     if args.workers is not None and args.workers < 1:
         raise WorkbenchError("--workers must be >= 1", field="--workers")
     variants = plan(args)
+    if args.profile_index is not None:  # (checked now: each variant resolves it against its
+        from workbench.precision.profiles import profile_index  # own profiles as it runs)
+
+        for v in variants:
+            if v.profiles:  # (default profiles are known once built: checked then)
+                profile_index(args.profile_index, v.profiles)
     quiet = args.json
     if not quiet:
         sys.stderr.write(f"matrix: {len(variants)} variant(s) -> {args.output}\n")
@@ -132,7 +139,8 @@ def run(args: "argparse.Namespace") -> int:
 
     res = run_matrix(variants, args.output, ray_address=args.ray, workers=args.workers,
                      gpu=args.gpus, inputs=parse_data_args(args.inputs, "--inputs"),
-                     samples=args.samples, timeout=args.timeout, on_result=progress)
+                     samples=args.samples, timeout=args.timeout, on_result=progress,
+                     profile_index=args.profile_index)
     if args.json:
         from workbench.cli.common import print_json
 

@@ -41,8 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", metavar="ID|UUID", help="pin the worker to this GPU or MIG "
                    "instance (see `workbench gpus`)")
     p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
-    from workbench.cli.common import add_mkdir_argument
+    from workbench.cli.common import add_mkdir_argument, add_profile_index_argument
 
+    add_profile_index_argument(p)
     add_mkdir_argument(p)
 
 
@@ -93,6 +94,13 @@ def parse_profile_shapes(text: Optional[str]) -> Optional[Dict[str, List[List[in
     return out
 
 
+def _profile_k(args: argparse.Namespace, profiles: list) -> int:
+    """--profile-index resolved against the engine's profiles (its card's, or those built)."""
+    from workbench.precision.profiles import profile_index
+
+    return profile_index(getattr(args, "profile_index", None), profiles)
+
+
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
     from workbench.timing import capture, capture_onnx, summarize
@@ -130,13 +138,17 @@ def run(args: argparse.Namespace) -> int:
                   iterations=args.iterations, warmup=args.warmup,
                   layer_iterations=args.layer_iterations, out_dir=args.out, **common_client)
     if src.suffix.lower() == ".onnx":
-        res = capture_onnx(src, fp16=args.fp16, profiles=parse_profile_shapes(args.profile_shapes),
-                           **common)
+        built = parse_profile_shapes(args.profile_shapes)
+        res = capture_onnx(src, fp16=args.fp16, profiles=built, profile_index=_profile_k(
+            args, [built] if built else []), **common)
     else:
         if args.fp16 or args.profile_shapes:
             raise WorkbenchError("--fp16/--profile-shapes only apply when building from ONNX",
                                  field="--fp16", hint="the engine's precision is fixed at build time")
-        res = capture(src, onnx=args.onnx, **common)
+        from workbench.build.card import read_card
+
+        res = capture(src, onnx=args.onnx, profile_index=_profile_k(
+            args, (read_card(src) or {}).get("profiles") or []), **common)
     out = summarize(res.table) if res.table is not None else {}
     out["capture"] = {"layers_json": res.layers_json, "profile_json": res.profile_json,
                       "latency": res.latency, "throughput": res.throughput,

@@ -46,6 +46,15 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def add_profile_index_argument(p: Any) -> None:
+    """`--profile-index`: which optimization profile of an engine with several runs (an index,
+    or a decoder's prefill / decode; `workbench.precision.profiles.profile_index`)."""
+    p.add_argument("--profile-index", default=None, metavar="N|prefill|decode",
+                   help="the engine's optimization profile to run: an index, or a decoder's "
+                        "prefill (empty cache) / decode (one new token) profile (default: the "
+                        "first profile that holds the inputs' shapes)")
+
+
 def add_mkdir_argument(p: "argparse.ArgumentParser") -> None:
     """`--mkdir`: the one way to let a verb create the missing folders of its output paths."""
     p.add_argument("--mkdir", action="store_true",

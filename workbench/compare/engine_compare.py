@@ -34,13 +34,14 @@ import numpy as np
 
 from workbench.comparison import SENTINEL, compare_outputs, compare_tensor, infer_precision
 from workbench.runners import mark_outputs  # (re-exported: the marking the runs share)
-from workbench.compare.layer_compare import (LayerwiseReport, TensorError, added_error,
-                                            constant_tensors, divergence_findings, plan_chunks,
-                                            tensor_bytes, weightless)
+from workbench.compare.layer_compare import (LayerwiseReport, TensorError, _opened,
+                                            added_error, constant_tensors,
+                                            divergence_findings, plan_chunks, tensor_bytes,
+                                            weightless)
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, load_proto,
-                               make_runner, samples_in)
+                               make_runner, samples_in, structure_of)
 
 __all__ = ["FP16_MAX", "EngineCompareReport", "mark_outputs", "compare_tensors",
            "boundary_tensors", "onnx_candidate",
@@ -87,7 +88,7 @@ def _float_outputs(proto: Any) -> List[str]:
 
 def compare_tensors(proto: Any) -> List[str]:
     """Every float intermediate tensor (what `--mark all` marks), topological order."""
-    return _float_outputs(load_proto(proto))
+    return _float_outputs(structure_of(proto))
 
 
 def boundary_tensors(proto: Any, layer_outputs: Iterable[str]) -> List[str]:
@@ -95,7 +96,7 @@ def boundary_tensors(proto: Any, layer_outputs: Iterable[str]) -> List[str]:
     layer information of an unmarked build), in topological order: marking these keeps the
     engine's fusions."""
     want = set(layer_outputs)
-    return [t for t in _float_outputs(load_proto(proto)) if t in want]
+    return [t for t in _float_outputs(structure_of(proto)) if t in want]
 
 
 # ----------------------------------------------------------------------------- sizes, chunks
@@ -252,7 +253,7 @@ def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequenc
     """Compare `tensors` of the candidate (built/run per chunk by `candidate(names)`) with the
     FP32 reference, chunked to `memory_budget_mb`; see the module docstring."""
     t0 = time.monotonic()
-    ref_p = load_proto(reference)
+    ref_p = _opened(reference)  # (a large model by reference: its runs map the weights)
     feeds = list(feeds)
     if not feeds:
         raise WorkbenchError("no inputs to compare on", field="inputs",

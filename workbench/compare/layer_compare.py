@@ -21,6 +21,15 @@ precision --exclude NODE`):
   initializer it reads (an FP16 embedding table) is not compared, so its rounding shows up here.
 - a node whose input is already non-finite only passes the inf/NaN on.
 
+Large models (over `workbench.weights.STREAM_DEFAULT_MB` of external weights) are held by
+reference: the structure without weight bytes, each weight a memmap of its data file fed to the
+segment that reads it; `find_exclusions` lowers the structure over the original FP32 weights (the
+Cast the lowering puts before each lowered reader rounds the weight as the converted model stores
+it). Nothing is serialized with its weights (no > 2 GB protobuf) and each segment maps at most
+`weight_budget_mb(max_memory_mb)` of weights: the peak is about the interpreters (~0.4 GB) plus
+the two streams' current segments, whatever the model's size (measured: 0.95 GB for a 3.5 GB
+decoder, 0.94 GB for a 6.9 GB one).
+
 Candidates holding FP16/BF16 tensors run on onnx's reference evaluator by default
 (`workbench.runners.ReferenceRunner`, float16 arithmetic like a GPU); onnxruntime's CPU provider
 upcasts most FP16 ops to FP32 and would hide overflow. Results save as Polygraphy-compatible
@@ -48,7 +57,8 @@ from workbench.graphindex import GraphIndex
 from workbench.precision.spec import recorded_spec
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
-                               load_proto, low_float_runner, make_runner, samples_in)
+                               load_proto, low_float_runner, make_runner, samples_in,
+                               structure_of)
 from workbench.segments import ahead, order_of
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
@@ -313,7 +323,7 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
                  ) -> List[Feed]:
     """The inputs to compare on: the calibration data, or (only when allowed) random inputs
     with a warning appended to `findings`."""
-    ref_p = load_proto(reference)
+    ref_p = structure_of(reference)  # (inputs and shapes: no weight bytes)
     if calibration is not None:
         from workbench.inputs import not_batch_finding
         from workbench.precision.calibration import load_calibration
@@ -351,7 +361,7 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
             hint=f"pass real inputs (--inputs PATH, .npz keyed by input name), or give it a "
                  f"shape: `workbench fix {path} --recipe set_input_shapes:shapes="
                  f"{shlex.quote(name)}/1x3x224x224 -o FIXED.onnx` (use its real sizes)")
-    other = load_proto(candidate) if candidate is not None else None
+    other = structure_of(candidate) if candidate is not None else None
     feed = make_inputs(ref_p, seed=0, other=other)
     if findings is not None:
         # the values of integer scalars (a trip count, a K) decide what the run exercises
@@ -423,7 +433,7 @@ def tensor_bytes(proto: Any, feed: Feed, names: Sequence[str]) -> Dict[str, int]
     the feed's shapes); unknown shapes count as the largest known tensor."""
     import onnx
 
-    m = weightless(load_proto(proto))
+    m = weightless(structure_of(proto))
     for vi in m.graph.input:
         if vi.name in feed and vi.type.tensor_type.HasField("shape"):
             shp = np.shape(feed[vi.name])
@@ -447,23 +457,88 @@ def tensor_bytes(proto: Any, feed: Feed, names: Sequence[str]) -> Dict[str, int]
 
 
 def plan_chunks(names: Sequence[str], sizes: Dict[str, int], budget_bytes: Optional[int],
-                copies: int = 2) -> List[List[str]]:
+                copies: int = 2, weights: Optional[Dict[str, int]] = None,
+                weight_budget: Optional[int] = None) -> List[List[str]]:
     """Split `names` (in order) so each chunk's `copies` x bytes fits the budget (None: one
-    chunk). A tensor larger than the budget on its own gets a chunk of its own."""
+    chunk) and, with `weights` (bytes of weights the nodes making each tensor map), each
+    chunk's segment maps at most `weight_budget` bytes of weights. A tensor over a budget on
+    its own gets a chunk of its own."""
     if not names:
         return []
-    if budget_bytes is None:
+    if budget_bytes is None and weight_budget is None:
         return [list(names)]
+    weights = weights or {}
     chunks: List[List[str]] = [[]]
-    used = 0
+    used = wused = 0
     for n in names:
         b = sizes.get(n, 0) * copies
-        if chunks[-1] and used + b > budget_bytes:
+        w = weights.get(n, 0)
+        if chunks[-1] and ((budget_bytes is not None and used + b > budget_bytes) or
+                           (weight_budget is not None and wused + w > weight_budget)):
             chunks.append([])
-            used = 0
+            used = wused = 0
         chunks[-1].append(n)
         used += b
+        wused += w
     return chunks
+
+
+# a segment's weights mapped at once by default (a model held by reference): the peak is about
+# two segments' weights (reference and candidate side by side) and the candidate's rounded copy
+# of its largest weight, plus the interpreters, whatever the model's size
+DEFAULT_WEIGHT_BUDGET_MB = 256.0
+
+
+def weight_budget_mb(max_memory_mb: Optional[float]) -> float:
+    """Weights one segment maps for a peak of about `max_memory_mb` (None: the default): a
+    quarter of it, less the interpreters' ~512 MB (reference and candidate segments side by
+    side, the candidate's rounded copies of its weights), at least 16 MB."""
+    if max_memory_mb is None:
+        return DEFAULT_WEIGHT_BUDGET_MB
+    return max(16.0, (float(max_memory_mb) - 512.0) / 4.0)
+
+
+def memory_finding(proto: Any, max_memory_mb: Optional[float]) -> Optional[Finding]:
+    """A warning when one weight of a model held by reference is larger than a segment may map
+    for `max_memory_mb` (`weight_budget_mb`): a segment holds at least the node reading it, so
+    the peak follows that weight instead; None when it fits or nothing is held by reference."""
+    from workbench import weights
+
+    refs = weights.weight_refs(proto)
+    if max_memory_mb is None or not refs:
+        return None
+    big = max(refs.values(), key=lambda r: r.nbytes)
+    budget = weight_budget_mb(max_memory_mb)
+    if big.nbytes <= budget * 2 ** 20:
+        return None
+    need = 512 + 4 * big.nbytes / 2 ** 20
+    return Finding(
+        "warning", "over-memory",
+        f"weight '{big.name}' ({big.nbytes / 2 ** 20:.0f} MB) is larger than a segment may map "
+        f"within --max-memory {max_memory_mb:g} ({budget:.0f} MB of weights a segment): its "
+        "segment maps it whole, so the peak follows it and may pass the limit",
+        tensors=[big.name], source="compare",
+        hint=f"allow about {need:.0f} MB (--max-memory {need:.0f}) for a peak the limit holds")
+
+
+def tensor_weights(proto: Any, names: Sequence[str]) -> Dict[str, int]:
+    """Bytes of referenced weights (`workbench.weights`) to map before each of `names` can be
+    made: the weights of the nodes up to its producer not yet counted for an earlier name."""
+    from workbench import weights
+
+    per_node = weights.node_weight_bytes(proto)
+    if not any(per_node):
+        return {}
+    want = set(names)
+    out: Dict[str, int] = {}
+    acc = 0
+    for n, b in zip(proto.graph.node, per_node):
+        acc += b
+        made = [o for o in n.output if o in want]
+        if made:
+            out[made[0]] = acc
+            acc = 0
+    return out
 
 
 
@@ -488,6 +563,16 @@ def _labelled(r: Any, label: Optional[str]) -> Any:
     return r
 
 
+def _opened(model: Any, stream_weights_mb: Optional[float] = None) -> Any:
+    """The model's ModelProto: by reference (`workbench.weights`) when it is a path with more
+    external weights than the threshold, else with its weights (`load_proto`)."""
+    from workbench import weights
+
+    if weights.streams(model, stream_weights_mb):
+        return weights.by_reference(model)
+    return load_proto(model)
+
+
 def _label_of(model: Any) -> Optional[str]:
     return str(model) if isinstance(model, (str, os.PathLike)) else None
 
@@ -501,8 +586,8 @@ CONVERSION_OPS = frozenset({"Cast", "CastLike", "QuantizeLinear", "DequantizeLin
 def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
              ref_order: List[str], outs: List[str], feeds: Sequence[Feed], atol: float,
              rtol: float, memory_budget_mb: Optional[float], producer: Dict[str, Any],
-             record: Any, labels: Tuple[Optional[str], Optional[str]] = (None, None)
-             ) -> Dict[str, List[Feed]]:
+             record: Any, labels: Tuple[Optional[str], Optional[str]] = (None, None),
+             max_memory_mb: Optional[float] = None) -> Dict[str, List[Feed]]:
     """Fetch the marked tensors a chunk at a time within the budget; compare; drop. Both
     graphs run a segment per chunk (`Runner.stream`: each node once), side by side, each a
     chunk ahead of the comparison."""
@@ -544,9 +629,15 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
     budget = (memory_budget_mb if memory_budget_mb is not None else default) * 2 ** 20
     # both runs of every sample, and two chunks at a time: the next runs while this one is
     # compared (`ahead`)
-    chunks = plan_chunks(shared, sizes, budget, 2 * 2 * max(1, len(feeds))) or [[]]
+    wsizes = tensor_weights(ref_p, shared)  # (a model held by reference: bounded segments)
+    chunks = plan_chunks(shared, sizes, budget, 2 * 2 * max(1, len(feeds)), wsizes,
+                         int(weight_budget_mb(max_memory_mb) * 2 ** 20) if wsizes else None
+                         ) or [[]]
     chunks[-1] = chunks[-1] + [o for o in outs if o in cand_names and o not in chunks[-1]]
     report.chunks = len(chunks)
+    over = memory_finding(ref_p, max_memory_mb) if wsizes else None
+    if over is not None:
+        report.findings.append(over)
     runs: Dict[str, List[Feed]] = {"reference": [{} for _ in feeds],
                                    "candidate": [{} for _ in feeds]}
     seen: set = set()
@@ -678,7 +769,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
               memory_budget_mb: Optional[float] = None,
               stats_path: Any = None,
               labels: Tuple[Optional[str], Optional[str]] = (None, None),
-              selection: Optional[Set[str]] = None) -> LayerwiseReport:
+              selection: Optional[Set[str]] = None, max_memory_mb: Optional[float] = None,
+              stream_weights_mb: Optional[float] = None) -> LayerwiseReport:
     """Compare every tensor the two models share (by name). See the module docstring.
     atol/rtol None: the defaults of the candidate's precision (`workbench.comparison`).
     `selection`: the names of the reference's selection-region nodes when the caller has
@@ -690,9 +782,14 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     the reference evaluator) of tensors are held; only per-tensor figures are kept.
     `stats_path`: each tensor's figures are also appended there as a JSON line as soon as they
     are known. `labels`: how errors name the two models (default: their paths, when given as
-    paths)."""
+    paths).
+
+    Large models (paths with more external weights than `stream_weights_mb`, default
+    `workbench.weights.STREAM_DEFAULT_MB`): both are read by reference (`workbench.weights`),
+    never whole; each segment maps only its own weights, at most `weight_budget_mb(max_memory_mb)`
+    of them, so the peak follows the largest segment, not the model."""
     make_runner("onnxruntime", reference).warm()  # its child starts while we prepare
-    ref_p, cand_p = load_proto(reference), load_proto(candidate)
+    ref_p, cand_p = _opened(reference, stream_weights_mb), _opened(candidate, stream_weights_mb)
     findings: List[Finding] = []
     if feeds is None:
         feeds = sample_feeds(ref_p, cand_p, calibration=calibration, allow_random=allow_random,
@@ -734,7 +831,8 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     try:
         runs = _chunked(report, ref_p, cand_p, candidate_runner, ref_order, outs, feeds,
                         atol, rtol, memory_budget_mb, producer, record,
-                        (labels[0] or _label_of(reference), labels[1] or _label_of(candidate)))
+                        (labels[0] or _label_of(reference), labels[1] or _label_of(candidate)),
+                        max_memory_mb)
     finally:
         if sink is not None:
             sink.close()
@@ -1090,7 +1188,7 @@ def selects_by_value(model: Any) -> str:
     ArgMax/ArgMin): a near-tie there flips under any rounding ('' when none)."""
     from workbench.surgery.split import SELECTION_OPS, nodes_of_ops
 
-    proto = load_proto(model)
+    proto = structure_of(model)
     nodes = [proto.graph.node[i] for i in
              nodes_of_ops(proto, tuple(SELECTION_OPS) + ("ArgMax", "ArgMin"))]
     return ", ".join(f"{n.op_type} at {n.name or '?'}" for n in nodes[:3]) + (
@@ -1101,7 +1199,35 @@ HOPELESS_SHARE = 0.25  # more than this share of the compute nodes out of range:
 HOPELESS_MIN = 16      # ... and more than this many nodes (a small planted block is not hopeless)
 
 
-def range_prepass(ref: Any, feeds: Sequence[Feed], target: str
+def streamed_ranges(proto: Any, feeds: Sequence[Feed], max_memory_mb: Optional[float] = None
+                    ) -> Dict[str, float]:
+    """`activation_ranges` a segment at a time: max |value| of every FP32 node output over the
+    feeds, each segment mapping at most `weight_budget_mb(max_memory_mb)` of weights (a model
+    held by reference is never run whole)."""
+    from workbench.runners import OnnxRuntimeRunner
+
+    order = order_of(proto)
+    feeds = list(feeds)
+    sizes = tensor_bytes(proto, feeds[0], order) if feeds else {}
+    wsizes = tensor_weights(proto, order)
+    chunks = plan_chunks(order, sizes, int(DEFAULT_BUDGET_MB * 2 ** 20), max(1, len(feeds)),
+                         wsizes, int(weight_budget_mb(max_memory_mb) * 2 ** 20)
+                         if wsizes else None)
+    ranges: Dict[str, float] = {}
+    for outs in OnnxRuntimeRunner(proto).stream(feeds, chunks):
+        for res in outs:
+            for k, v in res.items():
+                if isinstance(v, np.ndarray) and v.dtype == np.float32 and v.size:
+                    fin = np.isfinite(v)
+                    amax = float(np.abs(v[fin]).max()) if fin.any() else float("inf")
+                    if not fin.all():
+                        amax = float("inf")
+                    ranges[k] = max(ranges.get(k, 0.0), amax)
+    return ranges
+
+
+def range_prepass(ref: Any, feeds: Sequence[Feed], target: str,
+                  ranges: Optional[Dict[str, float]] = None
                   ) -> Tuple[List[str], List[Finding], bool]:
     """Before any search: FP32 activations beyond the target's largest finite value (FP16:
     65504) on these inputs, and those entirely below its smallest (they become zeros; their
@@ -1116,7 +1242,8 @@ def range_prepass(ref: Any, feeds: Sequence[Feed], target: str
     entry = table.get(target, field="target")
     if entry.max_abs is None or entry.max_abs > 1e38:  # BF16/FP32 range: nothing to find
         return [], [], False
-    ranges = activation_ranges(ref, list(feeds))
+    if ranges is None:  # (given: measured a segment at a time, `streamed_ranges`)
+        ranges = activation_ranges(ref, list(feeds))
     found = overflow_findings(ref, ranges, entry.max_abs, target.upper())
     if entry.min_abs:  # values that flush to zero: named at once, searched from FP32
         found += underflow_findings(ref, ranges, entry.min_abs, target.upper())
@@ -1154,21 +1281,89 @@ def range_prepass(ref: Any, feeds: Sequence[Feed], target: str
         nodes=nodes, tensors=tensors, source="compare")] + found, False
 
 
+def _lowered_by_reference(ref: Any, target: str, keep: Sequence[str]) -> Any:
+    """The `target` conversion of a model held by reference, over its original weights: the
+    weights enter the lowering as FP32 graph inputs (so it casts them before their lowered
+    readers instead of converting their bytes), then become references again. Emulated, the
+    Cast rounds each weight exactly as the converted initializer stores it (values beyond the
+    target's range become inf here where the conversion saturates them)."""
+    import onnx
+
+    from workbench import weights
+    from workbench.precision.transform import convert
+
+    refs = weights.weight_refs(ref)
+    m = onnx.ModelProto()
+    m.CopyFrom(ref)  # (weightless: a few MB)
+    weights.as_inputs(m)
+    cand = convert(m, target, exclude_nodes=keep, measure=False).proto
+    weights.restore(cand, refs)
+    _saturate_weight_casts(cand, set(refs))
+    return cand
+
+
+def _saturate_weight_casts(proto: Any, names: Set[str]) -> None:
+    """A Clip to FP16's finite range before each Cast of a weight in `names` to FP16 (in
+    place): the converted model stores a finite weight beyond the range saturated, where the
+    Cast alone would make it inf."""
+    from onnx import helper, numpy_helper
+
+    g = proto.graph
+    lim = "__wb_fp16_max"
+    nodes: List[Any] = []
+    added = False
+    for n in g.node:
+        if n.op_type == "Cast" and n.input and n.input[0] in names and \
+                any(a.name == "to" and a.i == 10 for a in n.attribute):
+            sat = f"{n.input[0]}__wb_sat{len(nodes)}"
+            nodes.append(helper.make_node("Clip", [n.input[0], lim + "_neg", lim], [sat],
+                                          name=f"{sat}__wb_saturate"))
+            n.input[0] = sat
+            added = True
+        nodes.append(n)
+    if added:
+        del g.node[:]
+        g.node.extend(nodes)
+        g.initializer.extend([numpy_helper.from_array(np.array(65504.0, np.float32), lim),
+                              numpy_helper.from_array(np.array(-65504.0, np.float32),
+                                                      lim + "_neg")])
+
+
 def find_exclusions(model: Any, target: str, *, calibration: Any = None,
                     feeds: Optional[Sequence[Feed]] = None, atol: Optional[float] = None,
                     rtol: Optional[float] = None, max_rounds: int = 8, per_round: int = 1,
                     start: Sequence[str] = (), allow_random: bool = False,
-                    check_range: bool = True, max_samples: int = 8) -> ExclusionSearch:
+                    check_range: bool = True, max_samples: int = 8,
+                    max_memory_mb: Optional[float] = None,
+                    stream_weights_mb: Optional[float] = None) -> ExclusionSearch:
     """Convert to `target`, compare layer by layer, keep the worst culprit(s) in FP32, repeat
     until the outputs are within tolerance (or no culprit is left / max_rounds is reached).
     atol/rtol None: the target's defaults (`workbench.precision.table.tolerances`).
     check_range: first look for FP32 activations beyond the target's range (`range_prepass`):
     their nodes start in FP32, and when they are too many the answer comes at once, no search.
-    max_samples: the samples each round compares (layerwise's)."""
+    max_samples: the samples each round compares (layerwise's).
+
+    A large model (a path with more external weights than `stream_weights_mb`): the
+    reference and every candidate are held by reference (`workbench.weights`): the candidate
+    is the lowered structure over the original FP32 weights (each weight rounded to the
+    target by the Cast the lowering puts before its readers), nothing is serialized with its
+    weights, and every run goes a segment at a time within `max_memory_mb`."""
+    from workbench import weights
+    from workbench.precision import table
     from workbench.precision.transform import convert
 
-    ref = load_proto(model)
+    by_ref = weights.streams(model, stream_weights_mb)
     label = _label_of(model)
+    if by_ref and table.get(target, field="target").kind != "float" and \
+            weights.external_bytes(model) < weights.PROTOBUF_SAFE_MB * 2 ** 20:
+        by_ref = False  # (quantizing reads every weight: in memory while a model fits)
+    elif by_ref and table.get(target, field="target").kind != "float":
+        raise WorkbenchError(
+            f"--to {target} on a model of {weights.external_bytes(model) / 2 ** 30:.1f} GB: "
+            "quantizing needs every weight in memory; only float targets (fp16, bf16) are "
+            "searched on models held by reference", file=label, field="--to",
+            hint="search with --to fp16 or --to bf16")
+    ref = weights.by_reference(model) if by_ref else load_proto(model)
     if any(not n.name for n in ref.graph.node):  # exclusion lists need names: the stable ids
         import onnx
 
@@ -1185,8 +1380,12 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
                              findings=findings)
     excluded: List[str] = list(start)
     seeded: List[str] = []  # the range prepass's nodes: kept only if the outputs need them
+    over = memory_finding(ref, max_memory_mb) if by_ref else None
+    if over is not None:
+        findings.append(over)
     if check_range:
-        nodes, found, hopeless = range_prepass(ref, feeds, target)
+        nodes, found, hopeless = range_prepass(
+            ref, feeds, target, streamed_ranges(ref, feeds, max_memory_mb) if by_ref else None)
         findings.extend(found)
         if hopeless:
             return ExclusionSearch(target, [], False, [], None, findings, hopeless=True,
@@ -1217,11 +1416,15 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
         return all(t.passed for t in judged(rep))
 
     def attempt(k: int, keep: List[str]) -> Tuple[LayerwiseReport, float]:
-        res = convert(ref, target, exclude_nodes=keep, calibration=calibration, measure=False)
-        rep = layerwise(ref, res.proto, feeds, atol=atol, rtol=rtol, max_samples=max_samples,
+        if by_ref:
+            cand = _lowered_by_reference(ref, target, keep)
+        else:
+            cand = convert(ref, target, exclude_nodes=keep, calibration=calibration,
+                           measure=False).proto
+        rep = layerwise(ref, cand, feeds, atol=atol, rtol=rtol, max_samples=max_samples,
                         labels=(label, f"{label} converted to {target}" if label else None),
-                        selection=in_region)
-        rep.findings[:0] = findings
+                        selection=in_region, max_memory_mb=max_memory_mb)
+        rep.findings = findings + [f for f in rep.findings if f.code != "over-memory"]
         w = max((t.rel for t in judged(rep)), default=0.0)
         rounds.append({"round": k, "excluded": list(keep), "outputs_pass": passes(rep),
                        "worst_output_rel": w if math.isfinite(w) else "inf",

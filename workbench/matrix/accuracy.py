@@ -36,11 +36,14 @@ def feeds_for(model: str, data: Optional[str], samples: int,
     return limit_samples(feeds, samples, batched_inputs(model))
 
 
-def engine_runner(engine_path: str, backend: str = "auto") -> Any:
-    """The engine as a Runner (`workbench.trtrunner.TensorRTRunner`, through the worker)."""
+def engine_runner(engine_path: str, backend: str = "auto", profile_index: int = -1) -> Any:
+    """The engine as a Runner (`workbench.trtrunner.TensorRTRunner`, through the worker), on
+    optimization profile `profile_index` (-1: the first that holds the feed)."""
     from workbench.trtrunner import TensorRTRunner
 
-    return TensorRTRunner(engine_path, backend=backend)
+    if profile_index < 0:  # (the runner's default: the first profile that holds the feed)
+        return TensorRTRunner(engine_path, backend=backend)
+    return TensorRTRunner(engine_path, backend=backend, profile_index=profile_index)
 
 
 def _chunks(feeds: Sequence[Feed], limit: Optional[int],
@@ -73,7 +76,7 @@ def max_batch(profiles: Sequence[Dict[str, List[List[int]]]],
 
 def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Feed], *,
             engine: Optional[str] = None, backend: str = "auto", batch_limit: Optional[int] = None,
-            notes: Optional[List[str]] = None) -> Dict[str, Any]:
+            notes: Optional[List[str]] = None, profile_index: int = -1) -> Dict[str, Any]:
     """{source, error_rel, error_max_abs, cosine, passed, atol, rtol, samples, outputs}."""
     from workbench.comparison import compare_outputs
     from workbench.precision import table
@@ -84,7 +87,7 @@ def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Fee
     got, source = None, "onnx-cpu"
     if engine is not None:
         try:
-            runner = engine_runner(engine, backend)
+            runner = engine_runner(engine, backend, profile_index)
             got, source = runner.infer_all(batches), "engine"
         except Exception as e:  # the engine cannot run here: say so, measure what we can
             if notes is not None:

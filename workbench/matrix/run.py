@@ -70,7 +70,8 @@ def _latency(engine: str, backend: str, client: Any, options: Dict[str, Any],
     try:
         cap = capture(engine, backend=backend, client=client, iterations=options.get(
             "iterations", 100), warmup=options.get("warmup", 20), layer_iterations=5,
-            batch_sizes="profile", timeout=options.get("timeout"))
+            batch_sizes="profile", timeout=options.get("timeout"),
+            profile_index=options.get("profile_k", -1))
     except Exception as e:
         notes.append("latency not measured: " + " ".join(str(e).split())[:200])
         return {}
@@ -128,6 +129,16 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
                warnings=[f.message for f in res.findings if f.severity != "info"][:10])
     on_gpu = bool(options.get("gpu"))
     engine_path = out["engine_path"]
+    if options.get("profile_index") is not None:  # against the profiles the engine has
+        from workbench.build.card import read_card
+        from workbench.precision.profiles import profile_index
+
+        built = (read_card(engine_path) or {}).get("profiles") if engine_path else None
+        try:
+            options = dict(options, profile_k=profile_index(options["profile_index"],
+                                                            built or v.profiles or []))
+        except WorkbenchError as e:
+            notes.append(f"--profile-index: {e.message}; ran on the profile the feeds fit")
     samples = int(options.get("samples") or 8)
     if samples > 0:
         from workbench.matrix.accuracy import feeds_for, max_batch, measure
@@ -138,6 +149,7 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
             feeds = feeds_for(v.model, data, samples, notes)
             acc = measure(v.model, res.onnx_path or v.model, v.precision, feeds,
                           engine=engine_path if on_gpu else None, backend=res.backend,
+                          profile_index=options.get("profile_k", -1),
                           batch_limit=max_batch(v.profiles, batched_inputs(v.model)),
                           notes=notes)
             out["accuracy"] = acc
@@ -280,18 +292,23 @@ def run_matrix(variants: Sequence[Variant], out_dir: Any, *, ray_address: Option
                workers: Optional[int] = None, gpu: bool = False,
                inputs: Any = None, samples: int = 8, timeout: Optional[float] = None,
                on_result: Optional[Callable[[Dict[str, Any]], None]] = None,
-               cancel: Any = None, report: bool = True) -> MatrixResult:
+               cancel: Any = None, report: bool = True,
+               profile_index: Any = None) -> MatrixResult:
     """Run every variant not yet finished in `out_dir` as a Ray task; see the module docstring.
     `inputs`: accuracy data (a path or {model stem: path}; default: the calibration data);
     `samples`: at most this many samples for accuracy (0: skip); `on_result(result)` is
     called in this thread as each variant ends; `cancel` (an Event) stops submitting and
-    cancels running tasks. `report`: write results.json/.csv and pareto.html at the end."""
+    cancels running tasks. `report`: write results.json/.csv and pareto.html at the end.
+    `profile_index`: the optimization profile accuracy and latency run on (an index, or a
+    decoder's prefill / decode: `workbench.precision.profiles.profile_index`, per variant)."""
     t0 = time.monotonic()
     store = ResultsStore(out_dir)
     options: Dict[str, Any] = {
         "env": {k: os.environ.get(k) for k in PASS_ENV if os.environ.get(k) is not None},
         "engine_dir": str(store.engines_dir.resolve()), "gpu": bool(gpu), "inputs": inputs,
         "samples": int(samples), "timeout": timeout}
+    if profile_index is not None:
+        options["profile_index"] = str(profile_index)
     store.write_plan(variants, {k: v for k, v in options.items() if k != "env"})
     results: Dict[str, Dict[str, Any]] = {}
     todo: List[Variant] = []

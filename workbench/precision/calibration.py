@@ -584,17 +584,29 @@ def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str,
             gather_high[node.input[1]] = int(inits[node.input[0]][0])
     zero = declared_zero_axes(proto)
     rng = np.random.default_rng(seed)
+    from workbench.inputs import relate_decoder_shapes
+
+    shapes: Dict[str, List[int]] = {}
+    guessed: set = set()  # (input, axis) sized by the default, not by the profile or model
+    for s in specs:
+        if profile is not None and s.name in profile:
+            shapes[s.name] = [int(v) for v in profile[s.name][1]]
+        else:
+            shapes[s.name] = [d if isinstance(d, int) else (1 if i == 0 else 16)
+                              for i, d in enumerate(s.dims)]
+            guessed.update((s.name, i) for i, d in enumerate(s.dims) if not isinstance(d, int))
+        # an axis the model declares as size 0 is fed as 0 (onnxruntime insists on it)
+        shapes[s.name] = [0 if (s.name, i) in zero else v for i, v in enumerate(shapes[s.name])]
+    # a KV-cache decoder: cache, mask (past + new) and positions sized and valued together
+    related = relate_decoder_shapes(proto, shapes, guessed)
     out = []
     for _ in range(n):
         b: Batch = {}
         for s in specs:
-            if profile is not None and s.name in profile:
-                shape = tuple(int(v) for v in profile[s.name][1])
-            else:
-                shape = tuple(d if isinstance(d, int) else (1 if i == 0 else 16)
-                              for i, d in enumerate(s.dims))
-            # an axis the model declares as size 0 is fed as 0 (onnxruntime insists on it)
-            shape = tuple(0 if (s.name, i) in zero else v for i, v in enumerate(shape))
+            shape = tuple(shapes[s.name])
+            if s.name in related:
+                b[s.name] = related[s.name]
+                continue
             dt = np.dtype(s.dtype or np.float32)
             if dt.kind == "f":
                 b[s.name] = rng.standard_normal(shape).astype(dt)

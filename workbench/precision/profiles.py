@@ -691,29 +691,18 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int], with_cache: bo
     return (DEFAULT_DIM, DEFAULT_DIM, DEFAULT_DIM), "unknown axis (a guess)"
 
 
-_CACHE_DIM_HINTS = ("past", "cache", "history", "kv_len", "kv_seq", "memory_len")
-_CACHE_INPUT = re.compile(r"^(past|cache)|past_key|key_cache|value_cache|kv_cache|"
-                          r"(^|[._])past([._]|$)")
-
-
 def dim_key(spec: Any, axis: int) -> Any:
-    """What identifies a dynamic axis across inputs: its dim name (inputs that share it share
-    the size), else (input name, axis)."""
-    d = spec.dims[axis]
-    return d if isinstance(d, str) and d else (spec.name, axis)
+    """What identifies a dynamic axis across inputs (`workbench.inputs.dim_key`)."""
+    from workbench.inputs import dim_key as key
+
+    return key(spec, axis)
 
 
 def is_cache_axis(spec: Any, axis: int) -> bool:
-    """A KV-cache length axis: a dynamic non-batch axis named like past_sequence_length /
-    past_len / cache_len, or the dynamic non-batch axis of an input named past_key_values.* /
-    past* / *cache*. Its length is 0 on the first decode step, not the export's trace value."""
-    if axis == 0 or axis >= len(spec.dims) or isinstance(spec.dims[axis], int):
-        return False
-    dim = str(spec.dims[axis] or "").lower()
-    if any(h in dim for h in _CACHE_DIM_HINTS):
-        return True
-    return spec.elem_type in (1, 10, 11, 16) and len(spec.dims) >= 3 and \
-        bool(_CACHE_INPUT.search(spec.name.lower()))
+    """A KV-cache length axis (`workbench.inputs.is_cache_axis`)."""
+    from workbench.inputs import is_cache_axis as cache
+
+    return cache(spec, axis)
 
 
 def _dim_label(spec: Any, axis: int) -> str:
@@ -780,9 +769,10 @@ def serving_profiles(model: Any, single: Profile) -> Optional[List[Profile]]:
     (a default or proposed profile): prefill = its token range with an empty cache, decode = one
     token with its cache range (from 1); a mask's total-length axis (past + new,
     `_decoder_axes`, as the default profile reads it) follows each. None when the model is not such a decoder."""
-    from workbench.inputs import model_inputs
+    from workbench.inputs import model_inputs, proto_of, with_cache_names
 
-    specs = [s for s in model_inputs(model) if s.name in single]
+    proto = proto_of(model)
+    specs = [s for s in with_cache_names(proto, model_inputs(proto)) if s.name in single]
     axes = _decoder_axes(specs)
     if axes is None:
         return None
@@ -961,8 +951,10 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
     from workbench.inputs import leading_axes, model_inputs, proto_of
     from workbench.precision.minsizes import static_minimums
 
+    from workbench.inputs import with_cache_names
+
     proto = proto_of(model)
-    specs = model_inputs(proto)
+    specs = with_cache_names(proto, model_inputs(proto))  # (caches the graph reveals too)
     batch = leading_axes(proto).batch
     shape_inputs = set(shape_tensor_inputs(proto))
     guess_err = [s for s in specs if s.name in shape_inputs and s.name not in (given or {})]
@@ -1042,17 +1034,14 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
 
 def _decoder_axes(specs: Sequence[Any]) -> Optional[Tuple[Any, List[Tuple[Any, int]], Set[Any]]]:
     """A decoder's inputs: (the token ids' input, the (input, axis) of every KV-cache length,
-    the dims of int [batch, L] mask inputs that are neither the ids' length nor a cache length:
-    past + new tokens, an attention mask over both); None without token ids and a cache."""
-    ints = [s for s in specs if s.elem_type in (6, 7) and len(s.dims) == 2 and
-            1 in s.dynamic_axes]
-    ids = [s for s in ints if "mask" not in s.name.lower()]
-    caches = [(s, a) for s in specs for a in s.dynamic_axes if is_cache_axis(s, a)]
-    if not ids or not caches:
+    the dims as long as past + new tokens: an attention mask over both), as
+    `workbench.inputs.decoder_dims` relates them; None without token ids and a cache."""
+    from workbench.inputs import decoder_dims
+
+    d = decoder_dims(None, specs)
+    if d is None:
         return None
-    skip = {dim_key(ids[0], 1)} | {dim_key(s, a) for s, a in caches}
-    totals = {dim_key(s, 1) for s in ints if "mask" in s.name.lower()} - skip
-    return ids[0], caches, totals
+    return d.ids, list(d.cache), d.total_keys
 
 
 def _total_length_axes(specs: Sequence[Any]) -> Dict[Any, List[Tuple[Any, int]]]:
@@ -1104,3 +1093,64 @@ def missing_profile_error(model: Any, dynamic: Sequence[Any]) -> WorkbenchError:
     return WorkbenchError(f"input{'' if one else 's'} {listed} {'has' if one else 'have'} "
                           "dynamic dims but no profile was given", field=dynamic[0].name,
                           hint="add " + _suggest(model, dynamic))
+
+
+PROFILE_NAMES = ("prefill", "decode")
+
+
+def _profile_specs(profiles: Sequence[Mapping[str, Any]]) -> List[Any]:
+    """InputSpecs read off the profiles ({input: [min, opt, max]} each): an axis whose size
+    varies within or across them is dynamic (named '<input>:<axis>'); rank >= 3 reads as a
+    float tensor (a cache), rank 2 as integer ids or a mask."""
+    from workbench.inputs import InputSpec
+
+    specs = []
+    for name, trio in profiles[0].items():
+        sizes = [set() for _ in trio[0]]
+        for prof in profiles:
+            for shape in prof.get(name, ()):
+                for k, v in enumerate(shape):
+                    if k < len(sizes):
+                        sizes[k].add(int(v))
+        dims: List[Any] = [next(iter(v)) if len(v) == 1 else f"{name}:{k}"
+                           for k, v in enumerate(sizes)]
+        specs.append(InputSpec(name, 1 if len(dims) >= 3 else 7, dims))
+    return specs
+
+
+def profile_index(spec: Any, profiles: Sequence[Mapping[str, Any]],
+                  where: str = "--profile-index") -> int:
+    """The optimization profile to run: -1 for None / "auto" (the first that holds the
+    inputs' shapes), an index (checked against `profiles`), or a decoder's "prefill" (the
+    profile whose KV cache is empty) / "decode" (the one taking one new token), told apart by
+    the shapes each profile allows (`workbench.inputs.decoder_dims` on its inputs)."""
+    if spec is None or str(spec).strip().lower() in ("", "auto", "-1"):
+        return -1
+    text = str(spec).strip().lower()
+    if text.lstrip("-").isdigit():
+        k = int(text)
+        if profiles and not 0 <= k < len(profiles):
+            raise WorkbenchError(f"the engine has {len(profiles)} optimization profile(s): "
+                                 f"there is no profile {k}", field=where,
+                                 hint=f"pass 0..{len(profiles) - 1}, prefill or decode")
+        return k
+    if text not in PROFILE_NAMES:
+        raise WorkbenchError(f"unknown profile '{spec}'", field=where,
+                             hint="pass an index (0, 1, ...), prefill or decode")
+    from workbench.inputs import decoder_dims
+
+    d = decoder_dims(None, _profile_specs(profiles)) if profiles else None
+    for k, prof in enumerate(profiles if d is not None else ()):
+        if d.ids.name not in prof or any(s.name not in prof for s, _ in d.cache):
+            continue
+        ids_max = int(prof[d.ids.name][2][1])
+        cache_max = max(int(prof[s.name][2][a]) for s, a in d.cache)
+        if (text == "decode" and ids_max == 1) or (text == "prefill" and cache_max == 0):
+            return k
+    said = "; ".join(f"{k}: " + ", ".join(f"{n} {'x'.join(map(str, t[2]))}"
+                                          for n, t in list(p.items())[:3])
+                     for k, p in enumerate(profiles)) or "none recorded"
+    raise WorkbenchError(f"no {text} profile among the engine's optimization profiles ({said})",
+                         field=where, hint="pass the profile's index; a decoder built with "
+                         "prefill and decode profiles has prefill (an empty cache) and decode "
+                         "(one new token)")

@@ -185,10 +185,12 @@ def capture_onnx(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = Non
                  warmup: int = 20, layer_iterations: int = 50, backend: str = "auto",
                  target: Optional[str] = None, out_dir: Optional[str] = None,
                  client: Any = None, timeout: Optional[float] = 1800,
-                 on_event: Optional[Callable[[Dict[str, Any]], None]] = None) -> CaptureResult:
+                 on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
+                 profile_index: int = -1) -> CaptureResult:
     """Build an engine from ONNX the way `workbench build` does (see build_for_capture) and
     time it like `capture`; `timeout` covers both. `profiles`: {input: [min, opt, max]};
-    `target`: as `workbench build --target` (default: this machine's GPU)."""
+    `target`: as `workbench build --target` (default: this machine's GPU); `profile_index`:
+    as `capture`'s."""
     from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
 
     t0 = time.monotonic()
@@ -203,7 +205,8 @@ def capture_onnx(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = Non
                               out_dir=args["out_dir"], client=worker, timeout=timeout,
                               on_event=on_event)
     engine_path = built.output_path or built.engine_path
-    args.update({"engine_path": engine_path, "profile_index": -1, "backend": built.backend})
+    args.update({"engine_path": engine_path, "profile_index": int(profile_index),
+                 "backend": built.backend})
     left = None if timeout is None else max(1.0, timeout - (time.monotonic() - t0))
     res = worker.call(PROFILE_ENGINE, args, timeout=left, on_event=on_event)
     res.update({"backend": built.backend, "engine_path": engine_path,
