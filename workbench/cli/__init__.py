@@ -36,7 +36,7 @@ class _UsageError(SystemExit):
 
 
 def _json_error(verb: Optional[str], code: int, line: str,
-                err: Optional[WorkbenchError] = None) -> None:
+                err: Optional[WorkbenchError] = None, model: Optional[str] = None) -> None:
     """With --json, a failure still prints one JSON object on stdout: ok false, the exit
     code and the same one line as stderr (plus file/node/field/hint when known)."""
     import json
@@ -44,6 +44,10 @@ def _json_error(verb: Optional[str], code: int, line: str,
     out = {"ok": False, "verb": verb, "exit_code": code, "message": line}
     if err is not None:
         out.update({k: v for k, v in err.to_dict().items() if k != "error"})
+        if out.get("next_steps"):
+            from workbench.cli.nextstep import json_steps
+
+            out = json_steps(out, model=model)
     try:
         sys.stdout.write(json.dumps(out) + "\n")
         sys.stdout.flush()
@@ -130,12 +134,20 @@ def _user_error(e: BaseException) -> Optional[WorkbenchError]:
     return user_error(e)
 
 
-def _report(verb: Optional[str], e: WorkbenchError, want_json: bool) -> int:
-    """A WorkbenchError as the CLI reports it: one line on stderr (and the JSON object)."""
+def _report(verb: Optional[str], e: WorkbenchError, want_json: bool,
+            args: Any = None) -> int:
+    """A WorkbenchError as the CLI reports it: one line on stderr, then its next steps as
+    commands that run when pasted (and the JSON object)."""
     line = f"workbench {verb}: error: {e.one_line()}"
+    model = getattr(args, "model", None)
+    model = model if isinstance(model, str) else None
     sys.stderr.write(line + "\n")
+    if getattr(e, "next_steps", None):
+        from workbench.cli.nextstep import error_text
+
+        sys.stderr.write(error_text(e, model=model) + "\n")
     if want_json:
-        _json_error(verb, EXIT_BAD_INPUT, line, e)
+        _json_error(verb, EXIT_BAD_INPUT, line, e, model)
     return EXIT_BAD_INPUT
 
 
@@ -250,7 +262,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _report(args.verb, bad, want_json)
         return int(args._run(args) or 0)
     except WorkbenchError as e:
-        return _report(args.verb, e, want_json)
+        return _report(args.verb, e, want_json, args)
     except KeyboardInterrupt:
         sys.stderr.write(f"workbench {args.verb}: interrupted\n")
         return 130

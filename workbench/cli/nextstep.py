@@ -1,0 +1,88 @@
+"""Next steps as the CLI and the panels show them: a `workbench.findings.NextStep` record
+rendered as a shell line that runs when pasted (the user's own paths, shell-quoted, every
+required flag), as a short line for a panel, or as its record for --json.
+
+The engine room (build, check, fix, compare, ...) only makes records; the words `workbench
+VERB ...` are written here and nowhere else.
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Any, Dict, Iterable, List, Optional
+
+from workbench.findings import PLACEHOLDERS, NextStep, steps_of
+
+PROGRAM = "workbench"
+
+
+def _word(text: str) -> str:
+    """One shell word: quoted where it needs it; an unfilled placeholder as its capitals
+    (`{data}` -> DATA: the one thing the user must write in)."""
+    for name in PLACEHOLDERS:
+        text = text.replace("{" + name + "}", name.upper())
+    return shlex.quote(text)
+
+
+def command(s: Any, *, model: Optional[str] = None, data: Optional[str] = None,
+            candidate: Optional[str] = None) -> str:
+    """`workbench VERB ARGS FLAGS` for the step (a NextStep or its dict) with the placeholders
+    this run knows filled in."""
+    s = NextStep.from_dict(s).bound(model=model, data=data, candidate=candidate)
+    words = [PROGRAM, s.verb, *(_word(a) for a in s.args)]
+    for flag, value in s.flags:
+        if value is None:
+            words.append(flag)
+        elif isinstance(value, str):
+            words += [flag, _word(value)]
+        else:
+            words += [flag, *(_word(v) for v in value)]
+    return " ".join(words)
+
+
+def short(s: Any) -> str:
+    """A panel's one short line: the verb and its flags' names, then why (no paths)."""
+    s = NextStep.from_dict(s)
+    flags = " ".join(f for f, _ in s.flags if f not in ("-o", "--output"))
+    head = f"{s.verb} {flags}".strip()
+    return f"{head}: {s.why}" if s.why else head
+
+
+def record(s: Any, **paths: Optional[str]) -> Dict[str, Any]:
+    """The step as --json prints it: the record with this run's paths filled in, plus the
+    `command` it renders to (so a script can run it without rebuilding the line)."""
+    s = NextStep.from_dict(s).bound(**paths)
+    d = s.to_dict()
+    d["command"] = command(s)
+    return d
+
+
+def lines(steps: Iterable[Any], indent: str = "    ", **paths: Optional[str]) -> List[str]:
+    """The printed lines of some next steps: `$ COMMAND` then `(why)` on the same line."""
+    out = []
+    for s in steps_of(steps):
+        why = f"  # {s.why}" if s.why else ""
+        out.append(f"{indent}$ {command(s, **paths)}{why}")
+    return out
+
+
+def finding_text(f: Any, indent: str = "  ", **paths: Optional[str]) -> str:
+    """A finding as the CLI prints it: its one line, then one line per next step."""
+    where = f" [{', '.join(f.nodes)}]" if getattr(f, "nodes", None) else ""
+    hint = f" -> {f.hint}" if getattr(f, "hint", None) else ""
+    head = f"{indent}{f.severity.upper()} {f.code}{where}: {f.message}{hint}"
+    return "\n".join([head, *lines(getattr(f, "next_steps", ()), indent + "    ", **paths)])
+
+
+def error_text(e: Any, **paths: Optional[str]) -> str:
+    """The lines after an error's one line: its next steps (empty when it has none)."""
+    return "\n".join(lines(getattr(e, "next_steps", ()) or (), "  ", **paths))
+
+
+def json_steps(d: Any, **paths: Optional[str]) -> Any:
+    """`d` (a report's dict) with every `next_steps` list in it rendered as `record`s."""
+    if isinstance(d, dict):
+        return {k: ([record(s, **paths) for s in v] if k == "next_steps" and isinstance(v, list)
+                    else json_steps(v, **paths)) for k, v in d.items()}
+    if isinstance(d, list):
+        return [json_steps(v, **paths) for v in d]
+    return d
