@@ -37,6 +37,7 @@ from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig, layer_precisions, resolve_route
 from workbench import __version__
 from workbench.errors import Finding, WorkbenchError
+from workbench.findings import step
 from workbench.fsutil import LockWaitStopped, single_flight
 from workbench.precision import table
 from workbench.worker.protocol import BAD_INPUT_CODES, BUILD_BACKENDS
@@ -56,8 +57,9 @@ class BuildFailed(WorkbenchError):
     def __init__(self, message: str, *, node: Optional[str] = None, op: Optional[str] = None,
                  hint: Optional[str] = None, code: str = "build-failed",
                  log: Optional[List[Dict[str, str]]] = None,
-                 findings: Optional[List[Finding]] = None, file: Optional[str] = None) -> None:
-        super().__init__(message, node=node, hint=hint, file=file)
+                 findings: Optional[List[Finding]] = None, file: Optional[str] = None,
+                 next_steps: Optional[List[Any]] = None) -> None:
+        super().__init__(message, node=node, hint=hint, file=file, next_steps=next_steps)
         self.op = op
         self.code = code
         self.log = log or []
@@ -697,9 +699,10 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             for k, err in enumerate(errs):  # every node the parser refused, not only the first
                 n = err.get("node") or _node_for_index(ref, err.get("node_index"))
                 plugin = "plugin" in str(err.get("message", "")).lower()
-                hint = ("pass the plugin library with --plugins, or replace the node "
-                        "(`workbench fix MODEL`)" if plugin else
-                        "see `workbench check MODEL`; `workbench fix MODEL` proposes recipes")
+                hint = ("pass the plugin library with --plugins, or replace the node" if plugin
+                        else None)
+                steps = [step("check", "{model}", why="names every unsupported node and the "
+                              "recipes that fix it")]
                 raw = str(err.get("message"))
                 said = raw
                 cause = causes.get(n) if n and not plugin else None
@@ -716,8 +719,14 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                 found.append(Finding(
                     "error", code,
                     f"TensorRT's parser refused {err.get('op') or 'the node'}: {said}",
-                    nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint))
+                    nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint,
+                    next_steps=steps))
             hint = e.hint
+            first_steps: List[Any] = []
+            if e.code == "parse-failed":  # the worker's hint names a command: as a record here
+                hint = None
+                first_steps = [step("check", "{model}", why="names every unsupported node and "
+                                    "the recipes that fix it")]
             said = _profile_violation(message, config, shlex.quote(str(ref.path)) if ref.path
                                       else "MODEL")
             if said is not None:  # an axis the export fixed, declared dynamic
@@ -726,7 +735,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             raise BuildFailed(message, node=node, op=e.op or (errs[0].get("op") if errs and
                                                               node else None),
                               hint=hint, code=e.code, log=log,
-                              findings=found,
+                              findings=found, next_steps=first_steps,
                               file=str(ref.path) if ref.path else None) from None
         finally:
             if not done:  # the partial engine and the worker's own temp file, if any

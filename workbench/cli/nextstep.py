@@ -56,26 +56,36 @@ def record(s: Any, **paths: Optional[str]) -> Dict[str, Any]:
     return d
 
 
-def lines(steps: Iterable[Any], indent: str = "    ", **paths: Optional[str]) -> List[str]:
-    """The printed lines of some next steps: `$ COMMAND` then `(why)` on the same line."""
+def lines(steps: Iterable[Any], indent: str = "    ", seen: Optional[set] = None,
+          **paths: Optional[str]) -> List[str]:
+    """The printed lines of some next steps: `$ COMMAND  # why`. `seen`: the commands
+    printed already in this output (each is printed once; the set grows)."""
     out = []
     for s in steps_of(steps):
+        line = command(s, **paths)
+        if seen is not None:
+            if line in seen:
+                continue
+            seen.add(line)
         why = f"  # {s.why}" if s.why else ""
-        out.append(f"{indent}$ {command(s, **paths)}{why}")
+        out.append(f"{indent}$ {line}{why}")
     return out
 
 
-def finding_text(f: Any, indent: str = "  ", **paths: Optional[str]) -> str:
-    """A finding as the CLI prints it: its one line, then one line per next step."""
+def finding_text(f: Any, indent: str = "  ", seen: Optional[set] = None,
+                 **paths: Optional[str]) -> str:
+    """A finding as the CLI prints it: its one line, then one line per next step not printed
+    already (`seen`, see `lines`)."""
     where = f" [{', '.join(f.nodes)}]" if getattr(f, "nodes", None) else ""
     hint = f" -> {f.hint}" if getattr(f, "hint", None) else ""
     head = f"{indent}{f.severity.upper()} {f.code}{where}: {f.message}{hint}"
-    return "\n".join([head, *lines(getattr(f, "next_steps", ()), indent + "    ", **paths)])
+    return "\n".join([head, *lines(getattr(f, "next_steps", ()), indent + "    ", seen,
+                                     **paths)])
 
 
-def error_text(e: Any, **paths: Optional[str]) -> str:
+def error_text(e: Any, seen: Optional[set] = None, **paths: Optional[str]) -> str:
     """The lines after an error's one line: its next steps (empty when it has none)."""
-    return "\n".join(lines(getattr(e, "next_steps", ()) or (), "  ", **paths))
+    return "\n".join(lines(getattr(e, "next_steps", ()) or (), "  ", seen, **paths))
 
 
 def json_steps(d: Any, **paths: Optional[str]) -> Any:
