@@ -121,6 +121,10 @@ def run(args: "argparse.Namespace") -> int:
     if args.workers is not None and args.workers < 1:
         raise WorkbenchError("--workers must be >= 1", field="--workers")
     variants = plan(args)
+    if args.gpus:  # before anything is printed or started: no silent wait for a GPU
+        from workbench.matrix.run import check_gpus_for_ray
+
+        check_gpus_for_ray(args.ray)
     quiet = args.json
     if not quiet:
         sys.stderr.write(f"matrix: {len(variants)} variant(s) -> {args.output}\n")
@@ -132,7 +136,8 @@ def run(args: "argparse.Namespace") -> int:
 
     res = run_matrix(variants, args.output, ray_address=args.ray, workers=args.workers,
                      gpu=args.gpus, inputs=parse_data_args(args.inputs, "--inputs"),
-                     samples=args.samples, timeout=args.timeout, on_result=progress)
+                     samples=args.samples, timeout=args.timeout, on_result=progress,
+                     on_wait=lambda line: sys.stderr.write(f"matrix: {line}\n"))
     if args.json:
         from workbench.cli.common import print_json
 
