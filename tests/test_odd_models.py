@@ -175,6 +175,7 @@ def test_duplicate_node_names_name_the_users_file_and_the_recipe(zoo, tmp_path):
     line = _error_line(rc, err)
     assert rc == 2 and "/dev/shm" not in line
     assert "same node name (n)" in line and "--recipe rename_duplicates" in line
+    assert f"`workbench fix {path} --recipe rename_duplicates -o " in line  # (runs as printed)
     cand = tmp_path / "c.onnx"
     rc, _, err = _main("precision", path, "--to", "fp16", "-o", cand)
     assert rc == 0 and "/dev/shm" not in err  # its warnings say why nothing was measured

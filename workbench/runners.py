@@ -608,26 +608,34 @@ def low_float_runner(model: Any) -> str:
 
 
 def load_error(runner: str, e: BaseException, label: Optional[str],
-               hint: str = "check it with `workbench inspect`") -> Any:
+               hint: Optional[str] = None) -> Any:
     """WorkbenchError for a model the runner cannot load: the runner's own words without the
     temporary file it was loaded from, naming the user's model, with the next step for the
-    refusals users meet (repeated node names, an op without a kernel)."""
+    refusals users meet (repeated node names, an op without a kernel) as a record."""
     from workbench.errors import WorkbenchError
+    from workbench.findings import step
     from workbench.ortchild import load_message
 
     msg = load_message(" ".join(str(e).split()))
     low = msg.lower()
+    steps = [step("inspect", "{model}", why="what the model holds: its ops, inputs and "
+                  "domains")]
     if "same node name" in low or "duplicate definition" in low or "duplicate" in low and \
             "name" in low:
-        hint = "make the names unique: `workbench fix MODEL --recipe rename_duplicates -o OUT`"
+        hint = "make the names unique"
+        steps = [step("fix", "{model}", recipe="rename_duplicates", o="{stem}.fixed.onnx",
+                      why="gives the repeated names unique ones")]
     elif "not a registered function/op" in low or "could not find an implementation" in low:
         hint = ("onnxruntime has no kernel for that op: load its custom-op library in "
-                "onnxruntime, or replace the node (`workbench fix MODEL`)")
-    if label and os.path.exists(label):
-        import shlex
+                "onnxruntime, or replace the node")
+        steps = [step("check", "{model}", why="names the recipes that replace the node")]
+    return WorkbenchError(f"{runner} cannot load the model: {msg[:300]}", file=label, hint=hint,
+                          next_steps=_bound(steps, label))
 
-        hint = hint.replace("MODEL", shlex.quote(label))
-    return WorkbenchError(f"{runner} cannot load the model: {msg[:300]}", file=label, hint=hint)
+
+def _bound(steps: List[Any], label: Optional[str]) -> List[Any]:
+    """The steps with {model} as the user's path, where `label` is one."""
+    return [s.bound(model=label) for s in steps] if label and os.path.exists(label) else steps
 
 
 def user_error(e: BaseException, label: Optional[str] = None) -> Any:
@@ -661,8 +669,10 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
     msg = re.sub(r"^\S*/\S+\.(h|cc|cpp):\d+ ", "", msg)
     msg = re.sub(r"\S+ [=!<>]=? \S+ was false\. ", "", msg)  # (its assertion, not words)
     what = f"the {op.group(1)} " if op else "a "
-    hint = ("check the inputs' shapes and dtypes against the model's inputs "
-            "(`workbench inspect MODEL`)")
+    hint = "check the inputs' shapes and dtypes against the model's inputs"
+    from workbench.findings import step
+
+    steps = [step("inspect", "{model}", why="the model's inputs: names, shapes, dtypes")]
     shapes = re.search(r"Input shape:\s*\{([^}]*)\},\s*requested shape:\s*\{([^}]*)\}", msg)
     if op and op.group(1) == "Reshape" and shapes:
         hint = (f"the Reshape's target shape {{{shapes.group(2)}}} does not fit an input of "
@@ -688,12 +698,8 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
                 f"sequence axis that indexes a position table can be at most {rows} long; "
                 f"token ids must be below {rows}: shorten the inputs (or the profile's max) "
                 "to fit")
-    if label and os.path.exists(label):
-        import shlex
-
-        hint = hint.replace("MODEL", shlex.quote(label))
     return WorkbenchError(f"onnxruntime could not run {what}node on these inputs: {msg[:300]}",
-                          file=label, node=node, hint=hint)
+                          file=label, node=node, hint=hint, next_steps=_bound(steps, label))
 
 
 def make_runner(kind: str, model: Any, *, mark_all: bool = False,

@@ -134,18 +134,28 @@ def _user_error(e: BaseException) -> Optional[WorkbenchError]:
     return user_error(e)
 
 
+def _model_arg(args: Any) -> Optional[str]:
+    """The model path the user typed (what a next step's {model} becomes): `model`,
+    compare's `reference`, or the first of `models`."""
+    for name in ("model", "reference", "models"):
+        v = getattr(args, name, None)
+        v = v[0] if isinstance(v, list) and v else v
+        if isinstance(v, str):
+            return v
+    return None
+
+
 def _report(verb: Optional[str], e: WorkbenchError, want_json: bool,
             args: Any = None) -> int:
     """A WorkbenchError as the CLI reports it: one line on stderr, then its next steps as
     commands that run when pasted (and the JSON object)."""
     line = f"workbench {verb}: error: {e.one_line()}"
-    model = getattr(args, "model", None)
-    model = model if isinstance(model, str) else None
-    sys.stderr.write(line + "\n")
-    if getattr(e, "next_steps", None):
-        from workbench.cli.nextstep import error_text
+    model = _model_arg(args)
+    if getattr(e, "next_steps", None):  # (still one line: the commands in backticks)
+        from workbench.cli.nextstep import inline
 
-        sys.stderr.write(error_text(e, model=model) + "\n")
+        line += " " + inline(e.next_steps, model=model)
+    sys.stderr.write(line + "\n")
     if want_json:
         _json_error(verb, EXIT_BAD_INPUT, line, e, model)
     return EXIT_BAD_INPUT
@@ -271,11 +281,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Exception as e:  # a bug of ours: still one line, with a way to see more
         user = _user_error(e)
         if user is not None:  # (a model onnxruntime refuses, met where nobody explained it)
-            line = f"workbench {args.verb}: error: {user.one_line()}"
-            sys.stderr.write(line + "\n")
-            if want_json:
-                _json_error(args.verb, EXIT_BAD_INPUT, line, user)
-            return EXIT_BAD_INPUT
+            return _report(args.verb, user, want_json, args)
         if os.environ.get("WORKBENCH_DEBUG"):
             raise
         msg = " ".join(f"{type(e).__name__}: {e}".split())[:500]

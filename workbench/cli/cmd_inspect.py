@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 NAME = "inspect"
 HELP = "summarise an ONNX model: opsets, ops, inputs/outputs with dynamic dims, shapes, nodes"
@@ -61,7 +61,11 @@ def run(args: argparse.Namespace) -> int:
             _print_tree(tree, args.tree)
         return 0
     if args.json:
-        print_json(inspect_model(model))
+        from workbench.cli.nextstep import record
+
+        doc = inspect_model(model)
+        doc["next_steps"] = [record(s, model=args.model) for s in next_steps(model)]
+        print_json(doc)
     else:
         print(format_summary(summarize(model), top_ops=args.top))
         for line in _next_steps(model, args.model):
@@ -69,27 +73,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _next_steps(model, path: str) -> List[str]:
-    """What to run next: the parser check, and for dynamic inputs the profile a build would
-    default to (the flag that sets it) or a proposal from the user's data."""
-    import shlex
+def next_steps(model: Any) -> List[Any]:
+    """What to run next, as records: the parser check, and for dynamic inputs the profile a
+    build would default to (the flag that sets it), or a decoder's serving profiles."""
+    from workbench.findings import step
 
-    q = shlex.quote(path)
-    out = [f"next       workbench check {q}   (which nodes TensorRT refuses, and why)"]
+    out = [step("check", "{model}", why="which nodes TensorRT refuses, and why")]
     try:
-        from workbench.precision.profiles import default_profile, profile_flag, serving_profiles
+        from workbench.precision.profiles import default_profile, serving_profiles
 
         prof, _ = default_profile(model)
         decoder = bool(len(prof)) and serving_profiles(model, prof) is not None
     except Exception:  # a shape-tensor input, or a model the guess cannot read: no line
         return out
     if len(prof):
-        out.append(f"           workbench profiles {q} {profile_flag(prof)}   (the profile a "
-                   "build takes by default: check it, or propose one from your data with "
-                   "--calib DATA)")
+        out.append(step("profiles", "{model}", profile=",".join(prof.arg_strings()),
+                        why="the profile a build takes by default: check it, or propose "
+                        "one from your data with --calib"))
     if decoder:
-        out.append(f"           workbench profiles {q}   (a decoder with a KV cache: runs the "
-                   "default and proposes prefill and decode profiles)")
+        out.append(step("profiles", "{model}", why="a decoder with a KV cache: runs the "
+                        "default and proposes prefill and decode profiles"))
+    return out
+
+
+def _next_steps(model: Any, path: str) -> List[str]:
+    """The `next` lines of the summary: each step as the command it runs."""
+    from workbench.cli.nextstep import command
+
+    out = []
+    for i, s in enumerate(next_steps(model)):
+        out.append(f"{'next' if i == 0 else '':<10} $ {command(s, model=path)}  # {s.why}")
     return out
 
 

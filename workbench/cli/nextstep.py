@@ -83,6 +83,14 @@ def finding_text(f: Any, indent: str = "  ", seen: Optional[set] = None,
                                      **paths)])
 
 
+def inline(steps: Iterable[Any], **paths: Optional[str]) -> str:
+    """Next steps inside one line (an error's: exit 2 prints exactly one line), each command
+    in backticks so it can be copied whole: "next: `workbench fix ...` (why); or `...`"."""
+    parts = [f"`{command(s, **paths)}`" + (f" ({s.why})" if s.why else "")
+             for s in steps_of(steps)]
+    return ("next: " + "; or ".join(parts)) if parts else ""
+
+
 def error_text(e: Any, seen: Optional[set] = None, **paths: Optional[str]) -> str:
     """The lines after an error's one line: its next steps (empty when it has none)."""
     return "\n".join(lines(getattr(e, "next_steps", ()) or (), "  ", seen, **paths))
