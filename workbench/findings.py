@@ -14,9 +14,11 @@ SEVERITIES = ("error", "warning", "info")
 
 # Placeholders a NextStep's arguments and flag values may hold, filled where the step is shown:
 # {model} the model the finding is about (the user's own path), {stem} that path without its
-# .onnx suffix (for output names: "{stem}.fixed.onnx"), {candidate} the compared model, {data}
-# the user's input data. One the renderer cannot fill prints as the word in capitals (DATA).
-PLACEHOLDERS = ("model", "stem", "candidate", "data")
+# .onnx suffix (for output names: "{stem}.engine"), {fixed} where a fix of it goes by default
+# (`fsutil.fixed_name`: m.fixed.onnx, m.fixed2.onnx for m.fixed.onnx), {candidate} the compared
+# model, {data} the user's input data. One the renderer cannot fill prints as the word in
+# capitals (DATA).
+PLACEHOLDERS = ("model", "stem", "fixed", "candidate", "data")
 
 FlagValue = Union[str, Sequence[str], None]
 
@@ -48,6 +50,10 @@ class NextStep:
         if "model" in vals and "stem" not in vals:
             m = vals["model"]
             vals["stem"] = m[:-5] if m.lower().endswith(".onnx") else m
+        if "model" in vals and "fixed" not in vals:
+            from workbench.fsutil import fixed_name
+
+            vals["fixed"] = fixed_name(vals["model"])
         if not vals:
             return self
 

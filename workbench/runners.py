@@ -623,7 +623,7 @@ def load_error(runner: str, e: BaseException, label: Optional[str],
     if "same node name" in low or "duplicate definition" in low or "duplicate" in low and \
             "name" in low:
         hint = "make the names unique"
-        steps = [step("fix", "{model}", recipe="rename_duplicates", o="{stem}.fixed.onnx",
+        steps = [step("fix", "{model}", recipe="rename_duplicates", o="{fixed}",
                       why="gives the repeated names unique ones")]
     elif "not a registered function/op" in low or "could not find an implementation" in low:
         hint = ("onnxruntime has no kernel for that op: load its custom-op library in "

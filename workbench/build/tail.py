@@ -76,7 +76,7 @@ def _refusal(failure: Any, why: str, model: Any = None, fix: Any = None) -> Any:
     path = str(model) if isinstance(model, (str, Path)) else None
     failure.hint = f"{failure.hint + '; ' if failure.hint else ''}no split build: {why}"
     steps = [fix] if fix is not None else [
-        step("fix", "{model}", o="{stem}.fixed.onnx", auto=True,
+        step("fix", "{model}", o="{fixed}", auto=True,
              why="applies the recipes that fix the refused nodes, verified on onnxruntime")]
     steps = [s.bound(model=path) for s in steps]
     failure.next_steps = steps + [s for s in failure.next_steps if s not in steps]
@@ -252,7 +252,7 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
 
         raise _refusal(failure, f"{p.op} at '{p.node}' has an exact rewrite ({p.recipe}): fix "
                        "the model first, then build", model,
-                       step("fix", "{model}", o="{stem}.fixed.onnx", auto=True,
+                       step("fix", "{model}", o="{fixed}", auto=True,
                             why=f"rewrites {p.op} at '{p.node}' exactly ({p.recipe})")) from None
     try:
         res = split_model(model, backend=backend, client=client, build=by_builder,

@@ -113,8 +113,13 @@ def _human(d: Dict[str, Any]) -> str:
         lines.append(_table(rows, ["node", "op", "found by", "reason"], [28, 16, 8, 70]))
         lines.append("")
         lines.append("Next steps:")
+        from workbench.cli.nextstep import lines as step_lines
+
         for u in d["unsupported"]:
-            lines.append(f"  {u.get('node') or '(graph)'}: {u.get('hint') or '-'}")
+            steps = u.get("next_steps") or []
+            lines.append(f"  {u.get('node') or '(graph)'}: "
+                         f"{u.get('hint') or ('' if steps else '-')}".rstrip())
+            lines += step_lines(steps, "      ", model=d.get("model"))
     warnings = [f for f in d["findings"] if f["severity"] != "error"]
     if warnings:
         lines.append("")
@@ -209,7 +214,9 @@ def run(args: argparse.Namespace) -> int:
         advise(report)
     d = report.to_dict()
     if args.json:
-        print_json(d)
+        from workbench.cli.nextstep import json_steps
+
+        print_json(json_steps(d, model=args.model))
     else:
         sys.stdout.write(_human(d) + "\n")
     return 0 if report.supported else 1

@@ -39,11 +39,20 @@ def command(s: Any, *, model: Optional[str] = None, data: Optional[str] = None,
     return " ".join(words)
 
 
+# flags whose values are paths: a short line leaves them out (the tooltip has them)
+_PATH_FLAGS = ("-o", "--output", "--inputs", "--calib", "--out", "--export-script")
+
+
 def short(s: Any) -> str:
-    """A panel's one short line: the verb and its flags' names, then why (no paths)."""
+    """A panel's one short line: the verb and the flags that say what it does (`fix --recipe
+    decompose:node=/a`), then why; no paths (the command with them is `command`)."""
     s = NextStep.from_dict(s)
-    flags = " ".join(f for f, _ in s.flags if f not in ("-o", "--output"))
-    head = f"{s.verb} {flags}".strip()
+    words = [s.verb]
+    for flag, value in s.flags:
+        if flag in _PATH_FLAGS:
+            continue
+        words.append(flag if value is None else f"{flag} {value if isinstance(value, str) else ' '.join(value)}")
+    head = " ".join(words)
     return f"{head}: {s.why}" if s.why else head
 
 

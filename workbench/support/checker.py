@@ -1000,11 +1000,13 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
 
 def _finding(u: Dict[str, Any]) -> Finding:
     extra = {k: v for k, v in u.items()
-             if k not in ("node", "op", "reason", "source", "hint", "code") and v is not None}
+             if k not in ("node", "op", "reason", "source", "hint", "code", "next_steps")
+             and v is not None}
     tensors = [u["tensor"]] if u.get("tensor") else []
     return Finding("error", u.get("code") or "unsupported", u["reason"],
                    nodes=[u["node"]] if u.get("node") else [], tensors=tensors,
-                   hint=u.get("hint"), source=u["source"], op=u.get("op"), extra=extra)
+                   hint=u.get("hint"), source=u["source"], op=u.get("op"), extra=extra,
+                   next_steps=u.get("next_steps") or [])
 
 
 # what the parser's per-subgraph flag means (onnx-tensorrt's supportsModel: every subgraph

@@ -101,14 +101,16 @@ class Split(Recipe):
                   "--split -o FOLDER` writes both and a manifest)")
         return [Proposal(nid, n.op_type, self.name, {}, reason, auto=False, code=finding.code)]
 
-    def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
+    def next_step(self, finding: Any, ctx: Any) -> Any:
         if not self.can_fix(finding, ctx):
             return None
+        from workbench.findings import step
+
         # the builder (not the parser) refused it: only a split checked by building finds it
-        build = " --build" if getattr(finding, "code", None) == codes.BUILD_FAILED else ""
-        return (f"`workbench fix {model} --split{build} -o FOLDER` builds everything before it "
-                "and keeps it and what follows as ONNX for onnxruntime (`workbench build` "
-                "splits so by itself)")
+        build = getattr(finding, "code", None) == codes.BUILD_FAILED
+        return step("fix", "{model}", split=True, build=build, o="{stem}_split",
+                    why="builds everything before it and keeps it and what follows as ONNX "
+                    "for onnxruntime (build splits so by itself)")
 
     def precondition(self, model: Any) -> Precondition:
         return Precondition(False, "a split makes two models (the engine's prefix and an ONNX "
