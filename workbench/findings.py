@@ -51,8 +51,6 @@ class NextStep:
             m = vals["model"]
             vals["stem"] = m[:-5] if m.lower().endswith(".onnx") else m
         if "model" in vals and "fixed" not in vals:
-            from workbench.fsutil import fixed_name
-
             vals["fixed"] = fixed_name(vals["model"])
         if not vals:
             return self
@@ -85,6 +83,18 @@ class NextStep:
             return d
         return cls(d["verb"], tuple(d.get("args") or ()),
                    tuple((f, v) for f, v in (d.get("flags") or ())), d.get("why") or "")
+
+
+def fixed_name(path: str) -> str:
+    """Where a fix of file `path` goes by default: `<name>.fixed.onnx` beside it
+    (`<name>.fixed2.onnx` for a file already named so, and so on)."""
+    import re
+    from pathlib import Path as _Path
+
+    src = _Path(path)
+    m = re.fullmatch(r"(.*)\.fixed(\d*)", src.stem)
+    stem = f"{m.group(1)}.fixed{int(m.group(2) or 1) + 1}" if m else f"{src.stem}.fixed"
+    return str(src.with_name(stem + ".onnx"))
 
 
 def step(verb: str, *args: str, why: str = "", **flags: FlagValue) -> NextStep:

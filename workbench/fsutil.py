@@ -367,9 +367,8 @@ def single_flight(path: PathLike, *, cancel: Any = None, deadline: Optional[floa
 
 
 def fixed_name(path: str) -> str:
-    """Where a fix of file `path` goes by default: `<name>.fixed.onnx` beside it
-    (`<name>.fixed2.onnx` for a file already named so, and so on)."""
-    src = Path(path)
-    m = re.fullmatch(r"(.*)\.fixed(\d*)", src.stem)
-    stem = f"{m.group(1)}.fixed{int(m.group(2) or 1) + 1}" if m else f"{src.stem}.fixed"
-    return str(src.with_name(stem + ".onnx"))
+    """Where a fix of file `path` goes by default (`workbench.findings.fixed_name`, where next
+    steps name it; loaded on first use)."""
+    from workbench.findings import fixed_name as named
+
+    return named(path)
