@@ -32,15 +32,17 @@ SAMPLES = REPO / "sample_models"
 
 # the verbs users run first, with the outputs a user would name (relative: the steps they
 # print must run in a folder holding only the model)
+# ({name}: the model's file stem; every model's outputs sit beside it in one folder)
 VERB_ARGS: Dict[str, List[str]] = {
     "inspect": [],
     "check": ["--backend", "tensorrt-rtx"],
-    "fix": ["-o", "fixed.onnx", "--auto"],
-    "build": ["-o", "model.engine", "--target", "sm89", "--timeout", "60"],
-    "precision": ["--to", "fp16", "-o", "fp16.onnx"],
+    "fix": ["-o", "{name}.out.onnx", "--auto"],
+    "build": ["-o", "{name}.engine", "--target", "sm89", "--timeout", "60"],
+    "precision": ["--to", "fp16", "-o", "{name}.fp16.onnx"],
     "profiles": [],
     "compare": ["--to", "fp16", "--allow-random", "--samples", "2"],
 }
+OUTPUTS = ("{name}.out.onnx", "{name}.engine", "{name}.fp16.onnx")
 
 SAMPLE_MODELS = ("needs_fixing", "resnet_tiny", "bert_tiny", "fp16_overflow")
 ODD_MODELS = ("dup_node_names", "custom_domain", "wrong_value_info", "bf16_initializers",
@@ -50,7 +52,7 @@ BACKEND_MODELS = ("simple/test_sequence_model1", "pytorch-operator/test_operator
 
 _USAGE = re.compile(r"\(see 'workbench [\w-]+ --help'\)|\bis required\b|field '--?[\w-]+'")
 PLACEHOLDER_WORDS = ("MODEL", "OUT", "OUT.onnx", "FOLDER", "CANDIDATE", "FIXED.onnx", "OUT.engine",
-                     "ENGINE")
+                     "ENGINE", "NAME")
 _STEP_TEXT = re.compile(r"(?:^|\s)\$ (workbench .*?)(?:  # .*)?$")
 _BACKTICKED = re.compile(r"`(workbench [^`]+)`")
 
@@ -77,16 +79,25 @@ def corpus(folder: Path) -> Dict[str, Tuple[Path, Optional[Path]]]:
 
 def run_verb(verb: str, model: str, cwd: Path, as_json: bool) -> Tuple[int, str, str]:
     """`workbench VERB MODEL ...` in `cwd` (in this process: the corpus runs share its
-    TensorRT worker and its imports)."""
+    TensorRT worker and its imports; so every model sits in the one folder `cwd`, the
+    worker's working folder too)."""
     from tests.backend_sweep_cases import run_inprocess
 
-    argv = [verb, model, *VERB_ARGS[verb]] + (["--json"] if as_json else [])
+    name = model[:-5] if model.endswith(".onnx") else model
+    argv = [verb, model, *(a.format(name=name) for a in VERB_ARGS[verb])] + \
+        (["--json"] if as_json else [])
     old = os.getcwd()
     os.chdir(cwd)
     try:
         return run_inprocess(argv)
     finally:
         os.chdir(old)
+
+
+def _is_step(command: str) -> bool:
+    """A backticked `workbench VERB` alone names the verb in prose ("`workbench build` splits
+    so by itself"): a step has at least one argument."""
+    return len(command.split()) > 2
 
 
 def steps_in_text(text: str) -> List[str]:
@@ -96,7 +107,7 @@ def steps_in_text(text: str) -> List[str]:
         m = _STEP_TEXT.search(line)
         if m:
             out.append(m.group(1).strip())
-        out += [c.strip() for c in _BACKTICKED.findall(line)]
+        out += [c.strip() for c in _BACKTICKED.findall(line) if _is_step(c)]
     return out
 
 
@@ -118,7 +129,7 @@ def steps_in_json(doc: Any) -> List[str]:
             for x in v:
                 walk(x)
         elif isinstance(v, str):
-            out.extend(c.strip() for c in _BACKTICKED.findall(v))
+            out.extend(c.strip() for c in _BACKTICKED.findall(v) if _is_step(c))
 
     walk(doc)
     return out
@@ -163,7 +174,8 @@ class Pasted:
 
 def paste(step: str, model: Path, data: Optional[Path], work: Path, origin: str) -> Pasted:
     """Run `step` in a shell in a new empty folder under `work` holding a copy of `model`
-    (under its own name), as a user pastes it."""
+    (under its own name) and of what the verbs wrote beside it (OUTPUTS: a step may be about
+    the fixed model or the engine the run wrote), as a user pastes it."""
     try:
         words = shlex.split(step)
     except ValueError as e:
@@ -176,6 +188,10 @@ def paste(step: str, model: Path, data: Optional[Path], work: Path, origin: str)
     folder = work / f"paste{len(list(work.iterdir())):04d}"
     folder.mkdir()
     shutil.copy2(model, folder / model.name)
+    for out in OUTPUTS:
+        made = model.with_name(out.format(name=model.stem))
+        if made.is_file():
+            shutil.copy2(made, folder / made.name)
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env.pop("WORKBENCH_DEBUG", None)
@@ -217,3 +233,31 @@ def unique(steps: Iterable[Tuple[str, str, str]]) -> List[Tuple[str, str, str]]:
             seen.add((s, m))
             out.append((s, m, o))
     return out
+
+
+def collect(folder: Path, names: Iterable[str], verbs: Iterable[str] = tuple(VERB_ARGS)
+            ) -> List[Tuple[str, str, str]]:
+    """(step, model name, origin) for every next step every verb printed, text and --json,
+    on the models `folder/NAME.onnx`."""
+    found: List[Tuple[str, str, str]] = []
+    for name in names:
+        for verb in verbs:
+            for as_json in (False, True):
+                rc, out, err = run_verb(verb, f"{name}.onnx", folder, as_json)
+                how = "json" if as_json else "text"
+                if as_json:
+                    steps = [s for d in json_docs(out) for s in steps_in_json(d)]
+                    steps += steps_in_text(err)  # (progress and notes go to stderr)
+                else:
+                    steps = steps_in_text(out + "\n" + err)
+                found += [(s, name, f"{verb} ({how}, exit {rc})") for s in steps]
+    return unique(found)
+
+
+def advice_text(entry: Dict[str, Any]) -> str:
+    """An unsupported entry's advice as the CLI reads it out: each next step's command in
+    backticks then why, then the hint, joined by '; or ' (what tests of the advice read)."""
+    from workbench.cli.nextstep import command
+
+    parts = [f"`{command(s)}` {s.get('why', '')}".strip() for s in entry.get("next_steps") or []]
+    return "; or ".join(parts + ([entry["hint"]] if entry.get("hint") else []))

@@ -220,7 +220,7 @@ def test_a_node_the_builder_has_no_kernel_for_is_split_off_too(tmp_path):
     assert not rep.supported and rep.unsupported[0]["node"] == "/post/nms"
     r = subprocess.run(["workbench", "check", str(path), "--build"],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert f"workbench fix {path} --split --build -o FOLDER" in r.stdout, r.stdout
+    assert f"$ workbench fix {path} --split --build -o {str(path)[:-5]}_split" in r.stdout, r.stdout
 
 
 def test_a_split_that_leaves_most_of_the_model_out_names_the_check_to_run():

@@ -53,9 +53,12 @@ def test_check_says_the_plugin_is_there_and_needs_a_gpu(roi_path):
                                   f"machine: no usable GPU (CUDA: {no_gpu_reason()})")
     assert u["reason"].endswith("on a machine with an NVIDIA GPU the parser may take it")
     assert "no built-in importer" not in u["reason"]
-    assert u["hint"].startswith(f"`workbench fix {roi_path} --split -o FOLDER`")
-    assert u["hint"].endswith(f"(`workbench check {roi_path}` there)")
-    assert "replace_with_plugin" not in u["hint"]  # the plugin exists: no other to map onto
+    from tests.next_step_cases import advice_text
+
+    said = advice_text(u)
+    assert said.startswith(f"`workbench fix {roi_path} --split -o {str(roi_path)[:-5]}_split`")
+    assert said.endswith(f"(`workbench check {roi_path}` there)")
+    assert "replace_with_plugin" not in said  # the plugin exists: no other to map onto
     static = check(str(roi_path), backend="static", rules="tensorrt-rtx").unsupported[0]
     assert static["code"] == "plugin-needs-gpu"
     assert "ROIAlign plugin, which is created only where a GPU is usable" in static["reason"]

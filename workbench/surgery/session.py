@@ -176,9 +176,8 @@ class FixSession:
                                  "is the original model", field="export",
                                  hint="apply a recipe first (the proposals, or auto_fix()); "
                                       "where none makes the model parse, split it "
-                                      "(`workbench fix MODEL --split -o FOLDER`, or "
-                                      "`workbench build MODEL`); export(path, unchanged=True) "
-                                      "writes a copy anyway")
+                                      "(fix --split, or a build, which splits by itself); "
+                                      "export(path, unchanged=True) writes a copy anyway")
         target = path if path is not None else (self.output or self.history.suggested_output())
         if target is None:
             raise WorkbenchError("no path to export to: the model has no file",
