@@ -245,8 +245,9 @@ def test_a_stale_value_info_is_named_and_the_printed_fix_replaces_it(zoo, tmp_pa
     stale = [w for w in doc["warnings"] if w["code"] == "declared-shape-conflict"]
     assert stale and stale[0]["nodes"] == ["relu"] and stale[0]["op"] == "Relu", stale
     assert "differ in rank: (2) vs (3)" in stale[0]["message"]
-    hint = stale[0]["hint"]
-    assert f"`workbench fix {path} --recipe infer_shapes -o FIXED.onnx`" in hint
+    (fix,) = stale[0]["next_steps"]
+    assert fix["command"] == f"workbench fix {path} --recipe infer_shapes -o " + \
+        str(path).replace(".onnx", ".fixed.onnx")
     fixed = tmp_path / "fixed.onnx"
     assert _main("fix", path, "--recipe", "infer_shapes", "-o", fixed)[0] == 0
     rc, out, _ = _main("inspect", fixed, "--json")

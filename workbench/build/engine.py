@@ -840,14 +840,12 @@ def _refuse_zero_size_axes(ref: ModelRef) -> None:
 def _profile_shape_findings(found: List[Finding], ref: ModelRef, defaulted: bool
                             ) -> List[Finding]:
     """The build log's findings, with TensorRT's "Profile kMIN values are not self-consistent"
-    (`profile-cannot-run`) naming the model in its next step and, where the build took the
-    default profile (no --profile given), saying so: the profile is the workbench's guess."""
-    who = shlex.quote(str(ref.path)) if ref.path is not None else "MODEL"
+    (`profile-cannot-run`), where the build took the default profile (no --profile given),
+    saying so: the profile is the workbench's guess. (Its next step is a record the CLI
+    names the model in.)"""
     for f in found:
         if f.code != "profile-cannot-run":
             continue
-        if f.hint:
-            f.hint = f.hint.replace("`workbench profiles MODEL`", f"`workbench profiles {who}`")
         if defaulted:
             f.message = f.message.replace(
                 "the profile's", "the default profile's (no --profile was given)", 1)

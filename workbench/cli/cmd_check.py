@@ -122,6 +122,8 @@ def _human(d: Dict[str, Any]) -> str:
             lines += step_lines(steps, "      ", model=d.get("model"))
     warnings = [f for f in d["findings"] if f["severity"] != "error"]
     if warnings:
+        from workbench.cli.nextstep import lines as step_lines
+
         lines.append("")
         lines.append("Also worth knowing:")
         for group in group_findings(warnings):
@@ -130,6 +132,7 @@ def _human(d: Dict[str, Any]) -> str:
                 where = f" [{', '.join(f['nodes'])}]" if f.get("nodes") else ""
                 nxt = f" -> {f['hint']}" if f.get("hint") else ""
                 lines.append(f"  {f['severity']}{where}: {f['message']}{nxt}")
+                lines += step_lines(f.get("next_steps") or [], "      ", model=d.get("model"))
                 continue
             names = [g["nodes"][0] for g in group]
             shown = ", ".join(names[:SHOWN]) + (f" and {n - SHOWN} more" if n > SHOWN else "")

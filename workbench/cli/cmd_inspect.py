@@ -65,10 +65,14 @@ def run(args: argparse.Namespace) -> int:
 
         doc = inspect_model(model)
         doc["next_steps"] = [record(s, model=args.model) for s in next_steps(model)]
-        print_json(doc)
+        from workbench.cli.nextstep import json_steps
+
+        print_json(json_steps(doc, model=args.model))
     else:
-        print(format_summary(summarize(model), top_ops=args.top))
-        for line in _next_steps(model, args.model):
+        summary = summarize(model)
+        summary_warnings = summary.warnings
+        print(format_summary(summary, top_ops=args.top))
+        for line in _next_steps(model, args.model, summary_warnings):
             print(line)
     return 0
 
@@ -96,12 +100,18 @@ def next_steps(model: Any) -> List[Any]:
     return out
 
 
-def _next_steps(model: Any, path: str) -> List[str]:
-    """The `next` lines of the summary: each step as the command it runs."""
+def _next_steps(model: Any, path: str, warnings: Any = ()) -> List[str]:
+    """The `next` lines of the summary: each step as the command it runs (the warnings' own
+    steps first, each command once)."""
     from workbench.cli.nextstep import command
 
-    out = []
-    for i, s in enumerate(next_steps(model)):
+    out, seen = [], set()
+    steps = [s for w in warnings for s in getattr(w, "next_steps", [])] + next_steps(model)
+    for s in steps:
+        if command(s, model=path) in seen:
+            continue
+        seen.add(command(s, model=path))
+        i = len(out)
         out.append(f"{'next' if i == 0 else '':<10} $ {command(s, model=path)}  # {s.why}")
     return out
 

@@ -954,13 +954,12 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
         if b.get("built"):  # built at shapes the model cannot run: said (as `build` says it)
             from workbench.trtlog import NameIndex, findings_from_log
 
-            who = shlex.quote(label) if model.path else "MODEL"
             for f in findings_from_log([{"level": "warning", "message": m}
                                         for m in b.get("log") or [] if isinstance(m, str)],
                                        NameIndex.from_graph(model.graph)):
-                if f.code == "profile-cannot-run":
-                    f.hint = (f.hint or "").replace("`workbench profiles MODEL`",
-                                                    f"`workbench profiles {who}`")
+                if f.code == "profile-cannot-run":  # (its next step: a record)
+                    f.next_steps = [s.bound(model=label if model.path else None)
+                                    for s in f.next_steps]
                     report.findings.append(f)
         if not b.get("built"):
             errs = b.get("build_errors") or [{"layer": None, "nodes": [],
