@@ -170,7 +170,8 @@ def test_duplicate_node_names_name_the_users_file_and_the_recipe(zoo, tmp_path):
     assert k >= 2
     assert dup[0]["nodes"] == [f"n#{i}" for i in range(k)], dup
     assert f"'n' is used by {k} nodes" in dup[0]["message"]
-    assert f"`workbench fix {path} --recipe rename_duplicates" in dup[0]["hint"]
+    (fix,) = dup[0]["next_steps"]
+    assert fix["command"].startswith(f"workbench fix {path} --recipe rename_duplicates -o ")
     rc, _, err = _main("compare", path, "--to", "fp16", "--allow-random")  # (was exit 3)
     line = _error_line(rc, err)
     assert rc == 2 and "/dev/shm" not in line
