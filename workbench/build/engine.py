@@ -819,8 +819,6 @@ def _refuse_zero_size_axes(ref: ModelRef) -> None:
     """An input axis TensorRT reads as a fixed size 0 (`inputs.zero_size_axes`) is refused
     before the build, naming the input, the axis and the recipe that names the axis (else
     TensorRT refuses every profile as 'changes static dim 0 (0 -> 1)')."""
-    import shlex
-
     from workbench.inputs import shape_text, zero_size_axes
 
     bad = zero_size_axes(ref.model)
@@ -828,13 +826,12 @@ def _refuse_zero_size_axes(ref: ModelRef) -> None:
         return
     name, axis, how = bad[0]
     more = f" (and {len(bad) - 1} more axis/axes)" if len(bad) > 1 else ""
-    path = shlex.quote(str(ref.path)) if ref.path else "MODEL"
     raise WorkbenchError(
         f"input '{name}' axis {axis} {how}{more}", file=str(ref.path) if ref.path else None,
-        field=f"inputs.{name}",
-        hint=f"give the axis a name or a size: `workbench fix {path} --recipe "
-        f"set_input_shapes:shapes={shlex.quote(name)}/{shape_text(ref.model, name)} -o "
-        "FIXED.onnx`, then build FIXED.onnx")
+        field=f"inputs.{name}", hint="give the axis a name or a size, then build the fixed model",
+        next_steps=[step("fix", "{model}", recipe=f"set_input_shapes:shapes={name}/"
+                         f"{shape_text(ref.model, name)}", o="{fixed}",
+                         why="names the axis (edit the size to yours)")])
 
 
 def _profile_shape_findings(found: List[Finding], ref: ModelRef, defaulted: bool
