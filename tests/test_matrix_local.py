@@ -4,6 +4,7 @@ GPU are refused at once, in the words `gpus` and `timing-capture` use too."""
 from __future__ import annotations
 
 import ipaddress
+import re
 import os
 import subprocess
 import sys
@@ -118,3 +119,37 @@ def test_gpus_and_timing_capture_say_no_gpu_in_the_same_words(tmp_path):
     with pytest.raises(WorkbenchError) as e:
         capture_onnx(RESNET, fp16=True)
     assert f"needs an NVIDIA GPU: {NO_GPU}" in str(e.value)
+
+
+def test_gpu_tasks_waiting_on_a_cluster_without_a_gpu_say_what_they_wait_for(tmp_path,
+                                                                           monkeypatch):
+    """On a cluster (--ray ADDRESS) GPUs may come later: the run waits, but not silently."""
+    import threading
+
+    import ray
+
+    from workbench.matrix import run
+    from workbench.matrix.plan import plan_matrix
+
+    if ray.is_initialized():
+        ray.shutdown()
+    assert run.start_ray(workers=1, gpus=0) is True  # a cluster with no GPU at all
+    try:
+        monkeypatch.setattr(run, "WAIT_NOTICE_S", 1.0)
+        said, cancel = [], threading.Event()
+
+        def on_wait(line):
+            said.append(line)
+            cancel.set()
+
+        address = ray.get_runtime_context().gcs_address
+        variants = plan_matrix([RESNET], ["fp32"], ["sm89"])
+        t0 = time.monotonic()
+        res = run.run_matrix(variants, tmp_path / "m", ray_address=address, gpu=True,
+                             samples=0, on_wait=on_wait, cancel=cancel, report=False)
+        assert time.monotonic() - t0 < 60 and res.results == []
+        assert re.match(r"waiting since \d\d:\d\d:\d\d for 1 task\(s\) to finish or start "
+                        r"\(each needs 1 GPU; the Ray cluster has 0 of 0 GPU\(s\) free\)",
+                        said[0]), said
+    finally:
+        ray.shutdown()
