@@ -1,7 +1,7 @@
 """Make the README's tour screenshots (docs/img/*.png) in a real JupyterLab + Debian's chromium,
 at 1280 px, offline, from the bundled samples and the recorded H200 data:
 
-    python3 docs/make_screenshots.py            # ~2 min on a laptop CPU
+    .venv/bin/python docs/make_screenshots.py   # ~2 min on a laptop CPU
 
 Each image is the top of one panel (at most MAX_HEIGHT px), so the files stay small.
 """

@@ -3,6 +3,8 @@
 # ahead-of-time builder: inspect -> check -> fix -> precision -> build. Outputs go to demo-output/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the environment scripts/setup.sh made (.venv), also when it is not activated
+[ -x .venv/bin/workbench ] && PATH="$PWD/.venv/bin:$PATH"
 OUT=demo-output; mkdir -p "$OUT"
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 

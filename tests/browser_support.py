@@ -61,9 +61,15 @@ def free_port() -> int:
 class LabServer:
     """A JupyterLab process with everything it writes kept under `base`."""
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, *, root: Optional[Path] = None, repo: Path = REPO,
+                 env: Optional[dict] = None):
+        """`root`: the folder JupyterLab serves (default base/root); `repo`: the checkout whose
+        code the kernels import (first on PYTHONPATH; a fresh clone in the tour test);
+        `env`: more environment variables (e.g. WORKBENCH_HOME)."""
         self.base = base
-        self.root = base / "root"
+        self.root = root if root is not None else base / "root"
+        self.repo = repo
+        self.extra_env = dict(env or {})
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self.log_path = base / "jupyterlab.log"
@@ -86,8 +92,9 @@ class LabServer:
             "IPYTHONDIR": str(self.base / "ipython"),
             "JUPYTERLAB_SETTINGS_DIR": str(self.base / "user-settings"),
             "JUPYTERLAB_WORKSPACES_DIR": str(self.base / "workspaces"),
-            "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "PYTHONPATH": os.pathsep.join([str(self.repo), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         })
+        env.update(self.extra_env)
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
                "--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0",
                f"--ServerApp.token={self.token}", "--ServerApp.password=",

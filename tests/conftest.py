@@ -1,11 +1,20 @@
 """Shared test fixtures: paths to the real fixtures and an isolated workspace home."""
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The commands tests start (`workbench`, `lint-imports`, `python3`, git's notebook filter) come
+# from the environment running the tests, also when it is not activated
+# (`.venv/bin/python -m pytest`, the README's test command): its bin folder first on PATH.
+_ENV_BIN = os.path.dirname(sys.executable)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _ENV_BIN:
+    os.environ["PATH"] = _ENV_BIN + os.pathsep + os.environ.get("PATH", "")
 
 FIXTURES = REPO / "tests" / "data" / "fixtures"  # real TensorRT data, copied in with its licences
 POLY = FIXTURES / "polygraphy-models"

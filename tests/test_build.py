@@ -579,13 +579,13 @@ def test_exported_script_builds_with_the_modern_api(client, tmp_path):
     out = tmp_path / "script.engine"
     script.write_text(res.export["script"].replace(res.engine_path, str(out)))
     env = dict(os.environ, PYTHONPATH=str(_rtx_shim(tmp_path)))
-    r = subprocess.run(["python3", str(script), "--build-only"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, str(script), "--build-only"], capture_output=True, text=True,
                        env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert out.is_file() and f"engine: {out}" in r.stdout
     assert abs(out.stat().st_size - res.size_bytes) <= 0.05 * res.size_bytes
     # running needs a GPU: here it says so and exits non-zero instead of crashing
-    r2 = subprocess.run(["python3", str(script)], capture_output=True, text=True, env=env,
+    r2 = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
                         timeout=300)
     assert r2.returncode != 0 and "cannot run the engine" in r2.stderr
 

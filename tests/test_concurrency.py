@@ -209,7 +209,7 @@ def test_corrupted_and_stale_history_lines_are_skipped_with_a_warning(tmp_path):
         f.write(json.dumps({"kind": "surgery", "event": "apply", "parent": c2.version}) + "\n")
         f.write('{"kind": "surgery", "event": "app')  # torn last line: skipped silently
     with pytest.warns(CorruptLineWarning) as rec:
-        h2 = History(p)
+        h2 = History(p, start="latest")
     msgs = " | ".join(str(w.message) for w in rec)
     assert "is not JSON" in msgs and "not an object" in msgs and "cannot be replayed" in msgs
     assert "torn" not in msgs and msgs.count("is not JSON") == 1
@@ -217,7 +217,7 @@ def test_corrupted_and_stale_history_lines_are_skipped_with_a_warning(tmp_path):
     # a stale line: the current version's file was removed by hand -> its parent, warned
     h2.ws.version_path(c2.version).unlink()
     with pytest.warns(CorruptLineWarning, match=f"version {c2.version} is missing"):
-        h3 = History(p)
+        h3 = History(p, start="latest")
     assert h3.current == c1.version and h3.lineage() == [h3.original, c1.version]
 
 

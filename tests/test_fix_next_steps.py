@@ -2,8 +2,9 @@
 
 1. the next-step commands (failing nodes' hints, the FixPanel's "Next steps") named the
    workspace copy (<home>/models/<hash>/versions/<vid>.onnx); they now name the user's model,
-   or for a fixed version the file it was exported to, else `<name>.fixed.onnx` beside the
-   model together with the `panel.export(...)` call that writes it;
+   or for a fixed version the file it was exported to, else `<name>.fixed.onnx` in the
+   model's workspace (`outputs/`, never beside the model) together with the
+   `panel.export(...)` call that writes it;
 2. re-running notebook 03 grew its history table (it listed every version any run ever made);
    an identical change to the same version reuses its version, so the table (this session's
    history) is the same on every re-run, while new edits still append and undo/redo work.
@@ -77,13 +78,15 @@ def test_panel_next_steps_name_the_users_files_not_the_workspace(model, tmp_path
     assert f"fix --recipe decompose:node={GELU}: replaces it with standard ops" in \
         shown_text(panel.failing.value)
     assert any(f"`workbench fix {model} -o {fixed} --auto`" in s for s in panel.next_steps())
-    # a kept change: the commands name the suggested output beside the model, and the call
-    # that writes it is right there; nothing is written yet
+    # a kept change: the commands name the suggested output in the workspace's outputs/
+    # (never beside the model), and the call that writes it is right there; nothing is
+    # written yet
     panel.apply(next(p for p in panel.proposals if p.node == GELU))
     assert panel.wait(120).kept
     assert panel.history.current != panel.history.original
-    assert home not in shown() and "versions/" not in shown()
-    assert (f"workbench fix {fixed} -o {tmp_path / 'm.fixed2.onnx'} --recipe "
+    assert "versions/" not in shown()
+    fixed = panel.history.ws.outputs_dir / "m.fixed.onnx"
+    assert (f"workbench fix {fixed} -o {fixed.with_name('m.fixed2.onnx')} --recipe "
             "decompose:node=/crop/CenterCropPad" in _commands(panel.failing.value))
     assert not fixed.exists()
     assert any(f"`panel.export('{fixed}')`" in s and "not saved yet" in s
@@ -104,6 +107,7 @@ def test_panel_next_steps_name_the_users_files_not_the_workspace(model, tmp_path
     assert chosen.exists() and f"workbench fix {chosen} -o {tmp_path / 'chosen.fixed.onnx'} --recipe" \
         in _commands(panel.failing.value)
     assert str(fixed) not in _commands(panel.failing.value) and home not in shown()
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["chosen.onnx", "m.onnx"]
     # never over the model the user opened
     with pytest.raises(WorkbenchError, match="refusing to overwrite the original"):
         panel.export(model)
@@ -175,16 +179,14 @@ def test_same_recipe_twice_is_one_history_entry_and_undo_redo_still_work(model):
     rows = [(r["recipe"], r["version"], r["parent"]) for r in history_rows(first.history.view())]
     # a kernel restart: a fresh session on the same model goes back and does it again
     again = FixSession(model)
-    assert again.history.current == v1  # it continues where the log left off
-    again.history.checkout(orig)
+    assert again.history.current == orig  # it opens the file, offering the earlier change
+    assert again.earlier()["version"] == v1
     ch2 = again.apply("decompose", {"node": GELU}, recheck=False)
     assert ch2.kept and ch2.version == v1 and ch2.parent == orig
     assert _applies(again.history) == 1 and len(again.history.versions()) == 2
     assert [(r["recipe"], r["version"], r["parent"])
             for r in history_rows(again.history.view())] == rows
     # ... and a fresh FixPanel, as the notebook's last cell makes it
-    h = History(model)
-    h.checkout(h.original)
     panel = FixPanel(model, graph=False)
     panel.wait(120)
     panel.apply(next(p for p in panel.proposals if p.node == GELU))

@@ -154,8 +154,8 @@ def test_kernel_answers_while_auto_fix_runs(tmp_path):
 def test_a_split_proposal_is_applied_as_a_split_into_a_folder(tmp_path):
     """The panel offered 'split on /AffineGrid (manual)' with Apply enabled, and Apply said
     "recipe 'split' does not apply: a split makes two models". Apply now cuts the current
-    version as `fix --split` does, verified, into `<name>.split/` beside the model (never over
-    an earlier split); Preview says what it will write."""
+    version as `fix --split` does, verified, into `<name>.split/` in the model's workspace
+    (never beside the model, never over an earlier split); Preview says what it will write."""
     import onnx
 
     from quant_models import detector
@@ -169,11 +169,13 @@ def test_a_split_proposal_is_applied_as_a_split_into_a_folder(tmp_path):
     panel.preview(split)
     panel.wait(300)
     assert "Apply writes them to" in panel.status.value and "det.split" in panel.status.value
-    assert not (tmp_path / "det.split").exists()
+    folder = panel.history.ws.outputs_dir / "det.split"
+    assert not folder.exists()
     panel.apply(split)
     panel.wait(300)
     files = panel.last_split
-    assert files and Path(files["prefix"]).parent == tmp_path / "det.split"
+    assert files and Path(files["prefix"]).parent == folder
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["det.onnx"]  # nothing beside it
     for key in ("prefix", "tail", "manifest"):
         assert Path(files[key]).is_file(), key
     assert "verified: prefix then tail compute the original outputs" in panel.status.value
@@ -181,7 +183,7 @@ def test_a_split_proposal_is_applied_as_a_split_into_a_folder(tmp_path):
     assert onnx.load(str(p)).SerializeToString() == detector().SerializeToString()  # untouched
     panel.apply(split)  # again: a second folder, the first kept
     panel.wait(300)
-    assert Path(panel.last_split["prefix"]).parent == tmp_path / "det.split2"
+    assert Path(panel.last_split["prefix"]).parent == folder.with_name("det.split2")
 
 
 def test_the_check_on_open_shows_the_refused_nodes_in_the_graph(panel):
@@ -212,7 +214,7 @@ def test_a_panel_that_continues_earlier_changes_says_so_and_can_start_from_the_f
                         "decompose:node=/act/FastGelu"], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode in (0, 1), r.stderr
-    p = FixPanel(b, graph=False, check_on_open=False)
+    p = FixPanel(b, graph=False, check_on_open=False, start="latest")
     assert "(1 change(s) from the original)" in p.header.value
     assert "continued from 1 change(s) an earlier session made" in p.header.value
     assert "FastGelu" not in {n.op_type for n in p.history.current_proto().graph.node}

@@ -100,10 +100,11 @@ def test_fix_panel_shows_this_session_and_folds_the_others(tmp_path):
     old = History(model)
     c1 = apply_in_history(old, "fold_constants")
     c2 = apply_in_history(old, "decompose", {"node": "/act/FastGelu"})
-    panel = FixPanel(model, graph=False)
+    panel = FixPanel(model, graph=False, start="latest")
     panel.wait(120)
     view = panel.history_view
-    # the panel continues where the log left off: two steps, both from the earlier session
+    # resumed, the panel continues where the log left off: two steps, both from the earlier
+    # session
     assert view["changes"] == 2 and [s["version"] for s in view["steps"]][1:] == [c1.version,
                                                                                   c2.version]
     assert "(2 change(s) from the original)" in panel.header.value
@@ -143,7 +144,7 @@ def test_a_step_this_session_applied_again_is_its_own_saying_who_made_it_first(t
     apply_in_history(old, "fold_constants")
     again = History(model, start="original")
     apply_in_history(again, "fold_constants")
-    inherited = History(model)  # continues where the log left off: made by the old session
+    inherited = History(model, start="latest")  # where the log left off: the old session's
     for h, label in ((again, f"(also made earlier by session {old.session['id']})"),
                      (inherited, f"(from session {old.session['id']})")):
         view = h.view()

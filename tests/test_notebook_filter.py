@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,7 @@ def run_notebook_outputs(path: Path, source_edit: str = "") -> None:
 def test_committed_notebooks_are_already_in_the_filters_form():
     for rel in git(REPO, "ls-files", "*.ipynb").split():
         data = (REPO / rel).read_bytes()
-        out = subprocess.run(["python3", str(REPO / "scripts" / "strip_notebook.py")], input=data,
+        out = subprocess.run([sys.executable, str(REPO / "scripts" / "strip_notebook.py")], input=data,
                              capture_output=True, check=True).stdout
         assert out == data, f"{rel} is not stored in the clean filter's form"
 
@@ -76,7 +77,7 @@ def test_outputs_do_not_show_but_edits_do(clone: Path):
 
 def test_the_filter_passes_anything_else_through():
     for data in (b"not json at all", b'{"a": 1}', "\u00e9".encode()):
-        out = subprocess.run(["python3", str(REPO / "scripts" / "strip_notebook.py")], input=data,
+        out = subprocess.run([sys.executable, str(REPO / "scripts" / "strip_notebook.py")], input=data,
                              capture_output=True, check=True).stdout
         assert out == data
 

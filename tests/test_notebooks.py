@@ -4,9 +4,11 @@ source they are written from (notebooks/course/make_course.py)."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import re
 import sys
+import tokenize
 from pathlib import Path
 
 import nbformat
@@ -20,6 +22,17 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 COURSE_DIR = REPO / "notebooks" / "course"
 COURSE = sorted(COURSE_DIR.glob("*/*.ipynb"))
 CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_the_notebooks_kernel_is_the_environment_running_them():
+    """Notebooks name the "python3" kernel: it must resolve to the interpreter of the environment
+    Jupyter runs in (the set-up's .venv), never to another Python without the workbench."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import sys, workbench; print(sys.prefix); print(workbench.__file__)")]
+    _execute(nb, REPO / "notebooks")
+    prefix, module = _text(nb.cells[0]).split()
+    assert Path(prefix).resolve() == Path(sys.prefix).resolve()
+    assert Path(module).resolve() == (REPO / "workbench" / "__init__.py").resolve()
 
 
 def test_there_are_notebooks():
@@ -88,13 +101,31 @@ def test_course_notebooks_are_written_from_the_source_without_outputs():
                    for c in on_disk.cells if c.cell_type == "code"), f"{rel}: outputs are committed"
 
 
+def _comments(src: str) -> list:
+    """The comments of a code cell (tokenize: a '#' inside a string is not one)."""
+    return [t.string for t in tokenize.generate_tokens(io.StringIO(src).readline)
+            if t.type == tokenize.COMMENT]
+
+
+def _without_comments(src: str) -> str:
+    toks = [t for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type != tokenize.COMMENT]
+    return tokenize.untokenize((t.type, t.string) for t in toks)
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in COURSE_DIR.glob("en/*.ipynb")))
 def test_course_pairs_share_code_and_differ_in_language(name):
     en = nbformat.read(COURSE_DIR / "en" / name, as_version=4)
     zh = nbformat.read(COURSE_DIR / "zh" / name, as_version=4)
-    code = lambda nb: [c.source.replace('"zh"', '"en"') for c in nb.cells if c.cell_type == "code"]  # noqa: E731
+    code = lambda nb: [_without_comments(c.source).replace('"zh"', '"en"')  # noqa: E731
+                       for c in nb.cells if c.cell_type == "code"]
     assert code(en) == code(zh)
     assert 'use_language("zh")' in zh.cells[1].source and 'use_language("en")' in en.cells[1].source
+    # the comments are each notebook's own language: every zh comment is Chinese, no en one is
+    zh_comments = [t for c in zh.cells if c.cell_type == "code" for t in _comments(c.source)]
+    en_comments = [t for c in en.cells if c.cell_type == "code" for t in _comments(c.source)]
+    assert zh_comments and all(CJK.search(t) for t in zh_comments), \
+        [t for t in zh_comments if not CJK.search(t)]
+    assert en_comments and not any(CJK.search(t) or "‖" in t for t in en_comments), en_comments
     text = lambda nb: " ".join(c.source for c in nb.cells if c.cell_type == "markdown")  # noqa: E731
     assert not CJK.search(text(en)), f"en/{name} has Chinese text"
     assert len(CJK.findall(text(zh))) > 200, f"zh/{name} is not written in Chinese"
@@ -138,6 +169,13 @@ def test_course_notebook_executes_and_every_check_passes(path: Path):
     checks = [c for c in nb.cells if c.metadata.get("tags") == ["check"]]
     verdict = "✅ 回答正确" if path.parent.name == "zh" else "✅ Correct"
     assert checks and all(verdict in _text(c) for c in checks), [_text(c) for c in checks]
+    # what the course's own code prints (cw.tr) is in the chapter's language
+    said = [_text(c) for c in nb.cells if c.cell_type == "code" and "print(cw.tr(" in c.source]
+    assert said, "the chapter prints nothing of its own"
+    if path.parent.name == "zh":
+        assert all(CJK.search(t) for t in said), [t for t in said if not CJK.search(t)]
+    else:
+        assert not any(CJK.search(t) for t in said), said
 
 
 @pytest.mark.slow

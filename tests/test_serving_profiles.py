@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 from conftest import SAMPLES
 from workbench.precision.profiles import (default_profile, parse_profiles, run_at_profiles,
                                          serving_finding, serving_profiles, validate_profiles)
+from workbench.precision.profiles import serving_flag as serving_flag_of
 
 
 def _decoder(path=None):
@@ -154,9 +155,11 @@ def test_both_profiles_build_with_tensorrt_rtx(tmp_path):
     assert Path(res.engine_path).stat().st_size == res.size_bytes > 0
     assert res.config["profiles"] == [p.to_dict() for p in pair]
     assert res.export["trtexec"].count("--minShapes=") == 2
+    # with no profile given, the build takes the same two by default and says so
+    assert plain.config["profiles"] == [p.to_dict() for p in pair]
     notice = next(f for f in plain.findings if f.code == "default-profile")
-    assert f"a decoder with a KV cache: `workbench profiles {path}` proposes prefill and " \
-        "decode profiles" in notice.hint
+    assert "built with two profiles, prefill" in notice.message
+    assert serving_flag_of(pair) in notice.hint
 
 
 def test_the_worker_picks_the_profile_that_holds_the_shapes():

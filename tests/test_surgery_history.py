@@ -46,9 +46,11 @@ def test_versions_undo_redo_and_original_untouched(tmp_path):
     assert open_model(out).content_hash != open_model(src).content_hash
     with pytest.raises(WorkbenchError, match="overwrite the original"):
         h.export(src)
-    # a second History object (same process, e.g. after a kernel restart) sees the same state
+    # a second History object (same process, e.g. after a kernel restart) opens the file as
+    # it is, offers the state the first left, and resumes it
     h2 = History(src)
-    assert h2.current == c3.version
+    assert h2.current == v0 and h2.earlier()["version"] == c3.version
+    assert h2.resume() == c3.version and h2.current == c3.version
     assert len(h2.versions()) == 4
 
 
@@ -114,7 +116,7 @@ def test_sigkill_mid_recipe_keeps_history(point, tmp_path):
     assert len(made) == 2 and "UNREACHABLE" not in out
     # a fresh process reads the history
     code = ("import sys, json; sys.path.insert(0, %r); from workbench.surgery.history import History; "
-            "h = History(%r); print(json.dumps({'versions': [v['version'] for v in h.versions()], "
+            "h = History(%r, start='latest'); print(json.dumps({'versions': [v['version'] for v in h.versions()], "
             "'exists': [v['exists'] for v in h.versions()], 'current': h.current, "
             "'log': str(h.ws.history_path)}))" % (str(REPO), str(model)))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

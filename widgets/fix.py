@@ -8,8 +8,9 @@ view when it is available), apply / undo / redo / auto-fix, and the verification
 
 Commands the panel suggests (the failing nodes' next steps, "Next steps") name your files: the
 model you opened, or for a fixed version the file you exported it to, else the suggested
-`<name>.fixed.onnx` beside your model with the `panel.export(...)` call that writes it; never
-the workspace's internal copy.
+`<name>.fixed.onnx` in the model's workspace (`outputs/`: nothing is written beside your model
+unless you type a path in "save as") with the `panel.export(...)` call that writes it; never
+the workspace's internal version copies.
 
 All work is one `workbench.surgery.session.FixSession`; it runs in the panel's background task,
 so the kernel keeps answering (other cells, button clicks) while the parser, onnxruntime or
@@ -27,6 +28,7 @@ from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, 
 from workbench.errors import WorkbenchError
 from workbench.support.checker import SupportReport
 from workbench.surgery.changes import Change
+from workbench.surgery.history import earlier_offer
 from workbench.surgery.recipes import Proposal, recipe_cost
 from workbench.surgery.session import AutoFixResult, Checker, FixSession
 
@@ -39,10 +41,11 @@ class FixPanel(PanelBase, W.VBox):
     def __init__(self, model_or_path: Any, *, backend: str = "tensorrt-rtx",
                  check: Optional[Checker] = None, graph: bool = True,
                  check_on_open: bool = True, client: Any = None,
-                 start: str = "latest") -> None:
-        """`start`: "latest" continues from the changes an earlier session (a notebook before
-        a kernel restart, `workbench fix`, a copy of the same file) left, and says so;
-        "original" starts from the file as it is."""
+                 start: str = "original") -> None:
+        """`start`: "original" (default) opens the file as it is and, when an earlier session
+        (a notebook before a kernel restart, `workbench fix`, a copy of the same file) left
+        changes, offers them ("3 earlier changes of this model exist", *Open them*, or
+        `panel.resume()`); "latest" continues from them at once."""
         path = getattr(model_or_path, "path", None) or model_or_path
         if not isinstance(path, (str, Path)):
             raise WorkbenchError("FixPanel needs a model file (path or opened Model with a path)",
@@ -80,6 +83,11 @@ class FixPanel(PanelBase, W.VBox):
                                    tooltip="write the current version to this file (never "
                                    "over the model you opened)")
         self.next_html = W.HTML()
+        self.earlier_html = W.HTML()
+        self.resume_btn = W.Button(description="Open them", icon="history",
+                                   tooltip="continue from the changes an earlier session left "
+                                   "(the file itself is never written)")
+        self.earlier_row = W.HBox([self.earlier_html, self.resume_btn])
         self.proposals_head = W.HTML("<b>Proposed recipes</b>")
         self.force = W.Checkbox(value=False, description="keep even if outputs differ (force)",
                                 indent=False)
@@ -95,8 +103,9 @@ class FixPanel(PanelBase, W.VBox):
         self.undo_btn.on_click(lambda _: self.undo())
         self.redo_btn.on_click(lambda _: self.redo())
         self.export_btn.on_click(lambda _: self._export_clicked())
+        self.resume_btn.on_click(lambda _: self.resume())
         super().__init__([
-            self.header,
+            self.header, self.earlier_row,
             W.HBox([self.check_btn, self.auto_btn, self.undo_btn, self.redo_btn]),
             self.failing, self.next_html, W.HBox([self.export_path, self.export_btn]),
             self.proposals_head, self.proposal_list, self.apply_row,
@@ -204,9 +213,15 @@ class FixPanel(PanelBase, W.VBox):
     def redo(self) -> Any:
         return self._start(lambda: self._move(self.session.redo), "redo, re-checking ...")
 
+    def resume(self) -> Any:
+        """Continue from the changes an earlier session left (what *Open them* does): the
+        graph and the parser's answer follow; `wait()` returns the version."""
+        return self._start(lambda: self._move(self.session.resume),
+                           "opening the earlier changes, re-checking ...")
+
     def export(self, path: Any = None) -> Path:
         """Write the current version to `path` (default: the "save as" field, the suggested
-        `<name>.fixed.onnx` beside your model), atomically and never over the model you opened;
+        `<name>.fixed.onnx` in the model's workspace), atomically and never over the model you opened;
         from then on the suggested commands name that file. Runs at once (not in the
         background), so the file is there when the call returns."""
         if self.task.running:
@@ -256,10 +271,11 @@ class FixPanel(PanelBase, W.VBox):
         return change
 
     def split_folder(self) -> Path:
-        """Where Apply writes a split: `<name>.split/` beside the model (`.split2/`, ... when
-        that exists: an earlier split is never overwritten)."""
+        """Where Apply writes a split: `<name>.split/` in the model's workspace (`outputs/`;
+        `.split2/`, ... when that exists: an earlier split is never overwritten)."""
         h = self.history
-        base = h.model.path if h.model.path is not None else Path.cwd() / f"{h.model.name}.onnx"
+        name = Path(h.model.path).name if h.model.path is not None else f"{h.model.name}.onnx"
+        base = h.ws.output_path(name)
         for k in range(1, 1000):
             folder = base.with_name(f"{base.stem}.split{'' if k == 1 else k}")
             if not folder.exists():
@@ -395,9 +411,8 @@ class FixPanel(PanelBase, W.VBox):
         resumed = (f"<br><span style='color:{CHANGED}'>continued from {len(inherited)} "
                    "change(s) an earlier session made to this model (same content: a kernel "
                    "before a restart, <code>workbench fix</code>, or a copy of the file): "
-                   "Undo goes back to the file, or open it with "
-                   "<code>FixPanel(path, start=\"original\")</code></span>"
-                   if inherited else "")
+                   "Undo goes back to the file, and <code>FixPanel(path)</code> opens it as "
+                   "it is</span>" if inherited else "")
         self.header.value = (f"<b>{esc(h.model.name)}</b> &middot; version {esc(cur)} "
                              f"({view['changes']} change(s) from the original) &middot; "
                              f"{esc(self.backend)}: <b>{sup}</b>{resumed}")
@@ -417,6 +432,11 @@ class FixPanel(PanelBase, W.VBox):
         self.redo_btn.disabled = working or not h.can_redo()
         # (the original is not exported: a copy of it is easily taken for a fixed model)
         self.export_btn.disabled = working or h.current == h.original
+        offer = earlier_offer(self.session.earlier())
+        self.earlier_html.value = (f"<span style='color:{CHANGED}'>{esc(offer)}: the panel "
+                                   "shows the file as it is</span>" if offer else "")
+        self.earlier_row.layout.display = None if offer else "none"
+        self.resume_btn.disabled = working
         self.next_html.value = next_steps_html(self.next_steps())
         self.versions.value = history_html(view)
 

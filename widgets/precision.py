@@ -27,6 +27,7 @@ from workbench.precision.profiles import (Profile, advise, parse_profiles, run_a
                                           validate_profiles, wide_findings)
 from workbench.precision.spec import PrecisionSpec, excludable_ops
 from workbench.precision.transform import PrecisionResult, auto_exclusions, convert
+from workbench.workspace import workspace_for
 
 GROUP_PREFIX = "scope:"
 _ERR = SEVERITY_COLOURS["error"]
@@ -167,9 +168,14 @@ class PrecisionPanel(PanelBase, W.VBox):
                     "export fixed (a Reshape to a traced constant) fails here, not in the build")
         self.profile_status = W.HTML()
         self.profile_run_html = W.HTML()
-        default_out = (self.model.path.with_name(f"{self.model.path.stem}.{self.target.value}.onnx")
-                       if self.model.path else Path(f"model.{self.target.value}.onnx"))
-        self.output = W.Text(value=str(output or default_out), description="Output", layout=grow())
+        # the default output goes to the model's workspace (outputs/), never beside the
+        # user's model (a repository stays clean); typing a path saves elsewhere
+        stem = self.model.path.stem if self.model.path else self.model.name or "model"
+        default_out = workspace_for(self.model).output_path(f"{stem}.{self.target.value}.onnx")
+        self.output = W.Text(value=str(output or default_out), description="Output",
+                             tooltip="where Convert writes the model (default: the model's "
+                                     "workspace); type a path to save elsewhere",
+                             layout=grow())
         self.convert_btn = W.Button(description="Convert", icon="play", button_style="primary",
                                     layout=fit())
         self.progress = W.HTML()

@@ -51,7 +51,7 @@ MIN_BUDGET, MAX_BUDGET = 60, 1500  # default view: about a tenth of the nodes, w
 
 def default_budget(n_nodes: int) -> int:
     """How many elements the default (collapsed) view aims to show for a graph of n nodes:
-    small models keep their scopes collapsed, big ones show ~1-2k elements (WebGL copes)."""
+    small models keep their scopes collapsed, big ones show ~1-2k elements (the 2D canvas draws them smoothly)."""
     return int(min(MAX_BUDGET, max(MIN_BUDGET, n_nodes // 10)))
 
 MIN_VISIBLE = 8       # a default view this small is opened further, up to HARD_MAX_VISIBLE

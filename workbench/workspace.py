@@ -8,6 +8,8 @@
         engines/             engine cache (see workbench.build.engine)
         timing-caches/       TensorRT timing caches
         runs/                saved run results
+        outputs/             what the panels write by default (a converted model, a fixed
+                             model, a split): never beside the user's model unless asked
 Home is $WORKBENCH_HOME, else ~/.trt-workbench. Everything survives a kernel restart or a kill:
 files are written atomically and a torn last history line is ignored on read.
 
@@ -58,6 +60,19 @@ class ModelWorkspace:
     @property
     def runs_dir(self) -> Path:
         return self.dir / "runs"
+
+    @property
+    def outputs_dir(self) -> Path:
+        """Where the panels' default outputs go (made on first use)."""
+        return self.dir / "outputs"
+
+    def output_path(self, name: str) -> Path:
+        """`outputs/<name>` (the folder made): a default output path for a file the user did
+        not name, kept out of the user's folders (a git checkout stays clean)."""
+        if not name or Path(name).name != name:
+            raise ValueError(f"an output name, not a path: {name!r}")
+        self.outputs_dir.mkdir(parents=True, exist_ok=True)
+        return self.outputs_dir / name
 
     @property
     def history_path(self) -> Path:

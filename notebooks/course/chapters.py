@@ -61,19 +61,25 @@ ONNX 文件描述的是一个个*算子*，TensorRT 引擎（engine）里装的�
 
 **练习。** 每道练习的答案处都写着 `...`：把它换成你的答案，运行那一格，再运行下面的检查格。
 在此之前，“全部运行”会停在第一个检查格，并提示该练习尚未作答。
+
+**关于英文输出。** 代码里的注释、课程自己打印的说明和表头都是中文。工具自己的输出保持英文原样：
+workbench 的警告和报错、TensorRT 记录的层信息及其列名（`name` 层名、`type` 层类型、`n_onnx`
+覆盖的 ONNX 节点数、`onnx_nodes` 这些节点、`mapping` 对应关系的来源、`tactic` 选中的内核、
+`time_ms` 耗时，单位毫秒），以及 TensorRT 的内核名。各课在它们第一次出现时加以解释。
 """),
     C("""
 import collections
 from workbench.timing import LayerTable, fusion_stats
 
-ONNX = cw.H200 / "resnet50.structure.onnx"   # the exact graph the engine was built from (no weights)
+ONNX = cw.H200 / "resnet50.structure.onnx"   # the exact graph the engine was built from (no weights) ‖ 引擎正是由这张图构建的（不含权重）
 fp16 = LayerTable.build(cw.H200 / "resnet50_fp16.layers.json", cw.H200 / "resnet50_fp16.profile.json",
                         onnx=ONNX)
 df, onnx_index = fp16.df, fp16.index
 compute = df[~df.is_constant & ~df.is_reformat & ~df.is_noop]
-print("ONNX nodes:", len(onnx_index.names), dict(collections.Counter(onnx_index.ops)))
-print("engine layers:", len(df), "=", int(df.is_constant.sum()), "constants +",
-      int(df.is_reformat.sum()), "reformats +", int(df.is_noop.sum()), "no-ops +", len(compute), "compute layers")
+n_const, n_reformat, n_noop = int(df.is_constant.sum()), int(df.is_reformat.sum()), int(df.is_noop.sum())
+print(cw.tr("ONNX nodes:", "ONNX 节点："), len(onnx_index.names), dict(collections.Counter(onnx_index.ops)))
+print(cw.tr(f"engine layers: {len(df)} = {n_const} constants + {n_reformat} reformats + {n_noop} no-ops + {len(compute)} compute layers",
+            f"引擎层：{len(df)} = {n_const} 个常量 + {n_reformat} 个格式转换 + {n_noop} 个空操作 + {len(compute)} 个计算层"))
 """),
     M("""
 169 ONNX nodes became 56 compute layers. The constants are the weights; the 47 `Identity` nodes
@@ -87,7 +93,8 @@ Which ONNX nodes does each compute layer cover? `onnx_nodes` says, and `mapping`
 """),
     C("""
 patterns = collections.Counter(" + ".join(onnx_index.op(n) for n in nodes) for nodes in compute.onnx_nodes)
-display(pd.DataFrame(patterns.most_common(), columns=["ONNX ops in one engine layer", "layers"]))
+display(pd.DataFrame(patterns.most_common(), columns=[cw.tr("ONNX ops in one engine layer", "同一引擎层里的 ONNX 算子"),
+                                                     cw.tr("layers", "层数")]))
 compute[compute.n_onnx > 1][["name", "type", "n_onnx", "mapping"]].head(6)
 """),
     M("""
@@ -105,7 +112,7 @@ Conv + ReLU 合成一个内核：卷积结果还在寄存器里时就做激活�
 `conv_add_relu`（可以用 `patterns` 或 `compute`）。
 """),
     X("""
-conv_add_relu = patterns["Conv + Add + Relu"]   # your answer
+conv_add_relu = patterns["Conv + Add + Relu"]   # your answer ‖ 你的答案
 """),
     K("""
 cw.answered(conv_add_relu)
@@ -113,7 +120,8 @@ n_add = onnx_index.ops.count("Add")
 cw.check(conv_add_relu == n_add == fusion_stats(fp16)["histogram"]["3"],
          en=f"count the layers whose ONNX ops read 'Conv + Add + Relu' (the model has {n_add} Add nodes)",
          zh=f"数一数 ONNX 算子为 'Conv + Add + Relu' 的层（模型里共有 {n_add} 个 Add 节点）")
-print(f"every one of the {n_add} residual Adds was fused into a convolution: none runs as its own kernel")
+print(cw.tr(f"every one of the {n_add} residual Adds was fused into a convolution: none runs as its own kernel",
+            f"全部 {n_add} 个残差 Add 都融合进了卷积：没有一个单独作为内核运行"))
 """),
     M("""
 ## Myelin: a whole transformer in one layer
@@ -132,7 +140,7 @@ bert = LayerTable.build(cw.H200 / "bert_small_fp16.layers.json", cw.H200 / "bert
 display(bert.df[["name", "type", "n_onnx", "mapping", "time_ms"]])
 myelin = bert.df.loc[bert.df.n_onnx.idxmax()]
 outside = [n for n in bert.index.names if n not in set(myelin.onnx_nodes)]
-print("ONNX nodes not in the Myelin layer:", dict(collections.Counter(bert.index.op(n) for n in outside).most_common(6)))
+print(cw.tr("ONNX nodes not in the Myelin layer:", "不在 Myelin 层里的 ONNX 节点："), dict(collections.Counter(bert.index.op(n) for n in outside).most_common(6)))
 """),
     M("""
 What stays outside is mostly what needs no kernel at all: `Identity` on weights, `Constant`s and
@@ -148,7 +156,7 @@ between 0 and 1 in `myelin_share`.
 0 到 1 之间的数。
 """),
     X("""
-myelin_share = myelin.n_onnx / len(bert.index.names)   # your answer
+myelin_share = myelin.n_onnx / len(bert.index.names)   # your answer ‖ 你的答案
 """),
     K("""
 cw.answered(myelin_share)
@@ -156,7 +164,8 @@ cov = bert.coverage()
 cw.check(cw.close(myelin_share, cov["onnx_nodes_covered"] / cov["onnx_nodes_total"]),
          en="divide the Myelin layer's n_onnx by the number of ONNX nodes (len(bert.index.names))",
          zh="用 Myelin 层的 n_onnx 除以 ONNX 节点总数（len(bert.index.names)）")
-print(f"{myelin_share:.0%} of the graph runs as one Myelin layer")
+print(cw.tr(f"{myelin_share:.0%} of the graph runs as one Myelin layer",
+            f"图中 {myelin_share:.0%} 的节点作为一个 Myelin 层运行"))
 """),
     M("""
 **Take-away.** Count kernels, not nodes: the engine's layer list, mapped back to the ONNX, tells
@@ -191,21 +200,23 @@ from workbench.precision.transform import convert, measure_error, activation_ran
 from workbench.precision.calibration import load_calibration, random_calibration
 
 MODEL, CALIB = cw.SAMPLES / "resnet_tiny.onnx", cw.SAMPLES / "calib" / "resnet_tiny.npz"
-real = load_calibration(CALIB, MODEL)          # 32 synthetic images, ImageNet-normalised
-noise, warning = random_calibration(MODEL)     # what --allow-random uses: 8 standard-normal batches
+real = load_calibration(CALIB, MODEL)          # 32 synthetic images, ImageNet-normalised ‖ 32 张合成图像，已按 ImageNet 归一化
+noise, warning = random_calibration(MODEL)     # what --allow-random uses: 8 standard-normal batches ‖ --allow-random 用的就是它：8 个标准正态分布的 batch
 print(warning)
 
+ON_REAL = cw.tr("INT8, calibrated on real images", "INT8，用真实图像校准")
+ON_NOISE = cw.tr("INT8, calibrated on random noise", "INT8，用随机噪声校准")
 variants = {
     "FP16": convert(MODEL, "fp16", measure=False),
-    "INT8, calibrated on real images": convert(MODEL, "int8", calibration=CALIB, calibrate_method="minmax", measure=False),
-    "INT8, calibrated on random noise": convert(MODEL, "int8", allow_random=True, calibrate_method="minmax", measure=False),
+    ON_REAL: convert(MODEL, "int8", calibration=CALIB, calibrate_method="minmax", measure=False),
+    ON_NOISE: convert(MODEL, "int8", allow_random=True, calibrate_method="minmax", measure=False),
 }
 rows = []
 for name, result in variants.items():
-    e = measure_error(MODEL, result.proto, real)["logits"]    # always measured on the real images
-    rows.append({"variant": name, "rel err": e["rel_err"], "cosine": e["cosine"],
-                 "top-1 agreement": e["top1_agreement"]})
-errors = pd.DataFrame(rows).set_index("variant")
+    e = measure_error(MODEL, result.proto, real)["logits"]    # always measured on the real images ‖ 误差一律在真实图像上测量
+    rows.append({cw.tr("variant", "变体"): name, cw.tr("rel err", "相对误差"): e["rel_err"],
+                 cw.tr("cosine", "余弦相似度"): e["cosine"], cw.tr("top-1 agreement", "top-1 一致率"): e["top1_agreement"]})
+errors = pd.DataFrame(rows).set_index(cw.tr("variant", "变体"))
 errors
 """),
     M("""
@@ -213,15 +224,17 @@ errors
 calibrated on real images costs a little; INT8 calibrated on noise is an order of magnitude
 worse and starts changing predictions. Why? Compare the activation ranges the two calibrations saw:
 """, """
-`rel err` 是输出的最大误差与输出量级之比。FP16 几乎没有误差；用真实图像校准的 INT8 损失很小；
+第一行英文是 workbench 自己的警告：用随机数据校准得到的 INT8 缩放因子不可信。
+`相对误差` 是输出的最大误差与输出量级之比。FP16 几乎没有误差；用真实图像校准的 INT8 损失很小；
 用随机噪声校准的 INT8 误差大了一个数量级，开始改变预测结果。原因何在？比较两次校准看到的激活范围：
 """),
     C("""
 proto = onnx.load(str(MODEL))
 seen_real, seen_noise = activation_ranges(proto, real), activation_ranges(proto, noise)
-ranges = pd.DataFrame({"real images": seen_real, "random noise": seen_noise})
-ranges["real / noise"] = ranges["real images"] / ranges["random noise"]
-ranges.sort_values("real / noise", ascending=False).head(5)
+REAL, NOISE, RATIO = cw.tr("real images", "真实图像"), cw.tr("random noise", "随机噪声"), cw.tr("real / noise", "真实 / 噪声")
+ranges = pd.DataFrame({REAL: seen_real, NOISE: seen_noise})
+ranges[RATIO] = ranges[REAL] / ranges[NOISE]
+ranges.sort_values(RATIO, ascending=False).head(5)
 """),
     M("""
 Noise has no structure, so global average pooling averages it away: the pooled features of noise
@@ -235,8 +248,9 @@ where the error enters the network:
 """),
     C("""
 from workbench import compare
-report = compare.layerwise(MODEL, variants["INT8, calibrated on random noise"].proto, calibration=CALIB)
-pd.DataFrame([{"node": t.node, "op": t.op, "error added (rel)": t.added} for t in report.culprits()]).head(4)
+report = compare.layerwise(MODEL, variants[ON_NOISE].proto, calibration=CALIB)
+pd.DataFrame([{cw.tr("node", "节点"): t.node, cw.tr("op", "算子"): t.op, cw.tr("error added (rel)", "新增误差（相对）"): t.added}
+              for t in report.culprits()]).head(4)
 """),
     M("""
 **Exercise.** Which node adds the most error in the noise-calibrated model? Put its name in
@@ -246,7 +260,7 @@ pd.DataFrame([{"node": t.node, "op": t.op, "error added (rel)": t.added} for t i
 （来自 `report.culprits()`）。
 """),
     X("""
-culprit = report.culprits()[0].node   # your answer
+culprit = report.culprits()[0].node   # your answer ‖ 你的答案
 """),
     K("""
 cw.answered(culprit)
@@ -254,7 +268,8 @@ worst = max(report.culprits(), key=lambda t: t.added)
 cw.check(culprit == worst.node, en="take the first of report.culprits(): the node with the largest added error",
          zh="取 report.culprits() 的第一个：引入误差最大的节点")
 out = next(n.output[0] for n in proto.graph.node if n.name == culprit)
-print(f"{culprit} ({worst.op}): real images give its output x{ranges.loc[out, 'real / noise']:.2f} the range noise gave")
+print(cw.tr(f"{culprit} ({worst.op}): real images give its output x{ranges.loc[out, RATIO]:.2f} the range noise gave",
+            f"{culprit}（{worst.op}）：真实图像下它的输出范围是噪声下的 {ranges.loc[out, RATIO]:.2f} 倍"))
 """),
     M("""
 **Take-away.** INT8 scales are only as good as the data they were computed on: calibrate with
@@ -293,8 +308,9 @@ engines = {p: LayerTable.build(cw.H200 / f"resnet50_{p}.layers.json", cw.H200 / 
 convs = {p: t.df[t.df.type.str.contains("Convolution")] for p, t in engines.items()}
 for p, c in convs.items():
     family = c.tactic.str.extract(r"^(sm\\d+)_xmma_fprop_(implicit_gemm|wngd|image_first_layer)")
-    print(f"{p}: {len(c)} convolution layers, {c.tactic.nunique()} distinct kernels;",
-          "architecture:", family[0].value_counts().to_dict(), "algorithm:", family[1].value_counts().to_dict())
+    arch, algo = family[0].value_counts().to_dict(), family[1].value_counts().to_dict()
+    print(cw.tr(f"{p}: {len(c)} convolution layers, {c.tactic.nunique()} distinct kernels; architecture: {arch} algorithm: {algo}",
+                f"{p}：{len(c)} 个卷积层，{c.tactic.nunique()} 种不同的内核；架构：{arch} 算法：{algo}"))
 """),
     M("""
 Reading the names: `sm80`/`sm90` is the GPU architecture the kernel was written for (the H200 is
@@ -305,12 +321,14 @@ multiply-add, `nchw`/`nhwc` the layout. The same layer gets a different kernel i
 内核名字怎么读：`sm80`/`sm90` 表示内核面向的 GPU 架构（H200 属于 sm90，两种都能跑）；
 `implicit_gemm` 把卷积当作矩阵乘法来算；`wngd` 即 Winograd；`f16f16` 是输入类型；
 `hmma`/`tensor16x8x16` 表示用了 Tensor Core；`ffma` 是普通的 FP32 乘加；`nchw`/`nhwc` 是内存布局。
-同一层在两个引擎里选中的内核各不相同：
+同一层在两个引擎里选中的内核各不相同（列名来自层信息：`tactic_fp32`/`tactic_fp16` 是两个引擎
+选中的内核，`time_ms_fp32`/`time_ms_fp16` 是各自的耗时，单位毫秒）：
 """),
     C("""
 both = convs["fp32"].merge(convs["fp16"], on="name", suffixes=("_fp32", "_fp16"))
-both["speed-up"] = both.time_ms_fp32 / both.time_ms_fp16
-both[["name", "tactic_fp32", "tactic_fp16", "time_ms_fp32", "time_ms_fp16", "speed-up"]].head(4)
+SPEEDUP = cw.tr("speed-up", "加速比")
+both[SPEEDUP] = both.time_ms_fp32 / both.time_ms_fp16
+both[["name", "tactic_fp32", "tactic_fp16", "time_ms_fp32", "time_ms_fp16", SPEEDUP]].head(4)
 """),
     M("""
 **Exercise.** How many distinct kernels did the builder choose for the FP16 engine's convolution
@@ -319,7 +337,7 @@ layers? Put the number in `n_kernels`.
 **练习.** 构建器为 FP16 引擎的卷积层一共选了多少种不同的内核？把数字写进 `n_kernels`。
 """),
     X("""
-n_kernels = convs["fp16"].tactic.nunique()   # your answer
+n_kernels = convs["fp16"].tactic.nunique()   # your answer ‖ 你的答案
 """),
     K("""
 cw.answered(n_kernels)
@@ -360,22 +378,21 @@ print(trtexec_command(config, "resnet50.onnx", "resnet50.engine", route="legacy-
 """),
     C("""
 import json
-print("how the A100 engine was tuned:", json.loads((cw.A100 / "resnet-fp16.engine.build.metadata.json").read_text())["build_options"])
+print(cw.tr("how the A100 engine was tuned:", "A100 引擎的调优设置："), json.loads((cw.A100 / "resnet-fp16.engine.build.metadata.json").read_text())["build_options"])
 """),
     M("""
 `minTiming` is the minimum number of timing iterations trtexec used to choose each kernel,
 `avgTiming` the number of runs averaged per iteration. The recorded data
 here hold the tactics the tuner chose, not build durations, so this course shows no build-time
-figures; the GPU test `tests/gpu/test_build_trt86.py::test_timing_cache_is_saved_and_loaded`
-checks on the H200 that a second build loads the cache the first one saved. With TensorRT-RTX
+figures; the workbench's GPU tests check on the H200 that a second build loads the cache the
+first one saved. With TensorRT-RTX
 the timing-cache calls are no-ops (it builds ahead of time, without a GPU); the build notes then say
 "timing cache not used".
 """, """
 `minTiming` 是 trtexec 为挑选内核至少计时的迭代次数，`avgTiming` 是每次迭代取平均的运行次数。这里录下的数据只有调优器选中的策略，
-没有构建耗时，所以本课不给出构建时间的数字；GPU 测试
-`tests/gpu/test_build_trt86.py::test_timing_cache_is_saved_and_loaded` 会在 H200 上验证：第二次
+没有构建耗时，所以本课不给出构建时间的数字；workbench 的 GPU 测试会在 H200 上验证：第二次
 构建加载了第一次保存的缓存。在 TensorRT-RTX 中，计时缓存的调用不起作用（它是预先（ahead of time）
-构建的，不需要 GPU），构建说明中会写明 "timing cache not used"。
+构建的，不需要 GPU），构建说明中会写明 "timing cache not used"（未使用计时缓存）。
 """),
     M("""
 **Take-away.** A tactic is a measured choice, not a fixed mapping: the same layer gets a different
@@ -415,10 +432,10 @@ from workbench.inputs import model_inputs
 BERT = cw.SAMPLES / "bert_tiny.onnx"
 for spec in model_inputs(BERT):
     print(spec.name, spec.dims, spec.dtype)
-try:   # batch and seq are shared by both inputs, so their ranges must agree
+try:   # batch and seq are shared by both inputs, so their ranges must agree ‖ 两个输入共用 batch 和 seq 两个维度，所以它们的范围必须一致
     validate_profiles(BERT, [parse_profile_arg("input_ids:1x16:4x64:8x128,attention_mask:1x16:4x32:8x128")])
 except WorkbenchError as e:
-    print("refused:", e)
+    print(cw.tr("refused:", "被拒绝："), e)
 for f in wide_findings([parse_profile_arg("input_ids:1x1:8x64:64x512,attention_mask:1x1:8x64:64x512")]):
     print(f)
 """),
@@ -429,6 +446,9 @@ ResNet engines on the H200 were built with one profile (min 1, opt 8, max 32). T
 information, exported with an execution context at the opt shape, shows concrete shapes; the
 same engine inspected without a context shows `-1` for the dynamic axis:
 """, """
+上面英文的几行是 workbench 的原话：第一条（“refused”）说两个输入共用的维度取值范围不一致，
+配置文件被拒绝；后面几条提醒范围太宽。
+
 跨越 1..512 的配置文件合法，但代价不小：为 64 调优的内核在 512 时可能跑得慢，而且不管实际输入多大，
 显存都按 64x512 预留。那么在真实引擎里，配置文件到底改变了什么？H200 上的 ResNet 引擎用一个
 配置文件构建（min 1、opt 8、max 32）。带执行上下文（execution context）、按 opt 形状导出的层信息
@@ -438,11 +458,11 @@ same engine inspected without a context shows `-1` for the dynamic axis:
 from workbench.timing import load_layers, load_profile
 with_context = load_layers(cw.TIMING / "resnet_tiny_fp32.layers.json")
 without = load_layers(cw.TIMING / "resnet_tiny_nocontext.layers.json")
-print("with a context:   ", with_context.layers[5].inputs)
-print("without a context:", without.layers[5].inputs)
+print(cw.tr("with a context:   ", "有执行上下文："), with_context.layers[5].inputs)
+print(cw.tr("without a context:", "无执行上下文："), without.layers[5].inputs)
 print(without.warnings[0].message)
 run = load_profile(cw.TIMING / "resnet_tiny_fp16.profile.json")
-print("profile:", run.extra["profile_shapes"])
+print(cw.tr("profile:", "配置文件："), run.extra["profile_shapes"])
 pd.DataFrame(run.throughput)
 """),
     M("""
@@ -451,9 +471,13 @@ barely moves and throughput grows with the batch. Now propose a profile from dat
 file holds one batch of 64 padded sequences; the advisor also reads the attention mask to find
 the real lengths:
 """, """
+中间那行英文警告是 workbench 读取层信息时给出的：这份导出没有执行上下文，所以动态维度是 `-1`。
+表中 `batch` 是批大小，`p50_ms`/`p99_ms` 是延迟的分位数（毫秒），`items_per_s` 是每秒处理的样本数。
+
 同一个引擎服务了 batch 1、8 和 32：这个模型很小，GPU 远没有跑满，所以延迟几乎不变，吞吐量随
 batch 增大。接下来根据数据推荐配置文件。校准文件里是一个 batch，共 64 条补齐（padding）过的序列；
-推荐器还会读取 attention mask，找出序列的真实长度：
+推荐器还会读取 attention mask，找出序列的真实长度。下面是 `workbench profiles` 命令的原样输出（英文）：
+它列出数据中的形状，并给出可以直接用于 `--profile` 的配置文件。
 """),
     C("""
 import contextlib, io
@@ -475,7 +499,7 @@ opt 就是它的形状，使 `check_samples` 既不报错误也不报警告。�
 `输入名:MINxMIN:OPTxOPT:MAXxMAX`，不同输入之间用逗号分隔。
 """),
     X("""
-my_profile = "input_ids:1x8:64x32:64x64,attention_mask:1x8:64x32:64x64"   # your answer
+my_profile = "input_ids:1x8:64x32:64x64,attention_mask:1x8:64x32:64x64"   # your answer ‖ 你的答案
 """),
     K("""
 cw.answered(my_profile)
@@ -523,10 +547,12 @@ from workbench.timing import load_profile, latency_stats
 
 capture = json.loads((cw.TIMING / "resnet_tiny_fp16.profile.json").read_text())
 samples_ms = np.array(capture["latency"]["samples_ms"])
-print(len(samples_ms), "runs at batch", capture["shapes"]["input"][0], "on compute capability", capture["compute_capability"])
+n, b, cc = len(samples_ms), capture["shapes"]["input"][0], capture["compute_capability"]
+print(cw.tr(f"{n} runs at batch {b} on compute capability {cc}", f"batch {b}，计算能力 {cc}，共 {n} 次推理"))
 print({k: round(v, 4) for k, v in latency_stats(samples_ms).items()})
 a100 = load_profile(cw.A100 / "resnet-fp16.engine.timing.json")
-print("A100 trtexec, ResNet FP16 batch 32:", {k: round(v, 4) for k, v in a100.latency_stats().items()})
+print(cw.tr("A100 trtexec, ResNet FP16 batch 32:", "A100 trtexec，ResNet FP16，batch 32："),
+      {k: round(v, 4) for k, v in a100.latency_stats().items()})
 """),
     M("""
 The mean hides the tail: a few runs are much slower than the median, and P99 is what a user
@@ -534,23 +560,28 @@ waits for once in a hundred requests.
 
 **Exercise 1.** Compute the P99 latency of the H200 samples with numpy; put it in `p99`.
 """, """
+字典的键是 workbench 的统计名：`n` 次数、`mean_ms` 均值、`min_ms`/`max_ms` 最小/最大值、
+`p50_ms`/`p90_ms`/`p99_ms` 分位数，单位都是毫秒。
+
 均值会掩盖尾部：少数几次推理比中位数慢得多，而 P99 就是用户每一百个请求里会碰上一次的等待时间。
 
 **练习 1.** 用 numpy 计算 H200 样本的 P99 延迟，写进 `p99`。
 """),
     X("""
-p99 = np.percentile(samples_ms, 99)   # your answer
+p99 = np.percentile(samples_ms, 99)   # your answer ‖ 你的答案
 """),
     K("""
 cw.answered(p99)
 cw.check(cw.close(p99, capture["latency"]["p99_ms"], rel=1e-6),
          en="np.percentile(samples_ms, 99)", zh="np.percentile(samples_ms, 99)")
-print(f"P99 {p99:.4f} ms is x{p99 / np.median(samples_ms):.2f} the median")
+print(cw.tr(f"P99 {p99:.4f} ms is x{p99 / np.median(samples_ms):.2f} the median",
+            f"P99 为 {p99:.4f} ms，是中位数的 {p99 / np.median(samples_ms):.2f} 倍"))
 """),
     C("""
 through = pd.DataFrame(json.loads((cw.TIMING / "resnet_tiny_fp32.profile.json").read_text())["throughput"])
-through.insert(0, "precision", "fp32")
-t16 = pd.DataFrame(capture["throughput"]); t16.insert(0, "precision", "fp16")
+PRECISION = cw.tr("precision", "精度")
+through.insert(0, PRECISION, "fp32")
+t16 = pd.DataFrame(capture["throughput"]); t16.insert(0, PRECISION, "fp16")
 table = pd.concat([through, t16], ignore_index=True)
 table
 """),
@@ -563,7 +594,7 @@ batch 32 from its P50 (in ms) and put it in `items_per_s_32`.
 """),
     X("""
 row = t16[t16.batch == 32].iloc[0]
-items_per_s_32 = 32 / (row.p50_ms / 1000)   # your answer
+items_per_s_32 = 32 / (row.p50_ms / 1000)   # your answer ‖ 你的答案
 """),
     K("""
 cw.answered(items_per_s_32)
@@ -587,8 +618,9 @@ trtexec 给出的 A100 ResNet 汇总显示了 batch 32 时的吞吐量：
 meta = json.loads((cw.A100 / "resnet-fp16.engine.profile.metadata.json").read_text())
 summary = meta["performance_summary"]
 batch = int(meta["inference_options"]["Input inference shape"].split("=")[1].split("x")[0])
-print(meta["device_information"]["Selected Device"], "| batch", batch, "|", summary["Throughput"], "inferences/s =",
-      round(summary["Throughput"] * batch), "images/s")
+device, qps = meta["device_information"]["Selected Device"], summary["Throughput"]
+print(cw.tr(f"{device} | batch {batch} | {qps} inferences/s = {round(qps * batch)} images/s",
+            f"{device} | batch {batch} | 每秒 {qps} 次推理 = 每秒 {round(qps * batch)} 张图像"))
 """),
     M("""
 **Take-away.** Judge an engine by its latency distribution, not its mean: P99 is what one request
@@ -622,11 +654,12 @@ workbench 不提供请求路由。本章练习的正是这个决策，使用已�
 """),
     C("""
 import json
+ENGINE = cw.tr("engine", "引擎")
 variants = []
 for precision in ("fp32", "fp16"):
     run = json.loads((cw.TIMING / f"resnet_tiny_{precision}.profile.json").read_text())
     for row in run["throughput"]:
-        variants.append({"engine": f"resnet_tiny {precision}", **row})
+        variants.append({ENGINE: f"resnet_tiny {precision}", **row})
 variants = pd.DataFrame(variants)
 variants
 """),
@@ -634,11 +667,13 @@ variants
 **Exercise.** With a P99 budget of 0.1 ms, which row gives the most items per second? Put its
 index in `best`.
 """, """
+表中 `batch` 是批大小，`p50_ms`/`p99_ms` 是延迟分位数（毫秒），`items_per_s` 是每秒处理的样本数。
+
 **练习.** 若 P99 延迟预算为 0.1 ms，哪一行每秒处理的样本最多？把该行的索引写进 `best`。
 """),
     X("""
 BUDGET_MS = 0.1
-best = variants[variants.p99_ms <= BUDGET_MS].items_per_s.idxmax()   # your answer
+best = variants[variants.p99_ms <= BUDGET_MS].items_per_s.idxmax()   # your answer ‖ 你的答案
 """),
     K("""
 cw.answered(best)
@@ -646,7 +681,9 @@ ok = variants.loc[best, "p99_ms"] <= BUDGET_MS and all(
     r.items_per_s <= variants.loc[best, "items_per_s"] for r in variants.itertuples() if r.p99_ms <= BUDGET_MS)
 cw.check(ok, en="keep the rows with p99_ms <= BUDGET_MS, then take the one with the largest items_per_s",
          zh="先保留 p99_ms <= BUDGET_MS 的行，再取 items_per_s 最大的那一行")
-print(variants.loc[best, ["engine", "batch", "p99_ms", "items_per_s"]].to_dict())
+pick = variants.loc[best]
+print(cw.tr(f"within {BUDGET_MS} ms at P99: {pick[ENGINE]}, batch {int(pick.batch)}, {pick.items_per_s:.0f} items/s (P99 {pick.p99_ms:.4f} ms)",
+            f"P99 不超过 {BUDGET_MS} ms 时：{pick[ENGINE]}，batch {int(pick.batch)}，每秒 {pick.items_per_s:.0f} 个样本（P99 {pick.p99_ms:.4f} ms）"))
 """),
     M("""
 The same decision for your own model, with the workbench's variant matrix (`pip install

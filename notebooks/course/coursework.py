@@ -61,3 +61,9 @@ def close(a: float, b: float, rel: float = 0.01) -> bool:
         return abs(float(a) - float(b)) <= rel * max(abs(float(b)), 1e-12)
     except (TypeError, ValueError):
         return False
+
+
+def tr(en: str, zh: str) -> str:
+    """The text in the chapter's language (`use_language`): what the course's code prints and
+    the column names it makes. What the tools print stays in their own words."""
+    return zh if _LANG == "zh" else en

@@ -1,5 +1,7 @@
 """Writes the course notebooks, English (en/) and Chinese (zh/), from one source: the code cells are
-the same in both languages (only the first cell's `use_language` differs), so the pair cannot drift.
+the same in both languages, so the pair cannot drift. Only the words differ: the first cell's
+`use_language`, the comments (written `# English ‖ 中文` in chapters.py, each notebook keeps its
+own half) and what the code prints (`cw.tr(en, zh)`, chosen when the cell runs).
 
     python notebooks/course/make_course.py      # after editing the chapters below
     python notebooks/course/make_course.py --solutions DIR   # the teacher's copy, answers in
@@ -24,24 +26,35 @@ sys.path.insert(0, str(HERE))
 from chapters import CHAPTERS, Cell  # noqa: E402  (the content: chapters.py beside this file)
 
 
+SETUP_COMMENT = {"en": "coursework.py sits in notebooks/course/",
+                 "zh": "coursework.py 在 notebooks/course/ 里"}
+
+
 def SETUP(lang: str, course: str = "..") -> str:
-    """The first code cell: the only one that differs between the languages."""
-    return (f'import sys; sys.path.insert(0, {json.dumps(course)})   # coursework.py sits in '
-            "notebooks/course/\n"
+    """The first code cell: it chooses the language of everything the chapter prints."""
+    return (f"import sys; sys.path.insert(0, {json.dumps(course)})   # {SETUP_COMMENT[lang]}\n"
             "import pandas as pd\n"
             "import coursework as cw\n"
             f'cw.use_language("{lang}")\n'
             'pd.set_option("display.max_colwidth", 90)')
 
 
-ANSWER = re.compile(r"^(\w+) = (.+?)(\s+# your answer)$")
+ANSWER = re.compile(r"^(\w+) = (.+?)(\s+# your answer ‖ 你的答案)$")
+BILINGUAL = re.compile(r"#\s*([^#‖]*?)\s*‖\s*(.*?)\s*$")
+
+
+def words(src: str, lang: str) -> str:
+    """A code cell in one language: each comment written `# English ‖ 中文` keeps its half."""
+    i = LANGS.index(lang)
+    return "\n".join(BILINGUAL.sub(lambda m: "# " + m.group(i + 1), line)
+                     for line in src.splitlines())
 
 
 def blank(src: str) -> str:
     """An exercise cell as the student gets it: the answer line's value replaced by `...`."""
     lines = src.splitlines()
     m = ANSWER.match(lines[-1])
-    assert m, f"an exercise ends with 'name = <answer>   # your answer': {lines[-1]!r}"
+    assert m, f"an exercise ends with 'name = <answer>   # your answer ‖ 你的答案': {lines[-1]!r}"
     lines[-1] = f"{m.group(1)} = ...{m.group(3)}"
     return "\n".join(lines)
 
@@ -62,10 +75,10 @@ def notebook(cells: List[Cell], lang: str, solutions: bool = False,
         if kind == "md":
             out.append(nbformat.v4.new_markdown_cell(body[lang]))
         elif kind == "code":
-            out.append(nbformat.v4.new_code_cell(body))
+            out.append(nbformat.v4.new_code_cell(words(body, lang)))
         else:
             src = body if kind != "exercise" or solutions else blank(body)
-            out.append(nbformat.v4.new_code_cell(src, metadata={"tags": [kind]}))
+            out.append(nbformat.v4.new_code_cell(words(src, lang), metadata={"tags": [kind]}))
     for i, c in enumerate(out):
         c.id = f"c{i:02d}"
     nb.cells = out

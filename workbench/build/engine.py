@@ -254,7 +254,12 @@ def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
             kwargs["profile"] = [{k: tuple(v) for k, v in p.items()} for p in config.profiles]
         except ImportError:
             pass
-    res = convert(ref.model, config.precision, **kwargs)
+    model = ref.model
+    if model.external_files and model.path is not None:  # weights streamed to the data file
+        out = ws.dir / "transformed" / f"{ref.content_hash[:12]}-{config.config_hash}.onnx"
+        res = convert(model, config.precision, output=out, **kwargs)
+        return res.path, list(res.findings)
+    res = convert(model, config.precision, **kwargs)
     try:
         data = res.proto.SerializeToString()
     except ValueError:  # over 2 GB: external data beside it
@@ -876,13 +881,14 @@ def _default_profiles(ref: ModelRef, config: BuildConfig, strict: bool
                              else "profiles", hint=e.hint) from None
     from workbench.precision.profiles import fixed_axis_findings
 
-    from workbench.precision.profiles import serving_profiles
+    from workbench.precision.profiles import serving_notice, serving_profiles
 
     notice = default_profile_finding(prof, rules)
-    if serving_profiles(model, prof) is not None:
-        q = shlex.quote(file) if file else "MODEL"
-        notice.hint += (f"; a decoder with a KV cache: `workbench profiles {q}` proposes "
-                        "prefill and decode profiles, each tuned for its own calls")
+    pair = serving_profiles(model, prof)
+    if pair is not None:  # a KV-cache decoder: prefill and decode, each tuned for its calls
+        return config.replace(profiles=[p.to_dict() for p in pair]), \
+            [serving_notice(model, prof, pair, notice)] + \
+            fixed_axis_findings(model, prof, "the default profile")
     return config.replace(profiles=[prof.to_dict()]), [notice] + \
         fixed_axis_findings(model, prof, "the default profile")
 

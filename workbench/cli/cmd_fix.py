@@ -1,4 +1,7 @@
-"""`workbench fix MODEL -o OUT [--recipe NAME[:k=v,...]]... [--auto] [--split [--build]] [--json]`.
+"""`workbench fix MODEL -o OUT [--recipe NAME[:k=v,...]]... [--auto] [--split [--build]] [--resume] [--json]`.
+
+Starts from MODEL as it is on disk; when an earlier session left changes for the same content
+(a notebook, an earlier `fix`, a copy of the file), it says so, and --resume continues from them.
 
 Applies recipes (in the order given), then with --auto keeps asking the real TensorRT parser and
 applying proposed recipes until the model is supported. Every kept change is a version in the
@@ -54,6 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_mkdir_argument(parser)
     parser.add_argument("--all-history", action="store_true",
                         help="also list the changes earlier sessions made to this model")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the changes an earlier session left for this "
+                        "model's content (default: start from MODEL as it is on disk, and say "
+                        "when such changes exist)")
 
 
 def _load_inputs(path: str) -> Dict[str, Any]:
@@ -168,9 +175,9 @@ def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import output_path
 
     output_path(args.output, "-o", mkdir=args.mkdir, folder=args.split)
-    if not args.recipe and not args.auto and not args.split:
-        raise WorkbenchError("nothing to do: give --recipe NAME[:k=v,...], --auto and/or "
-                             "--split", hint="see `workbench fix --list-recipes`")
+    if not args.recipe and not args.auto and not args.split and not args.resume:
+        raise WorkbenchError("nothing to do: give --recipe NAME[:k=v,...], --auto, --split "
+                             "and/or --resume", hint="see `workbench fix --list-recipes`")
     if (args.auto or args.split) and args.backend == "static":
         raise WorkbenchError(f"{'--auto' if args.auto else '--split'} needs a real parser",
                              field="backend", hint="use --backend tensorrt-rtx (or tensorrt)")
@@ -182,11 +189,19 @@ def run(args: argparse.Namespace) -> int:
 
     recipes = [parse_recipe_arg(r) for r in args.recipe]  # bad syntax -> exit 2 before any work
     inputs = _load_inputs(args.inputs) if args.inputs else None
-    # the CLI always starts from the original file (a session of its own: nothing is written)
+    # the CLI starts from the file as it is (a session of its own: nothing is written) and
+    # says when earlier changes exist; --resume continues from them
     # (hints about the fixed model name the -o file the CLI writes)
     session = FixSession(args.model, backend=args.backend, inputs=inputs, force=args.force,
                          start="original", output=args.output)
     hist = session.history
+    earlier = session.earlier()
+    if args.resume:
+        if earlier is None:
+            raise WorkbenchError("nothing to resume: no earlier session left a change to this "
+                                 "model", file=str(args.model), field="resume",
+                                 hint="drop --resume (and give --auto or --recipe)")
+        session.resume()
     log = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr))
     checking = args.auto or args.check
     report: Dict[str, Any] = {"model": str(args.model), "output": str(args.output),
@@ -226,6 +241,11 @@ def run(args: argparse.Namespace) -> int:
     report["versions"] = hist.lineage()
     report["workspace"] = str(hist.ws.dir)
     report["history"] = _history_json(hist.view())
+    report["resumed"] = bool(args.resume)
+    report["earlier"] = None if earlier is None else {
+        "changes": earlier["changes"], "version": earlier["version"],
+        "session": earlier["session"], "time": earlier["time"],
+        "recipes": [s.get("recipe") for s in earlier["steps"]]}
     if args.split:
         return _split(args, hist, report, log)
     # nothing kept: the output would be a copy of the input a user may take for a fixed model
@@ -242,6 +262,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{'nothing written to' if unchanged else 'wrote'} {args.output}: "
               f"{len(report['applied'])} change(s) kept, "
               f"{len(report['not_kept'])} not kept"
+              + (f" (on top of {earlier['changes']} earlier change(s), --resume)"
+                 if args.resume and earlier else "")
               + (f"; end-to-end {v['status']}" + (
                   f", max abs diff {_num(v['max_abs_diff'])}" if v.get("max_abs_diff") is not None
                   else "") if v else "")  # (an unverified change says why on its own line)
@@ -267,6 +289,14 @@ def run(args: argparse.Namespace) -> int:
         for line in history_lines(hist.view(), show_earlier=args.all_history,
                                   show_hint="--all-history"):
             print(line)
+        if earlier is not None and not args.resume and earlier["version"] not in hist.lineage():
+            import shlex
+
+            from workbench.surgery.history import earlier_offer
+
+            print(f"  {earlier_offer(earlier)}; this run started from "
+                  f"{args.model} as it is: `workbench fix {shlex.quote(str(args.model))} -o "
+                  f"{shlex.quote(str(args.output))} --resume` continues from them")
     if checking and not report["supported"]:
         return 1
     return 1 if problem else 0

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         extra, _ = auto_exclusions(src, args.calib, target=spec.target,
                                    allow_random=args.allow_random)
         spec.exclude_nodes += [n for n in extra if n not in spec.exclude_nodes]
-    res = convert(src, spec.target, route=args.route, **spec.convert_kwargs())
+    res = convert(src, spec.target, route=args.route, output=out, **spec.convert_kwargs())
     path = res.save(out, source=src)
     doc = {"output": str(path), **res.to_dict()}
     if args.json:

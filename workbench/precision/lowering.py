@@ -306,6 +306,8 @@ class _Rewriter:
     def graph(self, g: Any, parent: MutableMapping[str, Dict[int, str]], path: str) -> None:
         from onnx import helper, numpy_helper
 
+        from workbench.precision.streaming import retype_external
+
         main = path == ""
         types = self.types[path]
         nodes = list(g.node)
@@ -340,8 +342,11 @@ class _Rewriter:
             if t.data_type != FLOAT or t.name in inputs:
                 continue
             if wants.get(t.name) == {self.low_type} and t.name not in outputs:
-                t.CopyFrom(numpy_helper.from_array(self._to_low(numpy_helper.to_array(t)),
-                                                   t.name))
+                if t.data_location == 1:  # external: converted as it is written (streaming)
+                    retype_external(t, self.low_type)
+                else:
+                    t.CopyFrom(numpy_helper.from_array(self._to_low(numpy_helper.to_array(t)),
+                                                       t.name))
                 avail[t.name] = {self.low_type: t.name}
             else:
                 avail[t.name] = {FLOAT: t.name}
@@ -524,14 +529,37 @@ def structural_error(m: Any) -> str:
 
 
 def _checkable(m: Any) -> Any:
-    """The model itself, or a copy without weight bytes when it is too big to serialise."""
-    if m.ByteSize() < (1 << 31) - (1 << 26):
+    """The model itself, or (weights held outside it, or too big to serialise) a copy whose
+    external or large initializers are typed graph inputs: what onnx's checker and
+    onnxruntime's kernel assignment look at stays, no weight is read."""
+    big = m.ByteSize() >= (1 << 31) - (1 << 26)
+    heavy = {t.name for t in m.graph.initializer
+             if t.data_location == 1 or (big and t.ByteSize() > 4096)}
+    if not heavy:
         return m
     import copy
 
-    light = copy.deepcopy(m)  # pragma: no cover - 2 GB models
-    for t in light.graph.initializer:
-        del t.raw_data
+    from onnx import helper
+
+    if big:  # (a copy without the heavy tensors' bytes, never a > 2 GB message)
+        from workbench.model import model_skeleton
+
+        light = model_skeleton(m)
+        light.metadata_props.extend(m.metadata_props)
+        light.graph.sparse_initializer.extend(m.graph.sparse_initializer)
+        light.graph.initializer.extend(copy.deepcopy(t) for t in m.graph.initializer
+                                       if t.name not in heavy)
+    else:
+        light = copy.deepcopy(m)
+        keep = [t for t in light.graph.initializer if t.name not in heavy]
+        del light.graph.initializer[:]
+        light.graph.initializer.extend(keep)
+    declared = {vi.name for vi in light.graph.input}
+    light.graph.input.extend(
+        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+        for t in m.graph.initializer if t.name in heavy and t.name not in declared)
+    if light.ir_version < 4:
+        light.ir_version = 4
     return light
 
 
@@ -565,7 +593,8 @@ def _ort_load_error(m: Any) -> Optional[str]:
     # (ConstantOfShape) would cost seconds
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(_checkable(m).SerializeToString(), so,
+                             providers=["CPUExecutionProvider"])
         return None
     except Exception as e:
         return " ".join(str(e).split())

@@ -831,6 +831,39 @@ def serving_profiles(model: Any, single: Profile) -> Optional[List[Profile]]:
     return out
 
 
+def serving_notice(model: Any, single: Profile, pair: Sequence[Profile],
+                   notice: Finding) -> Finding:
+    """The "default-profile" notice of a build that took a decoder's prefill and decode
+    profiles (`serving_profiles`) by default: both ranges said in words, the flags that build
+    the same (to edit) and the one profile `notice` (`default_profile_finding`) proposed."""
+    from workbench.inputs import model_inputs
+
+    specs = [s for s in model_inputs(model) if s.name in single]
+    axes = _decoder_axes(specs)
+
+    def said(prof: Profile) -> str:
+        parts = []
+        if axes is not None:
+            ids, caches, _ = axes
+            for label, (spec, a) in (("new tokens", (ids, 1)), ("cache", caches[0])):
+                mn, op, mx = (int(x[a]) for x in prof[spec.name])
+                name = spec.dims[a] if isinstance(spec.dims[a], str) else f"axis {a}"
+                parts.append(f"{label} ({name}) {mn}..{op}..{mx}")
+        return ", ".join(parts)
+
+    flag = serving_flag(pair)
+    return Finding(
+        "warning", "default-profile",
+        "no profile given for the dynamic inputs of this decoder with a KV cache: built with "
+        f"two profiles, prefill ({said(pair[0])}) and decode ({said(pair[1])}), each tuned for "
+        "its own calls (the workbench's runner picks the profile that holds a call's shapes)",
+        tensors=list(single), source="profiles",
+        hint=f"change them with {flag}; one profile for both calls: {notice.extra['flag']} "
+             "(--strict-profiles makes a missing profile an error)",
+        extra={**notice.extra, "profiles": [p.to_dict() for p in pair], "flag": flag,
+               "single_flag": notice.extra["flag"], "serving": True})
+
+
 def serving_flag(profiles: Sequence[Profile]) -> str:
     """`--profile A --profile +B`: the exact flags for several profiles."""
     return " ".join(("--profile " if i == 0 else "--profile +") + ",".join(p.arg_strings())

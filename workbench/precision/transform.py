@@ -50,10 +50,20 @@ class PrecisionResult:
     target: str
     findings: List[Finding] = field(default_factory=list)
     report: Dict[str, Any] = field(default_factory=dict)
+    path: Optional[Path] = None  # where `convert(..., output=)` wrote it (weights beside it)
 
     def save(self, path: Any, *, source: Any = None) -> Path:
+        """Write the model to `path` (a model `convert` already wrote there is not rewritten;
+        one written elsewhere is streamed from its data file)."""
         from workbench.model import save_model
 
+        if self.path is not None:
+            if Path(path).resolve() == self.path.resolve():
+                return self.path
+            from workbench.precision.streaming import write_streamed
+
+            return write_streamed(copy.deepcopy(self.proto), self.path.parent, path,
+                                  source=source)[0]
         return save_model(self.proto, path, source=source)
 
     def to_dict(self) -> Dict[str, Any]:
@@ -462,7 +472,7 @@ def _clipped_weights(proto: Any, limit: float, skip: set) -> List[Finding]:
     cons = _consumers(proto.graph)
     out = []
     for t in proto.graph.initializer:
-        if t.data_type != 1:
+        if t.data_type != 1 or t.data_location == 1:  # (external: checked as it streams)
             continue
         users = [n.name for n in cons.get(t.name, [])]
         if users and all(u in skip for u in users):
@@ -483,12 +493,18 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
             calibration: Any = None, calibrate_method: str = "entropy",
             allow_random: bool = False, per_channel: bool = True, route: str = "onnx",
             measure: bool = True, max_calib_batches: Optional[int] = None,
-            profile: Any = None) -> PrecisionResult:
+            profile: Any = None, output: Any = None) -> PrecisionResult:
     """Convert an FP32 ONNX model to `target` precision. See the module docstring.
 
     `calibration`: anything `workbench.precision.calibration.load_calibration` takes; required for int8/fp8
     unless `allow_random=True` (then every report carries a warning). `route="modelopt"` uses
     nvidia-modelopt when installed. Raises WorkbenchError on bad input.
+
+    With `output` (a path) the model is written there (weights in `<name>.data` beside it when
+    the source keeps its weights outside) and `result.path` says where. A float target of a
+    model with external data and no calibration data is then converted on the structure only
+    and its weights streamed tensor by tensor (`workbench.precision.streaming`): memory stays
+    at a few chunks whatever the model's size, and `result.proto` holds no weight bytes.
     """
     from workbench.precision.calibration import load_calibration, random_calibration
 
@@ -499,7 +515,14 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                              field="calibrate_method", hint="choose " + ", ".join(CALIBRATE_METHODS))
     if route not in ("onnx", "modelopt"):
         raise WorkbenchError(f"unknown route '{route}'", field="route", hint="onnx or modelopt")
-    proto, path = load_fp32(model_or_path)
+    streamed = None
+    if output is not None and entry.kind == "float" and route == "onnx" and \
+            calibration is None and not (allow_random and measure):
+        streamed = _weightless(model_or_path)
+    if streamed is not None:
+        proto, path = streamed
+    else:
+        proto, path = load_fp32(model_or_path)
     label = str(path) if path else "<in-memory model>"
     findings: List[Finding] = []
     modern = modernize_ir(proto)
@@ -571,6 +594,16 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     _check_valid(out, target, source_error)
     _record(out, target, ex_nodes, ex_ops, keep_io_types, calibration, calibrate_method,
             random_used, per_channel)
+    written: Optional[Path] = None
+    if streamed is not None:
+        from workbench.precision.streaming import write_streamed
+
+        written, clipped = write_streamed(out, path.parent, output, source=path)
+        findings += _streamed_clip_findings(out, clipped, entry)
+    elif output is not None:
+        from workbench.model import save_model
+
+        written = save_model(out, output, source=path)
     if entry.needs_calibration and batches is not None and not random_used and \
             calibrate_method == "entropy":
         from workbench.runners import batched_inputs, samples_in
@@ -666,7 +699,43 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                                       f"{target.upper()} storage as on a GPU" if on_gpu
                                       else "onnxruntime CPU", samples=judged,
                                       selected=selection_region(proto)[2])
-    return PrecisionResult(proto=out, target=target, findings=findings, report=report)
+    return PrecisionResult(proto=out, target=target, findings=findings, report=report,
+                           path=written)
+
+
+def _weightless(model_or_path: Any) -> Optional[Tuple[Any, Path]]:
+    """(structure without weight bytes, source path) of a model file whose weights live in
+    external data, for a streamed conversion; None for anything else (converted in memory)."""
+    import onnx
+
+    from workbench.model import Model, open_model
+
+    if isinstance(model_or_path, onnx.ModelProto):
+        return None
+    m = model_or_path if isinstance(model_or_path, Model) else open_model(model_or_path)
+    if m.path is None or not m.external_files:
+        return None
+    if m.missing_external or m.truncated_external:
+        m.load_weights()  # raises the error naming the missing / truncated data
+    return copy.deepcopy(m.proto), m.path
+
+
+def _streamed_clip_findings(proto: Any, clipped: List[str], entry: table.Precision
+                            ) -> List[Finding]:
+    """`_clipped_weights`' findings for the weights that saturated as they were streamed."""
+    if not clipped:
+        return []
+    limit = entry.max_abs if entry.max_abs is not None else FP16_MAX
+    cons = _consumers(proto.graph)
+    out = []
+    for name in clipped:
+        users = [n.name for n in cons.get(name, [])]
+        out.append(Finding("warning", "weight-clipped",
+                           f"initializer '{name}' has values beyond {limit:g}: clipped",
+                           nodes=users, tensors=[name], source="precision",
+                           hint="exclude its consumer(s) to keep it FP32: "
+                           + " ".join(f"--exclude {u}" for u in users)))
+    return out
 
 
 def _record(out: Any, target: str, ex_nodes: List[str], ex_ops: List[str], keep_io: bool,

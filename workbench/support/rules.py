@@ -344,7 +344,7 @@ BACKENDS: Dict[str, Dict[str, Any]] = {
         # TensorRT's plugin library (EfficientNMS_TRT, ...) is not part of TensorRT-RTX
         "ships_plugins": False,
         "source": "measured on single-op models with the real TensorRT-RTX 1.7 parser; "
-                  "tests/test_support.py re-asks it",
+                  "the tensorrt-rtx backend asks it about your model",
         "opset_range": [9, 24],
         "unsupported_ops": dict(MATRIX_UNSUPPORTED, **{
             # newer than the matrix; the RTX parser has no importer for them

@@ -4,8 +4,11 @@ History only stores and replays versions: making a change (recipe, verification,
 `workbench.surgery.changes.apply_in_history`, which stages, then records or discards.
 
 Each History object is one *session* (id, start time, pid; every line it writes names it). A
-new session starts where the log left off (replaying it: a restarted kernel sees exactly what
-the last one left) or, with `start="original"`, from the original (the CLI); from then on its
+new session opens the model as it is on disk (`start="original"`, the default) and *offers* the
+changes the log holds for the same content (`earlier()`: "3 earlier changes of this model
+exist"); `resume()`, or `start="latest"`, continues from where the log left off (replaying it: a
+restarted kernel sees exactly what the last one left). Identical content shares one log, so a
+copy of a file someone fixed before is not silently opened fixed. From then on a session's
 current version and redo stack are its own, so sessions running at the same time on one model
 (two notebooks, parallel `workbench fix` jobs) never move each other's state. The log has one
 entry per real change: a session that computes a change already in the log (same parent, same
@@ -21,7 +24,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.fsutil import CorruptLineWarning, fixed_name
@@ -40,13 +43,65 @@ def _graphs(proto: Any) -> List[Any]:
     return list(_iter_graphs(proto.graph))
 
 
-def store_version(ws: ModelWorkspace, proto: Any) -> str:
+def _external_chunks(base: Path, t: Any, chunk: int = 64 << 20) -> Iterator[bytes]:
+    """The bytes of an external tensor of a model in `base`, `chunk` at a time."""
+    kv = {e.key: e.value for e in t.external_data}
+    path = base / kv.get("location", "")
+    offset, length = int(kv.get("offset") or 0), int(kv.get("length") or 0)
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            left = length if length > 0 else os.fstat(f.fileno()).st_size - offset
+            while left > 0:
+                b = f.read(min(chunk, left))
+                if not b:
+                    raise WorkbenchError(f"external-data file '{path.name}' ends inside tensor "
+                                         f"'{t.name}'", file=str(path),
+                                         hint="the data file is truncated; re-export the model")
+                left -= len(b)
+                yield b
+    except OSError as e:
+        raise WorkbenchError(f"cannot read external data of '{t.name}' ({e.strerror})",
+                             file=str(path), hint="put the data file next to the model") from None
+
+
+def _stream_blob(blobs: Path, base: Path, t: Any) -> Tuple[str, int]:
+    """Copy an external tensor into a content-addressed blob, streamed (hashed while copied
+    into a temporary file, renamed to its hash). Returns (sha256, length)."""
+    import hashlib
+    import tempfile
+
+    blobs.mkdir(parents=True, exist_ok=True)
+    h, n = hashlib.sha256(), 0
+    fd, tmp = tempfile.mkstemp(dir=blobs, prefix=".blob-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for b in _external_chunks(base, t):
+                h.update(b)
+                f.write(b)
+                n += len(b)
+            f.flush()
+            os.fsync(f.fileno())
+        path = blobs / f"{h.hexdigest()}.bin"
+        if path.exists():
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return h.hexdigest(), n
+
+
+def store_version(ws: ModelWorkspace, proto: Any, source_dir: Optional[Path] = None) -> str:
     """Write `proto` as a version: large initializers go to content-addressed blobs
     (versions/blobs/<sha256>.bin, shared by every version that has the same tensor) and the
     version file references them as external data. A version of a big model then costs only
     what changed, and models over protobuf's 2 GB limit can be versioned. The version id hashes
     the graph and the blob ids, so equal models get equal ids. Blobs are written (atomically)
-    before the version file that names them."""
+    before the version file that names them. With `source_dir`, tensors `proto` keeps in
+    external data (files in that folder) are streamed into their blobs, never loaded whole."""
     import hashlib
 
     import onnx
@@ -60,6 +115,24 @@ def store_version(ws: ModelWorkspace, proto: Any) -> str:
     out = light_copy(proto, max_bytes=BLOB_MIN_BYTES - 1)
     for g, lg in zip(_graphs(proto), _graphs(out)):
         for t, lt in zip(g.initializer, lg.initializer):
+            if source_dir is not None and t.data_location == onnx.TensorProto.EXTERNAL:
+                length = int(next((e.value for e in t.external_data if e.key == "length"),
+                                  0) or 0)
+                if length >= BLOB_MIN_BYTES:  # big: streamed into its blob
+                    sha, length = _stream_blob(blobs, Path(source_dir), t)
+                    lt.CopyFrom(t)
+                    del lt.external_data[:]
+                    for k, v in (("location", f"blobs/{sha}.bin"), ("offset", "0"),
+                                 ("length", str(length))):
+                        e = lt.external_data.add()
+                        e.key, e.value = k, v
+                    continue
+                full = type(t)()  # small: read, then stored as a loaded tensor would be
+                full.CopyFrom(t)
+                full.raw_data = b"".join(_external_chunks(Path(source_dir), t))
+                del full.external_data[:]
+                full.data_location = onnx.TensorProto.DEFAULT
+                t = full
             if not (t.HasField("raw_data") and t.ByteSize() >= BLOB_MIN_BYTES):
                 if lt.ByteSize() != t.ByteSize():
                     lt.CopyFrom(t)  # small or typed-field data stays inline, whole
@@ -133,11 +206,12 @@ def _lineage(vid: Optional[str], parents: Dict[str, Optional[str]]) -> List[str]
 class History:
     """Undoable surgery on one original model (path or Model): one session of its log.
 
-    `start="latest"` (default) continues from the state the log leaves; `start="original"`
-    starts this session from the original model without writing anything.
+    `start="original"` (default) starts this session from the model as it is on disk, writing
+    nothing; `earlier()` says what the log holds beyond it and `resume()` opens that.
+    `start="latest"` continues from the state the log leaves at once (a restarted kernel).
     """
 
-    def __init__(self, model: Any, home: Any = None, *, start: str = "latest") -> None:
+    def __init__(self, model: Any, home: Any = None, *, start: str = "original") -> None:
         if isinstance(model, Model):
             self.model = model
         elif isinstance(model, (str, Path)):
@@ -156,9 +230,15 @@ class History:
         self._exports: Dict[str, Tuple[Path, int, int]] = {}
         state = replay(self._records())
         if state["original"] is None:
-            proto = self.model.load_weights()  # parse and store outside the lock
-            vid = store_version(self.ws, proto)
-            self._proto_cache = {vid: proto}
+            if self.model.external_files and self.model.base_dir is not None:
+                if self.model.missing_external or self.model.truncated_external:
+                    self.model.load_weights()  # (raises the error naming the data file)
+                # weights streamed into blobs; loaded from the version when a change needs them
+                vid = store_version(self.ws, self.model.proto, self.model.base_dir)
+            else:
+                proto = self.model.load_weights()  # parse and store outside the lock
+                vid = store_version(self.ws, proto)
+                self._proto_cache = {vid: proto}
             with self.ws.lock():  # one init line, however many sessions start at once
                 state = replay(self._records())
                 if state["original"] is None:
@@ -277,10 +357,11 @@ class History:
 
     # ------------------------------------------------------------------ the user's files
     def suggested_output(self) -> Optional[Path]:
-        """Where a fixed model goes unless the user says otherwise: `<name>.fixed.onnx` beside
-        the original (never the original itself; None for a model without a file)."""
+        """Where a fixed model goes unless the user says otherwise: `<name>.fixed.onnx` in the
+        model's workspace (`outputs/`), never beside the user's model (a repository stays
+        clean) nor over it; None for a model without a file."""
         src = self.model.path
-        return None if src is None else Path(fixed_name(str(src)))
+        return None if src is None else self.ws.output_path(Path(fixed_name(str(src))).name)
 
     def exported(self, vid: Optional[str] = None) -> Optional[Path]:
         """The file this session last exported version `vid` (default: current) to, while it
@@ -304,6 +385,45 @@ class History:
         if vid == self.original and self.model.path is not None:
             return Path(self.model.path)
         return self.exported(vid)
+
+    # ------------------------------------------------------------------ earlier sessions
+    def _latest(self) -> Tuple[List[str], List[str]]:
+        """Where the log leaves off: its lineage (original first, cut at a missing version
+        file) and its redo stack."""
+        state = self._state()
+        line = self._existing(_lineage(state["current"], self._parents(state)))
+        return line, [v for v in state["redo"] if self.ws.version_path(v).exists()]
+
+    def earlier(self) -> Optional[Dict[str, Any]]:
+        """What `resume()` would open, while this session is at the original and the log left
+        off at a changed version: {"changes": N (from the original), "version", "steps" (the
+        changes, oldest first, as `versions()` entries), "session", "time" (of the last one)};
+        None otherwise. What "N earlier changes of this model exist: open them" says."""
+        if self.current != self._original:
+            return None
+        line, _ = self._latest()
+        if len(line) < 2:
+            return None
+        vers = self.versions()
+        by = {(v["parent"], v["version"]): v for v in vers}
+        steps, parent = [], line[0]
+        for vid in line[1:]:
+            v = by.get((parent, vid)) or next((x for x in vers if x["version"] == vid), None)
+            steps.append(v or {"version": vid, "recipe": "(unknown)", "params": {}})
+            parent = vid
+        last = steps[-1]
+        return {"changes": len(steps), "version": line[-1], "steps": steps,
+                "session": last.get("session"), "time": last.get("time")}
+
+    def resume(self) -> str:
+        """Continue from where the model's log left off (the earlier sessions' changes and
+        redo stack); writes no line (the log already says so). Returns the version."""
+        line, redo = self._latest()
+        if len(line) < 2 and self.current == self._original:
+            raise WorkbenchError("nothing to resume: the history of this model holds no change "
+                                 "beyond the original", field="resume")
+        self._line, self._redo = line, redo
+        return self.current
 
     # ------------------------------------------------------------------ sessions
     def view(self) -> Dict[str, Any]:
@@ -481,6 +601,19 @@ def step_origin(v: Dict[str, Any]) -> str:
     if v.get("mine"):
         return ""
     return f"from session {v['session']}" if v.get("session") else "from an earlier run"
+
+
+def earlier_offer(earlier: Optional[Dict[str, Any]]) -> str:
+    """'3 earlier changes of this model exist (decompose, ...; last 2026-12-06 09:00:00 by
+    session X)': the line that offers `History.earlier()`; '' for None."""
+    if not earlier:
+        return ""
+    n = earlier["changes"]
+    recipes = list(dict.fromkeys(str(s.get("recipe", "(unknown)")) for s in earlier["steps"]))
+    who = (f" by session {earlier['session']}" if earlier.get("session") else "")
+    return (f"{n} earlier change{'s' if n != 1 else ''} of this model exist{'s' if n == 1 else ''}"
+            f" ({', '.join(recipes[:4])}{', ...' if len(recipes) > 4 else ''}; last "
+            f"{_when(earlier.get('time'))}{who})")
 
 
 def session_label(s: Dict[str, Any]) -> str:

@@ -131,21 +131,23 @@ def _failing(rep: SupportReport) -> str:
 class FixSession:
     """Fix one model (path, Model, or an existing History) against one backend's parser.
 
-    Each FixSession is one history session (`history.session`: id, start time, pid); it
-    continues from where the model's log left off, or from the original with
-    `start="original"` (what `workbench fix` does).
+    Each FixSession is one history session (`history.session`: id, start time, pid). It opens
+    the model as it is on disk; `earlier()` says what changes an earlier session (a kernel
+    before a restart, `workbench fix`, a copy of the same file) left, and `resume()` continues
+    from them (`start="latest"` does so at once).
 
     The parser reads the workspace's copy of a version, but what the report tells the user
     (hints with `workbench fix ...` commands, reasons) names a file the user knows
     (`command_path`): the original model for the original; for a changed version the file it
     was exported to (`export`), else `output` (where the fixed model goes, e.g. the CLI's -o),
-    else the suggested `<name>.fixed.onnx` beside the model, which `next_steps` says how to
+    else the suggested `<name>.fixed.onnx` in the model's workspace (`outputs/`), which
+    `next_steps` says how to
     write."""
 
     def __init__(self, model: Any = None, *, backend: str = "tensorrt-rtx",
                  history: Optional[History] = None, check: Optional[Checker] = None,
                  client: Any = None, inputs: Optional[Dict[str, Any]] = None,
-                 force: bool = False, start: str = "latest", output: Any = None) -> None:
+                 force: bool = False, start: str = "original", output: Any = None) -> None:
         self.history = history if history is not None else History(model, start=start)
         self.backend = backend
         self.inputs = inputs
@@ -161,14 +163,15 @@ class FixSession:
     # ------------------------------------------------------------------ the user's files
     def command_path(self) -> Optional[Path]:
         """The file that commands about the current version name: the original model, the
-        file the version was exported to, `output`, or `<name>.fixed.onnx` beside the model
+        file the version was exported to, `output`, or `<name>.fixed.onnx` in the workspace's
+        `outputs/`
         (None: a model without a file). Never the workspace copy."""
         h = self.history
         return h.user_path() or self.output or h.suggested_output()
 
     def export(self, path: Any = None, unchanged: bool = False) -> Path:
         """Write the current version to `path` (default: `output`, else `<name>.fixed.onnx`
-        beside the model), atomically and never over the original; from then on commands
+        in the model's workspace, `outputs/`), atomically and never over the original; from then on commands
         about it name that file. The original itself (no change kept) is refused unless
         `unchanged`: a copy of the input is easily taken for a fixed model."""
         if self.history.current == self.history.original and not unchanged:
@@ -192,6 +195,17 @@ class FixSession:
         version keeps the names it was given)."""
         if self._advised is not None and self._checked is not None and self.fresh:
             self.report = _named(self._advised, self._checked, self.command_path())
+
+    # ------------------------------------------------------------------ earlier sessions
+    def earlier(self) -> Optional[Dict[str, Any]]:
+        """The changes the model's log holds beyond the original while this session is at the
+        original (`History.earlier`), else None."""
+        return self.history.earlier()
+
+    def resume(self) -> str:
+        """Continue from where the model's log left off (`History.resume`); the next report
+        or proposal asks the parser about that version."""
+        return self.history.resume()
 
     # ------------------------------------------------------------------ check and propose
     def check(self) -> SupportReport:
@@ -230,7 +244,12 @@ class FixSession:
             if rep is not None and rep.supported and src is not None:
                 out.append(f"{Path(src).name} parses with {self.backend}: " + build(Path(src)))
             elif rep is not None and src is not None:
-                fixed = self.output or h.suggested_output()
+                # a command the user runs names its output: `<name>.fixed.onnx` beside the
+                # model, as the findings' own commands do (the panels' defaults go to the
+                # workspace instead)
+                from workbench.fsutil import fixed_name
+
+                fixed = self.output or Path(fixed_name(str(src)))
                 if any(p.auto for p in self.proposals):
                     out.append(f"`workbench fix {_quote(src)} -o {_quote(fixed)} --auto` "
                                "applies the proposed fixes from the command line (your model "

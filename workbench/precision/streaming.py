@@ -1,0 +1,224 @@
+"""Weights streamed tensor by tensor: a transform works on the model's structure only, and the
+weights go from the source's external-data files to the output's one chunk at a time.
+
+A transform that changes a weight's type (FP32 -> FP16/BF16) on a weightless model calls
+`retype_external(tensor, new_type)`: the tensor keeps pointing at its source bytes and records
+the type they have there. `write_streamed(proto, source_dir, out)` then writes `out` and
+`out.data` (`<name>.data`, as `workbench.model.save_model` names it): every external tensor is
+read in chunks of at most `CHUNK_BYTES`, converted when it was retyped (finite values beyond the
+new type's range saturate, as the in-memory lowering does) and appended, aligned, to the new
+data file. Peak memory is the structure plus two chunks, whatever the model's size; no protobuf
+ever holds a weight, so there is no 2 GB limit. Reads go through `readinto` into one reused
+buffer rather than a memory map: a map counts every page it touched in the process's RSS until
+it is unmapped, a read leaves them in the page cache only.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from workbench.errors import WorkbenchError
+from workbench.fsutil import atomic_write_bytes
+from workbench.model import external_location, iter_tensors_with_data
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
+
+PathLike = Union[str, "os.PathLike[str]"]
+SOURCE_TYPE_KEY = "workbench_source_type"  # external_data key: the type the source bytes have
+CHUNK_BYTES = 64 << 20
+ALIGN = 64
+
+
+def is_external(t: "onnx.TensorProto") -> bool:
+    return t.data_location == 1  # TensorProto.EXTERNAL
+
+
+def retype_external(t: "onnx.TensorProto", new_type: int) -> None:
+    """Mark an external FP32 tensor as `new_type` (FP16 / BF16); its bytes are converted when
+    the model is written by `write_streamed`."""
+    if t.data_type == new_type:
+        return
+    if not any(kv.key == SOURCE_TYPE_KEY for kv in t.external_data):
+        kv = t.external_data.add()
+        kv.key, kv.value = SOURCE_TYPE_KEY, str(t.data_type)
+    t.data_type = new_type
+
+
+def has_pending(proto: "onnx.ModelProto") -> bool:
+    """Does the model hold retyped tensors whose bytes are still the source's?"""
+    return any(kv.key == SOURCE_TYPE_KEY for t in iter_tensors_with_data(proto)
+               for kv in t.external_data)
+
+
+def _ext(t: "onnx.TensorProto") -> Dict[str, str]:
+    return {kv.key: kv.value for kv in t.external_data}
+
+
+class _Lowering:
+    """FP32 chunks -> FP16 / BF16, round to nearest even (as the in-memory lowering's numpy /
+    ml_dtypes casts), finite values beyond the type's range saturated. FP16 goes through
+    onnxruntime's Cast kernel when it loads (vectorised: 3-5x numpy's float16 cast, the same
+    bits), BF16 through ml_dtypes."""
+
+    def __init__(self, low_type: int) -> None:
+        import ml_dtypes
+
+        self.low_np = np.float16 if low_type == 10 else ml_dtypes.bfloat16
+        self.limit = float(ml_dtypes.finfo(self.low_np).max)
+        self.sess = _cast_session() if low_type == 10 else None
+
+    def __call__(self, a: np.ndarray) -> Tuple[np.ndarray, bool]:
+        """(converted chunk, whether a finite value saturated)."""
+        clipped = False
+        if a.size:
+            hi, lo = float(a.max()), float(a.min())  # (NaN anywhere fails both tests)
+            if not (hi <= self.limit and lo >= -self.limit):
+                finite = np.isfinite(a)
+                clipped = bool(np.any(finite & (np.abs(a) > self.limit)))
+                a = np.where(finite, np.clip(a, -self.limit, self.limit), a).astype(np.float32)
+        if self.sess is not None:
+            try:
+                return self.sess.run(None, {"x": a})[0], clipped
+            except Exception:  # pragma: no cover - numpy does the same, slower
+                self.sess = None
+        return a.astype(self.low_np), clipped
+
+
+def _cast_session():
+    """An onnxruntime session of one Cast FP32 -> FP16 over a 1-D tensor, or None."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        g = helper.make_graph(
+            [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], "cast",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["n"])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 7
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.log_severity_level = 1, 3
+        return ort.InferenceSession(m.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+    except Exception:  # pragma: no cover
+        return None
+
+
+class _Reader:
+    """Open source data files, read by (file, offset, length) into a reused buffer."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.files: Dict[str, "os.FileIO"] = {}
+        self.buf = bytearray(CHUNK_BYTES)
+
+    def chunks(self, loc: str, offset: int, length: int, label: str):
+        f = self.files.get(loc)
+        if f is None:
+            path = self.base / loc
+            try:
+                f = self.files[loc] = open(path, "rb", buffering=0)
+            except OSError as e:
+                raise WorkbenchError(f"cannot read external data '{loc}' ({e.strerror})",
+                                     file=str(path), hint="put the data file next to the model"
+                                     ) from None
+        if length <= 0:
+            length = os.fstat(f.fileno()).st_size - offset
+        done = 0
+        while done < length:
+            n = min(CHUNK_BYTES, length - done)
+            view = memoryview(self.buf)[:n]
+            got = os.preadv(f.fileno(), [view], offset + done)
+            if got != n:
+                raise WorkbenchError(f"external-data file '{loc}' ends inside tensor '{label}'",
+                                     file=str(self.base / loc),
+                                     hint="the data file is truncated; re-export the model")
+            yield view
+            done += n
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+def write_streamed(proto: "onnx.ModelProto", source_dir: Optional[PathLike], out: PathLike,
+                   *, source: Optional[PathLike] = None) -> Tuple[Path, List[str]]:
+    """Write `proto` (weightless: external tensors refer to files in `source_dir`, retyped ones
+    carry their source type) to `out` + `<out name>.data`, streaming every external tensor.
+    Mutates `proto`'s external references to point at the new data file. Refuses to write over
+    `source` or its data. Returns (path, names of tensors whose values saturated)."""
+    out = Path(out)
+    if source is not None and out.resolve() == Path(source).resolve():
+        raise WorkbenchError("refusing to overwrite the original model", file=str(out),
+                             hint="choose another output path (-o)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data_name = out.name + ".data"
+    tensors = [t for t in iter_tensors_with_data(proto) if is_external(t)]
+    base = Path(source_dir) if source_dir is not None else None
+    if tensors and base is None:
+        raise WorkbenchError("the model's external data has no folder to be read from",
+                             hint="open the model from its file")
+    if base is not None:
+        theirs = {(base / (external_location(t) or "")).resolve() for t in tensors}
+        if out.with_name(data_name).resolve() in theirs:
+            raise WorkbenchError(f"refusing to overwrite the model's data file '{data_name}'",
+                                 file=str(out), hint="choose another output name or folder (-o)")
+    clipped: List[str] = []
+    lowerings: Dict[int, _Lowering] = {}
+    data_tmp = out.with_name(f".{data_name}.{os.getpid()}.tmp")
+    reader = _Reader(base) if base is not None else None
+    try:
+        with open(data_tmp, "wb") as f:
+            pos = 0
+            for t in tensors:
+                kv = _ext(t)
+                src_type = int(kv.get(SOURCE_TYPE_KEY, t.data_type))
+                if src_type != t.data_type and (src_type, t.data_type) not in ((1, 10), (1, 16)):
+                    raise WorkbenchError(f"tensor '{t.name}': no streamed conversion from type "
+                                         f"{src_type} to {t.data_type}",
+                                         hint="report the model")
+                pad = (-pos) % ALIGN
+                if pad:
+                    f.write(bytes(pad))
+                    pos += pad
+                start = pos
+                carry = b""
+                for view in reader.chunks(kv["location"], int(kv.get("offset") or 0),
+                                          int(kv.get("length") or 0), t.name):
+                    if src_type == t.data_type:
+                        f.write(view)
+                        pos += len(view)
+                        continue
+                    raw = carry + bytes(view) if carry else view
+                    whole = len(raw) - len(raw) % 4
+                    carry = bytes(raw[whole:])
+                    conv = lowerings.get(t.data_type) or \
+                        lowerings.setdefault(t.data_type, _Lowering(t.data_type))
+                    low, hit = conv(np.frombuffer(raw[:whole], np.float32))
+                    if hit and (not clipped or clipped[-1] != t.name):
+                        clipped.append(t.name)
+                    low.tofile(f)
+                    pos += low.nbytes
+                del t.external_data[:]
+                for k, v in (("location", data_name), ("offset", str(start)),
+                             ("length", str(pos - start))):
+                    e = t.external_data.add()
+                    e.key, e.value = k, v
+            f.flush()
+            os.fsync(f.fileno())
+        if tensors:
+            os.replace(data_tmp, out.with_name(data_name))
+        else:
+            data_tmp.unlink()
+    except BaseException:
+        data_tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        if reader is not None:
+            reader.close()
+    atomic_write_bytes(out, proto.SerializeToString())
+    return out, clipped
