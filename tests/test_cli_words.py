@@ -59,3 +59,13 @@ def test_a_bad_profile_for_a_2d_input_is_answered_with_a_2d_example(here, profil
     assert example, err
     shapes = example.group(1).split(":")
     assert len(shapes) == 3 and all(len(s.split("x")) == 2 for s in shapes), shapes
+
+
+def test_check_json_gives_no_bare_false_message(here):
+    rc, out, _ = run_inprocess(["check", "needs_fixing.onnx", "--backend", "tensorrt-rtx",
+                                "--json"])
+    assert rc == 1
+    msgs = [u.get("message") for u in json.loads(out)["unsupported"]]
+    assert "CenterCropPad is not supported by this TensorRT (its check checkCenterCropPad " \
+        "refused it, giving no reason)" in msgs
+    assert not [m for m in msgs if m and re.fullmatch(r"\s*(\[\d+\]\s*)?false\s*", m)], msgs
