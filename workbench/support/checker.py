@@ -395,7 +395,7 @@ def steps_from_words(text: Optional[str]) -> "Tuple[Optional[str], List[NextStep
 
     words = _COMMAND.sub(take, text)
     # the sentence around the commands: "make K a constant: \0" -> "make K a constant"
-    words = re.sub(r"\s*\(\s*\0\s*\)|:?\s*\0", "", words)
+    words = re.sub(r"\s*\([^()]*\0[^()]*\)|:?\s*\0", "", words)
     words = re.sub(r"\(\s*\)|\s+([,;)])", r"\1", words)
     words = re.sub(r"\s{2,}", " ", words).strip(" ;,:")
     return (words or None), steps
