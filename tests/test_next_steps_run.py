@@ -102,3 +102,29 @@ def test_a_step_that_does_not_run_is_caught(corpus, tmp_path):
     assert unfilled.problem().startswith("an unfilled placeholder")
     quote = C.paste("workbench check 'needs_fixing.onnx", model, None, tmp_path, "t")
     assert "does not split" in quote.problem()
+
+
+# ------------------------------------------------------------------ the panels' short lines
+def test_the_inspectors_next_steps_are_short_lines_with_the_command_in_a_tooltip(tmp_path):
+    """The Inspector showed 10-15 wrapped lines of absolute-path commands per node: now one
+    short line per step (no path), the command that runs when pasted in its tooltip."""
+    import html
+    import re
+
+    from tests.conftest import SAMPLES, shown_text
+    from widgets import Inspector
+
+    model = tmp_path / "nf.onnx"
+    shutil.copy(SAMPLES / "needs_fixing.onnx", model)
+    ins = Inspector(model, backend="tensorrt-rtx")
+    ins.run_check(wait=True)
+    assert ins.check_error is None, ins.check_error
+    value = ins.support_html.value
+    text = shown_text(value)
+    tips = [html.unescape(t) for t in re.findall(r"title='([^']*)'", value)]
+    assert f"workbench fix {model} -o {tmp_path / 'nf.fixed.onnx'} --recipe " \
+        "decompose:node=/crop/CenterCropPad" in tips
+    assert "fix --recipe decompose:node=/crop/CenterCropPad: replaces it with standard ops" in text
+    assert str(tmp_path) not in text  # no path in what the table shows
+    for tip in tips:  # every tooltip is a command that splits into shell words
+        assert shlex.split(tip)[0] == "workbench"
