@@ -64,7 +64,8 @@ def test_default_profile_tensorrt_cannot_run_is_a_named_warning(client, tmp_path
     assert f.message.startswith("the default profile's (no --profile was given) min shapes "
                                 "cannot run the model")
     assert "smaller than K (16)" in f.message and "shapeMachine.cpp" not in f.message
-    assert f"`workbench profiles {path}`" in f.hint and "--profile NAME:MIN:OPT:MAX" in f.hint
+    assert "--profile NAME:MIN:OPT:MAX" in f.hint and "workbench" not in f.hint
+    assert [(s.verb, s.args) for s in f.next_steps] == [("profiles", ("{model}",))]
     assert f.extra["default_profile"] is True
     assert not any(g.code == "build-warning" and "self-consistent" in g.message
                    for g in res.findings)
@@ -103,7 +104,7 @@ def test_check_build_says_the_profile_cannot_run(client, tmp_path):
     (f,) = _cannot(rep.findings)
     assert f.severity == "warning" and f.nodes == ["/TopK"]
     assert "min shapes cannot run the model" in f.message
-    assert f"`workbench profiles {path}`" in f.hint
+    assert [(s.verb, s.args) for s in f.next_steps] == [("profiles", (str(path),))]
     ok = tmp_path / "pointnet_like.onnx"
     onnx.save(pointnet_like(16), str(ok))
     assert _cannot(check(ok, backend="tensorrt-rtx", build=True, client=client,

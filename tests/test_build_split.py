@@ -112,9 +112,11 @@ def test_refusal_an_exact_recipe_fixes_stays_an_error(tmp_path):
                      CFG.replace(profiles=[{"input": [[1, 4, 12, 12]] * 3}]),
                      output=tmp_path / "n.engine")
     assert e.value.code == "parse-failed" and e.value.node and e.value.op
-    # the command names the user's model, ready to run
-    assert f"no split build: `workbench fix {SAMPLES / 'needs_fixing.onnx'} --auto` rewrites" \
-        in e.value.hint
+    # the next step is a record naming the user's model and the -o that fix requires
+    assert "no split build:" in e.value.hint and "workbench" not in e.value.hint
+    first = e.value.next_steps[0]
+    assert (first.verb, first.args) == ("fix", (str(SAMPLES / "needs_fixing.onnx"),))
+    assert dict(first.flags) == {"-o": str(SAMPLES / "needs_fixing.fixed.onnx"), "--auto": None}
     assert not list(tmp_path.iterdir())
 
 
@@ -218,7 +220,7 @@ def test_a_node_the_builder_has_no_kernel_for_is_split_off_too(tmp_path):
     assert not rep.supported and rep.unsupported[0]["node"] == "/post/nms"
     r = subprocess.run(["workbench", "check", str(path), "--build"],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert f"workbench fix {path} --split --build -o FOLDER" in r.stdout, r.stdout
+    assert f"$ workbench fix {path} --split --build -o {str(path)[:-5]}_split" in r.stdout, r.stdout
 
 
 def test_a_split_that_leaves_most_of_the_model_out_names_the_check_to_run():

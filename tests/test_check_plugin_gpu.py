@@ -53,9 +53,13 @@ def test_check_says_the_plugin_is_there_and_needs_a_gpu(roi_path):
                                   f"machine: no usable GPU (CUDA: {no_gpu_reason()})")
     assert u["reason"].endswith("on a machine with an NVIDIA GPU the parser may take it")
     assert "no built-in importer" not in u["reason"]
-    assert u["hint"].startswith(f"`workbench fix {roi_path} --split -o FOLDER`")
-    assert u["hint"].endswith(f"(`workbench check {roi_path}` there)")
-    assert "replace_with_plugin" not in u["hint"]  # the plugin exists: no other to map onto
+    from tests.next_step_cases import advice_text
+
+    said = advice_text(u)
+    assert said.startswith(f"`workbench fix {roi_path} --split -o {str(roi_path)[:-5]}_split`")
+    assert f"`workbench check {roi_path}` check it where the engine will run" in said
+    assert u["hint"].endswith("the parser may take the node") and "(" not in u["hint"][-5:]
+    assert "replace_with_plugin" not in said  # the plugin exists: no other to map onto
     static = check(str(roi_path), backend="static", rules="tensorrt-rtx").unsupported[0]
     assert static["code"] == "plugin-needs-gpu"
     assert "ROIAlign plugin, which is created only where a GPU is usable" in static["reason"]
@@ -69,7 +73,8 @@ def test_the_build_error_says_the_plugin_needs_a_gpu(roi_path, tmp_path):
         "no usable GPU" in e.value.message
     assert "plugin != nullptr" not in e.value.message
     [f] = [f for f in e.value.findings if f.code == "plugin-needs-gpu"]
-    assert f.nodes == ["/roi"] and f"`workbench check {roi_path}` there" in f.hint
+    assert f.nodes == ["/roi"] and "the parser may take" in f.hint
+    assert any(s.verb == "check" for s in f.next_steps) or f"`workbench check {roi_path}`" in f.hint
 
 
 def test_the_cli_split_build_keeps_the_raw_cuda_line_out_of_its_output(roi_path, tmp_path):

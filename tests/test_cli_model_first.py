@@ -324,8 +324,8 @@ def test_inspect_ends_with_the_commands_to_run_next():
     out = subprocess.run(["workbench", "inspect", str(model)], capture_output=True, text=True,
                          timeout=120).stdout
     nxt = out[out.index("\nnext "):].splitlines()
-    assert f"workbench check {model}" in nxt[1]
-    cmd = nxt[2].strip().split("   (")[0]
+    assert f"$ workbench check {model}  # " in nxt[1]
+    cmd = nxt[2].strip().split("  # ")[0].lstrip("$ ")
     assert cmd.startswith("workbench profiles") and \
         "--profile input:1x3x32x32:1x3x32x32:16x3x32x32" in cmd
     r = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=300)

@@ -52,13 +52,20 @@ def test_partition_reads_importable_not_supported_false(capsys):
     assert "only when the whole model parses" in part["note"]
 
 
+def _step_after(out: str, head: str) -> str:
+    """The first `$ workbench ...` line printed under the line starting with `head`."""
+    lines = [ln.strip() for ln in out.splitlines()]
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(head))
+    return next(ln for ln in lines[at + 1:] if ln.startswith("$ workbench"))
+
+
 # ------------------------------------------------------------------ fix --auto steps + advice
 def test_fix_steps_say_what_is_left_and_check_advises_the_recipe_fix_uses(capsys, tmp_path):
     rc, out, _ = _main(capsys, "check", NEEDS_FIXING, "--backend", "tensorrt-rtx")
-    step = next(ln.strip() for ln in out.splitlines() if ln.strip().startswith("/flatten/Compress:"))
+    step = _step_after(out, "/flatten/Compress:")
     fixed = str(NEEDS_FIXING).replace(".onnx", ".fixed.onnx")
-    assert step.startswith(f"/flatten/Compress: `workbench fix {NEEDS_FIXING} -o {fixed} "
-                           "--recipe fold_constants` replaces it by its value")
+    assert step == (f"$ workbench fix {NEEDS_FIXING} -o {fixed} --recipe fold_constants  "
+                    "# replaces it by its value (all its inputs are constant)")
     rc, out, err = _main(capsys, "fix", NEEDS_FIXING, "-o", tmp_path / "fixed.onnx", "--auto")
     assert rc == 0, err
     lines = err.strip().splitlines()
@@ -248,8 +255,7 @@ def test_the_fix_command_check_prints_runs_as_printed(capsys, tmp_path):
     shutil.copy(NEEDS_FIXING, model)
     before = model.read_bytes()
     rc, out, _ = _main(capsys, "check", model, "--backend", "tensorrt-rtx")
-    step = next(ln.strip() for ln in out.splitlines() if ln.strip().startswith("/flatten/Compress:"))
-    cmd = step.split("`")[1]
+    cmd = _step_after(out, "/flatten/Compress:")[2:].split("  # ")[0]
     fixed = tmp_path / "my model.fixed.onnx"
     assert cmd == (f"workbench fix {shlex.quote(str(model))} -o {shlex.quote(str(fixed))} "
                    "--recipe fold_constants")

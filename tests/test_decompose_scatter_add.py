@@ -133,8 +133,12 @@ def test_build_points_at_the_exact_rewrite_instead_of_splitting(tmp_path):
     onnx.save(_gnn("nd"), str(path))
     with pytest.raises(BuildFailed) as e:
         build_engine(path, BuildConfig(target="sm89", builder_optimization_level=0))
-    assert f"`workbench fix {path} --auto` rewrites ScatterND at '/ScatterND'" in e.value.hint
+    assert "ScatterND at '/ScatterND' has an exact rewrite" in e.value.hint
+    fix = e.value.next_steps[0]  # the step: fix --auto, with the -o it requires
+    assert (fix.verb, fix.args) == ("fix", (str(path),))
+    assert dict(fix.flags) == {"-o": str(path).replace(".onnx", ".fixed.onnx"), "--auto": None}
+    assert fix.why.startswith("rewrites ScatterND at '/ScatterND' exactly")
     said = [f for f in e.value.findings if f.code == "no-split"]
     assert len(said) == 1 and said[0].message.startswith(
-        "the build did not split the model at the refused nodes: `workbench fix")
-    assert said[0].nodes == ["/ScatterND"]
+        "the build did not split the model at the refused nodes: ScatterND")
+    assert said[0].nodes == ["/ScatterND"] and said[0].next_steps == [fix]

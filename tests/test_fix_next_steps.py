@@ -42,6 +42,14 @@ def _applies(hist: History) -> int:
     return sum(r.get("event") == "apply" for r in hist.ws.history())
 
 
+def _commands(html_text: str) -> str:
+    """The commands a findings table holds in its next steps' tooltips, one a line."""
+    import html
+    import re
+
+    return "\n".join(html.unescape(t) for t in re.findall(r"title='([^']*)'", html_text))
+
+
 def _home() -> str:
     return os.environ["WORKBENCH_HOME"]
 
@@ -57,14 +65,18 @@ def test_panel_next_steps_name_the_users_files_not_the_workspace(model, tmp_path
     assert ws.startswith(home)
 
     def shown() -> str:
-        return shown_text(panel.failing.value) + panel.next_html.value + " ".join(panel.next_steps())
+        return (shown_text(panel.failing.value) + _commands(panel.failing.value) + panel.next_html.value
+                + " ".join(panel.next_steps()))
 
     # on the original: the commands run on the model the user opened
     assert home not in shown_text(panel.failing.value)  # (the hints named <home>/models/<hash>/versions/)
     assert home not in shown() and "versions/" not in shown()
     fixed = tmp_path / "m.fixed.onnx"
-    assert (f"`workbench fix {model} -o {fixed} --recipe decompose:node={GELU}`"
-            in shown_text(panel.failing.value))
+    assert (f"workbench fix {model} -o {fixed} --recipe decompose:node={GELU}"
+            in _commands(panel.failing.value))
+    # the table itself shows a short line per step, without the paths
+    assert f"fix --recipe decompose:node={GELU}: replaces it with standard ops" in \
+        shown_text(panel.failing.value)
     assert any(f"`workbench fix {model} -o {fixed} --auto`" in s for s in panel.next_steps())
     # a kept change: the commands name the suggested output in the workspace's outputs/
     # (never beside the model), and the call that writes it is right there; nothing is
@@ -74,8 +86,8 @@ def test_panel_next_steps_name_the_users_files_not_the_workspace(model, tmp_path
     assert panel.history.current != panel.history.original
     assert "versions/" not in shown()
     fixed = panel.history.ws.outputs_dir / "m.fixed.onnx"
-    assert (f"`workbench fix {fixed} -o {fixed.with_name('m.fixed2.onnx')} --recipe "
-            "decompose:node=/crop/CenterCropPad`" in shown_text(panel.failing.value))
+    assert (f"workbench fix {fixed} -o {fixed.with_name('m.fixed2.onnx')} --recipe "
+            "decompose:node=/crop/CenterCropPad" in _commands(panel.failing.value))
     assert not fixed.exists()
     assert any(f"`panel.export('{fixed}')`" in s and "not saved yet" in s
                for s in panel.next_steps())
@@ -92,9 +104,9 @@ def test_panel_next_steps_name_the_users_files_not_the_workspace(model, tmp_path
     chosen = tmp_path / "chosen.onnx"
     panel.export_path.value = str(chosen)
     panel.export_btn.click()
-    assert chosen.exists() and f"`workbench fix {chosen} -o {tmp_path / 'chosen.fixed.onnx'} --recipe" \
-        in shown_text(panel.failing.value)
-    assert str(fixed) not in shown_text(panel.failing.value) and home not in shown()
+    assert chosen.exists() and f"workbench fix {chosen} -o {tmp_path / 'chosen.fixed.onnx'} --recipe" \
+        in _commands(panel.failing.value)
+    assert str(fixed) not in _commands(panel.failing.value) and home not in shown()
     assert sorted(x.name for x in tmp_path.iterdir()) == ["chosen.onnx", "m.onnx"]
     # never over the model the user opened
     with pytest.raises(WorkbenchError, match="refusing to overwrite the original"):
@@ -130,10 +142,15 @@ def test_session_reports_name_the_users_file_whatever_the_checker_wrote(model, t
     assert seen[-1].startswith(_home())
     u = rep.unsupported[0]
     assert u["reason"] == f"refused in {model}"
-    split = f"`workbench fix {model} --split -o FOLDER`"
-    assert u["hint"].startswith(split) and u["hint"].endswith(
-        f"; or `workbench fix {model} --recipe y`")
+    # the checker's own words name the user's file; the split recipe's step is a record
+    # naming it too, its output folder beside it (not in the workspace)
+    assert u["hint"] == f"`workbench fix {model} --recipe y`"
+    split = u["next_steps"][0]
+    assert split["verb"] == "fix" and split["args"] == [str(model)]
+    assert ["--split", None] in split["flags"]
+    assert ["-o", str(model)[:-5] + "_split"] in split["flags"]
     assert rep.problems[0].hint == u["hint"]
+    assert [s.to_dict() for s in rep.problems[0].next_steps] == u["next_steps"]
     s.apply("decompose", {"node": GELU})
     rep = s.report
     assert seen[-1].startswith(_home()) and _home() not in json.dumps(rep.to_dict()["unsupported"])

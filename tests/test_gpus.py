@@ -55,7 +55,7 @@ def test_unknown_gpu_and_no_gpu_are_one_line_errors():
         resolve_gpu("GPU-2", gpus)  # too short a prefix to be a UUID: not a match
     with pytest.raises(WorkbenchError) as e:
         resolve_gpu("0", [])
-    assert "no NVIDIA GPU found for --gpu 0" in str(e.value)
+    assert "--gpu 0 needs an NVIDIA GPU: no NVIDIA GPU found on this machine" in str(e.value)
 
 
 def test_pinned_client_sets_cuda_visible_devices_in_the_worker(monkeypatch):
@@ -90,4 +90,4 @@ def test_cli_gpus_lists_and_refuses_unknown_gpu_here():
                           str(REPO / "sample_models" / "resnet_tiny.onnx"), "-o", "/tmp/x.engine",
                           "--gpu", "0"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
-    assert "no NVIDIA GPU found for --gpu 0" in out.stderr and out.stderr.count("\n") == 1
+    assert "--gpu 0 needs an NVIDIA GPU: no NVIDIA GPU found on this machine" in out.stderr and out.stderr.count("\n") == 1

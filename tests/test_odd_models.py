@@ -170,11 +170,13 @@ def test_duplicate_node_names_name_the_users_file_and_the_recipe(zoo, tmp_path):
     assert k >= 2
     assert dup[0]["nodes"] == [f"n#{i}" for i in range(k)], dup
     assert f"'n' is used by {k} nodes" in dup[0]["message"]
-    assert f"`workbench fix {path} --recipe rename_duplicates" in dup[0]["hint"]
+    (fix,) = dup[0]["next_steps"]
+    assert fix["command"].startswith(f"workbench fix {path} --recipe rename_duplicates -o ")
     rc, _, err = _main("compare", path, "--to", "fp16", "--allow-random")  # (was exit 3)
     line = _error_line(rc, err)
     assert rc == 2 and "/dev/shm" not in line
     assert "same node name (n)" in line and "--recipe rename_duplicates" in line
+    assert f"`workbench fix {path} --recipe rename_duplicates -o " in line  # (runs as printed)
     cand = tmp_path / "c.onnx"
     rc, _, err = _main("precision", path, "--to", "fp16", "-o", cand)
     assert rc == 0 and "/dev/shm" not in err  # its warnings say why nothing was measured
@@ -244,8 +246,9 @@ def test_a_stale_value_info_is_named_and_the_printed_fix_replaces_it(zoo, tmp_pa
     stale = [w for w in doc["warnings"] if w["code"] == "declared-shape-conflict"]
     assert stale and stale[0]["nodes"] == ["relu"] and stale[0]["op"] == "Relu", stale
     assert "differ in rank: (2) vs (3)" in stale[0]["message"]
-    hint = stale[0]["hint"]
-    assert f"`workbench fix {path} --recipe infer_shapes -o FIXED.onnx`" in hint
+    (fix,) = stale[0]["next_steps"]
+    assert fix["command"] == f"workbench fix {path} --recipe infer_shapes -o " + \
+        str(path).replace(".onnx", ".fixed.onnx")
     fixed = tmp_path / "fixed.onnx"
     assert _main("fix", path, "--recipe", "infer_shapes", "-o", fixed)[0] == 0
     rc, out, _ = _main("inspect", fixed, "--json")

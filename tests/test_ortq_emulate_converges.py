@@ -292,7 +292,8 @@ def test_a_quantized_op_without_importer_or_emulation_says_what_to_do(tmp_path):
     assert u, rep.unsupported
     assert ("QLinearSoftmax is an onnxruntime quantized op (QOperator format) that TensorRT has "
             "no importer for") in u[0]["hint"]
-    assert "`workbench precision FP32_MODEL --to int8`" in u[0]["hint"]
+    assert "re-quantize the float model in QDQ format (precision --to int8 on the FP32 " \
+        "model" in u[0]["hint"]
     assert not [p for p in s.proposals if p.recipe == RECIPE and p.node == "qsoftmax"]
 
 

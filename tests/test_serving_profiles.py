@@ -127,7 +127,7 @@ def test_profiles_verb_with_no_flags_runs_the_default_and_advises_two(tmp_path):
     assert "profile #2 valid (the model ran on onnxruntime" in r2.stdout
     r3 = subprocess.run(["workbench", "inspect", str(path)], capture_output=True, text=True,
                         timeout=300)
-    assert f"workbench profiles {path}   (a decoder with a KV cache" in r3.stdout
+    assert f"$ workbench profiles {path}  # a decoder with a KV cache" in r3.stdout
     enc = subprocess.run(["workbench", "profiles", str(SAMPLES / "bert_tiny.onnx")],
                          capture_output=True, text=True, timeout=300)
     assert enc.returncode == 0 and "default (the model ran" in enc.stdout

@@ -172,7 +172,7 @@ def test_split_is_offered_only_where_onnxruntime_can_run_the_tail(det_path):
     assert not [p for p in propose(fake, str(POLY / "fake_op_model.onnx")) if p.recipe == "split"]
     from workbench.surgery.changes import apply_recipe
 
-    with pytest.raises(WorkbenchError, match="--split -o FOLDER"):
+    with pytest.raises(WorkbenchError, match="run fix --split with -o a folder"):
         apply_recipe(str(det_path), "split")
 
 

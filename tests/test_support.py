@@ -362,10 +362,20 @@ def test_suggested_fix_command_really_fixes_the_model(worker, tmp_path, make, na
 
     src = tmp_path / name
     src.write_bytes(make().SerializeToString() if make else (POLY / name).read_bytes())
+    from workbench.cli.nextstep import command
+
     rep = advise(check(src, backend="tensorrt-rtx", client=worker))
-    cmd = re.search(r"`(workbench fix [^`]+)`", rep.unsupported[0]["hint"]).group(1)
+    steps = rep.unsupported[0].get("next_steps") or []
+    cmds = [command(s) for s in steps if s["verb"] == "fix"] or \
+        re.findall(r"`(workbench fix [^`]+)`", rep.unsupported[0]["hint"])
+    cmd = cmds[0]
     out = tmp_path / "fixed.onnx"
-    assert main(shlex.split(cmd)[1:] + ["-o", str(out)]) == 0
+    argv = shlex.split(cmd)[1:]
+    if "-o" in argv:  # (the step's own output, beside the model: written here instead)
+        argv[argv.index("-o") + 1] = str(out)
+    else:
+        argv += ["-o", str(out)]
+    assert main(argv) == 0
     assert check(out, backend="tensorrt-rtx", client=worker).supported
 
 

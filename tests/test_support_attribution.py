@@ -74,9 +74,11 @@ def test_the_parser_names_no_node_and_the_static_rules_do(scatter_path):
     assert u["reason"] == ("ScatterElements reduction 'max' is not supported (TensorRT's "
                            "parser: Unsupported reduction type)")
     advise(rep)
-    assert rep.unsupported[0]["hint"].startswith(
-        f"`workbench fix {scatter_path} --split -o FOLDER` builds everything before it")
-    assert "replace the node via" not in rep.unsupported[0]["hint"]
+    first = rep.unsupported[0]["next_steps"][0]
+    assert first["verb"] == "fix" and first["args"] == [str(scatter_path)]
+    assert ["--split", None] in first["flags"] and first["why"].startswith(
+        "builds everything before it")
+    assert "replace the node via" not in (rep.unsupported[0]["hint"] or "")
     assert rep.findings[0].nodes == ["/scatter_max"]
 
 
@@ -84,7 +86,8 @@ def test_check_cli_names_the_node_and_the_split_as_next_step(scatter_path):
     r = _cli("check", scatter_path)
     assert r.returncode == 1, r.stderr
     assert "(graph)" not in r.stdout
-    assert f"  /scatter_max: `workbench fix {scatter_path} --split -o FOLDER`" in r.stdout
+    assert (f"  /scatter_max:" in r.stdout and f"$ workbench fix {scatter_path} --split -o "
+            f"{str(scatter_path)[:-5]}_split  # builds everything before it" in r.stdout)
 
 
 def test_the_split_and_the_first_try_build_cut_at_the_named_node(scatter_path, tmp_path):

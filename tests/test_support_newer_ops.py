@@ -57,7 +57,11 @@ def test_an_op_newer_than_the_parser_is_named_as_such(tmp_path):
     (f,) = [p for p in rep.problems if p.nodes == ["/act/Gelu"]]
     assert f.code == codes.UNSUPPORTED_OP
     assert "no importer for op 'Gelu'" in f.message and "Assertion failed" not in f.message
-    assert "workbench fix" in f.hint and str(path) in f.hint and "newer TensorRT" in f.hint
+    assert "newer TensorRT" in f.hint and "workbench" not in f.hint
+    (auto,) = f.next_steps  # the rewrite, with the -o fix requires
+    assert (auto.verb, auto.args) == ("fix", (str(path),))
+    assert dict(auto.flags) == {"-o": str(path).replace(".onnx", ".fixed.onnx"), "--auto": None}
     # the decomposition is still the next step put first for it
     (f,) = [p for p in advise(rep, path).problems if p.nodes == ["/act/Gelu"]]
-    assert f.hint.index("decompose") < f.hint.index("newer TensorRT")
+    assert dict(f.next_steps[0].flags)["--recipe"] == "decompose:node=/act/Gelu"
+    assert f.next_steps[-1] == auto

@@ -149,23 +149,35 @@ def test_a_recipe_package_elsewhere_is_discovered(tmp_path, monkeypatch):
 
 
 def test_advise_adds_the_decompose_step_once(reports):
+    from workbench.findings import NextStep
+
     path, rep = reports["needs_fixing.onnx"]
     rep = SupportReport.from_dict(rep.to_dict())
     advise(rep)
+    steps = {u["node"]: [NextStep.from_dict(s) for s in u["next_steps"]]
+             for u in rep.unsupported}
     hints = {u["node"]: u["hint"] for u in rep.unsupported}
-    fixed = path.with_name("needs_fixing.fixed.onnx")
-    want = f"`workbench fix {path} -o {fixed} --recipe decompose:node=/act/FastGelu` replaces it with " \
-        "standard ops; or "
-    assert hints["/act/FastGelu"].startswith(want) and "--plugin" in hints["/act/FastGelu"]
-    assert hints["/crop/CenterCropPad"].startswith("`workbench fix")
+    fixed = str(path.with_name("needs_fixing.fixed.onnx"))
+    # the recipes' steps are records naming the model and the -o fix requires, first
+    first = steps["/act/FastGelu"][0]
+    assert (first.verb, first.args) == ("fix", (str(path),))
+    assert dict(first.flags) == {"-o": fixed, "--recipe": "decompose:node=/act/FastGelu"}
+    assert first.why == "replaces it with standard ops" and "--plugin" in hints["/act/FastGelu"]
+    assert steps["/crop/CenterCropPad"][0].verb == "fix"
     # no decomposition for Compress: its inputs are constant, so the step is the fold that
-    # `fix --auto` applies (issue 14: the advice no longer contradicts the recipe used)
-    assert "decompose" not in hints["/flatten/Compress"]
-    assert hints["/flatten/Compress"].startswith(
-        f"`workbench fix {path} -o {fixed} --recipe fold_constants`")
-    # the error Findings carry the same next steps
-    assert {f.nodes[0]: f.hint for f in rep.findings if f.severity == "error"} == hints
-    assert advise(rep).unsupported[0]["hint"] == hints["/crop/CenterCropPad"]  # idempotent
+    # `fix --auto` applies (the advice does not contradict the recipe used)
+    assert not any("decompose" in str(s.flags) for s in steps["/flatten/Compress"])
+    assert dict(steps["/flatten/Compress"][0].flags) == {"-o": fixed,
+                                                         "--recipe": "fold_constants"}
+    # the words a recipe's step replaced carry no command (the step does)
+    assert "workbench fix" not in hints["/crop/CenterCropPad"]
+    # the error Findings carry the same hints and next steps
+    errs = {f.nodes[0]: f for f in rep.findings if f.severity == "error"}
+    assert {n: f.hint for n, f in errs.items()} == hints
+    assert {n: f.next_steps for n, f in errs.items()} == steps
+    again = advise(rep).unsupported[0]  # idempotent
+    assert again["hint"] == hints["/crop/CenterCropPad"]
+    assert len(again["next_steps"]) == len(steps["/crop/CenterCropPad"])
 
 
 def test_support_check_imports_no_surgery():

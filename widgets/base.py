@@ -131,6 +131,18 @@ _FINDINGS_COLS = ("<colgroup><col style='width:5em'><col style='width:10em'>"
                   " .wb-findings td code {white-space:normal}</style>")
 
 
+def steps_html(steps: Iterable[Any]) -> str:
+    """A finding's next steps for a panel: one short line each (the verb, what it changes,
+    why; no paths), the whole command that runs when pasted in the line's tooltip."""
+    from workbench.cli.nextstep import command, short
+
+    out = []
+    for s in steps:
+        out.append(f"<div class='wb-step' title='{esc(command(s))}'>&rarr; "
+                   f"{breakable(short(s))}</div>")
+    return "".join(out)
+
+
 def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
                   limit: Optional[int] = None) -> str:
     """Findings (objects or dicts) as one table: severity, code, message, nodes, next step."""
@@ -143,12 +155,13 @@ def findings_html(findings: Iterable[Any], *, empty: str = "no findings",
         nodes = get("nodes") or []
         node_text = ", ".join(map(str, nodes[:6])) + (f" (+{len(nodes) - 6})" if len(nodes) > 6 else "")
         hint = get("hint") or ""
+        steps = steps_html(get("next_steps") or [])
         rows.append(
             f"<tr><td style='color:{severity_colour(sev)};white-space:nowrap'>{esc(sev)}</td>"
             f"<td><code>{esc(get('code') or '')}</code></td>"
             f"<td>{esc(get('message') or '')}</td>"
             f"<td>{breakable_name(node_text)}</td>"
-            f"<td>{breakable(hint)}</td></tr>")
+            f"<td>{breakable(hint)}{'<br>' if hint and steps else ''}{steps}</td></tr>")
     if not rows:
         return f"<i style='color:{MUTED_COLOUR}'>{esc(empty)}</i>"
     more = "" if limit is None or len(items) <= limit else \
@@ -184,6 +197,8 @@ def with_paths(findings: Sequence[Any], model: Any, data: Any) -> List[Any]:
     if not isinstance(model, (str, os.PathLike)):
         return list(findings)
     d = str(data) if isinstance(data, (str, os.PathLike)) else None
+    from workbench.findings import NextStep
+
     out = []
     for f in findings:
         row = dict(f) if isinstance(f, dict) else (f.to_dict() if hasattr(f, "to_dict") else f)
@@ -191,6 +206,8 @@ def with_paths(findings: Sequence[Any], model: Any, data: Any) -> List[Any]:
             for k in ("message", "hint"):
                 if isinstance(row.get(k), str):
                     row[k] = pasteable(row[k], str(model), d)
+            row["next_steps"] = [NextStep.from_dict(s).bound(model=str(model), data=d)
+                                 for s in row.get("next_steps") or []]
         out.append(row)
     return out
 

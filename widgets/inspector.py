@@ -27,7 +27,7 @@ from workbench.model import Model, open_model
 
 from widgets.base import (MUTED_COLOUR, OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, BackgroundTask,
                           FindingsList, PanelBase, StatusLine, error_text, esc, fill,
-                          findings_html, fit)
+                          findings_html, fit, steps_html)
 from widgets.figure import Figure
 
 DYN_STYLE = "background:#fff3cd;color:#7a5b00;border-radius:3px;padding:0 3px;font-weight:600"
@@ -235,6 +235,14 @@ class Inspector(PanelBase, W.VBox):
         items = [w for w in s.warnings if w.severity != "info"]
         self.warnings_html.value = findings_html(items) if items else ""
 
+    def _bound(self, steps: Any) -> List[Any]:
+        """Next steps with {model} as the inspected file (a short line each; the command in
+        the tooltip runs as pasted)."""
+        from workbench.findings import NextStep
+
+        path = getattr(self.model, "path", None) if self.model is not None else None
+        return [NextStep.from_dict(s).bound(model=str(path) if path else None) for s in steps]
+
     def _render_report(self, report: Any) -> None:
         """Show a SupportReport (assigns widget values only: safe from a thread)."""
         head = f"<div class='wb-support'>{self._support_heading(report)}: "
@@ -253,7 +261,9 @@ class Inspector(PanelBase, W.VBox):
             f"<td style='{keep}'>{esc(u.get('op') or '')}</td>"
             f"<td style='{words}'>{esc(u.get('reason') or '')}</td>"
             f"<td style='{keep}'>{esc(u.get('source') or '')}</td>"
-            f"<td style='{anywhere}'>{esc(u.get('hint') or '')}</td></tr>"
+            f"<td style='{anywhere}'>{esc(u.get('hint') or '')}"
+            f"{'<br>' if u.get('hint') and u.get('next_steps') else ''}"
+            f"{steps_html(self._bound(u.get('next_steps') or []))}</td></tr>"
             for u in report.unsupported)
         table = (TABLE_CSS + "<table class='wb-unsupported wb-t' "
                  "style='width:100%;border-collapse:collapse'>"

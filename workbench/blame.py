@@ -11,12 +11,15 @@ Categories (`CATEGORIES`):
 - machine: this machine (no usable GPU, driver, memory);
 - tool: a runtime or this workbench failed on a model it should have handled (a crash).
 
-Stdlib only (core layer): callers pass message text, get a category and words.
+Core layer (stdlib and workbench.findings): callers pass message text, get a category, words
+and next steps as records.
 """
 from __future__ import annotations
 
 import re
 from typing import List, Optional, Tuple
+
+from workbench.findings import NextStep, step
 
 STRUCTURE, WEIGHTS, INPUTS, MACHINE, TOOL = "structure", "weights", "inputs", "machine", "tool"
 CATEGORIES = (STRUCTURE, WEIGHTS, INPUTS, MACHINE, TOOL)
@@ -71,46 +74,55 @@ def ort_category(text: str, stage: Optional[str] = None) -> str:
     return INPUTS  # a node refused the values it was given at run time
 
 
-def ort_load_hint(text: str, default: str) -> Tuple[str, str]:
-    """(category, next step) for a model onnxruntime cannot load. `default`: the caller's step
-    when nothing more specific is known. MODEL stands for the user's model path."""
+def ort_load_hint(text: str, default: str) -> Tuple[str, str, List[NextStep]]:
+    """(category, what to do in words, next steps as records) for a model onnxruntime cannot
+    load. `default`: the caller's words when nothing more specific is known. Steps name the
+    model as the `{model}` placeholder (bound by the caller or the CLI)."""
     low = str(text).lower()
     cat = ort_category(text, "load")
+    look = [step("inspect", "{model}", why="what the model holds: its ops, inputs and domains")]
     if "locale::locale" in low:
         return MACHINE, ("onnxruntime needs a locale this machine does not have installed "
                          "(StringNormalizer's 'locale' attribute): install it (e.g. "
-                         "locale-gen en_US.UTF-8) or change the attribute")
+                         "locale-gen en_US.UTF-8) or change the attribute"), []
     if "same node name" in low or "duplicate definition" in low or ("duplicate" in low and
                                                                       "name" in low):
-        return STRUCTURE, ("make the names unique: `workbench fix MODEL --recipe "
-                           "rename_duplicates -o OUT`")
+        return STRUCTURE, "make the names unique", [
+            step("fix", "{model}", recipe="rename_duplicates", o="{fixed}",
+                 why="gives the repeated names unique ones")]
     if "not a registered function/op" in low or "no op registered" in low:
         return STRUCTURE, ("onnxruntime has no kernel for that op: load its custom-op library "
-                           "in onnxruntime, or replace the node (`workbench fix MODEL`)")
+                           "in onnxruntime, or replace the node"), [
+            step("check", "{model}", why="names the recipes that replace the node")]
     old = re.search(r"implementation for (\w+)\((\d+)\) node", str(text))
     if old and int(old.group(2)) < 7:  # (onnxruntime implements no op version this old)
         return STRUCTURE, (f"the model uses {old.group(1)} from opset {old.group(2)}, older "
-                           "than any onnxruntime kernel: upgrade its opset with `workbench fix "
-                           "MODEL --recipe opset-upgrade -o OUT`")
+                           "than any onnxruntime kernel: upgrade its opset"), [
+            step("fix", "{model}", recipe="opset-upgrade", o="{fixed}",
+                 why="raises the opset with onnx's version converter")]
     if "could not find an implementation" in low:
         dtype = "bfloat16" if "bfloat16" in low or "(bf16)" in low else None
         return STRUCTURE, ("onnxruntime's CPU build has no kernel for that op with these "
                            "types" + (f" ({dtype})" if dtype else "") + ": keep the node in "
-                           "FP32, or run the model where a kernel exists (a GPU provider)")
+                           "FP32, or run the model where a kernel exists (a GPU provider)"), look
     if cat == WEIGHTS:
-        return WEIGHTS, absent_weights_hint()
+        return WEIGHTS, absent_weights_hint(), absent_weights_steps()
     if "is not a graph input, initializer, or output" in low:
         return STRUCTURE, ("a node reads a tensor nothing defines (a sparse initializer, or an "
-                           "edit that dropped its producer): re-export the model, or check it "
-                           "with `workbench inspect MODEL`")
-    return cat, default
+                           "edit that dropped its producer): re-export the model"), look
+    return cat, default, look
 
 
 def absent_weights_hint() -> str:
-    """The next step for a model whose weights are not stored in it."""
+    """What to do, in words, for a model whose weights are not stored in it."""
     return ("re-export the model with its weights (torch.onnx.export(..., export_params=True), "
-            "or keep its external-data files next to it); `workbench check MODEL --backend "
-            "static` checks the structure without weights")
+            "or keep its external-data files next to it)")
+
+
+def absent_weights_steps() -> List[NextStep]:
+    """The next step for a model whose weights are not stored in it."""
+    return [step("check", "{model}", backend="static",
+                 why="checks the structure without weights")]
 
 
 # -- TensorRT (parser, builder, worker) --------------------------------------------------------
@@ -149,16 +161,20 @@ def initializer_in_message(text: str) -> Optional[str]:
 
 # -- worker crashes ----------------------------------------------------------------------------
 def crash_hint(stage: str, node: Optional[str], op: Optional[str]) -> str:
-    """The next step after TensorRT died while working on a model (`node`/`op`: where, when
-    known). MODEL stands for the user's model path."""
+    """What to do, in words, after TensorRT died while working on a model (`node`/`op`: where,
+    when known); `crash_steps` gives the command."""
     if node or op:
         what = f"{op or 'a'} node '{node}'" if node else f"an unnamed {op} node"
         return (f"TensorRT crashed on {what} instead of refusing it (a TensorRT bug): "
                 "rewrite that node or keep it out of the engine, or try another TensorRT "
-                "version; `workbench check MODEL --backend static` says what the rules know "
-                "about it")
-    return (f"TensorRT crashed while it ran '{stage}': try another TensorRT version, or "
-            "`workbench check MODEL --backend static` for the structure")
+                "version")
+    return f"TensorRT crashed while it ran '{stage}': try another TensorRT version"
+
+
+def crash_steps() -> List[NextStep]:
+    """The next step after a TensorRT crash: what the static rules know about the model."""
+    return [step("check", "{model}", backend="static",
+                 why="says what the rules know about the model's nodes, without TensorRT")]
 
 
 def names(items: List[str], most: int = 3) -> str:

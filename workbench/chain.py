@@ -25,6 +25,14 @@ MANIFEST = "split.json"
 __all__ = ["ChainedRunner", "MANIFEST", "read_manifest"]
 
 
+def _SPLIT_STEP(manifest: Path) -> Any:
+    """The step that writes a split (prefix, tail and manifest) into the manifest's folder."""
+    from workbench.findings import step
+
+    return step("fix", "{model}", split=True, o=str(manifest.parent),
+                why="cuts the model where the backend refuses it and writes the manifest")
+
+
 def read_manifest(folder: Any) -> Dict[str, Any]:
     """The split manifest of `folder` (or the manifest file itself)."""
     p = Path(folder)
@@ -33,14 +41,15 @@ def read_manifest(folder: Any) -> Dict[str, Any]:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         raise WorkbenchError("split manifest not found", file=str(path),
-                             hint="make one with `workbench fix MODEL --split -o FOLDER`") from None
+                             hint="make one: fix --split writes it",
+                             next_steps=[_SPLIT_STEP(path)]) from None
     except ValueError as e:
         raise WorkbenchError(f"split manifest is not JSON ({e})", file=str(path),
-                             hint="re-run `workbench fix MODEL --split -o FOLDER`") from None
+                             hint="write it again", next_steps=[_SPLIT_STEP(path)]) from None
     for key in ("inputs", "outputs", "prefix", "tail"):
         if key not in data:
             raise WorkbenchError(f"split manifest has no '{key}'", file=str(path), field=key,
-                                 hint="re-run `workbench fix MODEL --split -o FOLDER`")
+                                 hint="write it again", next_steps=[_SPLIT_STEP(path)])
     return data
 
 

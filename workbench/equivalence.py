@@ -54,6 +54,9 @@ class Verification:
     def __str__(self) -> str:
         if self.status == "unverified":
             return f"unverified: {self.reason}"
+        if self.max_abs_diff is None:  # (a verdict without figures: outputs that could not be
+            # compared, e.g. a plugin node onnxruntime cannot run)
+            return f"{self.status}: {self.reason or 'no figures'}"
         return f"{self.status}: max abs diff {self.max_abs_diff:.3g} (tolerance {self.tolerance:g})"
 
 

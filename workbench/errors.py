@@ -10,7 +10,7 @@ as it can) does not pay for dataclasses.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 
 class WorkbenchError(Exception):
@@ -25,10 +25,14 @@ class WorkbenchError(Exception):
         field: Optional[str] = None,
         hint: Optional[str] = None,
         category: Optional[str] = None,
+        next_steps: Optional[List[Any]] = None,
     ) -> None:
         self.message = message
         # whose fault (`workbench.blame.CATEGORIES`: structure, weights, inputs, machine, tool)
         self.category = category
+        # what to run next: `workbench.findings.NextStep` records (rendered by the CLI as
+        # commands, by the panels as buttons), never command text in `hint`
+        self.next_steps = list(next_steps or [])
         self.file = None if file is None else str(file)
         self.node = node
         self.field = field
@@ -50,12 +54,14 @@ class WorkbenchError(Exception):
 
     def to_dict(self) -> Dict[str, Any]:
         return {"error": self.message, "file": self.file, "node": self.node,
-                "field": self.field, "hint": self.hint, "category": self.category}
+                "field": self.field, "hint": self.hint, "category": self.category,
+                "next_steps": [s.to_dict() if hasattr(s, "to_dict") else dict(s)
+                               for s in self.next_steps]}
 
 
 def __getattr__(name: str) -> Any:
     """`Finding` and `SEVERITIES` from `workbench.findings`, imported on first use."""
-    if name in ("Finding", "SEVERITIES"):
+    if name in ("Finding", "SEVERITIES", "NextStep", "step"):
         from workbench import findings
 
         return getattr(findings, name)

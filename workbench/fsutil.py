@@ -110,15 +110,156 @@ _guard = threading.Lock()
 _held: Dict[str, List[Any]] = {}  # lock path -> [RLock, fd or None, depth]
 
 
+_flight_fds: set = set()  # fds single_flight holds in this process
+
+
 def _forget_in_child() -> None:
-    """A forked child holds none of its parent's locks (its copy of a locked fd must never
-    unlock the parent's flock, and the parent's thread locks mean nothing there)."""
-    global _guard, _held
-    _guard, _held = threading.Lock(), {}
+    """A forked child holds none of its parent's locks: its copies of the locked fds are
+    closed (closing a copy never unlocks the parent's flock, which is the parent's until its
+    own fd closes; but a copy kept open would hold the lock after the parent died, for as long
+    as the child lives), and the parent's thread locks mean nothing there."""
+    global _guard, _held, _flight_fds
+    for fd in [e[1] for e in _held.values() if e[1] is not None] + list(_flight_fds):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _guard, _held, _flight_fds = threading.Lock(), {}, set()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
+
+
+WAIT_NOTICE_S = 2.0  # a wait for a lock longer than this says what it waits for, and again
+WAIT_REPEAT_S = 30.0  # every this many seconds
+
+
+def _say(line: str) -> None:
+    """Where a lock wait is told (stderr: the CLI's and the notebook's)."""
+    import sys
+
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _mark_holder(fd: int) -> None:
+    """Write who holds the lock into the lock file: pid, since (epoch s) and the command, so
+    a waiter can say whom it waits for (and notice a holder that is gone)."""
+    import sys
+    import time
+
+    argv = list(sys.argv[:4]) or [""]
+    if argv[0] in ("", "-c", "-m"):  # python -c / -m, a notebook's kernel: name the python
+        argv.insert(0, sys.executable or "python")
+    what = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(argv[:4]))
+    data = f"{os.getpid()}\t{time.time():.0f}\t{what[:200]}\n".encode()
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+    except OSError:  # (a read-only lock file: the lock still works, unnamed)
+        pass
+
+
+def lock_holder(path: PathLike) -> Optional[Dict[str, Any]]:
+    """{pid, since, command, alive} of the process that last took the lock file `path`,
+    None when it names none."""
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as f:
+            pid_s, since_s, what = (f.readline().rstrip("\n").split("\t") + ["", "", ""])[:3]
+        pid, since = int(pid_s), float(since_s)
+    except (OSError, ValueError):
+        return None
+    return {"pid": pid, "since": since, "command": what, "alive": _alive(pid)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (another user's process: it exists)
+        return True
+    try:  # a zombie holds no files: it is gone for a lock's purposes
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _openers(path: str) -> List[int]:
+    """Live processes other than this one with `path` open (Linux /proc; [] elsewhere)."""
+    out = []
+    me = os.getpid()
+    try:
+        target = os.stat(path)
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    st = os.stat(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if (st.st_ino, st.st_dev) == (target.st_ino, target.st_dev):
+                    out.append(pid)
+                    break
+        except OSError:
+            continue
+    return out
+
+
+def _wait_lock(fd: int, key: str, *, cancel: Any = None, deadline: Optional[float] = None,
+               on_wait: Optional[Any] = None, poll: float = 0.05) -> bool:
+    """Take the flock on `fd` (the lock file `key`), waiting while another process holds it;
+    no wait is silent: after WAIT_NOTICE_S it says whom it waits for and since when (then
+    every WAIT_REPEAT_S), and a holder that has died while a process it forked keeps the
+    file open is an error naming that process (the kernel would never release it). Returns
+    whether it waited. `cancel` / `deadline`: LockWaitStopped."""
+    import time
+
+    if _try_lock_fd(fd):
+        return False
+    if on_wait is not None:
+        on_wait()
+    t0 = time.monotonic()
+    started = time.time()
+    told = None
+    while not _try_lock_fd(fd):
+        if cancel is not None and cancel.is_set():
+            raise LockWaitStopped("cancelled")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise LockWaitStopped("timeout")
+        now = time.monotonic()
+        if now - t0 >= WAIT_NOTICE_S and (told is None or now - told >= WAIT_REPEAT_S):
+            told = now
+            holder = lock_holder(key)
+            if holder is not None and not holder["alive"]:
+                others = _openers(key)
+                if others and _try_lock_fd(fd):  # (released meanwhile)
+                    break
+                if others:
+                    from workbench.errors import WorkbenchError
+
+                    raise WorkbenchError(
+                        f"the lock is held by pid {others[0]}, which kept it open after pid "
+                        f"{holder['pid']} ({holder['command']}) that took it exited",
+                        file=key, hint=f"end pid {others[0]} (kill {others[0]}) or wait for "
+                        "it to exit; then run again")
+            since = time.strftime("%H:%M:%S", time.localtime(started))
+            who = (f"pid {holder['pid']} ({holder['command']}), holding it since "
+                   f"{time.strftime('%H:%M:%S', time.localtime(holder['since']))}"
+                   if holder is not None else "another process")
+            _say(f"workbench: waiting since {since} for the lock {key}, held by {who}")
+        time.sleep(poll)
+    return True
 
 
 def _lock_fd(fd: int) -> None:
@@ -154,7 +295,11 @@ def locked(path: PathLike) -> Iterator[None]:
             os.makedirs(os.path.dirname(key), exist_ok=True)
             fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o666)
             try:
-                _lock_fd(fd)
+                if fcntl is not None:
+                    _wait_lock(fd, key)
+                    _mark_holder(fd)
+                else:  # pragma: no cover - Windows: msvcrt's own bounded wait
+                    _lock_fd(fd)
             except BaseException:
                 os.close(fd)
                 raise
@@ -202,35 +347,28 @@ def single_flight(path: PathLike, *, cancel: Any = None, deadline: Optional[floa
     Unlike `locked` it may be held for minutes and is not re-entrant: each entry opens its own
     file description, so two threads of one process exclude each other too. `on_wait()` is
     called once when the lock is taken by someone else; waiting stops with LockWaitStopped
-    when `cancel.is_set()` or `time.monotonic()` passes `deadline`. Yields whether it waited."""
-    import time
-
+    when `cancel.is_set()` or `time.monotonic()` passes `deadline`. Yields whether it waited.
+    A long wait says whom it waits for (see `_wait_lock`)."""
     key = os.path.abspath(os.fspath(path))
     os.makedirs(os.path.dirname(key), exist_ok=True)
     fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o666)
-    waited = False
+    _flight_fds.add(fd)
     try:
-        while not _try_lock_fd(fd):
-            if not waited and on_wait is not None:
-                on_wait()
-            waited = True
-            if cancel is not None and cancel.is_set():
-                raise LockWaitStopped("cancelled")
-            if deadline is not None and time.monotonic() >= deadline:
-                raise LockWaitStopped("timeout")
-            time.sleep(poll)
+        waited = _wait_lock(fd, key, cancel=cancel, deadline=deadline, on_wait=on_wait,
+                            poll=poll)
+        _mark_holder(fd)
         try:
             yield waited
         finally:
             _unlock_fd(fd)
     finally:
+        _flight_fds.discard(fd)
         os.close(fd)
 
 
 def fixed_name(path: str) -> str:
-    """Where a fix of file `path` goes by default: `<name>.fixed.onnx` beside it
-    (`<name>.fixed2.onnx` for a file already named so, and so on)."""
-    src = Path(path)
-    m = re.fullmatch(r"(.*)\.fixed(\d*)", src.stem)
-    stem = f"{m.group(1)}.fixed{int(m.group(2) or 1) + 1}" if m else f"{src.stem}.fixed"
-    return str(src.with_name(stem + ".onnx"))
+    """Where a fix of file `path` goes by default (`workbench.findings.fixed_name`, where next
+    steps name it; loaded on first use)."""
+    from workbench.findings import fixed_name as named
+
+    return named(path)

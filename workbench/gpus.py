@@ -155,8 +155,10 @@ def resolve_gpu(wanted: str, gpus: Optional[List[Gpu]] = None) -> Gpu:
     gpus = list_gpus() if gpus is None else gpus
     wanted = str(wanted).strip()
     if not gpus:
-        raise WorkbenchError(f"no NVIDIA GPU found for --gpu {wanted} (neither NVML nor "
-                             "`nvidia-smi -L` lists one)", field="gpu",
+        from workbench.worker.nogpu import needs_gpu
+
+        raise WorkbenchError(needs_gpu(f"--gpu {wanted}", present=False) + " (neither NVML "
+                             "nor `nvidia-smi -L` lists one)", field="gpu",
                              hint="drop --gpu on a machine without a GPU, or run where "
                              "`nvidia-smi -L` lists the device")
     devices = _all(gpus)

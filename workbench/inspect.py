@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Union
 
 from workbench.errors import Finding
+from workbench.findings import step
 from workbench.graphindex import scope_of, scope_parts
 from workbench.model import Model, external_location, model_skeleton, open_model
 from workbench.onnx_light import has_schema, onnx_proto
@@ -552,15 +553,19 @@ def _lint(model: Model, ops: Dict[str, int], inputs: List[TensorInfo],
                              f"op(s) not in the ONNX standard domain: {', '.join(kinds[:10])}",
                              nodes=[i for i, _ in unknown], source="inspect",
                              hint="a custom op in the default domain: it needs a TensorRT "
-                             "plugin or a decomposition (`workbench check` says more)"))
+                             "plugin or a decomposition",
+                             next_steps=[step("check", "{model}", why="whether TensorRT takes "
+                                              "them, and the recipes that replace them")]))
     outside = [(mid, f"{n.domain}::{n.op_type}") for mid, n in zip(model.node_ids, g.node)
                if n.domain not in ("", "ai.onnx", "ai.onnx.ml") and n.op_type not in local]
     custom = sorted({op for _, op in outside})
     if custom:
         found.append(Finding("warning", "custom-domain-ops",
                              f"ops outside the ONNX standard: {', '.join(custom[:10])}",
-                             nodes=[i for i, _ in outside], source="inspect", hint="check them with `workbench check`; they "
-                             "need a TensorRT plugin or a decomposition"))
+                             nodes=[i for i, _ in outside], source="inspect",
+                             hint="they need a TensorRT plugin or a decomposition",
+                             next_steps=[step("check", "{model}", why="whether TensorRT takes "
+                                              "them, and the recipes that replace them")]))
     if shape_status.startswith("failed"):
         found.append(Finding("warning", "shape-inference-failed",
                              f"ONNX shape inference {shape_status}", source="inspect",
@@ -617,16 +622,15 @@ def _conflict_findings(model: Model, conflicts: List[tuple]) -> List[Finding]:
     """One warning per node whose inferred output contradicts the declared value_info (a stale
     file: the graph was edited and its shapes were not): the shapes shown there are the file's,
     not the real ones."""
-    import shlex
-
-    path = shlex.quote(str(model.path)) if model.path else "MODEL"
     return [Finding("warning", "declared-shape-conflict",
                     f"node '{node}' ({op}): the shape the file declares for a tensor here "
                     f"contradicts ONNX shape inference ({what}); shapes shown for it are the "
                     "file's, which may be stale", nodes=[node] if node else [], op=op or None,
                     source="inspect",
-                    hint=f"re-infer the shapes: `workbench fix {path} --recipe infer_shapes -o "
-                    "FIXED.onnx` (replaces the stale value_info), or re-export the model")
+                    hint="re-infer the shapes (replaces the stale value_info), or re-export the "
+                    "model", next_steps=[step("fix", "{model}", recipe="infer_shapes",
+                                              o="{fixed}", why="re-infers the shapes, "
+                                              "replacing the stale value_info")])
             for node, op, what in conflicts]
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
 
 from workbench.errors import Finding, WorkbenchError
+from workbench.findings import step
 from workbench.fsutil import atomic_write_bytes
 from workbench.graphindex import GraphIndex, stable_node_ids  # noqa: F401 (re-export)
 from workbench.onnx_light import onnx_proto
@@ -104,26 +105,26 @@ class Model:
         """Raise the one-line WorkbenchError (category "weights") when the model's weights are
         not all stored where runtimes read them: none stored (a weightless export), or stored
         as sparse tensors, which TensorRT's parser does not read (densify them first)."""
-        import shlex
-
         from workbench import blame
 
         label = str(self.path) if self.path else self.name
-        path = shlex.quote(label) if self.path else "MODEL"
+        bound = str(self.path) if self.path else None  # (steps keep {model} without a path)
         if self.absent_weights:
             n, total = len(self.absent_weights), len(self.graph.initializer)
             raise WorkbenchError(
                 f"the model stores no weights: {n} of {total} initializer(s) declare a shape "
                 f"but hold no data ({blame.names(self.absent_weights)}); {what} needs them",
-                file=label, category=blame.WEIGHTS,
-                hint=blame.absent_weights_hint().replace("MODEL", path))
+                file=label, category=blame.WEIGHTS, hint=blame.absent_weights_hint(),
+                next_steps=[st.bound(model=bound) for st in blame.absent_weights_steps()])
         if self.sparse_weights:
             raise WorkbenchError(
                 f"the model stores weights as sparse tensors ({blame.names(self.sparse_weights)})"
                 f", which TensorRT and the graph tools do not read; {what} needs them dense",
-                file=label, category=blame.WEIGHTS,
-                hint=f"write a dense copy: `workbench fix {path} --recipe densify_sparse -o "
-                     f"{shlex.quote(_dense_name(label))}`")
+                file=label, category=blame.WEIGHTS, hint="write a dense copy",
+                next_steps=[step("fix", "{model}", recipe="densify_sparse",
+                                 o=_dense_name(label) if self.path else "{stem}.dense.onnx",
+                                 why="stores each sparse weight as a dense tensor")
+                            .bound(model=bound)])
 
     @property
     def index(self) -> GraphIndex:
@@ -397,8 +398,11 @@ def _checked(proto: "onnx.ModelProto", p: Optional[Path], size: int) -> Model:
             f"{len(m.sparse_weights)} weight(s) are stored as sparse tensors (e.g. "
             f"'{m.sparse_weights[0]}'): TensorRT's parser does not read them",
             tensors=m.sparse_weights[:20], source="model", category="weights",
-            hint="write a dense copy with `workbench fix MODEL --recipe densify_sparse -o OUT`"
-            .replace("MODEL", _quoted(p))))
+            hint="write a dense copy",
+            next_steps=[step("fix", "{model}", recipe="densify_sparse",
+                             o=_dense_name(str(p)) if p else "{stem}.dense.onnx",
+                             why="stores each sparse weight as a dense tensor")
+                        .bound(model=str(p) if p else None)]))
     if short:
         m.warnings.append(Finding(
             "warning", "external-data-truncated",
@@ -427,12 +431,6 @@ def _holds_no_data(t: "onnx.TensorProto") -> bool:
     if t.HasField("raw_data"):  # (its length without copying the bytes when it is large)
         return t.ByteSize() < 4096 and len(t.raw_data) == 0
     return not any(len(getattr(t, f)) for f in _DATA_FIELDS)
-
-
-def _quoted(p: Optional[Path]) -> str:
-    import shlex
-
-    return shlex.quote(str(p)) if p else "MODEL"
 
 
 def _dense_name(label: str) -> str:

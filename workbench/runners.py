@@ -672,22 +672,24 @@ def low_float_runner(model: Any) -> str:
 
 
 def load_error(runner: str, e: BaseException, label: Optional[str],
-               hint: str = "check it with `workbench inspect`") -> Any:
+               hint: Optional[str] = None) -> Any:
     """WorkbenchError for a model the runner cannot load: the runner's own words without the
-    temporary file it was loaded from, naming the user's model, blamed and with the next step
-    as `workbench.blame` decides (repeated node names, an op without a kernel, no weights)."""
+    temporary file it was loaded from, naming the user's model, blamed as `workbench.blame`
+    decides (repeated node names, an op without a kernel, no weights), with the next step as a
+    record."""
     from workbench import blame
     from workbench.errors import WorkbenchError
     from workbench.ortchild import load_message
 
     msg = load_message(" ".join(str(e).split()))
-    category, hint = blame.ort_load_hint(msg, hint)
-    if label and os.path.exists(label):
-        import shlex
+    category, hint, steps = blame.ort_load_hint(msg, hint or "")
+    return WorkbenchError(f"{runner} cannot load the model: {msg[:300]}", file=label,
+                          hint=hint or None, category=category, next_steps=_bound(steps, label))
 
-        hint = hint.replace("MODEL", shlex.quote(label))
-    return WorkbenchError(f"{runner} cannot load the model: {msg[:300]}", file=label, hint=hint,
-                          category=category)
+
+def _bound(steps: List[Any], label: Optional[str]) -> List[Any]:
+    """The steps with {model} as the user's path, where `label` is one."""
+    return [s.bound(model=label) for s in steps] if label and os.path.exists(label) else steps
 
 
 def user_error(e: BaseException, label: Optional[str] = None) -> Any:
@@ -734,8 +736,10 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
     msg = re.sub(r"^\S*/\S+\.(h|cc|cpp):\d+ ", "", msg)
     msg = re.sub(r"\S+ [=!<>]=? \S+ was false\. ", "", msg)  # (its assertion, not words)
     what = f"the {op.group(1)} " if op else "a "
-    hint = ("check the inputs' shapes and dtypes against the model's inputs "
-            "(`workbench inspect MODEL`)")
+    hint = "check the inputs' shapes and dtypes against the model's inputs"
+    from workbench.findings import step
+
+    steps = [step("inspect", "{model}", why="the model's inputs: names, shapes, dtypes")]
     shapes = re.search(r"Input shape:\s*\{([^}]*)\},\s*requested shape:\s*\{([^}]*)\}", msg)
     if op and op.group(1) == "Reshape" and shapes:
         hint = (f"the Reshape's target shape {{{shapes.group(2)}}} does not fit an input of "
@@ -761,12 +765,9 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
                 f"sequence axis that indexes a position table can be at most {rows} long; "
                 f"token ids must be below {rows}: shorten the inputs (or the profile's max) "
                 "to fit")
-    if label and os.path.exists(label):
-        import shlex
-
-        hint = hint.replace("MODEL", shlex.quote(label))
     return WorkbenchError(f"onnxruntime could not run {what}node on these inputs: {msg[:300]}",
-                          file=label, node=node, hint=hint, category="inputs")
+                          file=label, node=node, hint=hint, category="inputs",
+                          next_steps=_bound(steps, label))
 
 
 def make_runner(kind: str, model: Any, *, mark_all: bool = False,

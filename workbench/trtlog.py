@@ -28,15 +28,30 @@ _TENSOR = re.compile(r"(?:tensor|Tensor|input|Input|output|Output)[: ]+'?\"?([^\
 _PROFILE_SHAPES = re.compile(r"Profile k(MIN|OPT|MAX) values are not self-consistent", re.I)
 _TRT_CHECK = re.compile(r"\s*Condition '[^']*' violated.*$|\s*In operator\(\) at .*$", re.S)
 
+def _steps(code: str) -> List[Any]:
+    """The next steps of a build-log finding, as records (the hint stays words)."""
+    from workbench.findings import step
+
+    if code == "profile-cannot-run":
+        return [step("profiles", "{model}", why="runs the model on onnxruntime at a profile's "
+                     "min, opt and max and proposes one it runs at")]
+    if code == "fp16-layernorm-risk":
+        return [step("precision", "{model}", to="fp16", calib="{data}", o="{stem}.fp16.onnx",
+                     why="names any activation beyond the FP16 range on your data")]
+    if code == "missing-plugin":
+        return [step("check", "{model}", why="names the recipes that replace the node")]
+    return []
+
+
 # (code, severity, regex, explanation, hint)
 _RULES = [
     ("profile-cannot-run", "warning", _PROFILE_SHAPES,
      "the profile's {which} shapes cannot run the model (TensorRT's shape check at {which} "
      "failed: a call at those shapes fails; the engine runs the shapes of the profile the "
      "model can run)",
-     "`workbench profiles MODEL` runs the model on onnxruntime at a profile's min, opt and max "
-     "and proposes one; or build with --profile NAME:MIN:OPT:MAX whose {which} the model can "
-     "run (the message says the size the node needs)"),
+     "profiles proposes a profile the model runs at; or build with --profile "
+     "NAME:MIN:OPT:MAX whose {which} the model can run (the message says the size the node "
+     "needs)"),
     ("timing-cache-unused", "warning",
      re.compile(r"timing cache will not be used|myelinCache\.h::deserializeFromBuffer", re.I),
      "TensorRT could not read the timing cache (it holds entries of another build it cannot "
@@ -47,8 +62,8 @@ _RULES = [
      re.compile(r"layernorm.*(?:Reduce|Pow).*may cause overflow|INormalizationLayer", re.I),
      "TensorRT warns that a layer normalization written as Reduce/Pow ops (not one "
      "LayerNormalization node) may overflow in FP16; nothing overflowed yet",
-     "check it on your data (`workbench precision MODEL --to fp16 --calib DATA -o OUT.onnx` names "
-     "any activation beyond the FP16 range); to keep those ops in FP32: --exclude-op Pow "
+     "check it on your data (precision --to fp16 with --calib names any activation beyond "
+     "the FP16 range); to keep those ops in FP32: --exclude-op Pow "
      "--exclude-op ReduceMean; or export with opset >= 17 so it is one LayerNormalization"),
     ("fp16-overflow", "warning",
      re.compile(r"finite FP32 values which would overflow in FP16|closest finite FP16", re.I),
@@ -87,7 +102,7 @@ _RULES = [
                 r"getPluginCreator|Failed to load (?:plugin|library)", re.I),
      "a plugin needed by the model is not available",
      "pass the plugin library with --plugins PATH, or replace the node with a supported "
-     "subgraph (workbench fix)"),
+     "subgraph"),
     ("unused-input", "info", re.compile(r"Unused Input", re.I),
      "a network input is not used by any layer", "remove it or check the graph"),
     ("calibrator-unused", "info",
@@ -325,7 +340,8 @@ def findings_from_log(messages: List[Dict[str, str]], names: Optional[NameIndex]
         if rule is not None and not nodes and not tensors and hint and "--exclude NODE" in hint:
             hint += " (TensorRT's log named no weights or nodes here)"
         f = Finding(sev, code, msg, nodes=nodes, tensors=tensors, hint=hint, source="build-log",
-                    extra={"count": 1, "level": level})
+                    extra={"count": 1, "level": level},
+                    next_steps=_steps(code) if rule is not None else [])
         by_key[key] = f
         order.append(key)
     out = [by_key[k] for k in order]

@@ -37,6 +37,7 @@ from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig, layer_precisions, resolve_route
 from workbench import __version__
 from workbench.errors import Finding, WorkbenchError
+from workbench.findings import step
 from workbench.fsutil import LockWaitStopped, single_flight
 from workbench.precision import table
 from workbench.worker.protocol import BAD_INPUT_CODES, BUILD_BACKENDS
@@ -56,8 +57,9 @@ class BuildFailed(WorkbenchError):
     def __init__(self, message: str, *, node: Optional[str] = None, op: Optional[str] = None,
                  hint: Optional[str] = None, code: str = "build-failed",
                  log: Optional[List[Dict[str, str]]] = None,
-                 findings: Optional[List[Finding]] = None, file: Optional[str] = None) -> None:
-        super().__init__(message, node=node, hint=hint, file=file)
+                 findings: Optional[List[Finding]] = None, file: Optional[str] = None,
+                 next_steps: Optional[List[Any]] = None) -> None:
+        super().__init__(message, node=node, hint=hint, file=file, next_steps=next_steps)
         self.op = op
         self.code = code
         self.log = log or []
@@ -718,9 +720,10 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             for k, err in enumerate(errs):  # every node the parser refused, not only the first
                 n = err.get("node") or _node_for_index(ref, err.get("node_index"))
                 plugin = "plugin" in str(err.get("message", "")).lower()
-                hint = ("pass the plugin library with --plugins, or replace the node "
-                        "(`workbench fix MODEL`)" if plugin else
-                        "see `workbench check MODEL`; `workbench fix MODEL` proposes recipes")
+                hint = ("pass the plugin library with --plugins, or replace the node" if plugin
+                        else None)
+                steps = [step("check", "{model}", why="names every unsupported node and the "
+                              "recipes that fix it")]
                 raw = str(err.get("message"))
                 said = raw
                 cause = causes.get(n) if n and not plugin else None
@@ -739,8 +742,14 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                 found.append(Finding(
                     "error", code,
                     f"TensorRT's parser refused {err.get('op') or 'the node'}: {said}",
-                    nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint))
+                    nodes=[n] if n else [], op=err.get("op") or None, source="parser", hint=hint,
+                    next_steps=steps))
             hint = e.hint
+            first_steps: List[Any] = []
+            if e.code == "parse-failed":  # the worker's hint names a command: as a record here
+                hint = None
+                first_steps = [step("check", "{model}", why="names every unsupported node and "
+                                    "the recipes that fix it")]
             said = _profile_violation(message, config, shlex.quote(str(ref.path)) if ref.path
                                       else "MODEL")
             if said is not None:  # an axis the export fixed, declared dynamic
@@ -749,7 +758,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             raise BuildFailed(message, node=node, op=e.op or (errs[0].get("op") if errs and
                                                               node else None),
                               hint=hint, code=e.code, log=log,
-                              findings=found,
+                              findings=found, next_steps=first_steps,
                               file=str(ref.path) if ref.path else None) from None
         finally:
             if not done:  # the partial engine and the worker's own temp file, if any
@@ -833,8 +842,6 @@ def _refuse_zero_size_axes(ref: ModelRef) -> None:
     """An input axis TensorRT reads as a fixed size 0 (`inputs.zero_size_axes`) is refused
     before the build, naming the input, the axis and the recipe that names the axis (else
     TensorRT refuses every profile as 'changes static dim 0 (0 -> 1)')."""
-    import shlex
-
     from workbench.inputs import shape_text, zero_size_axes
 
     bad = zero_size_axes(ref.model)
@@ -842,26 +849,23 @@ def _refuse_zero_size_axes(ref: ModelRef) -> None:
         return
     name, axis, how = bad[0]
     more = f" (and {len(bad) - 1} more axis/axes)" if len(bad) > 1 else ""
-    path = shlex.quote(str(ref.path)) if ref.path else "MODEL"
     raise WorkbenchError(
         f"input '{name}' axis {axis} {how}{more}", file=str(ref.path) if ref.path else None,
-        field=f"inputs.{name}",
-        hint=f"give the axis a name or a size: `workbench fix {path} --recipe "
-        f"set_input_shapes:shapes={shlex.quote(name)}/{shape_text(ref.model, name)} -o "
-        "FIXED.onnx`, then build FIXED.onnx")
+        field=f"inputs.{name}", hint="give the axis a name or a size, then build the fixed model",
+        next_steps=[step("fix", "{model}", recipe=f"set_input_shapes:shapes={name}/"
+                         f"{shape_text(ref.model, name)}", o="{fixed}",
+                         why="names the axis (edit the size to yours)")])
 
 
 def _profile_shape_findings(found: List[Finding], ref: ModelRef, defaulted: bool
                             ) -> List[Finding]:
     """The build log's findings, with TensorRT's "Profile kMIN values are not self-consistent"
-    (`profile-cannot-run`) naming the model in its next step and, where the build took the
-    default profile (no --profile given), saying so: the profile is the workbench's guess."""
-    who = shlex.quote(str(ref.path)) if ref.path is not None else "MODEL"
+    (`profile-cannot-run`), where the build took the default profile (no --profile given),
+    saying so: the profile is the workbench's guess. (Its next step is a record the CLI
+    names the model in.)"""
     for f in found:
         if f.code != "profile-cannot-run":
             continue
-        if f.hint:
-            f.hint = f.hint.replace("`workbench profiles MODEL`", f"`workbench profiles {who}`")
         if defaulted:
             f.message = f.message.replace(
                 "the profile's", "the default profile's (no --profile was given)", 1)

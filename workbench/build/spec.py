@@ -44,6 +44,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _ordered_example(name: str, trio: List[List[int]]) -> str:
+    """NAME:MIN:OPT:MAX from the user's own three shapes with each axis's sizes put in order
+    (min <= opt <= max): an example of the input's own rank, not some other model's."""
+    axes = [sorted(max(0, d) for d in sizes) for sizes in zip(*trio)]
+    return name + ":" + ":".join("x".join(str(a[i]) for a in axes) or "scalar"
+                                 for i in range(3))
+
+
 def _norm_profile(p: Any, k: int) -> Dict[str, List[Shape]]:
     if hasattr(p, "to_dict") and not isinstance(p, dict):
         p = p.to_dict()
@@ -71,7 +79,7 @@ def _norm_profile(p: Any, k: int) -> Dict[str, List[Shape]]:
                 raise WorkbenchError(
                     f"profile {k} for '{name}' axis {axis}: need min <= opt <= max, got "
                     f"{a}, {b}, {c}", field=f"profiles[{k}].{name}",
-                    hint="e.g. --profile %s:1x3x32x32:8x3x32x32:32x3x32x32" % name)
+                    hint="e.g. --profile %s" % _ordered_example(name, trio))
         out[str(name)] = trio
     return out
 

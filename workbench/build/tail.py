@@ -68,14 +68,22 @@ def _model_word(model: Any) -> str:
     return shlex.quote(str(model)) if isinstance(model, (str, Path)) else "MODEL"
 
 
-def _refusal(failure: Any, why: str, model: Any = None) -> Any:
-    """The build's own failure, with why no split could take the refused nodes."""
-    why = why.replace("MODEL", _model_word(model))
+def _refusal(failure: Any, why: str, model: Any = None, fix: Any = None) -> Any:
+    """The build's own failure, with why no split could take the refused nodes (`fix`: the
+    NextStep that rewrites the refused node, when one does)."""
+    from workbench.findings import step
+
+    path = str(model) if isinstance(model, (str, Path)) else None
     failure.hint = f"{failure.hint + '; ' if failure.hint else ''}no split build: {why}"
+    steps = [fix] if fix is not None else [
+        step("fix", "{model}", o="{fixed}", auto=True,
+             why="applies the recipes that fix the refused nodes, verified on onnxruntime")]
+    steps = [s.bound(model=path) for s in steps]
+    failure.next_steps = steps + [s for s in failure.next_steps if s not in steps]
     failure.findings.append(Finding("info", "no-split", f"the build did not split the model "
                                     f"at the refused nodes: {why}", nodes=[failure.node]
                                     if failure.node else [], source="build",
-                                    hint=f"`workbench fix {_model_word(model)}` proposes recipes"))
+                                    next_steps=steps))
     return failure
 
 
@@ -240,8 +248,12 @@ def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., A
     fixable = _exact_rewrites(model, backend, client, config.target or "sm89")
     if fixable:
         p = fixable[0]
-        raise _refusal(failure, f"`workbench fix MODEL --auto` rewrites {p.op} at '{p.node}' "
-                       f"exactly ({p.recipe}): fix the model first, then build", model) from None
+        from workbench.findings import step
+
+        raise _refusal(failure, f"{p.op} at '{p.node}' has an exact rewrite ({p.recipe}): fix "
+                       "the model first, then build", model,
+                       step("fix", "{model}", o="{fixed}", auto=True,
+                            why=f"rewrites {p.op} at '{p.node}' exactly ({p.recipe})")) from None
     try:
         res = split_model(model, backend=backend, client=client, build=by_builder,
                           target=config.target or "sm89", verify=True,

@@ -36,7 +36,7 @@ class _UsageError(SystemExit):
 
 
 def _json_error(verb: Optional[str], code: int, line: str,
-                err: Optional[WorkbenchError] = None) -> None:
+                err: Optional[WorkbenchError] = None, model: Optional[str] = None) -> None:
     """With --json, a failure still prints one JSON object on stdout: ok false, the exit
     code and the same one line as stderr (plus file/node/field/hint when known)."""
     import json
@@ -44,6 +44,10 @@ def _json_error(verb: Optional[str], code: int, line: str,
     out = {"ok": False, "verb": verb, "exit_code": code, "message": line}
     if err is not None:
         out.update({k: v for k, v in err.to_dict().items() if k != "error"})
+        if out.get("next_steps"):
+            from workbench.cli.nextstep import json_steps
+
+            out = json_steps(out, model=model)
     try:
         sys.stdout.write(json.dumps(out) + "\n")
         sys.stdout.flush()
@@ -141,12 +145,30 @@ def _first_model(mods: list, args: Any) -> Optional[str]:
     return str(paths[0]) if paths else None
 
 
-def _report(verb: Optional[str], e: WorkbenchError, want_json: bool) -> int:
-    """A WorkbenchError as the CLI reports it: one line on stderr (and the JSON object)."""
+def _model_arg(args: Any) -> Optional[str]:
+    """The model path the user typed (what a next step's {model} becomes): `model`,
+    compare's `reference`, or the first of `models`."""
+    for name in ("model", "reference", "models"):
+        v = getattr(args, name, None)
+        v = v[0] if isinstance(v, list) and v else v
+        if isinstance(v, str):
+            return v
+    return None
+
+
+def _report(verb: Optional[str], e: WorkbenchError, want_json: bool,
+            args: Any = None) -> int:
+    """A WorkbenchError as the CLI reports it: one line on stderr, then its next steps as
+    commands that run when pasted (and the JSON object)."""
     line = f"workbench {verb}: error: {e.one_line()}"
+    model = _model_arg(args)
+    if getattr(e, "next_steps", None):  # (still one line: the commands in backticks)
+        from workbench.cli.nextstep import inline
+
+        line += " " + inline(e.next_steps, model=model)
     sys.stderr.write(line + "\n")
     if want_json:
-        _json_error(verb, EXIT_BAD_INPUT, line, e)
+        _json_error(verb, EXIT_BAD_INPUT, line, e, model)
     return EXIT_BAD_INPUT
 
 
@@ -272,7 +294,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _report(args.verb, bad, want_json)
         return int(args._run(args) or 0)
     except WorkbenchError as e:
-        return _report(args.verb, e, want_json)
+        return _report(args.verb, e, want_json, args)
     except KeyboardInterrupt:
         sys.stderr.write(f"workbench {args.verb}: interrupted\n")
         return 130
@@ -286,11 +308,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "the inputs were made up (--allow-random): values such as a shape or an index "
                 "may mean nothing to the model, pass real ones with --inputs PATH")
         if user is not None:  # (a model onnxruntime refuses, met where nobody explained it)
-            line = f"workbench {args.verb}: error: {user.one_line()}"
-            sys.stderr.write(line + "\n")
-            if want_json:
-                _json_error(args.verb, EXIT_BAD_INPUT, line, user)
-            return EXIT_BAD_INPUT
+            return _report(args.verb, user, want_json, args)
         if os.environ.get("WORKBENCH_DEBUG"):
             raise
         msg = " ".join(f"{type(e).__name__}: {e}".split())[:500]

@@ -197,6 +197,7 @@ class _StderrProgress:
 
     def __init__(self) -> None:
         self.last = ""
+        self.noticed: set = set()  # the findings already told as a notice (told once)
         self.tty = sys.stderr.isatty()
         self.last_key: Any = None
         if self.tty:
@@ -209,6 +210,8 @@ class _StderrProgress:
     def __call__(self, ev: Dict[str, Any]) -> None:
         if ev.get("event") == "notice":  # e.g. the default profile chosen: before the build
             self._line(f"note: {ev.get('message', '')}", newline=True)
+            f = ev.get("finding") or {}
+            self.noticed.add((f.get("code"), f.get("message")))
             return
         if ev.get("event") == "log":
             if ev.get("level") == "error":  # one line per message (TensorRT's span lines)
@@ -276,18 +279,25 @@ def run(args: "argparse.Namespace") -> int:
         if progress:
             progress.close()
         out = {"ok": False, "error": e.message, "code": e.code, "node": e.node, "op": e.op,
-               "hint": e.hint, "findings": [f.to_dict() for f in e.findings]}
+               "hint": e.hint, "next_steps": [s.to_dict() for s in e.next_steps],
+               "findings": [f.to_dict() for f in e.findings]}
         if args.json:
             from workbench.cli.common import print_json
+            from workbench.cli.nextstep import json_steps
 
-            print_json(out)
+            print_json(json_steps(out, model=args.model))
         else:
+            from workbench.cli.nextstep import error_text, finding_text
+
             where = f" at node '{e.node}'" if e.node else ""
             line = f"workbench build: build failed{where}: {e.message}" + \
                 (f" ({e.hint})" if e.hint else "")
             sys.stderr.write(" ".join(line.split()) + "\n")  # (TensorRT's words span lines)
+            seen: set = set()
+            if e.next_steps:
+                sys.stderr.write(error_text(e, seen, model=args.model) + "\n")
             for f in e.findings[:10]:
-                sys.stderr.write("  " + " ".join(str(f).split()) + "\n")
+                sys.stderr.write(finding_text(f, seen=seen, model=args.model) + "\n")
         return 1
     finally:
         if progress:
@@ -300,8 +310,9 @@ def run(args: "argparse.Namespace") -> int:
     d["ok"] = True
     if args.json:
         from workbench.cli.common import print_json
+        from workbench.cli.nextstep import json_steps
 
-        print_json(d)
+        print_json(json_steps(d, model=args.model, data=getattr(args, "calib", None)))
         return 0
     hit = " (cache hit)" if res.cache_hit else ""
     print(f"engine: {d['engine_path']} ({res.size_bytes / 1e6:.2f} MB){hit}")
@@ -321,11 +332,17 @@ def run(args: "argparse.Namespace") -> int:
         print("memory: " + ", ".join(f"{k.replace('_bytes', '')} {v / 2**20:.1f} MiB"
                                      for k, v in mem.items()))
     from workbench.cli.common import pasteable
+    from workbench.cli.nextstep import finding_text
 
+    told = progress.noticed if progress is not None else set()
+    seen: set = set()
     for f in res.findings:
-        if f.code != "split-build":  # its notice went to stderr before the engine line
+        # a split's notice and the default profile's went to stderr before the engine line
+        if f.code != "split-build" and (f.code, f.message) not in told:
             converted = None if getattr(res, "split", None) else res.export.get("onnx") or None
-            print(f"  {pasteable(str(f), args.model, getattr(args, 'calib', None), converted)}")
+            print(pasteable(finding_text(f, seen=seen, model=args.model,
+                                         data=getattr(args, "calib", None)),
+                            args.model, getattr(args, 'calib', None), converted))
     print("trtexec:    " + res.export.get("trtexec", ""))
     print("polygraphy: " + res.export.get("polygraphy", ""))
     for note in res.export.get("notes") or []:

@@ -113,10 +113,17 @@ def _human(d: Dict[str, Any]) -> str:
         lines.append(_table(rows, ["node", "op", "found by", "reason"], [28, 16, 8, 70]))
         lines.append("")
         lines.append("Next steps:")
+        from workbench.cli.nextstep import lines as step_lines
+
         for u in d["unsupported"]:
-            lines.append(f"  {u.get('node') or '(graph)'}: {u.get('hint') or '-'}")
+            steps = u.get("next_steps") or []
+            lines.append(f"  {u.get('node') or '(graph)'}: "
+                         f"{u.get('hint') or ('' if steps else '-')}".rstrip())
+            lines += step_lines(steps, "      ", model=d.get("model"))
     warnings = [f for f in d["findings"] if f["severity"] != "error"]
     if warnings:
+        from workbench.cli.nextstep import lines as step_lines
+
         lines.append("")
         lines.append("Also worth knowing:")
         for group in group_findings(warnings):
@@ -125,6 +132,7 @@ def _human(d: Dict[str, Any]) -> str:
                 where = f" [{', '.join(f['nodes'])}]" if f.get("nodes") else ""
                 nxt = f" -> {f['hint']}" if f.get("hint") else ""
                 lines.append(f"  {f['severity']}{where}: {f['message']}{nxt}")
+                lines += step_lines(f.get("next_steps") or [], "      ", model=d.get("model"))
                 continue
             names = [g["nodes"][0] for g in group]
             shown = ", ".join(names[:SHOWN]) + (f" and {n - SHOWN} more" if n > SHOWN else "")
@@ -209,7 +217,9 @@ def run(args: argparse.Namespace) -> int:
         advise(report)
     d = report.to_dict()
     if args.json:
-        print_json(d)
+        from workbench.cli.nextstep import json_steps
+
+        print_json(json_steps(d, model=args.model))
     else:
         sys.stdout.write(_human(d) + "\n")
     return 0 if report.supported else 1

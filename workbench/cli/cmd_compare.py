@@ -378,8 +378,12 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
     for t in worst[:top]:
         print(f"{t.tensor[:48]:48} {t.op:{w_op}} {_fmt(t.max_abs):>10} {_fmt(t.rel):>10} "
               f"{_fmt(t.added):>10}")
+    from workbench.cli.nextstep import finding_text
+
+    seen: set = set()
     for f in report.findings:
-        print(pasteable(str(f), model, data) if model else str(f))
+        text = finding_text(f, "", seen, model=model, data=data)
+        print(pasteable(text, model, data) if model else text)
 
 
 def _pasteable_findings(d: dict, model: Optional[str], data: Optional[str]) -> dict:
@@ -387,12 +391,14 @@ def _pasteable_findings(d: dict, model: Optional[str], data: Optional[str]) -> d
     text output prints them: the commands in `hint` run as they are."""
     from workbench.cli.common import pasteable
 
+    from workbench.cli.nextstep import json_steps
+
     if model:
         for f in d.get("findings") or []:
             for k in ("message", "hint"):
                 if isinstance(f.get(k), str):
                     f[k] = pasteable(f[k], model, data)
-    return d
+    return json_steps(d, model=model, data=data)
 
 
 def _fmt(x: float) -> str:
@@ -464,14 +470,18 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(_pasteable_findings(search.to_dict(), args.reference, calib))
         elif search.hopeless:
+            from workbench.cli.nextstep import finding_text
+
             for f in search.findings:
-                print(str(f))
+                print(finding_text(f, "", model=args.reference, data=calib))
             return 1
         else:
             for f in search.findings:  # the range finding, masks, a warning of random inputs
                 if f.code.endswith(("-range", "-saturated-mask")) or \
                         f.code in ("random-inputs", "not-a-batch", "over-memory"):
-                    print(str(f))
+                    from workbench.cli.nextstep import finding_text
+
+                    print(finding_text(f, "", model=args.reference, data=calib))
             for r in search.rounds:
                 rel = r['worst_output_rel']
                 beyond = r.get("elements_beyond", 0)

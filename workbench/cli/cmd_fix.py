@@ -264,7 +264,9 @@ def run(args: argparse.Namespace) -> int:
     if not unchanged:
         hist.export(args.output)
     if args.json:
-        print_json(report)
+        from workbench.cli.nextstep import json_steps
+
+        print_json(json_steps(report, model=args.model))
     else:
         v = report["verification"]
         print(f"{'nothing written to' if unchanged else 'wrote'} {args.output}: "
@@ -279,15 +281,19 @@ def run(args: argparse.Namespace) -> int:
         for r in report.get("remaining") or []:
             print("  still unsupported: " + remaining_line(r))
         if unchanged:
-            import shlex
+            from workbench.cli.nextstep import lines as step_lines
+            from workbench.findings import step
 
-            m = shlex.quote(str(args.model))
+            whole = report["supported"] is False
             print("  (no change was kept, so no file was written: it would be the model as "
-                  "it was)" + ("" if report["supported"] is not False else
-                              f"; no recipe makes it parse whole: `workbench fix {m} "
-                              "--split -o FOLDER` keeps what the backend takes as an engine "
-                              f"and the rest for onnxruntime, `workbench build {m}` "
-                              "splits so by itself"))
+                  "it was)" + ("; no recipe makes it parse whole" if whole else ""))
+            if whole:
+                for line in step_lines([
+                        step("fix", "{model}", split=True, o="{stem}_split", why="keeps what "
+                             "the backend takes as an engine and the rest for onnxruntime"),
+                        step("build", "{model}", o="{stem}.engine", why="splits so by itself")],
+                        "    ", model=args.model):
+                    print(line)
         from workbench.surgery.history import history_lines
 
         for line in history_lines(hist.view(), show_earlier=args.all_history,

@@ -25,7 +25,9 @@ def run(args: "argparse.Namespace") -> int:
         print_json({"gpus": [g.to_dict() for g in gpus]})
         return 0
     if not gpus:
-        print("no NVIDIA GPU found (neither NVML nor `nvidia-smi -L` lists one); builds for "
+        from workbench.worker.nogpu import NO_GPU
+
+        print(f"{NO_GPU} (neither NVML nor `nvidia-smi -L` lists one); builds for "
               "TensorRT-RTX targets still run here ahead of time (--target sm89)")
         return 0
     for g in gpus:

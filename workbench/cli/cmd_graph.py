@@ -59,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         atomic_write_text(args.output, json.dumps(d, separators=(",", ":")))
     if args.json:
-        print_json(d)
+        from workbench.cli.nextstep import json_steps
+
+        print_json(json_steps(d, model=getattr(args, "model", None)))
     else:
         groups = [(data.ids[i], int(data.size[i])) for i in range(len(data)) if data.kind[i] == GROUP]
         print(f"{data.total_nodes} nodes, {len(data)} shown ({len(groups)} collapsed scopes), "
@@ -68,8 +70,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {gid[len('scope:'):]:<60} {n} nodes")
         if len(groups) > 40:
             print(f"  ... {len(groups) - 40} more")
+        from workbench.cli.nextstep import finding_text
+
         for f in data.findings:
-            print(str(f))
+            print(finding_text(f, "", model=getattr(args, "model", None)))
         if args.output:
             print(f"layout written to {args.output}")
     return 1 if any(f.severity == "error" for f in data.findings) else 0

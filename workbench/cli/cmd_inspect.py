@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 NAME = "inspect"
 HELP = "summarise an ONNX model: opsets, ops, inputs/outputs with dynamic dims, shapes, nodes"
@@ -61,35 +61,58 @@ def run(args: argparse.Namespace) -> int:
             _print_tree(tree, args.tree)
         return 0
     if args.json:
-        print_json(inspect_model(model))
+        from workbench.cli.nextstep import record
+
+        doc = inspect_model(model)
+        doc["next_steps"] = [record(s, model=args.model) for s in next_steps(model)]
+        from workbench.cli.nextstep import json_steps
+
+        print_json(json_steps(doc, model=args.model))
     else:
-        print(format_summary(summarize(model), top_ops=args.top))
-        for line in _next_steps(model, args.model):
+        summary = summarize(model)
+        summary_warnings = summary.warnings
+        print(format_summary(summary, top_ops=args.top))
+        for line in _next_steps(model, args.model, summary_warnings):
             print(line)
     return 0
 
 
-def _next_steps(model, path: str) -> List[str]:
-    """What to run next: the parser check, and for dynamic inputs the profile a build would
-    default to (the flag that sets it) or a proposal from the user's data."""
-    import shlex
+def next_steps(model: Any) -> List[Any]:
+    """What to run next, as records: the parser check, and for dynamic inputs the profile a
+    build would default to (the flag that sets it), or a decoder's serving profiles."""
+    from workbench.findings import step
 
-    q = shlex.quote(path)
-    out = [f"next       workbench check {q}   (which nodes TensorRT refuses, and why)"]
+    out = [step("check", "{model}", why="which nodes TensorRT refuses, and why")]
     try:
-        from workbench.precision.profiles import default_profile, profile_flag, serving_profiles
+        from workbench.precision.profiles import default_profile, serving_profiles
 
         prof, _ = default_profile(model)
         decoder = bool(len(prof)) and serving_profiles(model, prof) is not None
     except Exception:  # a shape-tensor input, or a model the guess cannot read: no line
         return out
     if len(prof):
-        out.append(f"           workbench profiles {q} {profile_flag(prof)}   (the profile a "
-                   "build takes by default: check it, or propose one from your data with "
-                   "--calib DATA)")
+        out.append(step("profiles", "{model}", profile=",".join(prof.arg_strings()),
+                        why="the profile a build takes by default: check it, or propose "
+                        "one from your data with --calib"))
     if decoder:
-        out.append(f"           workbench profiles {q}   (a decoder with a KV cache: runs the "
-                   "default and proposes prefill and decode profiles)")
+        out.append(step("profiles", "{model}", why="a decoder with a KV cache: runs the "
+                        "default and proposes prefill and decode profiles"))
+    return out
+
+
+def _next_steps(model: Any, path: str, warnings: Any = ()) -> List[str]:
+    """The `next` lines of the summary: each step as the command it runs (the warnings' own
+    steps first, each command once)."""
+    from workbench.cli.nextstep import command
+
+    out, seen = [], set()
+    steps = [s for w in warnings for s in getattr(w, "next_steps", [])] + next_steps(model)
+    for s in steps:
+        if command(s, model=path) in seen:
+            continue
+        seen.add(command(s, model=path))
+        i = len(out)
+        out.append(f"{'next' if i == 0 else '':<10} $ {command(s, model=path)}  # {s.why}")
     return out
 
 

@@ -122,6 +122,10 @@ def run(args: "argparse.Namespace") -> int:
     if args.workers is not None and args.workers < 1:
         raise WorkbenchError("--workers must be >= 1", field="--workers")
     variants = plan(args)
+    if args.gpus:  # before anything is printed or started: no silent wait for a GPU
+        from workbench.matrix.run import check_gpus_for_ray
+
+        check_gpus_for_ray(args.ray)
     if args.profile_index is not None:  # (checked now: each variant resolves it against its
         from workbench.precision.profiles import profile_index  # own profiles as it runs)
 
@@ -140,7 +144,8 @@ def run(args: "argparse.Namespace") -> int:
     res = run_matrix(variants, args.output, ray_address=args.ray, workers=args.workers,
                      gpu=args.gpus, inputs=parse_data_args(args.inputs, "--inputs"),
                      samples=args.samples, timeout=args.timeout, on_result=progress,
-                     profile_index=args.profile_index)
+                     profile_index=args.profile_index,
+                     on_wait=lambda line: sys.stderr.write(f"matrix: {line}\n"))
     if args.json:
         from workbench.cli.common import print_json
 

@@ -85,7 +85,9 @@ def run(args: argparse.Namespace) -> int:
     path = res.save(out, source=src)
     doc = {"output": str(path), **res.to_dict()}
     if args.json:
-        print_json(doc)
+        from workbench.cli.nextstep import json_steps
+
+        print_json(json_steps(doc, model=args.model, data=args.calib, candidate=str(path)))
     else:
         from workbench.comparison import class_scores
 
@@ -104,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
                         class_scores(s.get("shape") or (), name) else "")
                 w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "
                   f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}\n")
+        from workbench.cli.nextstep import finding_text
+
+        seen: set = set()
         for f in res.findings:
-            w(f"  {pasteable(str(f), args.model, args.calib, str(path))}\n")
+            text = finding_text(f, "  ", seen, model=args.model, data=args.calib,
+                                candidate=str(path))
+            w(pasteable(text, args.model, args.calib, str(path)) + "\n")
     return 1 if any(f.severity == "error" for f in res.findings) else 0

@@ -86,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
            "trtexec": [p.trtexec() for p in (given or proposed or defaulted)],
            "findings": [f.to_dict() for f in findings]}
     if args.json:
-        print_json(doc)
+        from workbench.cli.nextstep import json_steps
+
+        print_json(json_steps(doc, model=args.model, data=getattr(args, "calib", None)))
     else:
         w = sys.stdout.write
         for i, p in enumerate(given, 1):
@@ -104,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
                     "default (the model ran on onnxruntime at its min, opt and max)" if ran
                     else "default")
             w(f"{said}: {' '.join(p.arg_strings())}\n")
+        from workbench.cli.nextstep import finding_text
+
+        seen: set = set()
         for f in findings:
-            w(f"  {f}\n")
+            w(finding_text(f, "  ", seen, model=args.model) + "\n")
     return 1 if any(f.severity == "error" for f in findings) else 0

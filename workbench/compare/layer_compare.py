@@ -550,8 +550,7 @@ def _started(kind: str, proto: Any, label: Optional[str] = None) -> Any:
         raise
     except Exception as e:
         raise load_error(r.name, e, label or r._label(),
-                         hint="check it with `workbench inspect`; try --runner reference"
-                         if r.name != "reference" else "check it with `workbench inspect`"
+                         hint="try --runner reference" if r.name != "reference" else None
                          ) from None
     return r
 

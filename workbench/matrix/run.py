@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -187,12 +188,13 @@ def start_ray(address: Optional[str] = None, workers: Optional[int] = None,
         kw["address"] = address
     else:
         kw["num_cpus"] = int(workers or os.cpu_count() or 1)
+        kw["_node_ip_address"] = LOOPBACK
         if gpus is not None:
             kw["num_gpus"] = int(gpus)
     last: Optional[BaseException] = None
     for _ in range(3):  # a heavily loaded machine can miss Ray's 30-s node start-up wait
         try:
-            with _lean_ray_env(local=not address):
+            with _lean_ray_env(local=not address), _loopback_only(local=not address):
                 ray.init(**kw)
             return True
         except ConnectionError as e:
@@ -210,6 +212,69 @@ def start_ray(address: Optional[str] = None, workers: Optional[int] = None,
     raise WorkbenchError(f"Ray did not start: {last}", field="--ray",
                          hint="the machine may be overloaded; try again, or start Ray with "
                          "`ray start --head` and pass --ray auto")
+
+
+LOOPBACK = "127.0.0.1"
+# Ray's switch for a node that serves this machine only: with it off, Ray takes the loopback
+# address as the node's (`services.get_node_ip_address`) and its GCS, raylet and workers
+# listen on 127.0.0.1 instead of every interface (Ray 2.60: measured with ss/psutil)
+_CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+class _NoTokenBanner:
+    """A logging filter dropping Ray's "Token authentication is enabled for this Ray cluster"
+    notice (authentication stays on; a run need not announce it)."""
+
+    def filter(self, record: Any) -> bool:
+        return not str(record.getMessage()).startswith("Token authentication is enabled for")
+
+
+@contextlib.contextmanager
+def _loopback_only(local: bool) -> Iterator[None]:
+    """A local instance listens on the loopback interface only (its work never leaves this
+    machine) and keeps Ray's token authentication without the banner Ray logs about it on
+    every start (a filter on that one logger, for the call). The processes Ray starts read
+    the switch from the environment; this process's Ray read it at import, so its module
+    constant is set too for the call (probed: left alone where the name is gone). An address
+    given with --ray is the user's cluster: nothing changes there."""
+    if not local:
+        yield
+        return
+    import logging
+
+    banner = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    quiet = _NoTokenBanner()
+    banner.addFilter(quiet)
+    old = os.environ.get(_CLUSTER_SWITCH)
+    os.environ[_CLUSTER_SWITCH] = "0"
+    consts = sys.modules.get("ray._private.ray_constants")
+    had = getattr(consts, "ENABLE_RAY_CLUSTER", None) if consts is not None else None
+    if had is not None:
+        consts.ENABLE_RAY_CLUSTER = False  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        banner.removeFilter(quiet)
+        if had is not None:
+            consts.ENABLE_RAY_CLUSTER = had  # type: ignore[union-attr]
+        if old is None:
+            os.environ.pop(_CLUSTER_SWITCH, None)
+        else:
+            os.environ[_CLUSTER_SWITCH] = old
+
+
+def check_gpus_for_ray(address: Optional[str]) -> None:
+    """GPU variants on a local instance need a GPU here: refuse at once, in the shared "no GPU"
+    words, rather than let Ray hold the tasks pending for a GPU that does not exist."""
+    if address:
+        return
+    from workbench.gpus import list_gpus
+    from workbench.worker.nogpu import needs_gpu
+
+    if not list_gpus():
+        raise WorkbenchError(needs_gpu("matrix --gpus", present=False), field="--gpus",
+                             hint="leave --gpus out to build ahead of time on CPUs, or join a "
+                             "cluster with GPUs (--ray ADDRESS)")
 
 
 _STUB = ('raise ImportError("left out of the Ray processes a workbench matrix starts: building '
@@ -293,14 +358,18 @@ def run_matrix(variants: Sequence[Variant], out_dir: Any, *, ray_address: Option
                inputs: Any = None, samples: int = 8, timeout: Optional[float] = None,
                on_result: Optional[Callable[[Dict[str, Any]], None]] = None,
                cancel: Any = None, report: bool = True,
-               profile_index: Any = None) -> MatrixResult:
+               profile_index: Any = None,
+               on_wait: Optional[Callable[[str], None]] = None) -> MatrixResult:
     """Run every variant not yet finished in `out_dir` as a Ray task; see the module docstring.
     `inputs`: accuracy data (a path or {model stem: path}; default: the calibration data);
     `samples`: at most this many samples for accuracy (0: skip); `on_result(result)` is
     called in this thread as each variant ends; `cancel` (an Event) stops submitting and
     cancels running tasks. `report`: write results.json/.csv and pareto.html at the end.
     `profile_index`: the optimization profile accuracy and latency run on (an index, or a
-    decoder's prefill / decode: `workbench.precision.profiles.profile_index`, per variant)."""
+    decoder's prefill / decode: `workbench.precision.profiles.profile_index`, per variant).
+    `on_wait(line)`: told what the run waits for and since when while no task can start
+    (a cluster with no GPU free or none at all; a local instance without a GPU is refused
+    before Ray starts)."""
     t0 = time.monotonic()
     store = ResultsStore(out_dir)
     options: Dict[str, Any] = {
@@ -321,10 +390,12 @@ def run_matrix(variants: Sequence[Variant], out_dir: Any, *, ray_address: Option
         else:
             todo.append(v)
     if todo:
+        if gpu:
+            check_gpus_for_ray(ray_address)
         started = start_ray(ray_address, workers)
         try:
             _run_tasks(todo, options, store, results, workers if ray_address else None,
-                       gpu, on_result, cancel)
+                       gpu, on_result, cancel, on_wait)
         finally:
             if started:
                 import ray
@@ -340,10 +411,13 @@ def run_matrix(variants: Sequence[Variant], out_dir: Any, *, ray_address: Option
 
 def _run_tasks(todo: List[Variant], options: Dict[str, Any], store: ResultsStore,
                results: Dict[str, Dict[str, Any]], limit: Optional[int], gpu: bool,
-               on_result: Optional[Callable[[Dict[str, Any]], None]], cancel: Any) -> None:
-    """Submit (at most `limit` in flight on a cluster) and collect as they finish."""
+               on_result: Optional[Callable[[Dict[str, Any]], None]], cancel: Any,
+               on_wait: Optional[Callable[[str], None]] = None) -> None:
+    """Submit (at most `limit` in flight on a cluster) and collect as they finish; while
+    nothing finishes for WAIT_NOTICE_S, `on_wait` is told what the tasks wait for."""
     import ray
 
+    waiting = _WaitNotice(gpu, on_wait)
     task = ray.remote(run_variant).options(
         num_cpus=1, num_gpus=1 if gpu else 0, max_retries=0, name="workbench-variant")
     queue = list(todo)
@@ -357,6 +431,7 @@ def _run_tasks(todo: List[Variant], options: Dict[str, Any], store: ResultsStore
             v = queue.pop(0)
             running[task.remote(v.to_dict(), options)] = v
         ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+        waiting.tick(bool(ready), len(running))
         for ref in ready:
             v = running.pop(ref)
             try:
@@ -367,6 +442,37 @@ def _run_tasks(todo: List[Variant], options: Dict[str, Any], store: ResultsStore
             results[v.id] = res
             if on_result is not None:
                 on_result(res)
+
+
+WAIT_NOTICE_S = 30.0  # how long without a finished task before saying what the run waits for
+
+
+class _WaitNotice:
+    """Says, every WAIT_NOTICE_S while no task finishes, what the tasks wait for (a GPU the
+    cluster has none free of, or CPUs) and since when: no wait is silent."""
+
+    def __init__(self, gpu: bool, on_wait: Optional[Callable[[str], None]]) -> None:
+        self.gpu, self.on_wait = gpu, on_wait
+        self.since = time.time()
+        self.told = time.monotonic()
+
+    def tick(self, progressed: bool, running: int) -> None:
+        now = time.monotonic()
+        if progressed:
+            self.since, self.told = time.time(), now
+            return
+        if self.on_wait is None or now - self.told < WAIT_NOTICE_S:
+            return
+        self.told = now
+        import ray
+
+        free = ray.available_resources()
+        total = ray.cluster_resources()
+        what = "GPU" if self.gpu else "CPU"
+        have = f"{free.get(what, 0):g} of {total.get(what, 0):g} {what}(s) free"
+        since = time.strftime("%H:%M:%S", time.localtime(self.since))
+        self.on_wait(f"waiting since {since} for {running} task(s) to finish or start "
+                     f"(each needs 1 {what}; the Ray cluster has {have})")
 
 
 def write_pareto(store: ResultsStore, results: List[Dict[str, Any]],

@@ -165,7 +165,7 @@ def validate_profiles(model: Any, profiles: Any) -> List[Profile]:
                     raise WorkbenchError(
                         f"{where}: input '{name}' has rank {len(spec.dims)} "
                         f"{spec.shape_str()}, its {label} shape {list(shp)} has rank {len(shp)}",
-                        field=name)
+                        field=name, hint="e.g. " + _suggest(model, [spec]))
             _check_order(where, name, mn, op, mx, "axis")
             for axis, d in enumerate(spec.dims):
                 if isinstance(d, int) and not (mn[axis] == op[axis] == mx[axis] == d):

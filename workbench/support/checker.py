@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from workbench.errors import Finding, WorkbenchError
+from workbench.findings import NextStep
 from workbench.support import codes
 from workbench.graphindex import GraphIndex
 from workbench.model import Model, model_from_proto, open_model, save_model
@@ -340,10 +341,64 @@ def _functions(model: Model) -> Dict[Tuple[str, str], GraphIndex]:
 def _entry(node: Optional[str], op: Optional[str], reason: str, source: str, *,
            hint: Optional[str] = None, code: str = "unsupported", stage: str = "parse",
            **extra: Any) -> Dict[str, Any]:
+    """One unsupported entry; a command the rule table's hint names becomes a next-step
+    record (`steps_from_words`), the hint keeps the words."""
+    hint, steps = (hint, []) if code in _RETRACTED_WORDS else steps_from_words(hint)
+    given = [NextStep.from_dict(s) for s in extra.pop("next_steps", None) or []]
+    steps = steps + [s for s in given if s not in steps]
     out = {"node": node, "op": op, "reason": reason, "source": source, "hint": hint,
            "code": code, "stage": stage}
+    if steps:
+        out["next_steps"] = [s.to_dict() for s in steps]
     out.update({k: v for k, v in extra.items() if v is not None})
     return out
+
+
+_COMMAND = re.compile(r"`(workbench [a-z-]+ [^`]+)`")
+# rules whose hint a recipe reads and takes back where it does not apply to the node (the
+# symmetric_qdq advice: `workbench.surgery.recipes.qdq`): their words stay as written
+_RETRACTED_WORDS = ("qdq-zero-point",)
+
+
+def steps_from_words(text: Optional[str]) -> "Tuple[Optional[str], List[NextStep]]":
+    """(the words of `text` without the backticked `workbench VERB ...` commands in it, those
+    commands as NextStep records). The rule table writes its advice as one sentence; what
+    runs is a record (the CLI renders it, the panels show a short line), what explains stays
+    in the hint. A command that does not split into shell words stays in the text."""
+    if not text or "`workbench " not in text:
+        return text, []
+    steps: List[NextStep] = []
+
+    def take(m: "re.Match[str]") -> str:
+        try:
+            words = shlex.split(m.group(1))
+        except ValueError:
+            return m.group(0)
+        args: List[str] = []
+        flags: List[Tuple[str, Optional[str]]] = []
+        rest = words[2:]
+        k = 0
+        while k < len(rest):
+            w = rest[k]
+            if w.startswith("-") and len(w) > 1:
+                value = rest[k + 1] if k + 1 < len(rest) and not rest[k + 1].startswith("-") \
+                    else None
+                flags.append((w, value))
+                k += 2 if value is not None else 1
+            else:
+                args.append(w)
+                k += 1
+        before = m.string[:m.start()].rstrip(" :(")
+        why = re.split(r"[;(]\s*", before)[-1].strip() if before else ""
+        steps.append(NextStep(words[1], tuple(args), tuple(flags), why))
+        return "\0"
+
+    words = _COMMAND.sub(take, text)
+    # the sentence around the commands: "make K a constant: \0" -> "make K a constant"
+    words = re.sub(r"\s*\([^()]*\0[^()]*\)|:?\s*\0", "", words)
+    words = re.sub(r"\(\s*\)|\s+([,;)])", r"\1", words)
+    words = re.sub(r"\s{2,}", " ", words).strip(" ;,:")
+    return (words or None), steps
 
 
 def _hint(text: Optional[str], model: Model, node: Optional[str], op: Optional[str] = None,
@@ -608,8 +663,9 @@ def _has_importer(op: str, domain: str, table: Dict[str, Any]) -> bool:
     return bool(onnx.defs.has(op))
 
 
-NEWER_OP_HINT = ("rewrite the node into ops this TensorRT imports (`workbench fix {model} --auto` "
-                 "does where a recipe can), or build with a newer TensorRT that imports it")
+NEWER_OP_HINT = ("build with a newer TensorRT that imports it, or rewrite the node into ops "
+                 "this TensorRT imports where a recipe can: `workbench fix {model} -o {fixed} "
+                 "--auto`")
 
 
 def _parser_reason(err: Dict[str, Any], table: Dict[str, Any],
@@ -696,8 +752,6 @@ def named_crash(e: Any, model: Model) -> Any:
     """A WorkerCrashed about `model`, in its terms: the file, the node (an unnamed node by
     the id the workbench gives it, from the parser's position) and the next step with the
     model's path."""
-    import shlex
-
     from workbench import blame
 
     details = getattr(e, "details", None) or {}
@@ -708,10 +762,11 @@ def named_crash(e: Any, model: Model) -> Any:
     if op:
         e.hint = "the notebook is fine; " + blame.crash_hint(details.get("stage") or "parse",
                                                             e.node, op)
+        e.next_steps = blame.crash_steps()
     if model.path is not None:
         e.file = str(model.path)
-        if e.hint:
-            e.hint = e.hint.replace("MODEL", shlex.quote(str(model.path)))
+        e.next_steps = [st.bound(model=str(model.path))
+                        for st in getattr(e, "next_steps", None) or []]
     return e
 
 
@@ -790,6 +845,17 @@ def _node_map(model: Model) -> Dict[str, "_Site"]:
     return out
 
 
+def _stepped(rep: SupportReport) -> SupportReport:
+    """The report with the commands its findings' hints name as next-step records (the
+    entries had theirs taken out by `_entry`)."""
+    for f in rep.findings:
+        if f.code in _RETRACTED_WORDS:
+            continue
+        f.hint, steps = steps_from_words(f.hint)
+        f.next_steps += [x for x in steps if x not in f.next_steps]
+    return rep
+
+
 def check(model_or_path: Any, backend: str = "auto", build: bool = False, client: Any = None,
           target: str = "sm89", *, plugins: Sequence[Union[str, os.PathLike]] = (),
           rules: Optional[str] = None, profiles: Optional[Dict[str, Any]] = None,
@@ -805,7 +871,7 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
         if build:
             raise WorkbenchError("--build needs a TensorRT backend, not static rules",
                                  field="build", hint="use --backend tensorrt-rtx or tensorrt")
-        return _static_report(model, rules or "tensorrt", label)
+        return _stepped(_static_report(model, rules or "tensorrt", label))
     if model.missing_external:
         raise WorkbenchError(
             "external-data file(s) missing: " + ", ".join(sorted(set(model.missing_external))),
@@ -832,13 +898,13 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
                              f"answered ({e.hint})")
             rep.findings.insert(0, Finding("info", "static-fallback", rep.notes[0],
                                            source="static"))
-            return rep
+            return _stepped(rep)
         b = None
         if build and res["results"][0]["parsed"]:
             b = _worker_call(client, "check_build", {
                 "path": path, "backend": backend, "plugins": plugin_paths, "target": target,
                 "profiles": profiles}, backend, timeout, model)
-    return _parser_report(model, res, res["results"][0], rules, label, b)
+    return _stepped(_parser_report(model, res, res["results"][0], rules, label, b))
 
 
 def check_files(paths: Sequence[Union[str, os.PathLike]], backend: str = "tensorrt-rtx",
@@ -964,6 +1030,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
         # the static rule that predicted it (same node; for an error that names no node, the
         # graph-level rule that fired) explains the cause, the code and the next step better
         known = by_node.get(node) if node else (graph_level[0] if graph_level else None)
+        known_steps: List[Any] = []
         if known is not None and known["stage"] == "parse":
             if node and _names_a_cause(known) and known["reason"] not in reason:
                 reason = in_users_terms(known["reason"], reason)
@@ -971,11 +1038,13 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
                 code = known["code"]
             if not node and known["reason"] not in reason:  # the rule names the tensor
                 reason = f"{known['reason']} (the parser: {reason})"
-            hint = known.get("hint") or hint
+            if known.get("hint"):  # (its words and the steps taken out of them)
+                hint = known["hint"]
+                known_steps = known.get("next_steps") or []
         if err.get("attributed") == "only-node":  # no rule: the op's only node, said so
             reason = f"{reason} (the parser named no node; its {op} importer failed, and " \
                 "this is the model's only node of that op)"
-        unsupported.append(_entry(node, op, reason, "parser", hint=hint,
+        unsupported.append(_entry(node, op, reason, "parser", hint=hint, next_steps=known_steps,
                                   tensor=None if node or known is None else known.get("tensor"),
                                   code=code, message=err.get("message"),
                                   error_code=err.get("code"), attributed=err.get("attributed"),
@@ -997,13 +1066,12 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
         if b.get("built"):  # built at shapes the model cannot run: said (as `build` says it)
             from workbench.trtlog import NameIndex, findings_from_log
 
-            who = shlex.quote(label) if model.path else "MODEL"
             for f in findings_from_log([{"level": "warning", "message": m}
                                         for m in b.get("log") or [] if isinstance(m, str)],
                                        NameIndex.from_graph(model.graph)):
-                if f.code == "profile-cannot-run":
-                    f.hint = (f.hint or "").replace("`workbench profiles MODEL`",
-                                                    f"`workbench profiles {who}`")
+                if f.code == "profile-cannot-run":  # (its next step: a record)
+                    f.next_steps = [s.bound(model=label if model.path else None)
+                                    for s in f.next_steps]
                     report.findings.append(f)
         if not b.get("built"):
             errs = b.get("build_errors") or [{"layer": None, "nodes": [],
@@ -1043,7 +1111,8 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
 
 def _finding(u: Dict[str, Any]) -> Finding:
     extra = {k: v for k, v in u.items()
-             if k not in ("node", "op", "reason", "source", "hint", "code") and v is not None}
+             if k not in ("node", "op", "reason", "source", "hint", "code", "next_steps")
+             and v is not None}
     tensors = [u["tensor"]] if u.get("tensor") else []
     from workbench import blame
 
@@ -1052,7 +1121,7 @@ def _finding(u: Dict[str, Any]) -> Finding:
     return Finding("error", u.get("code") or "unsupported", u["reason"],
                    nodes=[u["node"]] if u.get("node") else [], tensors=tensors,
                    hint=u.get("hint"), source=u["source"], op=u.get("op"), extra=extra,
-                   category=category)
+                   category=category, next_steps=u.get("next_steps") or [])
 
 
 # what the parser's per-subgraph flag means (onnx-tensorrt's supportsModel: every subgraph

@@ -18,6 +18,7 @@ from typing import Any, Dict, Optional
 
 from workbench.equivalence import Verification, verify
 from workbench.errors import WorkbenchError
+from workbench.findings import step
 from workbench.surgery.recipes import Precondition, Proposal, as_proto, get_recipe, list_recipes  # noqa: F401
 from workbench.surgery.recipes.base import infer_types, node_ids, tensor_types
 
@@ -106,9 +107,12 @@ def prepare_change(proto: Any, name: str, params: Optional[Dict[str, Any]] = Non
     if not pre.applies:
         raise WorkbenchError(f"recipe '{name}' does not apply: {pre.reason}",
                              node=pre.nodes[0] if pre.nodes else None,
-                             hint="pick another recipe: `workbench check MODEL` names the fixes "
-                             "that apply to each failing node, `workbench fix MODEL -o OUT.onnx "
-                             "--auto` applies them")
+                             hint="pick another recipe: check names the fixes that apply to "
+                             "each failing node, fix --auto applies them",
+                             next_steps=[step("check", "{model}", why="names the fixes that "
+                                              "apply to each failing node"),
+                                         step("fix", "{model}", o="{fixed}", auto=True,
+                                              why="applies them")])
     after = recipe.apply(proto, **p)
     return Change(recipe=name, params=_jsonable(p), precondition=pre.to_dict(),
                   preserves_semantics=_semantics(recipe, proto, p), verification=None,

@@ -12,10 +12,10 @@ finding, manual proposals (plugins, set shapes first) are listed along the way.
 from __future__ import annotations
 
 import os
-import shlex
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
+from workbench.findings import NextStep
 from workbench.support.checker import SupportReport
 from workbench.surgery.recipes import Proposal, ProposeContext, all_recipes, as_proto
 
@@ -72,34 +72,40 @@ def advise(report: SupportReport, model: Optional[Any] = None) -> SupportReport:
             model is None and not os.path.isfile(str(source))):
         return report  # an in-memory model: no file to point a command at
     ctx = ProposeContext(_structure(source))  # op types and names: no weights needed
-    path = shlex.quote(str(report.model)) if report.model and os.path.isfile(str(report.model)) \
-        else "MODEL"
+    path = str(report.model) if report.model and os.path.isfile(str(report.model)) else None
     recipes = all_recipes()
     problems = report.problems
     errors = [f for f in report.findings if f.severity == "error"]
     for entry, finding in zip(report.unsupported, problems):
         before = entry.get("hint")
-        hint = _advised(finding, ctx, recipes, path, before)
-        if hint == before:
+        hint, steps = _advised(finding, ctx, recipes, path, before)
+        known = [NextStep.from_dict(s) for s in entry.get("next_steps") or []]
+        steps = [s for s in steps if s not in known]
+        if hint == before and not steps:
             continue
         entry["hint"] = hint
-        for f in errors:  # the Finding made from this entry carries the same hint
+        entry["next_steps"] = [s.to_dict() for s in steps + known]
+        for f in errors:  # the Finding made from this entry carries the same hint and steps
             if f.code == finding.code and f.nodes == finding.nodes and f.hint == before:
                 f.hint = entry["hint"]
+                f.next_steps = steps + [s for s in f.next_steps if s not in steps]
                 break
     for f in report.findings:  # warnings (static rules past the parser's first error) too
         if f.severity != "error" and f.nodes and f.hint:
-            f.hint = _advised(f, ctx, recipes, path, f.hint, steps=False)
+            f.hint = _advised(f, ctx, recipes, path, f.hint, steps=False)[0]
     return report
 
 
-def _advised(finding: Any, ctx: ProposeContext, recipes: List[Any], path: str,
-             hint: Optional[str], steps: bool = True) -> Optional[str]:
-    """`hint` with the recipes' next steps first (unless not `steps`: a warning keeps its
-    own) and the words of rewrites that do not apply to the finding's node replaced by why
-    not (unchanged when no recipe has a word)."""
+def _advised(finding: Any, ctx: ProposeContext, recipes: List[Any], path: Optional[str],
+             hint: Optional[str], steps: bool = True) -> Tuple[Optional[str], List[NextStep]]:
+    """(`hint` with the recipes' words first and the words of rewrites that do not apply to
+    the finding's node replaced by why not, the recipes' next steps as records with {model}
+    as `path` where the model is a file). Unless `steps` (a warning keeps its own hint), no
+    recipe step is added."""
     fixers = [r for r in recipes if r.can_fix(finding, ctx)]
-    nexts = [s for s in (r.next_step(finding, ctx, path) for r in fixers) if s] if steps else []
+    said = [s for s in (r.next_step(finding, ctx) for r in fixers) if s] if steps else []
+    records = [s.bound(model=path) for s in said if isinstance(s, NextStep)]
+    nexts = [s for s in said if isinstance(s, str)]  # (words: a step no command can take)
     before = hint
     why_not: List[str] = []
     for words, why in filter(None, (r.retracts(finding, ctx) for r in fixers)):
@@ -109,9 +115,9 @@ def _advised(finding: Any, ctx: ProposeContext, recipes: List[Any], path: str,
                 why_not.append(why)
     new = [s for s in nexts if not hint or s not in hint]
     if not new and not why_not and hint == before:
-        return before
+        return before, records
     text = "; or ".join(new + ([hint] if hint else []))
-    return "; ".join(([text] if text else []) + why_not)
+    return "; ".join(([text] if text else []) + why_not) or None, records
 
 
 def _without(hint: str, words: str) -> str:

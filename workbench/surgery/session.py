@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from workbench.equivalence import Verification
 from workbench.errors import WorkbenchError
-from workbench.findings import Finding
+from workbench.findings import Finding, NextStep
 from workbench.support.checker import SupportReport
 from workbench.surgery.changes import Change, apply_in_history, apply_recipe, verify_models
 from workbench.surgery.history import History
@@ -93,6 +93,8 @@ def _renamed(obj: Any, old: str, new: str, quoted: str, key: str = "") -> Any:
         out = copy.copy(obj)
         for k in ("message", "hint", "extra"):
             setattr(out, k, _renamed(getattr(obj, k), old, new, quoted, k))
+        out.next_steps = [NextStep.from_dict(_renamed(s.to_dict(), old, new, quoted))
+                          for s in obj.next_steps]
         return out
     return obj
 
@@ -106,6 +108,9 @@ def _named(report: SupportReport, old: str, new: Optional[Path]) -> SupportRepor
     # the `-o` of a recipe's command (`fixed_name` of the file read) first, then the file
     pairs = [(fixed_name(old), fixed_name(str(new)) if new is not None else "OUT.onnx"),
              (old, str(new) if new is not None else "MODEL")]
+    if old.endswith(".onnx") and new is not None and str(new).endswith(".onnx"):
+        # then the stem, which next steps' other outputs are named after (`{stem}_split`)
+        pairs.append((old[:-5], str(new)[:-5]))
     for k in ("findings", "unsupported", "notes", "partition", "build"):
         v = getattr(report, k)
         for a, b in pairs:
@@ -174,9 +179,8 @@ class FixSession:
                                  "is the original model", field="export",
                                  hint="apply a recipe first (the proposals, or auto_fix()); "
                                       "where none makes the model parse, split it "
-                                      "(`workbench fix MODEL --split -o FOLDER`, or "
-                                      "`workbench build MODEL`); export(path, unchanged=True) "
-                                      "writes a copy anyway")
+                                      "(fix --split, or a build, which splits by itself); "
+                                      "export(path, unchanged=True) writes a copy anyway")
         target = path if path is not None else (self.output or self.history.suggested_output())
         if target is None:
             raise WorkbenchError("no path to export to: the model has no file",

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 from workbench.equivalence import Verification
 from workbench.errors import WorkbenchError
 from workbench.support.checker import SupportReport
-from workbench.surgery.recipes.base import as_proto, node_ids
+from workbench.surgery.recipes.base import as_proto, fix_step, node_ids
 from workbench.surgery.recipes.split import node_reads, tail_of
 
 __all__ = ["SplitResult", "split_model", "cut_model", "tail_of", "nodes_of_ops", "SELECTION_OPS",
@@ -78,6 +78,16 @@ class SplitResult:
 
 
 # ------------------------------------------------------------------------------ the cut
+
+def _auto_step() -> Any:
+    from workbench.findings import step
+
+    return step("fix", "{model}", o="{fixed}", auto=True,
+                why="applies the recipes that fix the refused nodes")
+
+
+_AUTO = _auto_step()
+
 def cut_model(proto: Any, tail: Set[int], name: str = "model") -> Tuple[Any, Optional[Any],
                                                                         Dict[str, Any]]:
     """(prefix, tail, manifest) for a set of tail nodes that is closed downstream."""
@@ -173,8 +183,8 @@ def _vi(types: Dict[str, Any], name: str) -> Any:
         return copy.deepcopy(types[name])
     raise WorkbenchError(f"the type of '{name}', which crosses the cut, is unknown",
                          field=name,
-                         hint="run `workbench fix MODEL -o OUT.onnx --recipe infer_shapes` "
-                         "first, or give the tensor a value_info")
+                         hint="infer the shapes first, or give the tensor a value_info",
+                         next_steps=[fix_step("infer_shapes", "infers the type of every tensor")])
 
 
 def _keep_initializers(g: Any, reads: Set[str], inits: Dict[str, Any]) -> None:
@@ -264,8 +274,8 @@ def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = Fals
                 raise WorkbenchError("nothing of the model is left for the engine: the "
                                      "backend refuses its first nodes", file=str(label),
                                      node=(manifest.get("tail") or {}).get("nodes", [None])[0],
-                                     hint="fix those nodes first (`workbench fix --auto`), "
-                                     "or run the model with onnxruntime")
+                                     hint="fix those nodes first, or run the model with "
+                                     "onnxruntime", next_steps=[_AUTO])
             path = os.path.join(tmp, f"prefix{len(rounds)}.onnx")
             from workbench.model import save_model
 
@@ -277,8 +287,8 @@ def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = Fals
             if loose and not refused:
                 raise WorkbenchError("the backend refuses the prefix without naming a node: "
                                      + "; ".join(loose[:2]), file=str(label),
-                                     hint="`workbench check` the prefix; a split cannot move "
-                                     "a graph-level problem into the tail")
+                                     hint="check the prefix; a split cannot move a graph-level "
+                                     "problem into the tail")
             # map prefix indices back to the original's
             by_name = _index_map(proto, prefix)
             new = {by_name[i] for i in refused} - tail
@@ -291,12 +301,12 @@ def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = Fals
             if not new:
                 raise WorkbenchError("the cut does not grow: the backend refuses the same "
                                      "nodes again", file=str(label),
-                                     hint="`workbench check` the prefix for details")
+                                     hint="check the prefix for details")
             tail = tail_of(proto, sorted(tail | new))
         else:
             raise WorkbenchError(f"no prefix the backend takes after {max_rounds} cuts",
-                                 file=str(label), hint="fix the refused nodes first "
-                                 "(`workbench fix --auto`)")
+                                 file=str(label), hint="fix the refused nodes first",
+                                 next_steps=[_AUTO])
     manifest["backend"] = {"name": report.backend, "version": report.backend_version,
                            "build": build}
     ids = node_ids(proto)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, List, Sequence
 
+from workbench.worker.nogpu import needs_gpu
 from workbench.worker.registry import OpError
 
 NEEDS_GPU_HINT = ("run it on a machine with an NVIDIA GPU and driver (e.g. set "
@@ -43,8 +44,7 @@ class Cuda:
         rc = self.lib.cudaGetDeviceCount(ctypes.byref(n))
         if rc != 0 or n.value < 1:
             why = self.error_string(rc) if rc != 0 else "no CUDA device found"
-            raise OpError("%s needs an NVIDIA GPU, and this machine has none usable (CUDA: %s)"
-                          % (purpose, why), code="no-gpu", hint=NEEDS_GPU_HINT)
+            raise OpError(needs_gpu(purpose, why), code="no-gpu", hint=NEEDS_GPU_HINT)
         self.device_count = n.value
         self._ptrs: List[int] = []
 

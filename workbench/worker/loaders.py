@@ -454,7 +454,8 @@ def parser_errors(parser: Any) -> List[Dict[str, Any]]:
             "node_index": int(node_index) if node_index is not None else -1,
             "op": _call(err, "node_operator", "") or "",
             "code": getattr(code, "name", None) or str(code).split(".")[-1],
-            "message": without_gpu_noise(str(_call(err, "desc", "") or "")),
+            "message": _worded(without_gpu_noise(str(_call(err, "desc", "") or "")),
+                               _call(err, "node_operator", ""), str(_call(err, "func", "") or "")),
             "local_function_stack": stack,
             "file": str(_call(err, "file", "") or ""),
             "func": str(_call(err, "func", "") or ""),
@@ -462,6 +463,22 @@ def parser_errors(parser: Any) -> List[Dict[str, Any]]:
             "node_name_api": hasattr(err, "node_name"),
         }))
     return out
+
+
+# a parser error whose description is only the failed assertion's expression ("false", "[8] false",
+# "0"): TensorRT's op checkers (onnxOpCheckers.cpp) refuse an op so, with no words at all
+_BARE_ASSERTION = re.compile(r"^\s*(\[\d+\]\s*)?(false|0|!?\w+)\s*$", re.IGNORECASE)
+
+
+def _worded(desc: str, op: Any, func: str) -> str:
+    """The parser's description, or words in its place where it is a bare assertion ("false"):
+    which check refused which op, so no message ends in ': false'."""
+    if desc and not _BARE_ASSERTION.match(desc):
+        return desc
+    what = "%s is not supported by this TensorRT" % op if op else "the node is not supported"
+    check = " (its check %s refused it, giving no reason)" % func if func else \
+        " (the parser gives no reason)"
+    return what + check
 
 
 # the importer found the plugin's creator but could not create the plugin (TensorRT-RTX's

@@ -126,8 +126,8 @@ class Recipe:
         """Proposals for one finding (an auto one ends the search for it); none by default."""
         return []
 
-    def next_step(self, finding: Any, ctx: "ProposeContext", model: str) -> Optional[str]:
-        """A `workbench fix` command line for the finding's next-step hint, if this recipe has
+    def next_step(self, finding: Any, ctx: "ProposeContext") -> Optional["NextStep"]:
+        """The finding's next step (a NextStep record, mostly `fix_step`), if this recipe has
         one to offer whatever its precondition says (see `workbench.surgery.propose.advise`)."""
         return None
 
@@ -202,18 +202,12 @@ def _pause_hook(point: str, recipe: str) -> None:
 
 # ---------------------------------------------------------------------------- model helpers
 
-def fix_command(model: str, recipe: str) -> str:
-    """The `workbench fix` line a next-step hint gives for `recipe` on `model` (a shell-quoted
-    path, or "MODEL"): with the `-o` the command requires (`fixed_name`), so the line runs as
-    printed and never writes over the original."""
-    import shlex
+def fix_step(recipe: str, why: str) -> "NextStep":
+    """The next step that applies `recipe` (NAME or NAME:k=v,...) to the finding's model: with
+    the -o fix requires ({stem}.fixed.onnx beside it, never over the original)."""
+    from workbench.findings import step
 
-    if model == "MODEL":
-        out = "OUT.onnx"
-    else:
-        parts = shlex.split(model) or [model]
-        out = shlex.quote(fixed_name(parts[0]))
-    return f"workbench fix {model} -o {out} --recipe {recipe}"
+    return step("fix", "{model}", o="{fixed}", recipe=recipe, why=why)
 
 
 def as_proto(model: Any) -> "onnx.ModelProto":  # noqa: F821

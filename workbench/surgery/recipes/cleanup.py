@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from workbench.errors import WorkbenchError
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names,
-                                            as_proto, constant_value, find_node_index, fix_command,
+                                            as_proto, constant_value, find_node_index, fix_step,
                                             gs_export, gs_import, infer_structure_shapes,
                                             infer_types, label, light_copy, node_ids, register,
                                             tensor_types, unique_name)
@@ -190,13 +190,13 @@ class FoldConstants(Recipe):
                          f"node {nid} has only constant inputs: folding replaces it by its value",
                          code=finding.code)]
 
-    def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
-        """The fold command for a node `fix --auto` would fold (so `check` advises what the
+    def next_step(self, finding: Any, ctx: Any) -> Any:
+        """The fold step for a node `fix --auto` would fold (so `check` advises what the
         fix then does)."""
         if not self.propose(finding, ctx):
             return None
-        return (f"`{fix_command(model, 'fold_constants')}` replaces it by its value "
-                "(all its inputs are constant)")
+        return fix_step("fold_constants", "replaces it by its value (all its inputs are "
+                        "constant)")
 
     def precondition(self, model: Any, size_threshold: int = MiB, passes: int = 3) -> Precondition:
         proto = as_proto(model)

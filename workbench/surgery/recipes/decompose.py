@@ -17,7 +17,7 @@ import numpy as np
 from workbench.support import codes
 from workbench.support.rules import MATRIX_UNSUPPORTED
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, _dom, all_names,
-                                            as_proto, constant_value, find_node_index, fix_command,
+                                            as_proto, constant_value, find_node_index, fix_step,
                                             infer_structure_shapes, infer_types, node_ids,
                                             opset_of, register, tensor_types, unique_name)
 
@@ -637,7 +637,7 @@ class Decompose(Recipe):
                              auto=False, code=finding.code)]
         return []
 
-    def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
+    def next_step(self, finding: Any, ctx: Any) -> Any:
         """The decompose command where it would apply; where only dynamic shapes stop it, that
         it needs static shapes first; nothing where it cannot (e.g. a 4x4 Det): advice that
         fails when run is worse than none."""
@@ -646,12 +646,13 @@ class Decompose(Recipe):
         idx = ctx.node_index(finding)
         pre = ctx.cached(f"decompose.pre.{idx}",
                          lambda: self.precondition(ctx.proto, node=ctx.ids[idx], op=None))
-        cmd = f"`{fix_command(model, 'decompose:node=' + finding.nodes[0])}`"
+        recipe = "decompose:node=" + finding.nodes[0]
         if pre.applies:
-            return f"{cmd} replaces it with standard ops"
+            return fix_step(recipe, "replaces it with standard ops")
         if "dynamic" in pre.reason:
-            return (f"with static input shapes (`--recipe set_input_shapes:shapes=...` first) "
-                    f"{cmd} replaces it with standard ops ({pre.reason})")
+            return fix_step(recipe, "replaces it with standard ops once its input shapes are "
+                            "static (--recipe set_input_shapes:shapes=... first; "
+                            f"{pre.reason})")
         return None
 
     def retracts(self, finding: Any, ctx: Any) -> Optional[Tuple[str, str]]:

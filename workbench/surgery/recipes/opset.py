@@ -13,7 +13,7 @@ from typing import Any, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, as_proto,
-                                            fix_command, opset_of, register)
+                                            fix_step, opset_of, register)
 
 MIN_OPSET = 7      # below this TensorRT's parser and onnxruntime refuse the model
 MIN_TARGET = 13    # the smallest target tried
@@ -148,11 +148,10 @@ class OpsetUpgrade(Recipe):
                          f"model; onnx's version converter raises it (to >= {MIN_TARGET})",
                          code=finding.code)]
 
-    def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
+    def next_step(self, finding: Any, ctx: Any) -> Any:
         if not self.propose(finding, ctx):
             return None
-        return (f"`{fix_command(model, 'opset-upgrade')}` raises the opset with onnx's "
-                "version converter")
+        return fix_step("opset-upgrade", "raises the opset with onnx's version converter")
 
     def precondition(self, model: Any, target: Optional[int] = None) -> Precondition:
         proto = as_proto(model)

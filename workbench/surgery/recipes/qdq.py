@@ -277,16 +277,16 @@ class SymmetricQDQ(Recipe):
         return [Proposal(nid, ctx.proto.graph.node[i].op_type, self.name, {"node": nid},
                          pre.reason, auto=True, code=finding.code)]
 
-    def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
+    def next_step(self, finding: Any, ctx: Any) -> Any:
         if not self.can_fix(finding, ctx):
             return None
         t = self._target(finding, ctx)
         if t is None or not t[1].applies or _rule_words(finding.hint):
             return None  # (the rule table's words name the node already)
-        from workbench.surgery.recipes.base import fix_command
+        from workbench.surgery.recipes.base import fix_step
 
-        return (f"`{fix_command(model, self.name + ':node=' + ctx.ids[t[0]])}` makes its zero "
-                "point 0 exactly (`--recipe symmetric_qdq` without a node does every such node)")
+        return fix_step(self.name + ':node=' + ctx.ids[t[0]], "makes its zero point 0 exactly "
+                        "(--recipe symmetric_qdq without a node does every such node)")
 
     def retracts(self, finding: Any, ctx: Any) -> Optional[Tuple[str, str]]:
         """The rule table's 'symmetric_qdq:node=N (applies only where exact)' advice, where

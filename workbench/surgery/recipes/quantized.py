@@ -31,7 +31,7 @@ import numpy as np
 
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Precondition, Proposal, Recipe, _dom, all_names,
-                                            as_proto, constant_value, fix_command, infer_types,
+                                            as_proto, constant_value, fix_step, infer_types,
                                             node_ids, opset_of, register, tensor_types,
                                             unique_name)
 
@@ -832,17 +832,16 @@ class EmulateQuantized(Recipe):
                          "INT8 on TensorRT, re-quantize the float model symmetrically "
                          "(`workbench precision FP32_MODEL --to int8`)", code=finding.code)]
 
-    def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
+    def next_step(self, finding: Any, ctx: Any) -> Any:
         if not self.can_fix(finding, ctx):
             return None
         op = ctx.proto.graph.node[ctx.node_index(finding)].op_type
         if op in UNEMULATED:
             return (f"{op} is an onnxruntime quantized op (QOperator format) that TensorRT "
-                    f"has no importer for and `{self.name}` cannot rewrite: re-quantize the "
-                    "float model in QDQ format, `workbench precision FP32_MODEL --to int8` "
-                    "(TensorRT runs its Q/DQ pairs in INT8)")
-        return (f"`{fix_command(model, self.name)}` rewrites the quantized ops into "
-                "exact float emulation")
+                    f"has no importer for and {self.name} cannot rewrite: re-quantize the "
+                    "float model in QDQ format (precision --to int8 on the FP32 model; "
+                    "TensorRT runs its Q/DQ pairs in INT8)")
+        return fix_step(self.name, "rewrites the quantized ops into exact float emulation")
 
     def precondition(self, model: Any) -> Precondition:
         import copy

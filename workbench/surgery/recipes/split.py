@@ -77,8 +77,8 @@ def _no_recipe_for(finding: Any, ctx: Any) -> bool:
 class Split(Recipe):
     name = "split"
     summary = ("keep what the backend refuses (and everything after it) as an ONNX tail for "
-               "onnxruntime; the largest prefix it takes becomes the engine (`workbench fix "
-               "MODEL --split -o FOLDER`)")
+               "onnxruntime; the largest prefix it takes becomes the engine (fix --split -o "
+               "a folder)")
     params = ()
     preserves_semantics = True
     fixes = codes.OP_REJECTED + codes.GENERIC_PARSER_CODES + (codes.BUILD_FAILED,)
@@ -97,20 +97,22 @@ class Split(Recipe):
         left = len(ctx.proto.graph.node) - len(tail)
         reason = (f"{nid} ({n.op_type}) and the {len(tail) - 1} node(s) after it stay ONNX for "
                   f"onnxruntime; the {left} node(s) before become the engine (exact: "
-                  "prefix then tail compute the original outputs; `workbench fix MODEL "
-                  "--split -o FOLDER` writes both and a manifest)")
+                  "prefix then tail compute the original outputs; fix --split writes both "
+                  "and a manifest)")
         return [Proposal(nid, n.op_type, self.name, {}, reason, auto=False, code=finding.code)]
 
-    def next_step(self, finding: Any, ctx: Any, model: str) -> Optional[str]:
+    def next_step(self, finding: Any, ctx: Any) -> Any:
         if not self.can_fix(finding, ctx):
             return None
+        from workbench.findings import step
+
         # the builder (not the parser) refused it: only a split checked by building finds it
-        build = " --build" if getattr(finding, "code", None) == codes.BUILD_FAILED else ""
-        return (f"`workbench fix {model} --split{build} -o FOLDER` builds everything before it "
-                "and keeps it and what follows as ONNX for onnxruntime (`workbench build` "
-                "splits so by itself)")
+        build = getattr(finding, "code", None) == codes.BUILD_FAILED
+        return step("fix", "{model}", split=True, build=build, o="{stem}_split",
+                    why="builds everything before it and keeps it and what follows as ONNX "
+                    "for onnxruntime (build splits so by itself)")
 
     def precondition(self, model: Any) -> Precondition:
         return Precondition(False, "a split makes two models (the engine's prefix and an ONNX "
-                            "tail), not a new version of one: run `workbench fix MODEL "
-                            "--split -o FOLDER` (or workbench.surgery.split.split_model)", [])
+                            "tail), not a new version of one: run fix --split with -o a folder "
+                            "(or workbench.surgery.split.split_model)", [])
