@@ -314,7 +314,9 @@ def test_worker_crash_names_the_node_being_parsed(zoo, tmp_path, monkeypatch, na
         assert f"the TensorRT worker died while running 'parse' at" in doc["message"]
         assert "(SIGSEGV)" in doc["message"] and op in doc["message"]
         assert f"TensorRT crashed on {op} node '{node}' instead of refusing it" in doc["hint"]
-        assert f"`workbench check {path} --backend static`" in doc["hint"]
+        # the next step is a record the CLI renders as a command that runs when pasted
+        assert [s["command"] for s in doc["next_steps"]] == \
+            [f"workbench check {path} --backend static"], doc["next_steps"]
         rc, _, err = _main("build", path, "--backend", "tensorrt", "-o", tmp_path / "e.engine")
         assert rc == 1 and f"build failed at node '{node}'" in err
     finally:

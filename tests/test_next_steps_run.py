@@ -69,7 +69,9 @@ def test_the_corpus_prints_steps_of_every_kind(corpus, collected):
     folder, data = corpus
     assert len(data) >= 12, sorted(data)  # samples, odd models and backend models
     verbs = {shlex.split(s)[1] for s, _, _ in collected}
-    assert {"fix", "check", "inspect", "profiles"} <= verbs, verbs
+    # (a model onnxruntime cannot load is answered by the step its refusal calls for: fix,
+    # check or check --backend static, so `inspect` need not be among them)
+    assert {"fix", "check", "profiles"} <= verbs, verbs
     origins = {o.split(" ")[0] for _, _, o in collected}
     assert {"build", "check", "inspect", "compare"} <= origins, origins
     # the step a build prints for a node `fix --auto` rewrites carries the -o it requires
