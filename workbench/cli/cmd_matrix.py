@@ -106,8 +106,11 @@ def _line(r: Dict[str, Any]) -> str:
     err_s = f"{err:.3g}" if isinstance(err, (int, float)) else str(err)
     lat = r.get("latency_p50_ms")
     lat_s = f"  p50 {lat:.3f} ms p99 {r.get('latency_p99_ms', 0):.3f} ms" if lat else ""
+    acc = r.get("accuracy_passed")
+    verdict = "" if acc is None else (" within budget" if acc else " ACCURACY FAIL") + \
+        (f" ({r['accuracy_verdict']})" if r.get("accuracy_verdict") else "")
     return (f"  ok {r['id']}: {r.get('size_bytes', 0) / 1e6:.2f} MB ({how}), error {err_s} "
-            f"({r.get('accuracy_source', '-')}){lat_s}")
+            f"({r.get('accuracy_source', '-')}){verdict}{lat_s}")
 
 
 def run(args: "argparse.Namespace") -> int:

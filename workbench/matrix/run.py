@@ -143,6 +143,7 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
             out["accuracy"] = acc
             out.update(error_rel=acc["error_rel"], error_max_abs=acc["error_max_abs"],
                        cosine=acc["cosine"], accuracy_passed=acc["passed"],
+                       accuracy_verdict=acc["verdict"],
                        accuracy_source=acc["source"])
         except Exception as e:
             notes.append("accuracy not measured: " + " ".join(str(e).split())[:300])

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 # the table's columns, in the order people read them (JSON results hold more)
 COLUMNS = ["id", "model", "precision", "target", "profile", "opt_level", "status",
            "cache_hit", "resumed", "size_bytes", "build_seconds", "error_rel", "error_max_abs",
-           "cosine", "accuracy_passed", "accuracy_source", "latency_p50_ms", "latency_p99_ms",
+           "cosine", "accuracy_passed", "accuracy_verdict", "accuracy_source", "latency_p50_ms", "latency_p99_ms",
            "throughput_qps", "engine_path", "error"]
 
 
