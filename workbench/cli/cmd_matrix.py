@@ -50,6 +50,11 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
                         "inputs with a note where there is none)")
     p.add_argument("--samples", type=int, default=8,
                    help="at most this many samples for accuracy (0: skip; default 8)")
+    p.add_argument("--latency-profiles", metavar="DIR",
+                   help="recorded per-layer profiles of the models' uniform engines "
+                        "(<model>_<precision>.layers.json + .profile.json, or trtexec "
+                        "--exportLayerInfo/--exportProfile files): variants not timed on a GPU "
+                        "get a predicted latency from them")
     p.add_argument("--backend", default="auto", choices=list(BUILD_BACKENDS))
     p.add_argument("--gpus", action="store_true",
                    help="GPU variants: each task asks Ray for one GPU, builds for it, runs the "
@@ -135,7 +140,8 @@ def run(args: "argparse.Namespace") -> int:
 
     res = run_matrix(variants, args.output, ray_address=args.ray, workers=args.workers,
                      gpu=args.gpus, inputs=parse_data_args(args.inputs, "--inputs"),
-                     samples=args.samples, timeout=args.timeout, on_result=progress)
+                     samples=args.samples, timeout=args.timeout, on_result=progress,
+                     latency_profiles=args.latency_profiles)
     if args.json:
         from workbench.cli.common import print_json
 
@@ -147,5 +153,8 @@ def run(args: "argparse.Namespace") -> int:
               f"in {res.seconds:.1f} s")
         for k, v in res.files.items():
             print(f"{k}: {v}")
+        for r in res.results:
+            if r.get("latency_predicted_ms") is not None:
+                print(f"  {r['id']}: latency {r['latency_predicted_ms']:.3f} ms (predicted)")
         print(f"pareto: {res.pareto_note}")
     return 0 if res.summary["failed"] == 0 else 1

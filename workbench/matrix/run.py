@@ -281,13 +281,21 @@ def run_matrix(variants: Sequence[Variant], out_dir: Any, *, ray_address: Option
                workers: Optional[int] = None, gpu: bool = False,
                inputs: Any = None, samples: int = 8, timeout: Optional[float] = None,
                on_result: Optional[Callable[[Dict[str, Any]], None]] = None,
-               cancel: Any = None, report: bool = True) -> MatrixResult:
+               cancel: Any = None, report: bool = True,
+               latency_profiles: Any = None) -> MatrixResult:
     """Run every variant not yet finished in `out_dir` as a Ray task; see the module docstring.
     `inputs`: accuracy data (a path or {model stem: path}; default: the calibration data);
     `samples`: at most this many samples for accuracy (0: skip); `on_result(result)` is
     called in this thread as each variant ends; `cancel` (an Event) stops submitting and
-    cancels running tasks. `report`: write results.json/.csv and pareto.html at the end."""
+    cancels running tasks. `report`: write results.json/.csv and pareto.html at the end.
+    `latency_profiles`: a folder of recorded per-layer profiles of the models' uniform engines
+    (`workbench.timing.predict.find_profiles`): variants not timed on a GPU get a predicted
+    latency from them (`latency_predicted_ms`)."""
     t0 = time.monotonic()
+    if latency_profiles is not None:
+        from workbench.timing.predict import find_profiles
+
+        find_profiles(latency_profiles)  # (a missing folder is said before any work)
     store = ResultsStore(out_dir)
     options: Dict[str, Any] = {
         "env": {k: os.environ.get(k) for k in PASS_ENV if os.environ.get(k) is not None},
@@ -315,6 +323,8 @@ def run_matrix(variants: Sequence[Variant], out_dir: Any, *, ray_address: Option
 
                 ray.shutdown()
     ordered = [results[v.id] for v in variants if v.id in results]
+    if latency_profiles is not None:
+        add_predicted_latency(ordered, latency_profiles)
     out = MatrixResult(str(store.dir), ordered, seconds=time.monotonic() - t0)
     if report:
         out.files = store.export(ordered)
@@ -351,6 +361,28 @@ def _run_tasks(todo: List[Variant], options: Dict[str, Any], store: ResultsStore
             results[v.id] = res
             if on_result is not None:
                 on_result(res)
+
+
+def add_predicted_latency(results: List[Dict[str, Any]], folder: Any) -> None:
+    """Set `latency_predicted_ms` (and `latency_prediction`, what it was predicted from) on
+    each built variant without a measured latency whose model and precision have a recorded
+    uniform engine in `folder` (`workbench.timing.predict`)."""
+    from workbench.timing.predict import LatencyModel, find_profiles
+
+    models: Dict[str, Any] = {}
+    for r in results:
+        if r.get("status") != "ok" or r.get("latency_p50_ms") is not None:
+            continue
+        path = r.get("model_path") or r.get("model")
+        if path not in models:
+            files = find_profiles(folder, path)
+            models[path] = LatencyModel.from_files(files) if files else None
+        lm = models[path]
+        ms = lm.uniform(str(r.get("precision"))) if lm is not None else None
+        if ms is not None:
+            r["latency_predicted_ms"] = ms
+            r["latency_prediction"] = ("predicted from the recorded " + str(r.get("precision"))
+                                       + " engine's per-layer profile in " + str(folder))
 
 
 def write_pareto(store: ResultsStore, results: List[Dict[str, Any]],
