@@ -94,3 +94,51 @@ def test_cli_plan_round_trips_through_precision_exclude(data, tmp_path):
                           "--data", str(data / "x.npz"), "--metric", "nope"],
                          capture_output=True, text=True, cwd=REPO, timeout=300)
     assert bad.returncode == 2 and "unknown metric 'nope'" in bad.stderr + bad.stdout
+
+
+def _resnet50_with_weights(path, size=32):
+    """The recorded H200 engines' ResNet-50 graph (its node names are the engines' Metadata)
+    with random weights, at a small input size so FP16 emulation is quick on CPU."""
+    import onnx
+    from onnx import numpy_helper
+
+    from conftest import H200
+
+    m = onnx.load(str(H200 / "resnet50.structure.onnx"), load_external_data=False)
+    rng = np.random.default_rng(0)
+    for i, t in enumerate(m.graph.initializer):
+        dims = list(t.dims)
+        a = (np.zeros(dims, np.float32) if len(dims) <= 1 else
+             (rng.standard_normal(dims) / np.sqrt(np.prod(dims[1:]))).astype(np.float32))
+        m.graph.initializer[i].CopyFrom(numpy_helper.from_array(a, t.name))
+    d = m.graph.input[0].type.tensor_type.shape.dim
+    d[2].dim_value = d[3].dim_value = size
+    onnx.save(m, str(path))
+    return path
+
+
+def test_planner_on_recorded_h200_resnet50_profiles_predicts_latency(tmp_path):
+    """The whole planner on the recorded TensorRT 8.6 H200 ResNet-50 FP32/FP16 profiles:
+    regions from the engine's fused layers, latency predicted (and said so), accuracy by
+    FP16 emulation on held-back samples, evaluations within --max-builds."""
+    from conftest import H200
+    from workbench.timing.predict import LatencyModel
+
+    model = _resnet50_with_weights(tmp_path / "resnet50.onnx")
+    np.savez(tmp_path / "x.npz", input=np.random.default_rng(1).standard_normal(
+        (8, 3, 32, 32)).astype(np.float32))
+    p = plan(model, tmp_path / "x.npz", budget=1e-3, metric="cosine", latency_profiles=H200,
+             max_builds=12)
+    assert p.region_source == "engine layers" and p.evaluations <= 12
+    assert p.uniform_ms["fp32"] == pytest.approx(2.934, abs=1e-3)
+    assert p.uniform_ms["fp16"] == pytest.approx(0.879, abs=1e-3)
+    assert p.passed and p.held_loss <= 1e-3 and "predicted" in p.latency_note
+    lats = [c.latency_ms for c in p.front]
+    assert lats[0] == pytest.approx(p.uniform_ms["fp32"]) and lats == sorted(lats, reverse=True)
+    lm = LatencyModel.from_dir(H200, str(model), onnx=str(model))
+    assert p.latency_ms == pytest.approx(lm.predict({n: "fp32" for n in p.fp32_nodes},
+                                                    default="fp16"))
+    assert p.latency_ms < p.uniform_ms["fp32"]
+    d = p.to_dict()
+    assert d["latency"] == "predicted" and d["samples"]["held_back"] == [3, 7]
+    assert all(n.startswith("/") for n in d["nodes"]["fp16"])  # ONNX node names, no indices
