@@ -142,3 +142,21 @@ def test_planner_on_recorded_h200_resnet50_profiles_predicts_latency(tmp_path):
     d = p.to_dict()
     assert d["latency"] == "predicted" and d["samples"]["held_back"] == [3, 7]
     assert all(n.startswith("/") for n in d["nodes"]["fp16"])  # ONNX node names, no indices
+
+
+def test_plan_panel_shows_the_plan_and_its_front(data):
+    from widgets import PlanPanel
+
+    panel = PlanPanel(OVERFLOW, data=data / "x.npz", budget="1%")
+    panel.run()
+    p = panel.wait(300)
+    assert panel.task.error is None and p is not None and p.fp32_nodes == PLANTED
+    assert "within budget" in panel.status.value and "4 held-back sample(s)" in \
+        panel.status.value
+    assert "/norm/ReduceSum" in panel.nodes_html.value and "autocast" in panel.nodes_html.value
+    front = [t for t in panel.figure.data if t.name == "front"]
+    assert len(front) == 1 and len(front[0].x) == len(p.front)
+    star = [t for t in panel.figure.data if t.name == "plan"]
+    # no recorded profiles: x is the number of regions in FP16; the plan keeps 2 of 4
+    assert list(star[0].x) == [2] and list(star[0].customdata) == [p.chosen]
+    assert "no latency predicted" in panel.figure.layout.xaxis.title.text

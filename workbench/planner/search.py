@@ -77,6 +77,7 @@ class Plan:
     seconds: float = 0.0
     output: Optional[str] = None
     latency_profiles: Optional[str] = None
+    chosen: Optional[int] = None  # the plan's index in `front`
     commands: Dict[str, str] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
 
@@ -96,7 +97,8 @@ class Plan:
                 "regions": len(self.regions), "region_source": self.region_source,
                 "sensitivity": [{"region": label(r), "loss": _j(s)}
                                 for r, s in zip(self.regions, self.sensitivity)],
-                "front": [c.to_dict() for c in self.front], "evaluations": self.evaluations,
+                "front": [c.to_dict() for c in self.front], "chosen": self.chosen,
+                "evaluations": self.evaluations,
                 "max_builds": self.max_builds, "samples": self.samples,
                 "seconds": round(self.seconds, 2), "output": self.output,
                 "commands": self.commands, "notes": self.notes}
@@ -358,7 +360,8 @@ def plan(model: Any, data: Any = None, *, budget: Any = "1%", metric: Any = None
              if latency is not None else {}, front=front, sensitivity=sens,
              evaluations=ev.count, max_builds=max_builds, samples=split,
              seconds=time.monotonic() - t0, output=out_path, notes=notes,
-             latency_profiles=None if latency_profiles is None else str(latency_profiles))
+             latency_profiles=None if latency_profiles is None else str(latency_profiles),
+             chosen=next((i for i, c in enumerate(front) if c is chosen), None))
     p.commands = commands(p, data if isinstance(data, (str, Path)) else None)
     tmp.cleanup()
     return p
