@@ -284,6 +284,11 @@ def plan(model: Any, data: Any = None, *, budget: Any = "1%", metric: Any = None
 
     calib = calibration if calibration is not None else (data if target in ("int8", "fp8")
                                                          else None)
+    if calibration is None and calib is not None:  # (what `precision --calib DATA` uses: the
+        # planned model is reproducible bit for bit; give --calib to keep them apart)
+        notes.append(f"{target.upper()} calibrated on all of the data, held-back samples "
+                     "included (as `workbench precision --calib` with the same file); pass "
+                     "--calib for separate calibration data")
     tmp = tempfile.TemporaryDirectory(prefix="wb-plan-")
     ev = _Evaluator(model, target, search, held, m, calib, max_builds, tmp.name)
     everything = tuple(range(len(regions)))
