@@ -181,3 +181,12 @@ def test_matrix_accuracy_passes_fp16_sized_logits(pair):
     assert 0 < acc["error_rel"] < 2e-3 and "top-1" in acc["verdict"]
     bad = measure(ref, broken, "fp16", feeds)
     assert bad["passed"] is False
+
+
+def test_a_missing_output_fails_any_metric_with_its_reason():
+    ref = [{"y": np.ones((1, 3), np.float32), "z": np.ones((1, 3), np.float32)}]
+    got = [{"y": np.ones((1, 3), np.float32)}]
+    c = compare_outputs(ref, got, 1e-3, 1e-3)
+    for m in (None, "top1", "cosine", lambda r, g: 0.0):
+        v = verdict.judge(c, "fp16", metric=m, ref=ref, got=got)
+        assert not v.passed and "missing" in v.reason

@@ -377,7 +377,9 @@ def judge(comparison: Comparison, precision: str = "fp32", *, metric: MetricLike
                                  "the outputs of every sample", field="metric")
         b = 0.01 if b is None else b
         mname = getattr(metric, "__name__", str(metric))
-        if ref is not None and got is not None:
+        if comparison.reason:  # (an output missing or reshaped: no figure to compute)
+            loss = math.inf
+        elif ref is not None and got is not None:
             loss = metric_loss(metric, ref, got, names)
         else:
             loss = comparison.rel
