@@ -114,14 +114,45 @@ def _rows():
             dict(id="f", model="m", precision="fp8", status="failed", error="refused")]
 
 
-def test_pareto_front_per_model_on_size_without_latency():
+def test_without_latency_the_view_is_accuracy_only_never_engine_size():
+    """Engine size is no latency (an INT8 engine can be larger than its FP32 one): with no
+    measured or predicted latency the view is accuracy only, says why, and draws no front."""
     df = results_frame(_rows())
     axes = pareto_axes(df)
-    assert axes["x"] == "size_mb" and "no latency" in axes["note"]
-    front = pareto_front(df)
-    on = dict(zip(front["id"], front["pareto"]))
-    # c (3 MB, 5e-2) is beaten by b (2 MB, 1e-3); e is alone in its model; f failed
-    assert on == {"a": True, "b": True, "c": False, "d": True, "e": True}
+    assert axes["x"] == "id" and axes["kind"] == "accuracy-only"
+    assert "accuracy only" in axes["note"] and "engine size is not latency" in axes["note"]
+    front = pareto_front(df, axes["x"])
+    assert list(front["id"]) == ["a", "b", "c", "d", "e"] and not front["pareto"].any()
+
+
+def test_pareto_front_on_predicted_latency():
+    rows = _rows()
+    for r, lat in zip(rows, (2.9, 0.9, 0.7, 0.8, 1.0)):
+        r["latency_predicted_ms"] = lat
+    df = results_frame(rows)
+    axes = pareto_axes(df)
+    assert axes["x"] == "latency_predicted_ms" and axes["kind"] == "predicted"
+    assert "predicted" in axes["x_title"] and "not measured" in axes["note"]
+    on = dict(zip(pareto_front(df)["id"], pareto_front(df)["pareto"]))
+    # d (0.8 ms, 9e-2) is beaten by c (0.7 ms, 5e-2); e is alone in its model; f failed
+    assert on == {"a": True, "b": True, "c": True, "d": False, "e": True}
+
+
+def test_matrix_predicts_uniform_engines_latency_from_recorded_profiles():
+    """The recorded H200 ResNet-50 FP32/FP16 engines (TensorRT 8.6) give each variant its
+    recorded total, said as predicted; a precision with no recording gets none."""
+    from conftest import H200
+    from workbench.matrix.run import add_predicted_latency
+
+    rows = [{"id": p, "status": "ok", "model": "resnet50", "precision": p,
+             "model_path": "/x/resnet50.onnx"} for p in ("fp32", "fp16", "int8")]
+    add_predicted_latency(rows, H200)
+    by = {r["id"]: r for r in rows}
+    assert by["fp32"]["latency_predicted_ms"] == pytest.approx(2.934, abs=1e-3)
+    assert by["fp16"]["latency_predicted_ms"] == pytest.approx(0.879, abs=1e-3)
+    assert "latency_predicted_ms" not in by["int8"]
+    assert "predicted" in by["fp16"]["latency_prediction"]
+    assert pareto_axes(results_frame(rows))["kind"] == "predicted"
 
 
 def test_pareto_uses_latency_when_timed():
@@ -137,7 +168,10 @@ def test_pareto_uses_latency_when_timed():
 def test_pareto_page_draws_every_model_and_front(tmp_path):
     from workbench.render.matrix_figures import pareto_figure, write_pareto_html
 
-    df = results_frame(_rows())
+    rows = _rows()
+    for r, lat in zip(rows, (4.0, 2.0, 3.0, 1.0, 5.0)):
+        r["latency_predicted_ms"] = lat
+    df = results_frame(rows)
     axes = pareto_axes(df)
     pts = pareto_front(df)
     fig = pareto_figure(pts, axes)
@@ -150,7 +184,7 @@ def test_pareto_page_draws_every_model_and_front(tmp_path):
     lines = [t for t in fig.data if t.mode == "lines"]
     assert sorted(lines[0].x) == pytest.approx([1.0, 2.0, 4.0])  # m's front: d, b, a
     page = write_pareto_html(pts, axes, tmp_path / "p.html", table=df).read_text()
-    assert "engine size stands in" in page and "plotly" in page and ">refused<" in page
+    assert "predicted" in page and "plotly" in page and ">refused<" in page
 
 
 def test_store_resumes_only_complete_results(tmp_path):
@@ -198,7 +232,7 @@ def test_python_api_runs_variants_as_ray_tasks(ray_cluster, tmp_path):
     assert [r["id"] for r in on_disk] == [v.id for v in vs]
     csv = pd.read_csv(tmp_path / "m" / "results.csv")
     assert list(csv["id"]) == [v.id for v in vs]
-    assert "engine size stands in" in res.pareto_note
+    assert "accuracy only" in res.pareto_note
 
 
 def test_a_failing_variant_is_reported_and_the_rest_build(ray_cluster, tmp_path):
@@ -294,7 +328,7 @@ def test_cli_matrix_two_samples_resume_after_sigkill_then_all_cache_hits(
     csv = pd.read_csv(out / "results.csv")
     assert len(csv) == 12 and set(csv["status"]) == {"ok"}
     page = (out / "pareto.html").read_text()
-    assert "resnet_tiny" in page and "bert_tiny" in page and "engine size stands in" in page
+    assert "resnet_tiny" in page and "bert_tiny" in page and "accuracy only" in page
     # 3. a second matrix on the same engine cache: every variant a cache hit, nothing built
     again = [str(tmp_path / "again") if a == str(out) else a for a in args]
     again[again.index("--samples") + 1] = "0"  # (accuracy was checked above)

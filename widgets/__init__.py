@@ -21,6 +21,7 @@ _LAZY = {
     "TimingPanel": "widgets.timing",
     "ComparePanel": "widgets.compare",
     "MatrixPanel": "widgets.matrix",
+    "PlanPanel": "widgets.plan",
     "Figure": "widgets.figure",
 }
 

@@ -37,7 +37,7 @@ from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, FindingsList, 
                           error_text, esc, fit, short_label)
 from widgets.figure import Figure
 from workbench import compare
-from workbench.comparison import same_way_note
+from workbench.verdict import Verdict, judge_tensors
 from workbench.errors import WorkbenchError
 
 MAX_TICKS = 32  # name at most this many tensors on the axis (every k-th beyond): at 11 px,
@@ -302,10 +302,18 @@ class ComparePanel(PanelBase, W.VBox):
         self._attempt("building and running the engine ...", work)
         return self.report
 
+    def verdict(self, rep: compare.LayerwiseReport) -> Verdict:
+        """The outputs' verdict (`workbench.verdict`): by output kind at the candidate's
+        precision; the elementwise rule when the panel was given atol / rtol."""
+        explicit = self.atol is not None or self.rtol is not None
+        return judge_tensors(rep.outputs, rep.precision or "fp32", rep.runs,
+                             metric="elementwise" if explicit else None, atol=rep.atol,
+                             rtol=rep.rtol)
+
     def _next_step(self, rep: compare.LayerwiseReport) -> str:
         """After a compare with a target: what to do next, and why ("" when nothing)."""
         t = esc(self.target)
-        if rep.outputs_pass:
+        if self.verdict(rep).passed:
             if self.candidate is not None:
                 return ""
             return (f"<span style='color:{OK_COLOUR}'>{esc(self.target.upper())} as converted is "
@@ -337,13 +345,21 @@ class ComparePanel(PanelBase, W.VBox):
                                "tolerance") for t in rep.tensors]
             self.figure.layout.xaxis.update(tensor_ticks([t.tensor for t in rep.tensors]))
             self.figure.layout.yaxis.dtick = log_dtick([r for r in rels if r > 0])
-        ok = "PASS" if rep.outputs_pass else "FAIL"
-        colour = OK_COLOUR if rep.outputs_pass else SEVERITY_COLOURS["error"]
-        precision = getattr(rep, "precision", "")
-        outs = ", ".join(f"{esc(t.tensor)}: max abs {_fmt(t.max_abs)}, rel {_fmt(t.rel)}, "
-                         f"cos {t.cosine:.6f}{esc(same_way_note(t, precision))}"
-                         for t in rep.outputs)
-        self.status.value = (f"<b style='color:{colour}'>outputs {ok}</b> ({outs}) at atol "
+        v = self.verdict(rep)
+        ok = "PASS" if v.passed else "FAIL"
+        colour = OK_COLOUR if v.passed else SEVERITY_COLOURS["error"]
+
+        def said(t: Any) -> str:
+            o = v.outputs.get(t.tensor)
+            diag = ("elementwise pass" if t.passed else
+                    f"{t.mismatches} of {t.size} beyond atol/rtol")
+            return (f"{esc(t.tensor)}: max abs {_fmt(t.max_abs)}, rel {_fmt(t.rel)}, "
+                    f"cos {t.cosine:.6f}" + (f" ({esc(o.kind)}: {esc(o.words)}; {diag})"
+                                             if o is not None else ""))
+
+        outs = ", ".join(said(t) for t in rep.outputs)
+        self.status.value = (f"<b style='color:{colour}'>outputs {ok}</b> ({outs}); verdict: "
+                             f"{esc(v.rule)}; elementwise diagnostic at atol "
                              f"{rep.atol:g} rtol {rep.rtol:g} ({esc(rep.precision)}); "
                              f"{len(rep.tensors)} tensors, {rep.samples} sample(s); candidate: "
                              + (f"{esc(origin)}, " if origin else "")

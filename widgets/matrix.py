@@ -1,6 +1,6 @@
 """The Matrix panel: choose precisions, targets and workers, run the variant matrix on Ray,
-watch variants arrive, then read the table and the Pareto view (error against latency, or
-engine size where nothing was timed).
+watch variants arrive, then read the table and the Pareto view (error against measured
+latency, else latency predicted from recorded profiles, else accuracy only).
 
     from widgets import MatrixPanel
     panel = MatrixPanel(["resnet.onnx"], out_dir="matrix/", precisions=["fp32", "fp16"],
@@ -27,7 +27,8 @@ from workbench.render.matrix_figures import pareto_figure
 
 TABLE_COLUMNS = ["model", "precision", "target", "profile", "status", "size_mb",
                  "build_seconds", "cache_hit", "error_rel", "accuracy_source",
-                 "latency_p50_ms", "latency_p99_ms", "throughput_qps"]
+                 "latency_p50_ms", "latency_predicted_ms", "latency_p99_ms", "throughput_qps",
+                 "accuracy_passed"]
 
 
 def _cell(v: Any) -> str:
@@ -46,8 +47,10 @@ class MatrixPanel(PanelBase, W.VBox):
                  "fp32", "fp16"), targets: Sequence[Optional[str]] = ("sm89",),
                  profiles: Optional[Mapping[str, Any]] = None, calibration: Any = None,
                  inputs: Any = None, workers: int = 2, ray_address: Optional[str] = None,
-                 gpu: bool = False, samples: int = 8) -> None:
+                 gpu: bool = False, samples: int = 8,
+                 latency_profiles: Any = None) -> None:
         self.models = [str(m) for m in models]
+        self.latency_profiles = latency_profiles
         self.out_dir = str(out_dir)
         self.profiles, self.calibration, self.inputs = profiles, calibration, inputs
         self.ray_address, self.gpu, self.samples = ray_address, gpu, samples
@@ -114,7 +117,8 @@ class MatrixPanel(PanelBase, W.VBox):
             return run_matrix(variants, self.out_dir, ray_address=self.ray_address,
                               workers=self.workers.value, gpu=self.gpu, inputs=self.inputs,
                               samples=self.samples, on_result=self._arrived,
-                              cancel=self.task.cancel)  # (made before the thread starts)
+                              cancel=self.task.cancel,  # (made before the thread starts)
+                              latency_profiles=self.latency_profiles)
 
         self.task.start(work, done=self._done, failed=self._failed,
                         busy=f"running {len(variants)} variant(s) on Ray ...")

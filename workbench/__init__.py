@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["Finding", "WorkbenchError", "__version__"]
+__all__ = ["Finding", "WorkbenchError", "__version__", "plan"]
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
@@ -19,4 +19,10 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
         from workbench import errors
 
         return getattr(errors, name)
+    if name == "plan":  # the precision planner, `workbench.planner.plan`: the package's
+        # public entry point re-exported on first use (the root is no layer; resolved by name
+        # so importing `workbench` never loads it)
+        import importlib
+
+        return importlib.import_module("workbench.planner.search").plan
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")

@@ -51,6 +51,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "its graph or --to's: 1e-2 for fp16/bf16/int8/fp8, 1e-3 for fp32)")
     p.add_argument("--rtol", type=float, default=None,
                    help="relative tolerance (default: the precision's, as --atol)")
+    p.add_argument("--metric", metavar="top1|top5|cosine|rel|elementwise|MODULE:FUNC",
+                   help="judge the outputs by this metric within --budget (FUNC(reference, "
+                        "candidate) -> loss over {output: array}); default: by output kind "
+                        "(class scores: top-1 and scale-relative error, embeddings: cosine, "
+                        "boxes: IoU, masks: pixel agreement); --atol/--rtol alone: elementwise")
+    p.add_argument("--budget", metavar="1%|0.01",
+                   help="the loss --metric may reach (default 1%%), or the default verdict's "
+                        "main figure")
     p.add_argument("--runner", choices=["auto", "onnxruntime", "emulate", "reference"],
                    default="auto",
                    help="how to run the candidate: emulate = onnxruntime in FP32 with every "
@@ -225,7 +233,7 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
         on_chunk=None if args.json else
         (lambda k, n: print(f"build {k + 1}/{n} (marked)", file=sys.stderr, flush=True)))
     search = None
-    if args.bisect and not report.outputs_pass:
+    if args.bisect and not _outputs_pass(report, args):
         search = enginedebug.bisect_engine(args.reference, cfg, feeds, atol=args.atol,
                                            rtol=args.rtol, report=report)
     return _report_engine(args, report, engine or "built", search, cfg.precision)
@@ -314,6 +322,7 @@ def _report_engine(args: argparse.Namespace, report: "object", label: str, searc
         if chain is not None:
             d["chain"] = chain
             d["prefix"] = prefix
+        d["verdict"] = output_verdict(report, args).to_dict()
         print_json(_pasteable_findings(d, args.reference, args.inputs))
     else:
         if chain is not None:
@@ -336,7 +345,7 @@ def _report_engine(args: argparse.Namespace, report: "object", label: str, searc
             print("observer check: " + ("MARKING CHANGED THE ANSWER" if
                                         report.marking_changed_outputs else "marked builds give "
                                         "the unmarked engine's answer"))
-        _print_tensors(report, args.top, args.reference, args.inputs)
+        _print_tensors(report, args.top, args.reference, args.inputs, args)
         if search is not None:
             print(f"\nbisection ({search.route}): {search.message}")
             print(search.table())
@@ -345,18 +354,24 @@ def _report_engine(args: argparse.Namespace, report: "object", label: str, searc
                       " ".join(f"--exclude {n}" for n in search.excluded) + " -o OUT.engine")
     if search is not None:
         return 0 if search.passed else 1
-    return 0 if report.outputs_pass and not report.marking_changed_outputs else 1
+    return 0 if _outputs_pass(report, args) and not report.marking_changed_outputs else 1
 
 
 def _print_tensors(report: "object", top: int, model: Optional[str] = None,
-                   data: Optional[str] = None) -> None:
+                   data: Optional[str] = None,
+                   args: Optional[argparse.Namespace] = None) -> None:
     """The text view shared by the CPU and engine reports: outputs, the `top` tensors with the
     largest relative error, the findings (their MODEL / DATA as `model` / `data`)."""
     from workbench.cli.common import pasteable
-    from workbench.comparison import same_way_note
+
+    v = output_verdict(report, args)
+    print(f"verdict ({v.rule}; the elementwise atol/rtol rule is a diagnostic): "
+          + ("PASS" if v.passed else "FAIL"))
 
     def said(t: "object") -> str:
-        verdict = "PASS" if t.passed else "FAIL"
+        ov = v.outputs.get(t.tensor)
+        verdict = ("PASS" if ov.passed else "FAIL") if ov is not None else \
+            ("PASS" if t.passed else "FAIL")
         if getattr(t, "shape_change", None):
             return f"{t.tensor} shape {t.shape_change} {verdict}"
         if str(t.dtype).split(" ")[-1].startswith(("int", "uint", "bool")):
@@ -367,8 +382,10 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
                     (" element by element (rows the selection orders differently count; "
                      "--selection-aware pairs rows)" if sel and t.mismatches else "")
                     + f" {verdict}")
+        diag = "elementwise " + ("pass" if t.passed else
+                                 f"{t.mismatches} of {t.size} beyond atol/rtol")
         return (f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} cos {t.cosine:.6f} "
-                f"{verdict}" + same_way_note(t, getattr(report, "precision", "")))
+                f"{verdict}" + (f" ({ov.kind}: {ov.words}; {diag})" if ov is not None else ""))
 
     print("outputs: " + ", ".join(said(t) for t in report.outputs))
     worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)
@@ -384,6 +401,26 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
     for f in report.findings:
         text = finding_text(f, "", seen, model=model, data=data)
         print(pasteable(text, model, data) if model else text)
+
+
+def output_verdict(report: "object", args: Optional[argparse.Namespace] = None) -> "object":
+    """The verdict (`workbench.verdict`) of a layer-wise report's outputs: the --metric within
+    --budget; else, with --atol/--rtol given, the elementwise rule they ask for; else by
+    output kind at the candidate's precision, from the per-sample runs the report kept."""
+    from workbench.verdict import judge_tensors
+
+    metric = getattr(args, "metric", None)
+    if metric is None and (getattr(args, "atol", None) is not None or
+                           getattr(args, "rtol", None) is not None):
+        metric = "elementwise"
+    return judge_tensors(report.outputs, getattr(report, "precision", "fp32") or "fp32",
+                         getattr(report, "runs", None), metric=metric,
+                         budget=getattr(args, "budget", None), atol=report.atol,
+                         rtol=report.rtol)
+
+
+def _outputs_pass(report: "object", args: Optional[argparse.Namespace] = None) -> bool:
+    return bool(output_verdict(report, args).passed)
 
 
 def _pasteable_findings(d: dict, model: Optional[str], data: Optional[str]) -> dict:
@@ -412,7 +449,10 @@ def run(args: argparse.Namespace) -> int:
         default_child().warm()  # interpreter starts while this one imports and loads
     from workbench import compare
     from workbench.precision import table
+    from workbench.verdict import parse_budget, resolve_metric
 
+    resolve_metric(args.metric)  # (a bad metric or budget is said before any run)
+    parse_budget(args.budget)
     if args.candidate_results:
         if args.candidate or args.to or args.engine_from_build:
             raise WorkbenchError("--candidate-results is the candidate: give no candidate "
@@ -548,6 +588,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         d = report.to_dict()
         d["selection_aware"] = [c.to_dict() for c in sel] if sel is not None else None
+        d["verdict"] = output_verdict(report, args).to_dict()
         print_json(_pasteable_findings(d, args.reference, args.inputs))
     else:
         print(f"reference: {args.reference} (onnxruntime)  candidate: {args.candidate} "
@@ -556,7 +597,7 @@ def run(args: argparse.Namespace) -> int:
                  "compares all)" if report.samples_available > report.samples else "") + "  "
               f"atol {report.atol:g} rtol {report.rtol:g}")
         print(f"{len(report.tensors)} tensors compared, {report.unmatched} only in one model")
-        _print_tensors(report, args.top, args.reference, args.inputs)
+        _print_tensors(report, args.top, args.reference, args.inputs, args)
         if sel is not None:
             ok = sum(c.passed for c in sel)
             worst = next((c for c in sel if not c.passed), sel[0])
@@ -573,7 +614,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{'PASS' if all(c.strict_passed for c in sel) else 'FAIL'}")
     if args.selection_aware and sel is not None:
         return 0 if all(c.passed for c in sel) else 1
-    return 0 if report.outputs_pass else 1
+    return 0 if _outputs_pass(report, args) else 1
 
 
 def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> "object":

@@ -50,6 +50,11 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
                         "inputs with a note where there is none)")
     p.add_argument("--samples", type=int, default=8,
                    help="at most this many samples for accuracy (0: skip; default 8)")
+    p.add_argument("--latency-profiles", metavar="DIR",
+                   help="recorded per-layer profiles of the models' uniform engines "
+                        "(<model>_<precision>.layers.json + .profile.json, or trtexec "
+                        "--exportLayerInfo/--exportProfile files): variants not timed on a GPU "
+                        "get a predicted latency from them")
     p.add_argument("--backend", default="auto", choices=list(BUILD_BACKENDS))
     p.add_argument("--gpus", action="store_true",
                    help="GPU variants: each task asks Ray for one GPU, builds for it, runs the "
@@ -107,8 +112,11 @@ def _line(r: Dict[str, Any]) -> str:
     err_s = f"{err:.3g}" if isinstance(err, (int, float)) else str(err)
     lat = r.get("latency_p50_ms")
     lat_s = f"  p50 {lat:.3f} ms p99 {r.get('latency_p99_ms', 0):.3f} ms" if lat else ""
+    acc = r.get("accuracy_passed")
+    verdict = "" if acc is None else (" within budget" if acc else " ACCURACY FAIL") + \
+        (f" ({r['accuracy_verdict']})" if r.get("accuracy_verdict") else "")
     return (f"  ok {r['id']}: {r.get('size_bytes', 0) / 1e6:.2f} MB ({how}), error {err_s} "
-            f"({r.get('accuracy_source', '-')}){lat_s}")
+            f"({r.get('accuracy_source', '-')}){verdict}{lat_s}")
 
 
 def run(args: "argparse.Namespace") -> int:
@@ -145,7 +153,8 @@ def run(args: "argparse.Namespace") -> int:
                      gpu=args.gpus, inputs=parse_data_args(args.inputs, "--inputs"),
                      samples=args.samples, timeout=args.timeout, on_result=progress,
                      profile_index=args.profile_index,
-                     on_wait=lambda line: sys.stderr.write(f"matrix: {line}\n"))
+                     on_wait=lambda line: sys.stderr.write(f"matrix: {line}\n"),
+                     latency_profiles=args.latency_profiles)
     if args.json:
         from workbench.cli.common import print_json
 
@@ -157,5 +166,8 @@ def run(args: "argparse.Namespace") -> int:
               f"in {res.seconds:.1f} s")
         for k, v in res.files.items():
             print(f"{k}: {v}")
+        for r in res.results:
+            if r.get("latency_predicted_ms") is not None:
+                print(f"  {r['id']}: latency {r['latency_predicted_ms']:.3f} ms (predicted)")
         print(f"pareto: {res.pareto_note}")
     return 0 if res.summary["failed"] == 0 else 1

@@ -76,8 +76,11 @@ def max_batch(profiles: Sequence[Dict[str, List[List[int]]]],
 
 def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Feed], *,
             engine: Optional[str] = None, backend: str = "auto", batch_limit: Optional[int] = None,
-            notes: Optional[List[str]] = None, profile_index: int = -1) -> Dict[str, Any]:
-    """{source, error_rel, error_max_abs, cosine, passed, atol, rtol, samples, outputs}."""
+            notes: Optional[List[str]] = None, profile_index: int = -1, metric: Any = None,
+            budget: Any = None) -> Dict[str, Any]:
+    """{source, error_rel, error_max_abs, cosine, passed, elementwise_passed, verdict, atol,
+    rtol, samples, outputs}: `passed` is the verdict (`workbench.verdict`: `metric` within
+    `budget`, else the default per output kind), the elementwise atol/rtol rule beside it."""
     from workbench.comparison import compare_outputs
     from workbench.precision import table
     from workbench.runners import OnnxRuntimeRunner, batched_inputs, low_float_runner, make_runner
@@ -105,14 +108,20 @@ def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Fee
         got = make_runner(kind, candidate_onnx).infer_all(batches)
     atol, rtol = table.tolerances(precision)
     c = compare_outputs(ref, got, atol, rtol)
+    from workbench.verdict import judge
+
+    v = judge(c, precision, metric=metric, budget=budget, ref=ref, got=got)
     worst = max(c.outputs.values(), key=lambda t: t.rel if math.isfinite(t.rel) else math.inf,
                 default=None)
     return {"source": source, "error_rel": _num(c.rel), "error_max_abs": _num(c.max_abs),
             "cosine": _num(min((t.cosine for t in c.outputs.values()), default=1.0)),
-            "passed": c.passed, "atol": atol, "rtol": rtol, "samples": c.samples,
+            "passed": v.passed, "elementwise_passed": c.passed, "verdict": v.words(),
+            "verdict_rule": v.rule, "atol": atol, "rtol": rtol, "samples": c.samples,
             "worst_output": worst.name if worst is not None else None, "reason": c.reason,
             "outputs": {k: {"rel": _num(t.rel), "max_abs": _num(t.max_abs),
-                            "cosine": _num(t.cosine), "passed": t.passed}
+                            "cosine": _num(t.cosine), "passed": v.outputs[k].passed,
+                            "elementwise_passed": t.passed, "kind": v.outputs[k].kind,
+                            "verdict": v.outputs[k].words}
                         for k, t in c.outputs.items()}}
 
 

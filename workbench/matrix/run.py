@@ -156,6 +156,7 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
             out["accuracy"] = acc
             out.update(error_rel=acc["error_rel"], error_max_abs=acc["error_max_abs"],
                        cosine=acc["cosine"], accuracy_passed=acc["passed"],
+                       accuracy_verdict=acc["verdict"],
                        accuracy_source=acc["source"])
         except Exception as e:
             notes.append("accuracy not measured: " + " ".join(str(e).split())[:300])
@@ -359,7 +360,8 @@ def run_matrix(variants: Sequence[Variant], out_dir: Any, *, ray_address: Option
                on_result: Optional[Callable[[Dict[str, Any]], None]] = None,
                cancel: Any = None, report: bool = True,
                profile_index: Any = None,
-               on_wait: Optional[Callable[[str], None]] = None) -> MatrixResult:
+               on_wait: Optional[Callable[[str], None]] = None,
+               latency_profiles: Any = None) -> MatrixResult:
     """Run every variant not yet finished in `out_dir` as a Ray task; see the module docstring.
     `inputs`: accuracy data (a path or {model stem: path}; default: the calibration data);
     `samples`: at most this many samples for accuracy (0: skip); `on_result(result)` is
@@ -369,8 +371,15 @@ def run_matrix(variants: Sequence[Variant], out_dir: Any, *, ray_address: Option
     decoder's prefill / decode: `workbench.precision.profiles.profile_index`, per variant).
     `on_wait(line)`: told what the run waits for and since when while no task can start
     (a cluster with no GPU free or none at all; a local instance without a GPU is refused
-    before Ray starts)."""
+    before Ray starts).
+    `latency_profiles`: a folder of recorded per-layer profiles of the models' uniform engines
+    (`workbench.timing.predict.find_profiles`): variants not timed on a GPU get a predicted
+    latency from them (`latency_predicted_ms`)."""
     t0 = time.monotonic()
+    if latency_profiles is not None:
+        from workbench.timing.predict import find_profiles
+
+        find_profiles(latency_profiles)  # (a missing folder is said before any work)
     store = ResultsStore(out_dir)
     options: Dict[str, Any] = {
         "env": {k: os.environ.get(k) for k in PASS_ENV if os.environ.get(k) is not None},
@@ -402,6 +411,8 @@ def run_matrix(variants: Sequence[Variant], out_dir: Any, *, ray_address: Option
 
                 ray.shutdown()
     ordered = [results[v.id] for v in variants if v.id in results]
+    if latency_profiles is not None:
+        add_predicted_latency(ordered, latency_profiles)
     out = MatrixResult(str(store.dir), ordered, seconds=time.monotonic() - t0)
     if report:
         out.files = store.export(ordered)
@@ -473,6 +484,28 @@ class _WaitNotice:
         since = time.strftime("%H:%M:%S", time.localtime(self.since))
         self.on_wait(f"waiting since {since} for {running} task(s) to finish or start "
                      f"(each needs 1 {what}; the Ray cluster has {have})")
+
+
+def add_predicted_latency(results: List[Dict[str, Any]], folder: Any) -> None:
+    """Set `latency_predicted_ms` (and `latency_prediction`, what it was predicted from) on
+    each built variant without a measured latency whose model and precision have a recorded
+    uniform engine in `folder` (`workbench.timing.predict`)."""
+    from workbench.timing.predict import LatencyModel, find_profiles
+
+    models: Dict[str, Any] = {}
+    for r in results:
+        if r.get("status") != "ok" or r.get("latency_p50_ms") is not None:
+            continue
+        path = r.get("model_path") or r.get("model")
+        if path not in models:
+            files = find_profiles(folder, path)
+            models[path] = LatencyModel.from_files(files) if files else None
+        lm = models[path]
+        ms = lm.uniform(str(r.get("precision"))) if lm is not None else None
+        if ms is not None:
+            r["latency_predicted_ms"] = ms
+            r["latency_prediction"] = ("predicted from the recorded " + str(r.get("precision"))
+                                       + " engine's per-layer profile in " + str(folder))
 
 
 def write_pareto(store: ResultsStore, results: List[Dict[str, Any]],

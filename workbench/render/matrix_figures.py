@@ -1,5 +1,6 @@
-"""The variant matrix's Pareto view: error against latency (or engine size where nothing was
-timed), one colour per model, marker area by engine size, each model's front as a line; and
+"""The variant matrix's Pareto view: error against latency (measured, or predicted from
+recorded profiles; the variants themselves when neither exists: accuracy only), one colour per
+model, marker area by engine size, each model's front as a line; and
 the standalone HTML page with it and the results table (plotly.js inlined: opens offline).
 
 Takes the data workbench.matrix.table computes (`pareto_front`, `pareto_axes`): this module

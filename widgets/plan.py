@@ -1,0 +1,84 @@
+"""The Plan panel: give samples, a budget and a metric, run the precision planner
+(`workbench.planner.plan`) off the kernel thread, read the plan (ONNX nodes per precision, the
+commands that make it) and its front (accuracy loss against predicted latency).
+
+    from widgets import PlanPanel
+    panel = PlanPanel("model.onnx", data="samples.npz", budget="1%", metric="top1",
+                      latency_profiles="profiles/")
+    panel                      # click Plan, or panel.run(); panel.wait()
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import ipywidgets as W
+
+from widgets.base import PanelBase, esc, fill, fit
+from widgets.figure import Figure
+from workbench.planner.search import Plan, plan
+from workbench.render.plan_figures import front_figure
+
+
+class PlanPanel(PanelBase, W.VBox):
+    """Run the planner and show its answer (see the module docstring)."""
+
+    def __init__(self, model: Any, *, data: Any, budget: Any = "1%", metric: Any = None,
+                 target: str = "fp16", latency_profiles: Any = None, max_builds: int = 40,
+                 output: Any = None) -> None:
+        self.model, self.data, self.metric = str(model), data, metric
+        self.target, self.latency_profiles = target, latency_profiles
+        self.max_builds, self.output = max_builds, output
+        self.result: Optional[Plan] = None
+        self._init_base()
+        self.header = W.HTML(f"<b>Precision plan</b> {esc(self.model.rsplit('/', 1)[-1])}")
+        self.budget = W.Text(value=str(budget), description="budget", layout=fit())
+        self.run_btn = W.Button(description="Plan", icon="sliders", button_style="primary",
+                                layout=fit())
+        self.nodes_html = W.HTML("", layout=W.Layout(width="auto", overflow="auto"))
+        self.figure = Figure(layout=dict(autosize=True, height=420, template="plotly_white"))
+        self.run_btn.on_click(lambda _: self.run())
+        super().__init__([self.header, W.HBox([self.budget, self.run_btn]), self.status,
+                          self.nodes_html, self.figure], layout=fill())
+
+    def run(self) -> None:
+        """Plan in the background; `wait()` returns the Plan."""
+        def work() -> Plan:
+            return plan(self.model, self.data, budget=self.budget.value, metric=self.metric,
+                        target=self.target, latency_profiles=self.latency_profiles,
+                        max_builds=self.max_builds, output=self.output,
+                        on_step=self.status.busy)
+
+        self.run_btn.disabled = True
+        self.task.start(work, done=self._done, failed=self._failed, busy="planning ...")
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[Plan]:
+        self.task.wait(timeout)
+        return self.result
+
+    def _failed(self, e: BaseException) -> None:
+        self.run_btn.disabled = False
+        self.status.error(e)
+
+    def _done(self, p: Plan) -> None:
+        self.result = p
+        self.run_btn.disabled = False
+        held = len(p.samples["held_back"])
+        lat = (f"latency {p.latency_ms:.3f} ms (predicted)" if p.latency_ms is not None
+               else p.latency_note)
+        text = (f"{p.target.upper()} with {len(p.kept_regions)} of {len(p.regions)} region(s) "
+                f"in FP32: {p.metric} loss {p.held_loss:.4g} on {held} held-back sample(s), "
+                f"budget {p.budget:g}; {lat}; {p.evaluations} evaluation(s)")
+        (self.status.ok if p.passed else self.status.warn)(
+            ("within budget: " if p.passed else "NOT within budget: ") + text)
+        rows = "".join(f"<tr><td><b>{esc(k)}</b></td><td><code>{esc(v)}</code></td></tr>"
+                       for k, v in [(f"{p.target} nodes", ", ".join(p.low_nodes) or "(none)"),
+                                    ("fp32 nodes", ", ".join(p.fp32_nodes) or "(none)"),
+                                    *p.commands.items()])
+        notes = "".join(f"<li>{esc(n)}</li>" for n in p.notes)
+        self.nodes_html.value = f"<table>{rows}</table>" + (f"<ul>{notes}</ul>" if notes else "")
+        fig = front_figure(p)
+        with self.figure.batch_update():
+            self.figure.data = []
+            for trace in fig.data:
+                self.figure.add_trace(trace)
+            self.figure.layout.update(fig.layout)
