@@ -36,8 +36,9 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from workbench.worker import childproc
 from workbench.errors import WorkbenchError
 from workbench.worker import protocol as P
 
@@ -128,11 +129,7 @@ def isolated_by_default() -> bool:
     return os.environ.get(ISOLATE_ENV, "1") != "0"
 
 
-def _default_max_rss() -> int:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 3 // 4)
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return 8 << 30
+_default_max_rss = childproc.default_max_rss
 
 
 def _sweep(base: str) -> None:
@@ -155,22 +152,7 @@ def _sweep(base: str) -> None:
             pass
 
 
-def _signal_name(rc: int) -> str:
-    if rc < 0:
-        try:
-            return signal.Signals(-rc).name
-        except ValueError:
-            return f"signal {-rc}"
-    return f"exit status {rc}"
-
-
-def _rss(pid: int) -> int:
-    """Resident bytes of `pid` (0 when unknown)."""
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+_signal_name, _rss = childproc.signal_name, childproc.rss
 
 
 def model_key(model: Any) -> Tuple[str, str]:
@@ -199,7 +181,7 @@ class OrtChild:
         self.env = env
         self._proc: Optional[subprocess.Popen] = None
         self._events: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
-        self._stderr: Deque[str] = collections.deque(maxlen=stderr_lines)
+        self._stderr = childproc.StderrTail(stderr_lines)
         self._ids = itertools.count(1)
         self._pending_lock = threading.Lock()
         self._lock = threading.RLock()  # a widget's background thread and the kernel share it
@@ -257,10 +239,7 @@ class OrtChild:
                 self._spawn()
 
     def _spawn(self) -> None:
-        env = dict(os.environ)
-        if self.env:
-            env.update(self.env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        env = childproc.child_env(self.env)
         for k, v in MALLOC_ENV.items():  # (the caller's own settings win)
             env.setdefault(k, v)
         paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)]
@@ -269,10 +248,8 @@ class OrtChild:
         self._loaded.clear()
         self._ready = False
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-S", "-c", _BOOT % (ROOT, paths)], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
-                text=True, encoding="utf-8", errors="replace", bufsize=1)
+            self._proc = childproc.spawn([sys.executable, "-S", "-c", _BOOT % (ROOT, paths)],
+                                         env)
         except OSError as e:
             raise OrtError(f"cannot start the onnxruntime process: {e}",
                            hint="check that this Python can start subprocesses") from None
@@ -282,7 +259,7 @@ class OrtChild:
         self._died_with.pop(proc.pid, None)  # (a pid reused: nothing of an earlier child's)
         self._stopped_for.pop(proc.pid, None)
         threading.Thread(target=self._read_stdout, args=(proc, events), daemon=True).start()
-        threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
+        self._stderr.follow(proc)
 
     def _read_stdout(self, proc: subprocess.Popen, events: "queue.Queue") -> None:
         """Route each message to the request waiting for it (by id); others (ready) to
@@ -301,13 +278,8 @@ class OrtChild:
             for q in waiting + [events]:
                 q.put(None)
 
-    def _read_stderr(self, proc: subprocess.Popen) -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            self._stderr.append(line.rstrip("\n"))
-
     def log_tail(self) -> str:
-        return "\n".join(self._stderr)
+        return self._stderr.text()
 
     def kill(self, proc: Optional[subprocess.Popen] = None) -> None:
         """Stop the child now (its process group); the next call starts a fresh one. `proc`:
@@ -316,12 +288,7 @@ class OrtChild:
             proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-        proc.wait(timeout=10)
+        childproc.kill_group(proc)
         self._loaded.clear()
 
     def close(self) -> None:
@@ -341,6 +308,7 @@ class OrtChild:
               max_rss: Optional[int], what: str, label: Optional[str] = None,
               timeout: float = 0.0) -> Dict[str, Any]:
         """The next message, watching the child's time and memory; raises on death or limit."""
+        watch = childproc.Watch(proc.pid, timeout=timeout, deadline=deadline, max_rss=max_rss)
         while True:
             try:
                 msg = events.get(timeout=POLL_S)
@@ -350,22 +318,20 @@ class OrtChild:
                 self._crashed(proc, what, label)
             if isinstance(msg, dict):
                 return msg
-            if time.monotonic() >= deadline:
-                self._stopped_for[proc.pid] = f"time limit of {timeout:g} s"
-                self.kill(proc)
+            stop = watch.check()
+            if stop is None:
+                continue
+            self._stopped_for[proc.pid] = stop.limit_text()
+            self.kill(proc)
+            if stop.kind == "time":
                 raise OrtLimitExceeded(
-                    f"onnxruntime exceeded its time limit of {timeout:g} s while {what} and was "
+                    f"onnxruntime exceeded its {stop.limit_text()} while {what} and was "
                     "stopped", file=label,
                     hint=f"raise the limit (timeout=, ${TIMEOUT_ENV}) or run fewer samples")
-            if max_rss:
-                rss = _rss(proc.pid)
-                if rss > max_rss:
-                    self._stopped_for[proc.pid] = f"memory limit of {max_rss / 2**20:.0f} MiB"
-                    self.kill(proc)
-                    raise OrtLimitExceeded(
-                        f"onnxruntime used {rss / 2**20:.0f} MiB, over its memory limit of "
-                        f"{max_rss / 2**20:.0f} MiB, while {what} and was stopped", file=label,
-                        hint=f"raise the limit (max_rss=, ${MAX_RSS_ENV}) or use smaller inputs")
+            raise OrtLimitExceeded(
+                f"onnxruntime used {childproc.mib(stop.rss)}, over its {stop.limit_text()}, "
+                f"while {what} and was stopped", file=label,
+                hint=f"raise the limit (max_rss=, ${MAX_RSS_ENV}) or use smaller inputs")
 
     def _crashed(self, proc: subprocess.Popen, what: str, label: Optional[str]) -> None:
         try:
@@ -379,7 +345,7 @@ class OrtChild:
             if proc is self._proc:  # (another waiter may have started a fresh one since)
                 self._proc = None
                 self._loaded.clear()
-        last = [ln for ln in tail.splitlines() if ln.strip()][-2:]
+        last = self._stderr.last(2)
         limit = self._stopped_for.get(proc.pid)
         if limit:  # we stopped it, for another run's limit: not this run's crash
             raise OrtStopped(f"onnxruntime was stopped while {what}: another run in the same "

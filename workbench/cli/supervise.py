@@ -34,9 +34,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from workbench.worker import childproc
+
 FORK_ENV = "WORKBENCH_CLI_FORK"  # "0": never fork; the verb runs with onnxruntime in its child
-CRASHES = {getattr(signal, n) for n in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE",
-                                        "SIGKILL") if hasattr(signal, n)}
+CRASHES = childproc.CRASH_SIGNALS
 PASSED_ON = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP")
                   if hasattr(signal, n))
 WATCH_S = 0.05  # how often the worker's resident memory is read
@@ -73,9 +74,9 @@ def run_forked(verb: str, work: Callable[[], None], rewind: Sequence[str] = ()
     went past the memory limit (the caller then runs the verb the usual way, onnxruntime in its
     child); the files in `rewind` are then as they were before the fork."""
     from workbench.cli.common import flush_streams
-    from workbench.ortchild import ISOLATE_ENV, MAX_RSS_ENV, _default_max_rss
+    from workbench.ortchild import ISOLATE_ENV, MAX_RSS_ENV
 
-    limit = int(os.environ.get(MAX_RSS_ENV) or _default_max_rss())
+    limit = int(os.environ.get(MAX_RSS_ENV) or childproc.default_max_rss())
     marks = [(p, _size(p)) for p in rewind]
     flush_streams()  # (what is buffered is written once, not by both processes)
     parent = os.getpid()
@@ -91,7 +92,7 @@ def run_forked(verb: str, work: Callable[[], None], rewind: Sequence[str] = ()
             os.environ[ISOLATE_ENV] = "0"
             _once_per_interrupt()
             signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
-            _die_with_parent(parent)
+            childproc.die_with_parent(parent)
             work()
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -106,10 +107,10 @@ def run_forked(verb: str, work: Callable[[], None], rewind: Sequence[str] = ()
             if not flush_streams():
                 code = code or 120
             os._exit(code)
-    status, over = _watch(pid, limit)
-    if over:
-        return _again(verb, marks, f"it used {over / 2**20:.0f} MiB, over the memory limit of "
-                      f"{limit / 2**20:.0f} MiB, and was stopped")
+    status, stop = _watch(pid, limit)
+    if stop is not None:
+        return _again(verb, marks, f"it used {childproc.mib(stop.rss)}, over the "
+                      f"{stop.limit_text()}, and was stopped")
     if os.WIFEXITED(status):
         return os.WEXITSTATUS(status)
     sig = os.WTERMSIG(status)
@@ -163,56 +164,19 @@ def _once_per_interrupt() -> None:
     signal.signal(signal.SIGINT, handler)
 
 
-def _die_with_parent(parent: int) -> None:
-    """The worker gets SIGTERM when the supervisor dies (killed with SIGKILL, say)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
-        pass
-    if os.getppid() != parent:  # the supervisor died before prctl took effect
-        os._exit(128 + int(signal.SIGTERM))
-
-
-def _watch(pid: int, limit: int) -> Tuple[int, int]:
-    """(the worker's wait status, its RSS when it was stopped past `limit`, else 0). Signals
-    this process gets meanwhile are passed on; waking at once when the worker ends (a pidfd),
-    the RSS read every WATCH_S."""
-    import select
-
-    from workbench.ortchild import _rss
-
-    fd: Optional[int] = None
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        fd = None
+def _watch(pid: int, limit: int) -> Tuple[int, Optional[childproc.Stop]]:
+    """(the worker's wait status, the Stop when it went past `limit` bytes of resident memory
+    and was killed). Signals this process gets meanwhile are passed on; waking at once when
+    the worker ends (a pidfd), the RSS read every WATCH_S."""
+    fd = childproc.open_pidfd(pid)
 
     def send(sig: int) -> None:
-        try:
-            if fd is not None and hasattr(signal, "pidfd_send_signal"):
-                signal.pidfd_send_signal(fd, sig)  # (never a reused pid)
-            else:
-                os.kill(pid, sig)
-        except (ProcessLookupError, OSError):
-            pass
+        childproc.send_signal(pid, sig, fd)  # (through the pidfd: never a reused pid)
     old: Dict[int, Any] = {s: signal.signal(s, lambda sig, _f: send(sig)) for s in PASSED_ON}
     signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
-    over = 0
     try:
-        while True:
-            if fd is not None:
-                select.select([fd], [], [], WATCH_S)
-            else:
-                time.sleep(0.005)
-            got, status = os.waitpid(pid, os.WNOHANG)
-            if got == pid:
-                return status, over
-            rss = _rss(pid)
-            if limit and rss > limit and not over:
-                over = rss
-                send(signal.SIGKILL)
+        return childproc.wait_pid(pid, childproc.Watch(pid, max_rss=limit),
+                                  stop=lambda: send(signal.SIGKILL), fd=fd, poll_s=WATCH_S)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -8,6 +8,8 @@ TensorRT module and Polygraphy, and keeps Python 3.9 syntax.
 
     protocol      both ends: op names, message shapes, backend names, error codes, framing
     client side   client (WorkerClient), launch (exec'd start, -S), forked (fork start, CLI)
+    childproc     watching any child (time, memory, Cancel, group kill, crash names):
+                  shared by the client, the onnxruntime child and the CLI's forked runs
     server side   boot (entry, backend preload) -> main (loop, ping/backend_info/sleep/crash)
                   registry (op registry, OpError, Context)
                   loaders (backend, logger, plugins, network from ONNX, parser-error records,

@@ -10,16 +10,15 @@ The interpreter is `python=` or $WORKBENCH_TRT_PYTHON or the current one.
 """
 from __future__ import annotations
 
-import collections
 import itertools
 import os
 import queue
-import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
+from workbench.worker import childproc
 from workbench.errors import WorkbenchError
 from workbench.worker import protocol
 from workbench.worker.launch import same_interpreter, worker_command  # noqa: F401 (re-exported)
@@ -53,13 +52,7 @@ class WorkerCancelled(WorkerError):
     pass
 
 
-def _signal_name(rc: int) -> str:
-    if rc < 0:
-        try:
-            return signal.Signals(-rc).name
-        except ValueError:
-            return f"signal {-rc}"
-    return f"exit status {rc}"
+_signal_name = childproc.signal_name  # (the name older callers import)
 
 
 class WorkerClient:
@@ -71,7 +64,7 @@ class WorkerClient:
         self.env = env
         self._proc: Optional[subprocess.Popen] = None
         self._events: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
-        self._stderr: Deque[str] = collections.deque(maxlen=stderr_lines)
+        self._stderr = childproc.StderrTail(stderr_lines)
         self._ids = itertools.count(1)
         self._lock = threading.RLock()  # start() may run from a warm-up thread
         self._preload: Optional[str] = None  # backend the next start imports at once
@@ -133,10 +126,7 @@ class WorkerClient:
 
     def _spawn(self, fork: bool) -> Any:
         """Start the process and its reader threads (without waiting for "ready")."""
-        env = dict(os.environ)
-        if self.env:
-            env.update(self.env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        env = childproc.child_env(self.env)
         self._preloaded = self._preload
         if self._preload:
             env["WORKBENCH_WORKER_PRELOAD"] = self._preload
@@ -150,14 +140,8 @@ class WorkerClient:
 
             self._proc = fork_worker(env)  # type: ignore[assignment]
         else:
-            import subprocess
-
             try:
-                self._proc = subprocess.Popen(
-                    worker_command(self.python), stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                    start_new_session=True, text=True, encoding="utf-8", errors="replace",
-                    bufsize=1)
+                self._proc = childproc.spawn(worker_command(self.python), env)
             except OSError as e:
                 raise WorkerError(f"cannot start the TensorRT worker with '{self.python}': {e}",
                                   code="worker-start",
@@ -166,7 +150,7 @@ class WorkerClient:
         proc = self._proc
         threading.Thread(target=self._read_stdout, args=(proc, self._ready),
                          daemon=True).start()
-        threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
+        self._stderr.follow(proc)
         return proc
 
     def preloaded_backend_info(self, backend: str, timeout: float = 120.0
@@ -197,23 +181,15 @@ class WorkerClient:
             ready.set()
             events.put(None)
 
-    def _read_stderr(self, proc: subprocess.Popen) -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            self._stderr.append(line.rstrip("\n"))
-
     def log_tail(self) -> str:
-        return "\n".join(self._stderr)
+        return self._stderr.text()
 
     def kill(self) -> None:
+        """Stop the worker now, with its process group."""
         proc = self._proc
         if proc is None or proc.poll() is not None:
             return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        proc.wait(timeout=10)
+        childproc.kill_group(proc)
 
     def close(self) -> None:
         proc = self._proc
@@ -240,10 +216,7 @@ class WorkerClient:
             proc.stdin.close()
         except Exception:
             pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
+        childproc.kill_group(proc, wait=False)
 
     def __enter__(self) -> "WorkerClient":
         return self
@@ -318,37 +291,29 @@ class WorkerClient:
                 self._raise_crash(f"receiving '{op}'")
             if sent is not None:
                 sent.set()
-            t0 = time.monotonic()
-            deadline = t0 + timeout if timeout else float("inf")
-            cancel_sent_at: Optional[float] = None
+            watch = childproc.Watch(proc.pid, timeout=timeout, cancel=cancel, grace=grace)
             working: Optional[Dict[str, Any]] = None
             while True:
-                step_deadline = min(deadline, time.monotonic() + 0.2)
-                if cancel_sent_at is not None:
-                    step_deadline = min(step_deadline, cancel_sent_at + grace)
-                msg = self._next_event(proc, step_deadline)
+                msg = self._next_event(proc, watch.wake_by(0.2))
                 if msg is None:
                     self._raise_crash(f"running '{op}'", working)
-                now = time.monotonic()
-                if now >= deadline:
+                stop = watch.check()
+                if stop is not None:
                     self.kill()
                     self._proc = None
-                    raise WorkerTimeout(
-                        f"'{op}' exceeded its time limit of {timeout:g} s and was stopped",
-                        code="timeout", log_tail=self.log_tail(),
-                        hint="raise the time limit, or lower the builder optimization level")
-                if cancel_sent_at is not None and now >= cancel_sent_at + grace:
-                    self.kill()
-                    self._proc = None
+                    if stop.kind == "time":
+                        raise WorkerTimeout(
+                            f"'{op}' {stop.describe()}", code="timeout",
+                            log_tail=self.log_tail(),
+                            hint="raise the time limit, or lower the builder optimization level")
                     raise WorkerCancelled(f"'{op}' was cancelled (worker stopped)",
                                           code="cancelled")
-                if cancel is not None and cancel.is_set() and cancel_sent_at is None:
+                if watch.cancel_requested():  # ask the op to stop; killed after `grace`
                     try:
                         proc.stdin.write(protocol.encode(protocol.cancel(rid)))
                         proc.stdin.flush()
                     except (BrokenPipeError, OSError):
                         pass
-                    cancel_sent_at = now
                 if msg.get("event") == "_timeout":
                     continue
                 if msg.get("id") != rid:
