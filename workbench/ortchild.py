@@ -25,7 +25,6 @@ from __future__ import annotations
 import atexit
 import collections
 import hashlib
-import itertools
 import os
 import queue
 import re
@@ -171,18 +170,14 @@ def model_key(model: Any) -> Tuple[str, str]:
     return "file:" + hashlib.sha256(raw).hexdigest()[:32], path
 
 
-class OrtChild:
+class OrtChild(childproc.ChildHandle):
     """One onnxruntime child process, started lazily and restarted after a crash or a limit."""
 
     def __init__(self, *, timeout: Optional[float] = None, max_rss: Optional[int] = None,
                  env: Optional[Dict[str, str]] = None, stderr_lines: int = 40) -> None:
         self.timeout = float(timeout or os.environ.get(TIMEOUT_ENV) or 600)
         self.max_rss = int(max_rss or os.environ.get(MAX_RSS_ENV) or _default_max_rss())
-        self.env = env
-        self._proc: Optional[subprocess.Popen] = None
-        self._events: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
-        self._stderr = childproc.StderrTail(stderr_lines)
-        self._ids = itertools.count(1)
+        super().__init__(env, stderr_lines)
         self._pending_lock = threading.Lock()
         self._lock = threading.RLock()  # a widget's background thread and the kernel share it
         # requests in flight: id -> the queue its answer goes to (several caller threads may
@@ -200,10 +195,6 @@ class OrtChild:
         self._ready = False  # the running child said "ready"
 
     # -- process ------------------------------------------------------------------------------
-    @property
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     @property
     def pid(self) -> Optional[int]:
         return self._proc.pid if self.alive and self._proc else None
@@ -277,9 +268,6 @@ class OrtChild:
                 self._died_with[proc.pid] = len(waiting)
             for q in waiting + [events]:
                 q.put(None)
-
-    def log_tail(self) -> str:
-        return self._stderr.text()
 
     def kill(self, proc: Optional[subprocess.Popen] = None) -> None:
         """Stop the child now (its process group); the next call starts a fresh one. `proc`:

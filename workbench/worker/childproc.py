@@ -21,10 +21,11 @@ import os
 import signal
 import threading
 import time
-from typing import (TYPE_CHECKING, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence,
-                    Tuple)
+from typing import (TYPE_CHECKING, Any, Callable, Deque, Dict, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 if TYPE_CHECKING:  # pragma: no cover
+    import queue
     import subprocess
 
 PIPE, DEVNULL = -1, -3  # subprocess's values (it is imported only when a child starts)
@@ -139,6 +140,30 @@ class StderrTail:
     def last(self, n: int) -> List[str]:
         """The last `n` non-blank lines."""
         return [ln for ln in self._lines if ln.strip()][-n:]
+
+
+class ChildHandle:
+    """The base of a long-lived child's owner (the worker client, the onnxruntime child):
+    `_proc`, its process (None before the first start and after a stop), and `_stderr`, the
+    tail of what it wrote."""
+
+    def __init__(self, env: Optional[Dict[str, str]] = None, stderr_lines: int = 40) -> None:
+        import itertools
+        import queue
+
+        self.env = env  # entries over this process's environment (`child_env`)
+        self._proc: Optional["subprocess.Popen[str]"] = None
+        self._events: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()  # its messages
+        self._stderr = StderrTail(stderr_lines)
+        self._ids = itertools.count(1)  # request ids
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self) -> str:
+        """The child's last stderr lines (and stray stdout lines), one string."""
+        return self._stderr.text()
 
 
 class Stop(NamedTuple):

@@ -10,7 +10,6 @@ The interpreter is `python=` or $WORKBENCH_TRT_PYTHON or the current one.
 """
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import sys
@@ -55,17 +54,13 @@ class WorkerCancelled(WorkerError):
 _signal_name = childproc.signal_name  # (the name older callers import)
 
 
-class WorkerClient:
+class WorkerClient(childproc.ChildHandle):
     """One worker process, started lazily and restarted after a crash, timeout or kill."""
 
     def __init__(self, python: Optional[str] = None, env: Optional[Dict[str, str]] = None,
                  stderr_lines: int = 40) -> None:
         self.python = python or os.environ.get("WORKBENCH_TRT_PYTHON") or sys.executable
-        self.env = env
-        self._proc: Optional[subprocess.Popen] = None
-        self._events: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
-        self._stderr = childproc.StderrTail(stderr_lines)
-        self._ids = itertools.count(1)
+        super().__init__(env, stderr_lines)
         self._lock = threading.RLock()  # start() may run from a warm-up thread
         self._preload: Optional[str] = None  # backend the next start imports at once
         self._preloaded: Optional[str] = None  # ... and the one the running worker did
@@ -73,10 +68,6 @@ class WorkerClient:
         self._ready_msg: Optional[Dict[str, Any]] = None
 
     # -- process management -------------------------------------------------------------------
-    @property
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     @property
     def pid(self) -> Optional[int]:
         return self._proc.pid if self._proc else None
@@ -180,9 +171,6 @@ class WorkerClient:
         finally:
             ready.set()
             events.put(None)
-
-    def log_tail(self) -> str:
-        return self._stderr.text()
 
     def kill(self) -> None:
         """Stop the worker now, with its process group."""
