@@ -6,7 +6,9 @@
 A crash (segfault, abort, OOM kill) becomes a WorkerCrashed error carrying the exit status and
 the last lines the worker wrote to stderr; a time limit kills the whole process group; cancel
 asks the op to stop and kills the worker if it has not stopped within `grace` seconds.
-The interpreter is `python=` or $WORKBENCH_TRT_PYTHON or the current one.
+The interpreter is `python=` or $WORKBENCH_TRT_PYTHON or the current one. The watching (limits,
+Cancel, group kill, signal names, stderr tail) is `childproc`'s, shared with the onnxruntime
+child and the CLI's forked runs.
 """
 from __future__ import annotations
 
