@@ -139,8 +139,8 @@ def run(args: argparse.Namespace) -> int:
         res = capture(src, onnx=args.onnx, **common)
     out = summarize(res.table) if res.table is not None else {}
     out["capture"] = {"layers_json": res.layers_json, "profile_json": res.profile_json,
-                      "latency": res.latency, "throughput": res.throughput,
-                      "shapes": res.raw.get("shapes")}
+                      "latency": res.latency, "latency_graph": res.raw.get("latency_graph"),
+                      "throughput": res.throughput, "shapes": res.raw.get("shapes")}
     if metrics is not None:
         metrics.record_capture(res, {"model": src.stem, "gpu": args.gpu or "",
                                      "precision": "fp16" if args.fp16 else "",
@@ -157,7 +157,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"{src}: P50 {la.get('p50_ms', float('nan')):.4f}  P90 {la.get('p90_ms', float('nan')):.4f}"
               f"  P99 {la.get('p99_ms', float('nan')):.4f} ms; layers -> {res.layers_json}, "
               f"profile -> {res.profile_json}")
+        print("  " + graph_line(res.raw.get("latency_graph"), la))
         for r in res.throughput:
             print(f"  batch {r['batch']}: {r['items_per_s']:.0f} items/s (P50 {r['p50_ms']:.4f} ms)")
         print(f"  then: workbench timing {res.layers_json} --profile {res.profile_json}")
     return 0
+
+
+def graph_line(graph: Optional[Dict[str, Any]], plain: Dict[str, Any]) -> str:
+    """The CUDA-graph latency beside the plain enqueue one, or why there is none."""
+    if not graph:
+        return "CUDA graph: not timed"
+    if "p50_ms" not in graph:
+        return f"CUDA graph: not captured ({graph.get('reason') or 'unknown reason'})"
+    ratio = graph["p50_ms"] / plain["p50_ms"] if plain.get("p50_ms") else float("nan")
+    return (f"CUDA graph: P50 {graph['p50_ms']:.4f}  P99 {graph['p99_ms']:.4f} ms "
+            f"({ratio:.2f}x plain enqueue)")
