@@ -176,6 +176,10 @@ def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
         a.append("--hardwareCompatibilityLevel=ampere+")
     if config.effective_tf32 is False and backend != "tensorrt-rtx":  # (trtexec: TF32 is on)
         a.append("--noTF32")
+    if config.input_io_formats:
+        a.append(f"--inputIOFormats={config.input_io_formats}")
+    if config.output_io_formats:
+        a.append(f"--outputIOFormats={config.output_io_formats}")
     a.append("--profilingVerbosity=detailed")
     a.append(f"--exportLayerInfo={_q(str(engine_path) + '.layers.json')}")
     return " ".join(a)
@@ -228,6 +232,10 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
             d["tactic_sources"] = [t[1:] for t in val.split(",") if t.startswith("+")]
         elif key == "--noTF32":
             d["tf32"] = False
+        elif key == "--inputIOFormats":
+            d["input_io_formats"] = val
+        elif key == "--outputIOFormats":
+            d["output_io_formats"] = val
         elif key == "--hardwareCompatibilityLevel":
             d["hardware_compatibility"] = "ampere_plus" if val == "ampere+" else val
         elif key in ("--plugins", "--staticPlugins", "--dynamicPlugins"):
@@ -640,6 +648,15 @@ def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
                      "metadata or NAME_<k>) and its --layerOutputTypes='*' also retypes the "
                      "network outputs; Polygraphy's --layer-precisions has no '*', so its line "
                      "keeps only the FP32 exclusions")
+    if config.input_io_formats or config.output_io_formats:
+        notes.append("I/O formats (" + ", ".join(
+            f"{w} {v}" for w, v in (("inputs", config.input_io_formats),
+                                    ("outputs", config.output_io_formats)) if v) +
+            "): the trtexec line sets them with --inputIOFormats/--outputIOFormats; "
+            "Polygraphy's convert has no such option (the script sets ITensor.dtype/"
+            "allowed_formats); a vectorized format (hwc8, chw16...) means the caller feeds "
+            "and reads that layout: channels last padded to 8 for hwc8, blocks of 16 channels "
+            "for chw16 (trtexec's --loadInputs reads files in it byte for byte)")
     return {"onnx": str(onnx_path),  # the ONNX the lines read (the conversion built from)
             "trtexec": trtexec_command(config, onnx_path, engine_path, **kw),
             "polygraphy": polygraphy_command(config, onnx_path, engine_path, **kw),

@@ -536,12 +536,29 @@ def describe_layers(trt: Any, network: Any, detail: bool = False) -> List[Dict[s
     return layers
 
 
+def _format_names(trt: Any) -> List[str]:
+    return [n for n in dir(getattr(trt, "TensorFormat", None)) if n.isupper()]
+
+
+def allowed_formats(trt: Any, t: Any) -> List[str]:
+    """The TensorFormat names an I/O tensor may take (its allowed_formats bit mask)."""
+    tf, mask = getattr(trt, "TensorFormat", None), getattr(t, "allowed_formats", None)
+    if tf is None or mask is None:
+        return []
+    return sorted(n for n in dir(tf) if n.isupper() and int(mask) >> int(getattr(tf, n)) & 1)
+
+
 def network_io(trt: Any, network: Any) -> Dict[str, List[Dict[str, Any]]]:
     """The network's inputs and outputs: name, dtype, shape."""
     dtype_name = _enum_namer(trt.DataType)
 
     def tensor(t: Any) -> Dict[str, Any]:
-        return {"name": t.name, "dtype": dtype_name(t.dtype), "shape": [int(d) for d in t.shape]}
+        out = {"name": t.name, "dtype": dtype_name(t.dtype), "shape": [int(d) for d in t.shape]}
+        fmts = allowed_formats(trt, t)
+        if fmts and len(fmts) < len(_format_names(trt)):  # narrowed (I/O formats); by
+            # default every format is allowed and TensorRT puts I/O in LINEAR
+            out["formats"] = fmts
+        return out
 
     return {"inputs": [tensor(network.get_input(i)) for i in range(network.num_inputs)],
             "outputs": [tensor(network.get_output(i)) for i in range(network.num_outputs)]}

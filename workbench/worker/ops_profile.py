@@ -21,6 +21,7 @@ import numpy as np
 from workbench.worker import card as C
 from workbench.worker import loaders as L
 from workbench.worker.cuda import Cuda, CudaGraph
+from workbench.worker.iolayout import engine_shape, tensor_layout, to_engine
 from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
 from workbench.worker.registry import Context, OpError, op
 
@@ -158,6 +159,9 @@ class _Runner:
         self.stream = cuda.stream()
         self.inputs, self.outputs = _io(engine, trt)
         self.buffers: Dict[str, Any] = {}
+        # vectorized I/O (HWC8, CHW16...): buffers hold the engine's layout; None: linear
+        self.layouts = {n: tensor_layout(trt, engine, n) for n in self.inputs + self.outputs}
+        self.logical: Dict[str, List[int]] = {}  # each output's shape as TensorRT names it
         self.auto = profile_index < 0
         self.profile_index = max(int(profile_index), 0)
         n = int(getattr(engine, "num_optimization_profiles", 1) or 1)
@@ -220,6 +224,8 @@ class _Runner:
                 raise OpError(f"input '{name}': shape {list(arr.shape)} is outside the engine's "
                               f"optimization profile", node=name, code="bad-shape",
                               hint="choose shapes between the profile's min and max")
+            if self.layouts[name] is not None:
+                arr = to_engine(arr, self.layouts[name])
             buf = self._buf(name, arr.shape, arr.dtype)
             buf.copy_from(arr, stream=self.stream)
             self.context.set_tensor_address(name, buf.ptr)
@@ -227,7 +233,9 @@ class _Runner:
         for name in self.outputs:
             shape = [max(int(d), 0) for d in self.context.get_tensor_shape(name)]
             dt = _np_dtype(self.trt, self.engine.get_tensor_dtype(name))
-            buf = self._buf(name, shape, dt)
+            layout = self.layouts[name]
+            buf = self._buf(name, engine_shape(shape, layout) if layout else shape, dt)
+            self.logical[name] = shape
             self.context.set_tensor_address(name, buf.ptr)
             shapes[name] = shape
         self.stream.synchronize()

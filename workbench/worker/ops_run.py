@@ -23,6 +23,7 @@ import numpy as np
 
 from workbench.worker import loaders as L
 from workbench.worker.cuda import Cuda
+from workbench.worker.iolayout import from_engine
 from workbench.worker.ops_profile import (WARMUP_MS, _feed, _graph_stats, _graph_summary,
                                           _np_dtype, _Runner, _stats)
 from workbench.worker.protocol import RUN_ENGINE
@@ -52,12 +53,18 @@ def _load_feed(path: str, inputs: List[str]) -> Dict[str, np.ndarray]:
 
 
 def _to_host(runner: Any, name: str) -> np.ndarray:
-    """One output buffer copied to a new host array (DeviceArray.copy_to: every polygraphy)."""
+    """One output buffer copied to a new host array (DeviceArray.copy_to: every polygraphy),
+    in numpy's linear layout also where the engine's output is vectorized (HWC8...)."""
     buf = runner.buffers[name]
     host = np.empty(tuple(int(d) for d in buf.shape), dtype=buf.dtype)
     buf.copy_to(host, stream=runner.stream)
     runner.stream.synchronize()
-    return host
+    layout = runner.layouts.get(name)
+    if layout is None:
+        return host
+    if host.size == 0:
+        return np.empty(tuple(runner.logical[name]), dtype=host.dtype)
+    return from_engine(host, runner.logical[name], layout)
 
 
 @op(RUN_ENGINE)
