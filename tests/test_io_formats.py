@@ -128,3 +128,30 @@ def test_vectorized_layout_round_trip(layout, shape):
     if layout[0] == "HWC8":  # channels last, channels 3..7 zero padding
         np.testing.assert_array_equal(b[..., :3], a.transpose(0, 2, 3, 1))
         assert not b[..., 3:].any()
+
+
+def test_panel_applies_the_reformat_finding_next_step(client, tmp_path):
+    """The reformat finding's proposal (read from a real TensorRT 8.6 capture) applied in the
+    Build panel builds an engine whose network I/O has the proposed types and formats."""
+    from widgets import BuildPanel
+    from workbench.timing.summary import lint
+    from workbench.timing.table import LayerTable
+
+    h200 = Path("/work/shared/fixtures/trt86-h200")
+    if not h200.is_dir():
+        h200 = Path(__file__).resolve().parents[1] / "shared" / "fixtures" / "trt86-h200"
+    t = LayerTable.build(str(h200 / "resnet50_fp16.layers.json"),
+                         str(h200 / "resnet50_fp16.profile.json"))
+    step = next(f.extra["next_step"] for f in lint(t) if "next_step" in f.extra)
+    panel = BuildPanel(RESNET, BuildConfig(precision="fp16", profiles=PROFILE, target="sm89",
+                                           builder_optimization_level=0),
+                       client=client, output=tmp_path / "panel.engine")
+    panel.apply_next_step(step)
+    assert panel.input_io.value == "fp16:hwc8" and panel.output_io.value == "fp16:chw"
+    panel.build_btn.click()
+    res = panel.wait(300)
+    assert panel.state == "done", panel.status.value
+    io = _io(res)
+    assert io["inputs"][0]["dtype"] == "HALF" and io["inputs"][0]["formats"] == ["HWC8"]
+    assert io["outputs"][0]["dtype"] == "HALF"
+    assert "--inputIOFormats=fp16:hwc8" in panel.trtexec.value
