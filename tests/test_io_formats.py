@@ -155,3 +155,18 @@ def test_panel_applies_the_reformat_finding_next_step(client, tmp_path):
     assert io["inputs"][0]["dtype"] == "HALF" and io["inputs"][0]["formats"] == ["HWC8"]
     assert io["outputs"][0]["dtype"] == "HALF"
     assert "--inputIOFormats=fp16:hwc8" in panel.trtexec.value
+
+
+def test_exported_script_builds_the_same_io_formats(client, tmp_path):
+    cfg = BuildConfig(precision="fp16", input_io_formats="fp16:hwc8",
+                      output_io_formats="fp16:chw", profiles=PROFILE, target="sm89",
+                      builder_optimization_level=0)
+    res = build_engine(RESNET, cfg, client=client, output=tmp_path / "s.engine")
+    script = tmp_path / "build.py"
+    script.write_text(res.export["script"].replace(
+        f"ENGINE = {str(tmp_path / 's.engine')!r}", f"ENGINE = {str(tmp_path / 'script.engine')!r}"))
+    assert "IO_FORMATS = {'inputs': [['fp16', ['hwc8']]]" in script.read_text()
+    r = subprocess.run([sys.executable, str(script), "--build-only"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "script.engine").stat().st_size > 10_000
