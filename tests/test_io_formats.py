@@ -170,3 +170,11 @@ def test_exported_script_builds_the_same_io_formats(client, tmp_path):
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "script.engine").stat().st_size > 10_000
+
+
+def test_backend_info_lists_the_builder_knobs_and_io_formats_this_tensorrt_has(client):
+    info = client.call("backend_info", {"backend": "auto"}, timeout=120)
+    knobs = info["builder_knobs"]
+    assert "builder_optimization_level" in knobs["config"]
+    assert {"LINEAR", "HWC8", "CHW16"} <= set(knobs["TensorFormat"])
+    assert isinstance(knobs["TacticSource"], list)

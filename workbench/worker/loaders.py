@@ -96,6 +96,26 @@ def builder_flags(trt: Any) -> List[str]:
     return sorted(n for n in names if getattr(bf, n, None) is not None)
 
 
+# IBuilderConfig knobs beyond precision, probed by name (each exists on some TensorRT only)
+BUILDER_KNOBS = ("builder_optimization_level", "max_aux_streams", "avg_timing_iterations",
+                 "tiling_optimization_level", "l2_limit_for_tiling", "max_num_tactics",
+                 "hardware_compatibility_level", "runtime_platform", "engine_capability",
+                 "profile_stream", "num_compute_capabilities")
+
+
+def builder_knobs(trt: Any) -> Dict[str, Any]:
+    """Which builder knobs this TensorRT exposes: IBuilderConfig attributes by name, and the
+    enums that feed them (TacticSource, TensorFormat, PreviewFeature members)."""
+    cls = getattr(trt, "IBuilderConfig", object)
+    out: Dict[str, Any] = {"config": [k for k in BUILDER_KNOBS if hasattr(cls, k)]}
+    for enum in ("TacticSource", "TensorFormat", "PreviewFeature"):
+        e = getattr(trt, enum, None)
+        members = getattr(e, "__members__", None) if e is not None else None
+        out[enum] = sorted(members) if members else sorted(
+            n for n in dir(e) if n.isupper()) if e is not None else []
+    return out
+
+
 def capabilities(trt: Any) -> Dict[str, bool]:
     """What this TensorRT can do, probed attribute by attribute. Every BuilderFlag member is
     reported as `<name>_flag` (`fp16_flag`, ...): the client's precision table decides which
