@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from workbench.errors import WorkbenchError
 
-TYPES = ("fp32", "fp16", "bf16", "int8", "fp8")
+TYPES = ("fp32", "fp16", "bf16", "int8", "fp8", "int32", "int64", "bool", "uint8")
 FORMATS = ("chw", "chw2", "chw4", "chw16", "chw32", "hwc", "hwc8", "hwc16", "dhwc", "dhwc8",
            "cdhw32")
 # ONNX elem types of the float I/O types (TensorProto.FLOAT, FLOAT16, BFLOAT16)
@@ -63,9 +63,21 @@ def normalise(value: Any, field: str) -> Optional[str]:
     return text(parse(str(value), field))
 
 
+# trtexec's names -> TensorRT's (DataType attributes, TensorFormat members)
+_TRT_TYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8",
+              "fp8": "fp8", "int32": "int32", "int64": "int64", "bool": "bool",
+              "uint8": "uint8"}
+
+
+def _trt_format(name: str) -> str:
+    return "LINEAR" if name == "chw" else name.upper()
+
+
 def for_worker(value: Optional[str]) -> Optional[List[List[Any]]]:
+    """The worker's form: [[DataType attribute, [TensorFormat names]], ...]."""
     spec = parse(value)
-    return None if spec is None else [[t, list(f)] for t, f in spec]
+    return None if spec is None else [[_TRT_TYPES[t], [_trt_format(f) for f in fs]]
+                                      for t, fs in spec]
 
 
 def _per_tensor(spec: Spec, names: Sequence[str], field: str) -> Dict[str, str]:

@@ -15,14 +15,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from workbench.worker.registry import OpError
 
-# trtexec's type names -> TensorRT DataType attribute names
-DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8",
-          "int32": "int32", "int64": "int64", "bool": "bool", "uint8": "uint8", "fp8": "fp8"}
 FLOAT_NAMES = ("FLOAT", "HALF", "BF16")
-# trtexec's format names -> TensorFormat attribute names
-FORMATS = {"chw": "LINEAR", "linear": "LINEAR", "chw2": "CHW2", "chw4": "CHW4",
-           "chw16": "CHW16", "chw32": "CHW32", "hwc": "HWC", "hwc8": "HWC8", "hwc16": "HWC16",
-           "dhwc": "DHWC", "dhwc8": "DHWC8", "cdhw32": "CDHW32"}
+# per tensor (or one for all): [DataType attribute name, [TensorFormat names...]], as the
+# client's workbench.build.io_formats.for_worker writes them (the worker knows no type names)
 Spec = Sequence[Sequence[Any]]  # per tensor (or one for all): [type, [formats...]]
 
 
@@ -60,7 +55,7 @@ def apply_io_formats(trt: Any, network: Any, inputs: Optional[Spec], outputs: Op
                 notes.append("%s '%s' is %s: kept (I/O formats apply to float tensors)"
                              % (where, t.name, cur))
                 continue
-            dt = getattr(trt, DTYPES.get(want_t, want_t), None)
+            dt = getattr(trt, want_t, None)
             if dt is None:
                 raise OpError("this TensorRT has no %s type for %s '%s'" % (want_t, where,
                               t.name), code="bad-args", node=t.name,
@@ -74,7 +69,7 @@ def apply_io_formats(trt: Any, network: Any, inputs: Optional[Spec], outputs: Op
                                   hint="build through workbench.build (it adds the Casts at "
                                        "the I/O), or cast the I/O in the ONNX yourself")
                 t.dtype = dt
-            names = [FORMATS.get(f, f.upper()) for f in fmts]
+            names = [str(f).upper() for f in fmts]
             if len(t.shape) < 3 and any(n != "LINEAR" for n in names):
                 notes.append("%s '%s' has rank %d: vectorized formats need a channel axis; "
                              "kept linear" % (where, t.name, len(t.shape)))
