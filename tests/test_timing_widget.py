@@ -32,7 +32,7 @@ def test_click_selects_layer_and_its_onnx_nodes_in_the_graph_view(tables):
     t16, t32 = tables
     gv = GraphView(R50)
     p = TimingPanel(t16, vs=t32, graph_view=gv, names=("fp16", "fp32"), top=40)
-    assert p.tab_titles == ["Layers", "Scopes", "Compare", "Findings"]
+    assert p.tab_titles == ["Layers", "Scopes", "Compare", "Findings", "vs PyTorch"]
     # bars: one trace per layer type among the 40 slowest, slowest first overall
     shown = [n for tr in p.bars.data for n in tr.customdata]
     assert len(shown) == 40

@@ -63,6 +63,11 @@ class BuildPanel(PanelBase, W.VBox):
                                           description="time limit s")
         from workbench.precision.profiles import Profile
 
+        # I/O types/formats (trtexec's grammar; the reformat finding's next step fills them)
+        self.input_io = W.Text(value=self.config.input_io_formats or "", description="input I/O",
+                               placeholder="e.g. fp16:hwc8 (default fp32:chw)")
+        self.output_io = W.Text(value=self.config.output_io_formats or "",
+                                description="output I/O", placeholder="e.g. fp16:chw")
         self.profile_text = W.Textarea(
             value="\n".join(a for p in self.config.profiles
                             for a in Profile.from_dict(p).arg_strings()),
@@ -104,6 +109,7 @@ class BuildPanel(PanelBase, W.VBox):
         super().__init__([
             self.header,
             W.HBox([self.precision, self.target]), W.HBox([self.opt_level, self.timeout]),
+            W.HBox([self.input_io, self.output_io]),
             W.HTML("<b>Shape profile</b>"), self.profile_text, self.calib_path, self.output,
             W.HBox([self.build_btn, self.cancel_btn]), self.progress, self.phase, self.status,
             self.engine_card, W.HTML("<b>Findings</b>"), self.findings_html,
@@ -142,7 +148,19 @@ class BuildPanel(PanelBase, W.VBox):
         return self.config.replace(precision=self.precision.value,
                                    target=self.target.value.strip() or None,
                                    builder_optimization_level=int(self.opt_level.value),
+                                   input_io_formats=self.input_io.value.strip() or None,
+                                   output_io_formats=self.output_io.value.strip() or None,
                                    **over)
+
+    def apply_next_step(self, step: Dict[str, Any]) -> None:
+        """Fill the controls from a finding's next step (the reformat finding's
+        `extra["next_step"]`: {"build": {"input_io_formats": ..., ...}}); Build then builds
+        what it proposes."""
+        build = step.get("build", step) if isinstance(step, dict) else {}
+        if "input_io_formats" in build:
+            self.input_io.value = build["input_io_formats"] or ""
+        if "output_io_formats" in build:
+            self.output_io.value = build["output_io_formats"] or ""
 
     def start(self) -> bool:
         """Start a build in the background; False (with a status message) if one is running

@@ -96,7 +96,8 @@ class TimingPanel(W.VBox):
 
     def __init__(self, layers: LayersArg, profile: Any = None, onnx: Any = None, vs: Any = None,
                  graph_view: Any = None, *, vs_profile: Any = None,
-                 names: Sequence[str] = ("engine", "baseline"), top: int = 60) -> None:
+                 names: Sequence[str] = ("engine", "baseline"), top: int = 60,
+                 vs_torch: Optional[Dict[str, Any]] = None) -> None:
         from widgets.splitview import SplitView
 
         self.table = _as_table(layers, profile, onnx)
@@ -164,6 +165,9 @@ class TimingPanel(W.VBox):
         if self.latency_fig is not None:
             pages.append(("Latency", self.latency_fig))
         pages.append(("Findings", self.findings_html))
+        self.vs_torch_html = W.HTML()
+        self.show_vs_torch(vs_torch)
+        pages.append(("vs PyTorch", self.vs_torch_html))
         if self.graph_box is not None:
             pages.append(("Graph", self.graph_box))
         self.tabs = W.Tab(children=[p for _, p in pages])
@@ -198,6 +202,40 @@ class TimingPanel(W.VBox):
         return self.split
 
     # -- views -------------------------------------------------------------------------------
+    def show_vs_torch(self, cmp: Optional[Dict[str, Any]]) -> None:
+        """The engine beside PyTorch eager / torch.compile (a `timing.vs_torch.compare`
+        result, as `timing-capture --vs torch --json` writes under "vs_torch"), each row with
+        where its number came from; without one, why there is none."""
+        from workbench.timing.vs_torch import torch_available
+
+        if not cmp:
+            why = torch_available()
+            self.vs_torch_html.value = (
+                "<i>no PyTorch comparison: " + esc(why) + "</i>" if why else
+                "<i>no PyTorch comparison yet: run <code>workbench timing-capture ENGINE --vs "
+                "torch --torch-model pkg.module:factory</code> (or pass its result as "
+                "vs_torch=...)</i>")
+            return
+        rows = []
+        for r in cmp.get("rows", []):
+            p = r.get("p50_ms")
+            fig = f"{p:.4f}" if isinstance(p, (int, float)) else esc(f"not timed: {r.get('reason')}")
+            ratio = f"{r['vs_torch_compile']:.2f}x" if "vs_torch_compile" in r else ""
+            src = r.get("source") or {}
+            where = ", ".join(esc(f"{k} {src[k]}") for k in (
+                "host", "gpu", "clocks", "torch", "cuda", "backend", "backend_version",
+                "compute_capability", "timer") if src.get(k))
+            rows.append(f"<tr><td>{esc(r.get('what', ''))}</td><td style='text-align:right'>"
+                        f"{fig}</td><td style='text-align:right'>{ratio}</td>"
+                        f"<td style='font-size:90%'>{where}</td></tr>")
+        note = "" if cmp.get("available") else \
+            f"<p><i>torch not timed: {esc(cmp.get('reason', ''))}</i></p>"
+        shapes = esc(", ".join(f"{k} {v}" for k, v in (cmp.get("shapes") or {}).items()))
+        self.vs_torch_html.value = (
+            f"<p>P50 latency at {shapes}, same process and run</p><table><tr><th>what</th>"
+            "<th>P50 ms</th><th>vs torch.compile</th><th>where it came from</th></tr>" +
+            "".join(rows) + "</table>" + note)
+
     def _header_html(self) -> str:
         s = self.summary_data
         cov = s["onnx_mapping"]

@@ -167,7 +167,7 @@ def test_the_readme_tour_shows_what_the_readme_says(browser, after_setup):
                 text = _text(out)
                 tabs = [t.strip() for t in out.locator(".lm-TabBar-tab, .p-TabBar-tab")
                         .all_inner_texts()]
-                assert tabs == ["Layers", "Scopes", "Compare", "Findings", "Graph"], tabs
+                assert tabs == ["Layers", "Scopes", "Compare", "Findings", "vs PyTorch", "Graph"], tabs
                 assert "x3.34 vs fp32" in text, text[:400]
                 assert out.locator(".js-plotly-plot").count() >= 1
             lab.page.wait_for_timeout(500)

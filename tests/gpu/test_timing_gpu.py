@@ -39,6 +39,8 @@ def _check_latency(res) -> None:
     lat = res.latency
     assert lat["n"] >= 20
     assert 0 < lat["min_ms"] <= lat["p50_ms"] <= lat["p90_ms"] <= lat["p99_ms"] <= lat["max_ms"]
+    graph = res.raw.get("latency_graph")  # the same execution replayed from a CUDA graph
+    assert graph and 0 < graph["min_ms"] <= graph["p50_ms"] <= graph["max_ms"], graph
 
 
 @pytest.fixture(scope="module")

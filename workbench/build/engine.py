@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from workbench.build.cache import (CACHE_SCHEMA, ModelRef, cache_key, hash_calibration,
                                    load_cached, publish_engine, reads_calibration,
                                    result_from_meta)
+from workbench.build import io_formats
 from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig, layer_precisions, resolve_route
 from workbench import __version__
@@ -269,6 +270,28 @@ def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
     ws.append_history({"action": "precision", "target": config.precision, "version": vid,
                        "config_hash": config.config_hash})
     return ws.version_path(vid), list(res.findings)
+
+
+def _io_cast_onnx(onnx_path: Path, config: BuildConfig, ws: Any) -> Tuple[Path, List[str]]:
+    """The ONNX with the requested float I/O types (Casts at the I/O: `io_formats.cast_io`),
+    saved as a workspace version; the same path when nothing changes. The user's model is
+    never written."""
+    import onnx
+
+    proto = onnx.load(str(onnx_path), load_external_data=False)
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+        raise WorkbenchError("I/O types on a strongly typed build of a model with external "
+                             "data are not supported yet", file=str(onnx_path),
+                             field="input_io_formats", hint="add Casts at the I/O in the ONNX "
+                             "yourself, or build without --input-io-formats/--output-io-formats")
+    proto, changed = io_formats.cast_io(proto, config.input_io_formats,
+                                        config.output_io_formats)
+    if not changed:
+        return onnx_path, []
+    vid = ws.add_version(proto.SerializeToString())
+    ws.append_history({"action": "io-types", "version": vid, "changes": changed,
+                       "config_hash": config.config_hash})
+    return ws.version_path(vid), changed
 
 
 def _write_calibration(ref: ModelRef, config: BuildConfig, ws: Any, calib_hash: str,
@@ -597,6 +620,13 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             onnx_path, pfind = _transformed_onnx(ref, config.replace(precision=table.BASE), ws,
                                                  on_event)
         findings += pfind
+        if route == "strongly-typed" and (config.input_io_formats or config.output_io_formats):
+            onnx_path, io_changed = _io_cast_onnx(Path(str(onnx_path)), config, ws)
+            if io_changed:
+                findings.append(Finding(
+                    "info", "io-types", "I/O types in the ONNX TensorRT built from (a strongly "
+                    "typed network takes them from there): " + "; ".join(io_changed),
+                    source="build"))
         if cancel is not None and cancel.is_set():
             raise BuildCancelled("the build was cancelled before TensorRT started",
                                  code="cancelled")
@@ -611,6 +641,10 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             target=config.target, plugins=[str(Path(p).resolve()) for p in config.plugins],
             extra_flags=config.extra_flags, tactic_sources=config.tactic_sources,
             report_layers=True,
+            **({"input_io_formats": io_formats.for_worker(config.input_io_formats)}
+               if config.input_io_formats else {}),
+            **({"output_io_formats": io_formats.for_worker(config.output_io_formats)}
+               if config.output_io_formats else {}),
             **({"hardware_compatibility": config.hardware_compatibility}
                if config.hardware_compatibility else {}),
             **({"tf32": config.effective_tf32} if config.effective_tf32 is not None else {}),

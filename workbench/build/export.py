@@ -13,6 +13,7 @@ import re
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
+from workbench.build import io_formats
 from workbench.build.spec import BuildConfig, layer_precisions
 from workbench.errors import WorkbenchError
 from workbench.precision import table
@@ -176,6 +177,10 @@ def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
         a.append("--hardwareCompatibilityLevel=ampere+")
     if config.effective_tf32 is False and backend != "tensorrt-rtx":  # (trtexec: TF32 is on)
         a.append("--noTF32")
+    if config.input_io_formats:
+        a.append(f"--inputIOFormats={config.input_io_formats}")
+    if config.output_io_formats:
+        a.append(f"--outputIOFormats={config.output_io_formats}")
     a.append("--profilingVerbosity=detailed")
     a.append(f"--exportLayerInfo={_q(str(engine_path) + '.layers.json')}")
     return " ".join(a)
@@ -228,6 +233,10 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
             d["tactic_sources"] = [t[1:] for t in val.split(",") if t.startswith("+")]
         elif key == "--noTF32":
             d["tf32"] = False
+        elif key == "--inputIOFormats":
+            d["input_io_formats"] = val
+        elif key == "--outputIOFormats":
+            d["output_io_formats"] = val
         elif key == "--hardwareCompatibilityLevel":
             d["hardware_compatibility"] = "ampere_plus" if val == "ampere+" else val
         elif key in ("--plugins", "--staticPlugins", "--dynamicPlugins"):
@@ -340,7 +349,30 @@ HARDWARE_COMPAT = {hardware!r}        # e.g. "AMPERE_PLUS": run on other GPUs (T
 TF32 = {tf32!r}                       # True / False: set / clear TF32; None: TensorRT's default
 LAYER_PRECISIONS = {layer_precisions!r}   # builder-flag route: ONNX node -> DataType, "*" = others
 PRECISION_CONSTRAINTS = {constraints!r}   # "obey" | "prefer": how strictly TensorRT keeps them
+# I/O types/formats (trtexec's --inputIOFormats/--outputIOFormats): per tensor or one for all,
+# float tensors only. A vectorized format (HWC8, CHW16...) means the caller's buffers hold that
+# layout: run() below feeds linear arrays, so convert to it first (HWC8: channels last, padded
+# to 8) or leave the format out
+IO_FORMATS = {io_formats!r}
 LOGGER = trt.Logger(trt.Logger.WARNING)
+
+
+def set_io_formats(network):
+    types = {{"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8"}}
+    for side, count, get in (("inputs", network.num_inputs, network.get_input),
+                             ("outputs", network.num_outputs, network.get_output)):
+        spec = IO_FORMATS.get(side)
+        for k in range(count if spec else 0):
+            t = get(k)
+            if str(t.dtype).split(".")[-1].upper() not in ("FLOAT", "HALF", "BF16"):
+                continue  # integer / bool tensors keep their type
+            dtype, formats = spec[0] if len(spec) == 1 else spec[k]
+            if not STRONGLY_TYPED:  # strongly typed: the type is in the ONNX (Casts at the I/O)
+                t.dtype = getattr(trt, types[dtype])
+            if len(t.shape) >= 3 or formats == ["chw"]:
+                t.allowed_formats = sum(
+                    1 << int(getattr(trt.TensorFormat, "LINEAR" if f == "chw" else f.upper()))
+                    for f in formats)
 
 
 def build():
@@ -360,6 +392,7 @@ def build():
         for i in range(parser.num_errors):
             print(parser.get_error(i), file=sys.stderr)
         sys.exit("parse failed")
+    set_io_formats(network)
     config = builder.create_builder_config()
     if WORKSPACE_BYTES:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
@@ -569,6 +602,9 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
         tactics=config.tactic_sources,
         hardware=(config.hardware_compatibility or "").upper() or None,
         tf32=config.effective_tf32,
+        io_formats={k: [[t, list(f)] for t, f in (io_formats.parse(v) or [])]
+                    for k, v in (("inputs", config.input_io_formats),
+                                 ("outputs", config.output_io_formats)) if v},
         layer_precisions=layer_precisions(config, list(config.exclude_nodes)) if legacy else {},
         constraints=config.layer_precision or "obey")
 
@@ -640,6 +676,16 @@ def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
                      "metadata or NAME_<k>) and its --layerOutputTypes='*' also retypes the "
                      "network outputs; Polygraphy's --layer-precisions has no '*', so its line "
                      "keeps only the FP32 exclusions")
+    if config.input_io_formats or config.output_io_formats:
+        notes.append("I/O formats (" + ", ".join(
+            f"{w} {v}" for w, v in (("inputs", config.input_io_formats),
+                                    ("outputs", config.output_io_formats)) if v) +
+            "): the trtexec line sets them with --inputIOFormats/--outputIOFormats; "
+            "Polygraphy's convert has no such option (the script sets ITensor.dtype/"
+            "allowed_formats; the ONNX named here already carries the I/O Casts on strongly "
+            "typed builds); a vectorized format (hwc8, chw16...) means the caller feeds "
+            "and reads that layout: channels last padded to 8 for hwc8, blocks of 16 channels "
+            "for chw16 (trtexec's --loadInputs reads files in it byte for byte)")
     return {"onnx": str(onnx_path),  # the ONNX the lines read (the conversion built from)
             "trtexec": trtexec_command(config, onnx_path, engine_path, **kw),
             "polygraphy": polygraphy_command(config, onnx_path, engine_path, **kw),

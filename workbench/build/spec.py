@@ -23,7 +23,8 @@ ROUTES = ("auto", "strongly-typed", "legacy-flags")
 # HardwareCompatibilityLevel members by their config name (TensorRT >= 8.6; not TensorRT-RTX)
 HARDWARE_COMPATIBILITY = ("none", "ampere_plus", "same_compute_capability")
 # fields added later: left out of to_dict() while unset, so older configs keep their hash
-_OPTIONAL_FIELDS = ("hardware_compatibility", "layer_precision", "tf32")
+_OPTIONAL_FIELDS = ("hardware_compatibility", "layer_precision", "tf32", "input_io_formats",
+                    "output_io_formats")
 # layer_precision: how the builder-flag route holds every layer to the target precision
 LAYER_PRECISION = ("obey", "prefer")
 BACKENDS = BUILD_BACKENDS
@@ -114,6 +115,12 @@ class BuildConfig:
     # Polygraphy builds; TensorRT and trtexec turn it on), TensorRT's default otherwise;
     # True / False: set / clear it. See `effective_tf32`.
     tf32: Optional[bool] = None
+    # I/O types and formats in trtexec's grammar ("fp16:hwc8"; one per tensor or one for all;
+    # float tensors only): an FP16 engine with FP16 channels-last I/O needs no reformat
+    # layers at its inputs/outputs. None: FP32 linear I/O as the ONNX declares (left out of
+    # the JSON and the hash)
+    input_io_formats: Optional[str] = None
+    output_io_formats: Optional[str] = None
 
     # (declared below: precision, exclude_nodes, ... as properties onto `spec`)
     def __init__(self, spec: Optional[PrecisionSpec] = None, **kw: Any) -> None:
@@ -193,6 +200,10 @@ class BuildConfig:
         if self.tf32 is not None and not isinstance(self.tf32, bool):
             raise WorkbenchError(f"tf32 must be true, false or null, not {self.tf32!r}",
                                  field="tf32")
+        from workbench.build.io_formats import normalise
+
+        self.input_io_formats = normalise(self.input_io_formats, "input_io_formats")
+        self.output_io_formats = normalise(self.output_io_formats, "output_io_formats")
         self.profiles = [_norm_profile(p, k) for k, p in enumerate(self.profiles or [])]
         return self
 

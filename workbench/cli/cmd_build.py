@@ -87,6 +87,13 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--tactic-sources", metavar="A,B",
                    help="tactic sources TensorRT may use, e.g. "
                         "EDGE_MASK_CONVOLUTIONS,JIT_CONVOLUTIONS (default: TensorRT's set)")
+    p.add_argument("--input-io-formats", metavar="TYPE:FMT[,..]",
+                   help="engine input types/formats as trtexec's --inputIOFormats, e.g. "
+                        "fp16:hwc8 (one for all float inputs, or one per input in order): an "
+                        "FP16 engine with FP16 channels-last I/O skips its I/O reformat layers")
+    p.add_argument("--output-io-formats", metavar="TYPE:FMT[,..]",
+                   help="engine output types/formats as trtexec's --outputIOFormats, e.g. "
+                        "fp16:chw")
     p.add_argument("--config", metavar="JSON", help="a BuildConfig JSON file (flags override)")
     p.add_argument("--no-cache", action="store_true", help="rebuild even when cached")
     p.add_argument("--export-script", metavar="PATH",
@@ -164,6 +171,9 @@ def _config(args: "argparse.Namespace") -> Any:
     if getattr(args, "tactic_sources", None):
         over["tactic_sources"] = [t for t in args.tactic_sources.replace(" ", "").split(",")
                                   if t]
+    for name in ("input_io_formats", "output_io_formats"):
+        if getattr(args, name, None):
+            over[name] = getattr(args, name)
     base.update(over)
     return BuildConfig.from_dict(base)
 

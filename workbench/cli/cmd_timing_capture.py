@@ -41,6 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", metavar="ID|UUID", help="pin the worker to this GPU or MIG "
                    "instance (see `workbench gpus`)")
     p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
+    p.add_argument("--vs", choices=["torch"], help="also time the same model in PyTorch (eager "
+                   "FP32/FP16, torch.compile reduce-overhead FP16) in this process, on the same "
+                   "shapes and --inputs, and show it beside the engine")
+    p.add_argument("--torch-model", metavar="pkg.mod:factory|FILE.pt|FILE.pt2",
+                   help="the torch model for --vs torch: a factory returning an nn.Module, a "
+                        "TorchScript file or an exported program")
     from workbench.cli.common import add_mkdir_argument, add_profile_index_argument
 
     add_profile_index_argument(p)
@@ -151,8 +157,10 @@ def run(args: argparse.Namespace) -> int:
             args, (read_card(src) or {}).get("profiles") or []), **common)
     out = summarize(res.table) if res.table is not None else {}
     out["capture"] = {"layers_json": res.layers_json, "profile_json": res.profile_json,
-                      "latency": res.latency, "throughput": res.throughput,
-                      "shapes": res.raw.get("shapes")}
+                      "latency": res.latency, "latency_graph": res.raw.get("latency_graph"),
+                      "throughput": res.throughput, "shapes": res.raw.get("shapes")}
+    if getattr(args, "vs", None) == "torch":
+        out["vs_torch"] = _vs_torch(args, res, src)
     if metrics is not None:
         metrics.record_capture(res, {"model": src.stem, "gpu": args.gpu or "",
                                      "precision": "fp16" if args.fp16 else "",
@@ -169,7 +177,42 @@ def run(args: argparse.Namespace) -> int:
         print(f"{src}: P50 {la.get('p50_ms', float('nan')):.4f}  P90 {la.get('p90_ms', float('nan')):.4f}"
               f"  P99 {la.get('p99_ms', float('nan')):.4f} ms; layers -> {res.layers_json}, "
               f"profile -> {res.profile_json}")
+        print("  " + graph_line(res.raw.get("latency_graph"), la))
+        if "vs_torch" in out:
+            from workbench.timing.vs_torch import lines
+
+            print("beside PyTorch (same process, same shapes):")
+            for line in lines(out["vs_torch"]):
+                print(line)
         for r in res.throughput:
             print(f"  batch {r['batch']}: {r['items_per_s']:.0f} items/s (P50 {r['p50_ms']:.4f} ms)")
         print(f"  then: workbench timing {res.layers_json} --profile {res.profile_json}")
     return 0
+
+
+def graph_line(graph: Optional[Dict[str, Any]], plain: Dict[str, Any]) -> str:
+    """The CUDA-graph latency beside the plain enqueue one, or why there is none."""
+    if not graph:
+        return "CUDA graph: not timed"
+    if "p50_ms" not in graph:
+        return f"CUDA graph: not captured ({graph.get('reason') or 'unknown reason'})"
+    ratio = graph["p50_ms"] / plain["p50_ms"] if plain.get("p50_ms") else float("nan")
+    return (f"CUDA graph: P50 {graph['p50_ms']:.4f}  P99 {graph['p99_ms']:.4f} ms "
+            f"({ratio:.2f}x plain enqueue)")
+
+
+def _vs_torch(args: argparse.Namespace, res: Any, src: Path) -> Dict[str, Any]:
+    """The engine's timing beside torch's on the same shapes/inputs (timing.vs_torch)."""
+    import platform
+
+    from workbench.timing.vs_torch import compare, feeds_for
+
+    onnx = src if src.suffix.lower() == ".onnx" else args.onnx
+    shapes = {k: [int(d) for d in v] for k, v in (res.raw.get("shapes") or {}).items()}
+    feeds = feeds_for(shapes, args.inputs, onnx)
+    engine_src = {"host": platform.node(), "backend": res.raw.get("backend"),
+                  "backend_version": res.raw.get("backend_version"),
+                  "compute_capability": res.raw.get("compute_capability"),
+                  "timer": "CUDA events (worker)"}
+    return compare(res.latency, res.raw.get("latency_graph"), feeds, args.torch_model,
+                   iterations=args.iterations, engine_source=engine_src)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.errors import Finding
+from workbench.timing import io_advice
 from workbench.timing.table import LayerTable
 
 _FLOAT_LOW = ("FP16", "BF16", "FP8", "INT8", "FP4", "INT4")
@@ -69,16 +70,30 @@ def lint(t: LayerTable, reformat_pct: float = 10.0) -> List[Finding]:
     if not t.has_times:
         return out
     ro = reformat_overhead(t)
+    advice = io_advice.advise(t)  # the I/O reformats and the build change that removes them
+    step = ""
+    if advice:
+        step = (f"; {advice['time_ms']:.3f} ms of it at the I/O: rebuild with "
+                f"{advice['cli']} (predicted saving {advice['time_ms']:.3f} ms, measured "
+                "from this profile)")
     if ro["pct"] is not None and ro["pct"] >= reformat_pct:
         names = t.df[t.df["is_reformat"]].sort_values("time_ms", ascending=False)["name"]
         out.append(Finding(
             "warning", "reformat-heavy",
             f"reformat/copy layers take {ro['pct']:.1f}% of engine time "
-            f"({ro['time_ms']:.3f} ms in {ro['layers']} layers)",
-            hint="keep the I/O in the engine's precision and format (e.g. FP16 I/O, "
-                 "--inputIOFormats), and avoid precision islands that force conversions",
+            f"({ro['time_ms']:.3f} ms in {ro['layers']} layers)" + step,
+            hint="keep the I/O in the engine's precision and format (" +
+                 (advice["cli"] if advice else "e.g. FP16 I/O, --inputIOFormats") +
+                 "), and avoid precision islands that force conversions",
             source="timing-lint", extra={"layers": names.head(10).tolist(),
-                                                 "time_ms": ro["time_ms"]}))
+                                         **({"next_step": advice} if advice else {})}))
+    elif advice:
+        out.append(Finding(
+            "info", "io-reformat",
+            f"{len(advice['layers'])} reformat layer(s) at the engine's I/O take "
+            f"{advice['time_ms']:.3f} ms: rebuild with {advice['cli']} (predicted saving, "
+            "measured from this profile)", hint=advice["cli"], source="timing-lint",
+            extra={"layers": [la["name"] for la in advice["layers"]], "next_step": advice}))
     d = t.df[~t.df["is_constant"] & ~t.df["is_reformat"] & ~t.df["is_noop"]]
     precs = set(d["precision"])
     if precs & set(_FLOAT_LOW):

@@ -113,3 +113,96 @@ class Cuda:
             except Exception:
                 pass
         self._ptrs = []
+
+
+# cudaStreamCaptureModeThreadLocal: only this thread's unsafe CUDA calls are refused while
+# capturing (what trtexec uses for --useCudaGraph); Global is 0, Relaxed 2
+CAPTURE_THREAD_LOCAL = 1
+
+
+class CudaGraph:
+    """One stream's work captured once and replayed (`cudaStreamBeginCapture` ..
+    `cudaStreamEndCapture`, `cudaGraphInstantiate`, `cudaGraphLaunch`) through libcudart's
+    ctypes handle: the host enqueues one launch instead of every kernel of an engine."""
+
+    def __init__(self, cuda: Cuda, stream: Any) -> None:
+        self.cuda, self.stream = cuda, stream
+        self.graph = ctypes.c_void_p()
+        self.exec = ctypes.c_void_p()
+
+    def _runtime_version(self) -> int:
+        v = ctypes.c_int(0)
+        self.cuda.lib.cudaRuntimeGetVersion(ctypes.byref(v))
+        return int(v.value)
+
+    def capture(self, enqueue: Any) -> str:
+        """Capture what `enqueue()` puts on the stream; '' when the graph is ready, else why
+        not (the stream is left usable and the error cleared)."""
+        lib, sptr = self.cuda.lib, ctypes.c_void_p(self.stream.ptr)
+        self.stream.synchronize()
+        rc = lib.cudaStreamBeginCapture(sptr, CAPTURE_THREAD_LOCAL)
+        if rc != 0:
+            lib.cudaGetLastError()
+            return "cudaStreamBeginCapture failed: %s" % self.cuda.error_string(rc)
+        try:
+            ok = bool(enqueue())
+        except Exception as e:  # end the capture all the same: the stream must not stay in it
+            ok, err = False, "%s: %s" % (type(e).__name__, e)
+        else:
+            err = "" if ok else "execute_async_v3 returned false while capturing (TensorRT " \
+                "refuses capture for this engine, e.g. data-dependent shapes)"
+        rc = lib.cudaStreamEndCapture(sptr, ctypes.byref(self.graph))
+        if not ok or rc != 0:
+            lib.cudaGetLastError()
+            self.free()
+            return err or "cudaStreamEndCapture failed: %s" % self.cuda.error_string(rc)
+        if self._runtime_version() >= 12000:  # (cudaGraphExec_t*, cudaGraph_t, flags)
+            rc = lib.cudaGraphInstantiate(ctypes.byref(self.exec), self.graph,
+                                          ctypes.c_ulonglong(0))
+        else:  # CUDA 11: (exec*, graph, errorNode*, logBuffer, bufferSize)
+            rc = lib.cudaGraphInstantiate(ctypes.byref(self.exec), self.graph, None, None,
+                                          ctypes.c_size_t(0))
+        if rc != 0:
+            lib.cudaGetLastError()
+            self.free()
+            return "cudaGraphInstantiate failed: %s" % self.cuda.error_string(rc)
+        return ""
+
+    def launch(self) -> None:
+        self.cuda.check(self.cuda.lib.cudaGraphLaunch(self.exec, ctypes.c_void_p(self.stream.ptr)),
+                        "cudaGraphLaunch")
+
+    def timed(self, iterations: int, ctx: Any = None, phase: str = "graph") -> List[float]:
+        """Latency in ms of `iterations` graph launches, each between two CUDA events, after
+        10 untimed launches."""
+        for _ in range(10):
+            self.launch()
+        self.stream.synchronize()
+        lib, sptr = self.cuda.lib, ctypes.c_void_p(self.stream.ptr)
+        start, end = self.cuda.event(), self.cuda.event()
+        ms = ctypes.c_float(0.0)
+        out: List[float] = []
+        try:
+            for i in range(int(iterations)):
+                if ctx is not None and i % 10 == 0:
+                    ctx.check_cancel()
+                    ctx.progress(phase, i / max(int(iterations), 1))
+                lib.cudaEventRecord(start, sptr)
+                rc = lib.cudaGraphLaunch(self.exec, sptr)
+                lib.cudaEventRecord(end, sptr)
+                rc = rc or lib.cudaEventSynchronize(end) or \
+                    lib.cudaEventElapsedTime(ctypes.byref(ms), start, end)
+                self.cuda.check(rc, "timing a graph launch")
+                out.append(float(ms.value))
+        finally:
+            self.cuda.destroy(start)
+            self.cuda.destroy(end)
+        return out
+
+    def free(self) -> None:
+        if self.exec.value:
+            self.cuda.lib.cudaGraphExecDestroy(self.exec)
+            self.exec = ctypes.c_void_p()
+        if self.graph.value:
+            self.cuda.lib.cudaGraphDestroy(self.graph)
+            self.graph = ctypes.c_void_p()

@@ -96,6 +96,26 @@ def builder_flags(trt: Any) -> List[str]:
     return sorted(n for n in names if getattr(bf, n, None) is not None)
 
 
+# IBuilderConfig knobs beyond precision, probed by name (each exists on some TensorRT only)
+BUILDER_KNOBS = ("builder_optimization_level", "max_aux_streams", "avg_timing_iterations",
+                 "tiling_optimization_level", "l2_limit_for_tiling", "max_num_tactics",
+                 "hardware_compatibility_level", "runtime_platform", "engine_capability",
+                 "profile_stream", "num_compute_capabilities")
+
+
+def builder_knobs(trt: Any) -> Dict[str, Any]:
+    """Which builder knobs this TensorRT exposes: IBuilderConfig attributes by name, and the
+    enums that feed them (TacticSource, TensorFormat, PreviewFeature members)."""
+    cls = getattr(trt, "IBuilderConfig", object)
+    out: Dict[str, Any] = {"config": [k for k in BUILDER_KNOBS if hasattr(cls, k)]}
+    for enum in ("TacticSource", "TensorFormat", "PreviewFeature"):
+        e = getattr(trt, enum, None)
+        members = getattr(e, "__members__", None) if e is not None else None
+        out[enum] = sorted(members) if members else sorted(
+            n for n in dir(e) if n.isupper()) if e is not None else []
+    return out
+
+
 def capabilities(trt: Any) -> Dict[str, bool]:
     """What this TensorRT can do, probed attribute by attribute. Every BuilderFlag member is
     reported as `<name>_flag` (`fp16_flag`, ...): the client's precision table decides which
@@ -589,12 +609,29 @@ def describe_layers(trt: Any, network: Any, detail: bool = False) -> List[Dict[s
     return layers
 
 
+def _format_names(trt: Any) -> List[str]:
+    return [n for n in dir(getattr(trt, "TensorFormat", None)) if n.isupper()]
+
+
+def allowed_formats(trt: Any, t: Any) -> List[str]:
+    """The TensorFormat names an I/O tensor may take (its allowed_formats bit mask)."""
+    tf, mask = getattr(trt, "TensorFormat", None), getattr(t, "allowed_formats", None)
+    if tf is None or mask is None:
+        return []
+    return sorted(n for n in dir(tf) if n.isupper() and int(mask) >> int(getattr(tf, n)) & 1)
+
+
 def network_io(trt: Any, network: Any) -> Dict[str, List[Dict[str, Any]]]:
     """The network's inputs and outputs: name, dtype, shape."""
     dtype_name = _enum_namer(trt.DataType)
 
     def tensor(t: Any) -> Dict[str, Any]:
-        return {"name": t.name, "dtype": dtype_name(t.dtype), "shape": [int(d) for d in t.shape]}
+        out = {"name": t.name, "dtype": dtype_name(t.dtype), "shape": [int(d) for d in t.shape]}
+        fmts = allowed_formats(trt, t)
+        if fmts and len(fmts) < len(_format_names(trt)):  # narrowed (I/O formats); by
+            # default every format is allowed and TensorRT puts I/O in LINEAR
+            out["formats"] = fmts
+        return out
 
     return {"inputs": [tensor(network.get_input(i)) for i in range(network.num_inputs)],
             "outputs": [tensor(network.get_output(i)) for i in range(network.num_outputs)]}

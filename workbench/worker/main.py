@@ -53,11 +53,12 @@ def _ping(ctx: Context) -> Dict[str, Any]:
 
 @op(P.BACKEND_INFO)
 def _backend_info(ctx: Optional[Context], backend: str = "auto") -> Dict[str, Any]:
-    from workbench.worker.loaders import capabilities, load_backend, version_of
+    from workbench.worker.loaders import (builder_knobs, capabilities, load_backend,
+                                          version_of)
 
     name, trt = load_backend(backend)
     return {"backend": name, "module": trt.__name__, "version": version_of(trt),
-            "capabilities": capabilities(trt)}
+            "capabilities": capabilities(trt), "builder_knobs": builder_knobs(trt)}
 
 
 @op(P.SLEEP)

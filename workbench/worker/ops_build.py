@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.worker import card as C
 from workbench.worker import loaders as L
+from workbench.worker.iolayout import apply_io_formats
 from workbench.worker.protocol import BUILD, INSPECT_ENGINE
 from workbench.worker.registry import Context, OpError, op
 
@@ -33,8 +34,14 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
           keep_log: str = "info", report_layers: bool = True,
           test_step_delay: float = 0.0,
           hardware_compatibility: Optional[str] = None,
-          tf32: Optional[bool] = None) -> Dict[str, Any]:
+          tf32: Optional[bool] = None,
+          input_io_formats: Optional[List[Any]] = None,
+          output_io_formats: Optional[List[Any]] = None) -> Dict[str, Any]:
     """Build `onnx_path` into `engine_path` (the client renames it into the cache).
+
+    `input_io_formats` / `output_io_formats`: [[type, [formats...]], ...] per I/O tensor in
+    order, or one for all (trtexec's --inputIOFormats/--outputIOFormats, parsed): see
+    iolayout.apply_io_formats.
 
     `layer_precisions` (weakly typed networks only): ONNX node name -> TensorRT DataType
     attribute name, "*" for every other float layer, held to with `precision_constraints`
@@ -57,6 +64,8 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         raise OpError("layer_precisions need a weakly typed network; this build is strongly "
                       "typed", code="bad-args", details={"field": "layer_precisions"},
                       hint="keep nodes in FP32 with Casts in the ONNX on strongly typed builds")
+    io_notes = apply_io_formats(trt, net.network, input_io_formats, output_io_formats,
+                                net.strongly_typed)
     layers = L.describe_layers(trt, net.network) if report_layers else []
     cfg = L.create_config(
         trt, builder, net.network, logger, ctx, workspace_bytes=workspace_bytes,
@@ -88,7 +97,8 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         "backend": name, "backend_version": L.version_of(trt), "engine_path": engine_path,
         "size_bytes": os.path.getsize(engine_path), "build_seconds": build_s,
         "seconds": time.monotonic() - t_start, "strongly_typed": net.strongly_typed,
-        "route": route, "targets": cfg.targets, "log": logger.messages, "notes": cfg.notes,
+        "route": route, "targets": cfg.targets, "log": logger.messages,
+        "notes": cfg.notes + io_notes,
         "layers": layers, "unmatched_layers": cfg.unmatched_layers,
         "progress_monitor": have_monitor,
         "calibration_cache": calib_cache if calib_cache and os.path.isfile(calib_cache) else None,

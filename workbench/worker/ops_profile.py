@@ -20,7 +20,8 @@ import numpy as np
 
 from workbench.worker import card as C
 from workbench.worker import loaders as L
-from workbench.worker.cuda import Cuda
+from workbench.worker.cuda import Cuda, CudaGraph
+from workbench.worker.iolayout import engine_shape, tensor_layout, to_engine
 from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
 from workbench.worker.registry import Context, OpError, op
 
@@ -158,6 +159,9 @@ class _Runner:
         self.stream = cuda.stream()
         self.inputs, self.outputs = _io(engine, trt)
         self.buffers: Dict[str, Any] = {}
+        # vectorized I/O (HWC8, CHW16...): buffers hold the engine's layout; None: linear
+        self.layouts = {n: tensor_layout(trt, engine, n) for n in self.inputs + self.outputs}
+        self.logical: Dict[str, List[int]] = {}  # each output's shape as TensorRT names it
         self.auto = profile_index < 0
         self.profile_index = max(int(profile_index), 0)
         n = int(getattr(engine, "num_optimization_profiles", 1) or 1)
@@ -220,6 +224,8 @@ class _Runner:
                 raise OpError(f"input '{name}': shape {list(arr.shape)} is outside the engine's "
                               f"optimization profile", node=name, code="bad-shape",
                               hint="choose shapes between the profile's min and max")
+            if self.layouts[name] is not None:
+                arr = to_engine(arr, self.layouts[name])
             buf = self._buf(name, arr.shape, arr.dtype)
             buf.copy_from(arr, stream=self.stream)
             self.context.set_tensor_address(name, buf.ptr)
@@ -227,7 +233,9 @@ class _Runner:
         for name in self.outputs:
             shape = [max(int(d), 0) for d in self.context.get_tensor_shape(name)]
             dt = _np_dtype(self.trt, self.engine.get_tensor_dtype(name))
-            buf = self._buf(name, shape, dt)
+            layout = self.layouts[name]
+            buf = self._buf(name, engine_shape(shape, layout) if layout else shape, dt)
+            self.logical[name] = shape
             self.context.set_tensor_address(name, buf.ptr)
             shapes[name] = shape
         self.stream.synchronize()
@@ -307,6 +315,21 @@ class _Runner:
             self.cuda.destroy(end)
         return out
 
+    def graph_timed(self, iterations: int, ctx: Context, phase: str) -> Dict[str, Any]:
+        """Latency of `iterations` replays of one execution captured in a CUDA graph (as
+        trtexec's --useCudaGraph), each between two CUDA events; call after `timed` (its
+        warm-up executions set the shapes and let TensorRT allocate before capture).
+        Returns {"samples_ms": [...]} or {"reason": why capture failed} (e.g. an engine
+        with data-dependent shapes enqueues host work that a graph cannot hold)."""
+        graph = CudaGraph(self.cuda, self.stream)
+        reason = graph.capture(lambda: self.context.execute_async_v3(self.stream.ptr))
+        if reason:
+            return {"reason": reason}
+        try:
+            return {"samples_ms": graph.timed(iterations, ctx, phase)}
+        finally:
+            graph.free()
+
     def free(self) -> None:
         for b in self.buffers.values():
             try:
@@ -326,6 +349,15 @@ def _stats(lat: List[float]) -> Dict[str, Any]:
             "max_ms": float(a.max()), "p50_ms": float(np.percentile(a, 50)),
             "p90_ms": float(np.percentile(a, 90)), "p99_ms": float(np.percentile(a, 99)),
             "samples_ms": [round(x, 6) for x in lat]}
+
+
+def _graph_stats(res: Dict[str, Any]) -> Dict[str, Any]:
+    """CUDA-graph latency stats, or {"reason": why there are none}."""
+    return _stats(res["samples_ms"]) if res.get("samples_ms") else {"reason": res.get("reason")}
+
+
+def _graph_summary(graph: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    return None if graph is None else {k: v for k, v in graph.items() if k != "samples_ms"}
 
 
 def _make_profiler(trt: Any) -> Any:
@@ -367,7 +399,8 @@ def _layer_records(runs: List[List[Tuple[str, float]]]) -> List[Dict[str, Any]]:
 
 def _profile(ctx: Context, trt: Any, cuda: Cuda, engine: Any, *, shapes: Optional[Dict[str, Any]],
              inputs_npz: Optional[str], batch_sizes: Any, iterations: int,
-             warmup: int, profile_index: int, out_dir: str, layer_iterations: int) -> Dict[str, Any]:
+             warmup: int, profile_index: int, out_dir: str, layer_iterations: int,
+             cuda_graph: bool = True) -> Dict[str, Any]:
     runner = _Runner(trt, cuda, engine, profile_index)
     try:
         feeds_user: Dict[str, np.ndarray] = {}
@@ -411,6 +444,8 @@ def _profile(ctx: Context, trt: Any, cuda: Cuda, engine: Any, *, shapes: Optiona
         ctx.progress("prepare", 0.0, "binding buffers")
         out_shapes = runner.set_inputs(feeds_for(chosen))
         lat = runner.timed(iterations, warmup, ctx, "latency")
+        graph = _graph_stats(runner.graph_timed(iterations, ctx, "cuda graph")) \
+            if cuda_graph else None
         throughput = []
         if batch_sizes == "profile":  # min, opt and max batch of the optimization profile
             dyn = [p for p in profiles.values() if p is not None and p[0] and p[0][0] != p[2][0]]
@@ -466,6 +501,7 @@ def _profile(ctx: Context, trt: Any, cuda: Cuda, engine: Any, *, shapes: Optiona
         stats = _stats(lat)
         record = {"format": "workbench-profile", "layers": layers, "iterations": layer_iterations,
                   "latency": stats, "latency_ms": stats["samples_ms"], "throughput": throughput,
+                  "latency_graph": graph,
                   "shapes": chosen, "output_shapes": out_shapes, "profile_index": profile_index,
                   "profile_shapes": profiles, "warmup": warmup,
                   "compute_capability": cuda.compute_capability(),
@@ -476,6 +512,7 @@ def _profile(ctx: Context, trt: Any, cuda: Cuda, engine: Any, *, shapes: Optiona
         os.replace(prof_path + ".tmp", prof_path)
         summary = {k: v for k, v in stats.items() if k != "samples_ms"}
         return {"layers_json": info_path, "profile_json": prof_path, "latency": summary,
+                "latency_graph": _graph_summary(graph),
                 "throughput": throughput, "shapes": chosen, "output_shapes": out_shapes,
                 "layers_timed": len(layers),
                 "layer_sum_median_ms": float(sum(r["medianMs"] for r in layers)),
@@ -498,9 +535,11 @@ def profile_engine(ctx: Context, engine_path: str, shapes: Optional[Dict[str, An
                    inputs_npz: Optional[str] = None, batch_sizes: Any = None,
                    iterations: int = 100, warmup: int = 20, layer_iterations: int = 50,
                    profile_index: int = -1, backend: str = "auto",
-                   out_dir: Optional[str] = None) -> Dict[str, Any]:
+                   out_dir: Optional[str] = None, cuda_graph: bool = True) -> Dict[str, Any]:
     """Deserialize an engine and time it: see the module docstring. profile_index < 0: the
-    first optimization profile that holds `shapes` / the inputs' shapes (else profile 0)."""
+    first optimization profile that holds `shapes` / the inputs' shapes (else profile 0).
+    cuda_graph: also time the same execution replayed from a CUDA graph (`latency_graph`,
+    or its `reason` where capture failed), beside the plain enqueue latency."""
     if os.path.isfile(engine_path) and C.read_card(engine_path) is not None:
         # an engine for another TensorRT is refused before anything else, GPU or not
         name, trt = L.load_backend(L.backend_for(engine_path, backend))
@@ -519,7 +558,7 @@ def profile_engine(ctx: Context, engine_path: str, shapes: Optional[Dict[str, An
     res = _profile(ctx, trt, cuda, engine, shapes=shapes, inputs_npz=inputs_npz,
                    batch_sizes=batch_sizes, iterations=int(iterations), warmup=int(warmup),
                    profile_index=int(profile_index), out_dir=_out_dir(out_dir),
-                   layer_iterations=int(layer_iterations))
+                   layer_iterations=int(layer_iterations), cuda_graph=bool(cuda_graph))
     res["backend"] = name
     return res
 

@@ -23,7 +23,9 @@ import numpy as np
 
 from workbench.worker import loaders as L
 from workbench.worker.cuda import Cuda
-from workbench.worker.ops_profile import WARMUP_MS, _feed, _np_dtype, _Runner, _stats
+from workbench.worker.iolayout import from_engine
+from workbench.worker.ops_profile import (WARMUP_MS, _feed, _graph_stats, _graph_summary,
+                                          _np_dtype, _Runner, _stats)
 from workbench.worker.protocol import RUN_ENGINE
 from workbench.worker.registry import Context, OpError, op
 
@@ -51,19 +53,25 @@ def _load_feed(path: str, inputs: List[str]) -> Dict[str, np.ndarray]:
 
 
 def _to_host(runner: Any, name: str) -> np.ndarray:
-    """One output buffer copied to a new host array (DeviceArray.copy_to: every polygraphy)."""
+    """One output buffer copied to a new host array (DeviceArray.copy_to: every polygraphy),
+    in numpy's linear layout also where the engine's output is vectorized (HWC8...)."""
     buf = runner.buffers[name]
     host = np.empty(tuple(int(d) for d in buf.shape), dtype=buf.dtype)
     buf.copy_to(host, stream=runner.stream)
     runner.stream.synchronize()
-    return host
+    layout = runner.layouts.get(name)
+    if layout is None:
+        return host
+    if host.size == 0:
+        return np.empty(tuple(runner.logical[name]), dtype=host.dtype)
+    return from_engine(host, runner.logical[name], layout)
 
 
 @op(RUN_ENGINE)
 def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: str,
                outputs: Optional[List[str]] = None, backend: str = "auto",
                profile_index: int = -1, time_iterations: int = 0,
-               time_warmup_ms: float = WARMUP_MS) -> Dict[str, Any]:
+               time_warmup_ms: float = WARMUP_MS, cuda_graph: bool = True) -> Dict[str, Any]:
     """Run `engine_path` on each .npz in `inputs_npz`; write `out_dir/outputs_K.npz` each.
     time_iterations > 0: also time that many executions of the last batch (CUDA events,
     after `time_warmup_ms` of warm-up: ops_profile._Runner.timed). profile_index < 0: each
@@ -120,11 +128,15 @@ def run_engine(ctx: Context, engine_path: str, inputs_npz: List[str], out_dir: s
             paths.append(out)
             del host
             ctx.progress("run", (k + 1) / len(inputs_npz), os.path.basename(path))
-        latency = None
+        latency = graph = None
         if int(time_iterations) > 0:
             latency = _stats(runner.timed(int(time_iterations), 10, ctx, "latency",
                                           float(time_warmup_ms)))
-        return {"latency": latency, "backend": name, "backend_version": L.version_of(trt),
+            if cuda_graph:  # the same execution replayed from a CUDA graph, beside it
+                graph = _graph_summary(_graph_stats(runner.graph_timed(
+                    int(time_iterations), ctx, "cuda graph")))
+        return {"latency": latency, "latency_graph": graph, "backend": name,
+                "backend_version": L.version_of(trt),
                 "outputs": paths,
                 "names": want, "engine_inputs": runner.inputs,
                 "engine_outputs": runner.outputs, "dtypes": dtypes, "shapes": shapes,
