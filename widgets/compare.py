@@ -38,6 +38,7 @@ from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, FindingsList, 
 from widgets.figure import Figure
 from workbench import compare
 from workbench.comparison import same_way_note
+from workbench.precision.table import is_quantized
 from workbench.errors import WorkbenchError
 
 MAX_TICKS = 32  # name at most this many tensors on the axis (every k-th beyond): at 11 px,
@@ -341,7 +342,7 @@ class ComparePanel(PanelBase, W.VBox):
         colour = OK_COLOUR if rep.outputs_pass else SEVERITY_COLOURS["error"]
         precision = getattr(rep, "precision", "")
         outs = ", ".join(f"{esc(t.tensor)}: max abs {_fmt(t.max_abs)}, rel {_fmt(t.rel)}, "
-                         f"cos {t.cosine:.6f}{esc(same_way_note(t, precision))}"
+                         f"cos {t.cosine:.6f}{esc(same_way_note(t, precision, is_quantized(precision)))}"
                          for t in rep.outputs)
         self.status.value = (f"<b style='color:{colour}'>outputs {ok}</b> ({outs}) at atol "
                              f"{rep.atol:g} rtol {rep.rtol:g} ({esc(rep.precision)}); "

@@ -342,6 +342,10 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
     largest relative error, the findings (their MODEL / DATA as `model` / `data`)."""
     from workbench.cli.common import pasteable
     from workbench.comparison import same_way_note
+    from workbench.precision.table import is_quantized
+
+    precision = getattr(report, "precision", "")
+    quantized = is_quantized(precision)
 
     def said(t: "object") -> str:
         verdict = "PASS" if t.passed else "FAIL"
@@ -356,7 +360,7 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
                      "--selection-aware pairs rows)" if sel and t.mismatches else "")
                     + f" {verdict}")
         return (f"{t.tensor} max abs {_fmt(t.max_abs)} rel {_fmt(t.rel)} cos {t.cosine:.6f} "
-                f"{verdict}" + same_way_note(t, getattr(report, "precision", "")))
+                f"{verdict}" + same_way_note(t, precision, quantized))
 
     print("outputs: " + ", ".join(said(t) for t in report.outputs))
     worst = sorted(report.tensors, key=lambda t: -t.rel if math.isfinite(t.rel) else -1e300)

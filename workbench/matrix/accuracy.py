@@ -76,6 +76,7 @@ def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Fee
             notes: Optional[List[str]] = None) -> Dict[str, Any]:
     """{source, error_rel, error_max_abs, cosine, passed, atol, rtol, samples, outputs}."""
     from workbench.comparison import compare_outputs
+    from workbench.precision.table import is_low_float
     from workbench.precision import table
     from workbench.runners import OnnxRuntimeRunner, batched_inputs, low_float_runner, make_runner
 
@@ -94,7 +95,7 @@ def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Fee
         kind = low_float_runner(candidate_onnx)  # FP16/BF16 storage emulated where it can be
         if kind == "reference" and os.path.getsize(candidate_onnx) > REFERENCE_MAX_BYTES:
             kind = "onnxruntime"  # the numpy evaluator takes minutes a sample on big models
-            if notes is not None and precision in ("fp16", "bf16"):
+            if notes is not None and is_low_float(precision):
                 notes.append("large model the emulation cannot take (control flow): the FP16 "
                              "ONNX ran in onnxruntime, which computes most FP16 ops in FP32 "
                              "(overflow would not show); run on a GPU for the engine's own "
