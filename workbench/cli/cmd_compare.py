@@ -6,7 +6,7 @@ import argparse
 import math
 import shlex
 import sys
-from typing import Any, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from workbench.cli.common import print_json
 from workbench.errors import WorkbenchError

@@ -157,7 +157,6 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, quantize_static
 
-    from workbench.precision.calibration import ort_reader
 
     from workbench.precision import table
     from workbench.qdq import FP8_TYPES
@@ -424,7 +423,7 @@ def _exclusions_without_effect(fp32: Any, q: Any, skip: Sequence[str]) -> List[F
             "quantized, as the INT8 input of the node(s) reading it: the exclusion does not "
             "keep that tensor in float", nodes=[name], tensors=still, op=n.op_type,
             source="precision",
-            hint=(f"exclude its reader(s) instead: --exclude " + " --exclude ".join(readers[:4]))
+            hint=("exclude its reader(s) instead: --exclude " + " --exclude ".join(readers[:4]))
             if readers else None))
     return out
 

@@ -15,7 +15,7 @@ by name. Recipes register themselves with `@register` in any module of this pack
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from workbench.errors import WorkbenchError
