@@ -176,7 +176,7 @@ class FixPanel(PanelBase, W.VBox):
     def run_check(self) -> Any:
         """Ask the real parser about the current version and refresh the proposals; the graph
         opens, selects and zooms to the nodes it refuses."""
-        def work() -> SupportReport:
+        def work() -> Optional[SupportReport]:
             rep = self._check_now()
             failing = [n for n in self.failing_nodes if n]
             if self.graph is not None and failing:
@@ -239,7 +239,7 @@ class FixPanel(PanelBase, W.VBox):
         return self.session.next_steps("panel")
 
     # ------------------------------------------------------------------ the work (in the task)
-    def _check_now(self) -> SupportReport:
+    def _check_now(self) -> Optional[SupportReport]:
         self.session.check()
         self.proposals = self.session.proposals
         self.pending = None

@@ -232,7 +232,7 @@ def _onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: ModelRef,
 
 
 def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
-                      ) -> Tuple[Path, List[Finding]]:
+                      ) -> Tuple[Optional[Path], List[Finding]]:
     """The ONNX that goes to TensorRT: the original (FP32) or the precision transform."""
     from workbench.model import save_model
 

@@ -6,7 +6,7 @@ import argparse
 import math
 import shlex
 import sys
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from workbench.cli.common import print_json
 from workbench.errors import WorkbenchError
@@ -129,7 +129,7 @@ def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
     return [(args.reference, "onnx"), (cand, kind)]
 
 
-def _engine_config(args: argparse.Namespace, engine: "str | None" = None) -> "object":
+def _engine_config(args: argparse.Namespace, engine: "str | None" = None) -> Any:
     """The BuildConfig of the engine to compare (the marked builds use it too): the flags
     given, then the fields the --build-config file sets, then, for an engine file, what its
     card says it was built with (precision, profiles, backend), then the defaults (fp16).
@@ -236,7 +236,7 @@ def _split_of(engine: "str | None") -> "Optional[dict]":
             "tail": paths["tail"]}
 
 
-def _chain_outputs(args: argparse.Namespace, engine: str, cfg: "object", feeds: list,
+def _chain_outputs(args: argparse.Namespace, engine: str, cfg: Any, feeds: list,
                    split: dict) -> dict:
     """The model's outputs through the chain (the engine, then the onnxruntime tail) against
     onnxruntime FP32 on the whole model: the verdict a split engine is judged by."""
@@ -287,7 +287,7 @@ def _run_recorded(args: argparse.Namespace) -> int:
                           args.precision or "fp16")
 
 
-def _report_engine(args: argparse.Namespace, report: "object", label: str, search: "object",
+def _report_engine(args: argparse.Namespace, report: Any, label: str, search: Any,
                    precision: str, chain: "Optional[dict]" = None,
                    prefix: "Optional[str]" = None) -> int:
     if args.save_results:
@@ -336,7 +336,7 @@ def _report_engine(args: argparse.Namespace, report: "object", label: str, searc
     return 0 if report.outputs_pass and not report.marking_changed_outputs else 1
 
 
-def _print_tensors(report: "object", top: int, model: Optional[str] = None,
+def _print_tensors(report: Any, top: int, model: Optional[str] = None,
                    data: Optional[str] = None) -> None:
     """The text view shared by the CPU and engine reports: outputs, the `top` tensors with the
     largest relative error, the findings (their MODEL / DATA as `model` / `data`)."""
@@ -347,7 +347,7 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
     precision = getattr(report, "precision", "")
     quantized = is_quantized(precision)
 
-    def said(t: "object") -> str:
+    def said(t: Any) -> str:
         verdict = "PASS" if t.passed else "FAIL"
         if getattr(t, "shape_change", None):
             return f"{t.tensor} shape {t.shape_change} {verdict}"
@@ -556,7 +556,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.outputs_pass else 1
 
 
-def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> "object":
+def _selection_checks(args: argparse.Namespace, calib: Any, tol: float) -> Any:
     """The selection-aware verdict per sample (at most --samples), None when the reference
     selects nothing data-dependently."""
     from workbench.compare import sample_feeds

@@ -1221,7 +1221,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
     in_region = {ref.graph.node[i].name for i in region}  # (every node of `ref` is named)
     feeding = set(frontier)
 
-    def judged(rep: LayerwiseReport) -> List[TensorComparison]:
+    def judged(rep: LayerwiseReport) -> List[Any]:  # TensorComparison / TensorError rows
         if not selected:
             return list(rep.outputs)
         return [t for t in rep.tensors if t.tensor in feeding] + \

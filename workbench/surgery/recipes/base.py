@@ -16,10 +16,16 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 from workbench.errors import WorkbenchError
 from workbench.fsutil import fixed_name
+
+if TYPE_CHECKING:  # annotations only: onnx and friends load when a recipe runs
+    import numpy as np
+    import onnx
+    import onnx_graphsurgeon as gs
 
 
 class Precondition(NamedTuple):
@@ -137,10 +143,11 @@ class Recipe:
         so no next step names a rewrite that fails when run. None by default."""
         return None
 
-    def precondition(self, model: Any, **params: Any) -> Precondition:  # pragma: no cover
+    # (model, **the recipe's own parameters): each recipe declares the parameters it takes
+    def precondition(self, *args: Any, **params: Any) -> Precondition:  # pragma: no cover
         raise NotImplementedError
 
-    def _apply(self, model: "onnx.ModelProto", **params: Any) -> "onnx.ModelProto":  # noqa: F821
+    def _apply(self, *args: Any, **params: Any) -> "onnx.ModelProto":
         raise NotImplementedError  # pragma: no cover
 
     def apply(self, model: Any, **params: Any) -> "onnx.ModelProto":  # noqa: F821
