@@ -182,7 +182,8 @@ def test_build_panel_reads_only_the_precision_panels_public_spec():
 
 
 def test_cli_build_parser_stays_light():
-    """argparse for `build` reads the table: still no dataclasses/numpy/onnx (stop 8)."""
+    """argparse for `build` reads the table: still no dataclasses/numpy/onnx (the CLI's start-up
+    time: `workbench --help` and every verb pay for what the parser imports)."""
     code = ("import sys\nfrom workbench.cli import build_parser\nbuild_parser('build')\n"
             "print(sorted(m for m in ('dataclasses', 'numpy', 'onnx') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -159,7 +159,7 @@ def test_advise_adds_the_decompose_step_once(reports):
     assert hints["/act/FastGelu"].startswith(want) and "--plugin" in hints["/act/FastGelu"]
     assert hints["/crop/CenterCropPad"].startswith("`workbench fix")
     # no decomposition for Compress: its inputs are constant, so the step is the fold that
-    # `fix --auto` applies (issue 14: the advice no longer contradicts the recipe used)
+    # `fix --auto` applies (so the advice never contradicts the recipe that runs)
     assert "decompose" not in hints["/flatten/Compress"]
     assert hints["/flatten/Compress"].startswith(
         f"`workbench fix {path} -o {fixed} --recipe fold_constants`")
