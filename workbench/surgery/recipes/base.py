@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, NamedTuple, Optional,
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional,
                     Sequence, Tuple)
 
 from workbench.errors import WorkbenchError
@@ -325,10 +325,6 @@ def consumers(proto: "onnx.ModelProto", tensor: str) -> List[int]:  # noqa: F821
     return GraphIndex.of(proto).consumers_of(tensor)
 
 
-def graph_output_names(proto: "onnx.ModelProto") -> List[str]:  # noqa: F821
-    return [o.name for o in proto.graph.output]
-
-
 def tensor_types(proto: "onnx.ModelProto") -> Dict[str, Tuple[int, Optional[List[Any]]]]:  # noqa: F821
     """name -> (elem_type, shape as list of int|str|None, or None when unknown)."""
     out: Dict[str, Tuple[int, Optional[List[Any]]]] = {}
@@ -418,12 +414,6 @@ def _nbytes(t: Any) -> int:
     for d in t.dims:
         n *= int(d)
     return n * 4
-
-
-def iter_nodes_by_op(proto: "onnx.ModelProto", op: str, domain: Optional[str] = None) -> Iterator[int]:  # noqa: F821
-    for i, n in enumerate(proto.graph.node):
-        if n.op_type == op and (domain is None or _dom(n.domain) == _dom(domain)):
-            yield i
 
 
 def _dom(d: str) -> str:
