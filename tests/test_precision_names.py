@@ -30,7 +30,8 @@ def precision_names() -> Set[str]:
     return {r.name for r in rows} | {a for r in rows for a in r.aliases if a not in DTYPE_WORDS}
 
 
-def _strings(node: Optional[ast.AST], bound: Dict[str, ast.AST], depth: int = 0) -> Iterator[str]:
+def _strings(node: Optional[ast.AST], bound: Dict[str, List[ast.AST]],
+             depth: int = 0) -> Iterator[str]:
     """The string literals a comparison operand stands for: itself, the elements of a literal
     tuple/list/set/dict's keys, `set(...)`/`frozenset(...)`/`tuple(...)` of those, a
     `.lower()`/`.upper()` of one, or a name bound to any of them in the same module."""
@@ -53,24 +54,35 @@ def _strings(node: Optional[ast.AST], bound: Dict[str, ast.AST], depth: int = 0)
             yield from _strings(node.args[0], bound, depth + 1)
         elif isinstance(f, ast.Attribute) and f.attr in ("lower", "upper", "strip"):
             yield from _strings(f.value, bound, depth + 1)
-    elif isinstance(node, ast.Name) and node.id in bound:
-        yield from _strings(bound[node.id], bound, depth + 1)
+    elif isinstance(node, ast.Name) and node.id in bound and all(map(_static, bound[node.id])):
+        for value in bound[node.id]:  # a name that only ever holds literals: a constant
+            yield from _strings(value, bound, depth + 1)
+
+
+def _static(value: ast.AST) -> bool:
+    """A literal value: a string, a tuple/list/set/dict display, or set()/frozenset()/tuple()
+    of one (a variable also bound to a computed value is not resolved)."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        return value.func.id in ("set", "frozenset", "tuple", "list", "dict") and \
+            all(_static(a) for a in value.args)
+    return isinstance(value, (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict))
 
 
 _NAMES: Set[str] = set()
 
 
-def _bindings(tree: ast.AST) -> Dict[str, ast.AST]:
-    """Every `NAME = <value>` / `NAME: T = <value>` in the module (any scope)."""
-    out: Dict[str, ast.AST] = {}
+def _bindings(tree: ast.AST) -> Dict[str, List[ast.AST]]:
+    """Every value bound by `NAME = <value>` / `NAME: T = <value>` in the module (any scope;
+    a name bound several times keeps them all)."""
+    out: Dict[str, List[ast.AST]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Name):
-                    out[t.id] = node.value
+                    out.setdefault(t.id, []).append(node.value)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
                 and node.value is not None:
-            out[node.target.id] = node.value
+            out.setdefault(node.target.id, []).append(node.value)
     return out
 
 
@@ -82,13 +94,25 @@ def name_comparisons(source: str, names: Set[str]) -> List[str]:
     bound = _bindings(tree)
     hits: List[ast.AST] = []
 
-    def named(*nodes: Optional[ast.AST]) -> bool:
-        return any(s in names for n in nodes for s in _strings(n, bound))
+    def named(*nodes: Optional[ast.AST], fold: bool = False) -> bool:
+        return any((s.lower() if fold else s) in names for n in nodes for s in _strings(n, bound))
+
+    def case_folded(*nodes: ast.AST) -> bool:
+        """An operand put in upper/lower case first (`p.upper() in ("INT8", "FP8")`): its
+        literals are target names whatever their case. Elsewhere upper-case words are
+        TensorRT's own layer-precision vocabulary ("FP32" in a layer table)."""
+        return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                   and c.func.attr in ("upper", "lower", "casefold")
+                   for n in nodes for c in ast.walk(n))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             ops = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
-            if any(isinstance(o, ops) for o in node.ops) and named(node.left, *node.comparators):
+            sides = (node.left, *node.comparators)
+            if any(isinstance(o, ops) for o in node.ops) and \
+                    named(*sides, fold=case_folded(*sides) or any(
+                        isinstance(n, ast.Name) and case_folded(*bound.get(n.id, []))
+                        for n in sides)):
                 hits.append(node)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             f = node.func
@@ -118,6 +142,9 @@ def test_the_scan_sees_through_rewrites() -> None:
         'Q = ("int8", "fp8")\nif t in Q: pass',
         'Q = frozenset(["int8"])\nif t in Q: pass',
         'if t.lower() in ["half"]: pass',
+        'if t.upper() in ("INT8", "FP8"): pass',
+        'p = str(t).upper()\nif p in ("INT8", "FP8"): pass\np = 3',
+        'if "FP16" == t.upper(): pass',
         'if t.startswith("fp1"): pass\nif t.startswith(("fp16", "x")): pass',
         'x = {"fp16": 10, "bf16": 16}[t]',
         'M = {"fp16": 10}\nx = M.get(t)',

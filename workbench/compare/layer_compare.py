@@ -46,7 +46,7 @@ from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.graphindex import GraphIndex
 from workbench.precision.spec import recorded_spec
-from workbench.precision.table import is_low_float, is_quantized, tolerances
+from workbench.precision.table import BASE, is_low_float, is_quantized, tolerances
 from workbench.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
                                load_proto, low_float_runner, make_runner, samples_in)
 from workbench.segments import ahead, order_of
@@ -109,8 +109,8 @@ def added_error(node: Any, out: TensorComparison, inputs: Sequence[TensorCompari
 
 
 def precision_words(precision: str) -> str:
-    p = str(precision or "fp32").upper()
-    return f"{p} (Q/DQ)" if p in ("INT8", "FP8") else p
+    p = str(precision or BASE).upper()
+    return f"{p} (Q/DQ)" if is_quantized(precision) else p
 
 
 def candidate_words(runner: str, precision: str) -> str:
