@@ -132,9 +132,6 @@ class FixPanel(PanelBase, W.VBox):
     def failing_nodes(self) -> List[str]:
         return [u.get("node") or "" for u in self.report.unsupported] if self.report else []
 
-    def report_dict(self) -> Optional[Dict[str, Any]]:
-        return self.report.to_dict() if self.report is not None else None
-
     def selected_proposal(self) -> Optional[Proposal]:
         i = self.proposal_list.index
         if i is None:
