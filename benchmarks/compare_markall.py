@@ -30,7 +30,8 @@ into their __pycache__, git-ignored), as an installed workbench would be. Where
 PYTHONDONTWRITEBYTECODE is set (this machine) they would otherwise be compiled from source in
 every run (~0.1 s of the parent's start-up); `--no-compile` measures that.
 
-Goals (issue 11): workbench time <= 1.0x and peak memory <= 0.5x the baseline's.
+Goals (a debugging tool that costs no more than the baseline): workbench time <= 1.0x and peak
+memory <= 0.5x the baseline's.
 Last line: one JSON object with the figures.
 
     python benchmarks/compare_markall.py [--model light_resnet50] [--repeat 3]

@@ -258,7 +258,7 @@ def _build(model, out, *extra):
 
 @pytest.mark.slow
 def test_concurrent_fix_auto_and_build_on_one_model_match_a_serial_run(tmp_path):
-    """Acceptance (issue 17): 4 `workbench fix --auto` processes and one `workbench build` start
+    """Concurrent use is normal: 4 `workbench fix --auto` processes and one `workbench build` start
     at once on one model, 5 rounds. Every run succeeds with the serial run's output (same bytes,
     same support verdict, same versions); the history holds one entry per real change."""
     model = tmp_path / "needs_fixing.onnx"

@@ -1,6 +1,6 @@
-"""Console output a user can trust (issue 14): each item of the issue's console list, through the
-real CLI (subprocess or in-process `workbench.cli.main`), the real TensorRT-RTX parser/builder and
-the real fixtures."""
+"""Console output a user can trust: each console behaviour (what is printed, to which stream,
+how errors read), through the real CLI (subprocess or in-process `workbench.cli.main`), the
+real TensorRT-RTX parser/builder and the real fixtures."""
 from __future__ import annotations
 
 import json

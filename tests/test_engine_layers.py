@@ -1,4 +1,4 @@
-"""Engine-side layer compare (issue 11) on CPU: the same code paths as on the GPU, with
+"""Engine-side layer compare on CPU: the same code paths as on the GPU, with
 onnxruntime / onnx's reference evaluator standing in for the engine, and the TensorRT side
 (marked, chunked builds; the run_engine protocol) through the real TensorRT-RTX builder."""
 from __future__ import annotations

@@ -246,7 +246,7 @@ def test_single_wrapping_scope_is_opened_by_default():
 
 def test_collapsed_groups_of_the_same_name_get_distinct_labels():
     """Two layers' 'attention/self' scopes read 'layer.0/attention/self (20)' and
-    'layer.1/...', not two 'self (20)' (issue 14)."""
+    'layer.1/...', not two 'self (20)' a reader cannot tell apart."""
     from collections import Counter
 
     from workbench.graph import layout
@@ -258,7 +258,7 @@ def test_collapsed_groups_of_the_same_name_get_distinct_labels():
     assert all(not lb.startswith("self ") for lb in labels)
 
 
-# -- boxes, bends, crossing reduction (issue 16) ------------------------------------------------
+# -- boxes, bends, crossing reduction ----------------------------------------------------------
 FIX86 = REPO / "tests" / "data" / "fixtures" / "trt86-h200"
 
 

@@ -1,4 +1,4 @@
-"""History sessions on display (issue 14): `workbench fix` and the FixPanel show this session's
+"""History sessions on display: `workbench fix` and the FixPanel show this session's
 lineage by default and the other sessions folded into one labelled line; "N change(s) from the
 original" counts exactly the steps shown."""
 from __future__ import annotations

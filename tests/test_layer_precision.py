@@ -1,5 +1,6 @@
-"""The builder-flag route's layer precision (issue 11: bisection on TensorRT without strongly
-typed networks) on a CPU: the worker's layer plan on a network parsed by the real
+"""The builder-flag route's layer precision (bisection on TensorRT without strongly typed
+networks pins layers to a precision instead of editing the ONNX) on a CPU: the worker's layer
+plan on a network parsed by the real
 TensorRT-RTX, the refusal where networks are strongly typed, the build request's plumbing, the
 route bisection picks (probed), and the trtexec line. The builds themselves run on the GPU
 (tests/gpu/test_engine_compare.py::test_planted_overflow_bisected_on_the_engine)."""

@@ -182,7 +182,8 @@ def test_build_panel_reads_only_the_precision_panels_public_spec():
 
 
 def test_cli_build_parser_stays_light():
-    """argparse for `build` reads the table: still no dataclasses/numpy/onnx (stop 8)."""
+    """argparse for `build` reads the table: still no dataclasses/numpy/onnx (the CLI's start-up
+    time: `workbench --help` and every verb pay for what the parser imports)."""
     code = ("import sys\nfrom workbench.cli import build_parser\nbuild_parser('build')\n"
             "print(sorted(m for m in ('dataclasses', 'numpy', 'onnx') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -226,3 +227,59 @@ def test_a_quantized_model_gets_the_int8_flag_on_the_builder_flag_route():
               "/stem/conv/Conv": {"nodes": ["/stem/conv/Conv"], "type": "convolution"}}
     assert blame(msg, layers) == (None, [])
     assert blame("(/stem/conv/Conv: bad weights)", layers)[0] == "/stem/conv/Conv"
+
+
+@pytest.fixture
+def int4():
+    """A made-up quantized target: INT4 Q/DQ (ONNX INT4 zero points, opset 21), no builder
+    flag; everything else is the table's default for a quantized row."""
+    p = table.register(table.Precision(
+        "int4", "quantized", "a dummy INT4 Q/DQ target for the test",
+        transform="workbench.precision.transform:qdq", needs_calibration=True,
+        flag_route=False, onnx_dtype=onnx.TensorProto.INT4, min_opset=21))
+    yield p
+    table.unregister("int4")
+
+
+def test_a_registered_quantized_target_reaches_the_cli_and_panels(int4):
+    from widgets.build import BuildPanel
+    from widgets.precision import PrecisionPanel
+
+    parser = build_parser()
+    for verb, dest in (("precision", "target"), ("build", "precision"), ("compare", "to")):
+        assert "int4" in _choices(parser, verb, dest)
+    assert table.is_quantized("int4") and not table.is_low_float("int4")
+    assert [n for n in table.names() if table.get(n).needs_calibration] == ["int8", "fp8", "int4"]
+    pp = PrecisionPanel(RESNET)
+    assert "int4" in pp.target.options
+    bp = BuildPanel(RESNET)
+    assert "int4" in bp.precision.options
+    cfg = BuildConfig(precision="int4")
+    assert resolve_route(cfg, {"strongly_typed_flag": True}) == "strongly-typed"
+
+
+def test_a_registered_quantized_target_quantizes_to_its_qdq_type(int4):
+    """The quantize path reads the row: opset raised to the row's, onnxruntime's QuantType from
+    its Q/DQ element type; the result holds INT4 zero points only and runs in onnxruntime."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from workbench.qdq import qdq_precision
+
+    res = convert(RESNET, "int4", calibration=str(SAMPLES / "calib" / "resnet_tiny.npz"))
+    assert res.target == "int4"
+    q = res.proto
+    opset = next(o.version for o in q.opset_import if o.domain in ("", "ai.onnx"))
+    assert opset >= 21
+    zero_points = {q.graph.initializer[i].data_type for i, t in enumerate(q.graph.initializer)
+                   if t.name.endswith("_zero_point")}
+    assert zero_points == {onnx.TensorProto.INT4}
+    assert sum(n.op_type == "QuantizeLinear" for n in q.graph.node) >= 4
+    assert qdq_precision(q) == "int8"  # an integer Q/DQ graph: judged like INT8
+    onnx.checker.check_model(q)
+    feed = dict(np.load(SAMPLES / "calib" / "resnet_tiny.npz"))
+    sess = ort.InferenceSession(q.SerializeToString(), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    out = sess.run(None, {name: feed[name][:1]})[0]
+    assert np.isfinite(out).all()
+    assert res.report.get("quantized_nodes")

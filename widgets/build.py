@@ -304,7 +304,7 @@ class BuildPanel(PanelBase, W.VBox):
         s = r.split
         ops = sorted({x["op"] for x in s["refused"]})
         return ("<div style='margin-top:4px;padding:4px;background:#fff4e5'>"
-                f"<b>split build</b>: the "
+                "<b>split build</b>: the "
                 + ("builder has no kernel for" if s.get("refused_by") == "builder"
                    else "parser refused")
                 + f" {len(s['refused'])} node(s) "

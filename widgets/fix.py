@@ -132,9 +132,6 @@ class FixPanel(PanelBase, W.VBox):
     def failing_nodes(self) -> List[str]:
         return [u.get("node") or "" for u in self.report.unsupported] if self.report else []
 
-    def report_dict(self) -> Optional[Dict[str, Any]]:
-        return self.report.to_dict() if self.report is not None else None
-
     def selected_proposal(self) -> Optional[Proposal]:
         i = self.proposal_list.index
         if i is None:
@@ -176,7 +173,7 @@ class FixPanel(PanelBase, W.VBox):
     def run_check(self) -> Any:
         """Ask the real parser about the current version and refresh the proposals; the graph
         opens, selects and zooms to the nodes it refuses."""
-        def work() -> SupportReport:
+        def work() -> Optional[SupportReport]:
             rep = self._check_now()
             failing = [n for n in self.failing_nodes if n]
             if self.graph is not None and failing:
@@ -239,7 +236,7 @@ class FixPanel(PanelBase, W.VBox):
         return self.session.next_steps("panel")
 
     # ------------------------------------------------------------------ the work (in the task)
-    def _check_now(self) -> SupportReport:
+    def _check_now(self) -> Optional[SupportReport]:
         self.session.check()
         self.proposals = self.session.proposals
         self.pending = None

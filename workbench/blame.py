@@ -153,12 +153,6 @@ def parser_category(message: str, code: str = "", op: str = "") -> str:
     return STRUCTURE
 
 
-def initializer_in_message(text: str) -> Optional[str]:
-    """The initializer a parser message names ("Failed to import initializer: conv.w")."""
-    m = re.search(r"Failed to import initializer:\s*(\S+)\s*$", str(text).strip())
-    return m.group(1) if m else None
-
-
 # -- worker crashes ----------------------------------------------------------------------------
 def crash_hint(stage: str, node: Optional[str], op: Optional[str]) -> str:
     """What to do, in words, after TensorRT died while working on a model (`node`/`op`: where,

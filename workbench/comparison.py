@@ -50,11 +50,11 @@ Feed = Dict[str, np.ndarray]
 def infer_precision(proto: Any) -> str:
     """The precision a candidate graph computes in: fp8 / int8 (Q/DQ by zero-point type),
     bf16 / fp16 (low-float tensors present), else fp32."""
-    from workbench.qdq import qdq_precisions
+    from workbench.qdq import qdq_precision
 
-    q = qdq_precisions(proto)
+    q = qdq_precision(proto)
     if q:
-        return "fp8" if "fp8" in q else "int8"
+        return q
     from workbench.graphindex import computed_types
 
     types = computed_types(proto.graph)  # (a Loop / If body lowered on its own counts)
@@ -89,11 +89,12 @@ def same_way_words(precision: str, classes_agree: bool) -> str:
             f"{precision.upper()}; judge it against your accuracy needs")
 
 
-def same_way_note(t: "TensorComparison", precision: str) -> str:
-    """' (19 of 11520 element(s) beyond atol/rtol; cosine >= 0.999 ...)' for an INT8/FP8
-    output that fails the elementwise rule but `points_same_way` (what `workbench precision`
-    says of it, beside compare's FAIL); '' for any other."""
-    if str(precision).lower() not in ("int8", "fp8") or t.passed or not t.finite:
+def same_way_note(t: "TensorComparison", precision: str, quantized: bool) -> str:
+    """' (19 of 11520 element(s) beyond atol/rtol; cosine >= 0.999 ...)' for a quantized
+    (Q/DQ) output that fails the elementwise rule but `points_same_way` (what `workbench
+    precision` says of it, beside compare's FAIL); '' for any other. `quantized`: the
+    candidate's precision is a quantized row of the precision table."""
+    if not quantized or t.passed or not t.finite:
         return ""
     classes = t.top1 is not None and class_scores(t.shape, t.name)
     if not points_same_way(t.rel, t.cosine, t.top1, classes):

@@ -40,7 +40,7 @@ from workbench.compare.engine_compare import (EngineCompareReport, boundary_tens
                                               weightless)
 from workbench.comparison import Comparison, compare_outputs
 from workbench.errors import Finding, WorkbenchError
-from workbench.precision.table import tolerances
+from workbench.precision.table import is_base, is_quantized, tolerances
 from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto, structure_of
 from workbench.trtrunner import TensorRTRunner
 
@@ -203,7 +203,7 @@ def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
         source="compare",
         hint=(f"to see where {precision.upper()} loses precision inside: `workbench compare "
               f"{m} --to {precision} --inputs DATA` (every tensor, {precision.upper()} "
-              "emulated on onnxruntime), or " if precision != "fp32" else "") +
+              "emulated on onnxruntime), or " if not is_base(precision) else "") +
              "mark a few tensors (--mark T1,T2: each breaks the fusion there, so the engine "
              "differs from the one you ship)")
 
@@ -252,14 +252,14 @@ def built_from(model: Any, engine: Optional[str], config: BuildConfig,
         "marked builds are built from that ONNX, the reference run stays the FP32 model",
         source="compare"))
     low = infer_precision(structure_of(src))
-    return src, (low if config.precision == "fp32" and low in ("int8", "fp8")
+    return src, (low if is_base(config.precision) and is_quantized(low)
                  else config.precision)
 
 
 def _quantized(source: Any, judged: str) -> Optional[Set[str]]:
     """The nodes an engine built from a Q/DQ model quantizes (None: not judged as INT8/FP8,
     or its source holds no Q/DQ: every node may add error)."""
-    if judged not in ("int8", "fp8"):
+    if not is_quantized(judged):
         return None
     from workbench.qdq import quantized_nodes
 

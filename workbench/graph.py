@@ -282,7 +282,6 @@ class GraphStructure:
         self.kind = np.array([NODE] * n + [INPUT] * n_in + [OUTPUT] * n_out, dtype=np.int8)
         self.flags = np.zeros(self.n, dtype=np.int32)
         self.findings: List[Finding] = []
-        flag_nodes: Dict[int, List[int]] = {}
 
         # edges from the model's graph index; graph inputs produce their tensor
         producer: Dict[str, int] = dict(gi.producer)
@@ -1514,8 +1513,6 @@ def _mincross(order: np.ndarray, R: np.ndarray, starts: np.ndarray, counts: np.n
                              ties=ties, slots=slots, gaps=gaps)
         return split(flat.tolist()), pa.tolist(), c
 
-    one_up = [x[0] if len(x) == 1 else -1 for x in up_l]
-    one_dn = [x[0] if len(x) == 1 else -1 for x in dn_l]
     down_seq = [r for r in range(1, n_r) if ct[r] > 1]
     up_seq = [r for r in range(n_r - 2, -1, -1) if ct[r] > 1]
     by_prio = np.argsort(prio, kind="stable").tolist()

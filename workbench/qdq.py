@@ -9,7 +9,7 @@ their Q/DQ tensors differently.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Set
+from typing import Any, Dict, List, Optional, Set
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 # the ops `workbench precision` quantizes (Q/DQ in front of them: weighted ops and pooling,
@@ -66,13 +66,32 @@ def _types(g: Any) -> Dict[str, int]:
     return types
 
 
+def qdq_precision(model_or_graph: Any) -> Optional[str]:
+    """The precision a Q/DQ graph computes in: "fp8" when any Q/DQ node is float8 (its
+    narrowest range decides), "int8" for integer ones only, None without Q/DQ."""
+    dts = _qdq_dtypes(model_or_graph)
+    if not dts:
+        return None
+    return "fp8" if any(dt in FP8_TYPES for dt in dts) else "int8"
+
+
 def qdq_precisions(model_or_graph: Any) -> List[str]:
     """The precisions of a graph's Q/DQ nodes, in order of appearance: "int8" for integer ones,
     "fp8" for float8 ones. A node's type is its zero point's (initializer or Constant), else
     its `output_dtype` attribute (opset 21), else what ONNX assumes without either: uint8."""
+    out: List[str] = []
+    for dt in _qdq_dtypes(model_or_graph):
+        p = "fp8" if dt in FP8_TYPES else "int8"
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _qdq_dtypes(model_or_graph: Any) -> List[Optional[int]]:
+    """The element type of each Q/DQ node of a graph, in order (None: not stated, uint8)."""
     g = _graph(model_or_graph)
     types = _types(g)
-    out: List[str] = []
+    out: List[Optional[int]] = []
     for n in g.node:
         if n.op_type not in QDQ_OPS:
             continue
@@ -81,9 +100,7 @@ def qdq_precisions(model_or_graph: Any) -> List[str]:
             dt = types.get(n.input[2])
         if dt is None and n.op_type == "DequantizeLinear":
             dt = types.get(n.input[0])  # a quantized initializer read directly
-        p = "fp8" if dt in FP8_TYPES else "int8"
-        if p not in out:
-            out.append(p)
+        out.append(dt)
     return out
 
 

@@ -4,7 +4,7 @@ A `Runner` has a name, its input metadata and `infer(feed) -> {output name: arra
 `mark_all=True` every node output comes back too (Polygraphy's `--mark all`), in topological order.
 `infer` feeds only the declared inputs and casts float feeds to the declared float type (FP16/BF16
 inputs of a model converted without keep-io), so every caller hands the same FP32 data to every
-runner. Two runners live here:
+runner. Three runners live here:
 - `OnnxRuntimeRunner`: onnxruntime CPU, the graph as written (no graph optimisations), one session
   factory (`session`) with a threads setting; it runs in the onnxruntime child process
   (`workbench.ortchild`: a crash, hang or memory blow-up there is a one-line `OrtError`, never the
@@ -12,8 +12,12 @@ runner. Two runners live here:
   in-process) unless `isolated=False` (or $WORKBENCH_ORT_ISOLATE=0);
 - `ReferenceRunner`: onnx's reference evaluator (numpy), which computes FP16/BF16 tensors in that
   arithmetic like a GPU does; onnxruntime's CPU provider upcasts most FP16 ops to FP32 and would
-  hide overflow.
-A TensorRT engine run through the worker (issue 11) is a third `Runner` with the same interface.
+  hide overflow;
+- `EmulatedRunner`: onnxruntime in FP32 with every low-float value rounded and saturated as the
+  low type stores it (`workbench.emulation`): FP16 storage with FP32 accumulation, fast.
+Elsewhere, with the same interface: `TensorRTRunner` (a TensorRT engine run through the worker,
+`workbench.trtrunner`), `ChainedRunner` (a model run segment by segment, `workbench.chain`) and
+`RecordedRunner` (an engine's recorded outputs, `workbench.compare.engine_compare`).
 """
 from __future__ import annotations
 

@@ -95,8 +95,8 @@ def stream_segments(proto: Any, feeds: Sequence[Feed], groups: Sequence[Sequence
         here = set(grp)
         targets = [t for t in dict.fromkeys(grp) if t in producer]
 
-        def kept(x: str) -> bool:  # read by a later segment or asked for by a later group
-            return readers.get(x, 0) > 0 or wanted.get(x, 0) - (x in here) > 0
+        def kept(x: str, here: Set[str] = here) -> bool:  # read by a later segment or
+            return readers.get(x, 0) > 0 or wanted.get(x, 0) - (x in here) > 0  # a later group
         need: Set[int] = set()
         todo = [producer[t] for t in targets if not done[producer[t]]]
         while todo:

@@ -1,4 +1,4 @@
-"""Engine-side precision debugging on a real GPU (issue 11): TensorRT (8.6 on the rig:
+"""Engine-side precision debugging on a real GPU: TensorRT (8.6 on the rig:
 WORKBENCH_TRT_PYTHON=/tmp/rig/bin/trt-python) against onnxruntime FP32, layer by layer with
 fusion-aware marking, the observer check, chunking under a memory budget, and bisection of a
 planted FP16 overflow on the engine. Skipped with a reason where no GPU/TensorRT is usable.

@@ -235,7 +235,7 @@ def _onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: ModelRef,
 
 
 def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
-                      ) -> Tuple[Path, List[Finding]]:
+                      ) -> Tuple[Optional[Path], List[Finding]]:
     """The ONNX that goes to TensorRT: the original (FP32) or the precision transform."""
     from workbench.model import save_model
 
@@ -736,7 +736,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
                 raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
                                      field=field_name, node=e.node, hint=e.hint) from None
             if e.code == "parse-failed" and not e.node:
-                ref.model  # a file that is not ONNX at all: WorkbenchError naming it (exit 2)
+                _ = ref.model  # loading it: a file that is not ONNX at all: WorkbenchError naming it (exit 2)
             node = e.node
             message = e.message
             errs = (e.details or {}).get("errors") or []

@@ -227,7 +227,7 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
                 name, _, prec = part.rpartition(":")
                 if name == "*":
                     every = True
-                elif prec == "fp32":
+                elif table.is_base(prec):  # trtexec spells the base precision "fp32"
                     d["exclude_nodes"].append(name)
         elif key == "--tacticSources":
             d["tactic_sources"] = [t[1:] for t in val.split(",") if t.startswith("+")]

@@ -12,7 +12,7 @@ import copy
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.precision import table
@@ -122,7 +122,18 @@ class BuildConfig:
     input_io_formats: Optional[str] = None
     output_io_formats: Optional[str] = None
 
-    # (declared below: precision, exclude_nodes, ... as properties onto `spec`)
+    # (declared below: precision, exclude_nodes, ... as properties onto `spec`; their types,
+    # for the type checker only, here)
+    if TYPE_CHECKING:
+        precision: str = table.BASE
+        exclude_nodes: List[str] = field(default_factory=list)
+        exclude_ops: List[str] = field(default_factory=list)
+        keep_io_types: bool = True
+        calibration: Optional[str] = None
+        calibrate_method: str = "entropy"
+        allow_random_calibration: bool = False
+        per_channel: bool = True
+
     def __init__(self, spec: Optional[PrecisionSpec] = None, **kw: Any) -> None:
         prec = {SPEC_FIELDS[k]: kw.pop(k) for k in list(kw) if k in SPEC_FIELDS}
         for f in fields(self):

@@ -96,7 +96,8 @@ def build_parser(verb: Optional[str] = None, mods: Optional[list] = None
                         "TensorRT engines: inspect, check, fix, precision, build, timing.")
     parser.add_argument("--version", action="version", version=f"trt-workbench {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=parser_cls)
-    parser.verb_parsers = {}  # type: ignore[attr-defined]  (name -> its parser, for errors)
+    # name -> its parser, for errors
+    parser.verb_parsers = {}  # type: ignore[attr-defined]
     for mod in (mods if mods is not None else _verbs(verb)):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)

@@ -83,8 +83,8 @@ def group_findings(findings: List[Dict[str, Any]]) -> List[List[Dict[str, Any]]]
             groups[("alone", k)] = [f]
             continue
 
-        def bare(text: Any) -> str:  # (values and quoted tensor names vary with the node)
-            t = str(text or "").replace(nodes[0], "<node>")
+        def bare(text: Any, node: str = nodes[0]) -> str:  # (values and quoted tensor names
+            t = str(text or "").replace(node, "<node>")        # vary with the node)
             return _NUMBER.sub("#", _QUOTED.sub("'#'", t))
 
         key = (f.get("severity"), f.get("code"), bare(f.get("message")), bare(f.get("hint")))

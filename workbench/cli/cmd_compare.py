@@ -143,7 +143,7 @@ def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
     return [(args.reference, "onnx"), (cand, kind)]
 
 
-def _engine_config(args: argparse.Namespace, engine: "str | None" = None) -> "object":
+def _engine_config(args: argparse.Namespace, engine: "str | None" = None) -> Any:
     """The BuildConfig of the engine to compare (the marked builds use it too): the flags
     given, then the fields the --build-config file sets, then, for an engine file, what its
     card says it was built with (precision, profiles, backend), then the defaults (fp16).
@@ -254,7 +254,7 @@ def _split_of(engine: "str | None") -> "Optional[dict]":
             "tail": paths["tail"]}
 
 
-def _chain_outputs(args: argparse.Namespace, engine: str, cfg: "object", feeds: list,
+def _chain_outputs(args: argparse.Namespace, engine: str, cfg: Any, feeds: list,
                    split: dict) -> dict:
     """The model's outputs through the chain (the engine, then the onnxruntime tail) against
     onnxruntime FP32 on the whole model: the verdict a split engine is judged by."""
@@ -307,7 +307,7 @@ def _run_recorded(args: argparse.Namespace) -> int:
                           args.precision or "fp16")
 
 
-def _report_engine(args: argparse.Namespace, report: "object", label: str, search: "object",
+def _report_engine(args: argparse.Namespace, report: Any, label: str, search: Any,
                    precision: str, chain: "Optional[dict]" = None,
                    prefix: "Optional[str]" = None) -> int:
     if args.save_results:
@@ -617,7 +617,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if _outputs_pass(report, args) else 1
 
 
-def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> "object":
+def _selection_checks(args: argparse.Namespace, calib: Any, tol: float) -> Any:
     """The selection-aware verdict per sample (at most --samples), None when the reference
     selects nothing data-dependently."""
     from workbench.compare import sample_feeds

@@ -6,7 +6,6 @@ import argparse
 import sys
 from typing import List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
 
 NAME = "profiles"
 HELP = ("validate min/opt/max shape profiles for the model's dynamic inputs, propose one from "

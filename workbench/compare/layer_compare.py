@@ -45,7 +45,7 @@ import os
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -55,7 +55,7 @@ from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.graphindex import GraphIndex
 from workbench.precision.spec import recorded_spec
-from workbench.precision.table import tolerances
+from workbench.precision.table import BASE, is_low_float, is_quantized, tolerances
 from workbench.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
                                load_proto, low_float_runner, make_runner, samples_in,
                                structure_of)
@@ -119,8 +119,8 @@ def added_error(node: Any, out: TensorComparison, inputs: Sequence[TensorCompari
 
 
 def precision_words(precision: str) -> str:
-    p = str(precision or "fp32").upper()
-    return f"{p} (Q/DQ)" if p in ("INT8", "FP8") else p
+    p = str(precision or BASE).upper()
+    return f"{p} (Q/DQ)" if is_quantized(precision) else p
 
 
 def candidate_words(runner: str, precision: str) -> str:
@@ -804,7 +804,7 @@ def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = 
     report = LayerwiseReport("onnxruntime", candidate_runner, atol, rtol,
                              sum(samples_in(f, batched) for f in feeds), findings=findings,
                              precision=precision, quantized_nodes=quantized_nodes(cand_p)
-                             if str(precision).lower() in ("int8", "fp8") else None,
+                             if is_quantized(precision) else None,
                              requantized=requantized_readers(cand_p),
                              samples_available=available,
                              selection_nodes=selection if selection is not None
@@ -880,10 +880,9 @@ def _candidate_types(proto: Any, precision: str) -> Any:
     other precisions)."""
     from workbench.compare.rounding import CandidateTypes
 
-    p = str(precision).lower()
-    if p in ("int8", "fp8"):
+    if is_quantized(precision):
         return CandidateTypes.of(proto, quantized_nodes(proto))
-    if p not in ("fp16", "bf16"):
+    if not is_low_float(precision):
         return None
     return CandidateTypes.of(proto)
 
@@ -926,11 +925,11 @@ def _prior_flags(made_with: Any, precision: str) -> List[str]:
         return []
     flags = [f"--exclude {shlex.quote(n)}" for n in made_with.exclude_nodes]
     flags += [f"--exclude-op {shlex.quote(o)}" for o in made_with.exclude_ops]
-    if precision in ("int8", "fp8") and made_with.calibrate_method != "entropy":
+    if is_quantized(precision) and made_with.calibrate_method != "entropy":
         flags.append(f"--calib-method {made_with.calibrate_method}")
     if not made_with.keep_io_types:
         flags.append("--no-keep-io")
-    if precision in ("int8", "fp8") and not made_with.per_channel:
+    if is_quantized(precision) and not made_with.per_channel:
         flags.append("--no-per-channel")
     return flags
 
@@ -943,7 +942,7 @@ def _keep_hint(precision: str, node: Union[str, Sequence[str]], made_with: Any =
     import shlex
 
     nodes = [node] if isinstance(node, str) else list(node)
-    if precision not in ("fp16", "bf16", "int8", "fp8"):
+    if not (is_quantized(precision) or is_low_float(precision)):
         return "keep it in higher precision (`workbench precision MODEL --exclude NODE`)"
     prior = _prior_flags(made_with, precision)
     new = [f"--exclude {shlex.quote(n)}" for n in nodes]
@@ -1116,7 +1115,7 @@ class ExclusionSearch:
         """INT8/FP8: the nodes the answer still quantizes (0: every one kept in FP32, the model
         gains nothing from the target); None for float targets."""
         fin = self.final
-        if fin is None or self.target not in ("int8", "fp8"):
+        if fin is None or not is_quantized(self.target):
             return None
         return len(fin.quantized_nodes or ())  # (no Q/DQ left: the candidate reads as FP32)
 
@@ -1131,7 +1130,7 @@ class ExclusionSearch:
         m = shlex.quote(str(model)) if isinstance(model, (str, os.PathLike)) else "MODEL"
         d = shlex.quote(str(data)) if data else "DATA"
         calib = ""
-        if self.target in ("int8", "fp8"):  # the scales, more often than a node, are the loss
+        if is_quantized(self.target):  # the scales, more often than a node, are the loss
             calib = (f"; for {self.target.upper()}, another calibration often does more than "
                      f"FP32 nodes: `workbench precision {m} --to {self.target} --calib {d} "
                      "--calib-method percentile -o OUT.onnx` (or minmax) prints its error")
@@ -1260,7 +1259,9 @@ def range_prepass(ref: Any, feeds: Sequence[Feed], target: str,
     listed = ", ".join(f"'{t}'" for t in tensors[:5]) + (" ..." if len(tensors) > 5 else "")
     hopeless = len(nodes) > max(HOPELESS_MIN, HOPELESS_SHARE * len(compute))
     if hopeless:
-        alt = "bf16" if "bf16" in table.names() else "fp32"
+        # a float target with FP32's range, else FP32 itself
+        alt = next((n for n in table.names() if table.get(n).low_float
+                    and (table.get(n).max_abs or math.inf) > entry.max_abs), table.BASE)
         return nodes, [Finding(
             "error", f"{target}-range",
             f"{len(tensors)} FP32 activation(s) exceed the {target.upper()} limit "
@@ -1405,7 +1406,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
     in_region = {ref.graph.node[i].name for i in region}  # (every node of `ref` is named)
     feeding = set(frontier)
 
-    def judged(rep: LayerwiseReport) -> List[TensorComparison]:
+    def judged(rep: LayerwiseReport) -> List[Any]:  # TensorComparison / TensorError rows
         if not selected:
             return list(rep.outputs)
         return [t for t in rep.tensors if t.tensor in feeding] + \

@@ -82,6 +82,7 @@ def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Fee
     rtol, samples, outputs}: `passed` is the verdict (`workbench.verdict`: `metric` within
     `budget`, else the default per output kind), the elementwise atol/rtol rule beside it."""
     from workbench.comparison import compare_outputs
+    from workbench.precision.table import is_low_float
     from workbench.precision import table
     from workbench.runners import OnnxRuntimeRunner, batched_inputs, low_float_runner, make_runner
 
@@ -100,7 +101,7 @@ def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Fee
         kind = low_float_runner(candidate_onnx)  # FP16/BF16 storage emulated where it can be
         if kind == "reference" and os.path.getsize(candidate_onnx) > REFERENCE_MAX_BYTES:
             kind = "onnxruntime"  # the numpy evaluator takes minutes a sample on big models
-            if notes is not None and precision in ("fp16", "bf16"):
+            if notes is not None and is_low_float(precision):
                 notes.append("large model the emulation cannot take (control flow): the FP16 "
                              "ONNX ran in onnxruntime, which computes most FP16 ops in FP32 "
                              "(overflow would not show); run on a GPU for the engine's own "

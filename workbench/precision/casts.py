@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from workbench.precision.lowering import BLOCK_OPS as DEFAULT_BLOCK_OPS
+from workbench.precision.lowering import BLOCK_OPS as DEFAULT_BLOCK_OPS  # noqa: F401 (re-exported)
 from workbench.precision.lowering import FP32_ONLY_INPUTS, TYPE_AGNOSTIC_OPS  # noqa: F401
 
 

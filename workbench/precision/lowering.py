@@ -36,8 +36,25 @@ import numpy as np
 from workbench.errors import WorkbenchError
 
 FLOAT = 1  # onnx.TensorProto.FLOAT
-LOW_TYPES = {"fp16": 10, "bf16": 16}  # TensorProto.FLOAT16 / BFLOAT16
-TYPE_STR = {"fp16": "tensor(float16)", "bf16": "tensor(bfloat16)"}
+
+
+def _low_row(low: str) -> Any:
+    """The float-cast row of the precision table for `low`; WorkbenchError otherwise."""
+    from workbench.precision import table
+
+    row = table.find(low)
+    if row is None or not row.low_float or row.onnx_dtype is None:
+        floats = [n for n in table.names() if table.get(n).low_float]
+        raise WorkbenchError(f"unknown float type '{low}'", field="low",
+                             hint=" or ".join(floats))
+    return row
+
+
+def type_str(elem_type: int) -> str:
+    """onnx's operator-schema spelling of an element type: 10 -> 'tensor(float16)'."""
+    import onnx
+
+    return f"tensor({onnx.helper.tensor_dtype_to_np_dtype(elem_type).name})"
 # ops that stay FP32: control flow (their bodies are lowered instead), ops whose output type is
 # an attribute, index/sampling ops whose float operands are coordinates or counts
 BLOCK_OPS = frozenset({
@@ -231,7 +248,7 @@ def plan_node(node: Any, types: Mapping[str, int], opset: int, low: str, blocked
            for t, x in operands):
         p.why = "sequence/optional operands stay FP32"
         return p
-    want = TYPE_STR[low]
+    want = type_str(_low_row(low).onnx_dtype)
     float_params = set()
     bad_params = set()
     for k, name in enumerate(node.input):
@@ -278,8 +295,10 @@ class _Rewriter:
 
         self.m, self.low, self.blocked, self.excluded = model, low, blocked, excluded
         self.keep_io = keep_io_types
-        self.low_type = LOW_TYPES[low]
-        self.low_np = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}[low]
+        import onnx
+
+        self.low_type = _low_row(low).onnx_dtype
+        self.low_np = onnx.helper.tensor_dtype_to_np_dtype(self.low_type)
         self.limit = float(ml_dtypes.finfo(self.low_np).max)
         self.opset = next((o.version for o in model.opset_import
                            if o.domain in ("", "ai.onnx")), 0)
@@ -462,8 +481,7 @@ def lower(proto: Any, low: str = "fp16", *, exclude_nodes: Iterable[str] = (),
     Raises WorkbenchError naming the node otherwise."""
     import copy
 
-    if low not in LOW_TYPES:
-        raise WorkbenchError(f"unknown float type '{low}'", field="low", hint="fp16 or bf16")
+    row = _low_row(low)
     excluded = set(exclude_nodes)
     blocked = set(block_ops) | set(exclude_ops)
     kernel_kept: Dict[str, str] = {}
@@ -476,7 +494,7 @@ def lower(proto: Any, low: str = "fp16", *, exclude_nodes: Iterable[str] = (),
         if not validate:
             return Lowered(m, low, kept, rw.casts, rnd)
         check_lowered(m, proto, low)
-        if low != "fp16":
+        if not row.ort_kernels:  # onnxruntime cannot load it to name a missing kernel
             return Lowered(m, low, kept, rw.casts, rnd)
         missing = ort_missing_kernel(m, proto, skip=excluded)
         if missing is None:

@@ -483,22 +483,24 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
                         else "the calibration file's size; one file holds one size")
     prof = Profile()
     for s in dyn:
-        mn, op, mx = [], [], []
+        lo: List[int] = []
+        mid: List[int] = []
+        hi: List[int] = []
         for axis, d in enumerate(s.dims):
             if isinstance(d, int):
-                mn.append(d)
-                op.append(d)
-                mx.append(d)
+                lo.append(d)
+                mid.append(d)
+                hi.append(d)
                 continue
             key = d if isinstance(d, str) else (s.name, axis)
             r = ranges.get(key)
             if r is None:
                 raise WorkbenchError(f"the samples have no '{s.name}' to measure axis {axis}",
                                      field=s.name)
-            mn.append(r[0])
-            op.append(r[1])
-            mx.append(r[2])
-        prof[s.name] = (tuple(mn), tuple(op), tuple(mx))
+            lo.append(r[0])
+            mid.append(r[1])
+            hi.append(r[2])
+        prof[s.name] = (tuple(lo), tuple(mid), tuple(hi))
     stacked = [(key, a) for code, key, _, a, _ in later if code == "batch-from-default"]
     if stacked:  # one finding and one flag for every leading axis (image batch and ROI count)
         findings.append(_stacked_finding(prof, specs, stacked))

@@ -155,15 +155,19 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
              per_channel: bool = True) -> Tuple[Any, List[Finding], Dict[str, Any]]:
     """Insert Q/DQ pairs for `target` in {"int8", "fp8"}. Returns (model, findings, report)."""
     import onnx
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, quantize_static
 
-    from workbench.precision.calibration import ort_reader
 
+    from workbench.precision import table
+    from workbench.qdq import FP8_TYPES
+
+    row = table.get(target)
+    qtype = _ort_quant_type(row)
     pre_findings = []
     if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node):
         proto, pre_findings = _float_model_of(proto, target)
-    if target == "fp8":
-        proto = ensure_opset(proto, 19)
+    if row.min_opset:
+        proto = ensure_opset(proto, row.min_opset)
     methods = {"entropy": CalibrationMethod.Entropy, "minmax": CalibrationMethod.MinMax,
                "percentile": CalibrationMethod.Percentile}
     skip = list(exclude_nodes) + [n.name for n in proto.graph.node
@@ -181,7 +185,7 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
                 # external data in a temporary file (seen with onnxruntime 1.32)
                 quantize_static(
                     copy.deepcopy(proto), str(out_path), None, quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    activation_type=qtype, weight_type=qtype,
                     per_channel=per_channel, calibrate_method=methods[method],
                     op_types_to_quantize=ops, nodes_to_exclude=skip or None,
                     extra_options=extra_options(method), calibration_cache_path=str(cache))
@@ -209,7 +213,7 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
         q = onnx.load(str(out_path))
     _unquantize_inputs(q, skip)
     findings: List[Finding] = list(pre_findings)
-    if target == "fp8":
+    if row.onnx_dtype in FP8_TYPES:  # quantized as INT8 above, rescaled to FP8 here
         q, f8 = _int8_to_fp8(q, proto)
         findings += f8
     report = _qdq_report(q, target)
@@ -419,9 +423,27 @@ def _exclusions_without_effect(fp32: Any, q: Any, skip: Sequence[str]) -> List[F
             "quantized, as the INT8 input of the node(s) reading it: the exclusion does not "
             "keep that tensor in float", nodes=[name], tensors=still, op=n.op_type,
             source="precision",
-            hint=(f"exclude its reader(s) instead: --exclude " + " --exclude ".join(readers[:4]))
+            hint=("exclude its reader(s) instead: --exclude " + " --exclude ".join(readers[:4]))
             if readers else None))
     return out
+
+
+def _ort_quant_type(row: Any) -> Any:
+    """onnxruntime's QuantType for a quantized row's Q/DQ element type; float8 rows quantize
+    as INT8 first (onnxruntime's FP8 calibration differs) and are rescaled after."""
+    from onnxruntime.quantization import QuantType
+
+    from workbench.qdq import FP8_TYPES
+
+    by_dtype = {3: "QInt8", 2: "QUInt8", 5: "QInt16", 4: "QUInt16", 22: "QInt4", 21: "QUInt4"}
+    if row.onnx_dtype in FP8_TYPES or row.onnx_dtype is None:
+        return QuantType.QInt8
+    name = by_dtype.get(row.onnx_dtype)
+    if name is None or not hasattr(QuantType, name):
+        raise WorkbenchError(f"onnxruntime cannot quantize to ONNX element type {row.onnx_dtype} "
+                             f"({row.name})", field="precision",
+                             hint="use a target with an INT8/INT4/FP8 Q/DQ type")
+    return getattr(QuantType, name)
 
 
 def _int8_to_fp8(q: Any, fp32: Any) -> Tuple[Any, List[Finding]]:
@@ -503,8 +525,10 @@ def convert_modelopt(proto: Any, target: str, batches: Optional[List[Dict[str, n
                              "use the default route") from None
     import onnx
 
-    if target not in ("int8", "fp8"):
-        raise WorkbenchError(f"route 'modelopt' handles int8 and fp8, not {target}",
+    from workbench.precision import table
+
+    if not table.is_quantized(target):
+        raise WorkbenchError(f"route 'modelopt' handles the quantized targets, not {target}",
                              field="route", hint="use the default route for fp16/bf16")
     if batches is None:
         raise WorkbenchError("modelopt needs calibration data", field="calibration")

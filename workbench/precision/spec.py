@@ -140,9 +140,10 @@ def excludable_ops(ops: Any, target: str) -> List[str]:
     from workbench.precision.quantize import QUANT_OPS
 
     have = set(ops)
-    if target in ("int8", "fp8"):
+    row = table.find(target)
+    if row is not None and row.quantized:
         return sorted(have & set(QUANT_OPS))
-    if target in ("fp16", "bf16"):
+    if row is not None and row.low_float:
         return sorted(have - set(BLOCK_OPS))
     return []
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, BinaryIO, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -113,7 +113,7 @@ class _Reader:
 
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.files: Dict[str, "os.FileIO"] = {}
+        self.files: Dict[str, BinaryIO] = {}
         self.buf = bytearray(CHUNK_BYTES)
 
     def chunks(self, loc: str, offset: int, length: int, label: str):

@@ -32,7 +32,8 @@ class Precision:
 
     __slots__ = ("name", "kind", "description", "needs_calibration", "builder_flag",
                  "flag_route", "flag_calibrator", "trtexec", "polygraphy", "transform",
-                 "max_abs", "min_abs", "aliases", "atol", "rtol", "layer_dtype", "min_sm")
+                 "max_abs", "min_abs", "aliases", "atol", "rtol", "layer_dtype", "min_sm",
+                 "onnx_dtype", "min_opset", "ort_kernels")
 
     def __init__(self, name: str, kind: str, description: str, *, transform: Transform,
                  needs_calibration: bool = False, builder_flag: Optional[str] = None,
@@ -40,7 +41,9 @@ class Precision:
                  trtexec: Optional[str] = None, polygraphy: Optional[str] = None,
                  max_abs: Optional[float] = None, min_abs: Optional[float] = None,
                  aliases: Tuple[str, ...] = (), atol: Optional[float] = None, rtol: Optional[float] = None,
-                 layer_dtype: Optional[str] = None, min_sm: Optional[int] = None) -> None:
+                 layer_dtype: Optional[str] = None, min_sm: Optional[int] = None,
+                 onnx_dtype: Optional[int] = None, min_opset: int = 0,
+                 ort_kernels: bool = True) -> None:
         if kind not in KINDS:
             raise ValueError(f"precision kind must be one of {KINDS}, got {kind!r}")
         self.name = name.lower()
@@ -61,11 +64,34 @@ class Precision:
         self.layer_dtype = layer_dtype
         # the oldest GPU generation whose tensor cores compute it (89: Ada's FP8), or None
         self.min_sm = min_sm
+        # the ONNX element type (TensorProto enum) the target stores: the low float type of a
+        # float target's tensors, the Q/DQ zero point's type of a quantized one
+        self.onnx_dtype = onnx_dtype
+        # the opset the transformed model needs at least (float8 Q/DQ: 19; int4: 21)
+        self.min_opset = int(min_opset)
+        # onnxruntime's CPU provider has kernels for the lowered type (bfloat16: mostly not),
+        # so the lowered model is checked by loading it there
+        self.ort_kernels = ort_kernels
         # default comparison tolerances against FP32 (`compare`, `precision`, verification):
         # tight for the untransformed model, FP16-like for every lowered one unless given
         loose = kind != "none"
         self.atol = float(atol) if atol is not None else (1e-2 if loose else 1e-3)
         self.rtol = float(rtol) if rtol is not None else (1e-2 if loose else 1e-3)
+
+    @property
+    def quantized(self) -> bool:
+        """Q/DQ target: needs scales, judged by direction as well as by elements."""
+        return self.kind == "quantized"
+
+    @property
+    def low_float(self) -> bool:
+        """Float-cast target (FP16/BF16-like): tensors stored in a narrower float type."""
+        return self.kind == "float"
+
+    @property
+    def lowered(self) -> bool:
+        """Any target that changes the model (every kind but the untransformed base)."""
+        return self.kind != "none"
 
     @property
     def capability(self) -> Optional[str]:
@@ -136,6 +162,34 @@ def tolerances(target: Any, atol: Optional[float] = None,
     return (da if atol is None else float(atol), dr if rtol is None else float(rtol))
 
 
+def find(name: Any) -> Optional[Precision]:
+    """The row for `name` (aliases accepted), or None for a name the table does not know."""
+    return _TABLE.get(normalise(name)) if name else None
+
+
+def is_quantized(name: Any) -> bool:
+    """Whether `name` is a Q/DQ target (False for unknown names)."""
+    p = find(name)
+    return p is not None and p.quantized
+
+
+def is_low_float(name: Any) -> bool:
+    """Whether `name` is a float-cast target (False for unknown names)."""
+    p = find(name)
+    return p is not None and p.low_float
+
+
+def is_base(name: Any) -> bool:
+    """Whether `name` is the untransformed model's precision (fp32)."""
+    p = find(name)
+    return p is not None and p.kind == "none"
+
+
+def base() -> Precision:
+    """The untransformed model's row."""
+    return _TABLE[BASE]
+
+
 def get(name: Any, *, field: str = "precision") -> Precision:
     """The row for `name` (aliases accepted); WorkbenchError naming `field` otherwise."""
     n = normalise(name)
@@ -149,20 +203,21 @@ def get(name: Any, *, field: str = "precision") -> Precision:
 _Q = "workbench.precision.transform:"
 register(Precision("fp32", "none", "the model as it is (no transform)",
                    transform=_Q + "keep_fp32", aliases=("float32", "float"),
-                   layer_dtype="float32"))
+                   layer_dtype="float32", onnx_dtype=1))
 register(Precision("fp16", "float", "FP16 Casts + FP16 weights; overflowing nodes stay FP32",
                    transform=_Q + "fp16_casts", builder_flag="FP16", trtexec="--fp16",
                    polygraphy="--fp16", max_abs=FP16_MAX, min_abs=FP16_TINY,
                    aliases=("float16", "half"),
-                   layer_dtype="float16"))
+                   layer_dtype="float16", onnx_dtype=10))
 register(Precision("bf16", "float", "BF16 Casts + BF16 weights (FP32's range, fewer digits)",
                    transform=_Q + "bf16_casts", builder_flag="BF16", trtexec="--bf16",
                    polygraphy="--bf16", max_abs=BF16_MAX, aliases=("bfloat16",),
-                   layer_dtype="bfloat16", min_sm=80))
+                   layer_dtype="bfloat16", min_sm=80, onnx_dtype=16, ort_kernels=False))
 register(Precision("int8", "quantized", "INT8 Q/DQ with calibrated scales (zero point 0)",
                    transform=_Q + "qdq", needs_calibration=True, builder_flag="INT8",
-                   flag_calibrator=True, trtexec="--int8", polygraphy="--int8"))
+                   flag_calibrator=True, trtexec="--int8", polygraphy="--int8", onnx_dtype=3))
 register(Precision("fp8", "quantized", "FP8 E4M3 Q/DQ, scales amax/448",
                    transform=_Q + "qdq", needs_calibration=True, builder_flag="FP8",
-                   flag_route=False, aliases=("fp8e4m3", "fp8_e4m3"), min_sm=89))
+                   flag_route=False, aliases=("fp8e4m3", "fp8_e4m3"), min_sm=89,
+                   onnx_dtype=17, min_opset=19))
 del _Q

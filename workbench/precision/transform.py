@@ -29,7 +29,7 @@ import numpy as np
 from workbench.comparison import MILD_COSINE, MILD_REL, MILD_TOP1  # noqa: F401 (one rule)
 from workbench.errors import Finding, WorkbenchError
 from workbench.precision import table
-from workbench.precision.lowering import structural_error
+from workbench.precision.lowering import structural_error, type_str
 from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
 
 SENTINEL_ABS = 1.0e38  # |x| this large is float32's min/max used as a mask value, not data
@@ -71,7 +71,7 @@ class PrecisionResult:
                                      source=source)[0]
         else:
             out = save_model(self.proto, path, source=source)
-        if probe if probe is not None else self.target in ("fp16", "bf16"):
+        if probe if probe is not None else table.is_low_float(self.target):
             from workbench.ortprobe import optimizer_crash, probe_skipped
 
             skipped = probe_skipped(out)
@@ -169,14 +169,14 @@ def resolve_exclusions(proto: Any, exclude_nodes: Iterable[str], exclude_ops: It
         idle = [op for op in ops if op in ops_present and op not in can]
         if idle:
             why = ("only the quantized op types (" + ", ".join(sorted(can)) + ") get Q/DQ"
-                   if target in ("int8", "fp8") else
+                   if table.is_quantized(target) else
                    f"{'it computes' if len(idle) == 1 else 'they compute'} in FP32 in any case")
             findings.append(Finding(
                 "info", "exclude-op-no-effect",
                 f"--exclude-op {', '.join(idle)}: excluding {'it' if len(idle) == 1 else 'them'} "
                 f"changes nothing in {target.upper()}: {why}", op=idle[0], source="precision",
                 hint="exclude the quantized nodes around them (--exclude NODE) or a quantized "
-                     "op type" if target in ("int8", "fp8") else "nothing to do: leave it out"))
+                     "op type" if table.is_quantized(target) else "nothing to do: leave it out"))
     return nodes, ops, findings
 
 
@@ -946,14 +946,14 @@ def _lowered(proto: Any, job: TransformJob, low: str) -> Tuple[Any, List[Finding
            + (": " + ", ".join(kept[:12]) + (" ..." if len(kept) > 12 else "") if kept else ""))
     findings.append(Finding("info", "kept-fp32", msg, nodes=kept, source="precision",
                             extra={"reasons": dict(res.kept)}))
-    if low == "bf16":
-        unsupported = [n for n, r in res.kept.items() if "takes no BF16" in r]
-        if unsupported:
-            findings.append(Finding(
-                "warning", "bf16-unsupported-op",
-                f"{len(unsupported)} node(s) stay FP32: their op takes no bfloat16 at opset "
-                f"{_opset(res.proto)}: " + ", ".join(unsupported[:12]), nodes=unsupported,
-                source="precision"))
+    unsupported = [n for n, r in res.kept.items() if f"takes no {low.upper()}" in r]
+    if unsupported:
+        type_name = type_str(table.get(low).onnx_dtype)[7:-1]
+        findings.append(Finding(
+            "warning", f"{low}-unsupported-op",
+            f"{len(unsupported)} node(s) stay FP32: their op takes no {type_name} at opset "
+            f"{_opset(res.proto)}: " + ", ".join(unsupported[:12]), nodes=unsupported,
+            source="precision"))
     return res.proto, findings, {"kept_fp32": kept, "casts_lowering": res.casts}
 
 
@@ -963,7 +963,8 @@ def _opset(proto: Any) -> int:
 
 def _upgraded(proto: Any, low: str, exclude_ops: Sequence[str], findings: List[Finding]) -> Any:
     """The model at an opset the lowering can use: >= 7 always (pre-7 broadcasting is refused
-    by TensorRT's parser and onnxruntime), for BF16 the opset where its ops take bfloat16."""
+    by TensorRT's parser and onnxruntime), and the opset where the graph's ops take the low
+    float type (BF16 needs a recent one; FP16 is taken from the first opsets on)."""
     from workbench.precision.casts import DEFAULT_BLOCK_OPS, min_opset_for
     from workbench.precision.quantize import ensure_opset
     from workbench.surgery.recipes.opset import MIN_OPSET, upgrade_opset
@@ -976,20 +977,19 @@ def _upgraded(proto: Any, low: str, exclude_ops: Sequence[str], findings: List[F
                                 f"TensorRT and onnxruntime refuse pre-opset-7 models",
                                 source="precision"))
         have = target
-    if low != "bf16":
-        return proto
-    need = min_opset_for(proto, "tensor(bfloat16)", sorted(DEFAULT_BLOCK_OPS | set(exclude_ops)))
+    type_name = type_str(table.get(low).onnx_dtype)
+    need = min_opset_for(proto, type_name, sorted(DEFAULT_BLOCK_OPS | set(exclude_ops)))
     if need > have:
         try:
             proto = ensure_opset(proto, need)
             findings.append(Finding("info", "opset-raised",
                                     f"opset raised {have} -> {need}: some ops of this graph "
-                                    f"accept bfloat16 only from opset {need}",
+                                    f"accept {type_name[7:-1]} only from opset {need}",
                                     source="precision"))
         except WorkbenchError as e:
             findings.append(Finding("warning", "opset-not-raised",
                                     f"could not raise opset {have} -> {need} ({e.message}); ops "
-                                    "without bfloat16 at this opset stay FP32", source="precision"))
+                                    f"without {type_name[7:-1]} at this opset stay FP32", source="precision"))
     return proto
 
 

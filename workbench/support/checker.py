@@ -427,8 +427,6 @@ def _fmt(text: str, **values: Any) -> str:
 
 
 def _graph_checks(model: Model, table: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
-    import onnx
-
     g = model.graph
     for rule in table["graph_rules"]:
         kind = rule["check"]

@@ -347,11 +347,6 @@ class History:
     def current_proto(self) -> Any:
         return self.proto(self.current)
 
-    def original_proto(self) -> Any:
-        import onnx
-
-        return onnx.load(str(self.version_path(self.original)))
-
     def current_model(self) -> Model:
         return open_model(self.current_path())
 

@@ -255,7 +255,3 @@ def _same_layers(a: LayerTable, b: LayerTable, names: tuple) -> pd.DataFrame:
 def same_layers(a: LayerTable, b: LayerTable, names: tuple = ("a", "b")) -> pd.DataFrame:
     """Public view of the layers the two engines share (same ONNX node set), with speedups."""
     return _same_layers(a, b, names)
-
-
-def speedup_by_type(cmp: Dict[str, Any]) -> Dict[str, Optional[float]]:
-    return {r["type"]: r["speedup"] for r in cmp["by_type"]}

@@ -42,7 +42,8 @@ def read_card(engine_path: str) -> Optional[Dict[str, Any]]:
             card = json.load(f)
     except (OSError, ValueError, RecursionError) as e:
         raise OpError("%s: engine card unreadable (%s)" % (path, e), code=INCOMPATIBLE,
-                      hint="rebuild the engine with `workbench build`, which writes a new card")
+                      hint="rebuild the engine with `workbench build`, "
+                           "which writes a new card") from None
     if not isinstance(card, dict) or card.get("kind") != CARD_KIND or \
             card.get("schema") != CARD_SCHEMA:
         raise OpError("%s: not a trt-workbench engine card of schema %d" % (path, CARD_SCHEMA),

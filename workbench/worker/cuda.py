@@ -28,14 +28,14 @@ class Cuda:
         except Exception as e:
             raise OpError("%s needs an NVIDIA GPU and the CUDA runtime: polygraphy.cuda is not "
                           "importable (%s: %s)" % (purpose, type(e).__name__, e), code="no-gpu",
-                          hint="pip install polygraphy in the worker's Python; " + NEEDS_GPU_HINT)
+                          hint="pip install polygraphy in the worker's Python; " + NEEDS_GPU_HINT) from None
         self.pcuda = pcuda
         try:
             self.lib = pcuda.wrapper().handle
         except Exception as e:
             raise OpError("%s needs an NVIDIA GPU: the CUDA runtime library could not be loaded "
                           "(%s: %s)" % (purpose, type(e).__name__, e), code="no-gpu",
-                          hint=NEEDS_GPU_HINT)
+                          hint=NEEDS_GPU_HINT) from None
         if self.lib is None:
             raise OpError("%s needs an NVIDIA GPU: libcudart was not found" % purpose,
                           code="no-gpu", hint=NEEDS_GPU_HINT)

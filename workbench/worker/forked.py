@@ -1,9 +1,9 @@
 """Start the worker by forking the calling process (no new interpreter), for the CLI.
 
 A `workbench build` from the command line pays a second interpreter start-up for its worker
-(tens of ms: interpreter, site, json/re/typing, ...) on every call. Measured (stop 8 of the
-build-overhead work, 2-core VM): the fork reaches the worker loop ~4 ms after the CLI starts,
-and with it (plus the backend preload, boot.py) `workbench build` of resnet_tiny went from
+(tens of ms: interpreter, site, json/re/typing, ...) on every call. Measured (2-core VM): the
+fork reaches the worker loop ~4 ms after the CLI starts, and with it (plus the backend preload,
+boot.py) `workbench build` of resnet_tiny went from
 +67% over a direct TensorRT-RTX script to +6-7%. When this process is plain
 enough to fork safely, the worker is forked instead: the child already has the interpreter and
 those modules, sets up its pipes, starts its own session and runs the same protocol loop as an

@@ -1,6 +1,6 @@
 """How an exec'd worker starts: its command line, and whether a Python is this very one.
 
-Start-up trick kept here (measured, stop 8 of the build-overhead work): when the worker runs
+Start-up trick kept here (measured when cutting the build's overhead): when the worker runs
 this same interpreter and environment it starts with `-S` and is handed this process's
 import path instead. site's .pth processing (editable-install finders, vendor hooks) cost
 30-60 ms per worker start on the 2-core CI machine, and the worker needs none of it; a

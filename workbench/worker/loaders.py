@@ -317,7 +317,7 @@ def load_plugins(trt: Any, logger: Any, plugins: Optional[List[str]]) -> List[st
                 how = "dlopen"
         except OSError as e:
             raise OpError("cannot load plugin library %s: %s" % (path, e), code="bad-plugin",
-                          hint="check the library was built for this TensorRT and platform")
+                          hint="check the library was built for this TensorRT and platform") from None
         _loaded_plugins[path] = "%s (%s)" % (path, how)
         out.append(_loaded_plugins[path])
     init = getattr(trt, "init_libnvinfer_plugins", None)
@@ -1259,7 +1259,7 @@ def read_engine(path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except OSError as e:
-        raise OpError("cannot read engine %s: %s" % (path, e), code="bad-engine")
+        raise OpError("cannot read engine %s: %s" % (path, e), code="bad-engine") from None
 
 
 def backend_for(engine_path: str, backend: str) -> str:

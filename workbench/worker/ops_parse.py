@@ -10,9 +10,8 @@ Python 3.9, stdlib + tensorrt only.
 from __future__ import annotations
 
 import os
-import re
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from workbench.worker import loaders as L
 from workbench.worker.protocol import CHECK_BUILD, PARSE

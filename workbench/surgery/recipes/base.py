@@ -15,11 +15,17 @@ by name. Recipes register themselves with `@register` in any module of this pack
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 from workbench.errors import WorkbenchError
 from workbench.fsutil import fixed_name
+
+if TYPE_CHECKING:  # annotations only: onnx and friends load when a recipe runs
+    import numpy as np
+    import onnx
+    import onnx_graphsurgeon as gs
 
 
 class Precondition(NamedTuple):
@@ -137,10 +143,11 @@ class Recipe:
         so no next step names a rewrite that fails when run. None by default."""
         return None
 
-    def precondition(self, model: Any, **params: Any) -> Precondition:  # pragma: no cover
+    # (model, **the recipe's own parameters): each recipe declares the parameters it takes
+    def precondition(self, *args: Any, **params: Any) -> Precondition:  # pragma: no cover
         raise NotImplementedError
 
-    def _apply(self, model: "onnx.ModelProto", **params: Any) -> "onnx.ModelProto":  # noqa: F821
+    def _apply(self, *args: Any, **params: Any) -> "onnx.ModelProto":
         raise NotImplementedError  # pragma: no cover
 
     def apply(self, model: Any, **params: Any) -> "onnx.ModelProto":  # noqa: F821
@@ -312,10 +319,6 @@ def consumers(proto: "onnx.ModelProto", tensor: str) -> List[int]:  # noqa: F821
     return GraphIndex.of(proto).consumers_of(tensor)
 
 
-def graph_output_names(proto: "onnx.ModelProto") -> List[str]:  # noqa: F821
-    return [o.name for o in proto.graph.output]
-
-
 def tensor_types(proto: "onnx.ModelProto") -> Dict[str, Tuple[int, Optional[List[Any]]]]:  # noqa: F821
     """name -> (elem_type, shape as list of int|str|None, or None when unknown)."""
     out: Dict[str, Tuple[int, Optional[List[Any]]]] = {}
@@ -405,12 +408,6 @@ def _nbytes(t: Any) -> int:
     for d in t.dims:
         n *= int(d)
     return n * 4
-
-
-def iter_nodes_by_op(proto: "onnx.ModelProto", op: str, domain: Optional[str] = None) -> Iterator[int]:  # noqa: F821
-    for i, n in enumerate(proto.graph.node):
-        if n.op_type == op and (domain is None or _dom(n.domain) == _dom(domain)):
-            yield i
 
 
 def _dom(d: str) -> str:

@@ -3,7 +3,7 @@ batch, remove a node, rename duplicate names, extract a subgraph, insert a Cast.
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from workbench.errors import WorkbenchError
 from workbench.support import codes
@@ -12,6 +12,9 @@ from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recip
                                             gs_export, gs_import, infer_structure_shapes,
                                             infer_types, label, light_copy, node_ids, register,
                                             tensor_types, unique_name)
+
+if TYPE_CHECKING:  # annotations only
+    import onnx
 
 NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                     "Bernoulli", "Multinomial"}

@@ -121,13 +121,6 @@ def _float_input(ctx: Context, k: int = 0) -> Tuple[bool, str]:
     return True, ""
 
 
-def _extra_outputs_unused(ctx: Context, first: int = 1) -> Tuple[bool, str]:
-    for k in range(first, len(ctx.node.output)):
-        if ctx.used(k):
-            return False, f"optional output {k} ('{ctx.node.output[k]}') is used"
-    return True, ""
-
-
 def _gelu_tanh(e: Emit, x: str, out: str) -> None:
     x3 = e.op("Mul", [e.op("Mul", [x, x]), x])
     inner = e.op("Add", [x, e.op("Mul", [x3, e.const(0.044715)])])

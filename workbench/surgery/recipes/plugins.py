@@ -7,12 +7,11 @@ the plugin; the plugin library still has to be loaded (named by the user) when p
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from workbench.support import codes
-from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names, as_proto,
-                                    find_node_index, gs_export, gs_import, infer_structure_shapes, infer_types,
-                                    node_ids, register, tensor_types)
+from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, as_proto,
+                                    find_node_index, gs_export, gs_import, node_ids, register)
 from workbench.surgery.recipes.cleanup import _as_list
 
 
