@@ -24,7 +24,7 @@ import importlib
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -263,9 +263,8 @@ def metric_loss(metric: MetricLike, ref: Sequence[Outputs], got: Sequence[Output
     ref, got = list(ref), list(got)
     names = list(names or (ref[0] if ref else []))
     if callable(metric):
-        r = {n: _stack(ref, n) for n in names}
-        g = {n: _stack(got, n) for n in names}
-        return float(metric(r, g))
+        return float(metric({n: _stack(ref, n) for n in names},
+                            {n: _stack(got, n) for n in names}))
     worst = 0.0
     for n in names:
         r, g = _stack(ref, n), _stack(got, n)

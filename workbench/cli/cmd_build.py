@@ -303,11 +303,11 @@ def run(args: "argparse.Namespace") -> int:
             line = f"workbench build: build failed{where}: {e.message}" + \
                 (f" ({e.hint})" if e.hint else "")
             sys.stderr.write(" ".join(line.split()) + "\n")  # (TensorRT's words span lines)
-            seen: set = set()
+            said: set = set()
             if e.next_steps:
-                sys.stderr.write(error_text(e, seen, model=args.model) + "\n")
+                sys.stderr.write(error_text(e, said, model=args.model) + "\n")
             for f in e.findings[:10]:
-                sys.stderr.write(finding_text(f, seen=seen, model=args.model) + "\n")
+                sys.stderr.write(finding_text(f, seen=said, model=args.model) + "\n")
         return 1
     finally:
         if progress:

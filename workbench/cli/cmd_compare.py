@@ -357,7 +357,7 @@ def _report_engine(args: argparse.Namespace, report: Any, label: str, search: An
     return 0 if _outputs_pass(report, args) and not report.marking_changed_outputs else 1
 
 
-def _print_tensors(report: "object", top: int, model: Optional[str] = None,
+def _print_tensors(report: Any, top: int, model: Optional[str] = None,
                    data: Optional[str] = None,
                    args: Optional[argparse.Namespace] = None) -> None:
     """The text view shared by the CPU and engine reports: outputs, the `top` tensors with the
@@ -368,7 +368,7 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
     print(f"verdict ({v.rule}; the elementwise atol/rtol rule is a diagnostic): "
           + ("PASS" if v.passed else "FAIL"))
 
-    def said(t: "object") -> str:
+    def said(t: Any) -> str:
         ov = v.outputs.get(t.tensor)
         verdict = ("PASS" if ov.passed else "FAIL") if ov is not None else \
             ("PASS" if t.passed else "FAIL")
@@ -403,7 +403,7 @@ def _print_tensors(report: "object", top: int, model: Optional[str] = None,
         print(pasteable(text, model, data) if model else text)
 
 
-def output_verdict(report: "object", args: Optional[argparse.Namespace] = None) -> "object":
+def output_verdict(report: Any, args: Optional[argparse.Namespace] = None) -> Any:
     """The verdict (`workbench.verdict`) of a layer-wise report's outputs: the --metric within
     --budget; else, with --atol/--rtol given, the elementwise rule they ask for; else by
     output kind at the candidate's precision, from the per-sample runs the report kept."""
@@ -419,7 +419,7 @@ def output_verdict(report: "object", args: Optional[argparse.Namespace] = None) 
                          rtol=report.rtol)
 
 
-def _outputs_pass(report: "object", args: Optional[argparse.Namespace] = None) -> bool:
+def _outputs_pass(report: Any, args: Optional[argparse.Namespace] = None) -> bool:
     return bool(output_verdict(report, args).passed)
 
 

@@ -98,8 +98,8 @@ def _field_match(r: np.ndarray, c: np.ndarray, tol: float) -> np.ndarray:
         finite = r64[np.isfinite(r64)]
         scale = float(np.abs(finite).max()) if finite.size else 1.0
         bound = tol * (scale if scale > 0 else 1.0)
-        return (np.abs(r64[:, None, :] - c64[None, :, :]) <= bound).all(axis=2)
-    return (r2[:, None, :] == c2[None, :, :]).all(axis=2)
+        return np.asarray((np.abs(r64[:, None, :] - c64[None, :, :]) <= bound).all(axis=2))
+    return np.asarray((r2[:, None, :] == c2[None, :, :]).all(axis=2))
 
 
 def _box_field(side: Dict[str, np.ndarray], outputs: List[str]) -> Optional[str]:

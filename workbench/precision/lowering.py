@@ -632,7 +632,8 @@ def _function_node(m: Any, skip: Any = ()) -> Optional[tuple]:
                 onnx.defs.get_schema(n.op_type)
         except Exception:
             continue
-        if schema.has_function or schema.has_context_dependent_function:
+        if getattr(schema, "has_function", False) or \
+                getattr(schema, "has_context_dependent_function", False):
             return n.op_type, n.name
     return None
 

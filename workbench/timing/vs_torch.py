@@ -152,7 +152,7 @@ def time_torch(model: Any, feeds: Dict[str, np.ndarray], *, iterations: int = 10
                 warm_s = time.monotonic() - t0
                 if dev == "cuda":
                     torch.cuda.synchronize()
-                lat = timer(lambda: fn_model(*xs), int(iterations))
+                lat = timer(lambda f=fn_model, a=tuple(xs): f(*a), int(iterations))
             rows[mode] = {"p50_ms": float(np.median(lat)), "p99_ms": float(np.percentile(lat, 99)),
                           "n": len(lat), "device": dev, "warmup_s": warm_s,
                           "timer": "CUDA events" if dev == "cuda" else "wall clock"}

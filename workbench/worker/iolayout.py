@@ -11,7 +11,7 @@ gives and takes linear arrays only for LINEAR tensors. Python 3.9, stdlib + nump
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from workbench.worker.registry import OpError
 

@@ -20,9 +20,9 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Option
                     Sequence, Tuple)
 
 from workbench.errors import WorkbenchError
-from workbench.fsutil import fixed_name
 
 if TYPE_CHECKING:  # annotations only: onnx and friends load when a recipe runs
+    from workbench.findings import NextStep
     import numpy as np
     import onnx
     import onnx_graphsurgeon as gs

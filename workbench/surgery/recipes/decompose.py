@@ -18,7 +18,7 @@ from workbench.support import codes
 from workbench.support.rules import MATRIX_UNSUPPORTED
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, _dom, all_names,
                                             as_proto, constant_value, find_node_index, fix_step,
-                                            infer_structure_shapes, infer_types, node_ids,
+                                            infer_types, node_ids,
                                             opset_of, register, tensor_types, unique_name)
 
 

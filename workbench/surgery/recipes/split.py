@@ -5,7 +5,7 @@ offered (never applied by `--auto`) and run by `workbench fix MODEL --split -o F
 (`workbench.surgery.split.split_model`)."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Set
+from typing import Any, List, Sequence, Set
 
 from workbench.support import codes
 from workbench.surgery.recipes.base import Precondition, Proposal, Recipe, register
