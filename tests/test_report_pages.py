@@ -22,14 +22,15 @@ def test_long_names_get_break_chances_short_ones_stay_whole():
 
 
 def _rows():
-    """Two targets of each precision: a few bytes apart, the same error (an AOT matrix)."""
+    """Two targets of each precision: the same predicted latency (one recorded profile per
+    precision) and the same error (an AOT matrix)."""
     rows = []
     for model, base in (("resnet_tiny", 4.9e5), ("bert_tiny", 3.1e6)):
         for prec, err, shrink in (("fp32", 0.0, 1.0), ("fp16", 1e-3, 0.85)):
             for k, target in enumerate(("sm89", "sm120")):
                 rows.append(dict(id=f"{model}-{prec}-{target}", model=model, precision=prec,
                                  target=target, status="ok", size_bytes=base * shrink + 700 * k,
-                                 error_rel=err))
+                                 latency_predicted_ms=base * shrink / 1e6, error_rel=err))
     return rows
 
 
@@ -45,6 +46,16 @@ def test_coinciding_points_share_one_label():
     assert sorted(t for t in texts if t) == sorted(shown) and len(texts) == 8
 
 
+def test_the_accuracy_only_view_labels_each_variant():
+    """Without latency the variants are the x axis (one place each): nothing coincides."""
+    rows = [{k: v for k, v in r.items() if k != "latency_predicted_ms"} for r in _rows()]
+    df = results_frame(rows)
+    axes = pareto_axes(df)
+    assert axes["kind"] == "accuracy-only"
+    labels = point_labels(pareto_front(df), axes["x"], axes["y"], log_y=False)
+    assert len(labels) == 8 and all(labels) and len(set(labels)) == 4  # precision/target each
+
+
 def test_points_apart_keep_their_own_labels():
     rows = _rows()[:2]
     rows[1]["error_rel"] = 0.5
@@ -55,7 +66,7 @@ def test_points_apart_keep_their_own_labels():
 
 
 def test_results_table_shows_no_missing_values_and_no_empty_columns():
-    rows = _rows()
+    rows = [{k: v for k, v in r.items() if k != "latency_predicted_ms"} for r in _rows()]
     rows.append(dict(id="x", model="resnet_tiny", precision="fp8", status="failed",
                      error="refused", error_rel=math.nan))
     page = results_table_html(results_frame(rows))

@@ -34,8 +34,7 @@ def point_labels(points: Any, x: str, y: str, log_y: bool, near: float = 0.05) -
     axes' spans of each other (sm89 and sm120 builds of one precision differ by a few bytes
     and the same error) one label says them all ('fp32/sm89, sm120') and the others stay
     blank: labels drawn on top of each other cannot be read."""
-    xs = [float(v) for v in points[x]]
-    ys = [float(v) for v in points[y]]
+    xs, ys = _coords(points[x]), _coords(points[y])
     if log_y:
         ys = [math.log10(v) if v > 0 else 0.0 for v in ys]
     span_x = ((max(xs) - min(xs)) if xs else 0.0) or 1.0  # (all in one place: one label)
@@ -61,6 +60,17 @@ def point_labels(points: Any, x: str, y: str, log_y: bool, near: float = 0.05) -
                     targets.append(names[k][1])
         out.append(" \u00b7 ".join(f"{p}/{', '.join(t)}" for p, t in group.items()))
     return out
+
+
+def _coords(values: Any) -> list:
+    """Positions along an axis: the numbers, or for a categorical axis (the variants' ids in
+    the accuracy-only view) each category's place in order of first appearance."""
+    vals = list(values)
+    try:
+        return [float(v) for v in vals]
+    except (TypeError, ValueError):
+        order: Dict[Any, float] = {}
+        return [order.setdefault(v, float(len(order))) for v in vals]
 
 
 def pareto_figure(points: Any, axes: Dict[str, str], title: str = "Variant matrix") -> Any:
