@@ -40,8 +40,9 @@ from workbench.compare.engine_compare import (EngineCompareReport, boundary_tens
                                               weightless)
 from workbench.comparison import Comparison, compare_outputs
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import as_model
 from workbench.precision.table import tolerances
-from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto, structure_of
+from workbench.runners import Feed, OnnxRuntimeRunner, Runner, structure_of
 from workbench.trtrunner import TensorRTRunner
 
 __all__ = ["engine_candidate", "layer_boundaries", "compare_engine", "bisect_engine",
@@ -118,7 +119,7 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
         names = [n for n in names if n in types]
         if names:
             if not loaded:
-                loaded.append(load_proto(model))
+                loaded.append(as_model(model).with_weights())
             src = _mark_typed(loaded[0], names, types)
         else:  # the unmarked build: from the file as it is, when it is one
             src = model
@@ -323,7 +324,7 @@ def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
                   ) -> BisectResult:
     """The ONNX nodes that must stay FP32 for the engine's outputs to meet atol/rtol, found by
     rebuilding with exclusions (see `compare.bisect`), with each exclusion's P50 latency."""
-    proto = load_proto(model)
+    proto = as_model(model).with_weights()
     config = bisect_config(with_feed_profile(proto, config, feeds), client=client)
     atol, rtol = tolerances(config.precision, atol, rtol)
     ref_out = OnnxRuntimeRunner(proto).infer_all(list(feeds))

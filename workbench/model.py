@@ -189,9 +189,10 @@ class Model:
     def with_weights(self) -> "onnx.ModelProto":
         """The model with every weight in memory, loaded at most once per Model and shared:
         read it, never change it (`load_weights()` gives a private copy to change). A model
-        whose weights are all in memory already is returned as it is."""
+        whose weights are in memory already, or one built from a ModelProto (its external
+        references, e.g. weights held by reference, are the caller's), is returned as it is."""
         if self._weighted is None:
-            if not self.external_files and not self.missing_external:
+            if self.path is None or (not self.external_files and not self.missing_external):
                 self._weighted = self.proto
             else:
                 self._weighted = self.load_weights()

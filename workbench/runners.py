@@ -25,24 +25,14 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from workbench.model import as_model
+
 Feed = Dict[str, np.ndarray]
 RUNNERS = ("onnxruntime", "emulate", "reference")
 LOW_FLOAT_TYPES = (10, 16)  # TensorProto.FLOAT16, BFLOAT16
 
 
 # ----------------------------------------------------------------------------- models
-def load_proto(model: Any) -> Any:
-    """A ModelProto with weights from a ModelProto, a workbench Model or a path."""
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    from workbench.model import Model, open_model
-
-    m = model if isinstance(model, Model) else open_model(model)
-    return m.load_weights()
-
-
 def structure_of(model: Any) -> Any:
     """A ModelProto for reading the graph (nodes, inputs, outputs, dtypes): a path is read
     without its external weight bytes (a large model is never loaded to look at its ops); a
@@ -157,7 +147,7 @@ def batched_inputs(model: Any) -> Optional[set]:
     from workbench.inputs import leading_axes
 
     try:
-        axes = leading_axes(load_proto(model))
+        axes = leading_axes(as_model(model).with_weights())
     except Exception:
         return None
     if not axes.splits:
@@ -264,7 +254,7 @@ def older_ir_copy(src: Any, err: BaseException) -> Optional[Tuple[Any, str]]:
     m = _IR_TOO_NEW.search(str(err))
     if m is None:
         return None
-    proto = load_proto(src)
+    proto = as_model(src).with_weights()
     if any(t.data_location == 1 for t in proto.graph.initializer):  # (EXTERNAL)
         return None
     have, top = int(m.group(1)), int(m.group(2))
@@ -335,9 +325,9 @@ class OnnxRuntimeRunner(Runner):
     def _start(self) -> None:
         src = self.model
         if self.mark_all:
-            src, self.order, _ = mark_all_outputs(load_proto(self.model))
+            src, self.order, _ = mark_all_outputs(as_model(self.model).with_weights())
         elif not isinstance(src, (str, os.PathLike)):
-            src = load_proto(src)
+            src = as_model(src).with_weights()
         if not isinstance(src, (str, os.PathLike)):  # weights held by reference: fed as
             from workbench import weights  # memmaps on every run, never serialized
 
@@ -416,7 +406,7 @@ class OnnxRuntimeRunner(Runner):
         (`workbench.segments`), each segment a short-lived session; no full marked session."""
         from workbench import segments
 
-        proto = load_proto(self.model)
+        proto = as_model(self.model).with_weights()
         if not segments.segmentable(proto):  # (sequences cannot cross a cut): one marked
             marked = self  # session, every node output a graph output
             if not self.mark_all:
@@ -488,7 +478,7 @@ class OnnxRuntimeRunner(Runner):
                 return run()
         except OrtCrashed as e:
             budget = float(os.environ.get(LOCATE_ENV) or 30)
-            node = locate_crash(load_proto(self._src), feed, budget_s=budget) if budget > 0 \
+            node = locate_crash(as_model(self._src).with_weights(), feed, budget_s=budget) if budget > 0 \
                 else None
             where = (f"; a fresh process crashes again at node '{node}'" if node else
                      "; it could not be pinned to a node (the crash did not repeat in a fresh "
@@ -538,7 +528,7 @@ class ReferenceRunner(Runner):
     def _start(self) -> None:
         from onnx.reference import ReferenceEvaluator
 
-        self.proto = load_proto(self.model)
+        self.proto = as_model(self.model).with_weights()
         self.ev = ReferenceEvaluator(self.proto)
         self._outputs = [o.name for o in self.proto.graph.output]
         if self.mark_all:
@@ -602,7 +592,7 @@ class EmulatedRunner(Runner):
         from workbench.emulation import emulate
         from workbench.errors import WorkbenchError
 
-        proto = load_proto(self.model)
+        proto = as_model(self.model).with_weights()
         em = emulate(proto, outputs="all" if self.mark_all else "graph")
         if em is None:
             raise WorkbenchError("this graph cannot be emulated in FP32 (low-float values "
@@ -636,7 +626,7 @@ class EmulatedRunner(Runner):
         from workbench.emulation import emulate
         from workbench.errors import WorkbenchError
 
-        proto = load_proto(self.model)
+        proto = as_model(self.model).with_weights()
         em = emulate(proto, outputs="graph")
         if em is None:
             raise WorkbenchError("this graph cannot be emulated in FP32 (low-float values "
@@ -659,13 +649,13 @@ def can_emulate(model: Any) -> bool:
     """Does `workbench.emulation` handle this low-float graph (else: the reference runner)?"""
     from workbench.emulation import emulable
 
-    return emulable(load_proto(model))
+    return emulable(as_model(model).with_weights())
 
 
 def low_float_runner(model: Any) -> str:
     """THE runner for a candidate: emulate (FP16/BF16 graphs it handles), reference (other
     FP16/BF16 graphs), onnxruntime (FP32/INT8 graphs). compare and precision use this."""
-    proto = load_proto(model)
+    proto = as_model(model).with_weights()
     if not has_low_float(proto):
         return "onnxruntime"
     return "emulate" if can_emulate(proto) else "reference"

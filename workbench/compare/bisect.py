@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from workbench.model import as_model
 
 __all__ = ["BisectResult", "bisect_exclusions", "onnx_evaluator", "suspects"]
 
@@ -166,9 +167,9 @@ def onnx_evaluator(model: Any, feeds: Sequence[Any], target: str = "fp16", *,
     from workbench.comparison import compare_outputs
     from workbench.precision.table import tolerances
     from workbench.precision.transform import convert
-    from workbench.runners import OnnxRuntimeRunner, load_proto, make_runner
+    from workbench.runners import OnnxRuntimeRunner, make_runner
 
-    proto = load_proto(model)
+    proto = as_model(model).with_weights()
     atol, rtol = tolerances(target, atol, rtol)
     ref = OnnxRuntimeRunner(proto).infer_all(list(feeds))
     outs = [o.name for o in proto.graph.output]
@@ -190,9 +191,8 @@ def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
     nodes of their fused engine layers; then the failing outputs' layers and the producers
     of tensors that turned non-finite."""
     from workbench.graphindex import GraphIndex
-    from workbench.runners import load_proto
 
-    gi = GraphIndex.of(load_proto(model))
+    gi = GraphIndex.of(as_model(model).with_weights())
 
     def name(i: int) -> str:
         n = gi.nodes[i]

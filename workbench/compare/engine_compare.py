@@ -39,9 +39,10 @@ from workbench.compare.layer_compare import (LayerwiseReport, TensorError, _open
                                             divergence_findings, plan_chunks, tensor_bytes,
                                             weightless)
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import as_model
 from workbench.precision.table import tolerances
-from workbench.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, load_proto,
-                               make_runner, samples_in, structure_of)
+from workbench.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, make_runner,
+                               samples_in, structure_of)
 
 __all__ = ["FP16_MAX", "EngineCompareReport", "mark_outputs", "compare_tensors",
            "boundary_tensors", "onnx_candidate",
@@ -105,7 +106,7 @@ def onnx_candidate(candidate: Any, runner: str = "auto") -> CandidateFactory:
     """A candidate factory for an ONNX model (the CPU stand-in for an engine): marks the names
     as graph outputs and runs it with onnxruntime or onnx's reference evaluator (auto: the
     reference evaluator for FP16/BF16 graphs, which computes in float16 like a GPU)."""
-    proto = load_proto(candidate)
+    proto = as_model(candidate).with_weights()
 
     def make(names: List[str]) -> Runner:
         return make_runner(runner, mark_outputs(proto, names) if names else proto)

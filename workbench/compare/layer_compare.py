@@ -54,11 +54,11 @@ from workbench.qdq import quantized_nodes, requantized_readers
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.graphindex import GraphIndex
+from workbench.model import as_model
 from workbench.precision.spec import recorded_spec
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
-                               load_proto, low_float_runner, make_runner, samples_in,
-                               structure_of)
+                               low_float_runner, make_runner, samples_in, structure_of)
 from workbench.segments import ahead, order_of
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
@@ -565,12 +565,12 @@ def _labelled(r: Any, label: Optional[str]) -> Any:
 
 def _opened(model: Any, stream_weights_mb: Optional[float] = None) -> Any:
     """The model's ModelProto: by reference (`workbench.weights`) when it is a path with more
-    external weights than the threshold, else with its weights (`load_proto`)."""
+    external weights than the threshold, else with its weights (`Model.with_weights`)."""
     from workbench import weights
 
     if weights.streams(model, stream_weights_mb):
         return weights.by_reference(model)
-    return load_proto(model)
+    return as_model(model).with_weights()
 
 
 def _label_of(model: Any) -> Optional[str]:
@@ -1363,7 +1363,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
             "quantizing needs every weight in memory; only float targets (fp16, bf16) are "
             "searched on models held by reference", file=label, field="--to",
             hint="search with --to fp16 or --to bf16")
-    ref = weights.by_reference(model) if by_ref else load_proto(model)
+    ref = weights.by_reference(model) if by_ref else as_model(model).with_weights()
     if any(not n.name for n in ref.graph.node):  # exclusion lists need names: the stable ids
         import onnx
 
