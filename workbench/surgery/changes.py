@@ -18,7 +18,8 @@ from typing import Any, Dict, Optional
 
 from workbench.equivalence import Verification, verify
 from workbench.errors import WorkbenchError
-from workbench.surgery.recipes import Precondition, Proposal, as_proto, get_recipe, list_recipes  # noqa: F401
+from workbench.model import as_model
+from workbench.surgery.recipes import Precondition, Proposal, get_recipe, list_recipes  # noqa: F401
 from workbench.surgery.recipes.base import infer_types, node_ids, tensor_types
 
 __all__ = ["Change", "Proposal", "apply_recipe", "apply_in_history", "prepare_change", "judge",
@@ -70,7 +71,7 @@ def apply_recipe(model: Any, name: str, params: Optional[Dict[str, Any]] = None,
 
     The change is `kept` unless the recipe should preserve semantics and onnxruntime shows the
     outputs differ beyond `tol` (then only `force=True` keeps it)."""
-    proto = as_proto(model)
+    proto = as_model(model).with_weights()
     change = prepare_change(proto, name, params)
     if verify_outputs:
         judge(change, verify_models(proto, change.proto, inputs, seed=seed, tol=tol), force)

@@ -16,8 +16,9 @@ import shlex
 from typing import Any, List, Optional
 
 from workbench.errors import WorkbenchError
+from workbench.model import as_model
 from workbench.support.checker import SupportReport
-from workbench.surgery.recipes import Proposal, ProposeContext, all_recipes, as_proto
+from workbench.surgery.recipes import Proposal, ProposeContext, all_recipes
 
 __all__ = ["propose", "advise"]
 
@@ -44,7 +45,7 @@ def propose(report: SupportReport, model: Any) -> List[Proposal]:
     """Recipes for each problem of a support report, most specific first; only proposals
     whose precondition applies are `auto` (manual ones, like plugins, have auto=False)."""
     report = _report(report)
-    ctx = ProposeContext(as_proto(model))
+    ctx = ProposeContext(as_model(model).with_weights())
     recipes = all_recipes()
     out: List[Proposal] = []
     seen = set()

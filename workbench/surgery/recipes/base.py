@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 
 from workbench.errors import WorkbenchError
 from workbench.fsutil import fixed_name
+from workbench.model import as_model
 
 
 class Precondition(NamedTuple):
@@ -145,7 +146,7 @@ class Recipe:
 
     def apply(self, model: Any, **params: Any) -> "onnx.ModelProto":  # noqa: F821
         """Check the precondition, then return the edited copy (the input is left untouched)."""
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         p = self.bind(params)
         pre = self.precondition(proto, **p)
         if not pre.applies:
@@ -214,19 +215,6 @@ def fix_command(model: str, recipe: str) -> str:
         parts = shlex.split(model) or [model]
         out = shlex.quote(fixed_name(parts[0]))
     return f"workbench fix {model} -o {out} --recipe {recipe}"
-
-
-def as_proto(model: Any) -> "onnx.ModelProto":  # noqa: F821
-    """A ModelProto with weights from a ModelProto, a workbench Model or a path."""
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    from workbench.model import Model, open_model
-
-    if isinstance(model, Model):
-        return model.load_weights()
-    return open_model(model).load_weights()
 
 
 def node_ids(proto: "onnx.ModelProto") -> List[str]:  # noqa: F821

@@ -6,9 +6,10 @@ import copy
 from typing import Any, Dict, List, Optional, Sequence
 
 from workbench.errors import WorkbenchError
+from workbench.model import as_model
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names,
-                                            as_proto, constant_value, find_node_index, fix_command,
+                                            constant_value, find_node_index, fix_command,
                                             gs_export, gs_import, infer_structure_shapes,
                                             infer_types, label, light_copy, node_ids, register,
                                             tensor_types, unique_name)
@@ -199,7 +200,7 @@ class FoldConstants(Recipe):
                 "(all its inputs are constant)")
 
     def precondition(self, model: Any, size_threshold: int = MiB, passes: int = 3) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         cands = foldable_nodes(proto)
         if not cands:
             return Precondition(False, "nothing to fold: no node has only constant inputs", [])
@@ -323,7 +324,7 @@ class Cleanup(Recipe):
     preserves_semantics = True
 
     def precondition(self, model: Any) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         g = proto.graph
         needed = {o.name for o in g.output}
         live = set()
@@ -367,7 +368,7 @@ class InferShapes(Recipe):
     preserves_semantics = True
 
     def precondition(self, model: Any) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         g = proto.graph
         stale = _stale_value_info(proto)
         if stale:
@@ -464,7 +465,7 @@ class SetInputShapes(Recipe):
 
     def precondition(self, model: Any, shapes: Optional[Dict[str, Any]] = None,
                      batch: Any = None) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         if not shapes and batch is None:
             return Precondition(False, "give `shapes` (input=shape) or `batch` (e.g. N)", [])
         targets = self._targets(proto, shapes, batch)
@@ -572,7 +573,7 @@ class RemoveNode(Recipe):
                 and constant_value(proto, x) is None]
 
     def precondition(self, model: Any, node: str = "", input_index: Optional[int] = None) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         idx = find_node_index(proto, node)
         n = proto.graph.node[idx]
         nid = label(proto, idx)
@@ -675,7 +676,7 @@ class RenameDuplicates(Recipe):
         return found
 
     def precondition(self, model: Any) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         found = self._scan(proto)
         parts = [f"{k}: {', '.join(sorted(set(v))[:5])}" for k, v in found.items() if v]
         if not parts:
@@ -732,7 +733,7 @@ class ExtractSubgraph(Recipe):
     preserves_semantics = False
 
     def precondition(self, model: Any, inputs: Sequence[str] = (), outputs: Sequence[str] = ()) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         inputs, outputs = _as_list(inputs), _as_list(outputs)
         names = all_names(proto)
         missing = [t for t in list(inputs) + list(outputs) if t not in names]
@@ -835,7 +836,7 @@ class InsertCast(Recipe):
 
     def precondition(self, model: Any, tensor: str = "", to: Any = None,
                      consumers: Any = None, round_trip: bool = False) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         code = dtype_code(to)
         if tensor not in all_names(proto):
             return Precondition(False, f"no tensor named '{tensor}'", [])
@@ -900,7 +901,7 @@ class DensifySparse(Recipe):
     priority = 5
 
     def precondition(self, model: Any) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         names = [sp.values.name for sp in proto.graph.sparse_initializer]
         if not names:
             return Precondition(False, "the model has no sparse initializers", [])

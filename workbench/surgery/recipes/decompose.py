@@ -17,9 +17,10 @@ import numpy as np
 from workbench.support import codes
 from workbench.support.rules import MATRIX_UNSUPPORTED
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, _dom, all_names,
-                                            as_proto, constant_value, find_node_index, fix_command,
+                                            constant_value, find_node_index, fix_command,
                                             infer_structure_shapes, infer_types, node_ids,
                                             opset_of, register, tensor_types, unique_name)
+from workbench.model import as_model
 
 
 class Emit:
@@ -678,7 +679,7 @@ class Decompose(Recipe):
         return [i for i, n in enumerate(proto.graph.node) if find_decomposition(n)]
 
     def precondition(self, model: Any, node: Optional[str] = None, op: Optional[str] = None) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         idxs = self._targets(proto, node, op)
         ids = node_ids(proto)
         if not idxs:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from workbench.support import codes
-from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names, as_proto,
-                                    find_node_index, gs_export, gs_import, infer_structure_shapes, infer_types,
-                                    node_ids, register, tensor_types)
+from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names,
+                                            find_node_index, gs_export, gs_import,
+                                            infer_structure_shapes, infer_types, node_ids,
+                                            register, tensor_types)
 from workbench.surgery.recipes.cleanup import _as_list
+from workbench.model import as_model
 
 
 def _standard_ops() -> set:
@@ -77,7 +79,7 @@ class ReplaceWithPlugin(Recipe):
 
     def precondition(self, model: Any, nodes: Any = None, plugin: str = "", version: str = "1",
                      namespace: str = "", domain: str = "trt.plugins", attrs: Any = None) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         names = _as_list(nodes)
         if not names:
             return Precondition(False, "give the node(s) to replace", [])

@@ -31,9 +31,9 @@ import numpy as np
 
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Precondition, Proposal, Recipe, _dom, all_names,
-                                            as_proto, constant_value, fix_command, infer_types,
-                                            node_ids, opset_of, register, tensor_types,
-                                            unique_name)
+                                            constant_value, fix_command, infer_types, node_ids,
+                                            opset_of, register, tensor_types, unique_name)
+from workbench.model import as_model
 
 # onnx elem type -> (lowest, highest) integer the quantized type holds
 RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767)}
@@ -847,7 +847,7 @@ class EmulateQuantized(Recipe):
     def precondition(self, model: Any) -> Precondition:
         import copy
 
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         cands = _candidates(proto)
         ids = node_ids(proto)
         if not cands:
