@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import as_model
 
 __all__ = ["split_paths", "split_manifest", "build_split", "clear_stale_split", "split_notice"]
 
@@ -121,12 +122,11 @@ def _exact_rewrites(model: Any, backend: str, client: Any, target: str) -> List[
     """Automatic exact recipes for nodes the parser refuses: those are fixed, not split off."""
     import tempfile
 
-    from workbench.inputs import proto_of
     from workbench.model import save_model
     from workbench.support.checker import check
     from workbench.surgery.propose import propose
 
-    proto = proto_of(model)
+    proto = as_model(model).proto
     with tempfile.TemporaryDirectory(prefix="workbench-tail-") as tmp:
         path = model if isinstance(model, (str, Path)) else save_model(proto, Path(tmp) / "m.onnx")
         report = check(str(path), backend=backend, client=client, target=target)
@@ -139,10 +139,9 @@ def _opt_feed(model: Any, config: Any) -> Optional[Dict[str, Any]]:
     """Sample inputs at the shapes the engine is built for (the first profile's opt, or the
     default profile's): the chain is verified on what the engine will see."""
     from workbench.equivalence import make_inputs_at
-    from workbench.inputs import proto_of
     from workbench.precision.profiles import default_profile
 
-    proto = proto_of(model)
+    proto = as_model(model).proto
     if any(not i.type.HasField("tensor_type") or not i.type.tensor_type.elem_type
            for i in proto.graph.input):
         return None  # a sequence/optional input: the split recipe's own sample inputs

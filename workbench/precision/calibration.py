@@ -20,7 +20,7 @@ import numpy as np
 from workbench.errors import Finding, WorkbenchError
 from workbench.inputs import InputSpec, model_inputs  # noqa: F401  (re-exported)
 from workbench.inputs import LeadingAxes, leading_axes
-from workbench.inputs import proto_of as _proto_of
+from workbench.model import as_model
 
 Batch = Dict[str, np.ndarray]
 DATA_SUFFIXES = (".npz", ".npy")
@@ -575,7 +575,7 @@ def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str,
 
     if isinstance(profile, (list, tuple)):
         profile = next((p for p in profile if p), None)
-    proto = _proto_of(model)
+    proto = as_model(model).proto
     specs = model_inputs(proto)
     inits = {i.name: tuple(i.dims) for i in proto.graph.initializer}
     gather_high: Dict[str, int] = {}

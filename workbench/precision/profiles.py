@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import as_model
 
 Shape = Tuple[int, ...]
 WIDE_RATIO = 64  # max/min beyond this on one axis: TensorRT tunes for opt, allocates for max
@@ -106,9 +107,9 @@ def parse_profiles(args: Iterable[str]) -> List[Profile]:
 # --------------------------------------------------------------------------- validation
 def shape_tensor_inputs(model: Any) -> List[str]:
     """Int inputs of rank <= 1 that feed a shape slot (Reshape shape, Expand shape, ...)."""
-    from workbench.inputs import model_inputs, proto_of
+    from workbench.inputs import model_inputs
 
-    proto = proto_of(model)
+    proto = as_model(model).proto
     specs = {s.name: s for s in model_inputs(proto)}
     out = []
     for node in proto.graph.node:
@@ -393,7 +394,7 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
     to 8) from the real lengths. Inputs sharing a symbolic dim get the same range. Warns about wide ranges; with `profiles`, also checks them."""
     import numpy as np
 
-    from workbench.inputs import leading_axes, model_inputs, not_batch_finding, proto_of
+    from workbench.inputs import leading_axes, model_inputs, not_batch_finding
 
     specs = model_inputs(model)
     axes = leading_axes(model)
@@ -420,7 +421,7 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
     if note is not None:
         findings.append(note)
     real = _real_lengths(samples, specs)
-    positions = _position_table(proto_of(model))
+    positions = _position_table(as_model(model).proto)
     cache_keys = {(s.dims[a] if isinstance(s.dims[a], str) else (s.name, a)): (s, a)
                   for s in dyn for a in s.dynamic_axes if is_cache_axis(s, a)}
     ranges: Dict[Any, Tuple[int, int, int]] = {}
@@ -534,7 +535,6 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
     the model cannot run, naming node and fix; the number of runs made). Models with more
     than RUN_CHECK_MAX_MB of weights, or inputs that are not tensors, are not run (info)."""
     from workbench.equivalence import make_inputs_at
-    from workbench.inputs import proto_of
     from workbench.model import open_model
     from workbench.runners import OnnxRuntimeRunner, user_error
 
@@ -546,7 +546,7 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
                         "its external-data file(s) are missing (" +
                         ", ".join(sorted(set(opened.missing_external))[:3]) + ")",
                         source="profiles", hint="put the data file(s) next to the model")], 0
-    proto = proto_of(model)
+    proto = as_model(model).proto
     weights = sum(math.prod(t.dims) * 4 for t in proto.graph.initializer) / 2**20  # (approx.,
     # external data included)
     # onnxruntime loads the file itself where there is one: external data resolves beside it
@@ -769,9 +769,9 @@ def serving_profiles(model: Any, single: Profile) -> Optional[List[Profile]]:
     (a default or proposed profile): prefill = its token range with an empty cache, decode = one
     token with its cache range (from 1); a mask's total-length axis (past + new,
     `_decoder_axes`, as the default profile reads it) follows each. None when the model is not such a decoder."""
-    from workbench.inputs import model_inputs, proto_of, with_cache_names
+    from workbench.inputs import model_inputs, with_cache_names
 
-    proto = proto_of(model)
+    proto = as_model(model).proto
     specs = [s for s in with_cache_names(proto, model_inputs(proto)) if s.name in single]
     axes = _decoder_axes(specs)
     if axes is None:
@@ -948,12 +948,12 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
     padding), the rule saying why. The model's `workbench.profile` metadata entry wins where it has
     an input; `given` (a partial profile) fixes the dims it shares with the others. Returns the
     profile and, per dim, the rule that chose it. Shape-tensor inputs cannot be guessed."""
-    from workbench.inputs import leading_axes, model_inputs, proto_of
+    from workbench.inputs import leading_axes, model_inputs
     from workbench.precision.minsizes import static_minimums
 
     from workbench.inputs import with_cache_names
 
-    proto = proto_of(model)
+    proto = as_model(model).proto
     specs = with_cache_names(proto, model_inputs(proto))  # (caches the graph reveals too)
     batch = leading_axes(proto).batch
     shape_inputs = set(shape_tensor_inputs(proto))
