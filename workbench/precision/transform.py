@@ -28,6 +28,7 @@ import numpy as np
 
 from workbench.comparison import MILD_COSINE, MILD_REL, MILD_TOP1  # noqa: F401 (one rule)
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import as_model
 from workbench.precision import table
 from workbench.precision.lowering import structural_error
 from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
@@ -89,20 +90,6 @@ class PrecisionResult:
 
 
 # --------------------------------------------------------------------------- helpers
-def load_fp32(model_or_path: Any) -> Tuple[Any, Optional[Path]]:
-    """(ModelProto with weights, source path or None) from a path, Model or ModelProto."""
-    import onnx
-
-    from workbench.model import Model, open_model
-
-    if isinstance(model_or_path, onnx.ModelProto):
-        return copy.deepcopy(model_or_path), None
-    if isinstance(model_or_path, Model):
-        return model_or_path.load_weights(), model_or_path.path
-    m = open_model(model_or_path)
-    return m.load_weights(), m.path
-
-
 def modernize_ir(proto: Any) -> Optional[Finding]:
     """Old exporters (IR < 4) list every initializer as a graph input. Retyping a weight to
     FP16 then contradicts its input declaration, and new Q/DQ initializers would have to be
@@ -322,7 +309,8 @@ def auto_exclusions(model_or_path: Any, calibration: Any, *, target: str = "fp16
     producers and consumers of each overflowing tensor. Returns (node names, findings)."""
     from workbench.precision.calibration import load_calibration, random_calibration
 
-    proto, path = load_fp32(model_or_path)
+    src = as_model(model_or_path)  # a private copy with weights: the transform edits it
+    proto, path = src.load_weights(), src.path
     name_unnamed_nodes(proto)
     findings: List[Finding] = []
     if calibration is None:
@@ -532,6 +520,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                              field="calibrate_method", hint="choose " + ", ".join(CALIBRATE_METHODS))
     if route not in ("onnx", "modelopt"):
         raise WorkbenchError(f"unknown route '{route}'", field="route", hint="onnx or modelopt")
+    model_or_path = as_model(model_or_path)  # opened once, whatever the route reads after
     streamed = None
     if output is not None and entry.kind == "float" and route == "onnx" and \
             calibration is None and not (allow_random and measure):
@@ -539,7 +528,8 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     if streamed is not None:
         proto, path = streamed
     else:
-        proto, path = load_fp32(model_or_path)
+        src = as_model(model_or_path)  # a private copy with weights: the transform edits it
+        proto, path = src.load_weights(), src.path
     label = str(path) if path else "<in-memory model>"
     findings: List[Finding] = []
     modern = modernize_ir(proto)
@@ -723,13 +713,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
 def _weightless(model_or_path: Any) -> Optional[Tuple[Any, Path]]:
     """(structure without weight bytes, source path) of a model file whose weights live in
     external data, for a streamed conversion; None for anything else (converted in memory)."""
-    import onnx
-
-    from workbench.model import Model, open_model
-
-    if isinstance(model_or_path, onnx.ModelProto):
-        return None
-    m = model_or_path if isinstance(model_or_path, Model) else open_model(model_or_path)
+    m = as_model(model_or_path)
     if m.path is None or not m.external_files:
         return None
     if m.missing_external or m.truncated_external:
