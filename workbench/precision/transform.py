@@ -310,7 +310,8 @@ def auto_exclusions(model_or_path: Any, calibration: Any, *, target: str = "fp16
     from workbench.precision.calibration import load_calibration, random_calibration
 
     src = as_model(model_or_path)  # a private copy with weights: the transform edits it
-    proto, path = src.load_weights(), src.path
+    proto = copy.deepcopy(src.proto) if src.path is None else src.load_weights()
+    path = src.path
     name_unnamed_nodes(proto)
     findings: List[Finding] = []
     if calibration is None:
@@ -529,7 +530,8 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
         proto, path = streamed
     else:
         src = as_model(model_or_path)  # a private copy with weights: the transform edits it
-        proto, path = src.load_weights(), src.path
+        proto = copy.deepcopy(src.proto) if src.path is None else src.load_weights()
+        path = src.path
     label = str(path) if path else "<in-memory model>"
     findings: List[Finding] = []
     modern = modernize_ir(proto)
