@@ -31,16 +31,6 @@ def _report(report: Any) -> SupportReport:
     return report
 
 
-def _structure(model: Any) -> Any:
-    import onnx
-
-    from workbench.model import Model, open_model
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    return (model if isinstance(model, Model) else open_model(model)).proto
-
-
 def propose(report: SupportReport, model: Any) -> List[Proposal]:
     """Recipes for each problem of a support report, most specific first; only proposals
     whose precondition applies are `auto` (manual ones, like plugins, have auto=False)."""
@@ -72,7 +62,7 @@ def advise(report: SupportReport, model: Optional[Any] = None) -> SupportReport:
     if not report.unsupported or source is None or (
             model is None and not os.path.isfile(str(source))):
         return report  # an in-memory model: no file to point a command at
-    ctx = ProposeContext(_structure(source))  # op types and names: no weights needed
+    ctx = ProposeContext(as_model(source).proto)  # op types and names: no weights needed
     path = shlex.quote(str(report.model)) if report.model and os.path.isfile(str(report.model)) \
         else "MODEL"
     recipes = all_recipes()
