@@ -42,7 +42,7 @@ from workbench.comparison import Comparison, compare_outputs
 from workbench.errors import Finding, WorkbenchError
 from workbench.model import as_model
 from workbench.precision.table import tolerances
-from workbench.runners import Feed, OnnxRuntimeRunner, Runner, structure_of
+from workbench.runners import Feed, OnnxRuntimeRunner, Runner
 from workbench.trtrunner import TensorRTRunner
 
 __all__ = ["engine_candidate", "layer_boundaries", "compare_engine", "bisect_engine",
@@ -60,7 +60,7 @@ def with_feed_profile(model: Any, config: BuildConfig, feeds: Sequence[Feed]) ->
 
     if config.profiles or not feeds:
         return config
-    meta = input_metadata_of(structure_of(model))
+    meta = input_metadata_of(as_model(model).proto)
     dyn = [n for n, m in meta.items() if any(not isinstance(d, int) or d <= 0 for d in m.shape)]
     if not dyn:
         return config
@@ -104,7 +104,7 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
     """A candidate factory: names -> TensorRTRunner on a build of `model` marking them.
     `unmarked`: an engine file to use for no names (else the unmarked build); `runners`
     collects the runners made (their `last` answer has the worker's debug-tensor probe)."""
-    structure = structure_of(model)  # (types and inputs: no weights)
+    structure = as_model(model).proto  # (types and inputs: no weights)
     types = _typed(structure)
     made = runners if runners is not None else []
     loaded: List[Any] = []  # the model with its weights, loaded once, for the marked builds
@@ -190,7 +190,7 @@ def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
     intermediate tensors (TensorRT fused the graph into few layers, a Myelin ForeignNode
     region for transformers and recurrent nets): a fusion-aware compare has little to show,
     and the user needs the ways to see inside."""
-    total = len(compare_tensors(structure_of(model)))
+    total = len(compare_tensors(as_model(model).proto))
     if not total or len(tensors) >= max(1, FEW_BOUNDARIES * total):
         return None
     name = getattr(model, "path", None) or (model if isinstance(model, (str, Path)) else None)
@@ -211,7 +211,7 @@ def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
 
 def _marked(model: Any, mark: Union[str, Sequence[str]], boundaries: Callable[[], List[str]],
             findings: List[Finding]) -> List[str]:
-    proto = structure_of(model)
+    proto = as_model(model).proto
     if isinstance(mark, str) and mark == "all":
         findings.append(Finding("warning", "mark-all", MARK_ALL_WARNING, source="compare"))
         return compare_tensors(proto)
@@ -252,7 +252,7 @@ def built_from(model: Any, engine: Optional[str], config: BuildConfig,
         f"{Path(engine).name} was built from {src} (its card), not from the reference: the "
         "marked builds are built from that ONNX, the reference run stays the FP32 model",
         source="compare"))
-    low = infer_precision(structure_of(src))
+    low = infer_precision(as_model(src).proto)
     return src, (low if config.precision == "fp32" and low in ("int8", "fp8")
                  else config.precision)
 
@@ -264,7 +264,7 @@ def _quantized(source: Any, judged: str) -> Optional[Set[str]]:
         return None
     from workbench.qdq import quantized_nodes
 
-    return quantized_nodes(structure_of(source)) or None
+    return quantized_nodes(as_model(source).proto) or None
 
 
 def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,

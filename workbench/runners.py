@@ -33,19 +33,6 @@ LOW_FLOAT_TYPES = (10, 16)  # TensorProto.FLOAT16, BFLOAT16
 
 
 # ----------------------------------------------------------------------------- models
-def structure_of(model: Any) -> Any:
-    """A ModelProto for reading the graph (nodes, inputs, outputs, dtypes): a path is read
-    without its external weight bytes (a large model is never loaded to look at its ops); a
-    ModelProto or a workbench Model is used as it is."""
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    from workbench.model import Model, open_model
-
-    return (model if isinstance(model, Model) else open_model(model)).proto
-
-
 def has_low_float(proto: Any) -> bool:
     """Does the graph, or a subgraph in it (a Loop body lowered to FP16), compute in FP16/BF16
     (initializers, casts or value infos)?"""

@@ -572,9 +572,8 @@ def _selection_checks(args: argparse.Namespace, calib: "object", tol: float) -> 
     selects nothing data-dependently."""
     from workbench.compare import sample_feeds
     from workbench.compare.selection import selection_aware, selection_nodes
-    from workbench.runners import structure_of
 
-    if not selection_nodes(structure_of(args.reference)):  # (the graph only: no weights)
+    if not selection_nodes(as_model(args.reference).proto):  # (the graph only: no weights)
         return None
     ref = as_model(args.reference).with_weights()
     from workbench.runners import batched_inputs, limit_samples, samples_in

@@ -42,7 +42,7 @@ from workbench.errors import Finding, WorkbenchError
 from workbench.model import as_model
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, make_runner,
-                               samples_in, structure_of)
+                               samples_in)
 
 __all__ = ["FP16_MAX", "EngineCompareReport", "mark_outputs", "compare_tensors",
            "boundary_tensors", "onnx_candidate",
@@ -89,7 +89,7 @@ def _float_outputs(proto: Any) -> List[str]:
 
 def compare_tensors(proto: Any) -> List[str]:
     """Every float intermediate tensor (what `--mark all` marks), topological order."""
-    return _float_outputs(structure_of(proto))
+    return _float_outputs(as_model(proto).proto)
 
 
 def boundary_tensors(proto: Any, layer_outputs: Iterable[str]) -> List[str]:
@@ -97,7 +97,7 @@ def boundary_tensors(proto: Any, layer_outputs: Iterable[str]) -> List[str]:
     layer information of an unmarked build), in topological order: marking these keeps the
     engine's fusions."""
     want = set(layer_outputs)
-    return [t for t in _float_outputs(structure_of(proto)) if t in want]
+    return [t for t in _float_outputs(as_model(proto).proto) if t in want]
 
 
 # ----------------------------------------------------------------------------- sizes, chunks

@@ -58,7 +58,7 @@ from workbench.model import as_model
 from workbench.precision.spec import recorded_spec
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
-                               low_float_runner, make_runner, samples_in, structure_of)
+                               low_float_runner, make_runner, samples_in)
 from workbench.segments import ahead, order_of
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
@@ -323,7 +323,7 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
                  ) -> List[Feed]:
     """The inputs to compare on: the calibration data, or (only when allowed) random inputs
     with a warning appended to `findings`."""
-    ref_p = structure_of(reference)  # (inputs and shapes: no weight bytes)
+    ref_p = as_model(reference).proto  # (inputs and shapes: no weight bytes)
     if calibration is not None:
         from workbench.inputs import not_batch_finding
         from workbench.precision.calibration import load_calibration
@@ -361,7 +361,7 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
             hint=f"pass real inputs (--inputs PATH, .npz keyed by input name), or give it a "
                  f"shape: `workbench fix {path} --recipe set_input_shapes:shapes="
                  f"{shlex.quote(name)}/1x3x224x224 -o FIXED.onnx` (use its real sizes)")
-    other = structure_of(candidate) if candidate is not None else None
+    other = as_model(candidate).proto if candidate is not None else None
     feed = make_inputs(ref_p, seed=0, other=other)
     if findings is not None:
         # the values of integer scalars (a trip count, a K) decide what the run exercises
@@ -433,7 +433,7 @@ def tensor_bytes(proto: Any, feed: Feed, names: Sequence[str]) -> Dict[str, int]
     the feed's shapes); unknown shapes count as the largest known tensor."""
     import onnx
 
-    m = weightless(structure_of(proto))
+    m = weightless(as_model(proto).proto)
     for vi in m.graph.input:
         if vi.name in feed and vi.type.tensor_type.HasField("shape"):
             shp = np.shape(feed[vi.name])
@@ -1188,7 +1188,7 @@ def selects_by_value(model: Any) -> str:
     ArgMax/ArgMin): a near-tie there flips under any rounding ('' when none)."""
     from workbench.surgery.split import SELECTION_OPS, nodes_of_ops
 
-    proto = structure_of(model)
+    proto = as_model(model).proto
     nodes = [proto.graph.node[i] for i in
              nodes_of_ops(proto, tuple(SELECTION_OPS) + ("ArgMax", "ArgMin"))]
     return ", ".join(f"{n.op_type} at {n.name or '?'}" for n in nodes[:3]) + (
