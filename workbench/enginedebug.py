@@ -40,7 +40,7 @@ from workbench.compare.engine_compare import (EngineCompareReport, boundary_tens
                                               weightless)
 from workbench.comparison import Comparison, compare_outputs
 from workbench.errors import Finding, WorkbenchError
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 from workbench.precision.table import tolerances
 from workbench.runners import Feed, OnnxRuntimeRunner, Runner
 from workbench.trtrunner import TensorRTRunner
@@ -53,7 +53,7 @@ MARK_ALL_WARNING = ("--mark all marks every tensor: TensorRT cannot fuse across 
                     "whether that changed the answer")
 
 
-def with_feed_profile(model: Any, config: BuildConfig, feeds: Sequence[Feed]) -> BuildConfig:
+def with_feed_profile(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed]) -> BuildConfig:
     """`config`, with one optimization profile spanning the feeds' shapes when it has none and
     the model has dynamic inputs (min/max over the feeds, opt = the first feed)."""
     from workbench.runners import input_metadata_of
@@ -95,7 +95,7 @@ def _mark_typed(proto: Any, names: Sequence[str], types: Dict[str, Any]) -> Any:
     return m
 
 
-def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
+def engine_candidate(model: ModelLike, config: BuildConfig, *, client: Any = None,
                      timeout: Optional[float] = 1800, on_build: Optional[Callable[
                          [List[str], BuildResult], None]] = None,
                      unmarked: Optional[str] = None,
@@ -184,7 +184,7 @@ def layer_boundaries(result: Union[BuildResult, str], *, backend: str = "auto",
 FEW_BOUNDARIES = 0.1  # below this share of the model's tensors at layer boundaries: said
 
 
-def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
+def few_boundaries_finding(model: ModelLike, tensors: Sequence[str], precision: str
                            ) -> Optional[Finding]:
     """Information when the engine's layer boundaries expose almost none of the model's
     intermediate tensors (TensorRT fused the graph into few layers, a Myelin ForeignNode
@@ -229,7 +229,7 @@ def _marked(model: Any, mark: Union[str, Sequence[str]], boundaries: Callable[[]
     return [n for n in order if n in set(mark)]
 
 
-def built_from(model: Any, engine: Optional[str], config: BuildConfig,
+def built_from(model: ModelLike, engine: Optional[str], config: BuildConfig,
                findings: List[Finding]) -> Tuple[Any, str]:
     """The ONNX the marked builds are built from (with `config` as it is), and the precision
     the comparison is judged in: the reference and the config's, unless the engine file's
@@ -267,7 +267,7 @@ def _quantized(source: Any, judged: str) -> Optional[Set[str]]:
     return quantized_nodes(as_model(source).proto) or None
 
 
-def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
+def compare_engine(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed], *,
                    engine: Optional[str] = None, mark: Union[str, Sequence[str]] = "boundaries",
                    memory_budget_mb: Optional[float] = None, stats_path: Any = None,
                    keep: Sequence[str] = (), keep_dir: Any = None,
@@ -317,7 +317,7 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     return rep
 
 
-def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
+def bisect_engine(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed], *,
                   candidates: Optional[Sequence[str]] = None, atol: Optional[float] = None,
                   rtol: Optional[float] = None, latency: bool = True, client: Any = None,
                   timeout: Optional[float] = 1800, report: Optional[EngineCompareReport] = None

@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 
 Feed = Dict[str, np.ndarray]
 RUNNERS = ("onnxruntime", "emulate", "reference")
@@ -125,7 +125,7 @@ def cast_feed(meta: Dict[str, TensorMeta], feed: Feed) -> Feed:
     return out
 
 
-def batched_inputs(model: Any) -> Optional[set]:
+def batched_inputs(model: ModelLike) -> Optional[set]:
     """The inputs whose axis 0 is a batch (`workbench.inputs.leading_axes`): only they hold one
     entry per sample; an input the model fixes (indices [3], a table) is whole in every sample.
     An empty set when some input's dynamic axis 0 is not a batch (points [num_points, 4]): a
@@ -632,14 +632,14 @@ def _widened(feed: Feed) -> Feed:
                 else v) for k, v in feed.items()}
 
 
-def can_emulate(model: Any) -> bool:
+def can_emulate(model: ModelLike) -> bool:
     """Does `workbench.emulation` handle this low-float graph (else: the reference runner)?"""
     from workbench.emulation import emulable
 
     return emulable(as_model(model).with_weights())
 
 
-def low_float_runner(model: Any) -> str:
+def low_float_runner(model: ModelLike) -> str:
     """THE runner for a candidate: emulate (FP16/BF16 graphs it handles), reference (other
     FP16/BF16 graphs), onnxruntime (FP32/INT8 graphs). compare and precision use this."""
     proto = as_model(model).with_weights()
@@ -746,7 +746,7 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
                           file=label, node=node, hint=hint, category="inputs")
 
 
-def make_runner(kind: str, model: Any, *, mark_all: bool = False,
+def make_runner(kind: str, model: ModelLike, *, mark_all: bool = False,
                 threads: Optional[int] = None) -> Runner:
     """A runner by name: onnxruntime | emulate | reference | auto (`low_float_runner`)."""
     if kind == "auto":

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from workbench.errors import Finding, WorkbenchError
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 
 __all__ = ["split_paths", "split_manifest", "build_split", "clear_stale_split", "split_notice"]
 
@@ -169,7 +169,7 @@ def prefix_profiles(profiles: List[Dict[str, Any]], names: List[str]) -> List[Di
     return out
 
 
-def prefix_calibration(model: Any, calibration: str, names: List[str]) -> str:
+def prefix_calibration(model: ModelLike, calibration: str, names: List[str]) -> str:
     """The calibration batches of the full model (loaded and checked against it) with the
     arrays of the prefix's inputs `names` only, written once to the model's workspace
     (`calibration/prefix-HASH/`, the same bytes for the same data); returns that folder."""
@@ -201,7 +201,7 @@ def prefix_calibration(model: Any, calibration: str, names: List[str]) -> str:
     return str(folder)
 
 
-def prefix_config(model: Any, config: Any, prefix: Any) -> Any:
+def prefix_config(model: ModelLike, config: Any, prefix: Any) -> Any:
     """The prefix's build config: the profile entries and calibration arrays of its own inputs.
     The full model's profile was validated against the full model by its own build, and its
     calibration is loaded and checked against it here; the tail's inputs (e.g. a RoiAlign's
@@ -218,7 +218,7 @@ def _tail_entries(config: Any, prefix: Any) -> List[str]:
     return list(dict.fromkeys(k for p in config.profiles for k in p if k not in names))
 
 
-def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., Any],
+def build_split(model: ModelLike, config: Any, failure: Any, *, build: Callable[..., Any],
                 backend: str, output: Optional[Any], client: Any = None,
                 on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
                 by_builder: bool = False, **build_kwargs: Any) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 
 __all__ = ["BisectResult", "bisect_exclusions", "onnx_evaluator", "suspects"]
 
@@ -158,7 +158,7 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
     return res
 
 
-def onnx_evaluator(model: Any, feeds: Sequence[Any], target: str = "fp16", *,
+def onnx_evaluator(model: ModelLike, feeds: Sequence[Any], target: str = "fp16", *,
                    atol: Optional[float] = None, rtol: Optional[float] = None,
                    runner: str = "auto") -> Callable[[Sequence[str]], Any]:
     """The CPU stand-in for an engine rebuild: convert to `target` with the exclusions (the
@@ -182,7 +182,7 @@ def onnx_evaluator(model: Any, feeds: Sequence[Any], target: str = "fp16", *,
     return evaluate
 
 
-def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
+def suspects(report: Any, model: ModelLike, top: int = 20) -> List[str]:
     """Nodes to try in FP32, most suspicious first: the producers and consumers of tensors
     whose FP32 values lie beyond the FP16 range (an FP32 node whose output still overflows
     once cast down needs its consumers too), in topological order; then the other nodes of

@@ -39,7 +39,7 @@ from workbench.compare.layer_compare import (LayerwiseReport, TensorError, _open
                                             divergence_findings, plan_chunks, tensor_bytes,
                                             weightless)
 from workbench.errors import Finding, WorkbenchError
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, make_runner,
                                samples_in)
@@ -102,7 +102,7 @@ def boundary_tensors(proto: Any, layer_outputs: Iterable[str]) -> List[str]:
 
 # ----------------------------------------------------------------------------- sizes, chunks
 # ----------------------------------------------------------------------------- candidates
-def onnx_candidate(candidate: Any, runner: str = "auto") -> CandidateFactory:
+def onnx_candidate(candidate: ModelLike, runner: str = "auto") -> CandidateFactory:
     """A candidate factory for an ONNX model (the CPU stand-in for an engine): marks the names
     as graph outputs and runs it with onnxruntime or onnx's reference evaluator (auto: the
     reference evaluator for FP16/BF16 graphs, which computes in float16 like a GPU)."""
@@ -241,7 +241,7 @@ def _groups(proto: Any, compared: Set[str], targets: Iterable[str]) -> Dict[str,
     return out
 
 
-def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequence[Feed], *,
+def engine_layerwise(reference: ModelLike, candidate: CandidateFactory, feeds: Sequence[Feed], *,
                      tensors: Sequence[str], marking: str = "boundaries",
                      memory_budget_mb: Optional[float] = None, stats_path: Any = None,
                      keep: Sequence[str] = (), keep_dir: Any = None,

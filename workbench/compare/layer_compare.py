@@ -54,7 +54,7 @@ from workbench.qdq import quantized_nodes, requantized_readers
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.graphindex import GraphIndex
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 from workbench.precision.spec import recorded_spec
 from workbench.precision.table import tolerances
 from workbench.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
@@ -318,7 +318,7 @@ class LayerwiseReport:
         }
 
 
-def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = None,
+def sample_feeds(reference: ModelLike, candidate: Optional[ModelLike] = None, *, calibration: Any = None,
                  allow_random: bool = False, findings: Optional[List[Finding]] = None
                  ) -> List[Feed]:
     """The inputs to compare on: the calibration data, or (only when allowed) random inputs
@@ -762,7 +762,7 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = None, *,
+def layerwise(reference: ModelLike, candidate: ModelLike, feeds: Optional[Sequence[Feed]] = None, *,
               calibration: Any = None, atol: Optional[float] = None,
               rtol: Optional[float] = None, candidate_runner: str = "auto",
               max_samples: int = 8, allow_random: bool = False,
@@ -1121,7 +1121,7 @@ class ExclusionSearch:
             return None
         return len(fin.quantized_nodes or ())  # (no Q/DQ left: the candidate reads as FP32)
 
-    def why_stopped(self, model: Any = None, data: Optional[str] = None) -> str:
+    def why_stopped(self, model: Optional[ModelLike] = None, data: Optional[str] = None) -> str:
         """Why the search ended without meeting the tolerance, and what to try next, in one
         line (the CLI prints it, the Compare panel shows it; `model`/`data`: paths for the
         commands, else MODEL/DATA)."""
@@ -1183,7 +1183,7 @@ class ExclusionSearch:
                 "final": self.final.to_dict() if self.final is not None else None}
 
 
-def selects_by_value(model: Any) -> str:
+def selects_by_value(model: ModelLike) -> str:
     """'TopK at /post/topk, ...' for the nodes of `model` that pick by value (selection ops,
     ArgMax/ArgMin): a near-tie there flips under any rounding ('' when none)."""
     from workbench.surgery.split import SELECTION_OPS, nodes_of_ops
@@ -1329,7 +1329,7 @@ def _saturate_weight_casts(proto: Any, names: Set[str]) -> None:
                                                       lim + "_neg")])
 
 
-def find_exclusions(model: Any, target: str, *, calibration: Any = None,
+def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
                     feeds: Optional[Sequence[Feed]] = None, atol: Optional[float] = None,
                     rtol: Optional[float] = None, max_rounds: int = 8, per_round: int = 1,
                     start: Sequence[str] = (), allow_random: bool = False,

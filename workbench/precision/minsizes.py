@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 
 _SMALL_INIT = 64  # initializers up to this many elements stay in the copy shape inference reads
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
@@ -114,7 +114,7 @@ def _numel(dims: Any) -> int:
     return n
 
 
-def static_minimums(model: Any) -> Dict[Any, Tuple[int, str]]:
+def static_minimums(model: ModelLike) -> Dict[Any, Tuple[int, str]]:
     """Per dynamic input dim (a dim name, or (input, axis) for an unnamed one: the keys of
     `workbench.precision.profiles.dim_key`): (the smallest size the graph's constant-size
     consumers allow, why: "/TopK takes the top 16 along it"). Dims without such a bound are

@@ -28,7 +28,7 @@ import numpy as np
 
 from workbench.comparison import MILD_COSINE, MILD_REL, MILD_TOP1  # noqa: F401 (one rule)
 from workbench.errors import Finding, WorkbenchError
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 from workbench.precision import table
 from workbench.precision.lowering import structural_error
 from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
@@ -303,7 +303,7 @@ def underflow_findings(proto: Any, ranges: Dict[str, float], tiny: float,
         extra={"tiny": tiny, "tensors": len(tiny_t), "exclude": nodes})]
 
 
-def auto_exclusions(model_or_path: Any, calibration: Any, *, target: str = "fp16",
+def auto_exclusions(model_or_path: ModelLike, calibration: Any, *, target: str = "fp16",
                     allow_random: bool = False) -> Tuple[List[str], List[Finding]]:
     """Nodes that must stay FP32 for FP16 (activations beyond 65504 on the calibration data):
     producers and consumers of each overflowing tensor. Returns (node names, findings)."""
@@ -378,7 +378,7 @@ def measure_error(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]
 
 
 def reference_batches(batches: List[Dict[str, np.ndarray]], limit: int = 8,
-                      model: Any = None) -> List[Dict[str, np.ndarray]]:
+                      model: Optional[ModelLike] = None) -> List[Dict[str, np.ndarray]]:
     """At most `limit` samples in total (the numpy evaluator is slow); the same selection
     layer-wise compare makes (`workbench.runners.limit_samples`, along the batch axis of
     `model`'s batched inputs)."""
@@ -494,7 +494,7 @@ def _clipped_weights(proto: Any, limit: float, skip: set) -> List[Finding]:
     return out
 
 
-def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (),
+def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[str] = (),
             exclude_ops: Sequence[str] = (), keep_io_types: bool = True,
             calibration: Any = None, calibrate_method: str = "entropy",
             allow_random: bool = False, per_channel: bool = True, route: str = "onnx",

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from workbench.errors import Finding, WorkbenchError
 from workbench.support import codes
 from workbench.graphindex import GraphIndex
-from workbench.model import Model, as_model, save_model
+from workbench.model import Model, ModelLike, as_model, save_model
 from workbench.support.rules import (BACKENDS, GPU_PLUGIN_HINT, MATRIX_SUPPORTED, PLUGIN_HINT,
                                      backend_table)
 
@@ -775,7 +775,7 @@ def _node_map(model: Model) -> Dict[str, "_Site"]:
     return out
 
 
-def check(model_or_path: Any, backend: str = "auto", build: bool = False, client: Any = None,
+def check(model_or_path: ModelLike, backend: str = "auto", build: bool = False, client: Any = None,
           target: str = "sm89", *, plugins: Sequence[Union[str, os.PathLike]] = (),
           rules: Optional[str] = None, profiles: Optional[Dict[str, Any]] = None,
           timeout: Optional[float] = 600.0) -> SupportReport:

@@ -18,7 +18,7 @@ from typing import Any, Dict, Optional
 
 from workbench.equivalence import Verification, verify
 from workbench.errors import WorkbenchError
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 from workbench.surgery.recipes import Precondition, Proposal, get_recipe, list_recipes  # noqa: F401
 from workbench.surgery.recipes.base import infer_types, node_ids, tensor_types
 
@@ -64,7 +64,7 @@ def _semantics(recipe: Any, proto: Any, params: Dict[str, Any]) -> bool:
     return bool(fn(proto, **params)) if fn else bool(recipe.preserves_semantics)
 
 
-def apply_recipe(model: Any, name: str, params: Optional[Dict[str, Any]] = None, *,
+def apply_recipe(model: ModelLike, name: str, params: Optional[Dict[str, Any]] = None, *,
                  verify_outputs: bool = True, inputs: Optional[Dict[str, Any]] = None,
                  force: bool = False, seed: int = 0, tol: float = 1e-5) -> Change:
     """Apply recipe `name` to `model` (path, Model or ModelProto); the input is never modified.

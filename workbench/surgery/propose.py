@@ -16,7 +16,7 @@ import shlex
 from typing import Any, List, Optional
 
 from workbench.errors import WorkbenchError
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 from workbench.support.checker import SupportReport
 from workbench.surgery.recipes import Proposal, ProposeContext, all_recipes
 
@@ -31,7 +31,7 @@ def _report(report: Any) -> SupportReport:
     return report
 
 
-def propose(report: SupportReport, model: Any) -> List[Proposal]:
+def propose(report: SupportReport, model: ModelLike) -> List[Proposal]:
     """Recipes for each problem of a support report, most specific first; only proposals
     whose precondition applies are `auto` (manual ones, like plugins, have auto=False)."""
     report = _report(report)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from workbench.equivalence import Verification
 from workbench.errors import WorkbenchError
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 from workbench.support.checker import SupportReport
 from workbench.surgery.recipes.base import node_ids
 from workbench.surgery.recipes.split import node_reads, tail_of
@@ -244,7 +244,7 @@ def default_checker(backend: str, build: bool = False, client: Any = None,
     return check
 
 
-def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = False,
+def split_model(model: ModelLike, *, backend: str = "tensorrt-rtx", build: bool = False,
                 check: Optional[Checker] = None, client: Any = None, target: str = "sm89",
                 inputs: Optional[Dict[str, Any]] = None, verify: bool = True,
                 max_rounds: int = 32) -> SplitResult:

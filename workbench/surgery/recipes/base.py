@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 
 from workbench.errors import WorkbenchError
 from workbench.fsutil import fixed_name
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 
 
 class Precondition(NamedTuple):
@@ -138,13 +138,13 @@ class Recipe:
         so no next step names a rewrite that fails when run. None by default."""
         return None
 
-    def precondition(self, model: Any, **params: Any) -> Precondition:  # pragma: no cover
+    def precondition(self, model: ModelLike, **params: Any) -> Precondition:  # pragma: no cover
         raise NotImplementedError
 
     def _apply(self, model: "onnx.ModelProto", **params: Any) -> "onnx.ModelProto":  # noqa: F821
         raise NotImplementedError  # pragma: no cover
 
-    def apply(self, model: Any, **params: Any) -> "onnx.ModelProto":  # noqa: F821
+    def apply(self, model: ModelLike, **params: Any) -> "onnx.ModelProto":  # noqa: F821
         """Check the precondition, then return the edited copy (the input is left untouched)."""
         proto = as_model(model).with_weights()
         p = self.bind(params)

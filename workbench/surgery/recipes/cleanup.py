@@ -6,7 +6,7 @@ import copy
 from typing import Any, Dict, List, Optional, Sequence
 
 from workbench.errors import WorkbenchError
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names,
                                             constant_value, find_node_index, fix_command,
@@ -199,7 +199,7 @@ class FoldConstants(Recipe):
         return (f"`{fix_command(model, 'fold_constants')}` replaces it by its value "
                 "(all its inputs are constant)")
 
-    def precondition(self, model: Any, size_threshold: int = MiB, passes: int = 3) -> Precondition:
+    def precondition(self, model: ModelLike, size_threshold: int = MiB, passes: int = 3) -> Precondition:
         proto = as_model(model).with_weights()
         cands = foldable_nodes(proto)
         if not cands:
@@ -323,7 +323,7 @@ class Cleanup(Recipe):
     params = ()
     preserves_semantics = True
 
-    def precondition(self, model: Any) -> Precondition:
+    def precondition(self, model: ModelLike) -> Precondition:
         proto = as_model(model).with_weights()
         g = proto.graph
         needed = {o.name for o in g.output}
@@ -367,7 +367,7 @@ class InferShapes(Recipe):
     params = ()
     preserves_semantics = True
 
-    def precondition(self, model: Any) -> Precondition:
+    def precondition(self, model: ModelLike) -> Precondition:
         proto = as_model(model).with_weights()
         g = proto.graph
         stale = _stale_value_info(proto)
@@ -463,7 +463,7 @@ class SetInputShapes(Recipe):
                     out[name] = [b] + dims[1:] if name not in out else out[name]
         return out
 
-    def precondition(self, model: Any, shapes: Optional[Dict[str, Any]] = None,
+    def precondition(self, model: ModelLike, shapes: Optional[Dict[str, Any]] = None,
                      batch: Any = None) -> Precondition:
         proto = as_model(model).with_weights()
         if not shapes and batch is None:
@@ -572,7 +572,7 @@ class RemoveNode(Recipe):
         return [k for k, x in enumerate(n.input) if x and x not in inits
                 and constant_value(proto, x) is None]
 
-    def precondition(self, model: Any, node: str = "", input_index: Optional[int] = None) -> Precondition:
+    def precondition(self, model: ModelLike, node: str = "", input_index: Optional[int] = None) -> Precondition:
         proto = as_model(model).with_weights()
         idx = find_node_index(proto, node)
         n = proto.graph.node[idx]
@@ -675,7 +675,7 @@ class RenameDuplicates(Recipe):
                 produced.add(o)
         return found
 
-    def precondition(self, model: Any) -> Precondition:
+    def precondition(self, model: ModelLike) -> Precondition:
         proto = as_model(model).with_weights()
         found = self._scan(proto)
         parts = [f"{k}: {', '.join(sorted(set(v))[:5])}" for k, v in found.items() if v]
@@ -732,7 +732,7 @@ class ExtractSubgraph(Recipe):
               Param("outputs", "list[str]", None, "tensor names that become graph outputs", required=True))
     preserves_semantics = False
 
-    def precondition(self, model: Any, inputs: Sequence[str] = (), outputs: Sequence[str] = ()) -> Precondition:
+    def precondition(self, model: ModelLike, inputs: Sequence[str] = (), outputs: Sequence[str] = ()) -> Precondition:
         proto = as_model(model).with_weights()
         inputs, outputs = _as_list(inputs), _as_list(outputs)
         names = all_names(proto)
@@ -834,7 +834,7 @@ class InsertCast(Recipe):
               Param("round_trip", "bool", False, "cast back to the original dtype afterwards"))
     preserves_semantics = False
 
-    def precondition(self, model: Any, tensor: str = "", to: Any = None,
+    def precondition(self, model: ModelLike, tensor: str = "", to: Any = None,
                      consumers: Any = None, round_trip: bool = False) -> Precondition:
         proto = as_model(model).with_weights()
         code = dtype_code(to)
@@ -900,7 +900,7 @@ class DensifySparse(Recipe):
     fixes = ("sparse-weights",)
     priority = 5
 
-    def precondition(self, model: Any) -> Precondition:
+    def precondition(self, model: ModelLike) -> Precondition:
         proto = as_model(model).with_weights()
         names = [sp.values.name for sp in proto.graph.sparse_initializer]
         if not names:

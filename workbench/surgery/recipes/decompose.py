@@ -20,7 +20,7 @@ from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recip
                                             constant_value, find_node_index, fix_command,
                                             infer_structure_shapes, infer_types, node_ids,
                                             opset_of, register, tensor_types, unique_name)
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 
 
 class Emit:
@@ -678,7 +678,7 @@ class Decompose(Recipe):
             return [i for i, n in enumerate(proto.graph.node) if n.op_type == op]
         return [i for i, n in enumerate(proto.graph.node) if find_decomposition(n)]
 
-    def precondition(self, model: Any, node: Optional[str] = None, op: Optional[str] = None) -> Precondition:
+    def precondition(self, model: ModelLike, node: Optional[str] = None, op: Optional[str] = None) -> Precondition:
         proto = as_model(model).with_weights()
         idxs = self._targets(proto, node, op)
         ids = node_ids(proto)

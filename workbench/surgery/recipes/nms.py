@@ -19,7 +19,7 @@ from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recip
                                             constant_value, infer_types, node_ids, register,
                                             tensor_types, unique_name)
 from workbench.surgery.recipes.split import tail_of
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 
 PLUGIN = "EfficientNMS_TRT"
 DOMAIN = "trt.plugins"
@@ -204,7 +204,7 @@ class EfficientNms(Recipe):
                           f"with node= ({', '.join(p.node for p in hits[:4])})")
         return hits[0], ""
 
-    def precondition(self, model: Any, node: Optional[str] = None,
+    def precondition(self, model: ModelLike, node: Optional[str] = None,
                      max_output_boxes: Optional[int] = None,
                      score_threshold: Optional[float] = None,
                      iou_threshold: Optional[float] = None) -> Precondition:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, fix_command,
                                             opset_of, register)
 
@@ -155,7 +155,7 @@ class OpsetUpgrade(Recipe):
         return (f"`{fix_command(model, 'opset-upgrade')}` raises the opset with onnx's "
                 "version converter")
 
-    def precondition(self, model: Any, target: Optional[int] = None) -> Precondition:
+    def precondition(self, model: ModelLike, target: Optional[int] = None) -> Precondition:
         proto = as_model(model).with_weights()
         have = opset_of(proto)
         if not have:

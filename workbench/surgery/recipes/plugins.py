@@ -15,7 +15,7 @@ from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recip
                                             infer_structure_shapes, infer_types, node_ids,
                                             register, tensor_types)
 from workbench.surgery.recipes.cleanup import _as_list
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 
 
 def _standard_ops() -> set:
@@ -77,7 +77,7 @@ class ReplaceWithPlugin(Recipe):
                     outputs.append(o)
         return {"inputs": inputs, "outputs": outputs}
 
-    def precondition(self, model: Any, nodes: Any = None, plugin: str = "", version: str = "1",
+    def precondition(self, model: ModelLike, nodes: Any = None, plugin: str = "", version: str = "1",
                      namespace: str = "", domain: str = "trt.plugins", attrs: Any = None) -> Precondition:
         proto = as_model(model).with_weights()
         names = _as_list(nodes)

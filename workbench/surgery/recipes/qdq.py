@@ -16,7 +16,7 @@ import numpy as np
 
 from workbench.errors import WorkbenchError
 from workbench.graphindex import GraphIndex, leaf_name
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names,
                                             constant_value, node_ids, register, unique_name)
@@ -323,7 +323,7 @@ class SymmetricQDQ(Recipe):
             out.append((di, [], ok, why, kind, new))
         return out
 
-    def precondition(self, model: Any, node: Optional[str] = None) -> Precondition:
+    def precondition(self, model: ModelLike, node: Optional[str] = None) -> Precondition:
         proto = as_model(model).with_weights()
         sel = self._select(proto, node)
         if not sel:
@@ -605,7 +605,7 @@ class StripQDQ(Recipe):
     fixes = ()
     ops = QDQ
 
-    def precondition(self, model: Any) -> Precondition:
+    def precondition(self, model: ModelLike) -> Precondition:
         proto = as_model(model).with_weights()
         ids = node_ids(proto)
         qdq = [ids[i] for i, n in enumerate(proto.graph.node) if n.op_type in QDQ]

@@ -33,7 +33,7 @@ from workbench.support import codes
 from workbench.surgery.recipes.base import (Precondition, Proposal, Recipe, _dom, all_names,
                                             constant_value, fix_command, infer_types, node_ids,
                                             opset_of, register, tensor_types, unique_name)
-from workbench.model import as_model
+from workbench.model import ModelLike, as_model
 
 # onnx elem type -> (lowest, highest) integer the quantized type holds
 RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767)}
@@ -844,7 +844,7 @@ class EmulateQuantized(Recipe):
         return (f"`{fix_command(model, self.name)}` rewrites the quantized ops into "
                 "exact float emulation")
 
-    def precondition(self, model: Any) -> Precondition:
+    def precondition(self, model: ModelLike) -> Precondition:
         import copy
 
         proto = as_model(model).with_weights()

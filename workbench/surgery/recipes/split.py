@@ -10,6 +10,8 @@ from typing import Any, List, Optional, Sequence, Set
 from workbench.support import codes
 from workbench.surgery.recipes.base import Precondition, Proposal, Recipe, register
 
+from workbench.model import ModelLike
+
 ORT_DOMAINS = ("", "ai.onnx", "com.microsoft")
 
 
@@ -110,7 +112,7 @@ class Split(Recipe):
                 "and keeps it and what follows as ONNX for onnxruntime (`workbench build` "
                 "splits so by itself)")
 
-    def precondition(self, model: Any) -> Precondition:
+    def precondition(self, model: ModelLike) -> Precondition:
         return Precondition(False, "a split makes two models (the engine's prefix and an ONNX "
                             "tail), not a new version of one: run `workbench fix MODEL "
                             "--split -o FOLDER` (or workbench.surgery.split.split_model)", [])
