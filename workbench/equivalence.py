@@ -17,8 +17,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import os
-
 import numpy as np
 
 from workbench import comparison
