@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
 from workbench.model import ModelLike, as_model
 
 __all__ = ["BisectResult", "bisect_exclusions", "onnx_evaluator", "suspects"]

@@ -14,13 +14,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from workbench.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.support.rules import MATRIX_UNSUPPORTED
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, _dom, all_names,
                                             constant_value, find_node_index, fix_command,
                                             infer_structure_shapes, infer_types, node_ids,
                                             opset_of, register, tensor_types, unique_name)
-from workbench.model import ModelLike, as_model
 
 
 class Emit:

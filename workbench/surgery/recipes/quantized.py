@@ -29,11 +29,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from workbench.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Precondition, Proposal, Recipe, _dom, all_names,
                                             constant_value, fix_command, infer_types, node_ids,
                                             opset_of, register, tensor_types, unique_name)
-from workbench.model import ModelLike, as_model
 
 # onnx elem type -> (lowest, highest) integer the quantized type holds
 RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767)}
