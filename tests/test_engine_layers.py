@@ -18,8 +18,9 @@ from workbench.compare.engine_compare import (boundary_tensors, compare_tensors,
                                               engine_layerwise, onnx_candidate)
 from workbench.compare.layer_compare import plan_chunks, tensor_bytes
 from workbench.equivalence import make_inputs
+from workbench.model import as_model
 from workbench.precision.transform import convert
-from workbench.runners import OnnxRuntimeRunner, load_proto
+from workbench.runners import OnnxRuntimeRunner
 
 OVERFLOW = SAMPLES / "fp16_overflow.onnx"
 RESNET = SAMPLES / "resnet_tiny.onnx"
@@ -40,7 +41,7 @@ def overflow_feeds():
 
 
 def test_chunks_hold_the_memory_budget():
-    ref = load_proto(RESNET)
+    ref = as_model(RESNET).with_weights()
     names = compare_tensors(ref)
     sizes = tensor_bytes(ref, _resnet_feeds(1, batch=4)[0], names)
     # input 4x3x32x32; the stem conv makes 4x16x32x32 floats = 256 KiB
@@ -174,7 +175,7 @@ def test_rtx_builds_marked_chunks_under_a_budget(rtx):
     from workbench.enginedebug import engine_candidate, layer_boundaries, with_feed_profile
 
     feeds = _resnet_feeds(1, batch=2)
-    ref = load_proto(RESNET)
+    ref = as_model(RESNET).with_weights()
     cfg = with_feed_profile(ref, rtx, feeds)
     assert cfg.profiles == [{"input": [[2, 3, 32, 32]] * 3}]
     from workbench.build.engine import build_engine

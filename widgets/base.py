@@ -22,6 +22,8 @@ from typing import Any, Callable, Iterable, List, Optional, Sequence
 
 import ipywidgets as W
 
+from workbench.model import ModelLike
+
 SEVERITY_COLOURS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
 OK_COLOUR = "#2ca02c"
 MUTED_COLOUR = "#777"
@@ -183,13 +185,13 @@ class FindingsList(W.HTML):
         super().__init__(**kw)
 
     def show(self, findings: Sequence[Any], *, empty: str = "no findings",
-             limit: Optional[int] = 50, model: Any = None, data: Any = None) -> None:
+             limit: Optional[int] = 50, model: Optional[ModelLike] = None, data: Any = None) -> None:
         """`model` / `data`: the panel's paths, put for the findings' MODEL / DATA placeholders
         (as the CLI prints them), so the commands in a next step run as shown."""
         self.value = findings_html(with_paths(findings, model, data), empty=empty, limit=limit)
 
 
-def with_paths(findings: Sequence[Any], model: Any, data: Any) -> List[Any]:
+def with_paths(findings: Sequence[Any], model: ModelLike, data: Any) -> List[Any]:
     """The findings with MODEL / DATA in their message and hint as these paths (objects or
     dicts in, dicts out where a path was put); unchanged where `model` is not a path."""
     from workbench.cli.common import pasteable

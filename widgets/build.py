@@ -24,6 +24,7 @@ from workbench.build.engine import BuildCancelled, BuildFailed, BuildTimeout, bu
 from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig
 from workbench.errors import WorkbenchError
+from workbench.model import ModelLike
 from workbench.precision import table
 from workbench.precision.spec import PrecisionSpec
 
@@ -116,7 +117,7 @@ class BuildPanel(PanelBase, W.VBox):
             W.HTML("<b>Export</b>"), exports, W.HTML("<b>Log</b>"), self.log_view])
 
     @classmethod
-    def from_spec(cls, model_or_path: Any, spec: PrecisionSpec, *,
+    def from_spec(cls, model_or_path: ModelLike, spec: PrecisionSpec, *,
                   profiles: Optional[List[Any]] = None, **config: Any) -> "BuildPanel":
         """A Build panel for a precision spec; `config` adds build settings (target="sm89")."""
         return cls(model_or_path, BuildConfig.from_spec(spec, profiles=list(profiles or []),

@@ -20,7 +20,7 @@ import ipywidgets as W
 from widgets.base import OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, PanelBase, esc, fill, fit, grow
 from widgets.base import findings_html as _findings_table
 from workbench.errors import Finding, WorkbenchError
-from workbench.model import Model, open_model
+from workbench.model import Model, ModelLike, open_model
 from workbench.precision import table
 from workbench.precision.calibration import describe, load_calibration
 from workbench.precision.profiles import (Profile, advise, parse_profiles, run_at_profiles,
@@ -65,7 +65,7 @@ def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) ->
     return f"{TABLE_CSS}<b>{esc(title)}</b><table class='wb-t'>{head}{rows}</table>"
 
 
-def needs_profile(model: Any) -> List[str]:
+def needs_profile(model: ModelLike) -> List[str]:
     """The inputs a build needs an optimization profile for, as the build decides it
     (`workbench.build.engine`): dynamic dims, or a shape-tensor input (its VALUES need a range)."""
     from workbench.inputs import model_inputs

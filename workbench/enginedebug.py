@@ -40,8 +40,9 @@ from workbench.compare.engine_compare import (EngineCompareReport, boundary_tens
                                               weightless)
 from workbench.comparison import Comparison, compare_outputs
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import ModelLike, as_model
 from workbench.precision.table import is_base, is_quantized, tolerances
-from workbench.runners import Feed, OnnxRuntimeRunner, Runner, load_proto, structure_of
+from workbench.runners import Feed, OnnxRuntimeRunner, Runner
 from workbench.trtrunner import TensorRTRunner
 
 __all__ = ["engine_candidate", "layer_boundaries", "compare_engine", "bisect_engine",
@@ -52,14 +53,14 @@ MARK_ALL_WARNING = ("--mark all marks every tensor: TensorRT cannot fuse across 
                     "whether that changed the answer")
 
 
-def with_feed_profile(model: Any, config: BuildConfig, feeds: Sequence[Feed]) -> BuildConfig:
+def with_feed_profile(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed]) -> BuildConfig:
     """`config`, with one optimization profile spanning the feeds' shapes when it has none and
     the model has dynamic inputs (min/max over the feeds, opt = the first feed)."""
     from workbench.runners import input_metadata_of
 
     if config.profiles or not feeds:
         return config
-    meta = input_metadata_of(structure_of(model))
+    meta = input_metadata_of(as_model(model).proto)
     dyn = [n for n, m in meta.items() if any(not isinstance(d, int) or d <= 0 for d in m.shape)]
     if not dyn:
         return config
@@ -94,7 +95,7 @@ def _mark_typed(proto: Any, names: Sequence[str], types: Dict[str, Any]) -> Any:
     return m
 
 
-def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
+def engine_candidate(model: ModelLike, config: BuildConfig, *, client: Any = None,
                      timeout: Optional[float] = 1800, on_build: Optional[Callable[
                          [List[str], BuildResult], None]] = None,
                      unmarked: Optional[str] = None,
@@ -103,7 +104,7 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
     """A candidate factory: names -> TensorRTRunner on a build of `model` marking them.
     `unmarked`: an engine file to use for no names (else the unmarked build); `runners`
     collects the runners made (their `last` answer has the worker's debug-tensor probe)."""
-    structure = structure_of(model)  # (types and inputs: no weights)
+    structure = as_model(model).proto  # (types and inputs: no weights)
     types = _typed(structure)
     made = runners if runners is not None else []
     loaded: List[Any] = []  # the model with its weights, loaded once, for the marked builds
@@ -118,7 +119,7 @@ def engine_candidate(model: Any, config: BuildConfig, *, client: Any = None,
         names = [n for n in names if n in types]
         if names:
             if not loaded:
-                loaded.append(load_proto(model))
+                loaded.append(as_model(model).with_weights())
             src = _mark_typed(loaded[0], names, types)
         else:  # the unmarked build: from the file as it is, when it is one
             src = model
@@ -183,13 +184,13 @@ def layer_boundaries(result: Union[BuildResult, str], *, backend: str = "auto",
 FEW_BOUNDARIES = 0.1  # below this share of the model's tensors at layer boundaries: said
 
 
-def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
+def few_boundaries_finding(model: ModelLike, tensors: Sequence[str], precision: str
                            ) -> Optional[Finding]:
     """Information when the engine's layer boundaries expose almost none of the model's
     intermediate tensors (TensorRT fused the graph into few layers, a Myelin ForeignNode
     region for transformers and recurrent nets): a fusion-aware compare has little to show,
     and the user needs the ways to see inside."""
-    total = len(compare_tensors(structure_of(model)))
+    total = len(compare_tensors(as_model(model).proto))
     if not total or len(tensors) >= max(1, FEW_BOUNDARIES * total):
         return None
     name = getattr(model, "path", None) or (model if isinstance(model, (str, Path)) else None)
@@ -210,7 +211,7 @@ def few_boundaries_finding(model: Any, tensors: Sequence[str], precision: str
 
 def _marked(model: Any, mark: Union[str, Sequence[str]], boundaries: Callable[[], List[str]],
             findings: List[Finding]) -> List[str]:
-    proto = structure_of(model)
+    proto = as_model(model).proto
     if isinstance(mark, str) and mark == "all":
         findings.append(Finding("warning", "mark-all", MARK_ALL_WARNING, source="compare"))
         return compare_tensors(proto)
@@ -228,7 +229,7 @@ def _marked(model: Any, mark: Union[str, Sequence[str]], boundaries: Callable[[]
     return [n for n in order if n in set(mark)]
 
 
-def built_from(model: Any, engine: Optional[str], config: BuildConfig,
+def built_from(model: ModelLike, engine: Optional[str], config: BuildConfig,
                findings: List[Finding]) -> Tuple[Any, str]:
     """The ONNX the marked builds are built from (with `config` as it is), and the precision
     the comparison is judged in: the reference and the config's, unless the engine file's
@@ -251,7 +252,7 @@ def built_from(model: Any, engine: Optional[str], config: BuildConfig,
         f"{Path(engine).name} was built from {src} (its card), not from the reference: the "
         "marked builds are built from that ONNX, the reference run stays the FP32 model",
         source="compare"))
-    low = infer_precision(structure_of(src))
+    low = infer_precision(as_model(src).proto)
     return src, (low if is_base(config.precision) and is_quantized(low)
                  else config.precision)
 
@@ -263,10 +264,10 @@ def _quantized(source: Any, judged: str) -> Optional[Set[str]]:
         return None
     from workbench.qdq import quantized_nodes
 
-    return quantized_nodes(structure_of(source)) or None
+    return quantized_nodes(as_model(source).proto) or None
 
 
-def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
+def compare_engine(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed], *,
                    engine: Optional[str] = None, mark: Union[str, Sequence[str]] = "boundaries",
                    memory_budget_mb: Optional[float] = None, stats_path: Any = None,
                    keep: Sequence[str] = (), keep_dir: Any = None,
@@ -316,14 +317,14 @@ def compare_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
     return rep
 
 
-def bisect_engine(model: Any, config: BuildConfig, feeds: Sequence[Feed], *,
+def bisect_engine(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed], *,
                   candidates: Optional[Sequence[str]] = None, atol: Optional[float] = None,
                   rtol: Optional[float] = None, latency: bool = True, client: Any = None,
                   timeout: Optional[float] = 1800, report: Optional[EngineCompareReport] = None
                   ) -> BisectResult:
     """The ONNX nodes that must stay FP32 for the engine's outputs to meet atol/rtol, found by
     rebuilding with exclusions (see `compare.bisect`), with each exclusion's P50 latency."""
-    proto = load_proto(model)
+    proto = as_model(model).with_weights()
     config = bisect_config(with_feed_profile(proto, config, feeds), client=client)
     atol, rtol = tolerances(config.precision, atol, rtol)
     ref_out = OnnxRuntimeRunner(proto).infer_all(list(feeds))

@@ -17,11 +17,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import os
-
 import numpy as np
 
 from workbench import comparison
+from workbench.model import as_model
 from workbench.runners import mark_all_outputs, run, session  # noqa: F401 (public here too)
 
 DEFAULT_TOL = 1e-5
@@ -289,15 +288,6 @@ def make_inputs_at(proto: Any, shapes: Dict[str, Sequence[int]], seed: int = 0
     return feed
 
 
-def _structure(model: Any) -> Any:
-    """A ModelProto for reading inputs/outputs: paths are loaded without weight bytes."""
-    import onnx
-
-    if isinstance(model, (str, os.PathLike)):
-        return onnx.load(str(model), load_external_data=False)
-    return model
-
-
 def compare_outputs(a: Dict[str, np.ndarray], b: Dict[str, np.ndarray],
                     tol: float = DEFAULT_TOL) -> Verification:
     """The verdict for two output dicts: `workbench.comparison` with atol = rtol = tol and no
@@ -327,7 +317,7 @@ def verify(before: Any, after: Any, inputs: Optional[Dict[str, np.ndarray]] = No
     inputs and compare. `paths`: files holding the same two models, handed to onnxruntime
     directly so big models are not serialised again."""
     path_a, path_b = paths if paths is not None else (before, after)
-    before, after = _structure(before), _structure(after)
+    before, after = as_model(before).proto, as_model(after).proto  # (the graphs only)
     try:
         feed = inputs if inputs is not None else make_inputs(before, seed, other=after, dims=dims)
     except Exception as e:

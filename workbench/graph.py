@@ -24,18 +24,17 @@ import os
 import time
 from dataclasses import dataclass, field
 from itertools import chain
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
 from workbench.errors import Finding
 from workbench.graphindex import leaf_name, parent_scope
+from workbench.model import ModelLike, as_model  # noqa: F401 (ModelLike re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
-    import onnx
 
-    from workbench.model import Model
+    pass
 
 # element kinds
 NODE, GROUP, INPUT, OUTPUT = 0, 1, 2, 3
@@ -57,7 +56,6 @@ def default_budget(n_nodes: int) -> int:
 MIN_VISIBLE = 8       # a default view this small is opened further, up to HARD_MAX_VISIBLE
 HARD_MAX_VISIBLE = 2000
 
-ModelLike = Union["Model", "onnx.ModelProto", str, "os.PathLike[str]"]
 
 
 @dataclass
@@ -240,16 +238,6 @@ def _spliced_bends(prev: "GraphData", e: np.ndarray, old_idx: np.ndarray, keep: 
     return ptr, xs
 
 
-def _as_model(model: ModelLike) -> "Model":
-    from workbench.model import Model, model_from_proto, open_model
-
-    if isinstance(model, Model):
-        return model
-    if isinstance(model, (str, Path, os.PathLike)):
-        return open_model(model)
-    return model_from_proto(model)
-
-
 class GraphStructure:
     """The graph's topology and scope tree, read once from a model; lays out any view of it.
 
@@ -258,7 +246,7 @@ class GraphStructure:
     """
 
     def __init__(self, model: ModelLike):
-        m = _as_model(model)
+        m = as_model(model)
         self.model = m
         g = m.graph
         gi = m.index  # its node list, ids and names, read from the protobuf once

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
+from workbench.model import ModelLike, as_model
+
 # ONNX TensorProto elem type -> numpy dtype name (only types a model input can sensibly have)
 ONNX_TO_NP_NAME = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
                    7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32",
@@ -41,22 +43,9 @@ class InputSpec:
         return "[" + ", ".join("?" if d is None else str(d) for d in self.dims) + "]"
 
 
-def proto_of(model: Any) -> Any:
-    """ModelProto from a Model, a ModelProto or a path (graph only; weights not needed)."""
-    from workbench.onnx_light import onnx_proto
-
-    if isinstance(model, onnx_proto().ModelProto):
-        return model
-    if hasattr(model, "proto") and hasattr(model, "node_ids"):
-        return model.proto
-    from workbench.model import open_model
-
-    return open_model(model).proto
-
-
-def model_inputs(model: Any) -> List[InputSpec]:
+def model_inputs(model: ModelLike) -> List[InputSpec]:
     """The real inputs of the model (graph inputs that are not initializers)."""
-    proto = proto_of(model)
+    proto = as_model(model).proto
     inits = {i.name for i in proto.graph.initializer}
     specs = []
     for vi in proto.graph.input:
@@ -76,11 +65,11 @@ def model_inputs(model: Any) -> List[InputSpec]:
     return specs
 
 
-def zero_size_axes(model: Any) -> List[Tuple[str, int, str]]:
+def zero_size_axes(model: ModelLike) -> List[Tuple[str, int, str]]:
     """(input, axis, how) for input axes TensorRT's parser reads as a FIXED size 0 while the
     model means them as unknown: a dim_param set to "" or a dim_value of 0 (an absent dim
     and a negative dim_value are dynamic to both)."""
-    proto = proto_of(model)
+    proto = as_model(model).proto
     inits = {i.name for i in proto.graph.initializer}
     out = []
     for vi in proto.graph.input:
@@ -98,7 +87,7 @@ def zero_size_axes(model: Any) -> List[Tuple[str, int, str]]:
     return out
 
 
-def shape_text(model: Any, name: str) -> str:
+def shape_text(model: ModelLike, name: str) -> str:
     """The input's shape as a set_input_shapes value (AxBxC): unknown axes become N (axis 0)
     or d<axis>, so every axis has a size or a name."""
     for s in model_inputs(model):
@@ -172,7 +161,7 @@ def is_item_count(dim: Any) -> bool:
 def _output_dims(model: Any) -> List[List[Union[int, str, None]]]:
     """The declared dims of the graph outputs ([] for an output without a shape)."""
     out = []
-    for vi in proto_of(model).graph.output:
+    for vi in as_model(model).proto.graph.output:
         tt = vi.type.tensor_type
         dims: List[Union[int, str, None]] = []
         if tt.HasField("shape"):
@@ -236,7 +225,7 @@ class LeadingAxes:
                 "file (or feed) is one sample, never cut into samples along it")
 
 
-def leading_axes(model: Any) -> LeadingAxes:
+def leading_axes(model: ModelLike) -> LeadingAxes:
     """`LeadingAxes` of a model (a path, Model or ModelProto): `is_batch_axis` on each input."""
     specs = model_inputs(model)
     outputs = _output_dims(model)
@@ -251,7 +240,7 @@ def leading_axes(model: Any) -> LeadingAxes:
     return LeadingAxes(frozenset(batch), tuple(items))
 
 
-def not_batch_finding(model: Any, source: str = "inputs") -> Any:
+def not_batch_finding(model: ModelLike, source: str = "inputs") -> Any:
     """The info finding users get once where samples are counted or cut (compare, precision,
     profiles) when some input's axis 0 is not a batch; None otherwise."""
     note = leading_axes(model).note()
@@ -400,7 +389,7 @@ def _is_positions(spec: InputSpec) -> bool:
     return "position" in n or n in ("pos", "pos_ids", "positions")
 
 
-def decoder_dims(model: Any, specs: Optional[Sequence[InputSpec]] = None
+def decoder_dims(model: ModelLike, specs: Optional[Sequence[InputSpec]] = None
                  ) -> Optional[DecoderDims]:
     """The related sizes of a decoder with a KV cache: token ids (an integer [batch, L] input
     that is not a mask or positions), its cache axes (`is_cache_axis`, or a float input a
@@ -409,7 +398,7 @@ def decoder_dims(model: Any, specs: Optional[Sequence[InputSpec]] = None
     named total_* / `past + 1`); None for a model that is not such a decoder. `specs`: the
     inputs to consider (default: the model's). The one place that knows how these dims relate
     (random inputs, default and serving profiles read it)."""
-    proto = proto_of(model) if model is not None else None
+    proto = as_model(model).proto if model is not None else None
     if specs is None:
         specs = model_inputs(proto)
     specs = list(specs)

@@ -27,6 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
 PathLike = Union[str, "os.PathLike[str]"]
+# What every capability accepts at its front door; `as_model` turns it into the one handle.
+ModelLike = Union[str, "os.PathLike[str]", "Model", "onnx.ModelProto"]
 _TEXT_FORMATS = (".onnxtxt", ".textproto", ".txtpb", ".json", ".onnxjson")
 
 
@@ -84,6 +86,7 @@ class Model:
     warnings: List[Finding] = field(default_factory=list)
     _hash: Optional[str] = None
     _index: Optional[GraphIndex] = field(default=None, repr=False, compare=False)
+    _weighted: Optional["onnx.ModelProto"] = field(default=None, repr=False, compare=False)
 
     @property
     def graph(self) -> "onnx.GraphProto":
@@ -183,6 +186,18 @@ class Model:
                 raise WorkbenchError(f"could not read external data: {e}", file=str(self.path),
                                      hint="check the external-data file is complete") from None
         return proto
+
+    def with_weights(self) -> "onnx.ModelProto":
+        """The model with every weight in memory, loaded at most once per Model and shared:
+        read it, never change it (`load_weights()` gives a private copy to change). A model
+        whose weights are in memory already, or one built from a ModelProto (its external
+        references, e.g. weights held by reference, are the caller's), is returned as it is."""
+        if self._weighted is None:
+            if self.path is None or (not self.external_files and not self.missing_external):
+                self._weighted = self.proto
+            else:
+                self._weighted = self.load_weights()
+        return self._weighted
 
     def save(self, path: PathLike, proto: Optional["onnx.ModelProto"] = None) -> Path:
         """Save (this model or `proto`) to a *new* file atomically; never over the source."""
@@ -305,6 +320,19 @@ def _first_bytes_field(msg: object, path: str = "") -> Tuple[Optional[str], str]
                     return inner or node, found
                 node = None
     return None, ""
+
+
+def as_model(model: ModelLike) -> Model:
+    """The one handle for a model given as a path, a workbench Model or a ModelProto: a path
+    is opened without its weight bytes, a Model is returned as it is, a ModelProto wrapped."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return open_model(model)
+    if isinstance(model, onnx_proto().ModelProto) or type(model).__name__ == "ModelProto":
+        return model_from_proto(model)
+    raise WorkbenchError(f"cannot use a {type(model).__name__} as a model",
+                         hint="pass a path to an .onnx file, a workbench Model or a ModelProto")
 
 
 def model_from_proto(proto: "onnx.ModelProto", path: Optional[PathLike] = None) -> Model:

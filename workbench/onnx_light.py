@@ -17,7 +17,10 @@ import os
 import re
 import sys
 from types import ModuleType
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
 
 _PB = "onnx.onnx_ml_pb2"
 _CPP = "onnx.onnx_cpp2py_export"
@@ -133,7 +136,7 @@ def strict_model_class() -> Any:
     return _strict_cls or None
 
 
-def infer_shapes(model: Any, *, data_prop: bool = True, strict: bool = False) -> Any:
+def infer_shapes(model: "onnx.ModelProto", *, data_prop: bool = True, strict: bool = False) -> Any:
     """ONNX shape inference returning a ModelProto of the same class; `strict` raises on the
     first node whose inference fails (e.g. a declared shape that contradicts it)."""
     if "onnx" in sys.modules or not is_light():

@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from workbench.worker import childproc
 from workbench.errors import WorkbenchError
+from workbench.model import ModelLike
 from workbench.worker import protocol as P
 
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
@@ -154,7 +155,7 @@ def _sweep(base: str) -> None:
 _signal_name, _rss = childproc.signal_name, childproc.rss
 
 
-def model_key(model: Any) -> Tuple[str, str]:
+def model_key(model: ModelLike) -> Tuple[str, str]:
     """(key, path onnxruntime loads) for a path or serialized model bytes. Paths: the real
     path, size, mtime and inode (a changed file gets a new session; reading a large model just
     to hash it would cost more than the session cache saves); bytes: their sha256."""
@@ -390,7 +391,7 @@ class OrtChild(childproc.ChildHandle):
                 self._pending.pop(rid, None)
 
     # -- models ---------------------------------------------------------------------------------
-    def load(self, model: Any, *, threads: Optional[int] = None, label: Optional[str] = None,
+    def load(self, model: ModelLike, *, threads: Optional[int] = None, label: Optional[str] = None,
              timeout: Optional[float] = None, max_rss: Optional[int] = None,
              private: bool = False) -> Tuple[str, Dict[str, Any]]:
         """Load a model (a path, or serialized ModelProto bytes) into a cached session in the

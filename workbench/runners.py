@@ -29,37 +29,14 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from workbench.model import ModelLike, as_model
+
 Feed = Dict[str, np.ndarray]
 RUNNERS = ("onnxruntime", "emulate", "reference")
 LOW_FLOAT_TYPES = (10, 16)  # TensorProto.FLOAT16, BFLOAT16
 
 
 # ----------------------------------------------------------------------------- models
-def load_proto(model: Any) -> Any:
-    """A ModelProto with weights from a ModelProto, a workbench Model or a path."""
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    from workbench.model import Model, open_model
-
-    m = model if isinstance(model, Model) else open_model(model)
-    return m.load_weights()
-
-
-def structure_of(model: Any) -> Any:
-    """A ModelProto for reading the graph (nodes, inputs, outputs, dtypes): a path is read
-    without its external weight bytes (a large model is never loaded to look at its ops); a
-    ModelProto or a workbench Model is used as it is."""
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    from workbench.model import Model, open_model
-
-    return (model if isinstance(model, Model) else open_model(model)).proto
-
-
 def has_low_float(proto: Any) -> bool:
     """Does the graph, or a subgraph in it (a Loop body lowered to FP16), compute in FP16/BF16
     (initializers, casts or value infos)?"""
@@ -152,7 +129,7 @@ def cast_feed(meta: Dict[str, TensorMeta], feed: Feed) -> Feed:
     return out
 
 
-def batched_inputs(model: Any) -> Optional[set]:
+def batched_inputs(model: ModelLike) -> Optional[set]:
     """The inputs whose axis 0 is a batch (`workbench.inputs.leading_axes`): only they hold one
     entry per sample; an input the model fixes (indices [3], a table) is whole in every sample.
     An empty set when some input's dynamic axis 0 is not a batch (points [num_points, 4]): a
@@ -161,7 +138,7 @@ def batched_inputs(model: Any) -> Optional[set]:
     from workbench.inputs import leading_axes
 
     try:
-        axes = leading_axes(load_proto(model))
+        axes = leading_axes(as_model(model).with_weights())
     except Exception:
         return None
     if not axes.splits:
@@ -268,7 +245,7 @@ def older_ir_copy(src: Any, err: BaseException) -> Optional[Tuple[Any, str]]:
     m = _IR_TOO_NEW.search(str(err))
     if m is None:
         return None
-    proto = load_proto(src)
+    proto = as_model(src).with_weights()
     if any(t.data_location == 1 for t in proto.graph.initializer):  # (EXTERNAL)
         return None
     have, top = int(m.group(1)), int(m.group(2))
@@ -339,9 +316,9 @@ class OnnxRuntimeRunner(Runner):
     def _start(self) -> None:
         src = self.model
         if self.mark_all:
-            src, self.order, _ = mark_all_outputs(load_proto(self.model))
+            src, self.order, _ = mark_all_outputs(as_model(self.model).with_weights())
         elif not isinstance(src, (str, os.PathLike)):
-            src = load_proto(src)
+            src = as_model(src).with_weights()
         if not isinstance(src, (str, os.PathLike)):  # weights held by reference: fed as
             from workbench import weights  # memmaps on every run, never serialized
 
@@ -420,7 +397,7 @@ class OnnxRuntimeRunner(Runner):
         (`workbench.segments`), each segment a short-lived session; no full marked session."""
         from workbench import segments
 
-        proto = load_proto(self.model)
+        proto = as_model(self.model).with_weights()
         if not segments.segmentable(proto):  # (sequences cannot cross a cut): one marked
             marked = self  # session, every node output a graph output
             if not self.mark_all:
@@ -492,7 +469,7 @@ class OnnxRuntimeRunner(Runner):
                 return run()
         except OrtCrashed as e:
             budget = float(os.environ.get(LOCATE_ENV) or 30)
-            node = locate_crash(load_proto(self._src), feed, budget_s=budget) if budget > 0 \
+            node = locate_crash(as_model(self._src).with_weights(), feed, budget_s=budget) if budget > 0 \
                 else None
             where = (f"; a fresh process crashes again at node '{node}'" if node else
                      "; it could not be pinned to a node (the crash did not repeat in a fresh "
@@ -542,7 +519,7 @@ class ReferenceRunner(Runner):
     def _start(self) -> None:
         from onnx.reference import ReferenceEvaluator
 
-        self.proto = load_proto(self.model)
+        self.proto = as_model(self.model).with_weights()
         self.ev = ReferenceEvaluator(self.proto)
         self._outputs = [o.name for o in self.proto.graph.output]
         if self.mark_all:
@@ -606,7 +583,7 @@ class EmulatedRunner(Runner):
         from workbench.emulation import emulate
         from workbench.errors import WorkbenchError
 
-        proto = load_proto(self.model)
+        proto = as_model(self.model).with_weights()
         em = emulate(proto, outputs="all" if self.mark_all else "graph")
         if em is None:
             raise WorkbenchError("this graph cannot be emulated in FP32 (low-float values "
@@ -640,7 +617,7 @@ class EmulatedRunner(Runner):
         from workbench.emulation import emulate
         from workbench.errors import WorkbenchError
 
-        proto = load_proto(self.model)
+        proto = as_model(self.model).with_weights()
         em = emulate(proto, outputs="graph")
         if em is None:
             raise WorkbenchError("this graph cannot be emulated in FP32 (low-float values "
@@ -659,17 +636,17 @@ def _widened(feed: Feed) -> Feed:
                 else v) for k, v in feed.items()}
 
 
-def can_emulate(model: Any) -> bool:
+def can_emulate(model: ModelLike) -> bool:
     """Does `workbench.emulation` handle this low-float graph (else: the reference runner)?"""
     from workbench.emulation import emulable
 
-    return emulable(load_proto(model))
+    return emulable(as_model(model).with_weights())
 
 
-def low_float_runner(model: Any) -> str:
+def low_float_runner(model: ModelLike) -> str:
     """THE runner for a candidate: emulate (FP16/BF16 graphs it handles), reference (other
     FP16/BF16 graphs), onnxruntime (FP32/INT8 graphs). compare and precision use this."""
-    proto = load_proto(model)
+    proto = as_model(model).with_weights()
     if not has_low_float(proto):
         return "onnxruntime"
     return "emulate" if can_emulate(proto) else "reference"
@@ -774,7 +751,7 @@ def run_error(e: BaseException, label: Optional[str]) -> Any:
                           next_steps=_bound(steps, label))
 
 
-def make_runner(kind: str, model: Any, *, mark_all: bool = False,
+def make_runner(kind: str, model: ModelLike, *, mark_all: bool = False,
                 threads: Optional[int] = None) -> Runner:
     """A runner by name: onnxruntime | emulate | reference | auto (`low_float_runner`)."""
     if kind == "auto":

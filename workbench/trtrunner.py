@@ -19,8 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from workbench.errors import WorkbenchError
-from workbench.runners import (Feed, Runner, TensorMeta, cast_feed, input_metadata_of,
-                               structure_of)
+from workbench.model import as_model
+from workbench.runners import (Feed, Runner, TensorMeta, cast_feed, input_metadata_of)
 
 __all__ = ["TensorRTRunner"]
 
@@ -49,7 +49,7 @@ class TensorRTRunner(Runner):
             raise WorkbenchError("engine file not found", file=self.engine_path,
                                  hint="build it first (workbench build MODEL.onnx)")
         if self.model is not None:
-            self._meta = input_metadata_of(structure_of(self.model))  # (no weights)
+            self._meta = input_metadata_of(as_model(self.model).proto)  # (no weights)
 
     def input_metadata(self) -> Dict[str, TensorMeta]:
         self.start()

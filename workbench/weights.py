@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 import numpy as np
 
 from workbench.errors import WorkbenchError
+from workbench.model import ModelLike
 
 EXTERNAL = 1  # TensorProto.EXTERNAL
 # weights at least this large are kept as references (smaller ones, shapes and scalars, are
@@ -84,7 +85,7 @@ def stream_threshold_bytes(threshold_mb: Optional[float] = None) -> int:
     return int(float(threshold_mb) * 2 ** 20)
 
 
-def streams(model: Any, threshold_mb: Optional[float] = None) -> bool:
+def streams(model: ModelLike, threshold_mb: Optional[float] = None) -> bool:
     """Should `model` (a path) run by reference: more external weights than the threshold?
     In-memory models hold their weights already: no."""
     if not isinstance(model, (str, os.PathLike)):

@@ -28,6 +28,7 @@ from typing import Any, ContextManager, Dict, List, Optional, Union
 
 from workbench.fsutil import (append_jsonl, atomic_write_bytes, atomic_write_json, locked,
                               read_jsonl)
+from workbench.model import ModelLike
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -119,7 +120,7 @@ class ModelWorkspace:
         return read_jsonl(self.history_path, objects_only=True)
 
 
-def workspace_for(model: Any, home: Optional[PathLike] = None) -> ModelWorkspace:
+def workspace_for(model: ModelLike, home: Optional[PathLike] = None) -> ModelWorkspace:
     """The workspace of a `workbench.model.Model` (keyed by its content hash)."""
     root = Path(home) if home is not None else workbench_home()
     ws = ModelWorkspace(root / "models" / model.content_hash[:16])

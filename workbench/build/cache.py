@@ -25,6 +25,7 @@ from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_json
+from workbench.model import Model, ModelLike
 
 CACHE_SCHEMA = 1
 # Fields that do not change the engine (they are left out of the cache key).
@@ -121,37 +122,27 @@ def _hash_if_self_contained(path: Path) -> Optional[str]:
 class ModelRef:
     """A model given as path / Model / ModelProto, with its content hash and lazy opening."""
 
-    def __init__(self, model_or_path: Any) -> None:
-        from workbench.model import Model, model_from_proto
+    def __init__(self, model_or_path: ModelLike) -> None:
+        from workbench.model import as_model
 
         self._model: Optional[Model] = None
         self.path: Optional[Path] = None
-        if isinstance(model_or_path, Model):
-            self._model = model_or_path
-            self.path = model_or_path.path
-        elif isinstance(model_or_path, (str, os.PathLike)):
+        if isinstance(model_or_path, (str, os.PathLike)):  # opened only when needed
             self.path = Path(model_or_path).resolve()
             if not self.path.is_file():
                 raise WorkbenchError("file not found" if not self.path.exists() else
                                      "not a file", file=str(self.path), hint="check the path")
         else:
-            try:
-                import onnx
-            except ImportError:  # pragma: no cover
-                onnx = None
-            if onnx is not None and isinstance(model_or_path, onnx.ModelProto):
-                self._model = model_from_proto(model_or_path)
-            else:
-                raise WorkbenchError(f"cannot build from a {type(model_or_path).__name__}",
-                                     hint="pass an ONNX path, a workbench Model or a ModelProto")
+            self._model = as_model(model_or_path)
+            self.path = self._model.path
         self._hash: Optional[str] = None
 
     @property
-    def model(self) -> Any:
+    def model(self) -> "Model":
         if self._model is None:
-            from workbench.model import open_model
+            from workbench.model import as_model
 
-            self._model = open_model(self.path)
+            self._model = as_model(self.path)
         return self._model
 
     @property

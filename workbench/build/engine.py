@@ -40,6 +40,7 @@ from workbench import __version__
 from workbench.errors import Finding, WorkbenchError
 from workbench.findings import step
 from workbench.fsutil import LockWaitStopped, single_flight
+from workbench.model import ModelLike
 from workbench.precision import table
 from workbench.worker.protocol import BAD_INPUT_CODES, BUILD_BACKENDS
 
@@ -390,7 +391,7 @@ def _node_for_index(ref: ModelRef, idx: Any) -> Optional[str]:
         return None
 
 
-def build_engine(model_or_path: Any, config: Optional[BuildConfig] = None, *,
+def build_engine(model_or_path: ModelLike, config: Optional[BuildConfig] = None, *,
                  on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
                  cancel: Optional[threading.Event] = None, timeout: Optional[float] = None,
                  client: Any = None, output: Optional[PathLike] = None,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import ModelLike, as_model
 
 __all__ = ["split_paths", "split_manifest", "build_split", "clear_stale_split", "split_notice"]
 
@@ -129,12 +130,11 @@ def _exact_rewrites(model: Any, backend: str, client: Any, target: str) -> List[
     """Automatic exact recipes for nodes the parser refuses: those are fixed, not split off."""
     import tempfile
 
-    from workbench.inputs import proto_of
     from workbench.model import save_model
     from workbench.support.checker import check
     from workbench.surgery.propose import propose
 
-    proto = proto_of(model)
+    proto = as_model(model).proto
     with tempfile.TemporaryDirectory(prefix="workbench-tail-") as tmp:
         path = model if isinstance(model, (str, Path)) else save_model(proto, Path(tmp) / "m.onnx")
         report = check(str(path), backend=backend, client=client, target=target)
@@ -147,10 +147,9 @@ def _opt_feed(model: Any, config: Any) -> Optional[Dict[str, Any]]:
     """Sample inputs at the shapes the engine is built for (the first profile's opt, or the
     default profile's): the chain is verified on what the engine will see."""
     from workbench.equivalence import make_inputs_at
-    from workbench.inputs import proto_of
     from workbench.precision.profiles import default_profile
 
-    proto = proto_of(model)
+    proto = as_model(model).proto
     if any(not i.type.HasField("tensor_type") or not i.type.tensor_type.elem_type
            for i in proto.graph.input):
         return None  # a sequence/optional input: the split recipe's own sample inputs
@@ -178,7 +177,7 @@ def prefix_profiles(profiles: List[Dict[str, Any]], names: List[str]) -> List[Di
     return out
 
 
-def prefix_calibration(model: Any, calibration: str, names: List[str]) -> str:
+def prefix_calibration(model: ModelLike, calibration: str, names: List[str]) -> str:
     """The calibration batches of the full model (loaded and checked against it) with the
     arrays of the prefix's inputs `names` only, written once to the model's workspace
     (`calibration/prefix-HASH/`, the same bytes for the same data); returns that folder."""
@@ -210,7 +209,7 @@ def prefix_calibration(model: Any, calibration: str, names: List[str]) -> str:
     return str(folder)
 
 
-def prefix_config(model: Any, config: Any, prefix: Any) -> Any:
+def prefix_config(model: ModelLike, config: Any, prefix: Any) -> Any:
     """The prefix's build config: the profile entries and calibration arrays of its own inputs.
     The full model's profile was validated against the full model by its own build, and its
     calibration is loaded and checked against it here; the tail's inputs (e.g. a RoiAlign's
@@ -227,7 +226,7 @@ def _tail_entries(config: Any, prefix: Any) -> List[str]:
     return list(dict.fromkeys(k for p in config.profiles for k in p if k not in names))
 
 
-def build_split(model: Any, config: Any, failure: Any, *, build: Callable[..., Any],
+def build_split(model: ModelLike, config: Any, failure: Any, *, build: Callable[..., Any],
                 backend: str, output: Optional[Any], client: Any = None,
                 on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
                 by_builder: bool = False, **build_kwargs: Any) -> Any:

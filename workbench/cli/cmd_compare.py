@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Tuple
 
 from workbench.cli.common import print_json
 from workbench.errors import WorkbenchError
+from workbench.model import as_model
 
 NAME = "compare"
 # the console script runs this verb in a forked worker with onnxruntime in-process
@@ -622,18 +623,17 @@ def _selection_checks(args: argparse.Namespace, calib: Any, tol: float) -> Any:
     selects nothing data-dependently."""
     from workbench.compare import sample_feeds
     from workbench.compare.selection import selection_aware, selection_nodes
-    from workbench.runners import load_proto, structure_of
 
-    if not selection_nodes(structure_of(args.reference)):  # (the graph only: no weights)
+    if not selection_nodes(as_model(args.reference).proto):  # (the graph only: no weights)
         return None
-    ref = load_proto(args.reference)
+    ref = as_model(args.reference).with_weights()
     from workbench.runners import batched_inputs, limit_samples, samples_in
 
     batched = batched_inputs(ref)  # the samples the layer-wise compare judged, no others
     feeds = limit_samples(sample_feeds(ref, args.candidate, calibration=calib,
                                        allow_random=args.allow_random),
                           max(1, args.samples), batched)
-    cand = load_proto(args.candidate)
+    cand = as_model(args.candidate).with_weights()
     score = getattr(args, "score", None)
     if score is not None:
         made = {o for n in ref.graph.node for o in n.output} | {i.name for i in ref.graph.input}

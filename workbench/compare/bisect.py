@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from workbench.model import ModelLike, as_model
+
 __all__ = ["BisectResult", "bisect_exclusions", "onnx_evaluator", "suspects"]
 
 
@@ -157,7 +159,7 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
     return res
 
 
-def onnx_evaluator(model: Any, feeds: Sequence[Any], target: str = "fp16", *,
+def onnx_evaluator(model: ModelLike, feeds: Sequence[Any], target: str = "fp16", *,
                    atol: Optional[float] = None, rtol: Optional[float] = None,
                    runner: str = "auto") -> Callable[[Sequence[str]], Any]:
     """The CPU stand-in for an engine rebuild: convert to `target` with the exclusions (the
@@ -166,9 +168,9 @@ def onnx_evaluator(model: Any, feeds: Sequence[Any], target: str = "fp16", *,
     from workbench.comparison import compare_outputs
     from workbench.precision.table import tolerances
     from workbench.precision.transform import convert
-    from workbench.runners import OnnxRuntimeRunner, load_proto, make_runner
+    from workbench.runners import OnnxRuntimeRunner, make_runner
 
-    proto = load_proto(model)
+    proto = as_model(model).with_weights()
     atol, rtol = tolerances(target, atol, rtol)
     ref = OnnxRuntimeRunner(proto).infer_all(list(feeds))
     outs = [o.name for o in proto.graph.output]
@@ -181,7 +183,7 @@ def onnx_evaluator(model: Any, feeds: Sequence[Any], target: str = "fp16", *,
     return evaluate
 
 
-def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
+def suspects(report: Any, model: ModelLike, top: int = 20) -> List[str]:
     """Nodes to try in FP32, most suspicious first: the producers and consumers of tensors
     whose FP32 values lie beyond the FP16 range (an FP32 node whose output still overflows
     once cast down needs its consumers too), in topological order; then the other nodes of
@@ -190,9 +192,8 @@ def suspects(report: Any, model: Any, top: int = 20) -> List[str]:
     nodes of their fused engine layers; then the failing outputs' layers and the producers
     of tensors that turned non-finite."""
     from workbench.graphindex import GraphIndex
-    from workbench.runners import load_proto
 
-    gi = GraphIndex.of(load_proto(model))
+    gi = GraphIndex.of(as_model(model).with_weights())
 
     def name(i: int) -> str:
         n = gi.nodes[i]

@@ -38,9 +38,10 @@ from workbench.compare.layer_compare import (LayerwiseReport, TensorError, _open
                                             divergence_findings, plan_chunks, tensor_bytes,
                                             weightless)
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import ModelLike, as_model
 from workbench.precision.table import tolerances
-from workbench.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, load_proto,
-                               make_runner, samples_in, structure_of)
+from workbench.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, make_runner,
+                               samples_in)
 
 __all__ = ["FP16_MAX", "EngineCompareReport", "mark_outputs", "compare_tensors",
            "boundary_tensors", "onnx_candidate",
@@ -87,7 +88,7 @@ def _float_outputs(proto: Any) -> List[str]:
 
 def compare_tensors(proto: Any) -> List[str]:
     """Every float intermediate tensor (what `--mark all` marks), topological order."""
-    return _float_outputs(structure_of(proto))
+    return _float_outputs(as_model(proto).proto)
 
 
 def boundary_tensors(proto: Any, layer_outputs: Iterable[str]) -> List[str]:
@@ -95,16 +96,16 @@ def boundary_tensors(proto: Any, layer_outputs: Iterable[str]) -> List[str]:
     layer information of an unmarked build), in topological order: marking these keeps the
     engine's fusions."""
     want = set(layer_outputs)
-    return [t for t in _float_outputs(structure_of(proto)) if t in want]
+    return [t for t in _float_outputs(as_model(proto).proto) if t in want]
 
 
 # ----------------------------------------------------------------------------- sizes, chunks
 # ----------------------------------------------------------------------------- candidates
-def onnx_candidate(candidate: Any, runner: str = "auto") -> CandidateFactory:
+def onnx_candidate(candidate: ModelLike, runner: str = "auto") -> CandidateFactory:
     """A candidate factory for an ONNX model (the CPU stand-in for an engine): marks the names
     as graph outputs and runs it with onnxruntime or onnx's reference evaluator (auto: the
     reference evaluator for FP16/BF16 graphs, which computes in float16 like a GPU)."""
-    proto = load_proto(candidate)
+    proto = as_model(candidate).with_weights()
 
     def make(names: List[str]) -> Runner:
         return make_runner(runner, mark_outputs(proto, names) if names else proto)
@@ -239,7 +240,7 @@ def _groups(proto: Any, compared: Set[str], targets: Iterable[str]) -> Dict[str,
     return out
 
 
-def engine_layerwise(reference: Any, candidate: CandidateFactory, feeds: Sequence[Feed], *,
+def engine_layerwise(reference: ModelLike, candidate: CandidateFactory, feeds: Sequence[Feed], *,
                      tensors: Sequence[str], marking: str = "boundaries",
                      memory_budget_mb: Optional[float] = None, stats_path: Any = None,
                      keep: Sequence[str] = (), keep_dir: Any = None,

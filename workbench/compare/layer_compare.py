@@ -54,11 +54,11 @@ from workbench.qdq import quantized_nodes, requantized_readers
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_text
 from workbench.graphindex import GraphIndex
+from workbench.model import ModelLike, as_model
 from workbench.precision.spec import recorded_spec
 from workbench.precision.table import BASE, is_low_float, is_quantized, tolerances
 from workbench.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
-                               load_proto, low_float_runner, make_runner, samples_in,
-                               structure_of)
+                               low_float_runner, make_runner, samples_in)
 from workbench.segments import ahead, order_of
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
@@ -318,12 +318,12 @@ class LayerwiseReport:
         }
 
 
-def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = None,
+def sample_feeds(reference: ModelLike, candidate: Optional[ModelLike] = None, *, calibration: Any = None,
                  allow_random: bool = False, findings: Optional[List[Finding]] = None
                  ) -> List[Feed]:
     """The inputs to compare on: the calibration data, or (only when allowed) random inputs
     with a warning appended to `findings`."""
-    ref_p = structure_of(reference)  # (inputs and shapes: no weight bytes)
+    ref_p = as_model(reference).proto  # (inputs and shapes: no weight bytes)
     if calibration is not None:
         from workbench.inputs import not_batch_finding
         from workbench.precision.calibration import load_calibration
@@ -361,7 +361,7 @@ def sample_feeds(reference: Any, candidate: Any = None, *, calibration: Any = No
             hint=f"pass real inputs (--inputs PATH, .npz keyed by input name), or give it a "
                  f"shape: `workbench fix {path} --recipe set_input_shapes:shapes="
                  f"{shlex.quote(name)}/1x3x224x224 -o FIXED.onnx` (use its real sizes)")
-    other = structure_of(candidate) if candidate is not None else None
+    other = as_model(candidate).proto if candidate is not None else None
     feed = make_inputs(ref_p, seed=0, other=other)
     if findings is not None:
         # the values of integer scalars (a trip count, a K) decide what the run exercises
@@ -433,7 +433,7 @@ def tensor_bytes(proto: Any, feed: Feed, names: Sequence[str]) -> Dict[str, int]
     the feed's shapes); unknown shapes count as the largest known tensor."""
     import onnx
 
-    m = weightless(structure_of(proto))
+    m = weightless(as_model(proto).proto)
     for vi in m.graph.input:
         if vi.name in feed and vi.type.tensor_type.HasField("shape"):
             shp = np.shape(feed[vi.name])
@@ -564,12 +564,12 @@ def _labelled(r: Any, label: Optional[str]) -> Any:
 
 def _opened(model: Any, stream_weights_mb: Optional[float] = None) -> Any:
     """The model's ModelProto: by reference (`workbench.weights`) when it is a path with more
-    external weights than the threshold, else with its weights (`load_proto`)."""
+    external weights than the threshold, else with its weights (`Model.with_weights`)."""
     from workbench import weights
 
     if weights.streams(model, stream_weights_mb):
         return weights.by_reference(model)
-    return load_proto(model)
+    return as_model(model).with_weights()
 
 
 def _label_of(model: Any) -> Optional[str]:
@@ -761,7 +761,7 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def layerwise(reference: Any, candidate: Any, feeds: Optional[Sequence[Feed]] = None, *,
+def layerwise(reference: ModelLike, candidate: ModelLike, feeds: Optional[Sequence[Feed]] = None, *,
               calibration: Any = None, atol: Optional[float] = None,
               rtol: Optional[float] = None, candidate_runner: str = "auto",
               max_samples: int = 8, allow_random: bool = False,
@@ -1119,7 +1119,7 @@ class ExclusionSearch:
             return None
         return len(fin.quantized_nodes or ())  # (no Q/DQ left: the candidate reads as FP32)
 
-    def why_stopped(self, model: Any = None, data: Optional[str] = None) -> str:
+    def why_stopped(self, model: Optional[ModelLike] = None, data: Optional[str] = None) -> str:
         """Why the search ended without meeting the tolerance, and what to try next, in one
         line (the CLI prints it, the Compare panel shows it; `model`/`data`: paths for the
         commands, else MODEL/DATA)."""
@@ -1181,12 +1181,12 @@ class ExclusionSearch:
                 "final": self.final.to_dict() if self.final is not None else None}
 
 
-def selects_by_value(model: Any) -> str:
+def selects_by_value(model: ModelLike) -> str:
     """'TopK at /post/topk, ...' for the nodes of `model` that pick by value (selection ops,
     ArgMax/ArgMin): a near-tie there flips under any rounding ('' when none)."""
     from workbench.surgery.split import SELECTION_OPS, nodes_of_ops
 
-    proto = structure_of(model)
+    proto = as_model(model).proto
     nodes = [proto.graph.node[i] for i in
              nodes_of_ops(proto, tuple(SELECTION_OPS) + ("ArgMax", "ArgMin"))]
     return ", ".join(f"{n.op_type} at {n.name or '?'}" for n in nodes[:3]) + (
@@ -1329,7 +1329,7 @@ def _saturate_weight_casts(proto: Any, names: Set[str]) -> None:
                                                       lim + "_neg")])
 
 
-def find_exclusions(model: Any, target: str, *, calibration: Any = None,
+def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
                     feeds: Optional[Sequence[Feed]] = None, atol: Optional[float] = None,
                     rtol: Optional[float] = None, max_rounds: int = 8, per_round: int = 1,
                     start: Sequence[str] = (), allow_random: bool = False,
@@ -1363,7 +1363,7 @@ def find_exclusions(model: Any, target: str, *, calibration: Any = None,
             "quantizing needs every weight in memory; only float targets (fp16, bf16) are "
             "searched on models held by reference", file=label, field="--to",
             hint="search with --to fp16 or --to bf16")
-    ref = weights.by_reference(model) if by_ref else load_proto(model)
+    ref = weights.by_reference(model) if by_ref else as_model(model).with_weights()
     if any(not n.name for n in ref.graph.node):  # exclusion lists need names: the stable ids
         import onnx
 

@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from workbench.comparison import compare_tensor
+from workbench.model import as_model
 
 from workbench.surgery.split import SELECTION_OPS, selection_nodes, selection_region
 __all__ = ["SELECTION_OPS", "SelectionCheck", "SelectionGroup", "selection_region",
@@ -453,7 +454,7 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
     """Judge `cand_model` against `ref_model` on `feed` (both run by onnxruntime, or `runner`:
     a callable (proto, feed) -> outputs). Precomputed outputs are reused when the model
     selects nothing (no extra run)."""
-    from workbench.runners import OnnxRuntimeRunner, load_proto
+    from workbench.runners import OnnxRuntimeRunner
 
     run = runner or (lambda proto, f: OnnxRuntimeRunner(proto).infer(f))
     if candidate_runner is not None:  # (the FP16 emulation: what the layer-wise compare ran)
@@ -462,20 +463,20 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
         run_cand = lambda proto, f: make_runner(candidate_runner, proto).infer(f)  # noqa: E731
     else:
         run_cand = run
-    ref_p = load_proto(ref_model)
+    ref_p = as_model(ref_model).with_weights()
     names = [o.name for o in ref_p.graph.output]
     starts = selection_nodes(ref_p)
     if not starts:
         ref = ref_outputs if ref_outputs is not None else run(ref_p, feed)
         cand = cand_outputs if cand_outputs is not None else \
-            run_cand(load_proto(cand_model), feed)
+            run_cand(as_model(cand_model).with_weights(), feed)
         plain = {k: _rel(k, ref[k], cand[k]) if k in cand else float("inf") for k in names}
         strict = _strict(ref, cand, names)
         ok = all(v <= tol for v in plain.values())
         return SelectionCheck(tol, strict, strict is not None and strict <= tol, ok,
                               plain=plain)
     region, frontier, selected = selection_region(ref_p)
-    cand_p = load_proto(cand_model)
+    cand_p = as_model(cand_model).with_weights()
     cand_made = {o for n in cand_p.graph.node for o in n.output} | \
         {i.name for i in cand_p.graph.input}
     missing = [t for t in frontier if t not in cand_made]

@@ -73,7 +73,6 @@ _EXPORTS: Dict[str, str] = {
     'qdq': 'workbench.precision.transform',
     'SENTINEL_ABS': 'workbench.precision.transform',
     'PrecisionResult': 'workbench.precision.transform',
-    'load_fp32': 'workbench.precision.transform',
     'modernize_ir': 'workbench.precision.transform',
     'name_unnamed_nodes': 'workbench.precision.transform',
     'resolve_exclusions': 'workbench.precision.transform',

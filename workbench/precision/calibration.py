@@ -20,7 +20,7 @@ import numpy as np
 from workbench.errors import Finding, WorkbenchError
 from workbench.inputs import InputSpec, model_inputs  # noqa: F401  (re-exported)
 from workbench.inputs import LeadingAxes, leading_axes
-from workbench.inputs import proto_of as _proto_of
+from workbench.model import ModelLike, as_model
 
 Batch = Dict[str, np.ndarray]
 DATA_SUFFIXES = (".npz", ".npy")
@@ -116,7 +116,7 @@ def _resize(img: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
     return top * (1 - wy) + bot * wy
 
 
-def load_images(folder: Union[str, os.PathLike], model: Any, pre: ImagePreprocess) -> List[Batch]:
+def load_images(folder: Union[str, os.PathLike], model: ModelLike, pre: ImagePreprocess) -> List[Batch]:
     """Image files of `folder` (sorted) -> preprocessed batches for one model input."""
     folder = Path(folder)
     specs = model_inputs(model)
@@ -456,7 +456,7 @@ def _split_for_profile(batch: Batch, specs: List[InputSpec],
     return out or None
 
 
-def load_calibration(source: Any, model: Any, *, profile: Any = None,
+def load_calibration(source: Any, model: ModelLike, *, profile: Any = None,
                      preprocess: Optional[ImagePreprocess] = None,
                      max_batches: Optional[int] = None) -> List[Batch]:
     """Load and validate calibration batches (list of {input name: array}) for `model`.
@@ -562,7 +562,7 @@ def declared_zero_axes(proto: Any) -> set:
     return out
 
 
-def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str, Any]] = None,
+def random_calibration(model: ModelLike, n: int = 8, *, profile: Optional[Mapping[str, Any]] = None,
                        seed: int = 0) -> Tuple[List[Batch], Finding]:
     """Random batches, only for users who asked explicitly; returns the warning Finding too.
 
@@ -575,7 +575,7 @@ def random_calibration(model: Any, n: int = 8, *, profile: Optional[Mapping[str,
 
     if isinstance(profile, (list, tuple)):
         profile = next((p for p in profile if p), None)
-    proto = _proto_of(model)
+    proto = as_model(model).proto
     specs = model_inputs(proto)
     inits = {i.name: tuple(i.dims) for i in proto.graph.initializer}
     gather_high: Dict[str, int] = {}

@@ -34,6 +34,7 @@ from typing import Any, Dict, Iterable, List, Mapping, MutableMapping, Optional,
 import numpy as np
 
 from workbench.errors import WorkbenchError
+from workbench.model import ModelLike
 
 FLOAT = 1  # onnx.TensorProto.FLOAT
 
@@ -134,7 +135,7 @@ def _light_init(t: Any) -> Any:
     return t
 
 
-def scoped_types(model: Any) -> Dict[str, Mapping[str, int]]:
+def scoped_types(model: ModelLike) -> Dict[str, Mapping[str, int]]:
     """graph path ("" main, "3/then_branch" a body, nested "3/body/0/else_branch") -> name -> elem type (0 unknown) for the main graph and every body.
 
     onnx's inference leaves bodies' value_info empty, so each body is inferred as a model of

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from workbench.model import ModelLike, as_model
+
 _SMALL_INIT = 64  # initializers up to this many elements stay in the copy shape inference reads
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
 _PREFIX = "__wb_dim_"
@@ -112,16 +114,16 @@ def _numel(dims: Any) -> int:
     return n
 
 
-def static_minimums(model: Any) -> Dict[Any, Tuple[int, str]]:
+def static_minimums(model: ModelLike) -> Dict[Any, Tuple[int, str]]:
     """Per dynamic input dim (a dim name, or (input, axis) for an unnamed one: the keys of
     `workbench.precision.profiles.dim_key`): (the smallest size the graph's constant-size
     consumers allow, why: "/TopK takes the top 16 along it"). Dims without such a bound are
     absent. Never raises: a graph shape inference cannot read gives {}."""
     from workbench.graphindex import GraphIndex
-    from workbench.inputs import model_inputs, proto_of
+    from workbench.inputs import model_inputs
 
     try:
-        proto = proto_of(model)
+        proto = as_model(model).proto
         gi = GraphIndex.of(proto)
         keys: Dict[str, Any] = {}
         for s in model_inputs(proto):

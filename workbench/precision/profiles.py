@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import ModelLike, as_model
 
 Shape = Tuple[int, ...]
 WIDE_RATIO = 64  # max/min beyond this on one axis: TensorRT tunes for opt, allocates for max
@@ -104,11 +105,11 @@ def parse_profiles(args: Iterable[str]) -> List[Profile]:
 
 
 # --------------------------------------------------------------------------- validation
-def shape_tensor_inputs(model: Any) -> List[str]:
+def shape_tensor_inputs(model: ModelLike) -> List[str]:
     """Int inputs of rank <= 1 that feed a shape slot (Reshape shape, Expand shape, ...)."""
-    from workbench.inputs import model_inputs, proto_of
+    from workbench.inputs import model_inputs
 
-    proto = proto_of(model)
+    proto = as_model(model).proto
     specs = {s.name: s for s in model_inputs(proto)}
     out = []
     for node in proto.graph.node:
@@ -120,7 +121,7 @@ def shape_tensor_inputs(model: Any) -> List[str]:
     return out
 
 
-def validate_profiles(model: Any, profiles: Any) -> List[Profile]:
+def validate_profiles(model: ModelLike, profiles: Any) -> List[Profile]:
     """Check profiles against the model; return them as a list of Profile.
 
     Errors (WorkbenchError naming profile #, input and axis): unknown input, wrong rank,
@@ -384,7 +385,7 @@ def _real_lengths(samples: Sequence[Mapping[str, Any]], specs: Sequence[Any]) ->
     return out
 
 
-def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
+def advise(model: ModelLike, samples: Sequence[Mapping[str, Any]], *,
            profiles: Optional[Sequence[Profile]] = None) -> Tuple[List[Profile], List[Finding]]:
     """Propose one profile from sample batches: per dynamic axis min = smallest seen,
     opt = median rounded up to a multiple of 8, max = largest; batch axes (axis 0 where
@@ -393,7 +394,7 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
     to 8) from the real lengths. Inputs sharing a symbolic dim get the same range. Warns about wide ranges; with `profiles`, also checks them."""
     import numpy as np
 
-    from workbench.inputs import leading_axes, model_inputs, not_batch_finding, proto_of
+    from workbench.inputs import leading_axes, model_inputs, not_batch_finding
 
     specs = model_inputs(model)
     axes = leading_axes(model)
@@ -420,7 +421,7 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
     if note is not None:
         findings.append(note)
     real = _real_lengths(samples, specs)
-    positions = _position_table(proto_of(model))
+    positions = _position_table(as_model(model).proto)
     cache_keys = {(s.dims[a] if isinstance(s.dims[a], str) else (s.name, a)): (s, a)
                   for s in dyn for a in s.dynamic_axes if is_cache_axis(s, a)}
     ranges: Dict[Any, Tuple[int, int, int]] = {}
@@ -528,7 +529,7 @@ def advise(model: Any, samples: Sequence[Mapping[str, Any]], *,
 RUN_CHECK_MAX_MB = 512  # weights up to this size: `run_at_profiles` runs each shape on the CPU
 
 
-def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float = 60.0
+def run_at_profiles(model: ModelLike, profiles: Sequence[Profile], *, timeout: float = 60.0
                     ) -> Tuple[List[Finding], int]:
     """Run the model on onnxruntime (CPU, random inputs) at each profile's min, opt and max
     shapes: a size fixed when the model was exported (a Reshape to a traced constant) fails
@@ -536,7 +537,6 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
     the model cannot run, naming node and fix; the number of runs made). Models with more
     than RUN_CHECK_MAX_MB of weights, or inputs that are not tensors, are not run (info)."""
     from workbench.equivalence import make_inputs_at
-    from workbench.inputs import proto_of
     from workbench.model import open_model
     from workbench.runners import OnnxRuntimeRunner, user_error
 
@@ -548,7 +548,7 @@ def run_at_profiles(model: Any, profiles: Sequence[Profile], *, timeout: float =
                         "its external-data file(s) are missing (" +
                         ", ".join(sorted(set(opened.missing_external))[:3]) + ")",
                         source="profiles", hint="put the data file(s) next to the model")], 0
-    proto = proto_of(model)
+    proto = as_model(model).proto
     weights = sum(math.prod(t.dims) * 4 for t in proto.graph.initializer) / 2**20  # (approx.,
     # external data included)
     # onnxruntime loads the file itself where there is one: external data resolves beside it
@@ -764,16 +764,16 @@ def _stacked_finding(prof: Profile, specs: Sequence[Any], stacked: Sequence[Tupl
              f"({', '.join(_key_label(k) for k in keys)} each 1..4..32){tail}")
 
 
-def serving_profiles(model: Any, single: Profile) -> Optional[List[Profile]]:
+def serving_profiles(model: ModelLike, single: Profile) -> Optional[List[Profile]]:
     """A decoder with a KV cache (`is_cache_axis`) and token ids is called two ways: prefill (the
     prompt, an empty cache) and decode (one new token, a growing cache). One profile covering
     both tunes the engine's kernels for one opt shape; two serve each at its own. From `single`
     (a default or proposed profile): prefill = its token range with an empty cache, decode = one
     token with its cache range (from 1); a mask's total-length axis (past + new,
     `_decoder_axes`, as the default profile reads it) follows each. None when the model is not such a decoder."""
-    from workbench.inputs import model_inputs, proto_of, with_cache_names
+    from workbench.inputs import model_inputs, with_cache_names
 
-    proto = proto_of(model)
+    proto = as_model(model).proto
     specs = [s for s in with_cache_names(proto, model_inputs(proto)) if s.name in single]
     axes = _decoder_axes(specs)
     if axes is None:
@@ -823,7 +823,7 @@ def serving_profiles(model: Any, single: Profile) -> Optional[List[Profile]]:
     return out
 
 
-def serving_notice(model: Any, single: Profile, pair: Sequence[Profile],
+def serving_notice(model: ModelLike, single: Profile, pair: Sequence[Profile],
                    notice: Finding) -> Finding:
     """The "default-profile" notice of a build that took a decoder's prefill and decode
     profiles (`serving_profiles`) by default: both ranges said in words, the flags that build
@@ -862,7 +862,7 @@ def serving_flag(profiles: Sequence[Profile]) -> str:
                     for i, p in enumerate(profiles))
 
 
-def serving_finding(model: Any, single: Profile, what: str) -> Optional[Finding]:
+def serving_finding(model: ModelLike, single: Profile, what: str) -> Optional[Finding]:
     """The advice to build a decoder's prefill and decode profiles (`serving_profiles`), only
     once both ran on onnxruntime at their min, opt and max; `what` names `single`."""
     pair = serving_profiles(model, single)
@@ -881,7 +881,7 @@ def serving_finding(model: Any, single: Profile, what: str) -> Optional[Finding]
         extra={"profiles": [p.to_dict() for p in pair], "flag": serving_flag(pair)})
 
 
-def fixed_axis_findings(model: Any, prof: Profile, what: str,
+def fixed_axis_findings(model: ModelLike, prof: Profile, what: str,
                         why: Optional[Mapping[Any, str]] = None) -> List[Finding]:
     """A warning per dynamic axis (batch aside: `workbench.inputs.leading_axes`; a count of
     items at axis 0 is no batch) that `prof` pins to one size (min = max): the engine then
@@ -938,7 +938,7 @@ def _from_metadata(proto: Any) -> Optional[Profile]:
     return None
 
 
-def default_profile(model: Any, *, max_batch: Optional[int] = None,
+def default_profile(model: ModelLike, *, max_batch: Optional[int] = None,
                     given: Optional[Mapping[str, Any]] = None
                     ) -> Tuple[Profile, Dict[str, str]]:
     """A min/opt/max for every dynamic input, as trtexec and Polygraphy default them (with a
@@ -950,12 +950,12 @@ def default_profile(model: Any, *, max_batch: Optional[int] = None,
     padding), the rule saying why. The model's `workbench.profile` metadata entry wins where it has
     an input; `given` (a partial profile) fixes the dims it shares with the others. Returns the
     profile and, per dim, the rule that chose it. Shape-tensor inputs cannot be guessed."""
-    from workbench.inputs import leading_axes, model_inputs, proto_of
+    from workbench.inputs import leading_axes, model_inputs
     from workbench.precision.minsizes import static_minimums
 
     from workbench.inputs import with_cache_names
 
-    proto = proto_of(model)
+    proto = as_model(model).proto
     specs = with_cache_names(proto, model_inputs(proto))  # (caches the graph reveals too)
     batch = leading_axes(proto).batch
     shape_inputs = set(shape_tensor_inputs(proto))
@@ -1088,7 +1088,7 @@ def _suggest(model: Any, missing: Sequence[Any], given: Optional[Mapping[str, An
     return ("--profile " if not given else "") + ",".join(f"{s.name}:MIN:OPT:MAX" for s in missing)
 
 
-def missing_profile_error(model: Any, dynamic: Sequence[Any]) -> WorkbenchError:
+def missing_profile_error(model: ModelLike, dynamic: Sequence[Any]) -> WorkbenchError:
     """Every dynamic input at once, with the flag that would cover them all."""
     listed = ", ".join(f"'{s.name}' {s.shape_str()}" for s in dynamic)
     one = len(dynamic) == 1

@@ -28,6 +28,7 @@ import numpy as np
 
 from workbench.comparison import MILD_COSINE, MILD_REL, MILD_TOP1  # noqa: F401 (one rule)
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import ModelLike, as_model
 from workbench.precision import table
 from workbench.precision.lowering import structural_error, type_str
 from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
@@ -89,20 +90,6 @@ class PrecisionResult:
 
 
 # --------------------------------------------------------------------------- helpers
-def load_fp32(model_or_path: Any) -> Tuple[Any, Optional[Path]]:
-    """(ModelProto with weights, source path or None) from a path, Model or ModelProto."""
-    import onnx
-
-    from workbench.model import Model, open_model
-
-    if isinstance(model_or_path, onnx.ModelProto):
-        return copy.deepcopy(model_or_path), None
-    if isinstance(model_or_path, Model):
-        return model_or_path.load_weights(), model_or_path.path
-    m = open_model(model_or_path)
-    return m.load_weights(), m.path
-
-
 def modernize_ir(proto: Any) -> Optional[Finding]:
     """Old exporters (IR < 4) list every initializer as a graph input. Retyping a weight to
     FP16 then contradicts its input declaration, and new Q/DQ initializers would have to be
@@ -316,13 +303,14 @@ def underflow_findings(proto: Any, ranges: Dict[str, float], tiny: float,
         extra={"tiny": tiny, "tensors": len(tiny_t), "exclude": nodes})]
 
 
-def auto_exclusions(model_or_path: Any, calibration: Any, *, target: str = "fp16",
+def auto_exclusions(model_or_path: ModelLike, calibration: Any, *, target: str = "fp16",
                     allow_random: bool = False) -> Tuple[List[str], List[Finding]]:
     """Nodes that must stay FP32 for FP16 (activations beyond 65504 on the calibration data):
     producers and consumers of each overflowing tensor. Returns (node names, findings)."""
     from workbench.precision.calibration import load_calibration, random_calibration
 
-    proto, path = load_fp32(model_or_path)
+    src = as_model(model_or_path)  # a private copy with weights: the transform edits it
+    proto = copy.deepcopy(src.proto) if src.path is None else src.load_weights()
     name_unnamed_nodes(proto)
     findings: List[Finding] = []
     if calibration is None:
@@ -389,7 +377,7 @@ def measure_error(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]
 
 
 def reference_batches(batches: List[Dict[str, np.ndarray]], limit: int = 8,
-                      model: Any = None) -> List[Dict[str, np.ndarray]]:
+                      model: Optional[ModelLike] = None) -> List[Dict[str, np.ndarray]]:
     """At most `limit` samples in total (the numpy evaluator is slow); the same selection
     layer-wise compare makes (`workbench.runners.limit_samples`, along the batch axis of
     `model`'s batched inputs)."""
@@ -505,7 +493,7 @@ def _clipped_weights(proto: Any, limit: float, skip: set) -> List[Finding]:
     return out
 
 
-def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (),
+def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[str] = (),
             exclude_ops: Sequence[str] = (), keep_io_types: bool = True,
             calibration: Any = None, calibrate_method: str = "entropy",
             allow_random: bool = False, per_channel: bool = True, route: str = "onnx",
@@ -532,6 +520,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
                              field="calibrate_method", hint="choose " + ", ".join(CALIBRATE_METHODS))
     if route not in ("onnx", "modelopt"):
         raise WorkbenchError(f"unknown route '{route}'", field="route", hint="onnx or modelopt")
+    model_or_path = as_model(model_or_path)  # opened once, whatever the route reads after
     streamed = None
     if output is not None and entry.kind == "float" and route == "onnx" and \
             calibration is None and not (allow_random and measure):
@@ -539,7 +528,9 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
     if streamed is not None:
         proto, path = streamed
     else:
-        proto, path = load_fp32(model_or_path)
+        src = as_model(model_or_path)  # a private copy with weights: the transform edits it
+        proto = copy.deepcopy(src.proto) if src.path is None else src.load_weights()
+        path = src.path
     label = str(path) if path else "<in-memory model>"
     findings: List[Finding] = []
     modern = modernize_ir(proto)
@@ -723,13 +714,7 @@ def convert(model_or_path: Any, target: str, *, exclude_nodes: Sequence[str] = (
 def _weightless(model_or_path: Any) -> Optional[Tuple[Any, Path]]:
     """(structure without weight bytes, source path) of a model file whose weights live in
     external data, for a streamed conversion; None for anything else (converted in memory)."""
-    import onnx
-
-    from workbench.model import Model, open_model
-
-    if isinstance(model_or_path, onnx.ModelProto):
-        return None
-    m = model_or_path if isinstance(model_or_path, Model) else open_model(model_or_path)
+    m = as_model(model_or_path)
     if m.path is None or not m.external_files:
         return None
     if m.missing_external or m.truncated_external:

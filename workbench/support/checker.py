@@ -22,7 +22,7 @@ from workbench.errors import Finding, WorkbenchError
 from workbench.findings import NextStep
 from workbench.support import codes
 from workbench.graphindex import GraphIndex
-from workbench.model import Model, model_from_proto, open_model, save_model
+from workbench.model import Model, ModelLike, as_model, save_model
 from workbench.support.rules import (BACKENDS, GPU_PLUGIN_HINT, MATRIX_SUPPORTED, PLUGIN_HINT,
                                      backend_table)
 
@@ -506,7 +506,7 @@ def static_check(model: Union[Model, str, os.PathLike], rules: str = "tensorrt"
     """Apply a backend's rule table. Returns (unsupported entries, extra findings)."""
     import onnx
 
-    model = _as_model(model)
+    model = as_model(model)
     table = backend_table(rules)
     out: List[Dict[str, Any]] = []
     extra: List[Finding] = []
@@ -780,21 +780,6 @@ class _Unavailable(WorkbenchError):
                  "or use --backend static")
 
 
-def _as_model(model_or_path: Any) -> Model:
-    if isinstance(model_or_path, Model):
-        return model_or_path
-    if isinstance(model_or_path, (str, os.PathLike)):
-        return open_model(model_or_path)
-    try:
-        import onnx
-
-        if isinstance(model_or_path, onnx.ModelProto):
-            return model_from_proto(model_or_path)
-    except ImportError:  # pragma: no cover
-        pass
-    raise WorkbenchError(f"cannot check a {type(model_or_path).__name__}",
-                         hint="pass a path to an .onnx file, a workbench Model or a ModelProto")
-
 
 def _node_label(model: Model, err: Dict[str, Any]) -> Optional[str]:
     """The failing node: the parser's name (the node's id when the name is shared and the
@@ -854,7 +839,7 @@ def _stepped(rep: SupportReport) -> SupportReport:
     return rep
 
 
-def check(model_or_path: Any, backend: str = "auto", build: bool = False, client: Any = None,
+def check(model_or_path: ModelLike, backend: str = "auto", build: bool = False, client: Any = None,
           target: str = "sm89", *, plugins: Sequence[Union[str, os.PathLike]] = (),
           rules: Optional[str] = None, profiles: Optional[Dict[str, Any]] = None,
           timeout: Optional[float] = 600.0) -> SupportReport:
@@ -863,7 +848,7 @@ def check(model_or_path: Any, backend: str = "auto", build: bool = False, client
     if backend not in BACKEND_CHOICES:
         raise WorkbenchError(f"unknown backend '{backend}'", field="backend",
                              hint="use one of: " + ", ".join(BACKEND_CHOICES))
-    model = _as_model(model_or_path)
+    model = as_model(model_or_path)
     label = str(model.path) if model.path else model.name
     if backend == "static":
         if build:
@@ -913,7 +898,7 @@ def check_files(paths: Sequence[Union[str, os.PathLike]], backend: str = "tensor
     if backend not in ("auto", "tensorrt", "tensorrt-rtx"):
         raise WorkbenchError(f"check_files needs a parser backend, not '{backend}'",
                              field="backend", hint="use auto, tensorrt or tensorrt-rtx")
-    models = [_as_model(p) for p in paths]
+    models = [as_model(p) for p in paths]
     res = _worker_call(client, "parse", {"paths": [str(m.path) for m in models],
                                          "backend": backend, "plugins": list(plugins)},
                        backend, timeout)
@@ -1002,7 +987,7 @@ def attribute_errors(model: Union[Model, str, os.PathLike], errors: List[Dict[st
     """The parser's error records with those that name no node given the node(s) the static
     rules of `rules` (a backend name) flag for them (`_attributed`): for errors reported
     outside `check` (a failed build)."""
-    model = _as_model(model)
+    model = as_model(model)
     entries, _ = static_check(model, rules)
     return _attributed(model, errors, entries)
 

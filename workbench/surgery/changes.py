@@ -19,7 +19,8 @@ from typing import Any, Dict, Optional
 from workbench.equivalence import Verification, verify
 from workbench.errors import WorkbenchError
 from workbench.findings import step
-from workbench.surgery.recipes import Precondition, Proposal, as_proto, get_recipe, list_recipes  # noqa: F401
+from workbench.model import ModelLike, as_model
+from workbench.surgery.recipes import Precondition, Proposal, get_recipe, list_recipes  # noqa: F401
 from workbench.surgery.recipes.base import infer_types, node_ids, tensor_types
 
 __all__ = ["Change", "Proposal", "apply_recipe", "apply_in_history", "prepare_change", "judge",
@@ -64,14 +65,14 @@ def _semantics(recipe: Any, proto: Any, params: Dict[str, Any]) -> bool:
     return bool(fn(proto, **params)) if fn else bool(recipe.preserves_semantics)
 
 
-def apply_recipe(model: Any, name: str, params: Optional[Dict[str, Any]] = None, *,
+def apply_recipe(model: ModelLike, name: str, params: Optional[Dict[str, Any]] = None, *,
                  verify_outputs: bool = True, inputs: Optional[Dict[str, Any]] = None,
                  force: bool = False, seed: int = 0, tol: float = 1e-5) -> Change:
     """Apply recipe `name` to `model` (path, Model or ModelProto); the input is never modified.
 
     The change is `kept` unless the recipe should preserve semantics and onnxruntime shows the
     outputs differ beyond `tol` (then only `force=True` keeps it)."""
-    proto = as_proto(model)
+    proto = as_model(model).with_weights()
     change = prepare_change(proto, name, params)
     if verify_outputs:
         judge(change, verify_models(proto, change.proto, inputs, seed=seed, tol=tol), force)

@@ -16,8 +16,9 @@ from typing import Any, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.findings import NextStep
+from workbench.model import ModelLike, as_model
 from workbench.support.checker import SupportReport
-from workbench.surgery.recipes import Proposal, ProposeContext, all_recipes, as_proto
+from workbench.surgery.recipes import Proposal, ProposeContext, all_recipes
 
 __all__ = ["propose", "advise"]
 
@@ -30,21 +31,11 @@ def _report(report: Any) -> SupportReport:
     return report
 
 
-def _structure(model: Any) -> Any:
-    import onnx
-
-    from workbench.model import Model, open_model
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    return (model if isinstance(model, Model) else open_model(model)).proto
-
-
-def propose(report: SupportReport, model: Any) -> List[Proposal]:
+def propose(report: SupportReport, model: ModelLike) -> List[Proposal]:
     """Recipes for each problem of a support report, most specific first; only proposals
     whose precondition applies are `auto` (manual ones, like plugins, have auto=False)."""
     report = _report(report)
-    ctx = ProposeContext(as_proto(model))
+    ctx = ProposeContext(as_model(model).with_weights())
     recipes = all_recipes()
     out: List[Proposal] = []
     seen = set()
@@ -71,7 +62,7 @@ def advise(report: SupportReport, model: Optional[Any] = None) -> SupportReport:
     if not report.unsupported or source is None or (
             model is None and not os.path.isfile(str(source))):
         return report  # an in-memory model: no file to point a command at
-    ctx = ProposeContext(_structure(source))  # op types and names: no weights needed
+    ctx = ProposeContext(as_model(source).proto)  # op types and names: no weights needed
     path = str(report.model) if report.model and os.path.isfile(str(report.model)) else None
     recipes = all_recipes()
     problems = report.problems

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 from workbench.equivalence import Verification
 from workbench.errors import WorkbenchError
 from workbench.findings import Finding, NextStep
+from workbench.model import ModelLike
 from workbench.support.checker import SupportReport
 from workbench.surgery.changes import Change, apply_in_history, apply_recipe, verify_models
 from workbench.surgery.history import History
@@ -413,7 +414,7 @@ class FixSession:
         return {"proposal": p.to_dict(), "kept": False, "repeat_of_step": step, "why": why}
 
 
-def auto_fix(model: Any, *, backend: str = "tensorrt-rtx", history: Optional[History] = None,
+def auto_fix(model: ModelLike, *, backend: str = "tensorrt-rtx", history: Optional[History] = None,
              check: Optional[Checker] = None, max_steps: int = 20, force: bool = False,
              on_step: Optional[Callable[[Dict[str, Any]], None]] = None, client: Any = None,
              inputs: Optional[Dict[str, Any]] = None) -> AutoFixResult:

@@ -25,8 +25,9 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from workbench.equivalence import Verification
 from workbench.errors import WorkbenchError
+from workbench.model import ModelLike, as_model
 from workbench.support.checker import SupportReport
-from workbench.surgery.recipes.base import as_proto, fix_step, node_ids
+from workbench.surgery.recipes.base import fix_step, node_ids
 from workbench.surgery.recipes.split import node_reads, tail_of
 
 __all__ = ["SplitResult", "split_model", "cut_model", "tail_of", "nodes_of_ops", "SELECTION_OPS",
@@ -253,13 +254,13 @@ def default_checker(backend: str, build: bool = False, client: Any = None,
     return check
 
 
-def split_model(model: Any, *, backend: str = "tensorrt-rtx", build: bool = False,
+def split_model(model: ModelLike, *, backend: str = "tensorrt-rtx", build: bool = False,
                 check: Optional[Checker] = None, client: Any = None, target: str = "sm89",
                 inputs: Optional[Dict[str, Any]] = None, verify: bool = True,
                 max_rounds: int = 32) -> SplitResult:
     """Cut `model` until `backend` takes the prefix (see the module docstring). With
     `build=True` the prefix must also build (TensorRT-RTX builds ahead of time on a CPU)."""
-    proto = as_proto(model)
+    proto = as_model(model).with_weights()
     label = Path(str(model)).stem if isinstance(model, (str, os.PathLike)) else \
         (proto.graph.name or "model")
     check = check or default_checker(backend, build, client, target)
@@ -375,7 +376,7 @@ def verify_split(original: Any, res: SplitResult, inputs: Optional[Dict[str, Any
     from workbench.equivalence import compare_outputs, make_inputs
     from workbench.runners import OnnxRuntimeRunner
 
-    proto = as_proto(original)
+    proto = as_model(original).with_weights()
     try:
         feed = inputs if inputs is not None else make_inputs(proto, seed=seed)
     except Exception as e:

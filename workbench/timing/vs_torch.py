@@ -225,9 +225,10 @@ def feeds_for(shapes: Dict[str, List[int]], inputs: Optional[str] = None,
         return {k: data[k] for k in shapes if k in data} or data
     dtypes: Dict[str, Any] = {}
     if onnx is not None:
-        from workbench.runners import input_metadata_of, load_proto
+        from workbench.model import as_model
+        from workbench.runners import input_metadata_of
 
-        dtypes = {k: m.dtype for k, m in input_metadata_of(load_proto(onnx)).items()}
+        dtypes = {k: m.dtype for k, m in input_metadata_of(as_model(onnx).proto).items()}
     out = {}
     for i, (name, shape) in enumerate(shapes.items()):
         dt = np.dtype(dtypes.get(name) or np.float32)

@@ -16,10 +16,10 @@ from typing import Dict, List, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.surgery.recipes.base import (REGISTRY, Param, Precondition, Proposal,
-                                            ProposeContext, Recipe, as_proto)
+                                            ProposeContext, Recipe)
 
 __all__ = ["Param", "Precondition", "Proposal", "ProposeContext", "Recipe", "get_recipe",
-           "list_recipes", "all_recipes", "discover", "REGISTRY", "as_proto"]
+           "list_recipes", "all_recipes", "discover", "REGISTRY"]
 
 _discovered: Dict[str, bool] = {}
 

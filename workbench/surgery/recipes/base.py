@@ -20,6 +20,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Option
                     Sequence, Tuple)
 
 from workbench.errors import WorkbenchError
+from workbench.model import ModelLike, as_model
 
 if TYPE_CHECKING:  # annotations only: onnx and friends load when a recipe runs
     from workbench.findings import NextStep
@@ -150,9 +151,9 @@ class Recipe:
     def _apply(self, *args: Any, **params: Any) -> "onnx.ModelProto":
         raise NotImplementedError  # pragma: no cover
 
-    def apply(self, model: Any, **params: Any) -> "onnx.ModelProto":  # noqa: F821
+    def apply(self, model: ModelLike, **params: Any) -> "onnx.ModelProto":  # noqa: F821
         """Check the precondition, then return the edited copy (the input is left untouched)."""
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         p = self.bind(params)
         pre = self.precondition(proto, **p)
         if not pre.applies:
@@ -215,19 +216,6 @@ def fix_step(recipe: str, why: str) -> "NextStep":
     from workbench.findings import step
 
     return step("fix", "{model}", o="{fixed}", recipe=recipe, why=why)
-
-
-def as_proto(model: Any) -> "onnx.ModelProto":  # noqa: F821
-    """A ModelProto with weights from a ModelProto, a workbench Model or a path."""
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    from workbench.model import Model, open_model
-
-    if isinstance(model, Model):
-        return model.load_weights()
-    return open_model(model).load_weights()
 
 
 def node_ids(proto: "onnx.ModelProto") -> List[str]:  # noqa: F821

@@ -6,9 +6,10 @@ import copy
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from workbench.errors import WorkbenchError
+from workbench.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names,
-                                            as_proto, constant_value, find_node_index, fix_step,
+                                            constant_value, find_node_index, fix_step,
                                             gs_export, gs_import, infer_structure_shapes,
                                             infer_types, label, light_copy, node_ids, register,
                                             tensor_types, unique_name)
@@ -201,8 +202,8 @@ class FoldConstants(Recipe):
         return fix_step("fold_constants", "replaces it by its value (all its inputs are "
                         "constant)")
 
-    def precondition(self, model: Any, size_threshold: int = MiB, passes: int = 3) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike, size_threshold: int = MiB, passes: int = 3) -> Precondition:
+        proto = as_model(model).with_weights()
         cands = foldable_nodes(proto)
         if not cands:
             return Precondition(False, "nothing to fold: no node has only constant inputs", [])
@@ -325,8 +326,8 @@ class Cleanup(Recipe):
     params = ()
     preserves_semantics = True
 
-    def precondition(self, model: Any) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike) -> Precondition:
+        proto = as_model(model).with_weights()
         g = proto.graph
         needed = {o.name for o in g.output}
         live = set()
@@ -369,8 +370,8 @@ class InferShapes(Recipe):
     params = ()
     preserves_semantics = True
 
-    def precondition(self, model: Any) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike) -> Precondition:
+        proto = as_model(model).with_weights()
         g = proto.graph
         stale = _stale_value_info(proto)
         if stale:
@@ -465,9 +466,9 @@ class SetInputShapes(Recipe):
                     out[name] = [b] + dims[1:] if name not in out else out[name]
         return out
 
-    def precondition(self, model: Any, shapes: Optional[Dict[str, Any]] = None,
+    def precondition(self, model: ModelLike, shapes: Optional[Dict[str, Any]] = None,
                      batch: Any = None) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         if not shapes and batch is None:
             return Precondition(False, "give `shapes` (input=shape) or `batch` (e.g. N)", [])
         targets = self._targets(proto, shapes, batch)
@@ -574,8 +575,8 @@ class RemoveNode(Recipe):
         return [k for k, x in enumerate(n.input) if x and x not in inits
                 and constant_value(proto, x) is None]
 
-    def precondition(self, model: Any, node: str = "", input_index: Optional[int] = None) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike, node: str = "", input_index: Optional[int] = None) -> Precondition:
+        proto = as_model(model).with_weights()
         idx = find_node_index(proto, node)
         n = proto.graph.node[idx]
         nid = label(proto, idx)
@@ -677,8 +678,8 @@ class RenameDuplicates(Recipe):
                 produced.add(o)
         return found
 
-    def precondition(self, model: Any) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike) -> Precondition:
+        proto = as_model(model).with_weights()
         found = self._scan(proto)
         parts = [f"{k}: {', '.join(sorted(set(v))[:5])}" for k, v in found.items() if v]
         if not parts:
@@ -734,8 +735,8 @@ class ExtractSubgraph(Recipe):
               Param("outputs", "list[str]", None, "tensor names that become graph outputs", required=True))
     preserves_semantics = False
 
-    def precondition(self, model: Any, inputs: Sequence[str] = (), outputs: Sequence[str] = ()) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike, inputs: Sequence[str] = (), outputs: Sequence[str] = ()) -> Precondition:
+        proto = as_model(model).with_weights()
         inputs, outputs = _as_list(inputs), _as_list(outputs)
         names = all_names(proto)
         missing = [t for t in list(inputs) + list(outputs) if t not in names]
@@ -836,9 +837,9 @@ class InsertCast(Recipe):
               Param("round_trip", "bool", False, "cast back to the original dtype afterwards"))
     preserves_semantics = False
 
-    def precondition(self, model: Any, tensor: str = "", to: Any = None,
+    def precondition(self, model: ModelLike, tensor: str = "", to: Any = None,
                      consumers: Any = None, round_trip: bool = False) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         code = dtype_code(to)
         if tensor not in all_names(proto):
             return Precondition(False, f"no tensor named '{tensor}'", [])
@@ -902,8 +903,8 @@ class DensifySparse(Recipe):
     fixes = ("sparse-weights",)
     priority = 5
 
-    def precondition(self, model: Any) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike) -> Precondition:
+        proto = as_model(model).with_weights()
         names = [sp.values.name for sp in proto.graph.sparse_initializer]
         if not names:
             return Precondition(False, "the model has no sparse initializers", [])

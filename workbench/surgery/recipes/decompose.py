@@ -14,10 +14,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from workbench.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.support.rules import MATRIX_UNSUPPORTED
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, _dom, all_names,
-                                            as_proto, constant_value, find_node_index, fix_step,
+                                            constant_value, find_node_index, fix_step,
                                             infer_types, node_ids,
                                             opset_of, register, tensor_types, unique_name)
 
@@ -671,8 +672,8 @@ class Decompose(Recipe):
             return [i for i, n in enumerate(proto.graph.node) if n.op_type == op]
         return [i for i, n in enumerate(proto.graph.node) if find_decomposition(n)]
 
-    def precondition(self, model: Any, node: Optional[str] = None, op: Optional[str] = None) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike, node: Optional[str] = None, op: Optional[str] = None) -> Precondition:
+        proto = as_model(model).with_weights()
         idxs = self._targets(proto, node, op)
         ids = node_ids(proto)
         if not idxs:

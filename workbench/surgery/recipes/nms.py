@@ -16,9 +16,10 @@ from typing import Any, Dict, List, Optional, Set
 
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names,
-                                            as_proto, constant_value, infer_types, node_ids,
-                                            register, tensor_types, unique_name)
+                                            constant_value, infer_types, node_ids, register,
+                                            tensor_types, unique_name)
 from workbench.surgery.recipes.split import tail_of
+from workbench.model import ModelLike, as_model
 
 PLUGIN = "EfficientNMS_TRT"
 DOMAIN = "trt.plugins"
@@ -148,7 +149,7 @@ def find_nms(proto: Any) -> List[NmsPattern]:
 def offers(proto: Any) -> List[Proposal]:
     """A manual EfficientNMS_TRT proposal for every NMS found (whatever the parser says)."""
     out = []
-    for p in find_nms(as_proto(proto)):
+    for p in find_nms(as_model(proto).with_weights()):
         k = p.default_max_boxes()
         out.append(Proposal(p.node, "NonMaxSuppression", EfficientNms.name,
                             {"node": p.node, "max_output_boxes": k},
@@ -203,11 +204,11 @@ class EfficientNms(Recipe):
                           f"with node= ({', '.join(p.node for p in hits[:4])})")
         return hits[0], ""
 
-    def precondition(self, model: Any, node: Optional[str] = None,
+    def precondition(self, model: ModelLike, node: Optional[str] = None,
                      max_output_boxes: Optional[int] = None,
                      score_threshold: Optional[float] = None,
                      iou_threshold: Optional[float] = None) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         p, why = self._pattern(proto, node)
         if p is None:
             return Precondition(False, why, [])

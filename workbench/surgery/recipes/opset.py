@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
-from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, as_proto,
-                                            fix_step, opset_of, register)
+from workbench.model import ModelLike, as_model
+from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, fix_step,
+                                            opset_of, register)
 
 MIN_OPSET = 7      # below this TensorRT's parser and onnxruntime refuse the model
 MIN_TARGET = 13    # the smallest target tried
@@ -153,8 +154,8 @@ class OpsetUpgrade(Recipe):
             return None
         return fix_step("opset-upgrade", "raises the opset with onnx's version converter")
 
-    def precondition(self, model: Any, target: Optional[int] = None) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike, target: Optional[int] = None) -> Precondition:
+        proto = as_model(model).with_weights()
         have = opset_of(proto)
         if not have:
             return Precondition(False, "the model imports no default-domain opset", [])

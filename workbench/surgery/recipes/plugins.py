@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from workbench.support import codes
-from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, as_proto,
-                                    find_node_index, gs_export, gs_import, node_ids, register)
+from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, find_node_index, gs_export, gs_import,
+                                            node_ids,
+                                            register)
 from workbench.surgery.recipes.cleanup import _as_list
+from workbench.model import ModelLike, as_model
 
 
 def _standard_ops() -> set:
@@ -74,9 +76,9 @@ class ReplaceWithPlugin(Recipe):
                     outputs.append(o)
         return {"inputs": inputs, "outputs": outputs}
 
-    def precondition(self, model: Any, nodes: Any = None, plugin: str = "", version: str = "1",
+    def precondition(self, model: ModelLike, nodes: Any = None, plugin: str = "", version: str = "1",
                      namespace: str = "", domain: str = "trt.plugins", attrs: Any = None) -> Precondition:
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         names = _as_list(nodes)
         if not names:
             return Precondition(False, "give the node(s) to replace", [])

@@ -16,9 +16,10 @@ import numpy as np
 
 from workbench.errors import WorkbenchError
 from workbench.graphindex import GraphIndex, leaf_name
+from workbench.model import ModelLike, as_model
 from workbench.support import codes
-from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names, as_proto,
-                                    constant_value, node_ids, register, unique_name)
+from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names,
+                                            constant_value, node_ids, register, unique_name)
 
 RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 
@@ -322,8 +323,8 @@ class SymmetricQDQ(Recipe):
             out.append((di, [], ok, why, kind, new))
         return out
 
-    def precondition(self, model: Any, node: Optional[str] = None) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike, node: Optional[str] = None) -> Precondition:
+        proto = as_model(model).with_weights()
         sel = self._select(proto, node)
         if not sel:
             return Precondition(False, "no QuantizeLinear with an explicit zero point, or "
@@ -604,8 +605,8 @@ class StripQDQ(Recipe):
     fixes = ()
     ops = QDQ
 
-    def precondition(self, model: Any) -> Precondition:
-        proto = as_proto(model)
+    def precondition(self, model: ModelLike) -> Precondition:
+        proto = as_model(model).with_weights()
         ids = node_ids(proto)
         qdq = [ids[i] for i, n in enumerate(proto.graph.node) if n.op_type in QDQ]
         if not qdq:

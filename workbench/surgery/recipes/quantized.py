@@ -29,11 +29,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from workbench.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Precondition, Proposal, Recipe, _dom, all_names,
-                                            as_proto, constant_value, fix_step, infer_types,
-                                            node_ids, opset_of, register, tensor_types,
-                                            unique_name)
+                                            constant_value, fix_step, infer_types, node_ids,
+                                            opset_of, register, tensor_types, unique_name)
 
 # onnx elem type -> (lowest, highest) integer the quantized type holds
 RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767)}
@@ -843,10 +843,10 @@ class EmulateQuantized(Recipe):
                     "TensorRT runs its Q/DQ pairs in INT8)")
         return fix_step(self.name, "rewrites the quantized ops into exact float emulation")
 
-    def precondition(self, model: Any) -> Precondition:
+    def precondition(self, model: ModelLike) -> Precondition:
         import copy
 
-        proto = as_proto(model)
+        proto = as_model(model).with_weights()
         cands = _candidates(proto)
         ids = node_ids(proto)
         if not cands:

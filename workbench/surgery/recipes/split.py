@@ -10,6 +10,8 @@ from typing import Any, List, Sequence, Set
 from workbench.support import codes
 from workbench.surgery.recipes.base import Precondition, Proposal, Recipe, register
 
+from workbench.model import ModelLike
+
 ORT_DOMAINS = ("", "ai.onnx", "com.microsoft")
 
 
@@ -112,7 +114,7 @@ class Split(Recipe):
                     why="builds everything before it and keeps it and what follows as ONNX "
                     "for onnxruntime (build splits so by itself)")
 
-    def precondition(self, model: Any) -> Precondition:
+    def precondition(self, model: ModelLike) -> Precondition:
         return Precondition(False, "a split makes two models (the engine's prefix and an ONNX "
                             "tail), not a new version of one: run fix --split with -o a folder "
                             "(or workbench.surgery.split.split_model)", [])

@@ -1,0 +1,138 @@
+"""One model handle: every capability coerces what it is handed (path, Model, ModelProto) with
+`workbench.model.as_model`, reads the structure without weights, and loads a model's weights
+at most once (`Model.load_weights`, the one path that loads them, is counted here)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from workbench import model as wmodel
+from workbench.errors import WorkbenchError
+from workbench.model import Model, as_model, open_model
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_PARAMS = {"model", "reference", "candidate", "model_or_path"}
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    """A small MatMul-Add-Relu model whose weights live in an external-data file."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b")
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+         helper.make_node("Add", ["m", "b"], ["a"], name="add"),
+         helper.make_node("Relu", ["a"], ["y"], name="relu")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])], [w, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    p = tmp_path / "small.onnx"
+    onnx.save(m, str(p), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="small.onnx_data", size_threshold=0)
+    return p
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list:
+    calls: list = []
+    real = wmodel.Model.load_weights
+
+    def counted(self: Model) -> onnx.ModelProto:
+        calls.append(str(self.path))
+        return real(self)
+
+    monkeypatch.setattr(wmodel.Model, "load_weights", counted)
+    return calls
+
+
+def test_as_model_takes_a_path_a_model_or_a_proto(small: Path) -> None:
+    m = as_model(small)
+    assert isinstance(m, Model) and m.path == small and m.external_files
+    assert as_model(m) is m
+    assert as_model(str(small)).path == small
+    inline = as_model(onnx.load(str(small)))
+    assert inline.path is None and len(inline.graph.initializer) == 2
+    with pytest.raises(WorkbenchError, match="cannot use a int as a model"):
+        as_model(3)
+
+
+def test_with_weights_loads_once_per_model(small: Path, loads: list) -> None:
+    m = open_model(small)
+    a, b = m.with_weights(), m.with_weights()
+    assert a is b and loads == [str(small)]
+    assert numpy_helper.to_array(a.graph.initializer[0]).shape == (16, 32)
+    assert m.proto.graph.initializer[0].data_location == TensorProto.EXTERNAL  # untouched
+
+
+def _capabilities(tmp_path: Path, other: Path):
+    """(name, call) for each capability run on a model as handed (compare: against `other`,
+    a copy in another folder, so each of the two models is counted on its own)."""
+    from workbench.compare import layerwise
+    from workbench.inspect import inspect_model
+    from workbench.precision.profiles import default_profile
+    from workbench.precision.transform import convert
+    from workbench.support.checker import check
+    from workbench.surgery.session import auto_fix
+
+    return [
+        ("inspect", lambda m: inspect_model(m)),
+        ("check", lambda m: check(m, backend="static")),
+        ("precision", lambda m: convert(m, "fp16", measure=False)),
+        ("compare", lambda m: layerwise(m, other, allow_random=True, stream_weights_mb=1e6)),
+        ("fix", lambda m: auto_fix(m, backend="static")),
+        ("profiles", lambda m: default_profile(m)),
+    ]
+
+
+@pytest.mark.parametrize("handed", ["path", "model"])
+def test_no_capability_loads_the_weights_of_its_model_twice(small: Path, tmp_path: Path,
+                                                             loads: list, handed: str) -> None:
+    import shutil
+    from collections import Counter
+
+    (tmp_path / "other").mkdir()
+    for f in (small, small.with_name("small.onnx_data")):
+        shutil.copy(f, tmp_path / "other" / f.name)
+    seen = set()
+    for name, call in _capabilities(tmp_path, tmp_path / "other" / "small.onnx"):
+        loads.clear()
+        call(small if handed == "path" else open_model(small))
+        most = Counter(loads).most_common(1)
+        assert not most or most[0][1] == 1, f"{name} loaded {most[0][0]} {most[0][1]} times"
+        seen.update(loads)
+    assert str(small) in seen  # (the count is live: precision and compare need the weights)
+
+
+def _public_model_any(path: Path) -> list:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and not node.name.startswith("_"):
+            a = node.args
+            for arg in a.posonlyargs + a.args + a.kwonlyargs:
+                if arg.arg in MODEL_PARAMS and isinstance(arg.annotation, ast.Name) \
+                        and arg.annotation.id == "Any":
+                    found.append(f"{path.name}:{node.lineno} {node.name}({arg.arg})")
+    return found
+
+
+def test_no_public_function_takes_a_model_typed_any() -> None:
+    files = sorted((ROOT / "workbench").rglob("*.py")) + sorted((ROOT / "widgets").rglob("*.py"))
+    assert len(files) > 50
+    bad = [hit for f in files for hit in _public_model_any(f)]
+    assert not bad, "type these ModelLike (workbench.model): " + "; ".join(bad)
+
+
+def test_the_scan_sees_a_model_typed_any(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("from typing import Any\ndef run(model: Any) -> None: ...\n"
+                     "def _private(model: Any) -> None: ...\n"
+                     "def typed(model: 'ModelLike', other: Any) -> None: ...\n")
+    assert _public_model_any(probe) == ["probe.py:2 run(model)"]
