@@ -14,12 +14,16 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from workbench.errors import WorkbenchError
+from workbench.precision import table
 
-TYPES = ("fp32", "fp16", "bf16", "int8", "fp8", "int32", "int64", "bool", "uint8")
+# trtexec's I/O types: the precision table's targets and the integer/bool tensor types
+TYPES = tuple(table.names()) + ("int32", "int64", "bool", "uint8")
 FORMATS = ("chw", "chw2", "chw4", "chw16", "chw32", "hwc", "hwc8", "hwc16", "dhwc", "dhwc8",
            "cdhw32")
-# ONNX elem types of the float I/O types (TensorProto.FLOAT, FLOAT16, BFLOAT16)
-_ONNX_FLOAT = {"fp32": 1, "fp16": 10, "bf16": 16}
+# ONNX elem types of the float I/O types (FLOAT, FLOAT16, BFLOAT16: the table's
+# unquantized rows; a quantized type's I/O goes through Q/DQ instead)
+_ONNX_FLOAT = {n: table.get(n).onnx_dtype for n in table.names()
+               if not table.is_quantized(n) and table.get(n).onnx_dtype}
 Spec = List[Tuple[str, List[str]]]
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.model import ModelLike
 
 NAME = "inspect"
 HELP = "summarise an ONNX model: opsets, ops, inputs/outputs with dynamic dims, shapes, nodes"
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def next_steps(model: Any) -> List[Any]:
+def next_steps(model: "ModelLike") -> List[Any]:
     """What to run next, as records: the parser check, and for dynamic inputs the profile a
     build would default to (the flag that sets it), or a decoder's serving profiles."""
     from workbench.findings import step

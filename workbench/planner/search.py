@@ -30,6 +30,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from workbench.errors import WorkbenchError
+from workbench.model import ModelLike, as_model
+from workbench.precision import table
 from workbench.planner.regions import engine_regions, graph_regions, label, merge_to
 
 Feed = Dict[str, np.ndarray]
@@ -208,7 +210,7 @@ class _OutOfBuilds(Exception):
 
 
 # ----------------------------------------------------------------------------- the planner
-def plan(model: Any, data: Any = None, *, budget: Any = "1%", metric: Any = None,
+def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any = None,
          target: str = "fp16", latency_profiles: Any = None, max_builds: int = 40,
          holdout: float = 0.25, samples: int = 64, output: Any = None,
          calibration: Any = None, on_step: Optional[Callable[[str], None]] = None) -> Plan:
@@ -223,11 +225,14 @@ def plan(model: Any, data: Any = None, *, budget: Any = "1%", metric: Any = None
 
     t0 = time.monotonic()
     say = on_step or (lambda s: None)
-    model = str(model)
-    if not Path(model).is_file():
-        raise WorkbenchError("model not found", file=model)
+    path = as_model(model).path  # (the plan's candidates are written from the file)
+    if path is None or not Path(path).is_file():
+        raise WorkbenchError("the planner needs the model as a file", file=str(path or model),
+                             hint="save the model first (workbench.model.save_model) and "
+                                  "pass its path")
+    model = str(path)
     target = str(target).lower()
-    if target not in ("fp16", "bf16", "int8", "fp8"):
+    if not (table.is_low_float(target) or table.is_quantized(target)):
         raise WorkbenchError(f"target '{target}' is not a lower precision", field="--to",
                              hint="fp16, bf16, int8 or fp8")
     if data is None:
@@ -282,7 +287,7 @@ def plan(model: Any, data: Any = None, *, budget: Any = "1%", metric: Any = None
         assign = {n: "fp32" for n in exclude_of(kept)}
         return latency.predict(assign, default=target)
 
-    calib = calibration if calibration is not None else (data if target in ("int8", "fp8")
+    calib = calibration if calibration is not None else (data if table.is_quantized(target)
                                                          else None)
     if calibration is None and calib is not None:  # (what `precision --calib DATA` uses: the
         # planned model is reproducible bit for bit; give --calib to keep them apart)
@@ -378,7 +383,7 @@ def commands(p: Plan, data: Any = None) -> Dict[str, str]:
     TensorRT's default) where the TensorRT here has per-layer precision, the reproduce line."""
     q = shlex.quote
     ex = " ".join(f"--exclude {q(n)}" for n in p.fp32_nodes)
-    calib = f" --calib {q(str(data))}" if data and p.target in ("int8", "fp8") else ""
+    calib = f" --calib {q(str(data))}" if data and table.is_quantized(p.target) else ""
     out = {"precision": f"workbench precision {q(p.model)} --to {p.target} {ex}{calib} "
                         "-o OUT.onnx".replace("  ", " "),
            "autocast_nodes_to_exclude": repr(list(p.fp32_nodes)),

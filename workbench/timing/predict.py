@@ -19,10 +19,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from workbench.errors import WorkbenchError
+from workbench.precision import table
 
+PathLike = Union[str, "os.PathLike[str]"]  # a model file (its stem names the profiles)
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")  # high to low
 # file layouts of a recorded uniform engine: ours (`<stem>_<p>.layers.json` +
 # `<stem>_<p>.profile.json`) and trtexec/TREx (`<stem>-<p>.engine.graph.json` +
@@ -32,7 +35,7 @@ _TREX = re.compile(r"^(?P<stem>.+?)[_-](?P<p>fp32|tf32|fp16|bf16|int8|fp8|qat)"
                    r"\.engine\.graph\.json$")
 
 
-def find_profiles(folder: Any, model: Any = None) -> Dict[str, Tuple[Path, Optional[Path]]]:
+def find_profiles(folder: Any, model: Optional[PathLike] = None) -> Dict[str, Tuple[Path, Optional[Path]]]:
     """{precision: (layers.json, profile.json or None)} of the recorded uniform engines in
     `folder`. With several models' recordings there, the one whose stem begins `model`'s file
     name (e.g. `resnet50_fp16.*` for resnet50.onnx / resnet50.structure.onnx)."""
@@ -96,7 +99,7 @@ class LatencyModel:
                     continue
                 if is_ref:
                     refmt += ms
-                    if p not in ("fp32", "tf32"):
+                    if table.find(p) is not None and not table.is_base(p):  # (tf32: none)
                         ref_counts.append(ms)
                     continue
                 if not nodes:
@@ -122,7 +125,7 @@ class LatencyModel:
         return cls.from_tables(tables, {p: str(lay) for p, (lay, _) in files.items()})
 
     @classmethod
-    def from_dir(cls, folder: Any, model: Any = None, onnx: Any = None) -> "LatencyModel":
+    def from_dir(cls, folder: Any, model: Optional[PathLike] = None, onnx: Any = None) -> "LatencyModel":
         files = find_profiles(folder, model)
         if not files:
             raise WorkbenchError("no recorded engine profile for this model in the folder",

@@ -17,13 +17,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 from workbench.errors import WorkbenchError
 
 MODES = ("eager_fp32", "eager_fp16", "compile_fp16")
+HALF_MODES = {"eager_fp16", "compile_fp16"}  # torch runs these with .half() weights and inputs
 
 
 def torch_available() -> Optional[str]:
@@ -119,7 +123,7 @@ def _timer(device: str) -> Callable[[Callable[[], Any], int], List[float]]:
     return cuda_events if device == "cuda" else wall
 
 
-def time_torch(model: Any, feeds: Dict[str, np.ndarray], *, iterations: int = 100,
+def time_torch(model: "torch.nn.Module", feeds: Dict[str, np.ndarray], *, iterations: int = 100,
                warmup: int = 10, modes: Optional[List[str]] = None,
                device: Optional[str] = None) -> Dict[str, Any]:
     """P50 (ms) of `model(*feeds.values())` per mode; a mode that fails gives its reason.
@@ -132,7 +136,7 @@ def time_torch(model: Any, feeds: Dict[str, np.ndarray], *, iterations: int = 10
     rows: Dict[str, Any] = {}
     base = model.eval() if hasattr(model, "eval") else model
     for mode in modes or list(MODES):
-        half = mode.endswith("fp16")
+        half = mode in HALF_MODES
         if half and dev != "cuda":
             rows[mode] = {"reason": "FP16 is timed on CUDA only (no GPU for torch here)"}
             continue
