@@ -103,6 +103,8 @@ def pareto_figure(points: Any, axes: Dict[str, str], title: str = "Variant matri
                       template="plotly_white", height=480, margin=dict(l=60, r=20, t=60, b=50))
     if log_y:
         fig.update_yaxes(type="log")
+    if axes.get("kind") == "accuracy-only":  # the variants' ids on x: long, one per point,
+        fig.update_xaxes(tickangle=-90, automargin=True)  # upright so they never overlap
     return fig
 
 
