@@ -635,7 +635,8 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
         timing_cache = config.timing_cache or str(
             ws.timing_caches_dir / f"{backend}-{version}.cache")
         args: Dict[str, Any] = dict(
-            onnx_path=str(onnx_path), backend=config.backend if config.backend != "auto" else
+            onnx_path=str(Path(str(onnx_path)).resolve()),  # (the worker's folder may differ)
+            backend=config.backend if config.backend != "auto" else
             backend, route=route, precision=config.precision, profiles=config.profiles,
             workspace_bytes=config.workspace_bytes,
             optimization_level=config.builder_optimization_level, timing_cache=timing_cache,

@@ -1155,7 +1155,9 @@ class _model_file:
 
     def __enter__(self) -> str:
         if self.model.path is not None and self.model.path.is_file():
-            return str(self.model.path)
+            # absolute: the worker is long-lived and was started in whatever folder the
+            # process was in then (a notebook or a test may have changed folder since)
+            return str(self.model.path.resolve())
         self.tmp = tempfile.TemporaryDirectory(prefix="workbench-check-")
         out = Path(self.tmp.name) / "model.onnx"
         save_model(self.model.load_weights(), out)
