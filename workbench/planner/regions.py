@@ -19,25 +19,30 @@ NO_DATA = {"Constant", "Shape", "Size", "ConstantOfShape", "Range", "Identity"}
 
 def graph_regions(proto: Any) -> List[List[str]]:
     """Regions of the graph's nodes (see the module docstring), in graph order."""
-    from workbench.graphindex import scope_path_of
+    from workbench.graphindex import GraphIndex, scope_path_of
 
     g = proto.graph
-    consumers: Dict[str, int] = {}
-    for n in g.node:
-        for i in n.input:
-            consumers[i] = consumers.get(i, 0) + 1
-    produced_by: Dict[str, Any] = {o: n for n in g.node for o in n.output}
+    idx = GraphIndex.of(proto)  # (producers and consumers come from the one index)
+    nodes = list(g.node)
+
+    def consumers(t: str) -> int:
+        return len(idx.consumers.get(t, ()))
+
+    def produced_by(t: str) -> Any:
+        i = idx.producer_of(t)
+        return None if i is None else nodes[i]
+
     region_of: Dict[str, int] = {}
     regions: List[List[str]] = []
     by_scope: Dict[str, int] = {}
     for n in g.node:
         if n.op_type in NO_DATA or not n.name:
             continue
-        src = [produced_by[i] for i in n.input if i in produced_by
-               and produced_by[i].op_type not in NO_DATA]
+        src = [p for p in (produced_by(i) for i in n.input)
+               if p is not None and p.op_type not in NO_DATA]
         if n.op_type in FOLLOWERS and len(src) == 1 and src[0].name in region_of and \
                 src[0].op_type in ANCHORS | FOLLOWERS and \
-                consumers.get(src[0].output[0], 0) == 1:
+                consumers(src[0].output[0]) == 1:
             k = region_of[src[0].name]  # fused with the conv / matmul before it
         else:
             scope = scope_path_of(n.name)

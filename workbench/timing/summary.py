@@ -86,6 +86,7 @@ def lint(t: LayerTable, reformat_pct: float = 10.0) -> List[Finding]:
                  (advice["cli"] if advice else "e.g. FP16 I/O, --inputIOFormats") +
                  "), and avoid precision islands that force conversions",
             source="timing-lint", extra={"layers": names.head(10).tolist(),
+                                         "time_ms": ro["time_ms"],
                                          **({"next_step": advice} if advice else {})}))
     elif advice:
         out.append(Finding(
