@@ -3,8 +3,6 @@ the I/O reformat layers, their measured time (the predicted saving) and the I/O 
 build with; the proposal applies as a BuildConfig and as CLI flags."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from workbench.build.spec import BuildConfig
@@ -12,9 +10,7 @@ from workbench.timing.io_advice import advise, io_format_of, verify
 from workbench.timing.summary import lint
 from workbench.timing.table import LayerTable
 
-H200 = Path("/work/shared/fixtures/trt86-h200")
-if not H200.is_dir():
-    H200 = Path(__file__).resolve().parents[1] / "shared" / "fixtures" / "trt86-h200"
+from tests.conftest import H200  # the H200 captures kept in the repository
 
 
 def table(name: str) -> LayerTable:

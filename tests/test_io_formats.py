@@ -137,11 +137,10 @@ def test_panel_applies_the_reformat_finding_next_step(client, tmp_path):
     from workbench.timing.summary import lint
     from workbench.timing.table import LayerTable
 
-    h200 = Path("/work/shared/fixtures/trt86-h200")
-    if not h200.is_dir():
-        h200 = Path(__file__).resolve().parents[1] / "shared" / "fixtures" / "trt86-h200"
-    t = LayerTable.build(str(h200 / "resnet50_fp16.layers.json"),
-                         str(h200 / "resnet50_fp16.profile.json"))
+    from tests.conftest import H200  # the H200 captures kept in the repository
+
+    t = LayerTable.build(str(H200 / "resnet50_fp16.layers.json"),
+                         str(H200 / "resnet50_fp16.profile.json"))
     step = next(f.extra["next_step"] for f in lint(t) if "next_step" in f.extra)
     panel = BuildPanel(RESNET, BuildConfig(precision="fp16", profiles=PROFILE, target="sm89",
                                            builder_optimization_level=0),

@@ -189,13 +189,18 @@ def start_ray(address: Optional[str] = None, workers: Optional[int] = None,
         kw["address"] = address
     else:
         kw["num_cpus"] = int(workers or os.cpu_count() or 1)
-        kw["_node_ip_address"] = LOOPBACK
         if gpus is not None:
             kw["num_gpus"] = int(gpus)
+    # a local instance, or a cluster at a loopback address (one that a workbench started on
+    # this machine): this process joins as a loopback node too, else Ray looks for a raylet
+    # at the machine's own address and waits forever
+    local = not address or _on_loopback(address)
+    if local:
+        kw["_node_ip_address"] = LOOPBACK
     last: Optional[BaseException] = None
     for _ in range(3):  # a heavily loaded machine can miss Ray's 30-s node start-up wait
         try:
-            with _lean_ray_env(local=not address), _loopback_only(local=not address):
+            with _lean_ray_env(local=not address), _loopback_only(local=local):
                 ray.init(**kw)
             return True
         except ConnectionError as e:
@@ -216,6 +221,12 @@ def start_ray(address: Optional[str] = None, workers: Optional[int] = None,
 
 
 LOOPBACK = "127.0.0.1"
+
+
+def _on_loopback(address: str) -> bool:
+    """Is a Ray address (HOST:PORT, ray://HOST:PORT) on the loopback interface?"""
+    host = str(address).split("://", 1)[-1].rsplit(":", 1)[0].strip("[]").lower()
+    return host == "localhost" or host.startswith("127.") or host == "::1"
 # Ray's switch for a node that serves this machine only: with it off, Ray takes the loopback
 # address as the node's (`services.get_node_ip_address`) and its GCS, raylet and workers
 # listen on 127.0.0.1 instead of every interface (Ray 2.60: measured with ss/psutil)
@@ -237,7 +248,8 @@ def _loopback_only(local: bool) -> Iterator[None]:
     every start (a filter on that one logger, for the call). The processes Ray starts read
     the switch from the environment; this process's Ray read it at import, so its module
     constant is set too for the call (probed: left alone where the name is gone). An address
-    given with --ray is the user's cluster: nothing changes there."""
+    given with --ray is the user's cluster: nothing changes there, unless it is a loopback
+    address (a cluster bound to this machine's loopback, which only a loopback node joins)."""
     if not local:
         yield
         return
