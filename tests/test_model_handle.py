@@ -136,3 +136,60 @@ def test_the_scan_sees_a_model_typed_any(tmp_path: Path) -> None:
                      "def _private(model: Any) -> None: ...\n"
                      "def typed(model: 'ModelLike', other: Any) -> None: ...\n")
     assert _public_model_any(probe) == ["probe.py:2 run(model)"]
+
+
+def test_an_unopened_handle_hashes_without_parsing_and_opens_on_use(small: Path,
+                                                                    tmp_path: Path) -> None:
+    import hashlib
+
+    inline = tmp_path / "inline.onnx"
+    onnx.save(onnx.load(str(small)), str(inline))  # weights embedded: no 'location' key
+    m = as_model(inline, opened=False)
+    assert not m.opened and m.path == inline.resolve()
+    assert m.content_hash == hashlib.sha256(inline.read_bytes()).hexdigest()
+    assert not m.opened  # a self-contained file is hashed as bytes, never parsed
+    assert [n.op_type for n in m.graph.node] == ["MatMul", "Add", "Relu"] and m.opened
+    assert m.content_hash == open_model(inline).content_hash
+    with pytest.raises(WorkbenchError, match="file not found"):
+        as_model(tmp_path / "nope.onnx", opened=False)
+
+
+def test_the_hash_covers_external_data_and_is_memoised_by_stat(small: Path) -> None:
+    from workbench import contenthash
+
+    m = as_model(small, opened=False)
+    h = m.content_hash
+    assert m.opened  # ('location' in the file: the handle reads which data files it uses)
+    assert contenthash.memo_lookup(small) == h == open_model(small).content_hash
+    data = small.with_name("small.onnx_data")
+    raw = bytearray(data.read_bytes())
+    raw[0] ^= 1
+    data.write_bytes(bytes(raw))
+    assert contenthash.memo_lookup(small) is None  # its data file changed: hashed again
+    assert open_model(small).content_hash != h
+
+
+def test_the_handle_knows_where_each_weight_lies(small: Path) -> None:
+    from workbench import weights
+
+    m = open_model(small)
+    locs = m.weight_locations
+    assert set(locs) == {"w", "b"} and m.external_bytes == (16 * 32 + 32) * 4
+    w = locs["w"]
+    assert Path(w.file) == small.with_name("small.onnx_data").resolve() and w.dims == (16, 32)
+    np.testing.assert_array_equal(
+        w.array(), numpy_helper.to_array(onnx.load(str(small)).graph.initializer[0]))
+    ref = weights.by_reference(m, inline_bytes=1024)  # 'b' (128 B) read in, 'w' referenced
+    assert weights.weight_refs(ref) == {"w": w}
+    assert ref.graph.initializer[1].raw_data and m.proto.graph.initializer[1].data_location \
+        == TensorProto.EXTERNAL  # the handle's structure is untouched
+
+
+def test_the_build_cache_keys_on_the_handle(small: Path) -> None:
+    from workbench.build.cache import ModelRef
+
+    ref = ModelRef(str(small))
+    assert ref.model.path == small.resolve() and ref.content_hash == open_model(small).content_hash
+    assert ref.workspace().dir.name == ref.content_hash[:16]
+    m = open_model(small)
+    assert ModelRef(m).model is m

@@ -218,14 +218,13 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
     within `budget` of `metric` on held-back samples (see the module docstring). `data`: the
     samples (.npz path or feeds); `metric`: top1 | top5 | cosine | rel | MODULE:FUNC | a
     callable (reference, candidate) -> loss; `output`: write the planned model there."""
-    import onnx
-
     from workbench.runners import batched_inputs, limit_samples
     from workbench.verdict import parse_budget, resolve_metric
 
     t0 = time.monotonic()
     say = on_step or (lambda s: None)
-    path = as_model(model).path  # (the plan's candidates are written from the file)
+    handle = as_model(model)
+    path = handle.path  # (the plan's candidates are written from the file)
     if path is None or not Path(path).is_file():
         raise WorkbenchError("the planner needs the model as a file", file=str(path or model),
                              hint="save the model first (workbench.model.save_model) and "
@@ -240,7 +239,7 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
                              field="--data", hint="pass SAMPLES.npz (axis 0 is the sample)")
     b = parse_budget(budget)
     b = 0.01 if b is None else b
-    proto = onnx.load(model, load_external_data=False)  # (the structure: no weights held)
+    proto = handle.proto  # (the structure: no weights held)
     m = resolve_metric(metric) if metric is not None else default_metric(proto)
     mname = getattr(m, "__name__", str(m))
     notes: List[str] = []
