@@ -152,8 +152,12 @@ def _float_model_of(proto: Any, target: str) -> Tuple[Any, List[Finding]]:
 
 def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
              exclude_nodes: Sequence[str], exclude_ops: Sequence[str], method: str,
-             per_channel: bool = True) -> Tuple[Any, List[Finding], Dict[str, Any]]:
-    """Insert Q/DQ pairs for `target` in {"int8", "fp8"}. Returns (model, findings, report)."""
+             per_channel: bool = True, source: Any = None
+             ) -> Tuple[Any, List[Finding], Dict[str, Any]]:
+    """Insert Q/DQ pairs for `target` in {"int8", "fp8"}. Returns (model, findings, report).
+    `source`: the model handle whose external data `proto` (its structure) refers to: the
+    pairs then go in on the structure and the weights are quantized as the model is written
+    (`workbench.precision.qdq_stream`)."""
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, quantize_static
 
@@ -175,6 +179,9 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
     ops = [o for o in QUANT_OPS if o not in set(exclude_ops)]
     _fp32_compute(proto, target)
     _something_to_quantize(proto, target, ops, skip)
+    if source is not None:
+        q = _streamed(proto, target, batches, ops, skip, method, per_channel, source)
+        return _finish(q, proto, target, skip, pre_findings)
     with tempfile.TemporaryDirectory(prefix="wb-quant-") as tmp:
         out_path = Path(tmp) / "q.onnx"
         cache = Path(tmp) / "ranges.json"
@@ -216,6 +223,43 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
     if row.onnx_dtype in FP8_TYPES:  # quantized as INT8 above, rescaled to FP8 here
         q, f8 = _int8_to_fp8(q, proto)
         findings += f8
+    return _finish(q, proto, target, skip, findings)
+
+
+def _streamed(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
+              ops: Sequence[str], skip: Sequence[str], method: str, per_channel: bool,
+              source: Any) -> Any:
+    """The Q/DQ model of the structure `proto` (a copy), activation ranges measured on
+    `source` held by reference, weights marked to be quantized as they are written."""
+    from workbench.precision import qdq_stream, table
+
+    qtype = qdq_stream.qtype_of(table.get(target).onnx_dtype)
+    assert qtype is not None
+    nodes, acts, wts = qdq_stream.plan(proto, ops, skip, per_channel)
+    try:
+        with _quiet_root_logger():
+            amax = qdq_stream.activation_amax(source, acts, batches, method)
+    except WorkbenchError:
+        raise
+    except Exception as e:
+        from workbench.runners import user_error
+
+        ran = user_error(e)
+        raise WorkbenchError(
+            f"{target.upper()} calibration could not run the model on the calibration data: "
+            f"{ran.message if ran is not None else ' '.join(str(e).split())[:300]}",
+            node=getattr(ran, "node", None),
+            hint="check the calibration data against the model's inputs (`workbench profiles "
+                 "MODEL --calib DATA` runs it and names what does not fit)") from None
+    q = copy.deepcopy(proto)  # (the structure: the FP32 one stays for the findings)
+    qdq_stream.insert(q, nodes, {a: amax.get(a, 0.0) for a in acts}, wts, qtype)
+    return q
+
+
+def _finish(q: Any, proto: Any, target: str, skip: Sequence[str], findings: List[Finding]
+            ) -> Tuple[Any, List[Finding], Dict[str, Any]]:
+    """The quantized model's report and findings (zero points all 0, what stayed float)."""
+    findings = list(findings)
     report = _qdq_report(q, target)
     nonzero = report.pop("_nonzero_zero_points")
     if nonzero:

@@ -28,7 +28,7 @@ import numpy as np
 
 from workbench.comparison import MILD_COSINE, MILD_REL, MILD_TOP1  # noqa: F401 (one rule)
 from workbench.errors import Finding, WorkbenchError
-from workbench.model import ModelLike, as_model
+from workbench.model import Model, ModelLike, as_model
 from workbench.precision import table
 from workbench.precision.lowering import structural_error, type_str
 from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
@@ -522,8 +522,9 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
         raise WorkbenchError(f"unknown route '{route}'", field="route", hint="onnx or modelopt")
     model_or_path = as_model(model_or_path)  # opened once, whatever the route reads after
     streamed = None
-    if output is not None and entry.kind == "float" and route == "onnx" and \
-            calibration is None and not (allow_random and measure):
+    if output is not None and route == "onnx" and (
+            (entry.kind == "float" and calibration is None and not (allow_random and measure))
+            or (entry.needs_calibration and _quantizes_streamed(model_or_path, entry))):
         streamed = _weightless(model_or_path)
     if streamed is not None:
         proto, path = streamed
@@ -584,7 +585,7 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
         if entry.kind == "float":
             findings += _float_checks(proto, entry, batches, ex_nodes, report)
         job = TransformJob(target, ex_nodes, ex_ops, keep_io_types, batches, calibrate_method,
-                           per_channel)
+                           per_channel, source=model_or_path if streamed is not None else None)
         out, tfind, tinfo = entry.transform_fn()(proto, job)
         findings += tfind
         report.update(tinfo)
@@ -650,8 +651,9 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
                 source="precision"))
 
     if batches is not None and measure and entry.kind != "none":
-        try:
-            report["error"] = measure_error(proto, out, batches, target)
+        try:  # (streamed: both models run from their files, never serialized with weights)
+            report["error"] = measure_error(proto, out, batches, target) if streamed is None \
+                else measure_error(path, written, batches, target)
         except Exception as e:  # e.g. ORT CPU has no BF16/FP8 kernel for some op
             report["error"] = None
             findings.append(Finding(
@@ -709,6 +711,15 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
                                       selected=selection_region(proto)[2])
     return PrecisionResult(proto=out, target=target, findings=findings, report=report,
                            path=written)
+
+
+def _quantizes_streamed(model: "Model", entry: table.Precision) -> bool:
+    """Are a model's Q/DQ put in on its structure, its weights quantized as they stream: a
+    file with external data, no Q/DQ in it yet, a Q/DQ type the stream writes?"""
+    from workbench.precision.qdq_stream import can_stream
+
+    return model.path is not None and bool(model.external_files) and \
+        can_stream(model.proto, entry.onnx_dtype)
 
 
 def _weightless(model_or_path: Any) -> Optional[Tuple[Any, Path]]:
@@ -841,14 +852,18 @@ class TransformJob:
     calibration batches (None without data), method and weight granularity."""
 
     __slots__ = ("target", "exclude_nodes", "exclude_ops", "keep_io_types", "batches",
-                 "calibrate_method", "per_channel")
+                 "calibrate_method", "per_channel", "source")
 
     def __init__(self, target: str, exclude_nodes: List[str], exclude_ops: List[str],
                  keep_io_types: bool, batches: Optional[List[Dict[str, np.ndarray]]],
-                 calibrate_method: str, per_channel: bool) -> None:
+                 calibrate_method: str, per_channel: bool,
+                 source: Optional["Model"] = None) -> None:
         self.target, self.exclude_nodes, self.exclude_ops = target, exclude_nodes, exclude_ops
         self.keep_io_types, self.batches = keep_io_types, batches
         self.calibrate_method, self.per_channel = calibrate_method, per_channel
+        # the handle whose external data the model's structure refers to: a streamed
+        # transform reads the weights from there as it writes (None: weights in memory)
+        self.source = source
 
 
 def _entry(target: Any) -> table.Precision:
@@ -995,7 +1010,8 @@ def qdq(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, An
             f"per-channel Q/DQ (DequantizeLinear's axis) needs opset {QDQ_OPSET}, as "
             "TensorRT's explicit quantization does", source="precision"))
     q, more, report = quantize(proto, job.target, job.batches, job.exclude_nodes,
-                               job.exclude_ops, job.calibrate_method, job.per_channel)
+                               job.exclude_ops, job.calibrate_method, job.per_channel,
+                               source=job.source)
     return q, findings + more, report
 
 
