@@ -523,8 +523,8 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
     model_or_path = as_model(model_or_path)  # opened once, whatever the route reads after
     streamed = None
     if output is not None and route == "onnx" and (
-            (entry.kind == "float" and calibration is None and not (allow_random and measure))
-            or (entry.needs_calibration and _quantizes_streamed(model_or_path, entry))):
+            entry.kind == "float" or
+            (entry.needs_calibration and _quantizes_streamed(model_or_path, entry))):
         streamed = _weightless(model_or_path)
     if streamed is not None:
         proto, path = streamed
@@ -583,7 +583,9 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
         out = convert_modelopt(proto, target, batches, ex_nodes, ex_ops, calibrate_method)
     else:
         if entry.kind == "float":
-            findings += _float_checks(proto, entry, batches, ex_nodes, report)
+            findings += _float_checks(proto, entry, batches, ex_nodes, report,
+                                      runnable=_by_reference(model_or_path, streamed)
+                                      if batches is not None else None)
         job = TransformJob(target, ex_nodes, ex_ops, keep_io_types, batches, calibrate_method,
                            per_channel, source=model_or_path if streamed is not None else None)
         out, tfind, tinfo = entry.transform_fn()(proto, job)
@@ -662,7 +664,15 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
                 f"({' '.join(str(e).split())[:300]}); the graph is valid ONNX but its accuracy "
                 "was not measured on CPU", hint="measure it on the GPU with `workbench compare`",
                 source="precision"))
-        if entry.kind == "float":
+        if entry.kind == "float" and streamed is not None:
+            report["error_reference"] = None
+            findings.append(Finding(
+                "info", "reference-not-run",
+                f"the {target.upper()} storage run (onnx's reference evaluator) was left out: "
+                "it holds every weight in memory, and this model's weights were streamed; the "
+                "error above is onnxruntime CPU's", source="precision",
+                hint=f"`workbench compare MODEL --to {target}` measures it a segment at a time"))
+        elif entry.kind == "float":
             try:
                 report["error_reference"] = measure_error_reference(proto, out, batches,
                                                                    target)
@@ -711,6 +721,15 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
                                       selected=selection_region(proto)[2])
     return PrecisionResult(proto=out, target=target, findings=findings, report=report,
                            path=written)
+
+
+def _by_reference(model: "Model", streamed: Any) -> Any:
+    """The model held by reference (`workbench.weights`) when it is streamed, else None."""
+    if streamed is None:
+        return None
+    from workbench import weights
+
+    return weights.by_reference(model)
 
 
 def _quantizes_streamed(model: "Model", entry: table.Precision) -> bool:
@@ -875,14 +894,15 @@ def _entry(target: Any) -> table.Precision:
 
 
 def _float_checks(proto: Any, entry: table.Precision, batches: Any, ex_nodes: List[str],
-                  report: Dict[str, Any]) -> List[Finding]:
-    """Float targets: FP32 activations and weights beyond the target's range."""
+                  report: Dict[str, Any], runnable: Any = None) -> List[Finding]:
+    """Float targets: FP32 activations and weights beyond the target's range. `runnable`:
+    the model to run for the activations when `proto` holds no weights (held by reference)."""
     target = entry.name
     limit = entry.max_abs if entry.max_abs is not None else FP16_MAX
     findings: List[Finding] = []
     if batches is not None:
         try:
-            ranges = activation_ranges(proto, batches)
+            ranges = activation_ranges(runnable if runnable is not None else proto, batches)
         except Exception as e:  # e.g. a custom-domain op onnxruntime does not know
             ranges = {}
             from workbench.runners import user_error
