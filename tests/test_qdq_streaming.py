@@ -71,15 +71,17 @@ def _run(path: Path, calib: Path) -> list:
     return s.run(None, dict(np.load(calib)))
 
 
-@pytest.mark.parametrize("method", ["minmax", "entropy"])
+@pytest.mark.parametrize("method,per_channel", [("minmax", True), ("entropy", True),
+                                                ("minmax", False)])
 def test_streamed_int8_is_the_in_memory_quantization(mlp: Path, tmp_path: Path,
-                                                     method: str) -> None:
+                                                     method: str, per_channel: bool) -> None:
     calib = _calib(tmp_path)
-    mem = convert(mlp, "int8", calibration=str(calib), calibrate_method=method, measure=False)
+    mem = convert(mlp, "int8", calibration=str(calib), calibrate_method=method, measure=False,
+                  per_channel=per_channel)
     (tmp_path / "a").mkdir()
     ref = wmodel.save_model(mem.proto, tmp_path / "a" / "mem.onnx")
     res = convert(mlp, "int8", calibration=str(calib), calibrate_method=method,
-                  output=tmp_path / "out" / "q.onnx")
+                  per_channel=per_channel, output=tmp_path / "out" / "q.onnx")
     assert res.path == tmp_path / "out" / "q.onnx"
     assert res.report["quantized_nodes"] == mem.report["quantized_nodes"]
     assert sorted(n.op_type for n in res.proto.graph.node) == \
@@ -91,7 +93,10 @@ def test_streamed_int8_is_the_in_memory_quantization(mlp: Path, tmp_path: Path,
         assert q.dtype == np.int8 and s.shape == want[f"{name}_scale"].shape
         np.testing.assert_allclose(s, want[f"{name}_scale"], rtol=1e-6)
         assert np.abs(q.astype(int) - want[f"{name}_quantized"].astype(int)).max() <= 1
-    assert got["w1_scale"].shape == (96,) and got["gw_scale"].shape == (16,)  # per channel
+    if per_channel:
+        assert got["w1_scale"].shape == (96,) and got["gw_scale"].shape == (16,)
+    else:
+        assert got["w1_scale"].shape == () and got["cw_scale"].shape == ()
     for name in ("x", "r", "m2", "img"):  # activations: one pair each, the same range
         np.testing.assert_allclose(got[f"{name}_scale"], want[f"{name}_scale"], rtol=1e-5)
     for a, b in zip(_run(res.path, calib), _run(ref, calib)):
