@@ -653,9 +653,11 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
                 source="precision"))
 
     if batches is not None and measure and entry.kind != "none":
-        try:  # (streamed: both models run from their files, never serialized with weights)
+        try:  # (streamed: FP32 held by reference, the result from its file: no weight is
+            # copied into a protobuf, and the FP32 weights stay memory-mapped)
             report["error"] = measure_error(proto, out, batches, target) if streamed is None \
-                else measure_error(path, written, batches, target)
+                else measure_error(_by_reference(model_or_path, streamed), written, batches,
+                                   target)
         except Exception as e:  # e.g. ORT CPU has no BF16/FP8 kernel for some op
             report["error"] = None
             findings.append(Finding(
