@@ -8,6 +8,8 @@ FP8 (E4M3FN): onnxruntime's float8 path only supports its "Distribution" calibra
 the INT8 pass with the requested calibrator (same Q/DQ placement, same amax per tensor) and
 re-derive FP8 scales as amax / 448 (E4M3's largest finite value), re-quantizing weights from
 their FP32 values. Opset is raised to 19 (float8 Q/DQ) with onnx's version converter.
+A model whose weights live in external data, written to a file, gets the same pairs on its
+structure instead, its weights quantized as they stream (`workbench.precision.qdq_stream`).
 """
 from __future__ import annotations
 
