@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tupl
 
 import numpy as np
 
-from workbench.errors import WorkbenchError
+from workbench.precision.streaming import (FP8_E4M3FN, INT8, QMAX, QUANT_AXIS_KEY,
+                                           QUANT_SCALE_KEY, SOURCE_TYPE_KEY, channel_amax,
+                                           quantize_block, scales)
 from workbench.qdq import FP8_TYPES, QUANT_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,10 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from workbench.model import Model
 
-from workbench.precision.streaming import QUANT_AXIS_KEY  # noqa: E402  (its writer reads it)
-QUANT_SCALE_KEY = "workbench_quant_scale"  # external_data key: the scale initializer to fill
-INT8, FLOAT, FP8_E4M3FN = 3, 1, 17
-QMAX = {INT8: 127.0, FP8_E4M3FN: 448.0}   # symmetric ranges: [-127, 127], E4M3's largest
+FLOAT = 1
 _COMPUTE = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 
 
@@ -91,7 +90,6 @@ def activation_amax(source: "Model", names: Sequence[str], batches: List[Dict[st
     from onnxruntime.quantization.calibrate import HistogramCollector
 
     from workbench import weights
-    from workbench.precision.quantize import _same_shape_runs
     from workbench.runners import OnnxRuntimeRunner, mark_outputs
 
     if not names:
@@ -103,7 +101,7 @@ def activation_amax(source: "Model", names: Sequence[str], batches: List[Dict[st
         hist = HistogramCollector(method, True, 512 if method == "entropy" else 2048, 128,
                                   99.999, "same")
     amax: Dict[str, float] = {}
-    for group in _same_shape_runs(batches):
+    for group in same_shape_runs(batches):
         outs = runner.infer_all(group)
         if hist is None:
             for o in outs:
@@ -119,6 +117,20 @@ def activation_amax(source: "Model", names: Sequence[str], batches: List[Dict[st
             found = hist.compute_collection_result()
         amax = {n: max(abs(float(v[0])), abs(float(v[1]))) for n, v in found.items()}
     return amax
+
+
+def same_shape_runs(batches: List[Dict[str, np.ndarray]]) -> List[List[Dict[str, np.ndarray]]]:
+    """Consecutive batches grouped while every input keeps its shape."""
+    out: List[List[Dict[str, np.ndarray]]] = []
+    last = None
+    for b in batches:
+        key = tuple(sorted((k, tuple(np.shape(v))) for k, v in b.items()))
+        if out and key == last:
+            out[-1].append(b)
+        else:
+            out.append([b])
+        last = key
+    return out
 
 
 def _scalar(name: str, value: Any, elem: int) -> "onnx.TensorProto":
@@ -143,8 +155,6 @@ def insert(proto: "onnx.ModelProto", nodes: Sequence[int], acts: Dict[str, float
     quantized here) behind a DequantizeLinear. Names are onnxruntime's."""
     import onnx
     from onnx import helper, numpy_helper
-
-    from workbench.precision.streaming import SOURCE_TYPE_KEY
 
     g = proto.graph
     qmax = QMAX[qtype]
@@ -215,42 +225,6 @@ def insert(proto: "onnx.ModelProto", nodes: Sequence[int], acts: Dict[str, float
     return {"activations": len(pairs), "weights": len(wts)}
 
 
-def channel_amax(w: np.ndarray, axis: Optional[int]) -> np.ndarray:
-    """Max |w| per channel along `axis` (all of it when None), NaN ignored."""
-    a = np.abs(w.astype(np.float32, copy=False))
-    if axis is None:
-        return np.asarray(np.nanmax(a) if a.size else 0.0, np.float32)
-    other = tuple(d for d in range(a.ndim) if d != axis)
-    return np.nanmax(a, axis=other).astype(np.float32) if a.size else \
-        np.zeros(a.shape[axis], np.float32)
-
-
-def scales(amax: np.ndarray, qtype: int) -> np.ndarray:
-    """Symmetric scales for the maxima `amax`: amax / qmax, 1 where a channel is all 0."""
-    scale = (np.asarray(amax, np.float32) / np.float32(QMAX[qtype])).astype(np.float32)
-    return np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
-
-
-def quantize_block(w: np.ndarray, axis: Optional[int], qtype: int, amax: np.ndarray
-                   ) -> Tuple[np.ndarray, np.ndarray]:
-    """(quantized values, scales) of the FP32 block `w` whose channels along `axis` have the
-    maxima `amax` (over the whole tensor): symmetric, round half to even, saturated."""
-    qmax = QMAX[qtype]
-    scale = scales(amax, qtype)
-    shape = [1] * w.ndim
-    if axis is not None and w.ndim:
-        shape[axis] = scale.size
-    x = w.astype(np.float32, copy=False) / scale.reshape(shape)
-    if qtype == INT8:
-        return np.clip(np.rint(x), -qmax, qmax).astype(np.int8), scale
-    if qtype == FP8_E4M3FN:
-        import ml_dtypes
-
-        return np.clip(x, -qmax, qmax).astype(ml_dtypes.float8_e4m3fn), scale
-    raise WorkbenchError(f"no streamed quantization to ONNX element type {qtype}",
-                         hint="quantize a model with its weights in memory")
-
-
 def qtype_of(onnx_dtype: Optional[int]) -> Optional[int]:
     """The Q/DQ element type streamed for a table row's type: INT8, FP8 E4M3FN, or None."""
     if onnx_dtype == INT8:
@@ -269,4 +243,4 @@ def can_stream(proto: "onnx.ModelProto", onnx_dtype: Optional[int]) -> bool:
 
 __all__ = ["QUANT_AXIS_KEY", "QUANT_SCALE_KEY", "QUANT_OPS", "plan", "activation_amax",
            "insert", "channel_amax", "scales", "quantize_block", "qtype_of", "can_stream",
-           "weight_axis"]
+           "weight_axis", "same_shape_runs"]

@@ -29,6 +29,7 @@ from workbench.errors import Finding, WorkbenchError
 # Q/DQ go in front of the ops TensorRT runs in INT8/FP8 (weighted ops and pooling). Elementwise
 # ops stay out: BERT's additive mask (+-3.4e38) would also break histogram calibrators.
 from workbench.qdq import QUANT_OPS  # noqa: E402  (one list: compare reads it too)
+from workbench.precision.qdq_stream import same_shape_runs as _same_shape_runs  # noqa: E402
 
 INT8_QMAX = 127.0  # symmetric int8 range used by onnxruntime: [-127, 127]
 FP8_E4M3_MAX = 448.0
@@ -115,20 +116,6 @@ def calibrate(proto: Any, batches: List[Dict[str, np.ndarray]], ops: Sequence[st
     ranges = cal.compute_data()
     save_tensors_data(ranges, cache)
     return ranges
-
-
-def _same_shape_runs(batches: List[Dict[str, np.ndarray]]) -> List[List[Dict[str, np.ndarray]]]:
-    """Consecutive batches grouped while every input keeps its shape."""
-    out: List[List[Dict[str, np.ndarray]]] = []
-    last = None
-    for b in batches:
-        key = tuple(sorted((k, tuple(np.shape(v))) for k, v in b.items()))
-        if out and key == last:
-            out[-1].append(b)
-        else:
-            out.append([b])
-        last = key
-    return out
 
 
 def _float_model_of(proto: Any, target: str) -> Tuple[Any, List[Finding]]:

@@ -24,7 +24,12 @@ from workbench.errors import WorkbenchError
 from workbench.fsutil import atomic_write_bytes
 from workbench.model import external_location, iter_tensors_with_data
 
-QUANT_AXIS_KEY = "workbench_quant_axis"  # (workbench.precision.qdq_stream marks weights so)
+# external_data keys of a weight `workbench.precision.qdq_stream` marks for quantization: the
+# per-channel axis ("" per tensor) and the scale initializer its writer fills
+QUANT_AXIS_KEY = "workbench_quant_axis"
+QUANT_SCALE_KEY = "workbench_quant_scale"
+INT8, FP8_E4M3FN = 3, 17
+QMAX = {INT8: 127.0, FP8_E4M3FN: 448.0}  # symmetric ranges: [-127, 127], E4M3's largest
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -152,6 +157,42 @@ class _Reader:
             f.close()
 
 
+def channel_amax(w: np.ndarray, axis: Optional[int]) -> np.ndarray:
+    """Max |w| per channel along `axis` (all of it when None), NaN ignored."""
+    a = np.abs(w.astype(np.float32, copy=False))
+    if axis is None:
+        return np.asarray(np.nanmax(a) if a.size else 0.0, np.float32)
+    other = tuple(d for d in range(a.ndim) if d != axis)
+    return np.nanmax(a, axis=other).astype(np.float32) if a.size else \
+        np.zeros(a.shape[axis], np.float32)
+
+
+def scales(amax: np.ndarray, qtype: int) -> np.ndarray:
+    """Symmetric scales for the maxima `amax`: amax / qmax, 1 where a channel is all 0."""
+    scale = (np.asarray(amax, np.float32) / np.float32(QMAX[qtype])).astype(np.float32)
+    return np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+
+
+def quantize_block(w: np.ndarray, axis: Optional[int], qtype: int, amax: np.ndarray
+                   ) -> Tuple[np.ndarray, np.ndarray]:
+    """(quantized values, scales) of the FP32 block `w` whose channels along `axis` have the
+    maxima `amax` (over the whole tensor): symmetric, round half to even, saturated."""
+    qmax = QMAX[qtype]
+    scale = scales(amax, qtype)
+    shape = [1] * w.ndim
+    if axis is not None and w.ndim:
+        shape[axis] = scale.size
+    x = w.astype(np.float32, copy=False) / scale.reshape(shape)
+    if qtype == INT8:
+        return np.clip(np.rint(x), -qmax, qmax).astype(np.int8), scale
+    if qtype == FP8_E4M3FN:
+        import ml_dtypes
+
+        return np.clip(x, -qmax, qmax).astype(ml_dtypes.float8_e4m3fn), scale
+    raise WorkbenchError(f"no streamed quantization to ONNX element type {qtype}",
+                         hint="quantize a model with its weights in memory")
+
+
 def _point_at(t: "onnx.TensorProto", location: str, offset: int, length: int) -> None:
     del t.external_data[:]
     for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
@@ -164,9 +205,6 @@ def _write_quantized(reader: "_Reader", f: BinaryIO, t: "onnx.TensorProto",
     """Quantize the FP32 source bytes of `t` (marked by `workbench.precision.qdq_stream`)
     into `f`, a block of whole rows at a time: one pass for the channels' maxima, one to
     write; fills its scale initializer. Returns the bytes written."""
-    from workbench.precision.qdq_stream import (QUANT_SCALE_KEY, channel_amax, quantize_block,
-                                                scales)
-
     dims = [int(d) for d in t.dims]
     rest = dims[1:]
     row = int(np.prod(rest)) * 4 if dims else 4
