@@ -78,7 +78,6 @@ def test_with_weights_loads_once_per_model(small: Path, loads: list) -> None:
 def _capabilities(tmp_path: Path, other: Path):
     """(name, call) for each capability run on a model as handed (compare: against `other`,
     a copy in another folder, so each of the two models is counted on its own)."""
-    from workbench.build.cache import ModelRef
     from workbench.build.engine import _transformed_onnx
     from workbench.build.spec import BuildConfig
     from workbench.compare import find_exclusions, layerwise
@@ -94,7 +93,7 @@ def _capabilities(tmp_path: Path, other: Path):
     feeds = [{"x": np.linspace(-1, 1, 32, dtype=np.float32).reshape(2, 16)}]
 
     def prepare(m: object) -> None:  # what a build hands TensorRT: the FP16 transform
-        ref = ModelRef(m)  # type: ignore[arg-type]
+        ref = as_model(m, opened=False)  # type: ignore[arg-type]
         _transformed_onnx(ref, BuildConfig(precision="fp16"), ref.workspace(), None)
 
     return [
@@ -209,11 +208,7 @@ def test_the_handle_knows_where_each_weight_lies(small: Path) -> None:
         == TensorProto.EXTERNAL  # the handle's structure is untouched
 
 
-def test_the_build_cache_keys_on_the_handle(small: Path) -> None:
-    from workbench.build.cache import ModelRef
-
-    ref = ModelRef(str(small))
-    assert ref.model.path == small.resolve() and ref.content_hash == open_model(small).content_hash
+def test_an_unopened_handle_keys_the_build_cache_and_its_workspace(small: Path) -> None:
+    ref = as_model(str(small), opened=False)
+    assert ref.path == small.resolve() and ref.content_hash == open_model(small).content_hash
     assert ref.workspace().dir.name == ref.content_hash[:16]
-    m = open_model(small)
-    assert ModelRef(m).model is m

@@ -21,7 +21,6 @@ _EXPORTS: Dict[str, str] = {
     'resolve_route': 'workbench.build.spec',
     'BuildResult': 'workbench.build.result',
     'CACHE_SCHEMA': 'workbench.build.cache',
-    'ModelRef': 'workbench.build.cache',
     'cache_key': 'workbench.build.cache',
     'hash_calibration': 'workbench.build.cache',
     'PathLike': 'workbench.build.engine',

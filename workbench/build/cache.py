@@ -27,32 +27,12 @@ from workbench.fsutil import atomic_write_json
 from workbench.contenthash import _hash_memo, _stat_key  # noqa: F401 (tests read the memo)
 from workbench.contenthash import memo_lookup as _memo_lookup
 from workbench.contenthash import memo_store as _memo_store
-from workbench.model import Model, ModelLike, as_model
 
 CACHE_SCHEMA = 1
 # Fields that do not change the engine (they are left out of the cache key).
 _NOT_IN_KEY = ("timing_cache",)
 # Calibration-only fields: in the key only for targets that calibrate.
 _CALIBRATION_FIELDS = ("calibrate_method", "allow_random_calibration", "per_channel")
-
-class ModelRef:
-    """The build's spelling of the model handle (`workbench.model.Model`, made unopened from a
-    path: a cached build parses nothing): `.model` is the handle, the rest reads from it."""
-
-    def __init__(self, model_or_path: ModelLike) -> None:
-        self.model: Model = as_model(model_or_path, opened=False)
-
-    @property
-    def path(self) -> Optional[Path]:
-        return self.model.path
-
-    @property
-    def content_hash(self) -> str:
-        return self.model.content_hash
-
-    def workspace(self) -> Any:
-        return self.model.workspace()
-
 
 def hash_calibration(source: Optional[str]) -> Optional[str]:
     if source is None:

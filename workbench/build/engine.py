@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from workbench.build.cache import (CACHE_SCHEMA, ModelRef, cache_key, hash_calibration,
+from workbench.build.cache import (CACHE_SCHEMA, cache_key, hash_calibration,
                                    load_cached, publish_engine, reads_calibration,
                                    result_from_meta)
 from workbench.build import io_formats
@@ -40,7 +40,7 @@ from workbench import __version__
 from workbench.errors import Finding, WorkbenchError
 from workbench.findings import step
 from workbench.fsutil import LockWaitStopped, single_flight
-from workbench.model import ModelLike
+from workbench.model import Model, ModelLike, as_model
 from workbench.precision import table
 from workbench.worker.protocol import BAD_INPUT_CODES, BUILD_BACKENDS
 
@@ -203,7 +203,7 @@ def _profile_violation(message: str, config: BuildConfig, model: str = "MODEL"
             "with dynamic_axes / dynamo=True and no size read as a Python int)")
 
 
-def _onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: ModelRef,
+def _onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: Model,
                  config: BuildConfig) -> Tuple[str, Optional[str]]:
     """The ONNX the trtexec/polygraphy lines and the script read, and a note: TensorRT built
     from a file of the workspace (the precision conversion, or an in-memory model), which the
@@ -235,7 +235,7 @@ def _onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: ModelRef,
     return str(dst), f"{dst}: {what}, written beside the engine; the lines above read it"
 
 
-def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
+def _transformed_onnx(ref: Model, config: BuildConfig, ws: Any, on_event: Any
                       ) -> Tuple[Optional[Path], List[Finding]]:
     """The ONNX that goes to TensorRT: the original (FP32) or the precision transform."""
     from workbench.model import save_model
@@ -243,7 +243,7 @@ def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
     if config.entry.kind == "none":
         if ref.path is not None:
             return ref.path, []
-        data = ref.model.proto.SerializeToString()
+        data = ref.proto.SerializeToString()
         return ws.version_path(ws.add_version(data)), []
     from workbench.precision.transform import convert
 
@@ -256,7 +256,7 @@ def _transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
             kwargs["profile"] = [{k: tuple(v) for k, v in p.items()} for p in config.profiles]
         except ImportError:
             pass
-    model = ref.model
+    model = ref
     if model.external_files and model.path is not None:  # weights streamed to the data file
         out = ws.dir / "transformed" / f"{ref.content_hash[:12]}-{config.config_hash}.onnx"
         res = convert(model, config.precision, output=out, **kwargs)
@@ -295,7 +295,7 @@ def _io_cast_onnx(onnx_path: Path, config: BuildConfig, ws: Any) -> Tuple[Path, 
     return ws.version_path(vid), changed
 
 
-def _write_calibration(ref: ModelRef, config: BuildConfig, ws: Any, calib_hash: str,
+def _write_calibration(ref: Model, config: BuildConfig, ws: Any, calib_hash: str,
                        backend: str, version: str) -> Tuple[str, str]:
     """Legacy INT8: validated batches -> one .npz the worker reads (keys 'b<i>:<input>')."""
     import numpy as np
@@ -303,7 +303,7 @@ def _write_calibration(ref: ModelRef, config: BuildConfig, ws: Any, calib_hash: 
     from workbench.precision.calibration import load_calibration
     from workbench.fsutil import atomic_write_bytes
 
-    batches = load_calibration(config.calibration, ref.model)
+    batches = load_calibration(config.calibration, ref)
     shapes = {n: a.shape for n, a in batches[0].items()}
     for i, b in enumerate(batches):
         for n, a in b.items():
@@ -324,11 +324,11 @@ def _write_calibration(ref: ModelRef, config: BuildConfig, ws: Any, calib_hash: 
     return str(npz), str(cache)
 
 
-def _expand_exclude_ops(ref: ModelRef, config: BuildConfig) -> List[str]:
+def _expand_exclude_ops(ref: Model, config: BuildConfig) -> List[str]:
     names = list(config.exclude_nodes)
     if config.exclude_ops:
         ops = set(config.exclude_ops)
-        names += [n.name for n in ref.model.graph.node if n.op_type in ops and n.name]
+        names += [n.name for n in ref.graph.node if n.op_type in ops and n.name]
     return names
 
 
@@ -338,7 +338,7 @@ def _parse_causes(ref: Any, backend: str) -> Dict[str, Dict[str, Any]]:
     from workbench.support.checker import parse_causes
 
     try:
-        return parse_causes(ref.model, backend)
+        return parse_causes(ref, backend)
     except WorkbenchError:  # no rule table for this backend: TensorRT's words stand alone
         return {}
 
@@ -375,18 +375,18 @@ def _attributed_errors(ref: Any, errors: List[Dict[str, Any]], backend: str
     from workbench.support.checker import attribute_errors
 
     try:
-        return attribute_errors(ref.model, errors, backend)
+        return attribute_errors(ref, errors, backend)
     except WorkbenchError:  # no rule table for this backend: the error stays graph-level
         return errors
 
 
-def _node_for_index(ref: ModelRef, idx: Any) -> Optional[str]:
+def _node_for_index(ref: Model, idx: Any) -> Optional[str]:
     try:
         i = int(idx)
         if i < 0:  # the parser's "no node" (a graph-level error)
             return None
-        node = ref.model.graph.node[i]
-        return node.name or ref.model.node_ids[i]
+        node = ref.graph.node[i]
+        return node.name or ref.node_ids[i]
     except (TypeError, ValueError, IndexError):
         return None
 
@@ -485,21 +485,21 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
     t0 = time.monotonic()
     config = (config or BuildConfig()).validate()
     client = client or default_client()
-    ref = ModelRef(model_or_path)
+    ref = as_model(model_or_path, opened=False)
     if output is not None and ref.path is not None and \
             Path(output).resolve() == Path(ref.path).resolve():  # before any work, not after
         raise WorkbenchError("refusing to write the engine over the model", file=str(output),
                              field="output", hint="choose another -o path (e.g. "
                              f"{Path(ref.path).with_suffix('.engine').name})")
     model_name = ref.path.name if ref.path is not None else "the in-memory model"
-    missing = getattr(ref.model, "missing_external", None)
+    missing = getattr(ref, "missing_external", None)
     if missing:  # before TensorRT's own words ('WeightsContext ... Failed to import initializer')
         raise WorkbenchError(
             "external-data file(s) missing: " + ", ".join(sorted(set(missing))[:4]),
             file=str(ref.path) if ref.path is not None else None,
             hint="TensorRT reads the weights from them: put the data file(s) next to the model", category="weights")
-    if hasattr(ref.model, "require_weights"):
-        ref.model.require_weights("a build")
+    if hasattr(ref, "require_weights"):
+        ref.require_weights("a build")
     names: Dict[str, str] = {}
     on_event = _readable_progress(on_event, model_name, Path(output).name if output is not None
                                   else f"the cached engine of {model_name}", names)
@@ -731,14 +731,14 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             from workbench.support.checker import in_users_terms, named_crash
 
             if e.code == "worker-crashed" and ref.path is not None:
-                named_crash(e, ref.model)  # (the node and next step in the model's terms)
+                named_crash(e, ref)  # (the node and next step in the model's terms)
 
             if e.code in BAD_INPUT_CODES:  # the user's input is wrong (CLI exit 2)
                 field_name = (e.details or {}).get("field")
                 raise WorkbenchError(e.message, file=str(ref.path) if ref.path else None,
                                      field=field_name, node=e.node, hint=e.hint) from None
             if e.code == "parse-failed" and not e.node:
-                _ = ref.model  # loading it: a file that is not ONNX at all: WorkbenchError naming it (exit 2)
+                _ = ref.proto  # opening it: a file that is not ONNX at all: WorkbenchError naming it (exit 2)
             node = e.node
             message = e.message
             errs = (e.details or {}).get("errors") or []
@@ -751,7 +751,7 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             if not node and errs and errs[0].get("node_index") is not None:
                 node = _node_for_index(ref, errs[0]["node_index"])
             log = (e.details or {}).get("log") or []
-            found = findings_from_log(log, NameIndex.from_graph(ref.model.graph))
+            found = findings_from_log(log, NameIndex.from_graph(ref.graph))
             causes = _parse_causes(ref, backend) if errs else {}
             for k, err in enumerate(errs):  # every node the parser refused, not only the first
                 n = err.get("node") or _node_for_index(ref, err.get("node_index"))
@@ -859,12 +859,12 @@ class _AnyEvent:
         return any(e.is_set() for e in self.events)
 
 
-def _validate_profiles(ref: ModelRef, config: BuildConfig) -> None:
+def _validate_profiles(ref: Model, config: BuildConfig) -> None:
     """Profiles against the model's inputs (symbolic dims shared between inputs included);
     the worker checks them again against the parsed network."""
     from workbench.precision.profiles import validate_profiles
 
-    model = ref.model  # an unreadable file is reported as such, not as a profile problem
+    model = ref  # an unreadable file is reported as such, not as a profile problem
     _refuse_zero_size_axes(ref)  # (else: every profile refused as 'changes static dim 0')
     try:
         validate_profiles(model, config.profiles)
@@ -874,13 +874,13 @@ def _validate_profiles(ref: ModelRef, config: BuildConfig) -> None:
                              hint=e.hint) from None
 
 
-def _refuse_zero_size_axes(ref: ModelRef) -> None:
+def _refuse_zero_size_axes(ref: Model) -> None:
     """An input axis TensorRT reads as a fixed size 0 (`inputs.zero_size_axes`) is refused
     before the build, naming the input, the axis and the recipe that names the axis (else
     TensorRT refuses every profile as 'changes static dim 0 (0 -> 1)')."""
     from workbench.inputs import shape_text, zero_size_axes
 
-    bad = zero_size_axes(ref.model)
+    bad = zero_size_axes(ref)
     if not bad:
         return
     name, axis, how = bad[0]
@@ -889,11 +889,11 @@ def _refuse_zero_size_axes(ref: ModelRef) -> None:
         f"input '{name}' axis {axis} {how}{more}", file=str(ref.path) if ref.path else None,
         field=f"inputs.{name}", hint="give the axis a name or a size, then build the fixed model",
         next_steps=[step("fix", "{model}", recipe=f"set_input_shapes:shapes={name}/"
-                         f"{shape_text(ref.model, name)}", o="{fixed}",
+                         f"{shape_text(ref, name)}", o="{fixed}",
                          why="names the axis (edit the size to yours)")])
 
 
-def _profile_shape_findings(found: List[Finding], ref: ModelRef, defaulted: bool
+def _profile_shape_findings(found: List[Finding], ref: Model, defaulted: bool
                             ) -> List[Finding]:
     """The build log's findings, with TensorRT's "Profile kMIN values are not self-consistent"
     (`profile-cannot-run`), where the build took the default profile (no --profile given),
@@ -909,7 +909,7 @@ def _profile_shape_findings(found: List[Finding], ref: ModelRef, defaulted: bool
     return found
 
 
-def _default_profiles(ref: ModelRef, config: BuildConfig, strict: bool
+def _default_profiles(ref: Model, config: BuildConfig, strict: bool
                       ) -> Tuple[BuildConfig, List[Finding]]:
     """`config` with a default profile for the model's dynamic inputs (none: unchanged), and
     the finding that says so; with `strict`, one error naming every dynamic input."""
@@ -917,7 +917,7 @@ def _default_profiles(ref: ModelRef, config: BuildConfig, strict: bool
     from workbench.precision.profiles import (default_profile, default_profile_finding,
                                               missing_profile_error, shape_tensor_inputs)
 
-    model = ref.model  # an unreadable file is reported as such, not as a profile problem
+    model = ref  # an unreadable file is reported as such, not as a profile problem
     shape_inputs = set(shape_tensor_inputs(model))
     dynamic = [s for s in model_inputs(model) if s.dynamic_axes or s.name in shape_inputs]
     if not dynamic:
@@ -998,9 +998,9 @@ def explicit_quantization_flags(graph: Any) -> List[str]:
     return [p.upper() for p in qdq_precisions(graph)]
 
 
-def _graph_of(onnx_path: Path, ref: ModelRef) -> Any:
+def _graph_of(onnx_path: Path, ref: Model) -> Any:
     if ref.path is not None and Path(onnx_path) == ref.path:
-        return ref.model.graph
+        return ref.graph
     import onnx
 
     return onnx.load(str(onnx_path), load_external_data=False).graph
