@@ -233,3 +233,32 @@ def test_int8_of_a_decoder_streams(decoder, lm, tmp_path):
     assert np.isfinite(int8["logits"]).all()
     rel = np.abs(int8["logits"] - fp32["logits"]).max() / np.abs(fp32["logits"]).max()
     assert rel < 0.2, rel
+
+
+def test_a_bounded_run_goes_a_segment_at_a_time_and_gives_the_full_run_values(decoder, lm):
+    """`run_bounded` (what the streamed conversions calibrate and measure with) cuts the
+    model held by reference where its weights reach the budget; the values are a full run's."""
+    from workbench import weights
+    from workbench.runners import run_bounded
+    from workbench.segments import order_of
+
+    cfg, path = decoder
+    held = weights.by_reference(str(path), inline_bytes=1024)
+    budget = max(r.nbytes for r in weights.weight_refs(held).values()) * 1.5 / 2 ** 20
+    groups = weights.segment_groups(held, order_of(held), budget)
+    assert len(groups) >= 4  # (the tiny decoder's weights over a 1.5-weight budget)
+    per_node = weights.node_weight_bytes(held)
+    made = {o: i for i, n in enumerate(held.graph.node) for o in n.output}
+    last = -1
+    for g in groups:  # each group's new nodes read at most the budget (one weight excepted)
+        end = max(made[x] for x in g)
+        new = per_node[last + 1:end + 1]
+        assert sum(new) <= budget * 2 ** 20 or sum(1 for b in new if b) == 1
+        last = end
+    feeds = lm.decoder_feeds(cfg, batch=2, seq=3, past=4, pad=1)
+    names = [o.name for o in held.graph.output] + ["input_ids"]
+    got = run_bounded(held, [feeds], names, budget_mb=budget)[0]
+    full = _run(str(path), feeds)  # (its own graph optimizations: equal to float rounding)
+    for o in held.graph.output:
+        np.testing.assert_allclose(got[o.name], full[o.name], rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(got["input_ids"], feeds["input_ids"])

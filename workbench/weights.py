@@ -184,3 +184,34 @@ def node_weight_bytes(proto: Any) -> List[int]:
                 b += refs[x].nbytes
         out.append(b)
     return out
+
+
+SEGMENT_WEIGHTS_MB = 256.0  # weights one segment of a bounded run maps (`segment_groups`)
+
+
+def segment_groups(proto: Any, names: Sequence[str], budget_mb: float = SEGMENT_WEIGHTS_MB,
+                   ) -> List[List[str]]:
+    """`names` (tensors the graph makes) in topological order, cut into groups so that the
+    nodes up to each group's last tensor read at most about `budget_mb` of referenced weights
+    beyond the previous group's: streamed a group at a time (`workbench.segments`), a run of
+    a model held by reference maps that much, whatever the model's size. One node's weights
+    are never split: a weight larger than the budget makes a group of its own."""
+    per_node = node_weight_bytes(proto)
+    made = {o: i for i, n in enumerate(proto.graph.node) for o in n.output if o}
+    order = sorted((made[x], x) for x in dict.fromkeys(names) if x in made)
+    budget = budget_mb * 2 ** 20
+    groups: List[List[str]] = []
+    cur: List[str] = []
+    acc, last = 0, -1
+    for i, x in order:
+        step = sum(per_node[last + 1:i + 1])
+        if cur and acc + step > budget:
+            groups.append(cur)
+            cur, acc = [], 0
+        cur.append(x)
+        acc += step
+        last = max(last, i)
+    if cur:
+        groups.append(cur)
+    return groups
+

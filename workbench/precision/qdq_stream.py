@@ -86,23 +86,23 @@ def plan(proto: "onnx.ModelProto", ops: Sequence[str], skip: Sequence[str], per_
 def activation_amax(source: "Model", names: Sequence[str], batches: List[Dict[str, np.ndarray]],
                     method: str) -> Dict[str, float]:
     """Max |value| each of `names` is calibrated to (entropy / percentile thresholds or the
-    plain max), from onnxruntime runs of `source` with its weights held by reference."""
+    plain max), from onnxruntime runs of `source` with its weights held by reference, a
+    segment at a time (`workbench.runners.run_bounded`)."""
     from onnxruntime.quantization.calibrate import HistogramCollector
 
     from workbench import weights
-    from workbench.runners import OnnxRuntimeRunner, mark_outputs
+    from workbench.runners import run_bounded
 
     if not names:
         return {}
-    runner = OnnxRuntimeRunner(mark_outputs(weights.by_reference(source), names),
-                               outputs=list(names))
+    held = weights.by_reference(source)
     hist = None
     if method in ("entropy", "percentile"):
         hist = HistogramCollector(method, True, 512 if method == "entropy" else 2048, 128,
                                   99.999, "same")
     amax: Dict[str, float] = {}
     for group in same_shape_runs(batches):
-        outs = runner.infer_all(group)
+        outs = run_bounded(held, group, names)  # (a segment's weights mapped at a time)
         if hist is None:
             for o in outs:
                 for n in names:

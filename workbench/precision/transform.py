@@ -191,16 +191,20 @@ def run_ort(proto: Any, batches: List[Dict[str, np.ndarray]],
     return OnnxRuntimeRunner(proto, outputs=outputs).infer_all(batches)
 
 
-def activation_ranges(proto: Any, batches: List[Dict[str, np.ndarray]]) -> Dict[str, float]:
-    """Max |value| of every float node output in FP32 over the batches (onnxruntime CPU)."""
+def activation_ranges(proto: Any, batches: List[Dict[str, np.ndarray]], bounded: bool = False
+                      ) -> Dict[str, float]:
+    """Max |value| of every float node output in FP32 over the batches (onnxruntime CPU).
+    `bounded`: `proto` holds its weights by reference and runs a segment at a time."""
     import onnx
 
     from workbench.equivalence import mark_all_outputs
+    from workbench.runners import run_bounded
 
     m, order, types = mark_all_outputs(proto)
     wanted = [o for o in order if types.get(o, onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT]
     ranges: Dict[str, float] = {}
-    for res in run_ort(m, batches, wanted):
+    for res in (run_bounded(proto, batches, wanted) if bounded else
+                run_ort(m, batches, wanted)):
         for k, v in res.items():
             if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size:
                 finite = v[np.isfinite(v)]
@@ -656,8 +660,8 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
         try:  # (streamed: FP32 held by reference, the result from its file: no weight is
             # copied into a protobuf, and the FP32 weights stay memory-mapped)
             report["error"] = measure_error(proto, out, batches, target) if streamed is None \
-                else measure_error(_by_reference(model_or_path, streamed), written, batches,
-                                   target)
+                else _measure_streamed(_by_reference(model_or_path, streamed), written, batches,
+                                       target)
         except Exception as e:  # e.g. ORT CPU has no BF16/FP8 kernel for some op
             report["error"] = None
             findings.append(Finding(
@@ -723,6 +727,16 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
                                       selected=selection_region(proto)[2])
     return PrecisionResult(proto=out, target=target, findings=findings, report=report,
                            path=written)
+
+
+def _measure_streamed(held: Any, written: Any, batches: List[Dict[str, np.ndarray]],
+                      target: str) -> Dict[str, Dict[str, Any]]:
+    """`measure_error` of a streamed conversion: the FP32 model held by reference and run a
+    segment at a time, the result run from its file."""
+    from workbench.runners import run_bounded
+
+    ref = run_bounded(held, batches, [o.name for o in held.graph.output])
+    return compare_outputs(ref, run_ort(written, batches), target)
 
 
 def _by_reference(model: "Model", streamed: Any) -> Any:
@@ -904,7 +918,8 @@ def _float_checks(proto: Any, entry: table.Precision, batches: Any, ex_nodes: Li
     findings: List[Finding] = []
     if batches is not None:
         try:
-            ranges = activation_ranges(runnable if runnable is not None else proto, batches)
+            ranges = activation_ranges(runnable if runnable is not None else proto, batches,
+                                       bounded=runnable is not None)
         except Exception as e:  # e.g. a custom-domain op onnxruntime does not know
             ranges = {}
             from workbench.runners import user_error
