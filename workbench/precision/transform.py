@@ -732,7 +732,8 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
 def _measure_streamed(held: Any, written: Any, batches: List[Dict[str, np.ndarray]],
                       target: str) -> Dict[str, Dict[str, Any]]:
     """`measure_error` of a streamed conversion: the FP32 model held by reference and run a
-    segment at a time, the result run from its file."""
+    segment at a time, the result run whole from its file (as onnxruntime runs it in memory:
+    its fusions, Q/DQ into integer kernels among them, span what a cut would split)."""
     from workbench.runners import run_bounded
 
     ref = run_bounded(held, batches, [o.name for o in held.graph.output])
