@@ -23,11 +23,10 @@ backends): for tests and classroom demos of progress and cancel on builds that t
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, Optional
 
 from workbench.build.backend import backend_info
 from workbench.build.cache import CACHE_SCHEMA
@@ -37,7 +36,7 @@ from workbench.build.spec import BuildConfig, layer_precisions
 from workbench.build.stages.call import call_worker
 from workbench.build.stages.lookup import build_lock, cached_result
 from workbench.build.stages.prepare import prepare_onnx
-from workbench.build.stages.publish import publish
+from workbench.build.stages.publish import PathLike, publish
 from workbench.build.stages.request import explicit_quantization_flags, worker_request
 from workbench.build.stages.resolve import gpu_support_findings, resolve
 from workbench.build.stages.translate import result_findings
@@ -47,7 +46,6 @@ from workbench.worker.protocol import BUILD_BACKENDS
 
 BACKENDS = BUILD_BACKENDS
 
-PathLike = Union[str, "os.PathLike[str]"]
 __all__ = ["BuildCancelled", "BuildConfig", "BuildFailed", "BuildResult", "BuildTimeout",
            "CACHE_SCHEMA", "backend_info", "build_engine", "explicit_quantization_flags",
            "gpu_support_findings", "inspect_engine", "layer_precisions"]
@@ -71,7 +69,8 @@ def build_engine(model_or_path: ModelLike, config: Optional[BuildConfig] = None,
     (`workbench.build.tail`; `result.split` says so, a "split-build" finding and a "notice"
     event name the refused nodes); `split_tail=False` makes every refusal a BuildFailed.
     `onnx_beside`: with `output`, an ONNX TensorRT got from the workspace (a precision
-    conversion) is copied beside the engine for the equivalent commands (`_onnx_beside`).
+    conversion) is copied beside the engine for the equivalent commands
+    (`stages.publish.onnx_beside`).
     """
     config = (config or BuildConfig()).validate()
     t0 = time.monotonic()
@@ -93,7 +92,7 @@ def build_engine(model_or_path: ModelLike, config: Optional[BuildConfig] = None,
         if timeout is not None:  # one time limit for the whole model's try and the prefix's
             kwargs["timeout"] = max(0.1, timeout - (time.monotonic() - t0))
         # the prefix's build names OUT.prefix.onnx, or (a precision conversion of it) copies
-        # what TensorRT built from beside the engine, as any build does (`_onnx_beside`)
+        # what TensorRT built from beside the engine, as any build does (`onnx_beside`)
         return build_split(model_or_path, config, e, build=build_engine, backend=backend,
                            output=output, client=client, on_event=on_event,
                            by_builder=by_builder, **kwargs)

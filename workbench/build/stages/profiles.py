@@ -10,6 +10,7 @@ from workbench.build.cache import ModelRef
 from workbench.build.spec import BuildConfig
 from workbench.errors import Finding, WorkbenchError
 from workbench.findings import step
+from workbench.model import Model
 
 
 def validate_profiles(ref: ModelRef, config: BuildConfig) -> None:
@@ -100,7 +101,7 @@ def default_profiles(ref: ModelRef, config: BuildConfig, strict: bool
         fixed_axis_findings(model, prof, "the default profile")
 
 
-def advised(model: Any, calibration: str, prof: Any, rules: Dict[str, str]
+def advised(model: Model, calibration: str, prof: Any, rules: Dict[str, str]
              ) -> Tuple[Any, Dict[str, str]]:
     """The profile advisor's proposal from the calibration batches, else the rules' one."""
     from workbench.precision.calibration import load_calibration

@@ -19,6 +19,7 @@ from workbench.build.spec import BuildConfig, resolve_route
 from workbench.build.stages.profiles import default_profiles, refuse_zero_size_axes
 from workbench.build.stages.progress import OnEvent, emit, readable_progress
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import ModelLike
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class BuildJob:
         return str(self.ref.path) if self.ref.path is not None else None
 
 
-def resolve(model_or_path: Any, config: BuildConfig, *, client: Any, output: Any,
+def resolve(model_or_path: ModelLike, config: BuildConfig, *, client: Any, output: Any,
             on_event: OnEvent, strict_profiles: bool, t0: float) -> BuildJob:
     """The BuildJob for `model_or_path` and `config` (validated by the caller)."""
     ref = ModelRef(model_or_path)
