@@ -88,6 +88,8 @@ def test_the_build_sends_one_request_the_worker_op_takes(worker, tmp_path):
     assert req.tf32 is cfg.validate().effective_tf32 is not None  # (FP32 asks TF32 off)
     assert Path(req.timing_cache).name.startswith("tensorrt-rtx-")
     assert engine.is_file() and engine.stat().st_size == res.size_bytes > 0
+    # the worker's answer to the request's timing cache (TensorRT-RTX keeps none)
+    assert any(n.startswith("timing cache not used") for n in res.notes), res.notes
     # the same request again is a cache hit: nothing is sent
     again = build_engine(RESNET, cfg, client=rec)
     assert again.cache_hit and len(rec.sent) == 1
@@ -100,3 +102,61 @@ def test_the_worker_op_refuses_an_unknown_request_field(worker, tmp_path):
                               "profile": PROFILE}, timeout=120)
     assert "unknown field(s) profile" in e.value.message
     assert not (tmp_path / "x").exists()
+
+
+def _legacy_job(model: Path, cfg: BuildConfig):
+    """A resolved job on the builder-flag route (TensorRT <= 10, which this machine has not:
+    the request stage is what is exercised, with the model's real workspace)."""
+    from workbench.build.cache import ModelRef
+    from workbench.build.stages.resolve import BuildJob
+
+    ref = ModelRef(model)
+    ws = ref.workspace()
+    return BuildJob(ref=ref, config=cfg.validate(), client=None, on_event=None, names={},
+                    model_name=model.name, defaulted=[], backend="tensorrt",
+                    version="10.3.0", route="legacy-flags", calib_hash="c0ffee" * 8,
+                    key="k" * 64, key_doc={}, ws=ws, engine=ws.engines_dir / "k.engine",
+                    meta_path=ws.engines_dir / "k.json", t0=0.0)
+
+
+def test_the_legacy_route_request_carries_the_tables_flag_and_calibrator(tmp_path):
+    """On the builder-flag route the request names the table's builder flag, asks for its
+    calibrator and carries the validated batches (one .npz, keys 'b<i>:<input>') with a
+    calibration cache named for the backend, version and method."""
+    import numpy as np
+
+    from workbench.build.stages.prepare import PreparedOnnx
+    from workbench.build.stages.request import worker_request
+
+    calib = SAMPLES / "calib" / "resnet_tiny.npz"
+    cfg = BuildConfig(precision="int8", calibration=str(calib), profiles=[PROFILE])
+    job = _legacy_job(RESNET, cfg)
+    req, found = worker_request(job, PreparedOnnx(path=RESNET, findings=[], speculative=True))
+    entry = job.config.entry
+    assert req.legacy_flags and req.builder_flag == entry.builder_flag is not None
+    assert req.calibrate is True and req.calibrate_method == job.config.calibrate_method
+    assert req.backend == "tensorrt" and req.extra_flags == () and found == []
+    with np.load(req.calib_npz, allow_pickle=False) as data:
+        keys = sorted(data.files)
+        assert keys and all(k.startswith("b") and k.endswith(":input") for k in keys)
+        assert data["b0:input"].shape[1:] == (3, 32, 32)
+    assert Path(req.calib_cache).name == \
+        f"c0ffeec0ffeec0ff-tensorrt-10.3.0-{job.config.calibrate_method}.cache"
+    # what the worker receives is this request, field for field
+    assert BuildRequest.from_args(json.loads(json.dumps(req.to_args()))) == req
+
+
+def test_a_quantized_model_on_the_legacy_route_gets_the_flag_its_qdq_nodes_need():
+    """Q/DQ nodes in the ONNX need the INT8 builder flag on TensorRT <= 10, whatever the
+    precision asked: added to the request's flags, with a finding that says why."""
+    from workbench.build.stages.prepare import PreparedOnnx
+    from workbench.build.stages.request import worker_request
+
+    qdq = REPO / "tests" / "data" / "fixtures" / "polygraphy-models" / "qdq_conv.onnx"
+    cfg = BuildConfig(precision="fp16", extra_flags=["SPARSE_WEIGHTS"])
+    job = _legacy_job(qdq, cfg)
+    req, found = worker_request(job, PreparedOnnx(path=qdq, findings=[], speculative=True))
+    assert req.builder_flag == job.config.entry.builder_flag and not req.calibrate
+    assert req.extra_flags == ("SPARSE_WEIGHTS", "INT8")
+    assert [f.code for f in found] == ["explicit-quantization"]
+    assert "INT8 builder flag" in found[0].message
