@@ -25,7 +25,7 @@ from workbench.model import ModelLike
 @dataclass(frozen=True)
 class BuildJob:
     """One build, resolved: what the cache, prepare, request, translate and publish stages
-    share. `on_event` is the readable relay (stage.progress); `names` its mutable wording."""
+    share. `on_event` is the readable relay (stages.progress); `names` its mutable wording."""
 
     ref: ModelRef
     config: BuildConfig  # validated, with the default profiles where none were given
