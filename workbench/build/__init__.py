@@ -1,6 +1,7 @@
 """Engine builds, one module per job: spec (BuildConfig, profiles, route), result, cache (keys,
 hashes, cached builds), card (engine cards: what an engine is, where it runs), engine
-(orchestration through the worker), export, triton (model repository), log.
+(orchestration through the worker, run as the stages in
+workbench.build.stages), export, triton (model repository), log.
 
 Public names resolve lazily (PEP 562): importing the package costs nothing until a name is
 used, which keeps CLI start-up lean."""
