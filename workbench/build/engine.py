@@ -34,6 +34,7 @@ from workbench.build.cache import (CACHE_SCHEMA, ModelRef, cache_key, hash_calib
                                    load_cached, publish_engine, reads_calibration,
                                    result_from_meta)
 from workbench.build import io_formats
+from workbench.build.options import Render, worker_args
 from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig, layer_precisions, resolve_route
 from workbench import __version__
@@ -638,18 +639,8 @@ def _build_whole(model_or_path: Any, config: BuildConfig, *,
             onnx_path=str(Path(str(onnx_path)).resolve()),  # (the worker's folder may differ)
             backend=config.backend if config.backend != "auto" else
             backend, route=route, precision=config.precision, profiles=config.profiles,
-            workspace_bytes=config.workspace_bytes,
-            optimization_level=config.builder_optimization_level, timing_cache=timing_cache,
-            target=config.target, plugins=[str(Path(p).resolve()) for p in config.plugins],
-            extra_flags=config.extra_flags, tactic_sources=config.tactic_sources,
-            report_layers=True,
-            **({"input_io_formats": io_formats.for_worker(config.input_io_formats)}
-               if config.input_io_formats else {}),
-            **({"output_io_formats": io_formats.for_worker(config.output_io_formats)}
-               if config.output_io_formats else {}),
-            **({"hardware_compatibility": config.hardware_compatibility}
-               if config.hardware_compatibility else {}),
-            **({"tf32": config.effective_tf32} if config.effective_tf32 is not None else {}),
+            timing_cache=timing_cache, report_layers=True,
+            **worker_args(config, Render(route, backend)),  # every build option's fields
             test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0))
         if route == "legacy-flags":  # the table names the flag and the calibrator; the worker obeys
             args["builder_flag"] = entry.builder_flag

@@ -36,7 +36,8 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
           hardware_compatibility: Optional[str] = None,
           tf32: Optional[bool] = None,
           input_io_formats: Optional[List[Any]] = None,
-          output_io_formats: Optional[List[Any]] = None) -> Dict[str, Any]:
+          output_io_formats: Optional[List[Any]] = None,
+          config_attributes: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Build `onnx_path` into `engine_path` (the client renames it into the cache).
 
     `input_io_formats` / `output_io_formats`: [[type, [formats...]], ...] per I/O tensor in
@@ -45,7 +46,10 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
 
     `layer_precisions` (weakly typed networks only): ONNX node name -> TensorRT DataType
     attribute name, "*" for every other float layer, held to with `precision_constraints`
-    ("obey" | "prefer"); the client's precision table chooses the types."""
+    ("obey" | "prefer"); the client's precision table chooses the types.
+
+    `config_attributes`: IBuilderConfig attributes by name (max_aux_streams, ...), set where
+    this TensorRT has them (see set_config_attributes) and read back into the result."""
     t_start = time.monotonic()
     name, trt = L.load_backend(backend)
     if hardware_compatibility not in (None, "none") and name == "tensorrt-rtx":
@@ -77,6 +81,7 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         calib_cache=calib_cache, calibrate_method=calibrate_method, timing_cache=timing_cache,
         progress=True, step_delay=test_step_delay,
         hardware_compatibility=hardware_compatibility, tf32=tf32)
+    attributes = set_config_attributes(cfg.config, config_attributes or {})
     ctx.check_cancel()
     ctx.progress("building", 0.0, "")
     t_build = time.monotonic()
@@ -102,8 +107,29 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
         "layers": layers, "unmatched_layers": cfg.unmatched_layers,
         "progress_monitor": have_monitor,
         "calibration_cache": calib_cache if calib_cache and os.path.isfile(calib_cache) else None,
+        "config_attributes": attributes,
         **card,
     }
+
+
+def set_config_attributes(config: Any, values: Dict[str, Any]) -> Dict[str, Any]:
+    """Set IBuilderConfig attributes by name (the client's build options name them: the
+    worker knows none); probed, so a TensorRT without one refuses the build naming the
+    field. Returns each as read back from the config (what TensorRT holds)."""
+    out: Dict[str, Any] = {}
+    for name, value in values.items():
+        if not hasattr(config, name):
+            raise OpError("this TensorRT's builder config has no '%s'" % name, code="bad-args",
+                          details={"field": name},
+                          hint="leave the option out, or build with a TensorRT that has it")
+        try:
+            setattr(config, name, value)
+        except (TypeError, ValueError) as e:
+            raise OpError("TensorRT refused %s = %r: %s" % (name, value, e), code="bad-args",
+                          details={"field": name}) from None
+        got = getattr(config, name)
+        out[name] = got if isinstance(got, (int, float, bool, str)) else str(got)
+    return out
 
 
 def _attach_context(trt: Any, engine: Any, inspector: Any) -> Tuple[Any, str]:
