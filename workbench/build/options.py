@@ -624,6 +624,11 @@ AFTER_PRECISION: Tuple[Option, ...] = (
          "FP32 engine, so it computes in FP32 as Polygraphy builds; TensorRT's default, on, "
          "for the other precisions)", dict(action=argparse.BooleanOptionalAction, default=None)),
     IOFormats("io_formats", ("--input-io-formats", "--output-io-formats")),
+    ConfigAttribute("max_aux_streams", ("--max-aux-streams",),
+                    "auxiliary CUDA streams TensorRT may run layers on beside the main one "
+                    "(0: one stream, less memory, and an engine a CUDA graph captures whole; "
+                    "default: TensorRT's choice)", dict(metavar="N"),
+                    trtexec_flag="--maxAuxStreams", polygraphy_flag="--max-aux-streams"),
 )
 OPTIONS: Tuple[Option, ...] = BEFORE_PRECISION + AFTER_PRECISION
 
