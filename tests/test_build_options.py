@@ -12,7 +12,7 @@ from workbench.build import options
 from workbench.build.spec import BuildConfig
 from workbench.cli import build_parser, main
 from workbench.errors import WorkbenchError
-from workbench.precision.options import PRECISION_OPTIONS
+from workbench.precision.options import BUILD_PRECISION_FIELDS, PRECISION_OPTIONS
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
 
@@ -35,8 +35,10 @@ def test_every_build_option_reaches_the_verbs_that_build():
     assert {"--tactic-sources", "--input-io-formats", "--output-io-formats"} <= matrix
     assert _option_flags(exclude=("target",)) <= capture and "--target" not in capture
     precision = _flags("precision")
-    for o in PRECISION_OPTIONS:  # one block, the same flags in both verbs
-        assert set(o.flags) <= precision and set(o.flags) <= build
+    for o in PRECISION_OPTIONS:  # one block: every one in `precision`, the shared in `build`
+        assert set(o.flags) <= precision
+        assert (set(o.flags) <= build) == (o.field in BUILD_PRECISION_FIELDS), o.flags
+    assert {"--exclude", "--exclude-op", "--calib", "--calib-method"} <= build
 
 
 def test_each_option_owns_distinct_fields_and_flags():
@@ -73,6 +75,21 @@ def test_the_spec_validates_through_the_options_naming_the_field(field, value, n
     with pytest.raises(WorkbenchError) as e:
         BuildConfig(**{field: value})
     assert e.value.field == field and needle in e.value.message
+
+
+def test_the_precision_flags_fill_one_precision_spec():
+    from workbench.precision.spec import PrecisionSpec
+
+    args = build_parser("precision").parse_args(
+        ["precision", "m.onnx", "--to", "int8", "-o", "o.onnx", "--exclude", "/a",
+         "--exclude-op", "Softmax", "--calib", "d.npz", "--calib-method", "minmax",
+         "--allow-random", "--no-keep-io", "--no-per-channel"])
+    assert PrecisionSpec.from_args(args) == PrecisionSpec(
+        "int8", exclude_nodes=["/a"], exclude_ops=["Softmax"], calibration="d.npz",
+        calibrate_method="minmax", allow_random=True, keep_io_types=False, per_channel=False)
+    plain = build_parser("precision").parse_args(["precision", "m.onnx", "--to", "fp16",
+                                                  "-o", "o.onnx"])
+    assert PrecisionSpec.from_args(plain) == PrecisionSpec("fp16")
 
 
 def test_a_bad_workspace_flag_names_the_flag_and_what_to_write(capsys, tmp_path):

@@ -45,10 +45,11 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     from workbench.precision import table  # (after the fork: plain module, no dataclasses)
 
     from workbench.build import options
-    from workbench.precision.options import PRECISION_OPTIONS, add_arguments
+    from workbench.precision.options import (BUILD_PRECISION_FIELDS, PRECISION_OPTIONS,
+                                             add_arguments)
 
     p.add_argument("--precision", default=table.BASE, choices=list(table.names()))
-    add_arguments(p, PRECISION_OPTIONS)
+    add_arguments(p, PRECISION_OPTIONS, BUILD_PRECISION_FIELDS)
     p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
                    help="shape range of a dynamic input, e.g. input:1x3x32x32:8x3x32x32:"
                         "32x3x32x32 (repeat per input, or join inputs with commas: "

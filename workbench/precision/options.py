@@ -64,6 +64,16 @@ def _calibrate_methods() -> Sequence[str]:
     return table.CALIBRATE_METHODS
 
 
+class _KeepIO(CliOption):
+    """--keep-io (the default) / --no-keep-io, one field."""
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--keep-io", dest="keep_io", action="store_true", default=True,
+                            help="keep inputs/outputs in FP32 (default)")
+        parser.add_argument("--no-keep-io", dest="keep_io", action="store_false",
+                            help="let inputs/outputs take the target type (FP16/BF16)")
+
+
 # the PrecisionSpec fields a verb takes on its command line (`PrecisionSpec.from_args` reads
 # them by these argparse names); the target is each verb's own (--to, --precision)
 PRECISION_OPTIONS: Tuple[CliOption, ...] = (
@@ -77,4 +87,12 @@ PRECISION_OPTIONS: Tuple[CliOption, ...] = (
               dict(metavar="PATH")),
     CliOption("calibrate_method", ("--calib-method",), "",
               dict(default="entropy", choices=_calibrate_methods)),
+    CliOption("allow_random", ("--allow-random",),
+              "calibrate on random data when no --calib (scales will be meaningless)",
+              dict(action="store_true")),
+    _KeepIO("keep_io_types", ("--keep-io", "--no-keep-io"), arg=dict(dest="keep_io")),
+    CliOption("per_channel", ("--no-per-channel",), "per-tensor weight scales for INT8/FP8",
+              dict(dest="per_channel", action="store_false", default=True)),
 )
+# the ones `workbench build` takes too (the rest keep PrecisionSpec's defaults there)
+BUILD_PRECISION_FIELDS = ("exclude_nodes", "exclude_ops", "calibration", "calibrate_method")
