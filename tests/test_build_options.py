@@ -134,3 +134,21 @@ def test_timing_capture_builds_with_the_options_and_refuses_them_for_an_engine(t
     rc = main(["timing-capture", str(engine), "--tactic-sources", "JIT_CONVOLUTIONS"])
     err = capsys.readouterr().err
     assert rc == 2 and "--tactic-sources only apply when building from ONNX" in err
+
+
+def test_the_worker_refuses_a_builder_config_attribute_this_tensorrt_lacks(tmp_path):
+    """A ConfigAttribute option names an IBuilderConfig attribute; the real worker (TensorRT-RTX
+    here) probes it and refuses the build naming the field, before building anything."""
+    from workbench.worker.client import WorkerClient, WorkerError
+
+    client = WorkerClient()
+    try:
+        with pytest.raises(WorkerError) as e:
+            client.call("build", {"onnx_path": str(RESNET), "engine_path": str(tmp_path / "x"),
+                                  "backend": "tensorrt-rtx", "target": "sm89",
+                                  "profiles": [{"input": [[1, 3, 32, 32]] * 3}],
+                                  "config_attributes": {"no_such_knob": 1}}, timeout=120)
+    finally:
+        client.close()
+    assert e.value.code == "bad-args" and "no_such_knob" in e.value.message
+    assert not (tmp_path / "x").exists()
