@@ -84,14 +84,13 @@ class PrecisionSpec:
         is "target", `build --precision` is "precision"), then --exclude, --exclude-op,
         --calib, --calib-method, --allow-random, --keep-io, --no-per-channel; flags a verb
         does not have keep their defaults."""
+        from workbench.precision.options import PRECISION_OPTIONS
+
         d: Dict[str, Any] = {"target": getattr(args, target_attr, None) or table.BASE}
-        for flag, name in (("exclude", "exclude_nodes"), ("exclude_op", "exclude_ops"),
-                           ("calib", "calibration"), ("calib_method", "calibrate_method"),
-                           ("allow_random", "allow_random"), ("keep_io", "keep_io_types"),
-                           ("per_channel", "per_channel")):
-            v = getattr(args, flag, None)
+        for option in PRECISION_OPTIONS:
+            v = getattr(args, option.dest, None)
             if v is not None:
-                d[name] = list(v) if isinstance(v, (list, tuple)) else v
+                d[option.field] = list(v) if isinstance(v, (list, tuple)) else v
         return cls.from_dict(d)
 
     def convert_kwargs(self) -> Dict[str, Any]:

@@ -55,6 +55,9 @@ class BuildRequest:
     tf32: Optional[bool] = None  # None: TensorRT's default
     input_io_formats: Optional[IOFormats] = None
     output_io_formats: Optional[IOFormats] = None
+    # IBuilderConfig attributes by name (max_aux_streams, ...): set where this TensorRT has
+    # them, refused naming the field where it does not (ops_build.set_config_attributes)
+    config_attributes: Optional[Dict[str, Any]] = None
 
     def to_args(self) -> Dict[str, Any]:
         """The request as the protocol carries it (JSON types: lists, not tuples)."""

@@ -67,6 +67,7 @@ def run_build(ctx: Context, req: BuildRequest) -> Dict[str, Any]:
         calib_cache=req.calib_cache, calibrate_method=req.calibrate_method,
         timing_cache=req.timing_cache, progress=True, step_delay=req.test_step_delay,
         hardware_compatibility=req.hardware_compatibility, tf32=req.tf32)
+    attributes = set_config_attributes(cfg.config, dict(req.config_attributes or {}))
     ctx.check_cancel()
     ctx.progress("building", 0.0, "")
     t_build = time.monotonic()
@@ -93,6 +94,7 @@ def run_build(ctx: Context, req: BuildRequest) -> Dict[str, Any]:
         "layers": layers, "unmatched_layers": cfg.unmatched_layers,
         "progress_monitor": have_monitor,
         "calibration_cache": calib_cache if calib_cache and os.path.isfile(calib_cache) else None,
+        "config_attributes": attributes,
         **card,
     }
 
@@ -175,4 +177,24 @@ def inspect_engine(ctx: Context, engine_path: str, backend: str = "auto",
     net = L.network_from_onnx(trt, L.create_builder(trt, logger), logger, onnx_path,
                               strongly_typed=strongly_typed)
     out.update(source="network", reason=reason, layers=L.describe_layers(trt, net.network))
+    return out
+
+
+def set_config_attributes(config: Any, values: Dict[str, Any]) -> Dict[str, Any]:
+    """Set IBuilderConfig attributes by name (the client's build options name them: the
+    worker knows none); probed, so a TensorRT without one refuses the build naming the
+    field. Returns each as read back from the config (what TensorRT holds)."""
+    out: Dict[str, Any] = {}
+    for name, value in values.items():
+        if not hasattr(config, name):
+            raise OpError("this TensorRT's builder config has no '%s'" % name, code="bad-args",
+                          details={"field": name},
+                          hint="leave the option out, or build with a TensorRT that has it")
+        try:
+            setattr(config, name, value)
+        except (TypeError, ValueError) as e:
+            raise OpError("TensorRT refused %s = %r: %s" % (name, value, e), code="bad-args",
+                          details={"field": name}) from None
+        got = getattr(config, name)
+        out[name] = got if isinstance(got, (int, float, bool, str)) else str(got)
     return out

@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from workbench.build import io_formats
 from workbench.build.cache import ModelRef
+from workbench.build.options import Render, worker_args
 from workbench.build.spec import BuildConfig, layer_precisions
 from workbench.build.stages.prepare import PreparedOnnx
 from workbench.build.stages.resolve import BuildJob
@@ -29,25 +29,14 @@ def worker_request(job: BuildJob, prepared: PreparedOnnx) -> Tuple[BuildRequest,
     tmp = job.ws.engines_dir / f".{job.key[:32]}.{os.getpid()}.{threading.get_ident()}.partial"
     timing_cache = config.timing_cache or str(
         job.ws.timing_caches_dir / f"{job.backend}-{job.version}.cache")
-    opt: Dict[str, Any] = {}
-    if config.input_io_formats:
-        opt["input_io_formats"] = tuple(io_formats.for_worker(config.input_io_formats))
-    if config.output_io_formats:
-        opt["output_io_formats"] = tuple(io_formats.for_worker(config.output_io_formats))
-    if config.hardware_compatibility:
-        opt["hardware_compatibility"] = config.hardware_compatibility
-    request = BuildRequest(
+    request = BuildRequest.from_args(dict(
         onnx_path=str(Path(str(prepared.path)).resolve()),  # (the worker's folder may differ)
         engine_path=str(tmp),
         backend=config.backend if config.backend != "auto" else job.backend,
-        route=job.route, precision=config.precision, profiles=tuple(config.profiles),
-        workspace_bytes=config.workspace_bytes,
-        optimization_level=config.builder_optimization_level, timing_cache=timing_cache,
-        target=config.target, plugins=tuple(str(Path(p).resolve()) for p in config.plugins),
-        extra_flags=tuple(config.extra_flags),
-        tactic_sources=None if config.tactic_sources is None else tuple(config.tactic_sources),
-        report_layers=True, tf32=config.effective_tf32,
-        test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0), **opt)
+        route=job.route, precision=config.precision, profiles=list(config.profiles),
+        timing_cache=timing_cache, report_layers=True,
+        **worker_args(config, Render(job.route, job.backend)),  # every build option's fields
+        test_step_delay=float(os.environ.get("WORKBENCH_BUILD_STEP_DELAY", "0") or 0)))
     if job.route != "legacy-flags":
         return request, []
     return legacy_fields(job, prepared, request)
