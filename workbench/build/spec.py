@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 from workbench.errors import WorkbenchError
 from workbench.precision import table
 from workbench.precision.spec import PrecisionSpec
+from workbench.records import check_fields, json_object
 from workbench.worker.protocol import BUILD_BACKENDS
 
 ROUTES = ("auto", "strongly-typed", "legacy-flags")
@@ -245,22 +246,13 @@ class BuildConfig:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "BuildConfig":
-        known = {f.name for f in fields(cls) if f.name != "spec"} | set(SPEC_FIELDS)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise WorkbenchError(f"unknown build config field(s): {', '.join(unknown)}",
-                                 field=unknown[0], hint="known: " + ", ".join(sorted(known)))
+        check_fields(d, {f.name for f in fields(cls) if f.name != "spec"} | set(SPEC_FIELDS),
+                     "build config")
         return cls(**d)
 
     @classmethod
     def from_json(cls, text: str) -> "BuildConfig":
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise WorkbenchError(f"build config is not valid JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise WorkbenchError("build config JSON must be an object")
-        return cls.from_dict(d)
+        return cls.from_dict(json_object(text, "build config"))
 
     @property
     def config_hash(self) -> str:
