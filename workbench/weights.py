@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -64,8 +64,14 @@ class WeightRef:
                          shape=tuple(self.dims))
 
 
-def _kv(t: Any) -> Dict[str, str]:
-    return {e.key: e.value for e in t.external_data}
+def _external(proto: Any) -> Iterator[Tuple[Any, str, int, int]]:
+    """(initializer, location, offset, length) of each weight kept outside the model (the
+    external-data keys; a missing offset or length reads 0)."""
+    for t in proto.graph.initializer:
+        if t.data_location == EXTERNAL:
+            kv = {e.key: e.value for e in t.external_data}
+            yield (t, kv.get("location", ""), int(kv.get("offset") or 0),
+                   int(kv.get("length") or 0))
 
 
 def external_bytes(path: Any) -> int:
@@ -73,8 +79,7 @@ def external_bytes(path: Any) -> int:
     import onnx
 
     m = onnx.load(str(path), load_external_data=False)
-    return sum(int(_kv(t).get("length") or 0) for t in m.graph.initializer
-               if t.data_location == EXTERNAL)
+    return sum(length for _, _, _, length in _external(m))
 
 
 def stream_threshold_bytes(threshold_mb: Optional[float] = None) -> int:
@@ -104,16 +109,11 @@ def by_reference(path: Any, inline_bytes: int = INLINE_BYTES) -> Any:
     m = onnx.load(str(path), load_external_data=False)
     base = path.resolve().parent
     sizes: Dict[str, int] = {}
-    for t in m.graph.initializer:
-        if t.data_location != EXTERNAL:
-            continue
-        kv = _kv(t)
-        loc = kv.get("location", "")
+    for t, loc, offset, length in _external(m):
         f = (base / loc).resolve()
         if not f.is_file():
             raise WorkbenchError(f"the external data file '{loc}' of weight '{t.name}' is missing",
                                  file=str(path), hint="keep the data file beside the model")
-        offset, length = int(kv.get("offset") or 0), int(kv.get("length") or 0)
         if not length:
             length = sizes.setdefault(str(f), f.stat().st_size) - offset
         if offset + length > sizes.setdefault(str(f), f.stat().st_size):
@@ -134,22 +134,15 @@ def by_reference(path: Any, inline_bytes: int = INLINE_BYTES) -> Any:
 def weight_refs(proto: Any) -> Dict[str, WeightRef]:
     """The references (`by_reference`) among the graph's initializers, by name."""
     out: Dict[str, WeightRef] = {}
-    for t in proto.graph.initializer:
-        if t.data_location != EXTERNAL:
-            continue
-        kv = _kv(t)
-        loc = kv.get("location", "")
-        if not os.path.isabs(loc):
-            continue  # relative to a folder we do not know: not a reference of ours
-        out[t.name] = WeightRef(t.name, loc, int(kv.get("offset") or 0),
-                                int(kv.get("length") or 0), int(t.data_type), tuple(t.dims))
+    for t, loc, offset, length in _external(proto):
+        if os.path.isabs(loc):  # (relative to a folder we do not know: not a reference of ours)
+            out[t.name] = WeightRef(t.name, loc, offset, length, int(t.data_type), tuple(t.dims))
     return out
 
 
 def holds_references(proto: Any) -> bool:
     """Does the graph hold weights by reference (`by_reference`)?"""
-    return any(t.data_location == EXTERNAL and os.path.isabs(_kv(t).get("location", ""))
-               for t in proto.graph.initializer)
+    return any(os.path.isabs(loc) for _, loc, _, _ in _external(proto))
 
 
 def as_inputs(proto: Any, names: Optional[Iterable[str]] = None) -> Any:

@@ -12,12 +12,13 @@ import copy
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, Generic, List, Optional, TypeVar
 
 from workbench.build.options import OPTIONS, by_field, config_fields, optional_fields
 from workbench.errors import WorkbenchError
 from workbench.precision import table
 from workbench.precision.spec import PrecisionSpec
+from workbench.records import check_fields, json_object
 from workbench.worker.protocol import BUILD_BACKENDS
 
 ROUTES = ("auto", "strongly-typed", "legacy-flags")
@@ -28,13 +29,24 @@ LAYER_PRECISION = ("obey", "prefer")
 BACKENDS = BUILD_BACKENDS
 CALIBRATE_METHODS = table.CALIBRATE_METHODS
 Shape = List[int]
-# flat config-file name -> PrecisionSpec field
-SPEC_FIELDS: Dict[str, str] = {
-    "precision": "target", "exclude_nodes": "exclude_nodes", "exclude_ops": "exclude_ops",
-    "keep_io_types": "keep_io_types", "calibration": "calibration",
-    "calibrate_method": "calibrate_method", "allow_random_calibration": "allow_random",
-    "per_channel": "per_channel"}
-_FLAT_NAME = {v: k for k, v in SPEC_FIELDS.items()}
+T = TypeVar("T")
+
+
+class _OnSpec(Generic[T]):
+    """A flat build-config name for a field of the config's PrecisionSpec, read and written
+    through to it (the type parameter: the field's type, for the type checker)."""
+
+    def __init__(self, attr: str) -> None:
+        self.attr = attr
+        self.__doc__ = f"`spec.{attr}`"
+
+    def __get__(self, obj: Any, owner: Any = None) -> T:
+        if obj is None:
+            return self  # type: ignore[return-value]  # (the class's own attribute)
+        return getattr(obj.spec, self.attr)
+
+    def __set__(self, obj: Any, value: T) -> None:
+        setattr(obj.spec, self.attr, value)
 
 
 def __getattr__(name: str) -> Any:
@@ -120,17 +132,15 @@ class BuildConfig:
     input_io_formats: Optional[str] = None
     output_io_formats: Optional[str] = None
 
-    # (declared below: precision, exclude_nodes, ... as properties onto `spec`; their types,
-    # for the type checker only, here)
-    if TYPE_CHECKING:
-        precision: str = table.BASE
-        exclude_nodes: List[str] = field(default_factory=list)
-        exclude_ops: List[str] = field(default_factory=list)
-        keep_io_types: bool = True
-        calibration: Optional[str] = None
-        calibrate_method: str = "entropy"
-        allow_random_calibration: bool = False
-        per_channel: bool = True
+    # the flat config-file names of the `spec` fields (SPEC_FIELDS); not dataclass fields
+    precision = _OnSpec[str]("target")
+    exclude_nodes = _OnSpec[List[str]]("exclude_nodes")
+    exclude_ops = _OnSpec[List[str]]("exclude_ops")
+    keep_io_types = _OnSpec[bool]("keep_io_types")
+    calibration = _OnSpec[Optional[str]]("calibration")
+    calibrate_method = _OnSpec[str]("calibrate_method")
+    allow_random_calibration = _OnSpec[bool]("allow_random")
+    per_channel = _OnSpec[bool]("per_channel")
 
     def __init__(self, spec: Optional[PrecisionSpec] = None, **kw: Any) -> None:
         prec = {SPEC_FIELDS[k]: kw.pop(k) for k in list(kw) if k in SPEC_FIELDS}
@@ -207,22 +217,12 @@ class BuildConfig:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "BuildConfig":
-        known = set(_field_names()) | set(SPEC_FIELDS)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise WorkbenchError(f"unknown build config field(s): {', '.join(unknown)}",
-                                 field=unknown[0], hint="known: " + ", ".join(sorted(known)))
+        check_fields(d, set(_field_names()) | set(SPEC_FIELDS), "build config")
         return cls(**d)
 
     @classmethod
     def from_json(cls, text: str) -> "BuildConfig":
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise WorkbenchError(f"build config is not valid JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise WorkbenchError("build config JSON must be an object")
-        return cls.from_dict(d)
+        return cls.from_dict(json_object(text, "build config"))
 
     @property
     def config_hash(self) -> str:
@@ -256,19 +256,10 @@ def _field_names() -> List[str]:
     return [f.name for f in fields(BuildConfig) if f.name != "spec"] + _OPTION_ATTRS
 
 
-def _spec_property(attr: str) -> property:
-    def get(self: BuildConfig) -> Any:
-        return getattr(self.spec, attr)
-
-    def put(self: BuildConfig, value: Any) -> None:
-        setattr(self.spec, attr, value)
-
-    return property(get, put, doc=f"`spec.{attr}`")
-
-
-for _flat, _attr in SPEC_FIELDS.items():
-    setattr(BuildConfig, _flat, _spec_property(_attr))
-del _flat, _attr
+# flat config-file name -> PrecisionSpec field
+SPEC_FIELDS: Dict[str, str] = {name: v.attr for name, v in vars(BuildConfig).items()
+                               if isinstance(v, _OnSpec)}
+_FLAT_NAME = {v: k for k, v in SPEC_FIELDS.items()}
 
 
 def _spec_from(prec: Dict[str, Any]) -> PrecisionSpec:

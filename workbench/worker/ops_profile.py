@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import time
+from functools import partial
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -25,7 +26,6 @@ from workbench.worker.iolayout import engine_shape, tensor_layout, to_engine
 from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
 from workbench.worker.registry import Context, OpError, op
 
-PROGRESS_S = 0.25  # timed loops report progress at most this often (a UI refresh)
 WARMUP_MS = 200.0  # back-to-back executions before timing (trtexec's --warmUp default)
 
 
@@ -146,6 +146,12 @@ class _Empty:
 
     def free(self) -> None:
         pass  # (the Cuda wrapper frees it with the rest: free_all)
+
+
+def _executed(ok: bool) -> None:
+    """Raise for an execute_async_v3 that returned False (checked after its end event)."""
+    if not ok:
+        raise OpError("execute_async_v3 failed", code="execute-failed")
 
 
 class _Runner:
@@ -272,15 +278,8 @@ class _Runner:
         stream (host waits on the end event), after `warmup` executions and at least
         `warmup_ms` of back-to-back ones (trtexec's --warmUp: the GPU's clocks rise under
         load; a count of 10 at batch 1 is a few ms, timed at idle clocks). Inside the events
-        nothing but execute_async_v3, the same work as a bare loop; the cancel check (every
-        10th iteration) and the progress events (at most every PROGRESS_S) are outside them:
-        a progress message every 10 executions was ~100 a second, host work between timed
-        runs that a bare loop does not do."""
-        execute, sptr = self.context.execute_async_v3, self.stream.ptr
-        lib = self.cuda.lib
-        record, sync, elapsed = lib.cudaEventRecord, lib.cudaEventSynchronize, \
-            lib.cudaEventElapsedTime
-        stream = ctypes.c_void_p(sptr)
+        nothing but execute_async_v3, the same work as a bare loop (`Cuda.event_timed`: a
+        progress message every 10 executions was ~100 a second)."""
         t_end = time.perf_counter() + max(float(warmup_ms), 0.0) / 1e3
         n = 0
         while n < warmup or time.perf_counter() < t_end:
@@ -289,31 +288,9 @@ class _Runner:
             if n % 10 == 0:
                 self.stream.synchronize()  # (a bounded queue: time is waited, not enqueued)
         self.stream.synchronize()
-        start, end = self.cuda.event(), self.cuda.event()
-        ms = ctypes.c_float(0.0)
-        ref = ctypes.byref(ms)
-        out = []
-        clock = time.perf_counter
-        note = clock() + PROGRESS_S
-        try:
-            for i in range(iterations):
-                if i % 10 == 0:
-                    ctx.check_cancel()
-                    if i == 0 or clock() >= note:
-                        ctx.progress(phase, i / max(iterations, 1))
-                        note = clock() + PROGRESS_S
-                record(start, stream)
-                ok = execute(sptr)
-                record(end, stream)
-                rc = sync(end) or elapsed(ref, start, end)
-                if not ok:
-                    raise OpError("execute_async_v3 failed", code="execute-failed")
-                self.cuda.check(rc, "timing an execution")
-                out.append(float(ms.value))
-        finally:
-            self.cuda.destroy(start)
-            self.cuda.destroy(end)
-        return out
+        return self.cuda.event_timed(partial(self.context.execute_async_v3, self.stream.ptr),
+                                     _executed, ctypes.c_void_p(self.stream.ptr), iterations,
+                                     ctx, phase, "timing an execution")
 
     def graph_timed(self, iterations: int, ctx: Context, phase: str) -> Dict[str, Any]:
         """Latency of `iterations` replays of one execution captured in a CUDA graph (as
