@@ -493,6 +493,32 @@ def _clipped_weights(proto: Any, limit: float, skip: set) -> List[Finding]:
     return out
 
 
+def _check_options(calibrate_method: str, route: str) -> None:
+    """Refuse an unknown calibration method or route before any work."""
+    if calibrate_method not in CALIBRATE_METHODS:
+        raise WorkbenchError(f"unknown calibration method '{calibrate_method}'",
+                             field="calibrate_method", hint="choose " + ", ".join(CALIBRATE_METHODS))
+    if route not in ("onnx", "modelopt"):
+        raise WorkbenchError(f"unknown route '{route}'", field="route", hint="onnx or modelopt")
+
+
+def _write(out: Any, output: Any, path: Optional[Path], streamed: bool,
+           entry: Any) -> Tuple[Optional[Path], List[Finding]]:
+    """Write the converted model to `output` (None: nowhere): its weights streamed from the
+    source file, or saved with it; returns (where, the streamed weights' clipping findings)."""
+    if streamed:
+        from workbench.precision.streaming import write_streamed
+
+        assert path is not None  # (a streamed conversion reads a file)
+        written, clipped = write_streamed(out, path.parent, output, source=path)
+        return written, _streamed_clip_findings(out, clipped, entry)
+    if output is not None:
+        from workbench.model import save_model
+
+        return save_model(out, output, source=path), []
+    return None, []
+
+
 def _source(model_or_path: Any, entry: Any, *, output: Any, route: str, calibration: Any,
             allow_random: bool, measure: bool) -> Tuple[Any, Optional[Path], bool]:
     """(the ModelProto to transform, its file, streamed?): a float target written to `output`
@@ -700,11 +726,7 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
     """
     entry = _entry(target)
     target = entry.name
-    if calibrate_method not in CALIBRATE_METHODS:
-        raise WorkbenchError(f"unknown calibration method '{calibrate_method}'",
-                             field="calibrate_method", hint="choose " + ", ".join(CALIBRATE_METHODS))
-    if route not in ("onnx", "modelopt"):
-        raise WorkbenchError(f"unknown route '{route}'", field="route", hint="onnx or modelopt")
+    _check_options(calibrate_method, route)
     model_or_path = as_model(model_or_path)  # opened once, whatever the route reads after
     proto, path, streamed = _source(model_or_path, entry, output=output, route=route,
                                     calibration=calibration, allow_random=allow_random,
@@ -744,17 +766,8 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
     _check_valid(out, target, source_error)
     _record(out, target, ex_nodes, ex_ops, keep_io_types, calibration, calibrate_method,
             random_used, per_channel)
-    written: Optional[Path] = None
-    if streamed:
-        from workbench.precision.streaming import write_streamed
-
-        assert path is not None  # (a streamed conversion reads a file)
-        written, clipped = write_streamed(out, path.parent, output, source=path)
-        findings += _streamed_clip_findings(out, clipped, entry)
-    elif output is not None:
-        from workbench.model import save_model
-
-        written = save_model(out, output, source=path)
+    written, clip_findings = _write(out, output, path, streamed, entry)
+    findings += clip_findings
     if entry.needs_calibration and batches is not None and not random_used and \
             calibrate_method == "entropy":
         few = _few_samples(proto, target, batches)
