@@ -46,7 +46,8 @@ FRAME_P95_MS = 33.0  # pan/zoom frames at 20k nodes (reported beside it)
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
-PAGE = """<!doctype html><html><head><meta charset="utf-8"></head>
+PAGE = """<!doctype html><html><head><meta charset="utf-8">
+<link rel="stylesheet" href="graphview.css"></head>
 <body style="margin:0"><div id="host" style="width:%(width)dpx"></div>
 <script type="module">import gv from './graphview.js'; window.__gv = gv; window.__ready = true;</script>
 </body></html>"""
@@ -115,7 +116,8 @@ class StaticPage:
     def __init__(self, page: Any, width: int = 1200):
         self.page = page
         self.dir = Path(tempfile.mkdtemp(prefix="wb-graph-page-"))
-        shutil.copy(REPO / "widgets" / "static" / "graphview.js", self.dir / "graphview.js")
+        for name in ("graphview.js", "graphview.css"):  # the module and its stylesheet
+            shutil.copy(REPO / "widgets" / "static" / name, self.dir / name)
         (self.dir / "index.html").write_text(PAGE % {"width": width}, encoding="utf-8")
         root = str(self.dir)
 

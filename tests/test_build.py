@@ -312,10 +312,10 @@ def test_profile_check_beside_a_running_build_stops_it(client, monkeypatch, _iso
     """FP32 from the user's file: TensorRT starts at once and the profile check (which needs
     the graph) runs beside it. A check failing mid-build stops the build; its message is what
     the user gets, and nothing is cached."""
-    import workbench.build.engine as wb_build
+    from workbench.build.stages import profiles as build_profiles
 
     monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.05")  # a full build: ~5 s
-    real = wb_build._validate_profiles
+    real = build_profiles.validate_profiles
     seen = []
 
     def slow_failing_check(ref, config):
@@ -323,7 +323,7 @@ def test_profile_check_beside_a_running_build_stops_it(client, monkeypatch, _iso
         time.sleep(0.5)  # ...and then, with TensorRT well into the build, a failure
         raise WorkbenchError("injected profile problem", field="profiles.input")
 
-    monkeypatch.setattr(wb_build, "_validate_profiles", slow_failing_check)
+    monkeypatch.setattr(build_profiles, "validate_profiles", slow_failing_check)
     t0 = time.monotonic()
     with pytest.raises(WorkbenchError) as e:
         build_engine(BERT, cfg("bert_tiny"), client=client,

@@ -8,6 +8,7 @@ import subprocess
 from conftest import REPO
 
 BUNDLE = REPO / "widgets" / "static" / "graphview.js"
+STYLE = BUNDLE.with_suffix(".css")  # the stylesheet esbuild writes beside it
 
 
 def test_bundle_exists_and_loads_nothing_remote():
@@ -24,7 +25,13 @@ def test_committed_bundle_matches_the_build_of_the_sources():
                              "(npm ci && npm run build) before the tests")
     subprocess.run(["npm", "run", "--silent", "build"], cwd=REPO / "widgets" / "js", check=True,
                    capture_output=True, timeout=120)
-    status = subprocess.run(["git", "status", "--porcelain", "--", str(BUNDLE)], cwd=REPO,
-                            capture_output=True, text=True, check=True).stdout
-    assert status == "", ("widgets/static/graphview.js differs from the build of widgets/js/src: "
-                          "commit the rebuilt bundle")
+    status = subprocess.run(["git", "status", "--porcelain", "--", str(BUNDLE), str(STYLE)],
+                            cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert status == "", ("widgets/static/graphview.js or .css differs from the build of "
+                          "widgets/js/src: commit the rebuilt bundle")
+
+
+def test_stylesheet_is_built_from_its_source_and_not_inlined_in_the_module():
+    style = STYLE.read_text(encoding="utf-8")
+    assert ".wb-graph .wb-legend" in style and "\n" not in style.strip()  # minified
+    assert ".wb-graph .wb-legend" not in BUNDLE.read_text(encoding="utf-8")

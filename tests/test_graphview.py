@@ -150,8 +150,21 @@ def test_flags_survive_on_broken_graph():
 
 def test_missing_bundle_is_a_clear_error(bert, monkeypatch, tmp_path):
     monkeypatch.setattr(gvmod, "_BUNDLE", tmp_path / "graphview.js")
-    with pytest.raises(WorkbenchError, match="npm run build"):
+    with pytest.raises(WorkbenchError, match="npm run build") as e:
         GraphView(bert)
+    assert e.value.file == str(tmp_path / "graphview.js")
+
+
+def test_missing_stylesheet_is_a_clear_error(bert, monkeypatch, tmp_path):
+    monkeypatch.setattr(gvmod, "_STYLE", tmp_path / "graphview.css")
+    with pytest.raises(WorkbenchError, match="npm run build") as e:
+        GraphView(bert)
+    assert e.value.file == str(tmp_path / "graphview.css")
+
+
+def test_the_view_carries_its_stylesheet(bert):
+    v = GraphView(bert)
+    assert v._css == gvmod._STYLE.read_text(encoding="utf-8") and ".wb-graph" in v._css
 
 
 def test_inspector_detail_pane_follows_graph_selection(bert):

@@ -213,11 +213,11 @@ def test_default_profile_gives_a_count_axis_a_range(tmp_path):
 
 
 def test_build_default_from_calibration_keeps_the_cloud_size(tmp_path):
-    from workbench.build.engine import _advised
+    from workbench.build.stages.profiles import advised
 
     model = _points_model(tmp_path / "p.onnx")
     np.savez(tmp_path / "cloud.npz", **_cloud())
-    prof, rules = _advised(model, str(tmp_path / "cloud.npz"), *default_profile(model))
+    prof, rules = advised(model, str(tmp_path / "cloud.npz"), *default_profile(model))
     assert prof["points"] == ((700, 4), (700, 4), (700, 4))  # not widened as if a batch
     assert "batch max" not in rules["num_points"]
 

@@ -58,6 +58,7 @@ def test_panel_reports_a_bad_plan_in_its_status(tmp_path):
     assert panel.start() is False
     assert panel.state == "failed"
     assert "INT8 needs calibration data" in panel.status.value
+    assert "INT8 needs calibration data" in str(panel.error)  # kept, as the build panel keeps it
     panel.targets.value = "sm8x"
     panel.precision_boxes["int8"].value = False
     panel.precision_boxes["fp32"].value = True

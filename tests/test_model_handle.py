@@ -78,7 +78,7 @@ def test_with_weights_loads_once_per_model(small: Path, loads: list) -> None:
 def _capabilities(tmp_path: Path, other: Path):
     """(name, call) for each capability run on a model as handed (compare: against `other`,
     a copy in another folder, so each of the two models is counted on its own)."""
-    from workbench.build.engine import _transformed_onnx
+    from workbench.build.stages.prepare import transformed_onnx
     from workbench.build.spec import BuildConfig
     from workbench.compare import find_exclusions, layerwise
     from workbench.compare.bisect import onnx_evaluator
@@ -94,7 +94,7 @@ def _capabilities(tmp_path: Path, other: Path):
 
     def prepare(m: object) -> None:  # what a build hands TensorRT: the FP16 transform
         ref = as_model(m, opened=False)  # type: ignore[arg-type]
-        _transformed_onnx(ref, BuildConfig(precision="fp16"), ref.workspace(), None)
+        transformed_onnx(ref, BuildConfig(precision="fp16"), ref.workspace(), None)
 
     return [
         ("inspect", lambda m: inspect_model(m)),

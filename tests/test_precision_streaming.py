@@ -239,6 +239,7 @@ def test_a_bounded_run_goes_a_segment_at_a_time_and_gives_the_full_run_values(de
     """`run_bounded` (what the streamed conversions calibrate and measure with) cuts the
     model held by reference where its weights reach the budget; the values are a full run's."""
     from workbench import weights
+    from workbench.graphindex import GraphIndex
     from workbench.runners import run_bounded
     from workbench.segments import order_of
 
@@ -248,7 +249,7 @@ def test_a_bounded_run_goes_a_segment_at_a_time_and_gives_the_full_run_values(de
     groups = weights.segment_groups(held, order_of(held), budget)
     assert len(groups) >= 4  # (the tiny decoder's weights over a 1.5-weight budget)
     per_node = weights.node_weight_bytes(held)
-    made = {o: i for i, n in enumerate(held.graph.node) for o in n.output}
+    made = GraphIndex.of(held).producer
     last = -1
     for g in groups:  # each group's new nodes read at most the budget (one weight excepted)
         end = max(made[x] for x in g)

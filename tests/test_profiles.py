@@ -351,7 +351,8 @@ def test_a_kv_cache_min_of_zero_is_valid_and_runs_empty():
 
 
 def test_the_build_worker_takes_a_profile_min_of_zero():
-    from workbench.worker.loaders import OpError, _set_one
+    from workbench.worker.loaders import OpError
+    from workbench.worker.loaders.profiles import _set_one
 
     class P:
         def set_shape(self, name, mn, opt, mx):

@@ -35,7 +35,22 @@ def worker():
 
 
 def _sources() -> dict:
-    return {f.name: f.read_text() for f in sorted(WORKER.glob("*.py"))}
+    """Every module of the worker package by its path under it ("ops_build.py",
+    "loaders/network.py")."""
+    return {f.relative_to(WORKER).as_posix(): f.read_text()
+            for f in sorted(WORKER.rglob("*.py"))}
+
+
+# the loader family, one module per seam (Polygraphy's backend/trt loaders): where each
+# construction lives
+SEAMS = {
+    "create_network(": "network", "OnnxParser(": "network", "get_error(": "network",
+    "get_plugin_registry(": "network", "CDLL(": "network", "init_libnvinfer_plugins": "network",
+    "trt.Builder(": "network", "(trt.ILogger)": "logger", "(trt.IProgressMonitor)": "logger",
+    "set_compute_capability(": "config", "set_memory_pool_limit(": "config",
+    "build_serialized_network(": "engine", "deserialize_cuda_engine(": "engine",
+    "trt.Runtime(": "engine",
+}
 
 
 # --------------------------------------------------------------------------- one of each
@@ -47,11 +62,14 @@ def _sources() -> dict:
     "trt.Builder(", "trt.Runtime("])
 def test_only_the_loaders_touch_tensorrt_construction(needle):
     """Networks, parsers, parser errors, plugins, the logger, configs, profiles, builds and
-    runtimes are made in workbench/worker/loaders.py and nowhere else in the worker."""
+    runtimes are made in the loader family (workbench/worker/loaders/) and nowhere else in
+    the worker; each in the module of its seam."""
     # (`CDLL(None` loads no library: the C library's own prctl, for die-with-parent)
     holders = sorted(name for name, text in _sources().items()
                      if needle in text.replace("CDLL(None", ""))
-    assert holders == ["loaders.py"], (needle, holders)
+    assert holders and all(h.startswith("loaders/") for h in holders), (needle, holders)
+    if needle in SEAMS:
+        assert holders == [f"loaders/{SEAMS[needle]}.py"], (needle, holders)
 
 
 def test_one_definition_of_each_loader():
@@ -60,10 +78,21 @@ def test_one_definition_of_each_loader():
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 defs.setdefault(node.name, []).append(name)
-    for fn in ("load_plugins", "make_logger", "parser_errors", "network_from_onnx",
-               "add_profiles", "create_config", "make_calibrator", "load_backend"):
-        assert defs.get(fn) == ["loaders.py"], (fn, defs.get(fn))
+    for fn, seam in (("load_plugins", "network"), ("make_logger", "logger"),
+                     ("parser_errors", "network"), ("network_from_onnx", "network"),
+                     ("add_profiles", "profiles"), ("create_config", "config"),
+                     ("make_calibrator", "calibration"), ("load_backend", "backend"),
+                     ("build_serialized", "engine"), ("set_layer_precisions",
+                                                      "layer_precisions")):
+        assert defs.get(fn) == [f"loaders/{seam}.py"], (fn, defs.get(fn))
     assert defs.get("Cuda") == ["cuda.py"]  # the one CUDA wrapper
+    # the ops reach the family through its package (`loaders as L`): every public name of a
+    # seam is on it
+    from workbench.worker import loaders
+
+    for name in loaders.__all__:
+        assert getattr(loaders, name) is not None, name
+    assert loaders.network_from_onnx.__module__ == "workbench.worker.loaders.network"
     # one build op: no op but `build` builds an engine
     ops = re.findall(r"@op\((\w+)\)", "".join(_sources().values()))
     assert "BUILD" in ops and "build_and_profile" not in "".join(_sources().values())
@@ -129,8 +158,12 @@ def test_a_malformed_request_is_a_bad_args_error(worker):
 
 def test_worker_package_has_no_import_cycle():
     """client <-> forked was a cycle: the interpreter test lives in launch.py now."""
+    def name_of(f):  # "client", "loaders.network"; a package by its own name
+        parts = f.relative_to(WORKER).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
     graph = {}
-    for f in WORKER.glob("*.py"):
+    for f in WORKER.rglob("*.py"):
         tree = ast.parse(f.read_text())
         deps = set()
         for n in ast.walk(tree):
@@ -139,8 +172,9 @@ def test_worker_package_has_no_import_cycle():
                 if n.module == "workbench.worker":
                     deps |= {a.name for a in n.names}
                 else:
-                    deps.add(n.module.rsplit(".", 1)[1])
-        graph[f.stem] = deps - {f.stem}
+                    deps.add(n.module[len("workbench.worker."):])
+        graph[name_of(f)] = deps - {name_of(f)}
+    assert graph["loaders"] >= {"loaders.network", "loaders.engine"}  # (read the package)
 
     def reaches(a, b, seen=()):
         return any(d == b or (d not in seen and reaches(d, b, seen + (d,)))
@@ -292,7 +326,7 @@ def test_the_worker_knows_no_precision_names():
     import re
 
     names = re.compile(r"""["'](fp16|bf16|int8|fp8|fp32)["']""")
-    hits = [f"{p.name}:{i}" for p in sorted(WORKER.glob("*.py"))
+    hits = [f"{p.relative_to(WORKER)}:{i}" for p in sorted(WORKER.rglob("*.py"))
             if p.stem not in ("client", "forked", "launch")
             for i, line in enumerate(p.read_text().splitlines(), 1) if names.search(line)]
     assert not hits, hits

@@ -18,7 +18,7 @@ import os
 import re
 import sys
 import threading
-from typing import Any, Callable, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Type
 
 import ipywidgets as W
 
@@ -285,6 +285,8 @@ class PanelBase:
 
     status: StatusLine
     task: BackgroundTask
+    state: str
+    error: Optional[BaseException]
 
     def _init_base(self) -> None:
         self.status = StatusLine()
@@ -297,3 +299,19 @@ class PanelBase:
     @property
     def busy(self) -> bool:
         return self.task.running
+
+    def _prepare_start(self, prepare: Callable[[], Any], still_running: str,
+                       refused: Tuple[Type[BaseException], ...] = (Exception,)) -> Tuple[bool, Any]:
+        """(True, what `prepare` returns) when new work may start. (False, None) when work is
+        still running (`still_running` is said) or `prepare` raised one of `refused`: the error
+        is said, the panel's `state` becomes 'failed' and `error` holds it."""
+        if self.task.running:
+            self.status.warn(still_running)
+            return False, None
+        try:
+            return True, prepare()
+        except refused as e:
+            self.state = "failed"
+            self.error = e
+            self.status.error(e)
+            return False, None

@@ -166,15 +166,9 @@ class BuildPanel(PanelBase, W.VBox):
     def start(self) -> bool:
         """Start a build in the background; False (with a status message) if one is running
         or the settings are invalid."""
-        if self.running:
-            self.status.warn("a build is already running")
-            return False
-        try:
-            config = self.current_config()
-        except WorkbenchError as e:
-            self.state = "failed"
-            self.error = e
-            self.status.error(e)
+        ok, config = self._prepare_start(self.current_config, "a build is already running",
+                                         (WorkbenchError,))
+        if not ok:
             return False
         self.config = config
         self.events = []

@@ -16,7 +16,7 @@ from __future__ import annotations
 import colorsys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import anywidget
 import numpy as np
@@ -29,17 +29,21 @@ from workbench.graph import (GROUP, GROUP_PREFIX, GraphData, GraphStructure,
 from widgets.base import OK_COLOUR, SEVERITY_COLOURS
 
 _BUNDLE = Path(__file__).parent / "static" / "graphview.js"
+_STYLE = _BUNDLE.with_suffix(".css")  # built beside it from widgets/js/src/graphview.css
 SEVERITY_COLORS = SEVERITY_COLOURS  # the one colour map (widgets.base); old names kept
 OK_COLOR = OK_COLOUR
 OTHER_COLOR = "#9e9e9e"
 MIXED_COLOR = "#8e6bb8"  # the group colour of the front end
 
 
-def _bundle() -> Path:
-    if not _BUNDLE.exists():
-        raise WorkbenchError("the graph view's JavaScript bundle is missing", file=str(_BUNDLE),
-                             hint="run `npm ci && npm run build` in widgets/js (scripts/setup.sh does)")
-    return _BUNDLE
+def _bundle() -> Tuple[str, str]:
+    """The front end as built by esbuild: (the JavaScript module, its stylesheet)."""
+    for part in (_BUNDLE, _STYLE):
+        if not part.exists():
+            raise WorkbenchError("the graph view's front-end bundle is missing", file=str(part),
+                                 hint="run `npm ci && npm run build` in widgets/js "
+                                      "(scripts/setup.sh does)")
+    return _BUNDLE.read_text(encoding="utf-8"), _STYLE.read_text(encoding="utf-8")
 
 
 def palette(n: int) -> List[str]:
@@ -119,6 +123,7 @@ class GraphView(anywidget.AnyWidget):
     """
 
     _esm = traitlets.Unicode().tag(sync=True)
+    _css = traitlets.Unicode().tag(sync=True)
     graph = traitlets.Dict().tag(sync=True)
     colors = traitlets.List().tag(sync=True)
     legend = traitlets.List().tag(sync=True)
@@ -132,7 +137,7 @@ class GraphView(anywidget.AnyWidget):
     def __init__(self, model_or_graph: Union[ModelLike, GraphStructure], *,
                  max_visible: Optional[int] = None, expanded: Optional[Iterable[str]] = None,
                  expand_all: bool = False, height: int = 600, **kwargs: Any):
-        esm = _bundle().read_text(encoding="utf-8")
+        esm, css = _bundle()
         self.structure = (model_or_graph if isinstance(model_or_graph, GraphStructure)
                           else GraphStructure(model_or_graph))
         self.max_visible = max_visible
@@ -149,7 +154,7 @@ class GraphView(anywidget.AnyWidget):
         self._mixed_color: Optional[str] = None
         self._highlight_elems: List[int] = []
         self.data: GraphData = self.structure.view(self._expanded, fold_constants=self.fold_constants)
-        super().__init__(_esm=esm, height=height, graph=self._payload([]), **kwargs)
+        super().__init__(_esm=esm, _css=css, height=height, graph=self._payload([]), **kwargs)
         self.on_msg(self._on_front_msg)
 
     # -- state ------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ class MatrixPanel(PanelBase, W.VBox):
         self.result: Optional[MatrixResult] = None
         self.results: List[Dict[str, Any]] = []
         self.state = "idle"  # idle | running | done | failed | cancelled
+        self.error: Optional[BaseException] = None  # why planning or the run failed
         self._init_base()
         names = ", ".join(m.rsplit("/", 1)[-1] for m in self.models)
         self.header = W.HTML(f"<b>Variant matrix</b> {esc(names)}")
@@ -99,16 +100,10 @@ class MatrixPanel(PanelBase, W.VBox):
     # -- running ---------------------------------------------------------------------
     def start(self) -> bool:
         """Plan (errors show in the status line) and run in the background."""
-        if self.task.running:
-            self.status.warn("the matrix is still running ...")
+        ok, variants = self._prepare_start(self.plan, "the matrix is still running ...")
+        if not ok:
             return False
-        try:
-            variants = self.plan()
-        except Exception as e:
-            self.state = "failed"
-            self.status.error(e)
-            return False
-        self.results = []
+        self.results, self.error = [], None
         self.progress.max, self.progress.value = max(len(variants), 1), 0
         self.state = "running"
         self.run_btn.disabled, self.cancel_btn.disabled = True, False
@@ -161,7 +156,7 @@ class MatrixPanel(PanelBase, W.VBox):
             self.status.ok(text)
 
     def _failed(self, e: BaseException) -> None:
-        self.state = "failed"
+        self.state, self.error = "failed", e
         self.run_btn.disabled, self.cancel_btn.disabled = False, True
         self.status.error(e)
 

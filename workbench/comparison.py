@@ -34,7 +34,7 @@ import math
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -236,6 +236,14 @@ class _Scratch:
         self.m, self.m2 = np.empty(_BLOCK, np.bool_), np.empty(_BLOCK, np.bool_)
 
 
+def _blocks(r0: np.ndarray, g0: np.ndarray,
+            size: int) -> Iterator[Tuple[np.ndarray, np.ndarray, int]]:
+    """(reference block, candidate block, its length), _BLOCK elements at a time (views)."""
+    for i in range(0, size, _BLOCK):
+        rb = r0[i:i + _BLOCK]
+        yield rb, g0[i:i + _BLOCK], len(rb)
+
+
 def _buffers() -> _Scratch:
     s = getattr(_scratch, "s", None)
     if s is None:
@@ -331,9 +339,7 @@ def _finite_case(name: str, shape: List[int], dtype: str, size: int, r0: np.ndar
     mismatches = nan = inf = 0
     S = _buffers()
     with np.errstate(invalid="ignore", over="ignore"):
-        for i in range(0, size, _BLOCK):
-            rb, gb = r0[i:i + _BLOCK], g0[i:i + _BLOCK]
-            n = len(rb)
+        for rb, gb, n in _blocks(r0, g0, size):
             r, g = rb, gb
             if r.dtype != f32:
                 r = S.r32[:n]
@@ -531,9 +537,8 @@ def _general_full(name: str, shape: List[int], dtype: str, size: int, r0: np.nda
     finite_d = True
     mismatches = nan = inf = 0
     with np.errstate(invalid="ignore", over="ignore"):
-        for i in range(0, size, _BLOCK):
-            r = r0[i:i + _BLOCK].astype(np.float64)
-            g = g0[i:i + _BLOCK].astype(np.float64)
+        for rb, gb, _ in _blocks(r0, g0, size):
+            r, g = rb.astype(np.float64), gb.astype(np.float64)
             nan_r, nan_g = np.isnan(r), np.isnan(g)
             inf_r, inf_g = np.isinf(r), np.isinf(g)
             same = (nan_r & nan_g) | (inf_r & (r == g))
@@ -607,9 +612,7 @@ def _general_plain(name: str, shape: List[int], dtype: str, size: int, r0: np.nd
     mismatches = nan = inf = 0
     S = _buffers()
     with np.errstate(invalid="ignore", over="ignore"):
-        for i in range(0, size, _BLOCK):
-            rb, gb = r0[i:i + _BLOCK], g0[i:i + _BLOCK]
-            n = len(rb)
+        for rb, gb, n in _blocks(r0, g0, size):
             r, g, d, t, m = S.r[:n], S.g[:n], S.d[:n], S.t[:n], S.m[:n]
             np.copyto(r, rb, casting="unsafe")
             np.copyto(g, gb, casting="unsafe")

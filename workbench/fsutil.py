@@ -371,3 +371,14 @@ def fixed_name(path: str) -> str:
     from workbench.findings import fixed_name as named
 
     return named(path)
+
+
+class Subfolder:
+    """A folder below the owner's `dir`, read as an attribute (`engines_dir =
+    Subfolder("engines")`): the folder names of a layout stated once, beside each other."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Path:
+        return Path(obj.dir) / self.name

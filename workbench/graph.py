@@ -248,30 +248,48 @@ class GraphStructure:
     def __init__(self, model: ModelLike):
         m = as_model(model)
         self.model = m
-        g = m.graph
         gi = m.index  # its node list, ids and names, read from the protobuf once
-        nodes = gi.nodes
-        n = len(nodes)
-        node_ids = list(gi.ids)
-        names = list(gi.names)
-        ops = [nd.op_type for nd in nodes]
-        self.init_names = init_names = {t.name for t in g.initializer}
-        graph_inputs = [v.name for v in g.input if v.name not in init_names]
+        self.init_names = {t.name for t in m.graph.initializer}
+        graph_inputs, graph_outputs = self._read_elements(gi)
+        dangling, dup_out = self._read_edges(gi, graph_inputs, graph_outputs)
+        self._weights: Optional[List[str]] = None
+        self._edge_labels: Dict[str, str] = {}
+        self._values: Optional[Dict[str, Any]] = None
+        self._flag_problems(gi, dangling, dup_out)
+        self._order_topologically()
+        self._read_scopes(gi, len(graph_inputs) + len(graph_outputs))
+        self._index: Optional[Dict[str, int]] = None
+        # titles for collapsed groups instead of '<scope> (N)' (the split view's engine layers)
+        self.group_labels: Dict[str, str] = {}
+
+    def _read_elements(self, gi: Any) -> Tuple[List[str], List[str]]:
+        """The elements (nodes, then graph inputs that are not initializers, then graph
+        outputs): ids, names, op codes and kinds; returns (graph inputs, graph outputs)."""
+        g = self.model.graph
+        n = len(gi.nodes)
+        graph_inputs = [v.name for v in g.input if v.name not in self.init_names]
         graph_outputs = [v.name for v in g.output]
         n_in, n_out = len(graph_inputs), len(graph_outputs)
         self.n_nodes = n
         self.n = n + n_in + n_out
-        self.ids = node_ids + [f"input:{t}" for t in graph_inputs] + [f"output:{t}" for t in graph_outputs]
-        self.names = names + graph_inputs + graph_outputs
-        op_list = ops + ["Input"] * n_in + ["Output"] * n_out
+        self.ids = list(gi.ids) + [f"input:{t}" for t in graph_inputs] + \
+            [f"output:{t}" for t in graph_outputs]
+        self.names = list(gi.names) + graph_inputs + graph_outputs
+        op_list = [nd.op_type for nd in gi.nodes] + ["Input"] * n_in + ["Output"] * n_out
         self.ops = sorted(set(op_list))  # (np.unique's order, without sorting 20k objects)
         op_pos = {o: k for k, o in enumerate(self.ops)}
         self.op = np.fromiter(map(op_pos.__getitem__, op_list), dtype=np.int32, count=len(op_list))
         self.kind = np.array([NODE] * n + [INPUT] * n_in + [OUTPUT] * n_out, dtype=np.int8)
         self.flags = np.zeros(self.n, dtype=np.int32)
         self.findings: List[Finding] = []
+        return graph_inputs, graph_outputs
 
-        # edges from the model's graph index; graph inputs produce their tensor
+    def _read_edges(self, gi: Any, graph_inputs: List[str], graph_outputs: List[str]
+                    ) -> Tuple[Dict[str, List[int]], Dict[str, List[int]]]:
+        """The edges (src, dst, the tensor each carries) from the model's graph index, graph
+        inputs producing their tensor; returns (tensors read but never produced -> readers,
+        tensors with several producers -> producers)."""
+        n, n_in = self.n_nodes, len(graph_inputs)
         producer: Dict[str, int] = dict(gi.producer)
         dup_out: Dict[str, List[int]] = {t: list(v) for t, v in gi.duplicate_producers.items()}
         for k, t in enumerate(graph_inputs):
@@ -285,7 +303,7 @@ class GraphStructure:
         # every node's inputs (and its bodies' implicit inputs) as one flat list, looked up in
         # one pass: the same edges, in the same order, as a loop per node and input
         ins_of = list(gi.node_inputs)
-        for i, nd in enumerate(nodes):
+        for i, nd in enumerate(gi.nodes):
             if nd.attribute and gi.has_subgraphs(i):
                 ins_of[i] = ins_of[i] + gi.implicit_inputs(i)
         flat = list(chain.from_iterable(ins_of))
@@ -296,7 +314,7 @@ class GraphStructure:
                     src.append(p)
                     dst.append(i)
                     tens.append(t)
-            elif t and t not in init_names:
+            elif t and t not in self.init_names:
                 dangling.setdefault(t, []).append(i)
         for k, t in enumerate(graph_outputs):
             p = producer.get(t)
@@ -304,15 +322,17 @@ class GraphStructure:
                 src.append(p)
                 dst.append(n + n_in + k)
                 tens.append(t)
-            elif t not in init_names:
+            elif t not in self.init_names:
                 dangling.setdefault(t, []).append(n + n_in + k)
         self.src = np.array(src, dtype=np.int64)
         self.dst = np.array(dst, dtype=np.int64)
         self.edge_tensor = tens
-        self._weights: Optional[List[str]] = None
-        self._edge_labels: Dict[str, str] = {}
-        self._values: Optional[Dict[str, Any]] = None
+        return dangling, dup_out
 
+    def _flag_problems(self, gi: Any, dangling: Dict[str, List[int]],
+                       dup_out: Dict[str, List[int]]) -> None:
+        """Flag and report dangling inputs, duplicate node names and tensors with several
+        producers (the graph still draws; the findings say what to fix)."""
         for t, consumers in dangling.items():
             self.flags[consumers] |= FLAG_DANGLING
             self.findings.append(Finding(
@@ -321,8 +341,9 @@ class GraphStructure:
                 "nor an initializer", nodes=[self.ids[c] for c in consumers], tensors=[t],
                 hint="add it as a graph input or initializer, or reconnect the consumer "
                      "(a graphsurgeon recipe can do it)", source="graph"))
+        node_ids = list(gi.ids)
         counts: Dict[str, List[int]] = {}
-        for i, nm in enumerate(names):
+        for i, nm in enumerate(gi.names):
             if nm:
                 counts.setdefault(nm, []).append(i)
         for nm, idx in counts.items():
@@ -342,7 +363,9 @@ class GraphStructure:
                 hint="rename one of the outputs; ONNX tensors must have a single producer",
                 source="graph"))
 
-        # a topological order; cycles are broken by reversing back-edges (and flagged)
+    def _order_topologically(self) -> None:
+        """A topological order and each element's place in it; cycles are broken by reversing
+        back-edges, and their members flagged and reported."""
         self.order, back = _topological_order(self.n, self.src, self.dst)
         if back.size:
             cyc = _cycle_members(self.n, self.src, self.dst)
@@ -355,8 +378,10 @@ class GraphStructure:
         self.pos = np.empty(self.n, dtype=np.int64)
         self.pos[self.order] = np.arange(self.n)
 
-        # scope tree: every prefix of every node's scope
-        scope_str = list(gi.scope_paths) + [""] * (n_in + n_out)
+    def _read_scopes(self, gi: Any, n_io: int) -> None:
+        """The scope tree (every prefix of every node's scope): each scope's parent and depth,
+        each element's leaf scope, and how many elements lie anywhere below each scope."""
+        scope_str = list(gi.scope_paths) + [""] * n_io
         uniq: Dict[str, int] = {}
         node_scope = np.empty(self.n, dtype=np.int64)
         for i, s in enumerate(scope_str):
@@ -395,9 +420,6 @@ class GraphStructure:
                 members[p] += members[k]
         self.scope_members = members
         self.scope_index = paths
-        self._index: Optional[Dict[str, int]] = None
-        # titles for collapsed groups instead of '<scope> (N)' (the split view's engine layers)
-        self.group_labels: Dict[str, str] = {}
 
     # -- expand/collapse -------------------------------------------------------------------
     def default_expanded(self, max_visible: Optional[int] = None) -> Set[str]:

@@ -21,6 +21,7 @@ code that edits a graph builds a new index of the result.
 """
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from workbench.errors import WorkbenchError
@@ -183,19 +184,10 @@ class GraphIndex:
         self.names: List[str] = [n.name for n in self.nodes]
         self.opsets: Dict[str, int] = dict(opsets or {})
         self._function_protos = list(functions or [])
-        self._position: Optional[Dict[str, int]] = None
-        self._by_name: Optional[Dict[str, List[int]]] = None
         self._producer: Optional[Dict[str, int]] = None
         self._dups: Dict[str, List[int]] = {}
-        self._consumers: Optional[Dict[str, List[int]]] = None
         self._node_inputs: Optional[List[List[str]]] = None
-        self._values: Optional[Dict[str, ValueType]] = None
-        self._scopes: Optional[List[Tuple[str, ...]]] = None
-        self._scope_paths: Optional[List[str]] = None
         self._subgraphs: Dict[int, List[Tuple[str, "GraphIndex"]]] = {}
-        self._outer_refs: Optional[List[str]] = None
-        self._outer_readers: Optional[Dict[str, List[int]]] = None
-        self._functions: Optional[Dict[Tuple[str, str], "GraphIndex"]] = None
         self._defined: Optional[set] = None
 
     # -- construction -----------------------------------------------------------------------
@@ -241,23 +233,19 @@ class GraphIndex:
                 return a
         return None
 
-    @property
+    @cached_property
     def position(self) -> Dict[str, int]:
         """Stable id -> node index."""
-        if self._position is None:
-            self._position = {nid: i for i, nid in enumerate(self.ids)}
-        return self._position
+        return {nid: i for i, nid in enumerate(self.ids)}
 
-    @property
+    @cached_property
     def by_name(self) -> Dict[str, List[int]]:
         """Node name -> indices of the nodes with that name (unnamed nodes left out)."""
-        if self._by_name is None:
-            out: Dict[str, List[int]] = {}
-            for i, nm in enumerate(self.names):
-                if nm:
-                    out.setdefault(nm, []).append(i)
-            self._by_name = out
-        return self._by_name
+        out: Dict[str, List[int]] = {}
+        for i, nm in enumerate(self.names):
+            if nm:
+                out.setdefault(nm, []).append(i)
+        return out
 
     def find(self, key: str) -> List[int]:
         """Indices of the nodes `key` names: the node with that stable id, else every node with
@@ -319,21 +307,19 @@ class GraphIndex:
             self._edges()
         return self._dups
 
-    @property
+    @cached_property
     def consumers(self) -> Dict[str, List[int]]:
         """Tensor name -> indices of the nodes reading it, one entry per input slot."""
-        if self._consumers is None:
-            consumers: Dict[str, List[int]] = {}
-            for i, ins in enumerate(self.node_inputs):
-                for t in ins:
-                    if t:
-                        c = consumers.get(t)
-                        if c is None:
-                            consumers[t] = [i]
-                        else:
-                            c.append(i)
-            self._consumers = consumers
-        return self._consumers
+        consumers: Dict[str, List[int]] = {}
+        for i, ins in enumerate(self.node_inputs):
+            for t in ins:
+                if t:
+                    c = consumers.get(t)
+                    if c is None:
+                        consumers[t] = [i]
+                    else:
+                        c.append(i)
+        return consumers
 
     @property
     def node_inputs(self) -> List[List[str]]:
@@ -368,24 +354,22 @@ class GraphIndex:
     def outputs(self) -> List[str]:
         return [getattr(v, "name", v) for v in self.graph.output]
 
-    @property
+    @cached_property
     def values(self) -> Dict[str, ValueType]:
         """Declared dtype/shape per tensor: graph inputs, value_info, outputs, then initializers
         (a later declaration wins)."""
-        if self._values is None:
-            out: Dict[str, ValueType] = {}
-            g = self.graph
-            for vis in (g.input, getattr(g, "value_info", ()), g.output):
-                for vi in vis:
-                    if isinstance(vi, str):  # a FunctionProto's inputs are plain names
-                        break
-                    vt = _value_type(vi)
-                    if vt is not None:
-                        out[vi.name] = vt
-            for t in getattr(g, "initializer", ()):
-                out[t.name] = ValueType(t.data_type, tuple(t.dims))
-            self._values = out
-        return self._values
+        out: Dict[str, ValueType] = {}
+        g = self.graph
+        for vis in (g.input, getattr(g, "value_info", ()), g.output):
+            for vi in vis:
+                if isinstance(vi, str):  # a FunctionProto's inputs are plain names
+                    break
+                vt = _value_type(vi)
+                if vt is not None:
+                    out[vi.name] = vt
+        for t in getattr(g, "initializer", ()):
+            out[t.name] = ValueType(t.data_type, tuple(t.dims))
+        return out
 
     def value(self, tensor: str) -> Optional[ValueType]:
         """The declared type of `tensor`, looking through outer graphs for subgraph bodies."""
@@ -412,19 +396,15 @@ class GraphIndex:
         return tensor in self.producer or tensor in self._defined
 
     # -- scopes ---------------------------------------------------------------------------
-    @property
+    @cached_property
     def scopes(self) -> List[Tuple[str, ...]]:
         """Per node, its scope parts by `scope_of` (the one rule)."""
-        if self._scopes is None:
-            self._scopes = [scope_parts(p) if p else () for p in self.scope_paths]
-        return self._scopes
+        return [scope_parts(p) if p else () for p in self.scope_paths]
 
-    @property
+    @cached_property
     def scope_paths(self) -> List[str]:
         """Per node, its scope as a string (`scope_path_of`)."""
-        if self._scope_paths is None:
-            self._scope_paths = [scope_path_of(nm) for nm in self.names]
-        return self._scope_paths
+        return [scope_path_of(nm) for nm in self.names]
 
     def scope(self, i: int) -> str:
         """Scope path of node i ('/encoder/layer.0'), '' at the root."""
@@ -448,19 +428,17 @@ class GraphIndex:
                 return True
         return False
 
-    @property
+    @cached_property
     def outer_refs(self) -> List[str]:
         """Tensors this graph (or a body nested in it) reads but does not define: they come
         from an enclosing graph (graphsurgeon's foreign tensors). In order of first use."""
-        if self._outer_refs is None:
-            used: List[str] = []
-            for i, n in enumerate(self.nodes):
-                used.extend(t for t in n.input if t)
-                if self.has_subgraphs(i):
-                    for _, sub in self.subgraphs(i):
-                        used.extend(sub.outer_refs)
-            self._outer_refs = [t for t in dict.fromkeys(used) if not self.defines(t)]
-        return self._outer_refs
+        used: List[str] = []
+        for i, n in enumerate(self.nodes):
+            used.extend(t for t in n.input if t)
+            if self.has_subgraphs(i):
+                for _, sub in self.subgraphs(i):
+                    used.extend(sub.outer_refs)
+        return [t for t in dict.fromkeys(used) if not self.defines(t)]
 
     def implicit_inputs(self, i: int) -> List[str]:
         """Tensors of this graph's scope (or further out) that node i's bodies read."""
@@ -471,16 +449,14 @@ class GraphIndex:
             used.extend(sub.outer_refs)
         return list(dict.fromkeys(used))
 
-    @property
+    @cached_property
     def outer_readers(self) -> Dict[str, List[int]]:
         """Tensor name -> nodes of this graph whose bodies read it (implicit inputs)."""
-        if self._outer_readers is None:
-            out: Dict[str, List[int]] = {}
-            for i in range(len(self.nodes)):
-                for t in self.implicit_inputs(i):
-                    out.setdefault(t, []).append(i)
-            self._outer_readers = out
-        return self._outer_readers
+        out: Dict[str, List[int]] = {}
+        for i in range(len(self.nodes)):
+            for t in self.implicit_inputs(i):
+                out.setdefault(t, []).append(i)
+        return out
 
     def walk(self) -> Iterator["GraphIndex"]:
         """This graph and every body below it, depth first."""
@@ -500,13 +476,10 @@ class GraphIndex:
             return self.opsets.get("", 0)
         return 0
 
-    @property
+    @cached_property
     def functions(self) -> Dict[Tuple[str, str], "GraphIndex"]:
         """(domain, name) -> index of each model-local function body."""
-        if self._functions is None:
-            self._functions = {(f.domain, f.name): GraphIndex.of(f, self.label)
-                               for f in self._function_protos}
-        return self._functions
+        return {(f.domain, f.name): GraphIndex.of(f, self.label) for f in self._function_protos}
 
 
 __all__ = ["GraphIndex", "ValueType", "scope_of", "leaf_name", "scope_path_of", "scope_parts", "parent_scope",

@@ -18,7 +18,7 @@ A reference keeps its absolute `location` in memory only: such a proto is never 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -39,8 +39,14 @@ STREAM_DEFAULT_MB = 64.0
 PROTOBUF_SAFE_MB = 1536.0  # below this a model may still be loaded whole (a 2 GB protobuf cap)
 
 
-def _kv(t: Any) -> Dict[str, str]:
-    return {e.key: e.value for e in t.external_data}
+def _external(proto: Any) -> Iterator[Tuple[Any, str, int, int]]:
+    """(initializer, location, offset, length) of each weight kept outside the model (the
+    external-data keys; a missing offset or length reads 0)."""
+    for t in proto.graph.initializer:
+        if t.data_location == EXTERNAL:
+            kv = {e.key: e.value for e in t.external_data}
+            yield (t, kv.get("location", ""), int(kv.get("offset") or 0),
+                   int(kv.get("length") or 0))
 
 
 def external_bytes(model: ModelLike) -> int:
@@ -103,22 +109,15 @@ def by_reference(model: ModelLike, inline_bytes: int = INLINE_BYTES) -> Any:
 def weight_refs(proto: Any) -> Dict[str, WeightRef]:
     """The references (`by_reference`) among the graph's initializers, by name."""
     out: Dict[str, WeightRef] = {}
-    for t in proto.graph.initializer:
-        if t.data_location != EXTERNAL:
-            continue
-        kv = _kv(t)
-        loc = kv.get("location", "")
-        if not os.path.isabs(loc):
-            continue  # relative to a folder we do not know: not a reference of ours
-        out[t.name] = WeightRef(t.name, loc, int(kv.get("offset") or 0),
-                                int(kv.get("length") or 0), int(t.data_type), tuple(t.dims))
+    for t, loc, offset, length in _external(proto):
+        if os.path.isabs(loc):  # (relative to a folder we do not know: not a reference of ours)
+            out[t.name] = WeightRef(t.name, loc, offset, length, int(t.data_type), tuple(t.dims))
     return out
 
 
 def holds_references(proto: Any) -> bool:
     """Does the graph hold weights by reference (`by_reference`)?"""
-    return any(t.data_location == EXTERNAL and os.path.isabs(_kv(t).get("location", ""))
-               for t in proto.graph.initializer)
+    return any(os.path.isabs(loc) for _, loc, _, _ in _external(proto))
 
 
 def as_inputs(proto: Any, names: Optional[Iterable[str]] = None) -> Any:
@@ -196,8 +195,10 @@ def segment_groups(proto: Any, names: Sequence[str], budget_mb: float = SEGMENT_
     beyond the previous group's: streamed a group at a time (`workbench.segments`), a run of
     a model held by reference maps that much, whatever the model's size. One node's weights
     are never split: a weight larger than the budget makes a group of its own."""
+    from workbench.graphindex import GraphIndex
+
     per_node = node_weight_bytes(proto)
-    made = {o: i for i, n in enumerate(proto.graph.node) for o in n.output if o}
+    made = GraphIndex.of(proto).producer
     order = sorted((made[x], x) for x in dict.fromkeys(names) if x in made)
     budget = budget_mb * 2 ** 20
     groups: List[List[str]] = []

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, ContextManager, Dict, List, Optional, Protocol, Union
 
-from workbench.fsutil import (append_jsonl, atomic_write_bytes, atomic_write_json, locked,
-                              read_jsonl)
+from workbench.fsutil import (Subfolder, append_jsonl, atomic_write_bytes, atomic_write_json,
+                              locked, read_jsonl)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -50,31 +50,16 @@ def workbench_home() -> Path:
 class ModelWorkspace:
     """The folder of one model: versions, history, engines, timing caches, runs."""
 
+    versions_dir = Subfolder("versions")
+    engines_dir = Subfolder("engines")
+    timing_caches_dir = Subfolder("timing-caches")
+    runs_dir = Subfolder("runs")
+    outputs_dir = Subfolder("outputs")  # the panels' default outputs (made on first use)
+
     def __init__(self, root: PathLike) -> None:
         self.dir = Path(root)
-        for sub in ("versions", "engines", "timing-caches", "runs"):
-            (self.dir / sub).mkdir(parents=True, exist_ok=True)
-
-    @property
-    def versions_dir(self) -> Path:
-        return self.dir / "versions"
-
-    @property
-    def engines_dir(self) -> Path:
-        return self.dir / "engines"
-
-    @property
-    def timing_caches_dir(self) -> Path:
-        return self.dir / "timing-caches"
-
-    @property
-    def runs_dir(self) -> Path:
-        return self.dir / "runs"
-
-    @property
-    def outputs_dir(self) -> Path:
-        """Where the panels' default outputs go (made on first use)."""
-        return self.dir / "outputs"
+        for sub in (self.versions_dir, self.engines_dir, self.timing_caches_dir, self.runs_dir):
+            sub.mkdir(parents=True, exist_ok=True)
 
     def output_path(self, name: str) -> Path:
         """`outputs/<name>` (the folder made): a default output path for a file the user did

@@ -266,6 +266,10 @@ def test_broken_model_renders_with_flags(lab):
     lab.page.mouse.move(p["x"], p["y"])
     lab.page.wait_for_function(f"() => {VIEW}.root.dataset.hovered === '/reads_ghost'", timeout=5000)
     assert "dangling input" in lab.page.inner_text(".wb-graph .wb-tip")
+    # the stylesheet (anywidget's _css) is applied: the tooltip and legend float over the canvas
+    style = "(sel) => getComputedStyle(document.querySelector(sel)).position"
+    assert lab.page.evaluate(style, ".wb-graph .wb-tip") == "absolute"
+    assert lab.page.evaluate(style, ".wb-graph") == "relative"
     lab.screenshot_element(".wb-graph", "graphview-broken-flags.png")
 
 

@@ -13,7 +13,8 @@ import re
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
-from workbench.build import io_formats
+from workbench.build.options import AFTER_PRECISION, BEFORE_PRECISION, OPTIONS, Render
+from workbench.build.options import parse_mem as parse_mem  # (its old home: callers import it)
 from workbench.build.spec import BuildConfig, layer_precisions
 from workbench.errors import WorkbenchError
 from workbench.precision import table
@@ -104,30 +105,8 @@ def migration_html() -> str:
 # --------------------------------------------------------------------------------------------
 # trtexec
 # --------------------------------------------------------------------------------------------
-_FLAG_TO_TRTEXEC = {"REFIT": "--refit", "SPARSE_WEIGHTS": "--sparsity=enable",
-                    "VERSION_COMPATIBLE": "--versionCompatible", "STRIP_PLAN": "--stripWeights",
-                    "DIRECT_IO": "--directIO", "WEIGHT_STREAMING": "--weightStreaming"}
-_TRTEXEC_TO_FLAG = {v: k for k, v in _FLAG_TO_TRTEXEC.items()}
-
-
 def _shape(s: List[int]) -> str:
     return "x".join(str(int(d)) for d in s)
-
-
-def _mem(n: int) -> str:
-    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n % size == 0:
-            return f"{n // size}{unit}"
-    return f"{n}B"
-
-
-def parse_mem(text: str) -> int:
-    """'512M', '2G', '1024' (MiB) -> bytes; WorkbenchError otherwise."""
-    m = re.fullmatch(r"([0-9.]+)([BKMG]?)", text.strip(), re.I)
-    if not m:
-        raise WorkbenchError(f"bad memory size '{text}'", field="memPoolSize")
-    mult = {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "": 1 << 20}[m.group(2).upper()]
-    return int(round(float(m.group(1)) * mult))
 
 
 def _q(s: str) -> str:
@@ -144,12 +123,9 @@ def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
     for prof in config.profiles:
         for i, flag in enumerate(("--minShapes", "--optShapes", "--maxShapes")):
             a.append(flag + "=" + ",".join(f"{_q(n)}:{_shape(s[i])}" for n, s in prof.items()))
-    if config.workspace_bytes:
-        a.append(f"--memPoolSize=workspace:{_mem(config.workspace_bytes)}")
-    if config.builder_optimization_level is not None:
-        a.append(f"--builderOptimizationLevel={config.builder_optimization_level}")
-    if config.timing_cache:
-        a.append(f"--timingCacheFile={_q(config.timing_cache)}")
+    how = Render(route, backend)
+    for option in BEFORE_PRECISION:
+        a += option.trtexec(config, how)
     entry = config.entry
     if route == "legacy-flags":
         if entry.trtexec:
@@ -166,21 +142,8 @@ def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
                 a.append("--layerOutputTypes=" + ",".join(specs))
     elif backend != "tensorrt-rtx":
         a.append("--stronglyTyped")
-    for p in config.plugins:
-        a.append(("--plugins=" if route == "legacy-flags" else "--staticPlugins=") + _q(p))
-    for f in config.extra_flags:
-        if f in _FLAG_TO_TRTEXEC:
-            a.append(_FLAG_TO_TRTEXEC[f])
-    if config.tactic_sources is not None:
-        a.append("--tacticSources=" + ",".join("+" + t for t in config.tactic_sources))
-    if config.hardware_compatibility == "ampere_plus":  # (trtexec 8.6+: none | ampere+)
-        a.append("--hardwareCompatibilityLevel=ampere+")
-    if config.effective_tf32 is False and backend != "tensorrt-rtx":  # (trtexec: TF32 is on)
-        a.append("--noTF32")
-    if config.input_io_formats:
-        a.append(f"--inputIOFormats={config.input_io_formats}")
-    if config.output_io_formats:
-        a.append(f"--outputIOFormats={config.output_io_formats}")
+    for option in AFTER_PRECISION:
+        a += option.trtexec(config, how)
     a.append("--profilingVerbosity=detailed")
     a.append(f"--exportLayerInfo={_q(str(engine_path) + '.layers.json')}")
     return " ".join(a)
@@ -201,21 +164,14 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
     by_flag = {p.trtexec: p.name for p in map(table.get, table.names()) if p.trtexec}
     for arg in argv[1:]:
         key, _, val = arg.partition("=")
+        if any(o.read_trtexec(key, val, d) for o in OPTIONS):
+            continue
         if key == "--onnx":
             onnx = val
         elif key == "--saveEngine":
             engine = val
         elif key in ("--minShapes", "--optShapes", "--maxShapes"):
             shapes[key[2:5]].append(val)
-        elif key == "--memPoolSize":
-            for part in val.split(","):
-                pool, _, size = part.partition(":")
-                if pool == "workspace":
-                    d["workspace_bytes"] = parse_mem(size)
-        elif key == "--builderOptimizationLevel":
-            d["builder_optimization_level"] = int(val)
-        elif key == "--timingCacheFile":
-            d["timing_cache"] = val
         elif key == "--stronglyTyped":
             d["route"] = "strongly-typed"
         elif key in by_flag:
@@ -229,20 +185,6 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
                     every = True
                 elif table.is_base(prec):  # trtexec spells the base precision "fp32"
                     d["exclude_nodes"].append(name)
-        elif key == "--tacticSources":
-            d["tactic_sources"] = [t[1:] for t in val.split(",") if t.startswith("+")]
-        elif key == "--noTF32":
-            d["tf32"] = False
-        elif key == "--inputIOFormats":
-            d["input_io_formats"] = val
-        elif key == "--outputIOFormats":
-            d["output_io_formats"] = val
-        elif key == "--hardwareCompatibilityLevel":
-            d["hardware_compatibility"] = "ampere_plus" if val == "ampere+" else val
-        elif key in ("--plugins", "--staticPlugins", "--dynamicPlugins"):
-            d["plugins"].append(val)
-        elif key in _TRTEXEC_TO_FLAG or arg in _TRTEXEC_TO_FLAG:
-            d["extra_flags"].append(_TRTEXEC_TO_FLAG.get(arg, _TRTEXEC_TO_FLAG.get(key)))
     if legacy:
         d["route"] = "legacy-flags"
     fp32 = d.get("precision", table.BASE) == table.BASE
@@ -281,13 +223,9 @@ def polygraphy_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
         for i, flag in enumerate(("--trt-min-shapes", "--trt-opt-shapes", "--trt-max-shapes")):
             a.append(flag)
             a += [_q(f"{n}:[{','.join(str(d) for d in s[i])}]") for n, s in prof.items()]
-    if config.workspace_bytes:
-        a += ["--pool-limit", f"workspace:{config.workspace_bytes}"]
-    if config.builder_optimization_level is not None:
-        a += ["--builder-optimization-level", str(config.builder_optimization_level)]
-    if config.timing_cache:
-        a += ["--load-timing-cache", _q(config.timing_cache),
-              "--save-timing-cache", _q(config.timing_cache)]
+    how = Render(route, backend)
+    for option in BEFORE_PRECISION:
+        a += option.polygraphy(config, how)
     entry = config.entry
     if route == "legacy-flags":
         if entry.polygraphy:
@@ -300,12 +238,8 @@ def polygraphy_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
             a += ["--layer-precisions"] + [_q(f"{n}:float32") for n in config.exclude_nodes]
     else:
         a.append("--strongly-typed")
-    if config.plugins:
-        a += ["--plugins"] + [_q(p) for p in config.plugins]
-    if config.tactic_sources is not None:
-        a += ["--tactic-sources"] + list(config.tactic_sources)
-    if config.effective_tf32 is not False:  # (Polygraphy leaves TF32 off unless asked)
-        a.append("--tf32")
+    for option in AFTER_PRECISION:
+        a += option.polygraphy(config, how)
     a += ["--profiling-verbosity", "detailed"]
     return " ".join(a)
 
@@ -340,45 +274,14 @@ LEGACY_FLAG = {legacy_flag!r}         # its BuilderFlag
 CALIBRATOR = {calibrator!r}           # the builder-flag route reads a calibration cache
 CALIB_CACHE = {calib_cache!r}
 PROFILES = {profiles!r}               # [{{input: [min, opt, max]}}]
-WORKSPACE_BYTES = {workspace!r}
-OPT_LEVEL = {opt_level!r}
-TARGETS = {targets!r}                 # TensorRT-RTX ahead-of-time compute capabilities
-PLUGINS = {plugins!r}
-TACTIC_SOURCES = {tactics!r}          # None = TensorRT's default set
-HARDWARE_COMPAT = {hardware!r}        # e.g. "AMPERE_PLUS": run on other GPUs (TensorRT >= 8.6)
-TF32 = {tf32!r}                       # True / False: set / clear TF32; None: TensorRT's default
 LAYER_PRECISIONS = {layer_precisions!r}   # builder-flag route: ONNX node -> DataType, "*" = others
 PRECISION_CONSTRAINTS = {constraints!r}   # "obey" | "prefer": how strictly TensorRT keeps them
-# I/O types/formats (trtexec's --inputIOFormats/--outputIOFormats): per tensor or one for all,
-# float tensors only. A vectorized format (HWC8, CHW16...) means the caller's buffers hold that
-# layout: run() below feeds linear arrays, so convert to it first (HWC8: channels last, padded
-# to 8) or leave the format out
-IO_FORMATS = {io_formats!r}
+{option_constants}
 LOGGER = trt.Logger(trt.Logger.WARNING)
-
-
-def set_io_formats(network):
-    types = {{"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8"}}
-    for side, count, get in (("inputs", network.num_inputs, network.get_input),
-                             ("outputs", network.num_outputs, network.get_output)):
-        spec = IO_FORMATS.get(side)
-        for k in range(count if spec else 0):
-            t = get(k)
-            if str(t.dtype).split(".")[-1].upper() not in ("FLOAT", "HALF", "BF16"):
-                continue  # integer / bool tensors keep their type
-            dtype, formats = spec[0] if len(spec) == 1 else spec[k]
-            if not STRONGLY_TYPED:  # strongly typed: the type is in the ONNX (Casts at the I/O)
-                t.dtype = getattr(trt, types[dtype])
-            if len(t.shape) >= 3 or formats == ["chw"]:
-                t.allowed_formats = sum(
-                    1 << int(getattr(trt.TensorFormat, "LINEAR" if f == "chw" else f.upper()))
-                    for f in formats)
-
+{option_helpers}
 
 def build():
-    import ctypes
-    for lib in PLUGINS:
-        ctypes.CDLL(lib)
+{start_lines}
     builder = trt.Builder(LOGGER)
     flags = 0
     ndcf = trt.NetworkDefinitionCreationFlag
@@ -392,27 +295,10 @@ def build():
         for i in range(parser.num_errors):
             print(parser.get_error(i), file=sys.stderr)
         sys.exit("parse failed")
-    set_io_formats(network)
+{network_lines}
     config = builder.create_builder_config()
-    if WORKSPACE_BYTES:
-        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
-    if OPT_LEVEL is not None:
-        config.builder_optimization_level = OPT_LEVEL
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
-    if TACTIC_SOURCES is not None:
-        mask = 0
-        for t in TACTIC_SOURCES:
-            mask |= 1 << int(getattr(trt.TacticSource, t))
-        config.set_tactic_sources(mask)
-    if TF32 is not None and getattr(trt.BuilderFlag, "TF32", None) is not None:
-        (config.set_flag if TF32 else config.clear_flag)(trt.BuilderFlag.TF32)
-    if HARDWARE_COMPAT:
-        config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel,
-                                                      HARDWARE_COMPAT)
-    if TARGETS and hasattr(trt, "ComputeCapability"):
-        config.num_compute_capabilities = len(TARGETS)
-        for i, t in enumerate(TARGETS):
-            config.set_compute_capability(getattr(trt.ComputeCapability, t.upper()), i)
+{config_lines}
     if LEGACY_FLAG:
         config.set_flag(getattr(trt.BuilderFlag, LEGACY_FLAG))
         if CALIBRATOR:
@@ -576,6 +462,23 @@ if __name__ == "__main__":
 '''
 
 
+def _script_parts(config: BuildConfig, how: Render) -> Dict[str, str]:
+    """The options' shares of the script, joined per place (constants, helpers, lines
+    before the builder, on the network, on the builder config)."""
+    parts = [o.script(config, how) for o in OPTIONS]
+
+    def lines(items: List[str], indent: str = "    ") -> str:
+        return "\n".join(indent + line for line in items) or indent + "pass"
+
+    return dict(
+        option_constants="\n".join(c for p in parts for c in p.constants),
+        option_helpers="".join("\n\n" + p.helpers.strip("\n") + "\n" for p in parts
+                               if p.helpers),
+        start_lines=lines([x for p in parts for x in p.start]),
+        network_lines=lines([x for p in parts for x in p.network]),
+        config_lines=lines([x for p in parts for x in p.config]))
+
+
 def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
                   backend: str = "tensorrt", route: Optional[str] = None,
                   calib_cache: Optional[str] = None) -> str:
@@ -585,7 +488,6 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
     route = route or ("strongly-typed" if config.route == "auto" else config.route)
     entry = config.entry
     legacy = entry if route == "legacy-flags" and entry.kind != "none" else None
-    targets = [t for t in (config.target or "").split(",") if t and t != "current"]
     return _SCRIPT.format(
         onnx_name=os.path.basename(str(onnx_path)), config_hash=config.config_hash,
         # absolute: the script runs from wherever it is copied or run (`cd out && python
@@ -597,14 +499,7 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
         calibrator=bool(legacy and legacy.flag_calibrator),
         calib_cache=os.path.abspath(str(calib_cache)) if calib_cache else calib_cache,
         profiles=[{n: [list(s) for s in v] for n, v in p.items()} for p in config.profiles],
-        workspace=config.workspace_bytes, opt_level=config.builder_optimization_level,
-        targets=targets, plugins=[os.path.abspath(str(x)) for x in config.plugins],
-        tactics=config.tactic_sources,
-        hardware=(config.hardware_compatibility or "").upper() or None,
-        tf32=config.effective_tf32,
-        io_formats={k: [[t, list(f)] for t, f in (io_formats.parse(v) or [])]
-                    for k, v in (("inputs", config.input_io_formats),
-                                 ("outputs", config.output_io_formats)) if v},
+        **_script_parts(config, Render(route, backend)),
         layer_precisions=layer_precisions(config, list(config.exclude_nodes)) if legacy else {},
         constraints=config.layer_precision or "obey")
 
@@ -676,16 +571,10 @@ def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
                      "metadata or NAME_<k>) and its --layerOutputTypes='*' also retypes the "
                      "network outputs; Polygraphy's --layer-precisions has no '*', so its line "
                      "keeps only the FP32 exclusions")
-    if config.input_io_formats or config.output_io_formats:
-        notes.append("I/O formats (" + ", ".join(
-            f"{w} {v}" for w, v in (("inputs", config.input_io_formats),
-                                    ("outputs", config.output_io_formats)) if v) +
-            "): the trtexec line sets them with --inputIOFormats/--outputIOFormats; "
-            "Polygraphy's convert has no such option (the script sets ITensor.dtype/"
-            "allowed_formats; the ONNX named here already carries the I/O Casts on strongly "
-            "typed builds); a vectorized format (hwc8, chw16...) means the caller feeds "
-            "and reads that layout: channels last padded to 8 for hwc8, blocks of 16 channels "
-            "for chw16 (trtexec's --loadInputs reads files in it byte for byte)")
+    how = Render(route or ("strongly-typed" if config.route == "auto" else config.route),
+                 backend)
+    for option in OPTIONS:
+        notes += option.notes(config, how)
     return {"onnx": str(onnx_path),  # the ONNX the lines read (the conversion built from)
             "trtexec": trtexec_command(config, onnx_path, engine_path, **kw),
             "polygraphy": polygraphy_command(config, onnx_path, engine_path, **kw),

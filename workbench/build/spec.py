@@ -12,31 +12,41 @@ import copy
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, Generic, List, Optional, TypeVar
 
+from workbench.build.options import OPTIONS, by_field, config_fields, optional_fields
 from workbench.errors import WorkbenchError
 from workbench.precision import table
 from workbench.precision.spec import PrecisionSpec
+from workbench.records import check_fields, json_object
 from workbench.worker.protocol import BUILD_BACKENDS
 
 ROUTES = ("auto", "strongly-typed", "legacy-flags")
-# HardwareCompatibilityLevel members by their config name (TensorRT >= 8.6; not TensorRT-RTX)
-HARDWARE_COMPATIBILITY = ("none", "ampere_plus", "same_compute_capability")
 # fields added later: left out of to_dict() while unset, so older configs keep their hash
-_OPTIONAL_FIELDS = ("hardware_compatibility", "layer_precision", "tf32", "input_io_formats",
-                    "output_io_formats")
+_OPTIONAL_FIELDS = ("layer_precision", *optional_fields())
 # layer_precision: how the builder-flag route holds every layer to the target precision
 LAYER_PRECISION = ("obey", "prefer")
 BACKENDS = BUILD_BACKENDS
 CALIBRATE_METHODS = table.CALIBRATE_METHODS
 Shape = List[int]
-# flat config-file name -> PrecisionSpec field
-SPEC_FIELDS: Dict[str, str] = {
-    "precision": "target", "exclude_nodes": "exclude_nodes", "exclude_ops": "exclude_ops",
-    "keep_io_types": "keep_io_types", "calibration": "calibration",
-    "calibrate_method": "calibrate_method", "allow_random_calibration": "allow_random",
-    "per_channel": "per_channel"}
-_FLAT_NAME = {v: k for k, v in SPEC_FIELDS.items()}
+T = TypeVar("T")
+
+
+class _OnSpec(Generic[T]):
+    """A flat build-config name for a field of the config's PrecisionSpec, read and written
+    through to it (the type parameter: the field's type, for the type checker)."""
+
+    def __init__(self, attr: str) -> None:
+        self.attr = attr
+        self.__doc__ = f"`spec.{attr}`"
+
+    def __get__(self, obj: Any, owner: Any = None) -> T:
+        if obj is None:
+            return self  # type: ignore[return-value]  # (the class's own attribute)
+        return getattr(obj.spec, self.attr)
+
+    def __set__(self, obj: Any, value: T) -> None:
+        setattr(obj.spec, self.attr, value)
 
 
 def __getattr__(name: str) -> Any:
@@ -122,17 +132,15 @@ class BuildConfig:
     input_io_formats: Optional[str] = None
     output_io_formats: Optional[str] = None
 
-    # (declared below: precision, exclude_nodes, ... as properties onto `spec`; their types,
-    # for the type checker only, here)
-    if TYPE_CHECKING:
-        precision: str = table.BASE
-        exclude_nodes: List[str] = field(default_factory=list)
-        exclude_ops: List[str] = field(default_factory=list)
-        keep_io_types: bool = True
-        calibration: Optional[str] = None
-        calibrate_method: str = "entropy"
-        allow_random_calibration: bool = False
-        per_channel: bool = True
+    # the flat config-file names of the `spec` fields (SPEC_FIELDS); not dataclass fields
+    precision = _OnSpec[str]("target")
+    exclude_nodes = _OnSpec[List[str]]("exclude_nodes")
+    exclude_ops = _OnSpec[List[str]]("exclude_ops")
+    keep_io_types = _OnSpec[bool]("keep_io_types")
+    calibration = _OnSpec[Optional[str]]("calibration")
+    calibrate_method = _OnSpec[str]("calibrate_method")
+    allow_random_calibration = _OnSpec[bool]("allow_random")
+    per_channel = _OnSpec[bool]("per_channel")
 
     def __init__(self, spec: Optional[PrecisionSpec] = None, **kw: Any) -> None:
         prec = {SPEC_FIELDS[k]: kw.pop(k) for k in list(kw) if k in SPEC_FIELDS}
@@ -144,6 +152,9 @@ class BuildConfig:
             else:
                 value = [] if f.default_factory is list else f.default
             setattr(self, f.name, value)
+        for name in _OPTION_ATTRS:  # options declared in workbench.build.options only
+            setattr(self, name, kw.pop(name) if name in kw else
+                    by_field(name).default_value())
         if kw:
             raise TypeError(f"BuildConfig() got an unexpected keyword argument "
                             f"'{sorted(kw)[0]}'")
@@ -168,39 +179,8 @@ class BuildConfig:
             raise WorkbenchError(f"unknown calibration method '{self.calibrate_method}'",
                                  field="calibrate_method",
                                  hint="one of " + ", ".join(CALIBRATE_METHODS))
-        if self.workspace_bytes is not None:
-            self.workspace_bytes = int(self.workspace_bytes)
-            if self.workspace_bytes <= 0:
-                raise WorkbenchError("workspace must be a positive number of bytes",
-                                     field="workspace_bytes")
-        if self.builder_optimization_level is not None:
-            self.builder_optimization_level = int(self.builder_optimization_level)
-            if not 0 <= self.builder_optimization_level <= 5:
-                raise WorkbenchError("builder optimization level must be 0..5",
-                                     field="builder_optimization_level")
-        if self.target is not None:
-            t = str(self.target).strip().lower()
-            parts = [p.strip() for p in t.replace(";", ",").split(",") if p.strip()]
-            for p in parts:
-                if not (p == "current" or (p.startswith("sm") and p[2:].isdigit())):
-                    raise WorkbenchError(f"target '{p}' is not a compute capability like 'sm89'",
-                                         field="target", hint="e.g. --target sm89 (RTX 40xx), "
-                                         "sm86, sm120; several as sm86,sm89")
-            self.target = ",".join(parts) or None
-        self.plugins = [str(p) for p in self.plugins]
-        self.extra_flags = [str(f).upper() for f in self.extra_flags]
-        if self.tactic_sources is not None:
-            self.tactic_sources = [str(t).upper() for t in self.tactic_sources]
-        if self.timing_cache is not None:
-            self.timing_cache = str(self.timing_cache)
-        if self.hardware_compatibility is not None:
-            hw = str(self.hardware_compatibility).strip().lower().replace("-", "_")
-            hw = {"ampere+": "ampere_plus", "ampere": "ampere_plus"}.get(hw, hw)
-            if hw not in HARDWARE_COMPATIBILITY:
-                raise WorkbenchError(f"unknown hardware compatibility '{self.hardware_compatibility}'",
-                                     field="hardware_compatibility",
-                                     hint="one of " + ", ".join(HARDWARE_COMPATIBILITY))
-            self.hardware_compatibility = hw
+        for option in OPTIONS:  # each build option checks its own field(s)
+            option.validate(self)
         if self.layer_precision is not None:
             lp = str(self.layer_precision).strip().lower()
             if lp not in LAYER_PRECISION:
@@ -208,13 +188,6 @@ class BuildConfig:
                                      field="layer_precision",
                                      hint="one of " + ", ".join(LAYER_PRECISION))
             self.layer_precision = lp
-        if self.tf32 is not None and not isinstance(self.tf32, bool):
-            raise WorkbenchError(f"tf32 must be true, false or null, not {self.tf32!r}",
-                                 field="tf32")
-        from workbench.build.io_formats import normalise
-
-        self.input_io_formats = normalise(self.input_io_formats, "input_io_formats")
-        self.output_io_formats = normalise(self.output_io_formats, "output_io_formats")
         self.profiles = [_norm_profile(p, k) for k, p in enumerate(self.profiles or [])]
         return self
 
@@ -234,9 +207,8 @@ class BuildConfig:
 
     # -- JSON (flat, the config file's format) ------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
-        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
-             if f.name != "spec" and not (f.name in _OPTIONAL_FIELDS and
-                                          getattr(self, f.name) is None)}
+        d = {n: copy.deepcopy(getattr(self, n)) for n in _field_names()
+             if not (n in _OPTIONAL_FIELDS and getattr(self, n) is None)}
         d.update({_FLAT_NAME[k]: copy.deepcopy(v) for k, v in self.spec.to_dict().items()})
         return d
 
@@ -245,22 +217,12 @@ class BuildConfig:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "BuildConfig":
-        known = {f.name for f in fields(cls) if f.name != "spec"} | set(SPEC_FIELDS)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise WorkbenchError(f"unknown build config field(s): {', '.join(unknown)}",
-                                 field=unknown[0], hint="known: " + ", ".join(sorted(known)))
+        check_fields(d, set(_field_names()) | set(SPEC_FIELDS), "build config")
         return cls(**d)
 
     @classmethod
     def from_json(cls, text: str) -> "BuildConfig":
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise WorkbenchError(f"build config is not valid JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise WorkbenchError("build config JSON must be an object")
-        return cls.from_dict(d)
+        return cls.from_dict(json_object(text, "build config"))
 
     @property
     def config_hash(self) -> str:
@@ -272,25 +234,32 @@ class BuildConfig:
         """The precision table's row for this config's target."""
         return self.spec.precision
 
+    def __eq__(self, other: object) -> bool:  # (every field, the options' own included)
+        return isinstance(other, BuildConfig) and self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, as before)
+
     def replace(self, **changes: Any) -> "BuildConfig":
         d = self.to_dict()
         d.update(changes)
         return BuildConfig.from_dict(d)
 
 
-def _spec_property(attr: str) -> property:
-    def get(self: BuildConfig) -> Any:
-        return getattr(self.spec, attr)
-
-    def put(self: BuildConfig, value: Any) -> None:
-        setattr(self.spec, attr, value)
-
-    return property(get, put, doc=f"`spec.{attr}`")
+# option fields BuildConfig does not declare (an option added in workbench.build.options
+# only): plain attributes, set in __init__, in the JSON like the declared ones
+_OPTION_ATTRS = [n for n in config_fields()
+                 if n not in {f.name for f in fields(BuildConfig)}]
 
 
-for _flat, _attr in SPEC_FIELDS.items():
-    setattr(BuildConfig, _flat, _spec_property(_attr))
-del _flat, _attr
+def _field_names() -> List[str]:
+    """Every field of the flat JSON but the precision ones: declared, then options' own."""
+    return [f.name for f in fields(BuildConfig) if f.name != "spec"] + _OPTION_ATTRS
+
+
+# flat config-file name -> PrecisionSpec field
+SPEC_FIELDS: Dict[str, str] = {name: v.attr for name, v in vars(BuildConfig).items()
+                               if isinstance(v, _OnSpec)}
+_FLAT_NAME = {v: k for k, v in SPEC_FIELDS.items()}
 
 
 def _spec_from(prec: Dict[str, Any]) -> PrecisionSpec:

@@ -44,13 +44,12 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("-o", "--output", metavar="ENGINE", required=True, help="engine file to write")
     from workbench.precision import table  # (after the fork: plain module, no dataclasses)
 
+    from workbench.build import options
+    from workbench.precision.options import (BUILD_PRECISION_FIELDS, PRECISION_OPTIONS,
+                                             add_arguments)
+
     p.add_argument("--precision", default=table.BASE, choices=list(table.names()))
-    p.add_argument("--exclude", action="append", default=[], metavar="NODE",
-                   help="keep this node in FP32 (repeatable)")
-    p.add_argument("--exclude-op", action="append", default=[], metavar="OP",
-                   help="keep every node of this op type in FP32 (repeatable)")
-    p.add_argument("--calib", metavar="PATH", help="calibration data (.npz/.npy or a folder)")
-    p.add_argument("--calib-method", default="entropy", choices=list(table.CALIBRATE_METHODS))
+    add_arguments(p, PRECISION_OPTIONS, BUILD_PRECISION_FIELDS)
     p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
                    help="shape range of a dynamic input, e.g. input:1x3x32x32:8x3x32x32:"
                         "32x3x32x32 (repeat per input, or join inputs with commas: "
@@ -66,34 +65,8 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--backend", default="auto", choices=list(BACKENDS))
     p.add_argument("--route", default="auto", choices=["auto", "strongly-typed",
                                                        "legacy-flags"])
-    p.add_argument("--target", metavar="SM", help="TensorRT-RTX ahead-of-time target, e.g. sm89 (default: "
-                   "the library's portable engine for Ampere and later GPUs)")
     p.add_argument("--timeout", type=float, metavar="S", help="time limit in seconds")
-    p.add_argument("--opt-level", type=int, metavar="N", help="builder optimization level 0-5")
-    p.add_argument("--workspace", metavar="SIZE", help="workspace memory pool, e.g. 512M or 2G")
-    p.add_argument("--timing-cache", metavar="PATH", help="timing cache file to load and save")
-    p.add_argument("--plugins", action="append", default=[], metavar="LIB",
-                   help="plugin library to load (only the ones you name are loaded)")
-    p.add_argument("--hardware-compat", metavar="LEVEL",
-                   choices=["none", "ampere_plus", "same_compute_capability"],
-                   help="let the engine run on other GPUs: ampere_plus (any sm >= 8.0, "
-                        "TensorRT >= 8.6; TensorRT-RTX uses --target instead)")
-    p.add_argument("--flag", action="append", default=[], metavar="BUILDER_FLAG",
-                   help="extra BuilderFlag to set, e.g. REFIT")
-    p.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
-                   help="TF32 for FP32 math on Ampere and later (default: off for an FP32 "
-                        "engine, so it computes in FP32 as Polygraphy builds; TensorRT's "
-                        "default, on, for the other precisions)")
-    p.add_argument("--tactic-sources", metavar="A,B",
-                   help="tactic sources TensorRT may use, e.g. "
-                        "EDGE_MASK_CONVOLUTIONS,JIT_CONVOLUTIONS (default: TensorRT's set)")
-    p.add_argument("--input-io-formats", metavar="TYPE:FMT[,..]",
-                   help="engine input types/formats as trtexec's --inputIOFormats, e.g. "
-                        "fp16:hwc8 (one for all float inputs, or one per input in order): an "
-                        "FP16 engine with FP16 channels-last I/O skips its I/O reformat layers")
-    p.add_argument("--output-io-formats", metavar="TYPE:FMT[,..]",
-                   help="engine output types/formats as trtexec's --outputIOFormats, e.g. "
-                        "fp16:chw")
+    options.add_arguments(p)
     p.add_argument("--config", metavar="JSON", help="a BuildConfig JSON file (flags override)")
     p.add_argument("--no-cache", action="store_true", help="rebuild even when cached")
     p.add_argument("--export-script", metavar="PATH",
@@ -109,16 +82,6 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
 def model_paths(args: "argparse.Namespace") -> List[Tuple[Optional[str], str]]:
     """The model file main() checks before the options (workbench/cli/__init__.py)."""
     return [(args.model, "onnx")]
-
-
-def _parse_size(text: str) -> int:
-    from workbench.build.export import parse_mem
-
-    try:
-        return parse_mem(text)
-    except WorkbenchError:
-        raise WorkbenchError(f"bad --workspace '{text}'", field="workspace",
-                             hint="e.g. 512M, 2G or a number of MiB") from None
 
 
 def parse_profiles(items: List[str]) -> List[Dict[str, List[List[int]]]]:
@@ -152,28 +115,9 @@ def _config(args: "argparse.Namespace") -> Any:
             over[name] = value
     if args.profile:
         over["profiles"] = parse_profiles(args.profile)
-    if args.target:
-        over["target"] = args.target
-    if args.opt_level is not None:
-        over["builder_optimization_level"] = args.opt_level
-    if args.workspace:
-        over["workspace_bytes"] = _parse_size(args.workspace)
-    if args.timing_cache:
-        over["timing_cache"] = args.timing_cache
-    if args.plugins:
-        over["plugins"] = args.plugins
-    if args.flag:
-        over["extra_flags"] = args.flag
-    if getattr(args, "hardware_compat", None):
-        over["hardware_compatibility"] = args.hardware_compat
-    if getattr(args, "tf32", None) is not None:
-        over["tf32"] = args.tf32
-    if getattr(args, "tactic_sources", None):
-        over["tactic_sources"] = [t for t in args.tactic_sources.replace(" ", "").split(",")
-                                  if t]
-    for name in ("input_io_formats", "output_io_formats"):
-        if getattr(args, name, None):
-            over[name] = getattr(args, name)
+    from workbench.build.options import overrides
+
+    over.update(overrides(args))
     base.update(over)
     return BuildConfig.from_dict(base)
 

@@ -443,138 +443,168 @@ def _fmt(x: float) -> str:
     return "inf" if not math.isfinite(x) else f"{x:.3g}"
 
 
-def run(args: argparse.Namespace) -> int:
-    from workbench.ortchild import default_child, isolated_by_default
-
-    if isolated_by_default():  # every route runs the reference on onnxruntime: its child's
-        default_child().warm()  # interpreter starts while this one imports and loads
-    from workbench import compare
-    from workbench.precision import table
-    from workbench.verdict import parse_budget, resolve_metric
-
-    resolve_metric(args.metric)  # (a bad metric or budget is said before any run)
-    parse_budget(args.budget)
-    if args.candidate_results:
-        if args.candidate or args.to or args.engine_from_build:
-            raise WorkbenchError("--candidate-results is the candidate: give no candidate "
-                                 "model, engine or --to", field="--candidate-results")
-        if args.inputs is None:
-            raise WorkbenchError("a recorded run needs the inputs it ran on", field="--inputs",
-                                 hint="pass them with --inputs PATH (.npz)")
-        from workbench.cli.common import output_path
-
-        output_path(args.save_results, "--save-results", mkdir=args.mkdir)
-        output_path(args.stats, "--stats", mkdir=args.mkdir)
-        return _run_recorded(args)
-    engine = args.candidate if args.candidate and \
-        args.candidate.lower().endswith(ENGINE_SUFFIXES) else None
-    if engine or args.engine_from_build:
-        if args.to or (args.candidate and not engine):
-            raise WorkbenchError("--engine-from-build compares the reference's own engine: give "
-                                 "no candidate model and no --to", field="--engine-from-build")
-        from workbench.cli.common import output_path
-
-        output_path(args.save_results, "--save-results", mkdir=args.mkdir)
-        output_path(args.stats, "--stats", mkdir=args.mkdir)
-        if args.inputs is None and not args.allow_random:
-            raise WorkbenchError("no inputs to compare on", field="--inputs",
-                                 hint="pass representative inputs with --inputs PATH, or "
-                                      "--allow-random to accept random data")
-        if engine:
-            from pathlib import Path
-
-            if not Path(engine).is_file():
-                raise WorkbenchError("engine file not found", file=engine,
-                                     hint="build it with `workbench build`, or use "
-                                          "--engine-from-build")
-        return _run_engine(args, engine)
-    if args.to and args.candidate:
-        raise WorkbenchError("give either a candidate model or --to, not both", field="--to")
-    if not args.to and not args.candidate:
-        raise WorkbenchError("nothing to compare with", field="candidate",
-                             hint="pass a candidate model, or --to "
-                             + "|".join(table.lowered()))
+def _check_recorded(args: argparse.Namespace) -> None:
+    """--candidate-results is the candidate: no other candidate, inputs required, and the
+    output paths checked before any run."""
+    if args.candidate or args.to or args.engine_from_build:
+        raise WorkbenchError("--candidate-results is the candidate: give no candidate "
+                             "model, engine or --to", field="--candidate-results")
+    if args.inputs is None:
+        raise WorkbenchError("a recorded run needs the inputs it ran on", field="--inputs",
+                             hint="pass them with --inputs PATH (.npz)")
     from workbench.cli.common import output_path
 
     output_path(args.save_results, "--save-results", mkdir=args.mkdir)
-    calib = args.inputs
-    if calib is None and not args.allow_random:
+    output_path(args.stats, "--stats", mkdir=args.mkdir)
+
+
+def _check_engine(args: argparse.Namespace, engine: Optional[str]) -> None:
+    """An engine (a file or --engine-from-build) is the candidate: no model or --to beside
+    it, output paths checked, inputs (or --allow-random) given, the engine file there."""
+    if args.to or (args.candidate and not engine):
+        raise WorkbenchError("--engine-from-build compares the reference's own engine: give "
+                             "no candidate model and no --to", field="--engine-from-build")
+    from workbench.cli.common import output_path
+
+    output_path(args.save_results, "--save-results", mkdir=args.mkdir)
+    output_path(args.stats, "--stats", mkdir=args.mkdir)
+    if args.inputs is None and not args.allow_random:
         raise WorkbenchError("no inputs to compare on", field="--inputs",
                              hint="pass representative inputs with --inputs PATH, or "
                                   "--allow-random to accept random data")
-    if args.to:
-        search = compare.find_exclusions(args.reference, args.to, calibration=calib,
-                                         atol=args.atol, rtol=args.rtol,
-                                         allow_random=args.allow_random,
-                                         max_samples=args.samples,
-                                         max_memory_mb=args.max_memory)
-        if args.json:
-            print_json(_pasteable_findings(search.to_dict(), args.reference, calib))
-        elif search.hopeless:
-            from workbench.cli.nextstep import finding_text
+    if engine:
+        from pathlib import Path
 
-            for f in search.findings:
-                print(finding_text(f, "", model=args.reference, data=calib))
-            return 1
-        else:
-            for f in search.findings:  # the range finding, masks, a warning of random inputs
-                if f.code.endswith(("-range", "-saturated-mask")) or \
-                        f.code in ("random-inputs", "not-a-batch", "over-memory"):
-                    from workbench.cli.nextstep import finding_text
+        if not Path(engine).is_file():
+            raise WorkbenchError("engine file not found", file=engine,
+                                 hint="build it with `workbench build`, or use "
+                                      "--engine-from-build")
 
-                    print(finding_text(f, "", model=args.reference, data=calib))
-            for r in search.rounds:
-                rel = r['worst_output_rel']
-                beyond = r.get("elements_beyond", 0)
-                print(f"round {r['round']}: {len(r['excluded'])} node(s) in FP32, worst output "
-                      f"relative error {rel if isinstance(rel, str) else _fmt(rel)}"
-                      + ("  PASS" if r['outputs_pass'] else
-                         f", {beyond} element(s) beyond atol/rtol" if beyond else ""))
-            verdict = "within tolerance" if search.passed else "NOT within tolerance"
-            fin = search.final
-            on = ""
-            if fin is not None and fin.samples_available > fin.samples:  # (say it: 8 of 64)
-                on = (f" on {fin.samples} of {fin.samples_available} samples "
-                      f"(--samples {fin.samples_available} judges them all)")
-            elif fin is not None and fin.samples:
-                on = f" on {fin.samples} sample(s)"
-            print(f"{args.to}: {verdict} with {len(search.excluded)} node(s) kept in FP32{on}")
-            if search.selected:
-                shown = ", ".join(search.selected[:4]) + (" ..." if len(search.selected) > 4
-                                                          else "")
-                print(f"  the outputs after the model's data-dependent selection ({shown}) are "
-                      "judged by the tensors that feed it (near-tied rows swap, or their count "
-                      "changes, under any rounding); `workbench compare REF CANDIDATE "
-                      "--selection-aware` also judges the rows it selects")
-            line = ("workbench precision " + shlex.quote(args.reference) + f" --to {args.to} "
-                    + " ".join(f"--exclude {shlex.quote(n)}" for n in search.excluded)
-                    + (f" --calib {shlex.quote(calib)}" if isinstance(calib, str) else "")
-                    + " -o OUT.onnx")
-            if search.passed and search.excluded:
-                print("  " + line)
-                if search.quantized_left == 0:
-                    print(f"  but nothing is left in {args.to.upper()}: every node it quantizes "
-                          f"is kept in FP32, so the model computes in FP32 (at this tolerance "
-                          f"{args.to.upper()} gains nothing; build it in FP16, or relax "
-                          "--atol/--rtol)")
-            elif not search.passed:
-                print("  " + search.why_stopped(args.reference,
-                                                calib if isinstance(calib, str) else None))
-                at = next((r["round"] for r in search.rounds if r.get("best")), None)
-                where = ""
-                if at is not None:
-                    best = search.rounds[at]["worst_output_rel"]
-                    later = [r["worst_output_rel"] for r in search.rounds[at + 1:]]
-                    worse = bool(later) and all(x > best for x in later)
-                    where = (f" (round {at}; later rounds were "
-                             f"{'worse' if worse else 'no better'})" if later else
-                             f" (round {at})")
-                if search.excluded:
-                    print(f"  the closest it got{where}, still beyond tolerance: " + line)
-                elif at is not None:
-                    print(f"  the closest it got{where} keeps no node in FP32: the model "
-                          f"converted as it is")
-        return 0 if search.passed else 1
+
+def _print_rounds(args: argparse.Namespace, search: Any, calib: Any) -> None:
+    """The findings worth a line (range, masks, random inputs...) and one line per round:
+    nodes kept, the worst output error, PASS or how many elements are beyond tolerance."""
+    from workbench.cli.nextstep import finding_text
+
+    for f in search.findings:  # the range finding, masks, a warning of random inputs
+        if f.code.endswith(("-range", "-saturated-mask")) or \
+                f.code in ("random-inputs", "not-a-batch", "over-memory"):
+            print(finding_text(f, "", model=args.reference, data=calib))
+    for r in search.rounds:
+        rel = r['worst_output_rel']
+        beyond = r.get("elements_beyond", 0)
+        print(f"round {r['round']}: {len(r['excluded'])} node(s) in FP32, worst output "
+              f"relative error {rel if isinstance(rel, str) else _fmt(rel)}"
+              + ("  PASS" if r['outputs_pass'] else
+                 f", {beyond} element(s) beyond atol/rtol" if beyond else ""))
+
+
+def _print_verdict(args: argparse.Namespace, search: Any) -> None:
+    """The search's verdict, the samples it judged, and how a selecting model was judged."""
+    verdict = "within tolerance" if search.passed else "NOT within tolerance"
+    fin = search.final
+    on = ""
+    if fin is not None and fin.samples_available > fin.samples:  # (say it: 8 of 64)
+        on = (f" on {fin.samples} of {fin.samples_available} samples "
+              f"(--samples {fin.samples_available} judges them all)")
+    elif fin is not None and fin.samples:
+        on = f" on {fin.samples} sample(s)"
+    print(f"{args.to}: {verdict} with {len(search.excluded)} node(s) kept in FP32{on}")
+    if search.selected:
+        shown = ", ".join(search.selected[:4]) + (" ..." if len(search.selected) > 4
+                                                  else "")
+        print(f"  the outputs after the model's data-dependent selection ({shown}) are "
+              "judged by the tensors that feed it (near-tied rows swap, or their count "
+              "changes, under any rounding); `workbench compare REF CANDIDATE "
+              "--selection-aware` also judges the rows it selects")
+
+
+def _print_closest(args: argparse.Namespace, search: Any, calib: Any, line: str) -> None:
+    """A search that did not pass: why it stopped, and the closest round's command (said to
+    be beyond tolerance, and whether later rounds were worse)."""
+    print("  " + search.why_stopped(args.reference, calib if isinstance(calib, str) else None))
+    at = next((r["round"] for r in search.rounds if r.get("best")), None)
+    where = ""
+    if at is not None:
+        best = search.rounds[at]["worst_output_rel"]
+        later = [r["worst_output_rel"] for r in search.rounds[at + 1:]]
+        worse = bool(later) and all(x > best for x in later)
+        where = (f" (round {at}; later rounds were "
+                 f"{'worse' if worse else 'no better'})" if later else
+                 f" (round {at})")
+    if search.excluded:
+        print(f"  the closest it got{where}, still beyond tolerance: " + line)
+    elif at is not None:
+        print(f"  the closest it got{where} keeps no node in FP32: the model "
+              f"converted as it is")
+
+
+def _print_search(args: argparse.Namespace, search: Any, calib: Any) -> None:
+    """The human report of a --to search: rounds, verdict, then the `workbench precision`
+    command to use (or the closest one and why it stopped)."""
+    _print_rounds(args, search, calib)
+    _print_verdict(args, search)
+    line = ("workbench precision " + shlex.quote(args.reference) + f" --to {args.to} "
+            + " ".join(f"--exclude {shlex.quote(n)}" for n in search.excluded)
+            + (f" --calib {shlex.quote(calib)}" if isinstance(calib, str) else "")
+            + " -o OUT.onnx")
+    if search.passed and search.excluded:
+        print("  " + line)
+        if search.quantized_left == 0:
+            print(f"  but nothing is left in {args.to.upper()}: every node it quantizes "
+                  f"is kept in FP32, so the model computes in FP32 (at this tolerance "
+                  f"{args.to.upper()} gains nothing; build it in FP16, or relax "
+                  "--atol/--rtol)")
+    elif not search.passed:
+        _print_closest(args, search, calib, line)
+
+
+def _run_search(args: argparse.Namespace, calib: Any) -> int:
+    """--to: search the nodes to keep in FP32 (`find_exclusions`) and report it; exit 0 when
+    the outputs end within tolerance."""
+    from workbench import compare
+
+    search = compare.find_exclusions(args.reference, args.to, calibration=calib,
+                                     atol=args.atol, rtol=args.rtol,
+                                     allow_random=args.allow_random,
+                                     max_samples=args.samples,
+                                     max_memory_mb=args.max_memory)
+    if args.json:
+        print_json(_pasteable_findings(search.to_dict(), args.reference, calib))
+    elif search.hopeless:
+        from workbench.cli.nextstep import finding_text
+
+        for f in search.findings:
+            print(finding_text(f, "", model=args.reference, data=calib))
+        return 1
+    else:
+        _print_search(args, search, calib)
+    return 0 if search.passed else 1
+
+
+def _print_selection(report: Any, sel: Any) -> None:
+    """The selection-aware verdict: batches that pass, the worst one, and the strict
+    (unpaired) relative error beside it."""
+    ok = sum(c.passed for c in sel)
+    worst = next((c for c in sel if not c.passed), sel[0])
+    strict = worst.strict_rel
+    n = getattr(sel, "samples", None)
+    batches = (f"{n} sample(s) in {len(sel)} batch(es), {ok} pass" if n else
+               f"{ok} of {len(sel)} batch(es) pass")
+    print(f"selection-aware (budget rel {report.rtol:g}, candidate run by "
+          f"'{getattr(sel, 'runner', 'onnxruntime')}'): "
+          f"{'PASS' if ok == len(sel) else 'FAIL'} ({batches}): "
+          f"{worst.summary()}; without pairing rows, relative to each output's range "
+          f"(max abs error / max |reference|): rel "
+          f"{'-' if strict is None else _fmt(strict)} "
+          f"{'PASS' if all(c.strict_passed for c in sel) else 'FAIL'}")
+
+
+def _run_layerwise(args: argparse.Namespace, calib: Any) -> int:
+    """A candidate model: compare it layer by layer (and selection-aware where the model
+    selects); exit 0 when the outputs (or, asked, the selection-aware check) pass."""
+    from workbench import compare
+
     report = compare.layerwise(args.reference, args.candidate, calibration=calib,
                                atol=args.atol, rtol=args.rtol, candidate_runner=args.runner,
                                max_samples=args.samples,
@@ -600,22 +630,49 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(report.tensors)} tensors compared, {report.unmatched} only in one model")
         _print_tensors(report, args.top, args.reference, args.inputs, args)
         if sel is not None:
-            ok = sum(c.passed for c in sel)
-            worst = next((c for c in sel if not c.passed), sel[0])
-            strict = worst.strict_rel
-            n = getattr(sel, "samples", None)
-            batches = (f"{n} sample(s) in {len(sel)} batch(es), {ok} pass" if n else
-                       f"{ok} of {len(sel)} batch(es) pass")
-            print(f"selection-aware (budget rel {report.rtol:g}, candidate run by "
-                  f"'{getattr(sel, 'runner', 'onnxruntime')}'): "
-                  f"{'PASS' if ok == len(sel) else 'FAIL'} ({batches}): "
-                  f"{worst.summary()}; without pairing rows, relative to each output's range "
-                  f"(max abs error / max |reference|): rel "
-                  f"{'-' if strict is None else _fmt(strict)} "
-                  f"{'PASS' if all(c.strict_passed for c in sel) else 'FAIL'}")
+            _print_selection(report, sel)
     if args.selection_aware and sel is not None:
         return 0 if all(c.passed for c in sel) else 1
     return 0 if _outputs_pass(report, args) else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    """Route to the recorded run, the engine compare, the --to search or the layer-wise
+    compare of a candidate model; the exit code is that route's verdict."""
+    from workbench.ortchild import default_child, isolated_by_default
+
+    if isolated_by_default():  # every route runs the reference on onnxruntime: its child's
+        default_child().warm()  # interpreter starts while this one imports and loads
+    from workbench.precision import table
+    from workbench.verdict import parse_budget, resolve_metric
+
+    resolve_metric(args.metric)  # (a bad metric or budget is said before any run)
+    parse_budget(args.budget)
+    if args.candidate_results:
+        _check_recorded(args)
+        return _run_recorded(args)
+    engine = args.candidate if args.candidate and \
+        args.candidate.lower().endswith(ENGINE_SUFFIXES) else None
+    if engine or args.engine_from_build:
+        _check_engine(args, engine)
+        return _run_engine(args, engine)
+    if args.to and args.candidate:
+        raise WorkbenchError("give either a candidate model or --to, not both", field="--to")
+    if not args.to and not args.candidate:
+        raise WorkbenchError("nothing to compare with", field="candidate",
+                             hint="pass a candidate model, or --to "
+                             + "|".join(table.lowered()))
+    from workbench.cli.common import output_path
+
+    output_path(args.save_results, "--save-results", mkdir=args.mkdir)
+    calib = args.inputs
+    if calib is None and not args.allow_random:
+        raise WorkbenchError("no inputs to compare on", field="--inputs",
+                             hint="pass representative inputs with --inputs PATH, or "
+                                  "--allow-random to accept random data")
+    if args.to:
+        return _run_search(args, calib)
+    return _run_layerwise(args, calib)
 
 
 def _selection_checks(args: argparse.Namespace, calib: Any, tol: float) -> Any:

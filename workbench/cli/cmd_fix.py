@@ -159,22 +159,27 @@ def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
     return [] if args.list_recipes else [(args.model, "onnx")]
 
 
-def run(args: argparse.Namespace) -> int:
+def _list_recipes(json_out: bool) -> int:
+    """--list-recipes: each recipe's name, whether it keeps semantics, its params and summary."""
     from workbench.cli.common import print_json
+    from workbench.surgery.recipes import list_recipes
+
+    recipes = list_recipes()
+    if json_out:
+        print_json(recipes)
+    else:
+        for r in recipes:
+            ps = ", ".join(p["name"] for p in r["params"]) or "-"
+            print(f"{r['name']:20s} {'exact ' if r['preserves_semantics'] else 'changes'}  "
+                  f"params: {ps}\n    {r['summary']}")
+    return 0
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Refuse a missing model or output, writing over the model, nothing to do, and option
+    combinations that cannot work, before any work (exit 2)."""
     from workbench.errors import WorkbenchError
 
-    if args.list_recipes:
-        from workbench.surgery.recipes import list_recipes
-
-        recipes = list_recipes()
-        if args.json:
-            print_json(recipes)
-        else:
-            for r in recipes:
-                ps = ", ".join(p["name"] for p in r["params"]) or "-"
-                print(f"{r['name']:20s} {'exact ' if r['preserves_semantics'] else 'changes'}  "
-                      f"params: {ps}\n    {r['summary']}")
-        return 0
     if not args.model:
         raise WorkbenchError("MODEL is required", hint="workbench fix MODEL -o OUT --auto")
     if not args.output:
@@ -194,6 +199,131 @@ def run(args: argparse.Namespace) -> int:
     if args.build and not args.split:
         raise WorkbenchError("--build goes with --split", field="build",
                              hint="`workbench check --build` builds a whole model")
+
+
+def _apply_recipes(session: Any, recipes: List[Tuple[str, Dict[str, Any]]],
+                   report: Dict[str, Any], log: Any) -> bool:
+    """Apply the --recipe changes in order, logging each (kept or not, its diff, verification,
+    the nodes a node-less recipe left); True when one was not kept."""
+    problem = False
+    for name, params in recipes:
+        change = session.apply(name, params, recheck=False)
+        d = _strip(change.to_dict())
+        (report["applied"] if change.kept else report["not_kept"]).append(d)
+        log(f"{name}: {'kept' if change.kept else 'NOT kept'} - {change.diff['summary']}; "
+            f"{change.verification or 'not verified'}"
+            + (f" ({change.note})" if change.note and not _says_the_same(change) else ""))
+        left = (change.precondition or {}).get("reason", "").partition("; left as they are: ")[2]
+        if change.kept and left:  # a recipe given no node: the nodes it did not change, and why
+            log(f"  left as they are: {left}")
+        problem = problem or not change.kept
+    return problem
+
+
+def _auto_or_check(args: argparse.Namespace, session: Any, report: Dict[str, Any],
+                   log: Any, checking: bool) -> None:
+    """--auto's fix loop (its steps, stop reason and what remains), or with --check a plain
+    check after; where still unsupported, the report gets the proposals."""
+    if args.auto:
+        res = session.auto_fix(on_step=lambda s: log(step_line(s, args.backend)))
+        for s in res.steps:
+            (report["applied"] if s.get("kept") else report["not_kept"]).append(_strip(s))
+        report["stop_reason"] = res.stop_reason
+        report["repeats"] = [_strip(r) for r in res.repeats]
+        report["support_after"] = res.support_after.to_dict()
+        report["supported"] = res.supported
+        report["remaining"] = res.remaining
+    elif checking:
+        after = session.check()
+        report["support_after"] = after.to_dict()
+        report["supported"] = after.supported
+    if checking and not report["supported"]:
+        report["proposals"] = [p.to_dict() for p in session.proposals]
+
+
+def _record_history(args: argparse.Namespace, session: Any, report: Dict[str, Any],
+                    earlier: Optional[Dict[str, Any]]) -> None:
+    """The end-to-end verification, the versions, workspace and history, and the earlier
+    session's changes, into the report."""
+    hist = session.history
+    v = session.end_to_end(report["applied"])
+    report["verification"] = v.to_dict() if v is not None else None
+    report["versions"] = hist.lineage()
+    report["workspace"] = str(hist.ws.dir)
+    report["history"] = _history_json(hist.view())
+    report["resumed"] = bool(args.resume)
+    report["earlier"] = None if earlier is None else {
+        "changes": earlier["changes"], "version": earlier["version"],
+        "session": earlier["session"], "time": earlier["time"],
+        "recipes": [s.get("recipe") for s in earlier["steps"]]}
+
+
+def _summary_line(args: argparse.Namespace, report: Dict[str, Any],
+                  earlier: Optional[Dict[str, Any]], unchanged: bool, checking: bool) -> str:
+    """The one-line outcome: written or not, changes kept and not, end-to-end and support."""
+    v = report["verification"]
+    return (f"{'nothing written to' if unchanged else 'wrote'} {args.output}: "
+            f"{len(report['applied'])} change(s) kept, "
+            f"{len(report['not_kept'])} not kept"
+            + (f" (on top of {earlier['changes']} earlier change(s), --resume)"
+               if args.resume and earlier else "")
+            + (f"; end-to-end {v['status']}" + (
+                f", max abs diff {_num(v['max_abs_diff'])}" if v.get("max_abs_diff") is not None
+                else "") if v else "")  # (an unverified change says why on its own line)
+            + (f"; supported by {args.backend}: {report['supported']}" if checking else ""))
+
+
+def _print_unchanged(args: argparse.Namespace, report: Dict[str, Any]) -> None:
+    """Why no file was written; where no recipe makes the model parse whole, the next steps
+    (split it)."""
+    from workbench.cli.nextstep import lines as step_lines
+    from workbench.findings import step
+
+    whole = report["supported"] is False
+    print("  (no change was kept, so no file was written: it would be the model as "
+          "it was)" + ("; no recipe makes it parse whole" if whole else ""))
+    if whole:
+        for line in step_lines([
+                step("fix", "{model}", split=True, o="{stem}_split", why="keeps what "
+                     "the backend takes as an engine and the rest for onnxruntime"),
+                step("build", "{model}", o="{stem}.engine", why="splits so by itself")],
+                "    ", model=args.model):
+            print(line)
+
+
+def _print_report(args: argparse.Namespace, report: Dict[str, Any], hist: Any,
+                  earlier: Optional[Dict[str, Any]], unchanged: bool, checking: bool) -> None:
+    """The human report: the summary, what is still unsupported, the history, and an offer to
+    --resume an earlier session's changes this run did not start from."""
+    print(_summary_line(args, report, earlier, unchanged, checking))
+    for r in report.get("remaining") or []:
+        print("  still unsupported: " + remaining_line(r))
+    if unchanged:
+        _print_unchanged(args, report)
+    from workbench.surgery.history import history_lines
+
+    for line in history_lines(hist.view(), show_earlier=args.all_history,
+                              show_hint="--all-history"):
+        print(line)
+    if earlier is not None and not args.resume and earlier["version"] not in hist.lineage():
+        import shlex
+
+        from workbench.surgery.history import earlier_offer
+
+        print(f"  {earlier_offer(earlier)}; this run started from "
+              f"{args.model} as it is: `workbench fix {shlex.quote(str(args.model))} -o "
+              f"{shlex.quote(str(args.output))} --resume` continues from them")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Apply the recipes, then --auto / --check, write OUT (or --split it); the exit code says
+    whether the result is supported and every change was kept."""
+    from workbench.cli.common import print_json
+    from workbench.errors import WorkbenchError
+
+    if args.list_recipes:
+        return _list_recipes(args.json)
+    _check_args(args)
     from workbench.surgery.changes import parse_recipe_arg
     from workbench.surgery.session import FixSession
 
@@ -217,45 +347,11 @@ def run(args: argparse.Namespace) -> int:
     report: Dict[str, Any] = {"model": str(args.model), "output": str(args.output),
                               "applied": [], "not_kept": [], "support_before": None,
                               "support_after": None, "supported": None}
-    problem = False
     if checking:
         report["support_before"] = session.check().to_dict()
-    for name, params in recipes:
-        change = session.apply(name, params, recheck=False)
-        d = _strip(change.to_dict())
-        (report["applied"] if change.kept else report["not_kept"]).append(d)
-        log(f"{name}: {'kept' if change.kept else 'NOT kept'} - {change.diff['summary']}; "
-            f"{change.verification or 'not verified'}"
-            + (f" ({change.note})" if change.note and not _says_the_same(change) else ""))
-        left = (change.precondition or {}).get("reason", "").partition("; left as they are: ")[2]
-        if change.kept and left:  # a recipe given no node: the nodes it did not change, and why
-            log(f"  left as they are: {left}")
-        problem = problem or not change.kept
-    if args.auto:
-        res = session.auto_fix(on_step=lambda s: log(step_line(s, args.backend)))
-        for s in res.steps:
-            (report["applied"] if s.get("kept") else report["not_kept"]).append(_strip(s))
-        report["stop_reason"] = res.stop_reason
-        report["repeats"] = [_strip(r) for r in res.repeats]
-        report["support_after"] = res.support_after.to_dict()
-        report["supported"] = res.supported
-        report["remaining"] = res.remaining
-    elif checking:
-        after = session.check()
-        report["support_after"] = after.to_dict()
-        report["supported"] = after.supported
-    if checking and not report["supported"]:
-        report["proposals"] = [p.to_dict() for p in session.proposals]
-    v = session.end_to_end(report["applied"])
-    report["verification"] = v.to_dict() if v is not None else None
-    report["versions"] = hist.lineage()
-    report["workspace"] = str(hist.ws.dir)
-    report["history"] = _history_json(hist.view())
-    report["resumed"] = bool(args.resume)
-    report["earlier"] = None if earlier is None else {
-        "changes": earlier["changes"], "version": earlier["version"],
-        "session": earlier["session"], "time": earlier["time"],
-        "recipes": [s.get("recipe") for s in earlier["steps"]]}
+    problem = _apply_recipes(session, recipes, report, log)
+    _auto_or_check(args, session, report, log, checking)
+    _record_history(args, session, report, earlier)
     if args.split:
         return _split(args, hist, report, log)
     # nothing kept: the output would be a copy of the input a user may take for a fixed model
@@ -268,45 +364,7 @@ def run(args: argparse.Namespace) -> int:
 
         print_json(json_steps(report, model=args.model))
     else:
-        v = report["verification"]
-        print(f"{'nothing written to' if unchanged else 'wrote'} {args.output}: "
-              f"{len(report['applied'])} change(s) kept, "
-              f"{len(report['not_kept'])} not kept"
-              + (f" (on top of {earlier['changes']} earlier change(s), --resume)"
-                 if args.resume and earlier else "")
-              + (f"; end-to-end {v['status']}" + (
-                  f", max abs diff {_num(v['max_abs_diff'])}" if v.get("max_abs_diff") is not None
-                  else "") if v else "")  # (an unverified change says why on its own line)
-              + (f"; supported by {args.backend}: {report['supported']}" if checking else ""))
-        for r in report.get("remaining") or []:
-            print("  still unsupported: " + remaining_line(r))
-        if unchanged:
-            from workbench.cli.nextstep import lines as step_lines
-            from workbench.findings import step
-
-            whole = report["supported"] is False
-            print("  (no change was kept, so no file was written: it would be the model as "
-                  "it was)" + ("; no recipe makes it parse whole" if whole else ""))
-            if whole:
-                for line in step_lines([
-                        step("fix", "{model}", split=True, o="{stem}_split", why="keeps what "
-                             "the backend takes as an engine and the rest for onnxruntime"),
-                        step("build", "{model}", o="{stem}.engine", why="splits so by itself")],
-                        "    ", model=args.model):
-                    print(line)
-        from workbench.surgery.history import history_lines
-
-        for line in history_lines(hist.view(), show_earlier=args.all_history,
-                                  show_hint="--all-history"):
-            print(line)
-        if earlier is not None and not args.resume and earlier["version"] not in hist.lineage():
-            import shlex
-
-            from workbench.surgery.history import earlier_offer
-
-            print(f"  {earlier_offer(earlier)}; this run started from "
-                  f"{args.model} as it is: `workbench fix {shlex.quote(str(args.model))} -o "
-                  f"{shlex.quote(str(args.output))} --resume` continues from them")
+        _print_report(args, report, hist, earlier, unchanged, checking)
     if checking and not report["supported"]:
         return 1
     return 1 if problem else 0

@@ -21,6 +21,10 @@ HELP = ("build a matrix of engine variants (precision x target x profile x opt l
         "with accuracy, latency on a GPU, a table and a Pareto view")
 
 
+# build options that are axes of the matrix here (their flags take lists)
+AXES = ("target", "builder_optimization_level")
+
+
 def _csv(text: Optional[str]) -> List[str]:
     return [t.strip() for t in (text or "").replace(";", ",").split(",") if t.strip()]
 
@@ -66,7 +70,12 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
                         "most N variants at a time")
     p.add_argument("--timeout", type=float, metavar="S", help="time limit per build in seconds")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    from workbench.build import options
     from workbench.cli.common import add_mkdir_argument, add_profile_index_argument
+
+    # every build option for every variant (tactic sources, I/O formats, workspace, ...);
+    # the target and the optimization level are axes of the matrix (lists, above)
+    options.add_arguments(p, exclude=AXES)
 
     add_profile_index_argument(p)
     add_mkdir_argument(p)
@@ -87,6 +96,7 @@ def _profiles(items: List[str]) -> Optional[Dict[str, List[Dict[str, List[List[i
 
 
 def plan(args: "argparse.Namespace") -> List[Any]:
+    from workbench.build import options
     from workbench.matrix.plan import parse_data_args, plan_matrix
 
     levels: List[Optional[int]] = []
@@ -100,7 +110,9 @@ def plan(args: "argparse.Namespace") -> List[Any]:
                        _csv(args.target) or [None], profiles=_profiles(args.profile),
                        opt_levels=levels or [None],
                        calibration=parse_data_args(args.calib, "--calib"),
-                       backend=args.backend)
+                       backend=args.backend,
+                       build=options.overrides(args, [o for o in options.OPTIONS
+                                                      if not set(o.fields) & set(AXES)]))
 
 
 def _line(r: Dict[str, Any]) -> str:

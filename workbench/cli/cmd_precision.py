@@ -21,21 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="the FP32 ONNX model (never overwritten)")
     p.add_argument("--to", required=True, dest="target",
                    choices=list(table.names()), help="target precision")
-    p.add_argument("--exclude", action="append", default=[], metavar="NODE",
-                   help="keep this node in FP32 (repeatable)")
-    p.add_argument("--exclude-op", action="append", default=[], metavar="OP",
-                   help="keep every node of this op type in FP32 (repeatable)")
-    p.add_argument("--calib", metavar="PATH",
-                   help="calibration data: .npz (keys = input names), .npy, or a folder of them")
-    p.add_argument("--calib-method", default="entropy", choices=list(table.CALIBRATE_METHODS))
-    p.add_argument("--allow-random", action="store_true",
-                   help="calibrate on random data when no --calib (scales will be meaningless)")
-    p.add_argument("--keep-io", dest="keep_io", action="store_true", default=True,
-                   help="keep inputs/outputs in FP32 (default)")
-    p.add_argument("--no-keep-io", dest="keep_io", action="store_false",
-                   help="let inputs/outputs take the target type (FP16/BF16)")
-    p.add_argument("--no-per-channel", dest="per_channel", action="store_false", default=True,
-                   help="per-tensor weight scales for INT8/FP8")
+    from workbench.precision.options import PRECISION_OPTIONS, add_arguments
+
+    add_arguments(p, PRECISION_OPTIONS)
     p.add_argument("--auto-exclude", action="store_true",
                    help="FP16/BF16: also keep the nodes that overflow on the calibration data in FP32")
     p.add_argument("--route", default="onnx", choices=["onnx", "modelopt"],

@@ -15,6 +15,10 @@ HELP = ("time a TensorRT engine on the GPU (per-layer IProfiler times, P50/P90/P
         "throughput per batch size) and write layers/profile JSON; needs an NVIDIA GPU")
 
 
+# build options timing-capture does not take: it times the engine on this machine's GPU
+NOT_HERE = ("target",)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="ENGINE|MODEL.onnx",
                    help="a serialized engine, or an ONNX model to build first (as `workbench "
@@ -47,8 +51,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--torch-model", metavar="pkg.mod:factory|FILE.pt|FILE.pt2",
                    help="the torch model for --vs torch: a factory returning an nn.Module, a "
                         "TorchScript file or an exported program")
+    from workbench.build import options
     from workbench.cli.common import add_mkdir_argument, add_profile_index_argument
 
+    # (ONNX only) the build options of `workbench build` (tactic sources, I/O formats,
+    # workspace...); the engine is timed on this GPU, so no --target
+    options.add_arguments(p, exclude=NOT_HERE)
     add_profile_index_argument(p)
     add_mkdir_argument(p)
 
@@ -143,14 +151,23 @@ def run(args: argparse.Namespace) -> int:
     common = dict(shapes=shapes, inputs=args.inputs, batch_sizes=batches,
                   iterations=args.iterations, warmup=args.warmup,
                   layer_iterations=args.layer_iterations, out_dir=args.out, **common_client)
+    from workbench.build import options
+
+    build_opts = [o for o in options.OPTIONS if not set(o.fields) & set(NOT_HERE)]
+    build = options.overrides(args, build_opts)
     if src.suffix.lower() == ".onnx":
         built = parse_profile_shapes(args.profile_shapes)
         res = capture_onnx(src, fp16=args.fp16, profiles=built, profile_index=_profile_k(
-            args, [built] if built else []), **common)
+            args, [built] if built else []), build=build, **common)
     else:
         if args.fp16 or args.profile_shapes:
             raise WorkbenchError("--fp16/--profile-shapes only apply when building from ONNX",
                                  field="--fp16", hint="the engine's precision is fixed at build time")
+        if build:
+            flags = [o.flag for o in build_opts if set(o.fields) & set(build)]
+            raise WorkbenchError(f"{', '.join(flags)} only apply when building from ONNX",
+                                 field=flags[0], hint="the engine was built with its options; "
+                                 "pass the ONNX to build it with these")
         from workbench.build.card import read_card
 
         res = capture(src, onnx=args.onnx, profile_index=_profile_k(

@@ -171,6 +171,10 @@ def check_model_file(path: str, kind: str = "onnx") -> None:
                          hint="the file is corrupt, truncated or not ONNX; re-export it")
 
 
+class _CutOff(Exception):
+    """A varint of the wire format ends early or runs past 10 bytes (its argument: which)."""
+
+
 def _not_onnx(f: Any, size: int) -> "tuple[Optional[str], bool]":
     """(why the file is not an ONNX model at all, whether it starts as text), or (None, _)
     when it may be one. Walks the top-level protobuf fields as protobuf's parser does
@@ -185,7 +189,7 @@ def _not_onnx(f: Any, size: int) -> "tuple[Optional[str], bool]":
     pos, ir, graph, groups, fields = 0, 0, False, [], 0
     onnx_like = False  # a ModelProto field with its own wire type seen at the top level
 
-    def varint(p: int) -> "Optional[tuple[int, int]]":
+    def varint(p: int, what: str) -> "tuple[int, int]":
         nonlocal buf, base
         if p < base or (p + 10 > base + len(buf) and base + len(buf) < size):
             f.seek(p)
@@ -197,64 +201,55 @@ def _not_onnx(f: Any, size: int) -> "tuple[Optional[str], bool]":
             shift += 7
             if b < 0x80:
                 return value, base + i + 1
-        return None  # truncated, or longer than 10 bytes
+        raise _CutOff(what)  # truncated, or longer than 10 bytes
 
     problem: Optional[str] = None
-    while pos < size:
-        fields += 1
-        if fields > _MAX_FIELDS:
-            return None, False
-        got = varint(pos)
-        if got is None:
-            problem = "a field tag is cut off or malformed"
-            break
-        tag, pos = got
-        field, wire = tag >> 3, tag & 7
-        if tag > 0xFFFFFFFF:
-            return None, False  # (not worth mirroring exactly: the load decides)
-        if field == 0:
-            problem = "field number 0: the wire format is corrupt"
-            break
-        if wire == 0:
-            got = varint(pos)
-            if got is None:
-                problem = "a number is cut off or malformed"
-                break
-            value, pos = got
-            if field == 1 and not groups:
-                ir = value - (1 << 64) if value >= 1 << 63 else value
-                onnx_like = True
-        elif wire == 1 or wire == 5:
-            pos += 8 if wire == 1 else 4
-        elif wire == 2:
-            got = varint(pos)
-            if got is None:
-                problem = "a length is cut off or malformed"
-                break
-            length, pos = got
-            pos += length
-            if field in (7, 8) and not groups:
-                graph = graph or field == 7
-                onnx_like = True
-        elif wire == 3:
-            groups.append(field)
-            if len(groups) > _MAX_GROUPS:
+    try:
+        while pos < size:
+            fields += 1
+            if fields > _MAX_FIELDS:
                 return None, False
-        elif wire == 4:
-            if not groups or groups[-1] != field:
-                problem = "an end-group tag without its start: the wire format is corrupt"
+            tag, pos = varint(pos, "a field tag")
+            field, wire = tag >> 3, tag & 7
+            if tag > 0xFFFFFFFF:
+                return None, False  # (not worth mirroring exactly: the load decides)
+            if field == 0:
+                problem = "field number 0: the wire format is corrupt"
                 break
-            groups.pop()
+            if wire == 0:
+                value, pos = varint(pos, "a number")
+                if field == 1 and not groups:
+                    ir = value - (1 << 64) if value >= 1 << 63 else value
+                    onnx_like = True
+            elif wire == 1 or wire == 5:
+                pos += 8 if wire == 1 else 4
+            elif wire == 2:
+                length, pos = varint(pos, "a length")
+                pos += length
+                if field in (7, 8) and not groups:
+                    graph = graph or field == 7
+                    onnx_like = True
+            elif wire == 3:
+                groups.append(field)
+                if len(groups) > _MAX_GROUPS:
+                    return None, False
+            elif wire == 4:
+                if not groups or groups[-1] != field:
+                    problem = "an end-group tag without its start: the wire format is corrupt"
+                    break
+                groups.pop()
+            else:
+                problem = f"wire type {wire} does not exist: the wire format is corrupt"
+                break
         else:
-            problem = f"wire type {wire} does not exist: the wire format is corrupt"
-            break
-    else:
-        if pos > size:
-            problem = f"a field runs {pos - size} byte(s) past the end of the file: truncated?"
-        elif groups:
-            problem = "the file ends inside a group: truncated?"
-        elif not graph or ir <= 0:
-            problem = "no-graph"
+            if pos > size:
+                problem = f"a field runs {pos - size} byte(s) past the end of the file: truncated?"
+            elif groups:
+                problem = "the file ends inside a group: truncated?"
+            elif not graph or ir <= 0:
+                problem = "no-graph"
+    except _CutOff as e:
+        problem = f"{e} is cut off or malformed"
     if problem is None:
         return None, False
     text = _looks_like_text(head)

@@ -240,6 +240,168 @@ def _groups(proto: Any, compared: Set[str], targets: Iterable[str]) -> Dict[str,
     return out
 
 
+def _plan(ref_p: Any, feeds: List[Feed], tensors: Sequence[str],
+          memory_budget_mb: Optional[float]) -> Any:
+    """(samples, bytes per tensor over all feeds, chunks that fit the budget, budget in bytes):
+    all feeds of a chunk are held together, for both sides."""
+    batched = batched_inputs(ref_p)  # (points [num_points, 4]: each feed is one sample)
+    samples = sum(samples_in(f, batched) for f in feeds)
+    budget = int(memory_budget_mb * 1024 * 1024) if memory_budget_mb else None
+    sizes = tensor_bytes(ref_p, feeds[0], list(tensors))
+    scale = max(samples // max(samples_in(feeds[0], batched), 1), 1)
+    sizes = {k: v * scale for k, v in sizes.items()}
+    return samples, sizes, plan_chunks(list(tensors), sizes, budget), budget
+
+
+def _over_budget(chunks: List[List[str]], sizes: Dict[str, int], budget: Optional[int],
+                 memory_budget_mb: Optional[float]) -> Optional[Finding]:
+    """A warning naming the tensors that alone exceed the budget (they are compared one at a
+    time all the same); None when every one fits."""
+    if budget is None:
+        return None
+    too_big = [n for c in chunks if len(c) == 1 for n in c if sizes[n] * 2 > budget]
+    if not too_big:
+        return None
+    return Finding(
+        "warning", "over-budget", f"{len(too_big)} tensor(s) alone exceed the memory "
+        f"budget of {memory_budget_mb:g} MB (e.g. '{too_big[0]}'); compared one at a time",
+        tensors=too_big[:10], hint="raise --memory-budget or use fewer --samples",
+        source="compare")
+
+
+def _node_key(n: Any) -> str:
+    """A node's name, or op:first-output for an unnamed one."""
+    return n.name or f"{n.op_type}:{n.output[0]}"
+
+
+@dataclass
+class _ChunkState:
+    """What every chunk's tensors are compared and recorded with: the tolerances, each tensor's
+    producer and group, the errors so far (the upstream of later tensors), the tensors to keep
+    whole and the stats file (None: no stats)."""
+    atol: float
+    rtol: float
+    node_of: Dict[str, Any]
+    groups: Dict[str, Any]
+    keep_set: Set[str]
+    keep_dir: Any
+    fh: Any
+    errors: Dict[str, TensorError] = field(default_factory=dict)
+
+
+def _keep_whole(keep_dir: Any, t: str, ra: List[Any], ga: List[Any]) -> List[str]:
+    """Save both sides of tensor `t` (all samples) as .npy in keep_dir; returns the two paths."""
+    kd = Path(keep_dir)
+    kd.mkdir(parents=True, exist_ok=True)
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in t)
+    pr, pc = kd / f"{safe}.reference.npy", kd / f"{safe}.candidate.npy"
+    np.save(pr, np.concatenate([np.asarray(a) for a in ra]))
+    np.save(pc, np.concatenate([np.asarray(a) for a in ga]))
+    return [str(pr), str(pc)]
+
+
+def _compare_chunk(report: EngineCompareReport, st: _ChunkState, k: int, chunk: List[str],
+                   ref_out: List[Dict[str, Any]], cand_out: List[Dict[str, Any]]) -> None:
+    """Compare each tensor of chunk `k` on both sides (a missing, non-float or misshapen one is
+    unmatched): its error and added error, FP16-range count, kept arrays and stats line."""
+    for t in chunk:
+        if any(t not in o for o in cand_out) or any(t not in o for o in ref_out):
+            report.unmatched += 1
+            continue
+        ra = [o[t] for o in ref_out]
+        ga = [o[t] for o in cand_out]
+        if np.asarray(ra[0]).dtype.kind not in "fc" or \
+                any(np.shape(a) != np.shape(b) for a, b in zip(ra, ga)):
+            report.unmatched += 1
+            continue
+        c = compare_tensor(t, ra, ga, st.atol, st.rtol)
+        node = st.node_of[t]
+        ups, members = st.groups[t]
+        te = TensorError.of(c, _node_key(node), node.op_type,
+                            added_error(node, c, [st.errors[u] for u in ups if u in st.errors]))
+        st.errors[t] = te
+        report.tensors.append(te)
+        report.groups[t] = members
+        over = _fp16_exceed(ra)
+        if over:
+            report.fp16_range[t] = over
+        if t in st.keep_set:
+            report.kept[t] = _keep_whole(st.keep_dir, t, ra, ga)
+        if st.fh is not None:
+            line = te.to_dict()
+            line.update(chunk=k, fp16_range_exceeded=over, group=members)
+            st.fh.write(json.dumps(line) + "\n")
+    if st.fh is not None:
+        st.fh.flush()
+
+
+def _observe(report: EngineCompareReport, k: int, chunk: List[str], outs: List[str],
+             cand_final: List[Dict[str, Any]], cand_out: List[Dict[str, Any]], atol: float,
+             rtol: float) -> None:
+    """Note whether marking chunk `k` changed the candidate's final outputs (the observer
+    check): compared with the unmarked run's."""
+    obs = compare_outputs(cand_final, [{n: o[n] for n in outs if n in o} for o in cand_out],
+                          atol, rtol, names=outs, sentinels=False, top1=False)
+    report.observer.append({
+        "chunk": k, "marked": len(chunk), "same_answer": obs.passed,
+        "identical": not obs.reason and obs.max_abs == 0.0,
+        "max_abs_change": obs.max_abs if math.isfinite(obs.max_abs) else "inf",
+        "reason": obs.reason})
+
+
+def _run_chunks(report: EngineCompareReport, st: _ChunkState, ref_p: Any,
+                candidate: CandidateFactory, feeds: List[Feed], chunks: List[List[str]],
+                outs: List[str], cand_final: List[Dict[str, Any]], observer: bool,
+                on_chunk: Optional[Callable[[int, int], None]]) -> List[List[str]]:
+    """Run each chunk marked on both sides and compare it; a chunk whose marked build fails is
+    retried as halves (MAX_SPLIT_DEPTH times), then noted unmarkable. Returns the chunks run."""
+    queue = [(list(c), 0) for c in chunks]
+    done_chunks: List[List[str]] = []
+    while queue:
+        chunk, depth = queue.pop(0)
+        k = len(done_chunks)
+        if on_chunk is not None:
+            on_chunk(k, len(done_chunks) + len(queue) + 1)
+        try:
+            cand_out = candidate(list(chunk)).infer_all(feeds)
+        except WorkbenchError as e:
+            # marking these tensors can make TensorRT fail (a fused Myelin/ForeignNode
+            # region has no implementation once its insides are outputs): mark fewer
+            if len(chunk) > 1 and depth < MAX_SPLIT_DEPTH:
+                half = len(chunk) // 2
+                queue[:0] = [(chunk[:half], depth + 1), (chunk[half:], depth + 1)]
+            else:
+                report.unmarkable.extend(chunk)
+                report.unmarkable_reason = report.unmarkable_reason or \
+                    " ".join(str(e).split())[:300]
+            continue
+        done_chunks.append(chunk)
+        ref_run = OnnxRuntimeRunner(mark_outputs(ref_p, chunk), outputs=chunk + outs)
+        ref_out = ref_run.infer_all(feeds)
+        if observer:
+            _observe(report, k, chunk, outs, cand_final, cand_out, st.atol, st.rtol)
+        else:  # (a recorded run: every chunk is the same run)
+            cand_out = [{n: o[n] for n in chunk if n in o} for o in cand_out]
+        _compare_chunk(report, st, k, chunk, ref_out, cand_out)
+        del ref_out, cand_out
+    return done_chunks
+
+
+def _final_outputs(report: EngineCompareReport, st: _ChunkState, outs: List[str],
+                   final: Any) -> None:
+    """The final outputs' errors (unmarked runs), each credited to the node that the compared
+    tensors blame for it (else its producer)."""
+    for name in outs:
+        report.groups.setdefault(name, st.groups[name][1])
+        c = final.outputs[name]
+        prev = st.errors.get(name)
+        node = st.node_of.get(name)
+        report.outputs.append(TensorError.of(
+            c, prev.node if prev else (node.name if node is not None else ""),
+            prev.op if prev else (node.op_type if node is not None else ""),
+            prev.added if prev else 0.0))
+
+
 def engine_layerwise(reference: ModelLike, candidate: CandidateFactory, feeds: Sequence[Feed], *,
                      tensors: Sequence[str], marking: str = "boundaries",
                      memory_budget_mb: Optional[float] = None, stats_path: Any = None,
@@ -261,25 +423,14 @@ def engine_layerwise(reference: ModelLike, candidate: CandidateFactory, feeds: S
     precision = precision or infer_precision(ref_p)
     atol, rtol = tolerances(precision, atol, rtol)
     outs = [o.name for o in ref_p.graph.output]
-    batched = batched_inputs(ref_p)  # (points [num_points, 4]: each feed is one sample)
-    samples = sum(samples_in(f, batched) for f in feeds)
-    budget = int(memory_budget_mb * 1024 * 1024) if memory_budget_mb else None
-    sizes = tensor_bytes(ref_p, feeds[0], list(tensors))
-    scale = max(samples // max(samples_in(feeds[0], batched), 1), 1)
-    sizes = {k: v * scale for k, v in sizes.items()}  # all feeds of a chunk are held together
-    chunks = plan_chunks(list(tensors), sizes, budget)
+    samples, sizes, chunks, budget = _plan(ref_p, feeds, tensors, memory_budget_mb)
     report = EngineCompareReport("onnxruntime", candidate_name, atol, rtol, samples,
                                  findings=list(findings or []), precision=precision,
                                  marking=marking, chunks=chunks, budget_mb=memory_budget_mb,
                                  quantized_nodes=quantized_nodes)
-    if budget is not None:
-        too_big = [n for c in chunks if len(c) == 1 for n in c if sizes[n] * 2 > budget]
-        if too_big:
-            report.findings.append(Finding(
-                "warning", "over-budget", f"{len(too_big)} tensor(s) alone exceed the memory "
-                f"budget of {memory_budget_mb:g} MB (e.g. '{too_big[0]}'); compared one at a time",
-                tensors=too_big[:10], hint="raise --memory-budget or use fewer --samples",
-                source="compare"))
+    over = _over_budget(chunks, sizes, budget, memory_budget_mb)
+    if over is not None:
+        report.findings.append(over)
     stats = Path(stats_path) if stats_path else None
     if stats is not None:
         stats.parent.mkdir(parents=True, exist_ok=True)
@@ -295,109 +446,26 @@ def engine_layerwise(reference: ModelLike, candidate: CandidateFactory, feeds: S
     if final.reason:
         raise WorkbenchError(f"the candidate cannot be compared: {final.reason}",
                              field="outputs", hint="the engine must have the model's outputs")
-    errors: Dict[str, TensorError] = {}
     from workbench.graphindex import GraphIndex
 
     gi = GraphIndex.of(ref_p)
     node_of = {t: gi.nodes[i] for t, i in gi.producer.items()}
-    def key(n: Any) -> str:
-        return n.name or f"{n.op_type}:{n.output[0]}"
-
-    report.feeders = {key(n): [key(node_of[i]) for i in n.input if i in node_of]
+    report.feeders = {_node_key(n): [_node_key(node_of[i]) for i in n.input if i in node_of]
                       for n in gi.nodes}
     compared = set(tensors)
-    report.node_ops = {key(n): n.op_type for n in gi.nodes}
+    report.node_ops = {_node_key(n): n.op_type for n in gi.nodes}
     groups = _groups(ref_p, compared, compared | set(outs))
     fh = stats.open("w", encoding="utf-8") if stats is not None else None
+    st = _ChunkState(atol, rtol, node_of, groups, keep_set, keep_dir, fh)
     try:
-        queue = [(list(c), 0) for c in chunks]
-        done_chunks: List[List[str]] = []
-        while queue:
-            chunk, depth = queue.pop(0)
-            k = len(done_chunks)
-            if on_chunk is not None:
-                on_chunk(k, len(done_chunks) + len(queue) + 1)
-            try:
-                cand_out = candidate(list(chunk)).infer_all(feeds)
-            except WorkbenchError as e:
-                # marking these tensors can make TensorRT fail (a fused Myelin/ForeignNode
-                # region has no implementation once its insides are outputs): mark fewer
-                if len(chunk) > 1 and depth < MAX_SPLIT_DEPTH:
-                    half = len(chunk) // 2
-                    queue[:0] = [(chunk[:half], depth + 1), (chunk[half:], depth + 1)]
-                else:
-                    report.unmarkable.extend(chunk)
-                    report.unmarkable_reason = report.unmarkable_reason or \
-                        " ".join(str(e).split())[:300]
-                continue
-            done_chunks.append(chunk)
-            ref_run = OnnxRuntimeRunner(mark_outputs(ref_p, chunk), outputs=chunk + outs)
-            ref_out = ref_run.infer_all(feeds)
-            if not observer:  # (a recorded run: every chunk is the same run)
-                cand_out = [{n: o[n] for n in chunk if n in o} for o in cand_out]
-            obs = None
-            if observer:
-                obs = compare_outputs(cand_final, [{n: o[n] for n in outs if n in o}
-                                                   for o in cand_out], atol, rtol, names=outs,
-                                      sentinels=False, top1=False)
-            if obs is not None:
-                report.observer.append({
-                    "chunk": k, "marked": len(chunk), "same_answer": obs.passed,
-                    "identical": not obs.reason and obs.max_abs == 0.0,
-                    "max_abs_change": obs.max_abs if math.isfinite(obs.max_abs) else "inf",
-                    "reason": obs.reason})
-            for t in chunk:
-                if any(t not in o for o in cand_out) or any(t not in o for o in ref_out):
-                    report.unmatched += 1
-                    continue
-                ra = [o[t] for o in ref_out]
-                ga = [o[t] for o in cand_out]
-                if np.asarray(ra[0]).dtype.kind not in "fc" or \
-                        any(np.shape(a) != np.shape(b) for a, b in zip(ra, ga)):
-                    report.unmatched += 1
-                    continue
-                c = compare_tensor(t, ra, ga, atol, rtol)
-                node = node_of[t]
-                ups, members = groups[t]
-                te = TensorError.of(c, node.name or f"{node.op_type}:{node.output[0]}",
-                                    node.op_type,
-                                    added_error(node, c, [errors[u] for u in ups if u in errors]))
-                errors[t] = te
-                report.tensors.append(te)
-                report.groups[t] = members
-                over = _fp16_exceed(ra)
-                if over:
-                    report.fp16_range[t] = over
-                if t in keep_set:
-                    kd = Path(keep_dir)
-                    kd.mkdir(parents=True, exist_ok=True)
-                    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in t)
-                    pr, pc = kd / f"{safe}.reference.npy", kd / f"{safe}.candidate.npy"
-                    np.save(pr, np.concatenate([np.asarray(a) for a in ra]))
-                    np.save(pc, np.concatenate([np.asarray(a) for a in ga]))
-                    report.kept[t] = [str(pr), str(pc)]
-                if fh is not None:
-                    line = te.to_dict()
-                    line.update(chunk=k, fp16_range_exceeded=over, group=members)
-                    fh.write(json.dumps(line) + "\n")
-            if fh is not None:
-                fh.flush()
-            del ref_out, cand_out
-        report.chunks = done_chunks
+        report.chunks = _run_chunks(report, st, ref_p, candidate, feeds, chunks, outs,
+                                    cand_final, observer, on_chunk)
     finally:
         if fh is not None:
             fh.close()
     order = {t: i for i, t in enumerate(tensors)}
     report.tensors.sort(key=lambda te: order.get(te.tensor, 0))
-    for name in outs:
-        report.groups.setdefault(name, groups[name][1])
-        c = final.outputs[name]
-        prev = errors.get(name)
-        node = node_of.get(name)
-        report.outputs.append(TensorError.of(
-            c, prev.node if prev else (node.name if node is not None else ""),
-            prev.op if prev else (node.op_type if node is not None else ""),
-            prev.added if prev else 0.0))
+    _final_outputs(report, st, outs, final)
     report.runs = {"reference": [{k: v for k, v in r.items() if k in outs} for r in ref_final],
                    "candidate": [{k: v for k, v in r.items() if k in outs} for r in cand_final]}
     _findings(report)

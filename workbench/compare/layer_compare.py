@@ -1329,28 +1329,14 @@ def _saturate_weight_casts(proto: Any, names: Set[str]) -> None:
                                                       lim + "_neg")])
 
 
-def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
-                    feeds: Optional[Sequence[Feed]] = None, atol: Optional[float] = None,
-                    rtol: Optional[float] = None, max_rounds: int = 8, per_round: int = 1,
-                    start: Sequence[str] = (), allow_random: bool = False,
-                    check_range: bool = True, max_samples: int = 8,
-                    max_memory_mb: Optional[float] = None,
-                    stream_weights_mb: Optional[float] = None) -> ExclusionSearch:
-    """Convert to `target`, compare layer by layer, keep the worst culprit(s) in FP32, repeat
-    until the outputs are within tolerance (or no culprit is left / max_rounds is reached).
-    atol/rtol None: the target's defaults (`workbench.precision.table.tolerances`).
-    check_range: first look for FP32 activations beyond the target's range (`range_prepass`):
-    their nodes start in FP32, and when they are too many the answer comes at once, no search.
-    max_samples: the samples each round compares (layerwise's).
-
-    A large model (a path with more external weights than `stream_weights_mb`): the
-    reference and every candidate are held by reference (`workbench.weights`): the candidate
-    is the lowered structure over the original FP32 weights (each weight rounded to the
-    target by the Cast the lowering puts before its readers), nothing is serialized with its
-    weights, and every run goes a segment at a time within `max_memory_mb`."""
+def _search_reference(model: ModelLike, target: str, stream_weights_mb: Optional[float]
+                      ) -> Tuple[Any, bool, Optional[str]]:
+    """(the reference model, held by reference?, its label): a large model is held by
+    reference for float targets (quantizing reads every weight: in memory while the model
+    fits, refused beyond); unnamed nodes get their stable ids as names (exclusion lists name
+    nodes)."""
     from workbench import weights
     from workbench.precision import table
-    from workbench.precision.transform import convert
 
     by_ref = weights.streams(model, stream_weights_mb)
     label = _label_of(model)
@@ -1373,6 +1359,145 @@ def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
         named.CopyFrom(ref)
         name_unnamed_nodes(named)
         ref = named
+    return ref, by_ref, label
+
+
+class _Rounds:
+    """The search's rounds: each converts the reference to the target with some nodes kept,
+    compares layer by layer, and records the round. A model that selects data-dependently
+    (NMS, TopK, NonZero) is judged through the tensors feeding the selection (its selected
+    outputs swap rows on near-ties under any rounding), the rest of its outputs as usual."""
+
+    def __init__(self, ref: Any, target: str, feeds: Sequence[Feed], *, by_ref: bool,
+                 label: Optional[str], calibration: Any, atol: float, rtol: float,
+                 max_samples: int, max_memory_mb: Optional[float],
+                 findings: List[Finding]) -> None:
+        from workbench.surgery.split import selection_region
+
+        self.ref, self.target, self.feeds, self.by_ref, self.label = \
+            ref, target, feeds, by_ref, label
+        self.calibration, self.atol, self.rtol = calibration, atol, rtol
+        self.max_samples, self.max_memory_mb, self.findings = max_samples, max_memory_mb, findings
+        self.rounds: List[Dict[str, Any]] = []
+        region, frontier, self.selected = selection_region(ref)
+        self.in_region = {ref.graph.node[i].name for i in region}  # (every node is named)
+        self.feeding = set(frontier)
+
+    def judged(self, rep: LayerwiseReport) -> List[Any]:
+        """The rows the verdict reads (TensorComparison / TensorError): the outputs, or for a
+        selecting model the selection's inputs and its unselected outputs."""
+        if not self.selected:
+            return list(rep.outputs)
+        return [t for t in rep.tensors if t.tensor in self.feeding] + \
+            [o for o in rep.outputs if o.tensor not in self.selected]
+
+    def passes(self, rep: LayerwiseReport) -> bool:
+        """Whether every judged row is within tolerance."""
+        return all(t.passed for t in self.judged(rep))
+
+    def attempt(self, k: int, keep: List[str]) -> Tuple[LayerwiseReport, float]:
+        """Round `k`: the target conversion with `keep` in FP32, compared layer by layer;
+        returns (the report, the worst judged relative error) and records the round."""
+        from workbench.precision.transform import convert
+
+        ref, target, label = self.ref, self.target, self.label
+        if self.by_ref:
+            cand = _lowered_by_reference(ref, target, keep)
+        else:
+            cand = convert(ref, target, exclude_nodes=keep, calibration=self.calibration,
+                           measure=False).proto
+        rep = layerwise(ref, cand, self.feeds, atol=self.atol, rtol=self.rtol,
+                        max_samples=self.max_samples,
+                        labels=(label, f"{label} converted to {target}" if label else None),
+                        selection=self.in_region, max_memory_mb=self.max_memory_mb)
+        rep.findings = self.findings + [f for f in rep.findings if f.code != "over-memory"]
+        judged = self.judged(rep)
+        w = max((t.rel for t in judged), default=0.0)
+        self.rounds.append({"round": k, "excluded": list(keep), "outputs_pass": self.passes(rep),
+                            "worst_output_rel": w if math.isfinite(w) else "inf",
+                            # (the verdict is elementwise: a small relative error can still fail)
+                            "elements_beyond": sum(t.mismatches for t in judged
+                                                   if not t.passed)})
+        return rep, w
+
+
+def _fp32_culprit_neighbours(ref: Any, gi: GraphIndex, report: LayerwiseReport, t: Any,
+                             excluded: List[str]) -> List[str]:
+    """For a culprit already in FP32 and still adding error: its value overflows once cast
+    down (keep its consumers too), or its inputs arrive rounded and it amplifies that, as a
+    difference of two large values does (keep their producers too); the nearest nodes still
+    rounding its input come first."""
+    nodes = ref.graph.node
+    consumers = [nodes[c].name for c in gi.consumers_of(t.tensor)
+                 if nodes[c].name and nodes[c].name not in excluded]
+    found = gi.find(t.node)
+    producers = [nodes[p].name for p in (gi.producer_of(i) for i in
+                                         (nodes[found[0]].input if found else []))
+                 if p is not None and nodes[p].name and nodes[p].name not in excluded]
+    # in the candidate its input may be rounded further up (a Cast before an
+    # Unsqueeze above its producer): the nearest nodes still in FP16 come first
+    rounded = [n for n in report.to_exclude(t) if n not in excluded] \
+        if report.already_fp32(t) else []
+    return rounded + (consumers + producers if not math.isfinite(t.added)
+                      else producers + consumers)
+
+
+def _next_culprits(ref: Any, gi: GraphIndex, report: LayerwiseReport, excluded: List[str],
+                   in_region: Set[str], per_round: int) -> List[str]:
+    """The nodes to keep in FP32 next, worst culprit first, none twice (selecting nodes pass
+    values on: their rounding is not the loss)."""
+    new: List[str] = []
+    for t in report.culprits(per_round * 4 + len(in_region)):
+        if t.node in in_region:
+            continue  # (selecting nodes pass values on; their rounding is not the loss)
+        if report.quantized_nodes is not None and report.already_fp32(t):
+            # INT8/FP8: a node with no Q/DQ of its own (kept, or left in float by the
+            # quantizer): keeping it changes nothing, nor do its float neighbours; the
+            # quantized nodes whose rounding it carries do
+            new.extend(n for n in report.to_exclude(t) if n not in excluded)
+            continue
+        if t.node not in excluded:
+            new.append(t.node)
+            continue
+        new.extend(_fp32_culprit_neighbours(ref, gi, report, t, excluded))
+    return list(dict.fromkeys(new))
+
+
+def _prune_seeded(search: _Rounds, k: int, excluded: List[str], seeded: List[str],
+                  report: LayerwiseReport) -> Tuple[List[str], LayerwiseReport]:
+    """Once the outputs pass: try again without the range prepass's nodes (the outputs may
+    pass without them, e.g. mask sentinels); they go where they are not needed, else the
+    answer stays this round (the try is noted on it)."""
+    fewer = [n for n in excluded if n not in seeded]
+    again, w = search.attempt(k + 1, fewer)
+    if search.passes(again):
+        search.rounds[-1]["pruned"] = list(seeded)
+        return fewer, again
+    search.rounds.pop()
+    search.rounds[-1]["without_seeded"] = w if math.isfinite(w) else "inf"
+    return excluded, report
+
+
+def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
+                    feeds: Optional[Sequence[Feed]] = None, atol: Optional[float] = None,
+                    rtol: Optional[float] = None, max_rounds: int = 8, per_round: int = 1,
+                    start: Sequence[str] = (), allow_random: bool = False,
+                    check_range: bool = True, max_samples: int = 8,
+                    max_memory_mb: Optional[float] = None,
+                    stream_weights_mb: Optional[float] = None) -> ExclusionSearch:
+    """Convert to `target`, compare layer by layer, keep the worst culprit(s) in FP32, repeat
+    until the outputs are within tolerance (or no culprit is left / max_rounds is reached).
+    atol/rtol None: the target's defaults (`workbench.precision.table.tolerances`).
+    check_range: first look for FP32 activations beyond the target's range (`range_prepass`):
+    their nodes start in FP32, and when they are too many the answer comes at once, no search.
+    max_samples: the samples each round compares (layerwise's).
+
+    A large model (a path with more external weights than `stream_weights_mb`): the
+    reference and every candidate are held by reference (`workbench.weights`): the candidate
+    is the lowered structure over the original FP32 weights (each weight rounded to the
+    target by the Cast the lowering puts before its readers), nothing is serialized with its
+    weights, and every run goes a segment at a time within `max_memory_mb`."""
+    ref, by_ref, label = _search_reference(model, target, stream_weights_mb)
     atol, rtol = tolerances(target, atol, rtol)
     findings: List[Finding] = []
     if feeds is None:
@@ -1392,51 +1517,17 @@ def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
                                    stopped="hopeless")
         seeded = [n for n in nodes if n not in excluded]
         excluded.extend(seeded)
-    rounds: List[Dict[str, Any]] = []
     report: Optional[LayerwiseReport] = None
     stopped = "max-rounds"
     gi = GraphIndex(ref.graph)  # a culprit's readers and the producers of its inputs
-
-    # a model that selects data-dependently (NMS, TopK, NonZero): its selected outputs swap
-    # rows on near-ties, or change length, under any rounding; they are judged through the
-    # tensors that feed the selection (the selection-aware rule's part 1), the rest as usual
-    from workbench.surgery.split import selection_region
-
-    region, frontier, selected = selection_region(ref)
-    in_region = {ref.graph.node[i].name for i in region}  # (every node of `ref` is named)
-    feeding = set(frontier)
-
-    def judged(rep: LayerwiseReport) -> List[Any]:  # TensorComparison / TensorError rows
-        if not selected:
-            return list(rep.outputs)
-        return [t for t in rep.tensors if t.tensor in feeding] + \
-            [o for o in rep.outputs if o.tensor not in selected]
-
-    def passes(rep: LayerwiseReport) -> bool:
-        return all(t.passed for t in judged(rep))
-
-    def attempt(k: int, keep: List[str]) -> Tuple[LayerwiseReport, float]:
-        if by_ref:
-            cand = _lowered_by_reference(ref, target, keep)
-        else:
-            cand = convert(ref, target, exclude_nodes=keep, calibration=calibration,
-                           measure=False).proto
-        rep = layerwise(ref, cand, feeds, atol=atol, rtol=rtol, max_samples=max_samples,
-                        labels=(label, f"{label} converted to {target}" if label else None),
-                        selection=in_region, max_memory_mb=max_memory_mb)
-        rep.findings = findings + [f for f in rep.findings if f.code != "over-memory"]
-        w = max((t.rel for t in judged(rep)), default=0.0)
-        rounds.append({"round": k, "excluded": list(keep), "outputs_pass": passes(rep),
-                       "worst_output_rel": w if math.isfinite(w) else "inf",
-                       # (the verdict is elementwise: a small relative error can still fail)
-                       "elements_beyond": sum(t.mismatches for t in judged(rep)
-                                              if not t.passed)})
-        return rep, w
-
+    search = _Rounds(ref, target, feeds, by_ref=by_ref, label=label, calibration=calibration,
+                     atol=atol, rtol=rtol, max_samples=max_samples,
+                     max_memory_mb=max_memory_mb, findings=findings)
+    rounds = search.rounds
     best: Optional[Tuple[float, int, LayerwiseReport]] = None  # (worst error, round, report)
     for k in range(max_rounds + 1):
         try:
-            report, worst = attempt(k, excluded)
+            report, worst = search.attempt(k, excluded)
         except WorkbenchError as e:  # the last quantizable node kept: nothing left to convert
             if k == 0 or "nothing to quantize" not in e.message:
                 raise
@@ -1445,59 +1536,23 @@ def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
             break
         if best is None or worst < best[0]:
             best = (worst, k, report)
-        if passes(report):
+        if search.passes(report):
             stopped = "passed"
-            if seeded:  # the outputs may pass without the prepass's nodes (e.g. mask sentinels)
-                fewer = [n for n in excluded if n not in seeded]
-                again, w = attempt(k + 1, fewer)
-                if passes(again):
-                    rounds[-1]["pruned"] = list(seeded)
-                    excluded, report = fewer, again
-                else:  # they are needed: the answer stays this round (the try is noted on it)
-                    rounds.pop()
-                    rounds[-1]["without_seeded"] = w if math.isfinite(w) else "inf"
+            if seeded:
+                excluded, report = _prune_seeded(search, k, excluded, seeded, report)
             break
-        new: List[str] = []
-        for t in report.culprits(per_round * 4 + len(in_region)):
-            if t.node in in_region:
-                continue  # (selecting nodes pass values on; their rounding is not the loss)
-            if report.quantized_nodes is not None and report.already_fp32(t):
-                # INT8/FP8: a node with no Q/DQ of its own (kept, or left in float by the
-                # quantizer): keeping it changes nothing, nor do its float neighbours; the
-                # quantized nodes whose rounding it carries do
-                new.extend(n for n in report.to_exclude(t) if n not in excluded)
-                continue
-            if t.node not in excluded:
-                new.append(t.node)
-                continue
-            # already FP32 and still adding error: its value overflows once cast down (keep
-            # its consumers too), or its inputs arrive rounded and it amplifies that, as a
-            # difference of two large values does (keep their producers too)
-            nodes = ref.graph.node
-            consumers = [nodes[c].name for c in gi.consumers_of(t.tensor)
-                         if nodes[c].name and nodes[c].name not in excluded]
-            found = gi.find(t.node)
-            producers = [nodes[p].name for p in (gi.producer_of(i) for i in
-                                                 (nodes[found[0]].input if found else []))
-                         if p is not None and nodes[p].name and nodes[p].name not in excluded]
-            # in the candidate its input may be rounded further up (a Cast before an
-            # Unsqueeze above its producer): the nearest nodes still in FP16 come first
-            rounded = [n for n in report.to_exclude(t) if n not in excluded] \
-                if report.already_fp32(t) else []
-            new.extend(rounded + (consumers + producers if not math.isfinite(t.added)
-                                  else producers + consumers))
-        new = list(dict.fromkeys(new))
+        new = _next_culprits(ref, gi, report, excluded, search.in_region, per_round)
         if not new:
             stopped = "no-culprit"
             break
         if k == max_rounds:
             break
         excluded = excluded + new[:per_round]
-    passed = bool(report and passes(report)) and stopped != "nothing-left"
+    passed = bool(report and search.passes(report)) and stopped != "nothing-left"
     if not passed and best is not None and best[1] != len(rounds) - 1:
         # later rounds made it worse (a kept node can move another's quantization): the
         # answer is the best round, said as such
         excluded, report = list(rounds[best[1]]["excluded"]), best[2]
         rounds[best[1]]["best"] = True
     return ExclusionSearch(target, excluded, passed, rounds, report, findings, stopped=stopped,
-                           selected=list(selected))
+                           selected=list(search.selected))

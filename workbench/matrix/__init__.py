@@ -1,31 +1,15 @@
 """The variant matrix: one ONNX into many engines (precision x target x profile x optimization
 level), each a Ray task, with accuracy, latency, a results table and Pareto data. One module
 per job: plan (variants), run (Ray tasks, resume), store (results folder), accuracy, table.
-
-Public names resolve lazily (PEP 562): importing the package costs nothing until a name is
-used (Ray is imported only when a matrix runs)."""
+Names resolve on first use (`workbench.lazy`): Ray is imported only when a matrix runs."""
 from __future__ import annotations
 
-from typing import Dict
+from workbench import lazy
 
-from workbench.lazy import lazy_exports
-
-_EXPORTS: Dict[str, str] = {
-    'Variant': 'workbench.matrix.plan',
-    'plan_matrix': 'workbench.matrix.plan',
-    'data_for': 'workbench.matrix.plan',
-    'ResultsStore': 'workbench.matrix.store',
-    'COLUMNS': 'workbench.matrix.table',
-    'MatrixResult': 'workbench.matrix.run',
-    'run_matrix': 'workbench.matrix.run',
-    'run_variant': 'workbench.matrix.run',
-    'start_ray': 'workbench.matrix.run',
-    'write_pareto': 'workbench.matrix.run',
-    'engine_runner': 'workbench.matrix.accuracy',
-    'results_frame': 'workbench.matrix.table',
-    'pareto_axes': 'workbench.matrix.table',
-    'pareto_front': 'workbench.matrix.table',
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy.exports(__name__, {
+    '.plan': ('Variant', 'plan_matrix', 'data_for'),
+    '.store': ('ResultsStore',),
+    '.table': ('COLUMNS', 'results_frame', 'pareto_axes', 'pareto_front'),
+    '.run': ('MatrixResult', 'run_matrix', 'run_variant', 'start_ray', 'write_pareto'),
+    '.accuracy': ('engine_runner',),
+})

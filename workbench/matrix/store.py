@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
 from workbench.errors import WorkbenchError
-from workbench.fsutil import atomic_write_json, atomic_write_text
+from workbench.fsutil import Subfolder, atomic_write_json, atomic_write_text
 from workbench.matrix.table import results_frame
 
 class ResultsStore:
     """The results folder of one matrix (see the module docstring)."""
+
+    variants_dir = Subfolder("variants")
+    engines_dir = Subfolder("engines")
 
     def __init__(self, root: Any) -> None:
         self.dir = Path(root)
@@ -28,14 +31,6 @@ class ResultsStore:
                                  hint="give a folder path with -o")
         self.variants_dir.mkdir(parents=True, exist_ok=True)
         self.engines_dir.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def variants_dir(self) -> Path:
-        return self.dir / "variants"
-
-    @property
-    def engines_dir(self) -> Path:
-        return self.dir / "engines"
 
     def engine_path(self, vid: str) -> Path:
         return self.engines_dir / f"{vid}.engine"

@@ -210,26 +210,34 @@ class _OutOfBuilds(Exception):
 
 
 # ----------------------------------------------------------------------------- the planner
-def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any = None,
-         target: str = "fp16", latency_profiles: Any = None, max_builds: int = 40,
-         holdout: float = 0.25, samples: int = 64, output: Any = None,
-         calibration: Any = None, on_step: Optional[Callable[[str], None]] = None) -> Plan:
-    """Plan the fastest `target` precision (FP16 / BF16 / INT8) with regions kept in FP32,
-    within `budget` of `metric` on held-back samples (see the module docstring). `data`: the
-    samples (.npz path or feeds); `metric`: top1 | top5 | cosine | rel | MODULE:FUNC | a
-    callable (reference, candidate) -> loss; `output`: write the planned model there."""
-    from workbench.runners import batched_inputs, limit_samples
-    from workbench.verdict import parse_budget, resolve_metric
+class _Space:
+    """The regions searched over and the latency model (None: no latency predicted): what a
+    set of kept (FP32) regions excludes and how fast it is predicted to run."""
 
-    t0 = time.monotonic()
-    say = on_step or (lambda s: None)
-    handle = as_model(model)
-    path = handle.path  # (the plan's candidates are written from the file)
+    def __init__(self, regions: List[List[str]], latency: Any, target: str) -> None:
+        self.regions, self.latency, self.target = regions, latency, target
+        self.everything = tuple(range(len(regions)))
+
+    def exclude_of(self, kept: Sequence[int]) -> List[str]:
+        """The nodes of the kept regions, in region order: `precision --exclude`."""
+        return [n for i in sorted(kept) for n in self.regions[i]]
+
+    def lat(self, kept: Sequence[int]) -> Optional[float]:
+        """The predicted latency with the kept regions in FP32 (None without profiles)."""
+        if self.latency is None:
+            return None
+        assign = {n: "fp32" for n in self.exclude_of(kept)}
+        return self.latency.predict(assign, default=self.target)
+
+
+def _model_file(model: ModelLike, target: str, data: Any) -> Tuple[str, str]:
+    """(the model's file, the lowered target): refuses a model with no file, a target that is
+    not a lower precision, and no samples, before any work."""
+    path = as_model(model).path  # (the plan's candidates are written from the file)
     if path is None or not Path(path).is_file():
         raise WorkbenchError("the planner needs the model as a file", file=str(path or model),
                              hint="save the model first (workbench.model.save_model) and "
                                   "pass its path")
-    model = str(path)
     target = str(target).lower()
     if not (table.is_low_float(target) or table.is_quantized(target)):
         raise WorkbenchError(f"target '{target}' is not a lower precision", field="--to",
@@ -237,21 +245,14 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
     if data is None:
         raise WorkbenchError("the planner needs samples to measure accuracy on",
                              field="--data", hint="pass SAMPLES.npz (axis 0 is the sample)")
-    b = parse_budget(budget)
-    b = 0.01 if b is None else b
-    proto = handle.proto  # (the structure: no weights held)
-    m = resolve_metric(metric) if metric is not None else default_metric(proto)
-    mname = getattr(m, "__name__", str(m))
-    notes: List[str] = []
-    if metric is None:
-        notes.append(f"metric: {mname} (the default for these outputs; --metric names another)")
-    from workbench.compare.layer_compare import sample_feeds
+    return str(path), target
 
-    feeds = sample_feeds(model, calibration=data, allow_random=False)
-    batched = batched_inputs(model)
-    feeds = limit_samples(feeds, samples, batched)
-    search, held, split = split_samples(feeds, batched, holdout)
 
+def _regions(model: str, proto: Any, target: str, latency_profiles: Any, max_builds: int,
+             notes: List[str]) -> Tuple[List[List[str]], str, Any]:
+    """(regions, their source, the latency model): the recorded profiles' engine layers where
+    they hold a `target` engine, else the graph's regions (no latency); merged to fit the
+    bound on evaluations."""
     latency = None
     if latency_profiles is not None:
         from workbench.timing.predict import LatencyModel, find_profiles
@@ -275,17 +276,11 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
         notes.append(f"{len(regions)} regions merged into {len(merged)} groups to stay within "
                      f"--max-builds {max_builds}")
         regions = merged
-    all_nodes = [n for r in regions for n in r]
+    return regions, source, latency
 
-    def exclude_of(kept: Sequence[int]) -> List[str]:
-        return [n for i in sorted(kept) for n in regions[i]]
 
-    def lat(kept: Sequence[int]) -> Optional[float]:
-        if latency is None:
-            return None
-        assign = {n: "fp32" for n in exclude_of(kept)}
-        return latency.predict(assign, default=target)
-
+def _calibration(calibration: Any, data: Any, target: str, notes: List[str]) -> Any:
+    """The calibration data: given, else (quantized targets) the samples themselves, noted."""
     calib = calibration if calibration is not None else (data if table.is_quantized(target)
                                                          else None)
     if calibration is None and calib is not None:  # (what `precision --calib DATA` uses: the
@@ -293,66 +288,119 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
         notes.append(f"{target.upper()} calibrated on all of the data, held-back samples "
                      "included (as `workbench precision --calib` with the same file); pass "
                      "--calib for separate calibration data")
+    return calib
+
+
+def _sensitivity(ev: _Evaluator, space: _Space, sens: List[float], notes: List[str]) -> None:
+    """Step 2: each region alone in the target precision, its search-set loss into `sens`
+    (filled in place: a cut-short pass keeps what it measured)."""
+    for i in range(len(space.regions)):
+        if ev.left() <= 2:
+            notes.append("sensitivity pass cut short by --max-builds")
+            break
+        sens[i] = ev.loss(space.exclude_of([j for j in space.everything if j != i]))
+
+
+def _greedy(ev: _Evaluator, space: _Space, proto: Any, sens: List[float], b: float,
+            front: List[Candidate], notes: List[str], say: Callable[[str], None]) -> None:
+    """Step 3: regions within budget alone, by gain per unit of loss, each lowered while the
+    search-set loss stays within budget; every accepted step appended to `front`."""
+    regions, everything, lat = space.regions, space.everything, space.lat
+    if space.latency is not None:
+        full = lat(everything) or 0.0
+        gain = [full - (lat([j for j in everything if j != i]) or full)
+                for i in range(len(regions))]
+    else:
+        gain = _weight_sizes(proto, regions)
+        notes.append("no latency predicted (no recorded per-layer profiles of this "
+                     "model's uniform engines: --latency-profiles DIR): regions ranked by "
+                     "their weights' size")
+    order = sorted((i for i in range(len(regions)) if sens[i] <= b),
+                   key=lambda i: -gain[i] / (sens[i] + 1e-6))
+    kept = set(everything)
+    front.append(Candidate(everything, 0.0, lat(everything), step="all FP32"))
+    say(f"greedy: {len(order)} region(s) within budget alone")
+    for i in order:
+        if ev.left() <= 1:
+            notes.append("greedy search cut short by --max-builds")
+            break
+        trial = kept - {i}
+        loss = ev.loss(space.exclude_of(trial))
+        if loss <= b:
+            kept = trial
+            front.append(Candidate(tuple(sorted(kept)), loss, lat(kept),
+                                   step=f"+{label(regions[i])}"))
+
+
+def _verify(ev: _Evaluator, space: _Space, front: List[Candidate], b: float,
+            notes: List[str]) -> Optional[Candidate]:
+    """Step 4: the front's points on the held-back samples, fastest first; the first within
+    budget (None: none was)."""
+    ranked = sorted(front, key=lambda c: (c.latency_ms if c.latency_ms is not None
+                                          else len(c.kept)))
+    for c in ranked:
+        if ev.left() <= 0 and (tuple(sorted(space.exclude_of(c.kept))), "held") not in ev.cache:
+            notes.append("verification cut short by --max-builds")
+            break
+        c.held_loss = ev.loss(space.exclude_of(c.kept), on="held")
+        if c.held_loss <= b:
+            return c
+    return None
+
+
+def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any = None,
+         target: str = "fp16", latency_profiles: Any = None, max_builds: int = 40,
+         holdout: float = 0.25, samples: int = 64, output: Any = None,
+         calibration: Any = None, on_step: Optional[Callable[[str], None]] = None) -> Plan:
+    """Plan the fastest `target` precision (FP16 / BF16 / INT8) with regions kept in FP32,
+    within `budget` of `metric` on held-back samples (see the module docstring). `data`: the
+    samples (.npz path or feeds); `metric`: top1 | top5 | cosine | rel | MODULE:FUNC | a
+    callable (reference, candidate) -> loss; `output`: write the planned model there."""
+    from workbench.runners import batched_inputs, limit_samples
+    from workbench.verdict import parse_budget, resolve_metric
+
+    t0 = time.monotonic()
+    say = on_step or (lambda s: None)
+    model, target = _model_file(model, target, data)
+    b = parse_budget(budget)
+    b = 0.01 if b is None else b
+    proto = as_model(model).proto  # (the structure: no weights held)
+    m = resolve_metric(metric) if metric is not None else default_metric(proto)
+    mname = getattr(m, "__name__", str(m))
+    notes: List[str] = []
+    if metric is None:
+        notes.append(f"metric: {mname} (the default for these outputs; --metric names another)")
+    from workbench.compare.layer_compare import sample_feeds
+
+    feeds = sample_feeds(model, calibration=data, allow_random=False)
+    batched = batched_inputs(model)
+    feeds = limit_samples(feeds, samples, batched)
+    search, held, split = split_samples(feeds, batched, holdout)
+    regions, source, latency = _regions(model, proto, target, latency_profiles, max_builds,
+                                        notes)
+    space = _Space(regions, latency, target)
+    all_nodes = [n for r in regions for n in r]
+    calib = _calibration(calibration, data, target, notes)
     tmp = tempfile.TemporaryDirectory(prefix="wb-plan-")
     ev = _Evaluator(model, target, search, held, m, calib, max_builds, tmp.name)
-    everything = tuple(range(len(regions)))
+    everything = space.everything
     front: List[Candidate] = []
     sens: List[float] = [math.inf] * len(regions)
     try:
-        # 2. sensitivity: each region alone in the target precision
         say(f"sensitivity: {len(regions)} region(s) alone in {target}")
-        for i in range(len(regions)):
-            if ev.left() <= 2:
-                notes.append("sensitivity pass cut short by --max-builds")
-                break
-            sens[i] = ev.loss(exclude_of([j for j in everything if j != i]))
-        # 3. greedy on gain per loss
-        if latency is not None:
-            full = lat(everything) or 0.0
-            gain = [full - (lat([j for j in everything if j != i]) or full)
-                    for i in range(len(regions))]
-        else:
-            gain = _weight_sizes(proto, regions)
-            notes.append("no latency predicted (no recorded per-layer profiles of this "
-                         "model's uniform engines: --latency-profiles DIR): regions ranked by "
-                         "their weights' size")
-        order = sorted((i for i in range(len(regions)) if sens[i] <= b),
-                       key=lambda i: -gain[i] / (sens[i] + 1e-6))
-        kept = set(everything)
-        front.append(Candidate(everything, 0.0, lat(everything), step="all FP32"))
-        say(f"greedy: {len(order)} region(s) within budget alone")
-        for i in order:
-            if ev.left() <= 1:
-                notes.append("greedy search cut short by --max-builds")
-                break
-            trial = kept - {i}
-            loss = ev.loss(exclude_of(trial))
-            if loss <= b:
-                kept = trial
-                front.append(Candidate(tuple(sorted(kept)), loss, lat(kept),
-                                       step=f"+{label(regions[i])}"))
-        # 4. verification on held-back samples, fastest first
-        chosen: Optional[Candidate] = None
-        ranked = sorted(front, key=lambda c: (c.latency_ms if c.latency_ms is not None
-                                              else len(c.kept)))
-        for c in ranked:
-            if ev.left() <= 0 and (tuple(sorted(exclude_of(c.kept))), "held") not in ev.cache:
-                notes.append("verification cut short by --max-builds")
-                break
-            c.held_loss = ev.loss(exclude_of(c.kept), on="held")
-            if c.held_loss <= b:
-                chosen = c
-                break
+        _sensitivity(ev, space, sens, notes)
+        _greedy(ev, space, proto, sens, b, front, notes, say)
+        chosen = _verify(ev, space, front, b, notes)
     except _OutOfBuilds:
         notes.append("stopped at --max-builds")
         chosen = None
     if chosen is None:  # nothing verified within budget: the FP32 model
-        chosen = front[0] if front else Candidate(everything, 0.0, lat(everything))
+        chosen = front[0] if front else Candidate(everything, 0.0, space.lat(everything))
         if chosen.held_loss is None:
             chosen.held_loss = 0.0
         notes.append(f"no {target} plan met the budget on the held-back samples: every "
                      "region stays FP32")
-    fp32_nodes = exclude_of(chosen.kept)
+    fp32_nodes = space.exclude_of(chosen.kept)
     kept_set = set(fp32_nodes)
     low = [n for n in all_nodes if n not in kept_set]
     out_path = None

@@ -385,6 +385,126 @@ def _real_lengths(samples: Sequence[Mapping[str, Any]], specs: Sequence[Any]) ->
     return out
 
 
+def _observed_sizes(dyn: Sequence[Any], samples: Sequence[Mapping[str, Any]]
+                    ) -> Dict[Any, List[int]]:
+    """Every size each dynamic axis has in the samples, keyed by its symbolic dim (inputs that
+    share one share the list) or (input, axis)."""
+    import numpy as np
+
+    observed: Dict[Any, List[int]] = {}
+    for s in dyn:
+        for axis in s.dynamic_axes:
+            key = s.dims[axis] if isinstance(s.dims[axis], str) else (s.name, axis)
+            for b in samples:
+                if s.name in b and len(np.shape(b[s.name])) > axis:
+                    observed.setdefault(key, []).append(int(np.shape(b[s.name])[axis]))
+    return observed
+
+
+def _axis_range(key: Any, v: Any, *, is_batch: bool, stacked_file: bool,
+                cache_keys: Dict[Any, Any], real: Dict[str, Any], positions: Any,
+                why: Dict[Any, str], later: List[Tuple[str, Any, str, int, int]]
+                ) -> Tuple[int, int, int]:
+    """(min, opt, max) for one axis from its observed sizes `v`, by what the axis is: a batch
+    (stacked file or served batches), a KV cache, a padded sequence, or any other; notes why a
+    range is fixed in `why` and the batch findings (their hints need the profile) in `later`."""
+    import numpy as np
+
+    mn, mx = int(v.min()), int(v.max())
+    if is_batch and stacked_file:  # one stacked file: its length is a sample
+        # count, not a serving batch size: the batch range `workbench build` defaults to
+        later.append(("batch-from-default", key, "", int(v.max()), 0))
+        return 1, 1, DEFAULT_MAX_BATCH
+    if is_batch:  # batches as served (a folder of files, or files that are one sample
+        # each, image [batch, ...] beside rois [num_rois, 4]): their sizes say it
+        mn, opt = 1, int(np.median(v))
+        if mx < DEFAULT_MAX_BATCH:  # (how the data was saved, not all the engine serves)
+            later.append(("batch-max-default", key, "", opt, mx))
+            mx = DEFAULT_MAX_BATCH
+        return mn, opt, mx
+    if key in cache_keys:  # a KV cache: decode starts empty, whatever the data holds
+        spec, axis = cache_keys[key]
+        (rmn, ropt, rmx), _ = _axis_default(spec, axis, positions, True)
+        if mn == mx:  # one length (an export's trace value): the rule's range
+            mx = max(rmx, mx)
+            why[key] = "a past/cache length: from an empty cache up to " + str(mx)
+            return rmn, ropt, mx
+        return rmn, _round8(float(np.median(v)), 1, mx), mx
+    if key in real:  # padded data: the real lengths say where the work is
+        lengths = real[key][1]
+        mn = int(max(1, lengths.min()))
+        return mn, _round8(float(np.percentile(lengths, 75)), mn, mx), mx
+    return mn, _round8(float(np.median(v)), mn, mx), mx
+
+
+def _padded_finding(key: Any, real_key: Any, seen_min: int, opt: int, mx: int) -> Finding:
+    """Info on a padded axis: the real lengths under the mask, what padding to `mx` costs, and
+    the range unpadded batches would take."""
+    import numpy as np
+
+    mask_name, lengths, pad_is_one, polarity = real_key
+    p50, p75, lmax = np.percentile(lengths, 50), np.percentile(lengths, 75), lengths.max()
+    return Finding(
+        "info", "padded-lengths",
+        f"'{key}' is {seen_min}..{mx} in the data but '{mask_name}' shows real lengths "
+        f"p50={p50:g}, p75={p75:g}, max={lmax}: padding to {mx} costs compute "
+        f"({polarity})",
+        tensors=[mask_name], source="profiles",
+        hint=(f"feed unpadded batches and use {key} opt={_round8(p75, 1, int(lmax))}, "
+              f"max={int(lmax)}" if (_round8(p75, 1, int(lmax)), int(lmax)) != (opt, mx) else
+              f"feed unpadded batches: the proposed {key} range already spans the "
+              "real lengths"),
+        extra={"p50": float(p50), "p75": float(p75), "max": int(lmax),
+               "pad_is_one": bool(pad_is_one)})
+
+
+def _profile_from_ranges(dyn: Sequence[Any], ranges: Dict[Any, Tuple[int, int, int]]) -> Profile:
+    """The profile of every dynamic input: static dims as they are, dynamic ones from their
+    axis's range; an axis the samples never showed is an error naming the input."""
+    prof = Profile()
+    for s in dyn:
+        lo: List[int] = []
+        mid: List[int] = []
+        hi: List[int] = []
+        for axis, d in enumerate(s.dims):
+            if isinstance(d, int):
+                lo.append(d)
+                mid.append(d)
+                hi.append(d)
+                continue
+            key = d if isinstance(d, str) else (s.name, axis)
+            r = ranges.get(key)
+            if r is None:
+                raise WorkbenchError(f"the samples have no '{s.name}' to measure axis {axis}",
+                                     field=s.name)
+            lo.append(r[0])
+            mid.append(r[1])
+            hi.append(r[2])
+        prof[s.name] = (tuple(lo), tuple(mid), tuple(hi))
+    return prof
+
+
+def _batch_findings(prof: Profile, specs: Sequence[Any],
+                    later: List[Tuple[str, Any, str, int, int]]) -> List[Finding]:
+    """The batch findings noted while ranging, now that their hints can give the full flag
+    (every input at its full rank): one for all stacked-file axes, one per defaulted max."""
+    findings: List[Finding] = []
+    stacked = [(key, a) for code, key, _, a, _ in later if code == "batch-from-default"]
+    if stacked:  # one finding and one flag for every leading axis (image batch and ROI count)
+        findings.append(_stacked_finding(prof, specs, stacked))
+    for code, key, _, a, b in later:
+        if code == "batch-from-default":
+            continue
+        findings.append(Finding(
+            "info", "batch-max-default",
+            f"the data's batches hold at most {b} samples: the batch max is build's "
+            f"default {DEFAULT_MAX_BATCH}, so the engine also takes larger batches",
+            source="profiles",
+            hint=f"set the max you serve with {widened_flag(prof, specs, key, (1, a, b))} "
+                 f"to keep it at {b}"))
+    return findings
+
+
 def advise(model: ModelLike, samples: Sequence[Mapping[str, Any]], *,
            profiles: Optional[Sequence[Profile]] = None) -> Tuple[List[Profile], List[Finding]]:
     """Propose one profile from sample batches: per dynamic axis min = smallest seen,
@@ -407,16 +527,10 @@ def advise(model: ModelLike, samples: Sequence[Mapping[str, Any]], *,
         findings.append(Finding("info", "static-model", "every input has static dims: no "
                                 "profile needed", source="profiles"))
         return [], findings
-    observed: Dict[Any, List[int]] = {}
-    for s in dyn:
-        for axis in s.dynamic_axes:
-            key = s.dims[axis] if isinstance(s.dims[axis], str) else (s.name, axis)
-            for b in samples:
-                if s.name in b and len(np.shape(b[s.name])) > axis:
-                    observed.setdefault(key, []).append(int(np.shape(b[s.name])[axis]))
+    observed = _observed_sizes(dyn, samples)
     batch_keys = {s.dims[0] if isinstance(s.dims[0], str) else (s.name, 0)
                   for s in dyn if s.name in axes.batch}
-    stacked_file = len(samples) == 1 and axes.splits  # one file of stacked samples
+    stacked_file = bool(len(samples) == 1 and axes.splits)  # one file of stacked samples
     note = not_batch_finding(model, "profiles")
     if note is not None:
         findings.append(note)
@@ -429,50 +543,13 @@ def advise(model: ModelLike, samples: Sequence[Mapping[str, Any]], *,
     later: List[Tuple[str, Any, str, int, int]] = []  # batch findings: hints need the profile
     for key, vals in observed.items():
         v = np.array(vals)
-        mn, mx = int(v.min()), int(v.max())
-        seen_min = mn
         is_batch = key in batch_keys
-        if is_batch and stacked_file:  # one stacked file: its length is a sample
-            # count, not a serving batch size: the batch range `workbench build` defaults to
-            mn, opt, mx = 1, 1, DEFAULT_MAX_BATCH
-            later.append(("batch-from-default", key, "", int(v.max()), 0))
-        elif is_batch:  # batches as served (a folder of files, or files that are one sample
-            # each, image [batch, ...] beside rois [num_rois, 4]): their sizes say it
-            mn, opt = 1, int(np.median(v))
-            if mx < DEFAULT_MAX_BATCH:  # (how the data was saved, not all the engine serves)
-                later.append(("batch-max-default", key, "", opt, mx))
-                mx = DEFAULT_MAX_BATCH
-        elif key in cache_keys:  # a KV cache: decode starts empty, whatever the data holds
-            spec, axis = cache_keys[key]
-            (rmn, ropt, rmx), _ = _axis_default(spec, axis, positions, True)
-            if mn == mx:  # one length (an export's trace value): the rule's range
-                mn, opt, mx = rmn, ropt, max(rmx, mx)
-                why[key] = "a past/cache length: from an empty cache up to " + str(mx)
-            else:
-                mn, opt = rmn, _round8(float(np.median(v)), 1, mx)
-        elif key in real:  # padded data: the real lengths say where the work is
-            lengths = real[key][1]
-            mn = int(max(1, lengths.min()))
-            opt = _round8(float(np.percentile(lengths, 75)), mn, mx)
-        else:
-            opt = _round8(float(np.median(v)), mn, mx)
+        mn, opt, mx = _axis_range(key, v, is_batch=is_batch, stacked_file=stacked_file,
+                                  cache_keys=cache_keys, real=real, positions=positions,
+                                  why=why, later=later)
         ranges[key] = (mn, max(mn, min(opt, mx)), mx)
         if key in real:
-            mask_name, lengths, pad_is_one, polarity = real[key]
-            p50, p75, lmax = np.percentile(lengths, 50), np.percentile(lengths, 75), lengths.max()
-            findings.append(Finding(
-                "info", "padded-lengths",
-                f"'{key}' is {seen_min}..{mx} in the data but '{mask_name}' shows real lengths "
-                f"p50={p50:g}, p75={p75:g}, max={lmax}: padding to {mx} costs compute "
-                f"({polarity})",
-                tensors=[mask_name], source="profiles",
-                hint=(f"feed unpadded batches and use {key} opt={_round8(p75, 1, int(lmax))}, "
-                      f"max={int(lmax)}" if (_round8(p75, 1, int(lmax)), int(lmax)) !=
-                      (ranges[key][1], mx) else
-                      f"feed unpadded batches: the proposed {key} range already spans the "
-                      "real lengths"),
-                extra={"p50": float(p50), "p75": float(p75), "max": int(lmax),
-                       "pad_is_one": bool(pad_is_one)}))
+            findings.append(_padded_finding(key, real[key], int(v.min()), ranges[key][1], mx))
         if mn > 0 and mx / mn > WIDE_RATIO:
             findings.append(Finding(
                 "warning", "wide-profile",
@@ -482,40 +559,8 @@ def advise(model: ModelLike, samples: Sequence[Mapping[str, Any]], *,
         if mn == mx and not is_batch:
             why[key] = ("every calibration batch has it at this size" if len(samples) > 1
                         else "the calibration file's size; one file holds one size")
-    prof = Profile()
-    for s in dyn:
-        lo: List[int] = []
-        mid: List[int] = []
-        hi: List[int] = []
-        for axis, d in enumerate(s.dims):
-            if isinstance(d, int):
-                lo.append(d)
-                mid.append(d)
-                hi.append(d)
-                continue
-            key = d if isinstance(d, str) else (s.name, axis)
-            r = ranges.get(key)
-            if r is None:
-                raise WorkbenchError(f"the samples have no '{s.name}' to measure axis {axis}",
-                                     field=s.name)
-            lo.append(r[0])
-            mid.append(r[1])
-            hi.append(r[2])
-        prof[s.name] = (tuple(lo), tuple(mid), tuple(hi))
-    stacked = [(key, a) for code, key, _, a, _ in later if code == "batch-from-default"]
-    if stacked:  # one finding and one flag for every leading axis (image batch and ROI count)
-        findings.append(_stacked_finding(prof, specs, stacked))
-    for code, key, _, a, b in later:  # hints: the full flag, every input at its full rank
-        if code == "batch-from-default":
-            continue
-        else:
-            findings.append(Finding(
-                "info", "batch-max-default",
-                f"the data's batches hold at most {b} samples: the batch max is build's "
-                f"default {DEFAULT_MAX_BATCH}, so the engine also takes larger batches",
-                source="profiles",
-                hint=f"set the max you serve with {widened_flag(prof, specs, key, (1, a, b))} "
-                     f"to keep it at {b}"))
+    prof = _profile_from_ranges(dyn, ranges)
+    findings += _batch_findings(prof, specs, later)
     findings += fixed_axis_findings(model, prof, "the proposed profile", why)
     findings.append(Finding("info", "profile-proposal",
                             "proposed profile: " + " ".join(prof.arg_strings()),

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from workbench.errors import WorkbenchError
 from workbench.precision import table
+from workbench.records import check_fields, json_object
 
 
 @dataclass
@@ -61,22 +62,12 @@ class PrecisionSpec:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "PrecisionSpec":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise WorkbenchError(f"unknown precision spec field '{unknown[0]}'", field=unknown[0],
-                                 hint="known: " + ", ".join(sorted(known)))
+        check_fields(d, (f.name for f in fields(cls)), "precision spec")
         return cls(**d)
 
     @classmethod
     def from_json(cls, text: str) -> "PrecisionSpec":
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise WorkbenchError(f"precision spec is not valid JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise WorkbenchError("precision spec JSON must be an object")
-        return cls.from_dict(d)
+        return cls.from_dict(json_object(text, "precision spec"))
 
     @classmethod
     def from_args(cls, args: Any, *, target_attr: str = "target") -> "PrecisionSpec":
@@ -84,14 +75,13 @@ class PrecisionSpec:
         is "target", `build --precision` is "precision"), then --exclude, --exclude-op,
         --calib, --calib-method, --allow-random, --keep-io, --no-per-channel; flags a verb
         does not have keep their defaults."""
+        from workbench.precision.options import PRECISION_OPTIONS
+
         d: Dict[str, Any] = {"target": getattr(args, target_attr, None) or table.BASE}
-        for flag, name in (("exclude", "exclude_nodes"), ("exclude_op", "exclude_ops"),
-                           ("calib", "calibration"), ("calib_method", "calibrate_method"),
-                           ("allow_random", "allow_random"), ("keep_io", "keep_io_types"),
-                           ("per_channel", "per_channel")):
-            v = getattr(args, flag, None)
+        for option in PRECISION_OPTIONS:
+            v = getattr(args, option.dest, None)
             if v is not None:
-                d[name] = list(v) if isinstance(v, (list, tuple)) else v
+                d[option.field] = list(v) if isinstance(v, (list, tuple)) else v
         return cls.from_dict(d)
 
     def convert_kwargs(self) -> Dict[str, Any]:

@@ -497,6 +497,234 @@ def _clipped_weights(proto: Any, limit: float, skip: set) -> List[Finding]:
     return out
 
 
+def _check_options(calibrate_method: str, route: str) -> None:
+    """Refuse an unknown calibration method or route before any work."""
+    if calibrate_method not in CALIBRATE_METHODS:
+        raise WorkbenchError(f"unknown calibration method '{calibrate_method}'",
+                             field="calibrate_method", hint="choose " + ", ".join(CALIBRATE_METHODS))
+    if route not in ("onnx", "modelopt"):
+        raise WorkbenchError(f"unknown route '{route}'", field="route", hint="onnx or modelopt")
+
+
+def _write(out: Any, output: Any, path: Optional[Path], streamed: bool,
+           entry: Any) -> Tuple[Optional[Path], List[Finding]]:
+    """Write the converted model to `output` (None: nowhere): its weights streamed from the
+    source file, or saved with it; returns (where, the streamed weights' clipping findings)."""
+    if streamed:
+        from workbench.precision.streaming import write_streamed
+
+        assert path is not None  # (a streamed conversion reads a file)
+        written, clipped = write_streamed(out, path.parent, output, source=path)
+        return written, _streamed_clip_findings(out, clipped, entry)
+    if output is not None:
+        from workbench.model import save_model
+
+        return save_model(out, output, source=path), []
+    return None, []
+
+
+def _source(model_or_path: Any, entry: Any, *, output: Any, route: str
+            ) -> Tuple[Any, Optional[Path], bool]:
+    """(the ModelProto to transform, its file, streamed?): a float or Q/DQ target written to
+    `output` from a model with external data is converted on its structure and its weights
+    streamed (calibration runs hold them by reference); anything else is a private copy with
+    weights (the transform edits it)."""
+    streamed = None
+    if output is not None and route == "onnx" and (
+            entry.kind == "float" or
+            (entry.needs_calibration and _quantizes_streamed(model_or_path, entry))):
+        streamed = _weightless(model_or_path)
+    if streamed is not None:
+        return streamed[0], streamed[1], True
+    src = as_model(model_or_path)
+    proto = copy.deepcopy(src.proto) if src.path is None else src.load_weights()
+    return proto, src.path, False
+
+
+def _prepare(proto: Any, exclude_nodes: Sequence[str], exclude_ops: Sequence[str], label: str,
+             target: str) -> Tuple[List[str], List[str], List[Finding]]:
+    """Bring the graph to a current IR, name unnamed nodes (so they can be excluded) and
+    resolve the exclusions; returns (nodes, ops, findings)."""
+    findings: List[Finding] = []
+    modern = modernize_ir(proto)
+    if modern:
+        findings.append(modern)
+    renamed = name_unnamed_nodes(proto)
+    if renamed:
+        findings.append(Finding("info", "nodes-named", f"{renamed} unnamed node(s) got their "
+                                "stable id as name so they can be excluded", source="precision"))
+    ex_nodes, ex_ops, ex_findings = resolve_exclusions(proto, exclude_nodes, exclude_ops, label,
+                                                       target)
+    return ex_nodes, ex_ops, findings + ex_findings
+
+
+def _batches(proto: Any, entry: Any, calibration: Any, *, profile: Any,
+             max_calib_batches: Optional[int], allow_random: bool, measure: bool,
+             findings: List[Finding]) -> Tuple[Optional[List[Dict[str, np.ndarray]]], bool]:
+    """(calibration batches or None, random?): the data given; random data only where allowed
+    (a target that needs calibration refuses without it), each with its finding."""
+    from workbench.precision.calibration import load_calibration, random_calibration
+
+    if calibration is not None:
+        batches = load_calibration(calibration, proto, profile=profile,
+                                   max_batches=max_calib_batches)
+        from workbench.inputs import not_batch_finding
+
+        note = not_batch_finding(proto, "precision")
+        if note is not None:
+            findings.append(note)
+        return batches, False
+    if entry.needs_calibration:
+        if not allow_random:
+            raise WorkbenchError(f"{entry.name.upper()} needs calibration data to compute "
+                                 "scales", field="calibration", hint="pass representative "
+                                 "inputs (--calib PATH: .npz/.npy or a folder); random data "
+                                 "only with --allow-random, and the scales will be meaningless")
+    elif not (allow_random and measure and entry.kind == "float"):
+        return None, False
+    batches, warn = random_calibration(proto, profile=profile)
+    findings.append(warn)
+    return batches, True
+
+
+def _op_counts(report: Dict[str, Any], before_ops: Dict[str, int], out: Any) -> None:
+    """Casts inserted and Q/DQ nodes of the converted model, into the report."""
+    after_ops = _count_ops(out)
+    report["casts_inserted"] = after_ops.get("Cast", 0) - before_ops.get("Cast", 0)
+    report["qdq_pairs"] = min(after_ops.get("QuantizeLinear", 0),
+                              after_ops.get("DequantizeLinear", 0))
+    report["dequantize_nodes"] = after_ops.get("DequantizeLinear", 0)
+    report["quantize_nodes"] = after_ops.get("QuantizeLinear", 0)
+
+
+def _few_samples(proto: Any, target: str, batches: List[Dict[str, np.ndarray]]
+                 ) -> Optional[Finding]:
+    """Info when entropy calibration ran on fewer than FEW_ENTROPY_SAMPLES samples (its
+    histograms do not settle); None otherwise."""
+    from workbench.runners import batched_inputs, samples_in
+
+    n = sum(samples_in(b, batched_inputs(proto)) for b in batches)
+    if n >= FEW_ENTROPY_SAMPLES:
+        return None
+    return Finding(
+        "info", "few-calibration-samples",
+        f"entropy calibration on {n} sample(s): its histograms (KL divergence, as "
+        f"TensorRT's entropy calibrator) need a few hundred samples to settle; with "
+        "fewer, the scales can clip more than they should",
+        hint="add representative samples, or compare --calib-method minmax / "
+        "percentile on the same data (`workbench precision MODEL --to "
+        f"{target} --calib DATA --calib-method minmax -o OUT.onnx` prints its error "
+        "against FP32)",
+        source="precision")
+
+
+def _held_findings(findings: List[Finding], held: str, target: str) -> List[Finding]:
+    """A model that already computes in a low type: first, what the conversion did (nothing,
+    or kept that type), and no note about unchecked FP32 activations (it would mislead)."""
+    findings = [f for f in findings if f.code != "no-overflow-check"]
+    if held == target:
+        findings.insert(0, Finding(
+            "info", "already-low-precision",
+            f"the model already computes in {target.upper()}: it holds no FP32 weight and "
+            "no Cast was needed, so the output is the same graph",
+            hint="to change its precision, convert the FP32 model it was made from",
+            source="precision"))
+    else:
+        findings.insert(0, Finding(
+            "warning", "not-an-fp32-model",
+            f"the model computes in {held.upper()}, not FP32: the {target.upper()} "
+            f"conversion lowers FP32 tensors only, so the output still computes in "
+            f"{held.upper()}",
+            hint=f"convert the FP32 model it was made from (`--to {target}`)",
+            source="precision"))
+    return findings
+
+
+def _measure_runs(proto: Any, out: Any, batches: List[Dict[str, np.ndarray]], target: str,
+                  entry: Any, report: Dict[str, Any], findings: List[Finding],
+                  held: Any = None, written: Optional[Path] = None) -> None:
+    """The output errors on onnxruntime CPU ("error") and, for float targets, in low-precision
+    storage ("error_reference"); a run that cannot run is noted, not raised. `held`: the
+    FP32 model held by reference when the weights were streamed to `written` (no weight is
+    copied into a protobuf; the storage run, which holds every weight, is left out)."""
+    try:
+        report["error"] = measure_error(proto, out, batches, target) if held is None else \
+            _measure_streamed(held, written, batches, target)
+    except Exception as e:  # e.g. ORT CPU has no BF16/FP8 kernel for some op
+        report["error"] = None
+        findings.append(Finding(
+            "info", "cpu-cannot-verify",
+            f"onnxruntime CPU could not run the {target.upper()} model "
+            f"({' '.join(str(e).split())[:300]}); the graph is valid ONNX but its accuracy "
+            "was not measured on CPU", hint="measure it on the GPU with `workbench compare`",
+            source="precision"))
+    if entry.kind == "float" and held is not None:
+        report["error_reference"] = None
+        findings.append(Finding(
+            "info", "reference-not-run",
+            f"the {target.upper()} storage run (onnx's reference evaluator) was left out: "
+            "it holds every weight in memory, and this model's weights were streamed; the "
+            "error above is onnxruntime CPU's", source="precision",
+            hint=f"`workbench compare MODEL --to {target}` measures it a segment at a time"))
+    elif entry.kind == "float":
+        try:
+            report["error_reference"] = measure_error_reference(proto, out, batches, target)
+        except Exception as e:
+            report["error_reference"] = None
+            findings.append(Finding(
+                "info", "reference-cannot-verify",
+                f"the low-precision run could not run the {target.upper()} model "
+                f"({' '.join(str(e).split())[:200]})", source="precision"))
+    if report.get("error") is None and report.get("error_reference"):
+        for f in findings:  # the low-precision run measured it: say so, not "unmeasured"
+            if f.code == "cpu-cannot-verify":
+                f.severity = "info"
+                f.message = f.message.replace(
+                    "the graph is valid ONNX but its accuracy was not measured on CPU",
+                    f"its accuracy was measured by the low-precision run instead "
+                    f"({target.upper()} arithmetic on onnx's reference evaluator)")
+                f.hint = "on a GPU, `workbench compare` measures the engine itself"
+
+
+def _non_finite(report: Dict[str, Any], target: str, findings: List[Finding]) -> None:
+    """An error per output that is NaN/inf in either run (once per output), naming the run."""
+    for key in ("error", "error_reference"):
+        for name, s in (report.get(key) or {}).items():
+            if not s["finite"]:
+                if any(f.code == "non-finite-output" and name in f.tensors for f in findings):
+                    continue
+                runner = "onnxruntime CPU" if key == "error" else \
+                    f"{target.upper()} storage as on a GPU (low-precision run)"
+                findings.append(Finding(
+                    "error", "non-finite-output",
+                    f"output '{name}' is NaN/inf in {target.upper()} on the calibration "
+                    f"data ({runner})", tensors=[name], source="precision",
+                    hint="see the overflow findings; exclude the named nodes"))
+
+
+def _measured_findings(proto: Any, out: Any, batches: List[Dict[str, np.ndarray]],
+                       target: str, entry: Any, report: Dict[str, Any],
+                       findings: List[Finding], held: Any = None,
+                       written: Optional[Path] = None) -> List[Finding]:
+    """Measure the converted model's outputs against FP32 on the batches and judge them (as a
+    GPU would compute it where the low-precision run exists: onnxruntime CPU may compute a
+    float16 graph in float32)."""
+    _measure_runs(proto, out, batches, target, entry, report, findings, held, written)
+    _non_finite(report, target, findings)
+    on_gpu = bool(report.get("error_reference"))
+    from workbench.runners import batched_inputs, samples_in
+
+    batched = batched_inputs(proto)
+    judged = sum(samples_in(b, batched) for b in (
+        reference_batches(batches, model=proto) if on_gpu else batches))
+    from workbench.surgery.split import selection_region
+
+    return findings + accuracy_findings(
+        report.get("error_reference") or report.get("error") or {}, target, entry.kind,
+        f"{target.upper()} storage as on a GPU" if on_gpu else "onnxruntime CPU",
+        samples=judged, selected=selection_region(proto)[2])
+
+
 def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[str] = (),
             exclude_ops: Sequence[str] = (), keep_io_types: bool = True,
             calibration: Any = None, calibrate_method: str = "entropy",
@@ -510,69 +738,23 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
     nvidia-modelopt when installed. Raises WorkbenchError on bad input.
 
     With `output` (a path) the model is written there (weights in `<name>.data` beside it when
-    the source keeps its weights outside) and `result.path` says where. A float target of a
-    model with external data and no calibration data is then converted on the structure only
-    and its weights streamed tensor by tensor (`workbench.precision.streaming`): memory stays
-    at a few chunks whatever the model's size, and `result.proto` holds no weight bytes.
+    the source keeps its weights outside) and `result.path` says where. A float or Q/DQ target
+    of a model with external data is then converted on the structure only and its weights
+    streamed tensor by tensor (`workbench.precision.streaming`, `.qdq_stream`); calibration
+    and accuracy runs hold the FP32 weights by reference a segment at a time: memory does
+    not follow the model's size, and `result.proto` holds no weight bytes.
     """
-    from workbench.precision.calibration import load_calibration, random_calibration
-
     entry = _entry(target)
     target = entry.name
-    if calibrate_method not in CALIBRATE_METHODS:
-        raise WorkbenchError(f"unknown calibration method '{calibrate_method}'",
-                             field="calibrate_method", hint="choose " + ", ".join(CALIBRATE_METHODS))
-    if route not in ("onnx", "modelopt"):
-        raise WorkbenchError(f"unknown route '{route}'", field="route", hint="onnx or modelopt")
+    _check_options(calibrate_method, route)
     model_or_path = as_model(model_or_path)  # opened once, whatever the route reads after
-    streamed = None
-    if output is not None and route == "onnx" and (
-            entry.kind == "float" or
-            (entry.needs_calibration and _quantizes_streamed(model_or_path, entry))):
-        streamed = _weightless(model_or_path)
-    if streamed is not None:
-        proto, path = streamed
-    else:
-        src = as_model(model_or_path)  # a private copy with weights: the transform edits it
-        proto = copy.deepcopy(src.proto) if src.path is None else src.load_weights()
-        path = src.path
+    proto, path, streamed = _source(model_or_path, entry, output=output, route=route)
     label = str(path) if path else "<in-memory model>"
-    findings: List[Finding] = []
-    modern = modernize_ir(proto)
-    if modern:
-        findings.append(modern)
-    renamed = name_unnamed_nodes(proto)
-    if renamed:
-        findings.append(Finding("info", "nodes-named", f"{renamed} unnamed node(s) got their "
-                                "stable id as name so they can be excluded", source="precision"))
-    ex_nodes, ex_ops, ex_findings = resolve_exclusions(proto, exclude_nodes, exclude_ops, label,
-                                                       target)
-    findings += ex_findings
-
-    batches: Optional[List[Dict[str, np.ndarray]]] = None
-    random_used = False
-    if calibration is not None:
-        batches = load_calibration(calibration, proto, profile=profile,
-                                   max_batches=max_calib_batches)
-        from workbench.inputs import not_batch_finding
-
-        note = not_batch_finding(proto, "precision")
-        if note is not None:
-            findings.append(note)
-    elif entry.needs_calibration:
-        if not allow_random:
-            raise WorkbenchError(f"{target.upper()} needs calibration data to compute scales",
-                                 field="calibration", hint="pass representative inputs "
-                                 "(--calib PATH: .npz/.npy or a folder); random data only with "
-                                 "--allow-random, and the scales will be meaningless")
-        batches, warn = random_calibration(proto, profile=profile)
-        findings.append(warn)
-        random_used = True
-    elif allow_random and measure and entry.kind == "float":
-        batches, warn = random_calibration(proto, profile=profile)
-        findings.append(warn)
-        random_used = True
-
+    ex_nodes, ex_ops, findings = _prepare(proto, exclude_nodes, exclude_ops, label, target)
+    batches, random_used = _batches(proto, entry, calibration, profile=profile,
+                                    max_calib_batches=max_calib_batches,
+                                    allow_random=allow_random, measure=measure,
+                                    findings=findings)
     report: Dict[str, Any] = {"target": target, "route": route, "keep_io_types": keep_io_types,
                               "exclude_nodes": ex_nodes, "exclude_ops": ex_ops,
                               "calibration": None if batches is None else
@@ -591,7 +773,7 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
                                       runnable=_by_reference(model_or_path, streamed)
                                       if batches is not None else None)
         job = TransformJob(target, ex_nodes, ex_ops, keep_io_types, batches, calibrate_method,
-                           per_channel, source=model_or_path if streamed is not None else None)
+                           per_channel, source=model_or_path if streamed else None)
         out, tfind, tinfo = entry.transform_fn()(proto, job)
         findings += tfind
         report.update(tinfo)
@@ -600,131 +782,25 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
         from workbench.precision.masks import settle
 
         findings = settle(findings, out)
-    after_ops = _count_ops(out)
-    report["casts_inserted"] = after_ops.get("Cast", 0) - before_ops.get("Cast", 0)
-    report["qdq_pairs"] = min(after_ops.get("QuantizeLinear", 0),
-                              after_ops.get("DequantizeLinear", 0))
-    report["dequantize_nodes"] = after_ops.get("DequantizeLinear", 0)
-    report["quantize_nodes"] = after_ops.get("QuantizeLinear", 0)
+    _op_counts(report, before_ops, out)
     _check_valid(out, target, source_error)
     _record(out, target, ex_nodes, ex_ops, keep_io_types, calibration, calibrate_method,
             random_used, per_channel)
-    written: Optional[Path] = None
-    if streamed is not None:
-        from workbench.precision.streaming import write_streamed
-
-        written, clipped = write_streamed(out, path.parent, output, source=path)
-        findings += _streamed_clip_findings(out, clipped, entry)
-    elif output is not None:
-        from workbench.model import save_model
-
-        written = save_model(out, output, source=path)
+    written, clip_findings = _write(out, output, path, streamed, entry)
+    findings += clip_findings
     if entry.needs_calibration and batches is not None and not random_used and \
             calibrate_method == "entropy":
-        from workbench.runners import batched_inputs, samples_in
-
-        n = sum(samples_in(b, batched_inputs(proto)) for b in batches)
-        if n < FEW_ENTROPY_SAMPLES:
-            findings.append(Finding(
-                "info", "few-calibration-samples",
-                f"entropy calibration on {n} sample(s): its histograms (KL divergence, as "
-                f"TensorRT's entropy calibrator) need a few hundred samples to settle; with "
-                "fewer, the scales can clip more than they should",
-                hint="add representative samples, or compare --calib-method minmax / "
-                "percentile on the same data (`workbench precision MODEL --to "
-                f"{target} --calib DATA --calib-method minmax -o OUT.onnx` prints its error "
-                "against FP32)",
-                source="precision"))
+        few = _few_samples(proto, target, batches)
+        if few is not None:
+            findings.append(few)
     held = _held_low_type(proto, report) if entry.kind == "float" and route != "modelopt" \
         else None
     if held is not None:
-        # nothing was lowered: a note about unchecked FP32 activations would mislead
-        findings = [f for f in findings if f.code != "no-overflow-check"]
-        if held == target:
-            findings.insert(0, Finding(
-                "info", "already-low-precision",
-                f"the model already computes in {target.upper()}: it holds no FP32 weight and "
-                "no Cast was needed, so the output is the same graph",
-                hint="to change its precision, convert the FP32 model it was made from",
-                source="precision"))
-        else:
-            findings.insert(0, Finding(
-                "warning", "not-an-fp32-model",
-                f"the model computes in {held.upper()}, not FP32: the {target.upper()} "
-                f"conversion lowers FP32 tensors only, so the output still computes in "
-                f"{held.upper()}",
-                hint=f"convert the FP32 model it was made from (`--to {target}`)",
-                source="precision"))
-
+        findings = _held_findings(findings, held, target)
     if batches is not None and measure and entry.kind != "none":
-        try:  # (streamed: FP32 held by reference, the result from its file: no weight is
-            # copied into a protobuf, and the FP32 weights stay memory-mapped)
-            report["error"] = measure_error(proto, out, batches, target) if streamed is None \
-                else _measure_streamed(_by_reference(model_or_path, streamed), written, batches,
-                                       target)
-        except Exception as e:  # e.g. ORT CPU has no BF16/FP8 kernel for some op
-            report["error"] = None
-            findings.append(Finding(
-                "info", "cpu-cannot-verify",
-                f"onnxruntime CPU could not run the {target.upper()} model "
-                f"({' '.join(str(e).split())[:300]}); the graph is valid ONNX but its accuracy "
-                "was not measured on CPU", hint="measure it on the GPU with `workbench compare`",
-                source="precision"))
-        if entry.kind == "float" and streamed is not None:
-            report["error_reference"] = None
-            findings.append(Finding(
-                "info", "reference-not-run",
-                f"the {target.upper()} storage run (onnx's reference evaluator) was left out: "
-                "it holds every weight in memory, and this model's weights were streamed; the "
-                "error above is onnxruntime CPU's", source="precision",
-                hint=f"`workbench compare MODEL --to {target}` measures it a segment at a time"))
-        elif entry.kind == "float":
-            try:
-                report["error_reference"] = measure_error_reference(proto, out, batches,
-                                                                   target)
-            except Exception as e:
-                report["error_reference"] = None
-                findings.append(Finding(
-                    "info", "reference-cannot-verify",
-                    f"the low-precision run could not run the {target.upper()} model "
-                    f"({' '.join(str(e).split())[:200]})", source="precision"))
-        if report.get("error") is None and report.get("error_reference"):
-            for f in findings:  # the low-precision run measured it: say so, not "unmeasured"
-                if f.code == "cpu-cannot-verify":
-                    f.severity = "info"
-                    f.message = f.message.replace(
-                        "the graph is valid ONNX but its accuracy was not measured on CPU",
-                        f"its accuracy was measured by the low-precision run instead "
-                        f"({target.upper()} arithmetic on onnx's reference evaluator)")
-                    f.hint = "on a GPU, `workbench compare` measures the engine itself"
-        for key in ("error", "error_reference"):
-            for name, s in (report.get(key) or {}).items():
-                if not s["finite"]:
-                    if any(f.code == "non-finite-output" and name in f.tensors
-                           for f in findings):
-                        continue
-                    runner = "onnxruntime CPU" if key == "error" else \
-                        f"{target.upper()} storage as on a GPU (low-precision run)"
-                    findings.append(Finding(
-                        "error", "non-finite-output",
-                        f"output '{name}' is NaN/inf in {target.upper()} on the calibration "
-                        f"data ({runner})", tensors=[name], source="precision",
-                        hint="see the overflow findings; exclude the named nodes"))
-        # judged as a GPU would compute it where that run exists (FP16/BF16 storage rounded
-        # as stored; onnxruntime CPU may compute a float16 graph in float32)
-        on_gpu = bool(report.get("error_reference"))
-        from workbench.runners import batched_inputs, samples_in
-
-        batched = batched_inputs(proto)
-        judged = sum(samples_in(b, batched) for b in (
-            reference_batches(batches, model=proto) if on_gpu else batches))
-        from workbench.surgery.split import selection_region
-
-        findings += accuracy_findings(report.get("error_reference") or report.get("error") or {},
-                                      target, entry.kind,
-                                      f"{target.upper()} storage as on a GPU" if on_gpu
-                                      else "onnxruntime CPU", samples=judged,
-                                      selected=selection_region(proto)[2])
+        findings = _measured_findings(proto, out, batches, target, entry, report, findings,
+                                      held=_by_reference(model_or_path, streamed),
+                                      written=written)
     return PrecisionResult(proto=out, target=target, findings=findings, report=report,
                            path=written)
 
@@ -740,9 +816,9 @@ def _measure_streamed(held: Any, written: Any, batches: List[Dict[str, np.ndarra
     return compare_outputs(ref, run_ort(written, batches), target)
 
 
-def _by_reference(model: "Model", streamed: Any) -> Any:
+def _by_reference(model: "Model", streamed: bool) -> Any:
     """The model held by reference (`workbench.weights`) when it is streamed, else None."""
-    if streamed is None:
+    if not streamed:
         return None
     from workbench import weights
 

@@ -1,29 +1,12 @@
-"""Static HTML/plotly rendering of workbench results (the one core package that may import plotly).
-
-Public names resolve lazily (PEP 562): importing the package costs nothing until a name is
-used, which keeps CLI start-up lean."""
+"""Static HTML/plotly rendering of workbench results (the one core package that may import plotly)."""
 from __future__ import annotations
 
-from typing import Dict
+from workbench import lazy
 
-from workbench.lazy import lazy_exports
-
-_EXPORTS: Dict[str, str] = {
-    'PALETTE': 'workbench.render.timing_figures',
-    'PRECISION_COLORS': 'workbench.render.timing_figures',
-    'color_map': 'workbench.render.timing_figures',
-    'layer_bar_data': 'workbench.render.timing_figures',
-    'layer_bars': 'workbench.render.timing_figures',
-    'breakdown': 'workbench.render.timing_figures',
-    'treemap_data': 'workbench.render.timing_figures',
-    'scope_treemap': 'workbench.render.timing_figures',
-    'compare_types': 'workbench.render.timing_figures',
-    'compare_nodes': 'workbench.render.timing_figures',
-    'latency_figure': 'workbench.render.timing_figures',
-    'bisect_figure': 'workbench.render.bisect_figures',
-    'report_html': 'workbench.render.timing_report',
-    'write_report': 'workbench.render.timing_report',
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy.exports(__name__, {
+    '.timing_figures': ('PALETTE', 'PRECISION_COLORS', 'color_map', 'layer_bar_data', 'layer_bars',
+                        'breakdown', 'treemap_data', 'scope_treemap', 'compare_types',
+                        'compare_nodes', 'latency_figure'),
+    '.bisect_figures': ('bisect_figure',),
+    '.timing_report': ('report_html', 'write_report'),
+})

@@ -104,46 +104,37 @@ class _Scope:
             if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.output:
                 self.consts[node.output[0]] = _constant_value(node)
 
+    def _lookup(self, table: str, name: str) -> Tuple[bool, Any]:
+        """(found, value) of `name` in the scope's `table` ("consts", "dtypes", "ranks") or,
+        when not there, in the scopes around it: a subgraph sees its outer graphs' names."""
+        scope: Optional[_Scope] = self
+        while scope is not None:
+            values = getattr(scope, table)
+            if name in values:
+                return True, values[name]
+            scope = scope.outer
+        return False, None
+
     def const(self, name: str) -> Optional[Any]:
         """The constant's values as a numpy array, or None if not a readable constant."""
-        scope: Optional[_Scope] = self
-        while scope is not None:
-            if name in scope.consts:
-                from onnx import numpy_helper
+        value = self._lookup("consts", name)[1]
+        if value is None or not hasattr(value, "data_type"):
+            return value
+        from onnx import numpy_helper
 
-                value = scope.consts[name]
-                if value is None or not hasattr(value, "data_type"):
-                    return value
-                try:
-                    return numpy_helper.to_array(value)
-                except Exception:  # external data not loaded, odd type: treat as unknown
-                    return None
-            scope = scope.outer
-        return None
+        try:
+            return numpy_helper.to_array(value)
+        except Exception:  # external data not loaded, odd type: treat as unknown
+            return None
 
     def dtype(self, name: str) -> Optional[int]:
-        scope: Optional[_Scope] = self
-        while scope is not None:
-            if name in scope.dtypes:
-                return scope.dtypes[name]
-            scope = scope.outer
-        return None
+        return self._lookup("dtypes", name)[1]
 
     def rank(self, name: str) -> Optional[int]:
-        scope: Optional[_Scope] = self
-        while scope is not None:
-            if name in scope.ranks:
-                return scope.ranks[name]
-            scope = scope.outer
-        return None
+        return self._lookup("ranks", name)[1]
 
     def is_const(self, name: str) -> bool:
-        scope: Optional[_Scope] = self
-        while scope is not None:
-            if name in scope.consts:
-                return True
-            scope = scope.outer
-        return False
+        return self._lookup("consts", name)[0]
 
 
 def _constant_value(node: Any) -> Any:

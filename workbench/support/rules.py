@@ -12,7 +12,7 @@ its parameters, `reason`, `hint` (the next step in users' terms) and `stage` ("p
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 MATRIX_VERSION = "10.15"  # the TensorRT release of the operator matrix the rules are compiled from
 MATRIX_SOURCE = f"onnx-tensorrt docs/operators.md (TensorRT {MATRIX_VERSION}, opset 9-24)"
@@ -428,6 +428,13 @@ DISAGREEMENTS: List[Dict[str, str]] = [
 ]
 
 
+def _overridden(rules: Dict[str, Dict[str, Any]],
+                overrides: Dict[str, Optional[Dict[str, Any]]]) -> List[Dict[str, Any]]:
+    """The rules a backend names, each with its overrides and its id (None: left out)."""
+    return [{**copy.deepcopy(rules[rid]), **override, "id": rid}
+            for rid, override in overrides.items() if override is not None]
+
+
 def backend_table(name: str) -> Dict[str, Any]:
     """The resolved rule table for a backend: rules merged with its overrides."""
     key = BACKEND_ALIASES.get(name, name)
@@ -437,21 +444,7 @@ def backend_table(name: str) -> Dict[str, Any]:
         raise WorkbenchError(f"no static rules for backend '{name}'", field="rules",
                              hint="use one of: " + ", ".join(sorted(BACKENDS)))
     table = copy.deepcopy(BACKENDS[key])
-    rules = []
-    for rid, override in table["rules"].items():
-        if override is None:
-            continue
-        rule = dict(copy.deepcopy(RULES[rid]), **override)
-        rule["id"] = rid
-        rules.append(rule)
-    graph_rules = []
-    for rid, override in table["graph_rules"].items():
-        if override is None:
-            continue
-        rule = dict(copy.deepcopy(GRAPH_RULES[rid]), **override)
-        rule["id"] = rid
-        graph_rules.append(rule)
     table["name"] = key
-    table["rules"] = rules
-    table["graph_rules"] = graph_rules
+    table["rules"] = _overridden(RULES, table["rules"])
+    table["graph_rules"] = _overridden(GRAPH_RULES, table["graph_rules"])
     return table

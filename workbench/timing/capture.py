@@ -19,7 +19,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Union)
 
 from workbench.errors import WorkbenchError
 from workbench.formats.profiledata import Profile, load_profile
@@ -122,17 +123,21 @@ def _engine_inputs_only(engine: Path, shapes: Optional[Dict[str, Sequence[int]]]
 def capture_build_config(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = None,
                          tactic_sources: Optional[Sequence[str]] = None,
                          workspace_mb: int = 2048, backend: str = "auto",
-                         target: Optional[str] = None) -> "BuildConfig":
+                         target: Optional[str] = None,
+                         build: Optional[Mapping[str, Any]] = None) -> "BuildConfig":
     """The BuildConfig timing-capture builds `onnx_path` with: `workbench build --precision
     fp16` (or fp32) with one profile. `profiles`: {input: [min, opt, max]}; a dynamic input
-    it leaves out is built at 1 on each dynamic axis (as timing-capture always did)."""
+    it leaves out is built at 1 on each dynamic axis (as timing-capture always did);
+    `build`: more BuildConfig fields (the build options of `workbench build`)."""
     from workbench.build.engine import BuildConfig
 
     prof = {k: [[int(d) for d in s] for s in v] for k, v in (profiles or {}).items()}
     prof.update(_fixed_profile(onnx_path, exclude=prof))
+    kw: Dict[str, Any] = dict(tactic_sources=list(tactic_sources) if tactic_sources else None,
+                              workspace_bytes=int(workspace_mb) << 20, target=target)
+    kw.update(build or {})
     return BuildConfig(precision="fp16" if fp16 else "fp32", profiles=[prof] if prof else [],
-                       tactic_sources=list(tactic_sources) if tactic_sources else None,
-                       workspace_bytes=int(workspace_mb) << 20, backend=backend, target=target)
+                       backend=backend, **kw)
 
 
 def _fixed_profile(onnx_path: Any, exclude: Dict[str, Any]) -> Dict[str, List[List[int]]]:
@@ -164,15 +169,15 @@ def build_for_capture(onnx_path: Any, *, fp16: bool = False, profiles: Profiles 
                       backend: str = "auto", target: Optional[str] = None,
                       out_dir: Optional[str] = None, client: Any = None,
                       timeout: Optional[float] = 1800,
-                      on_event: Optional[Callable[[Dict[str, Any]], None]] = None
-                      ) -> "BuildResult":
+                      on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
+                      build: Optional[Mapping[str, Any]] = None) -> "BuildResult":
     """Build the engine capture_onnx times, through build_engine (engine cache included);
     a copy lands in `out_dir`/model.engine when given."""
     from workbench.build.engine import build_engine
 
     cfg = capture_build_config(onnx_path, fp16=fp16, profiles=profiles,
                                tactic_sources=tactic_sources, workspace_mb=workspace_mb,
-                               backend=backend, target=target)
+                               backend=backend, target=target, build=build)
     output = Path(out_dir) / "model.engine" if out_dir else None
     return build_engine(onnx_path, cfg, client=_client(client), timeout=timeout,
                         on_event=on_event, output=output)
@@ -186,11 +191,12 @@ def capture_onnx(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = Non
                  target: Optional[str] = None, out_dir: Optional[str] = None,
                  client: Any = None, timeout: Optional[float] = 1800,
                  on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
-                 profile_index: int = -1) -> CaptureResult:
+                 profile_index: int = -1,
+                 build: Optional[Mapping[str, Any]] = None) -> CaptureResult:
     """Build an engine from ONNX the way `workbench build` does (see build_for_capture) and
     time it like `capture`; `timeout` covers both. `profiles`: {input: [min, opt, max]};
     `target`: as `workbench build --target` (default: this machine's GPU); `profile_index`:
-    as `capture`'s."""
+    as `capture`'s; `build`: more BuildConfig fields (`workbench build`'s options)."""
     from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
 
     t0 = time.monotonic()
@@ -203,7 +209,7 @@ def capture_onnx(onnx_path: Any, *, fp16: bool = False, profiles: Profiles = Non
     built = build_for_capture(p, fp16=fp16, profiles=profiles, tactic_sources=tactic_sources,
                               workspace_mb=workspace_mb, backend=backend, target=target,
                               out_dir=args["out_dir"], client=worker, timeout=timeout,
-                              on_event=on_event)
+                              on_event=on_event, build=build)
     engine_path = built.output_path or built.engine_path
     args.update({"engine_path": engine_path, "profile_index": int(profile_index),
                  "backend": built.backend})

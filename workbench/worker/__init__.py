@@ -7,13 +7,16 @@ GPU rig's Python 3.9). Everything under this package imports only the stdlib, nu
 TensorRT module and Polygraphy, and keeps Python 3.9 syntax.
 
     protocol      both ends: op names, message shapes, backend names, error codes, framing
+    build_request both ends: the `build` op's typed request (BuildRequest)
     client side   client (WorkerClient), launch (exec'd start, -S), forked (fork start, CLI)
     childproc     watching any child (time, memory, Cancel, group kill, crash names):
                   shared by the client, the onnxruntime child and the CLI's forked runs
     server side   boot (entry, backend preload) -> main (loop, ping/backend_info/sleep/crash)
                   registry (op registry, OpError, Context)
-                  loaders (backend, logger, plugins, network from ONNX, parser-error records,
-                  builder config, profiles, calibrator, build, runtime), cuda (the CUDA wrapper)
+                  loaders/ (one module per seam: backend, logger, network (plugins, network
+                  from ONNX, parser-error records), describe, profiles, config (builder config,
+                  timing cache), layer_precisions, calibration, engine (build, runtime), files),
+                  cuda (the CUDA wrapper)
                   ops_build (build, inspect_engine), ops_parse (parse, check_build),
                   ops_precision (network_dtypes), ops_profile (profile_engine, cuda_info)
 

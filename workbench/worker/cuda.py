@@ -8,11 +8,14 @@ Used for profiling (streams, events, bound I/O buffers) and for the legacy INT8 
 from __future__ import annotations
 
 import ctypes
-from typing import Any, List, Sequence
+import time
+from functools import partial
+from typing import Any, Callable, List, Sequence
 
 from workbench.worker.nogpu import needs_gpu
 from workbench.worker.registry import OpError
 
+PROGRESS_S = 0.25  # timed loops report progress at most this often (a UI refresh)
 NEEDS_GPU_HINT = ("run it on a machine with an NVIDIA GPU and driver (e.g. set "
                   "WORKBENCH_TRT_PYTHON to a Python with tensorrt there); on this machine, analyse "
                   "exported layer/profile JSON with `workbench timing LAYERS.json --profile P.json`")
@@ -87,6 +90,41 @@ class Cuda:
 
     def destroy(self, ev: ctypes.c_void_p) -> None:
         self.lib.cudaEventDestroy(ev)
+
+    def event_timed(self, launch: Callable[[], Any], accept: Callable[[Any], None],
+                    stream: ctypes.c_void_p, iterations: int, ctx: Any, phase: str,
+                    what: str) -> List[float]:
+        """Latency in ms of `iterations` calls of `launch`, each between two CUDA events on
+        `stream` (the host waits on the end event). Inside the events nothing but `launch`;
+        `accept(what launch returned)` (raises for a failed launch), the cancel check (every
+        10th iteration) and the progress events (at most every PROGRESS_S) are outside them:
+        host work between timed runs that a bare loop does not do."""
+        record, sync, elapsed = self.lib.cudaEventRecord, self.lib.cudaEventSynchronize, \
+            self.lib.cudaEventElapsedTime
+        start, end = self.event(), self.event()
+        ms = ctypes.c_float(0.0)
+        ref = ctypes.byref(ms)
+        out: List[float] = []
+        clock = time.perf_counter
+        note = clock() + PROGRESS_S
+        try:
+            for i in range(iterations):
+                if ctx is not None and i % 10 == 0:
+                    ctx.check_cancel()
+                    if i == 0 or clock() >= note:
+                        ctx.progress(phase, i / max(iterations, 1))
+                        note = clock() + PROGRESS_S
+                record(start, stream)
+                got = launch()
+                record(end, stream)
+                rc = sync(end) or elapsed(ref, start, end)
+                accept(got)
+                self.check(rc, what)
+                out.append(float(ms.value))
+        finally:
+            self.destroy(start)
+            self.destroy(end)
+        return out
 
     # -- memory -------------------------------------------------------------------------------
     def array(self, shape: Sequence[int], dtype: Any) -> Any:
@@ -178,26 +216,10 @@ class CudaGraph:
         for _ in range(10):
             self.launch()
         self.stream.synchronize()
-        lib, sptr = self.cuda.lib, ctypes.c_void_p(self.stream.ptr)
-        start, end = self.cuda.event(), self.cuda.event()
-        ms = ctypes.c_float(0.0)
-        out: List[float] = []
-        try:
-            for i in range(int(iterations)):
-                if ctx is not None and i % 10 == 0:
-                    ctx.check_cancel()
-                    ctx.progress(phase, i / max(int(iterations), 1))
-                lib.cudaEventRecord(start, sptr)
-                rc = lib.cudaGraphLaunch(self.exec, sptr)
-                lib.cudaEventRecord(end, sptr)
-                rc = rc or lib.cudaEventSynchronize(end) or \
-                    lib.cudaEventElapsedTime(ctypes.byref(ms), start, end)
-                self.cuda.check(rc, "timing a graph launch")
-                out.append(float(ms.value))
-        finally:
-            self.cuda.destroy(start)
-            self.cuda.destroy(end)
-        return out
+        sptr = ctypes.c_void_p(self.stream.ptr)
+        return self.cuda.event_timed(partial(self.cuda.lib.cudaGraphLaunch, self.exec, sptr),
+                                     partial(self.cuda.check, what="timing a graph launch"), sptr,
+                                     int(iterations), ctx, phase, "timing a graph launch")
 
     def free(self) -> None:
         if self.exec.value:

@@ -1,9 +1,9 @@
 """Worker ops `build` and `inspect_engine`: ONNX -> serialized engine, and what is in one.
 
 `build` is the worker's one build op (workbench build, BuildPanel, timing-capture of an ONNX):
-the client (workbench.build) decides the route and prepares the ONNX; this side composes the
-loaders: plugins, network (strongly typed on that route), builder config from the request,
-build, atomic write, timing cache. Python 3.9, stdlib + tensorrt only.
+the client (workbench.build) decides the route, prepares the ONNX and sends a BuildRequest
+(workbench.worker.build_request); this side composes the loaders: plugins, network (strongly
+typed on that route), builder config from the request, build, atomic write, timing cache. Python 3.9, stdlib + tensorrt only.
 """
 from __future__ import annotations
 
@@ -14,76 +14,67 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.worker import card as C
 from workbench.worker import loaders as L
+from workbench.worker.build_request import BuildRequest
 from workbench.worker.iolayout import apply_io_formats
 from workbench.worker.protocol import BUILD, INSPECT_ENGINE
 from workbench.worker.registry import Context, OpError, op
 
 
 @op(BUILD)
-def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
-          route: str = "strongly-typed", precision: str = "",
-          builder_flag: Optional[str] = None, calibrate: bool = False,
-          profiles: Optional[List[Dict[str, List[List[int]]]]] = None,
-          workspace_bytes: Optional[int] = None, optimization_level: Optional[int] = None,
-          timing_cache: Optional[str] = None, target: Optional[str] = None,
-          plugins: Optional[List[str]] = None, extra_flags: Optional[List[str]] = None,
-          layer_precisions: Optional[Dict[str, str]] = None,
-          precision_constraints: str = "obey", calib_npz: Optional[str] = None,
-          calib_cache: Optional[str] = None, calibrate_method: str = "entropy",
-          tactic_sources: Optional[List[str]] = None,
-          keep_log: str = "info", report_layers: bool = True,
-          test_step_delay: float = 0.0,
-          hardware_compatibility: Optional[str] = None,
-          tf32: Optional[bool] = None,
-          input_io_formats: Optional[List[Any]] = None,
-          output_io_formats: Optional[List[Any]] = None) -> Dict[str, Any]:
-    """Build `onnx_path` into `engine_path` (the client renames it into the cache).
+def build(ctx: Context, **args: Any) -> Dict[str, Any]:
+    """Build the request's ONNX into its engine path (the client renames it into the cache):
+    `args` are a BuildRequest's fields (workbench.worker.build_request)."""
+    return run_build(ctx, BuildRequest.from_args(args))
 
-    `input_io_formats` / `output_io_formats`: [[type, [formats...]], ...] per I/O tensor in
-    order, or one for all (trtexec's --inputIOFormats/--outputIOFormats, parsed): see
-    iolayout.apply_io_formats.
 
-    `layer_precisions` (weakly typed networks only): ONNX node name -> TensorRT DataType
-    attribute name, "*" for every other float layer, held to with `precision_constraints`
-    ("obey" | "prefer"); the client's precision table chooses the types."""
+def run_build(ctx: Context, req: BuildRequest) -> Dict[str, Any]:
+    """Compose the loaders for one BuildRequest: backend, logger, builder, plugins, network
+    (strongly typed on that route), I/O formats, builder config, build, atomic write, timing
+    cache; the result carries what the engine card and the client's findings need.
+
+    `input_io_formats` / `output_io_formats`: see iolayout.apply_io_formats.
+    `layer_precisions` (weakly typed networks only) are held to with `precision_constraints`;
+    the client's precision table chooses the types."""
     t_start = time.monotonic()
-    name, trt = L.load_backend(backend)
-    if hardware_compatibility not in (None, "none") and name == "tensorrt-rtx":
+    name, trt = L.load_backend(req.backend)
+    if req.hardware_compatibility not in (None, "none") and name == "tensorrt-rtx":
         raise OpError("TensorRT-RTX has no hardware-compatibility level", code="bad-args",
                       details={"field": "hardware_compatibility"},
                       hint="list the GPUs it should run on with --target (e.g. sm86,sm89,sm120)")
     have_monitor = getattr(trt, "IProgressMonitor", None) is not None
-    logger = L.make_logger(trt, ctx, keep_log, phases_from_log=not have_monitor)
-    ctx.progress("parsing", 0.0, os.path.basename(onnx_path))
+    logger = L.make_logger(trt, ctx, req.keep_log, phases_from_log=not have_monitor)
+    ctx.progress("parsing", 0.0, os.path.basename(req.onnx_path))
     builder = L.create_builder(trt, logger)
-    L.load_plugins(trt, logger, plugins)
-    net = L.network_from_onnx(trt, builder, logger, onnx_path,
-                              strongly_typed=(route == "strongly-typed"))
+    L.load_plugins(trt, logger, _listed(req.plugins))
+    net = L.network_from_onnx(trt, builder, logger, req.onnx_path,
+                              strongly_typed=req.strongly_typed)
     ctx.check_cancel()
-    if layer_precisions and net.strongly_typed:
+    if req.layer_precisions and net.strongly_typed:
         raise OpError("layer_precisions need a weakly typed network; this build is strongly "
                       "typed", code="bad-args", details={"field": "layer_precisions"},
                       hint="keep nodes in FP32 with Casts in the ONNX on strongly typed builds")
-    io_notes = apply_io_formats(trt, net.network, input_io_formats, output_io_formats,
-                                net.strongly_typed)
-    layers = L.describe_layers(trt, net.network) if report_layers else []
+    io_notes = apply_io_formats(trt, net.network, _listed(req.input_io_formats),
+                                _listed(req.output_io_formats), net.strongly_typed)
+    layers = L.describe_layers(trt, net.network) if req.report_layers else []
     cfg = L.create_config(
-        trt, builder, net.network, logger, ctx, workspace_bytes=workspace_bytes,
-        optimization_level=optimization_level, target=target, profiles=profiles or [],
-        extra_flags=extra_flags, tactic_sources=tactic_sources, precision=precision,
-        legacy_flags=(route == "legacy-flags"), builder_flag=builder_flag,
-        calibrate=calibrate, layer_precisions=layer_precisions,
-        precision_constraints=precision_constraints, calib_npz=calib_npz,
-        calib_cache=calib_cache, calibrate_method=calibrate_method, timing_cache=timing_cache,
-        progress=True, step_delay=test_step_delay,
-        hardware_compatibility=hardware_compatibility, tf32=tf32)
+        trt, builder, net.network, logger, ctx, workspace_bytes=req.workspace_bytes,
+        optimization_level=req.optimization_level, target=req.target,
+        profiles=_listed(req.profiles) or [], extra_flags=_listed(req.extra_flags),
+        tactic_sources=_listed(req.tactic_sources), precision=req.precision,
+        legacy_flags=req.legacy_flags, builder_flag=req.builder_flag,
+        calibrate=req.calibrate, layer_precisions=req.layer_precisions,
+        precision_constraints=req.precision_constraints, calib_npz=req.calib_npz,
+        calib_cache=req.calib_cache, calibrate_method=req.calibrate_method,
+        timing_cache=req.timing_cache, progress=True, step_delay=req.test_step_delay,
+        hardware_compatibility=req.hardware_compatibility, tf32=req.tf32)
+    attributes = set_config_attributes(cfg.config, dict(req.config_attributes or {}))
     ctx.check_cancel()
     ctx.progress("building", 0.0, "")
     t_build = time.monotonic()
     serialized = L.build_serialized(builder, net.network, cfg, logger, ctx)
     build_s = time.monotonic() - t_build
-    ctx.progress("writing", 0.98, engine_path)
-    L.write_atomic(engine_path, serialized)
+    ctx.progress("writing", 0.98, req.engine_path)
+    L.write_atomic(req.engine_path, serialized)
     L.save_timing_cache(cfg)
     # for the engine card: the engine's I/O (the network's) and where it runs, read before
     # "done" (the last event of a build); TensorRT-RTX has no hardware-compatibility level
@@ -93,17 +84,24 @@ def build(ctx: Context, onnx_path: str, engine_path: str, backend: str = "auto",
             L.hardware_compatibility(cfg.config),
             "built_on": None if cfg.targets else C.device_info()}
     ctx.progress("done", 1.0, "")
+    calib_cache = req.calib_cache
     return {
-        "backend": name, "backend_version": L.version_of(trt), "engine_path": engine_path,
-        "size_bytes": os.path.getsize(engine_path), "build_seconds": build_s,
+        "backend": name, "backend_version": L.version_of(trt), "engine_path": req.engine_path,
+        "size_bytes": os.path.getsize(req.engine_path), "build_seconds": build_s,
         "seconds": time.monotonic() - t_start, "strongly_typed": net.strongly_typed,
-        "route": route, "targets": cfg.targets, "log": logger.messages,
+        "route": req.route, "targets": cfg.targets, "log": logger.messages,
         "notes": cfg.notes + io_notes,
         "layers": layers, "unmatched_layers": cfg.unmatched_layers,
         "progress_monitor": have_monitor,
         "calibration_cache": calib_cache if calib_cache and os.path.isfile(calib_cache) else None,
+        "config_attributes": attributes,
         **card,
     }
+
+
+def _listed(values: Optional[Tuple[Any, ...]]) -> Optional[List[Any]]:
+    """A request's tuple as the list the loaders take (None stays None)."""
+    return None if values is None else list(values)
 
 
 def _attach_context(trt: Any, engine: Any, inspector: Any) -> Tuple[Any, str]:
@@ -179,4 +177,24 @@ def inspect_engine(ctx: Context, engine_path: str, backend: str = "auto",
     net = L.network_from_onnx(trt, L.create_builder(trt, logger), logger, onnx_path,
                               strongly_typed=strongly_typed)
     out.update(source="network", reason=reason, layers=L.describe_layers(trt, net.network))
+    return out
+
+
+def set_config_attributes(config: Any, values: Dict[str, Any]) -> Dict[str, Any]:
+    """Set IBuilderConfig attributes by name (the client's build options name them: the
+    worker knows none); probed, so a TensorRT without one refuses the build naming the
+    field. Returns each as read back from the config (what TensorRT holds)."""
+    out: Dict[str, Any] = {}
+    for name, value in values.items():
+        if not hasattr(config, name):
+            raise OpError("this TensorRT's builder config has no '%s'" % name, code="bad-args",
+                          details={"field": name},
+                          hint="leave the option out, or build with a TensorRT that has it")
+        try:
+            setattr(config, name, value)
+        except (TypeError, ValueError) as e:
+            raise OpError("TensorRT refused %s = %r: %s" % (name, value, e), code="bad-args",
+                          details={"field": name}) from None
+        got = getattr(config, name)
+        out[name] = got if isinstance(got, (int, float, bool, str)) else str(got)
     return out

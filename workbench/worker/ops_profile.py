@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import time
+from functools import partial
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -25,7 +26,6 @@ from workbench.worker.iolayout import engine_shape, tensor_layout, to_engine
 from workbench.worker.protocol import CUDA_INFO, PROFILE_ENGINE
 from workbench.worker.registry import Context, OpError, op
 
-PROGRESS_S = 0.25  # timed loops report progress at most this often (a UI refresh)
 WARMUP_MS = 200.0  # back-to-back executions before timing (trtexec's --warmUp default)
 
 
@@ -146,6 +146,12 @@ class _Empty:
 
     def free(self) -> None:
         pass  # (the Cuda wrapper frees it with the rest: free_all)
+
+
+def _executed(ok: bool) -> None:
+    """Raise for an execute_async_v3 that returned False (checked after its end event)."""
+    if not ok:
+        raise OpError("execute_async_v3 failed", code="execute-failed")
 
 
 class _Runner:
@@ -272,15 +278,8 @@ class _Runner:
         stream (host waits on the end event), after `warmup` executions and at least
         `warmup_ms` of back-to-back ones (trtexec's --warmUp: the GPU's clocks rise under
         load; a count of 10 at batch 1 is a few ms, timed at idle clocks). Inside the events
-        nothing but execute_async_v3, the same work as a bare loop; the cancel check (every
-        10th iteration) and the progress events (at most every PROGRESS_S) are outside them:
-        a progress message every 10 executions was ~100 a second, host work between timed
-        runs that a bare loop does not do."""
-        execute, sptr = self.context.execute_async_v3, self.stream.ptr
-        lib = self.cuda.lib
-        record, sync, elapsed = lib.cudaEventRecord, lib.cudaEventSynchronize, \
-            lib.cudaEventElapsedTime
-        stream = ctypes.c_void_p(sptr)
+        nothing but execute_async_v3, the same work as a bare loop (`Cuda.event_timed`: a
+        progress message every 10 executions was ~100 a second)."""
         t_end = time.perf_counter() + max(float(warmup_ms), 0.0) / 1e3
         n = 0
         while n < warmup or time.perf_counter() < t_end:
@@ -289,31 +288,9 @@ class _Runner:
             if n % 10 == 0:
                 self.stream.synchronize()  # (a bounded queue: time is waited, not enqueued)
         self.stream.synchronize()
-        start, end = self.cuda.event(), self.cuda.event()
-        ms = ctypes.c_float(0.0)
-        ref = ctypes.byref(ms)
-        out = []
-        clock = time.perf_counter
-        note = clock() + PROGRESS_S
-        try:
-            for i in range(iterations):
-                if i % 10 == 0:
-                    ctx.check_cancel()
-                    if i == 0 or clock() >= note:
-                        ctx.progress(phase, i / max(iterations, 1))
-                        note = clock() + PROGRESS_S
-                record(start, stream)
-                ok = execute(sptr)
-                record(end, stream)
-                rc = sync(end) or elapsed(ref, start, end)
-                if not ok:
-                    raise OpError("execute_async_v3 failed", code="execute-failed")
-                self.cuda.check(rc, "timing an execution")
-                out.append(float(ms.value))
-        finally:
-            self.cuda.destroy(start)
-            self.cuda.destroy(end)
-        return out
+        return self.cuda.event_timed(partial(self.context.execute_async_v3, self.stream.ptr),
+                                     _executed, ctypes.c_void_p(self.stream.ptr), iterations,
+                                     ctx, phase, "timing an execution")
 
     def graph_timed(self, iterations: int, ctx: Context, phase: str) -> Dict[str, Any]:
         """Latency of `iterations` replays of one execution captured in a CUDA graph (as
@@ -397,107 +374,178 @@ def _layer_records(runs: List[List[Tuple[str, float]]]) -> List[Dict[str, Any]]:
             for name, k in order]
 
 
+def _load_feeds(inputs_npz: Optional[str]) -> Dict[str, np.ndarray]:
+    """The user's input arrays from an .npz (none without one): fed where their shapes match."""
+    if not inputs_npz:
+        return {}
+    with np.load(inputs_npz, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _resolve_profile(runner: _Runner, shapes: Optional[Dict[str, Any]],
+                     feeds_user: Dict[str, np.ndarray], profile_index: int) -> int:
+    """The profile to time on: `profile_index`, or (< 0) the first holding the shapes asked for
+    and the user's arrays (else profile 0), fixed on the runner."""
+    if profile_index >= 0:
+        return profile_index
+    asked = {n: [int(d) for d in v] for n, v in (shapes or {}).items()}
+    asked.update({n: list(a.shape) for n, a in feeds_user.items()})
+    asked = {n: v for n, v in asked.items() if n in runner.inputs}
+    k = fitting_profile(runner.ranges, asked) if asked else 0
+    return runner.fix_profile(k if k is not None else 0)
+
+
+def _chosen_shapes(runner: _Runner, engine: Any, shapes: Optional[Dict[str, Any]],
+                   feeds_user: Dict[str, np.ndarray], profile_index: int
+                   ) -> Tuple[Dict[str, List[int]], Dict[str, Any]]:
+    """(each input's timed shape, each input's [min, opt, max] on the profile): the user's array,
+    else the shape asked for, else the profile's opt shape, else the engine's (-1 -> 1); an
+    unknown input name in `shapes` is an error that lists the engine's inputs."""
+    chosen: Dict[str, List[int]] = {}
+    profiles: Dict[str, Any] = {}
+    for name in runner.inputs:
+        prof = _profile_shapes(engine, name, profile_index)
+        profiles[name] = prof
+        if name in feeds_user:
+            chosen[name] = list(feeds_user[name].shape)
+        elif shapes and name in shapes:
+            chosen[name] = [int(d) for d in shapes[name]]
+        elif prof is not None:
+            chosen[name] = list(prof[1])  # the profile's opt shape
+        else:
+            chosen[name] = [max(int(d), 1) for d in engine.get_tensor_shape(name)]
+    unknown = set(shapes or {}) - set(runner.inputs)
+    if unknown:
+        raise OpError(f"no engine input named {sorted(unknown)[0]!r}", code="bad-input",
+                      hint="engine inputs: %s" % ", ".join(runner.inputs))
+    return chosen, profiles
+
+
+def _feeds_for(trt: Any, engine: Any, inputs: List[str], feeds_user: Dict[str, np.ndarray],
+               sh: Dict[str, List[int]]) -> Dict[str, np.ndarray]:
+    """Arrays of shapes `sh` in the engine's dtypes: the user's where its shape matches, else
+    seeded synthetic data (the same every run, so timings compare)."""
+    out = {}
+    for i, name in enumerate(inputs):
+        want = _np_dtype(trt, engine.get_tensor_dtype(name))
+        if name in feeds_user and list(feeds_user[name].shape) == sh[name]:
+            out[name] = _feed(feeds_user[name], want, name)
+        else:
+            out[name] = _synthetic(sh[name], want, name, seed=i)
+    return out
+
+
+def _profile_batches(profiles: Dict[str, Any]) -> List[int]:
+    """The min, opt and max batch of the first input with a dynamic batch axis (none: [])."""
+    dyn = [p for p in profiles.values() if p is not None and p[0] and p[0][0] != p[2][0]]
+    return sorted({dyn[0][0][0], dyn[0][1][0], dyn[0][2][0]}) if dyn else []
+
+
+def _batch_shapes(inputs: List[str], chosen: Dict[str, List[int]], profiles: Dict[str, Any],
+                  b: int) -> Dict[str, List[int]]:
+    """The chosen shapes with batch `b` on each input whose profile has a dynamic batch axis;
+    a batch outside that range is an error naming the input and its range."""
+    sh = {}
+    for name in inputs:
+        s = list(chosen[name])
+        prof = profiles.get(name)
+        if s and prof is not None and prof[0][0] != prof[2][0]:
+            if not (prof[0][0] <= b <= prof[2][0]):
+                raise OpError(f"batch size {b} is outside the profile of '{name}' "
+                              f"({prof[0][0]}..{prof[2][0]})", node=name, code="bad-shape")
+            s[0] = int(b)
+        sh[name] = s
+    return sh
+
+
+def _throughput(ctx: Context, runner: _Runner, feeds_for: Any, batch_sizes: List[int],
+                chosen: Dict[str, List[int]], profiles: Dict[str, Any], iterations: int,
+                warmup: int) -> List[Dict[str, Any]]:
+    """Median/p99 latency and items per second at each batch size (half the iterations each)."""
+    out = []
+    for b in batch_sizes:
+        runner.set_inputs(feeds_for(_batch_shapes(runner.inputs, chosen, profiles, b)))
+        bl = runner.timed(max(iterations // 2, 5), warmup, ctx, "throughput b=%d" % b)
+        med = float(np.median(bl))
+        out.append({"batch": int(b), "p50_ms": med, "p99_ms": float(np.percentile(bl, 99)),
+                    "items_per_s": float(b / (med / 1000.0)) if med > 0 else None})
+    return out
+
+
+def _layer_times(ctx: Context, trt: Any, runner: _Runner, warmup: int,
+                 layer_iterations: int) -> List[Dict[str, Any]]:
+    """Per-layer times from the IProfiler over `layer_iterations` runs, each synchronised
+    (its reports are per enqueue), after a few untimed ones."""
+    profiler = _make_profiler(trt)
+    runner.context.profiler = profiler
+    for _ in range(max(warmup // 2, 1)):
+        runner.run()
+        runner.stream.synchronize()
+    profiler.runs, profiler.current = [], []
+    for i in range(layer_iterations):
+        ctx.check_cancel()
+        runner.run()
+        runner.stream.synchronize()
+        profiler.end_run()
+        if i % 10 == 0:
+            ctx.progress("layers", i / max(layer_iterations, 1))
+    return _layer_records(profiler.runs)
+
+
+def _write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` through a temporary file, so a reader never sees half of it."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def _write_layer_info(trt: Any, engine: Any, runner: _Runner, out_dir: str) -> Optional[str]:
+    """The engine inspector's layer JSON (context set: concrete shapes) as out_dir/layers.json;
+    None where this TensorRT has no inspector or no JSON format."""
+    inspector_fn = getattr(engine, "create_engine_inspector", None)
+    if inspector_fn is None:
+        return None
+    inspector = inspector_fn()
+    try:
+        inspector.execution_context = runner.context
+    except Exception:
+        pass
+    fmt = getattr(getattr(trt, "LayerInformationFormat", None), "JSON", None)
+    if fmt is None:
+        return None
+    info_path = os.path.join(out_dir, "layers.json")
+    _write_atomic(info_path, inspector.get_engine_information(fmt))
+    return info_path
+
+
 def _profile(ctx: Context, trt: Any, cuda: Cuda, engine: Any, *, shapes: Optional[Dict[str, Any]],
              inputs_npz: Optional[str], batch_sizes: Any, iterations: int,
              warmup: int, profile_index: int, out_dir: str, layer_iterations: int,
              cuda_graph: bool = True) -> Dict[str, Any]:
+    """Time `engine`: latency (plain and CUDA graph), throughput per batch, per-layer times;
+    writes profile.json (and layers.json) to out_dir and returns their summary."""
     runner = _Runner(trt, cuda, engine, profile_index)
     try:
-        feeds_user: Dict[str, np.ndarray] = {}
-        if inputs_npz:
-            with np.load(inputs_npz, allow_pickle=False) as z:
-                feeds_user = {k: z[k] for k in z.files}
-        if profile_index < 0:  # the profile holding the shapes asked for (else the first)
-            asked = {n: [int(d) for d in v] for n, v in (shapes or {}).items()}
-            asked.update({n: list(a.shape) for n, a in feeds_user.items()})
-            asked = {n: v for n, v in asked.items() if n in runner.inputs}
-            k = fitting_profile(runner.ranges, asked) if asked else 0
-            profile_index = runner.fix_profile(k if k is not None else 0)
-        chosen: Dict[str, List[int]] = {}
-        profiles: Dict[str, Any] = {}
-        for name in runner.inputs:
-            prof = _profile_shapes(engine, name, profile_index)
-            profiles[name] = prof
-            if name in feeds_user:
-                chosen[name] = list(feeds_user[name].shape)
-            elif shapes and name in shapes:
-                chosen[name] = [int(d) for d in shapes[name]]
-            elif prof is not None:
-                chosen[name] = list(prof[1])  # the profile's opt shape
-            else:
-                chosen[name] = [max(int(d), 1) for d in engine.get_tensor_shape(name)]
-        unknown = set(shapes or {}) - set(runner.inputs)
-        if unknown:
-            raise OpError(f"no engine input named {sorted(unknown)[0]!r}", code="bad-input",
-                          hint="engine inputs: %s" % ", ".join(runner.inputs))
+        feeds_user = _load_feeds(inputs_npz)
+        profile_index = _resolve_profile(runner, shapes, feeds_user, profile_index)
+        chosen, profiles = _chosen_shapes(runner, engine, shapes, feeds_user, profile_index)
 
         def feeds_for(sh: Dict[str, List[int]]) -> Dict[str, np.ndarray]:
-            out = {}
-            for i, name in enumerate(runner.inputs):
-                want = _np_dtype(trt, engine.get_tensor_dtype(name))
-                if name in feeds_user and list(feeds_user[name].shape) == sh[name]:
-                    out[name] = _feed(feeds_user[name], want, name)
-                else:
-                    out[name] = _synthetic(sh[name], want, name, seed=i)
-            return out
+            return _feeds_for(trt, engine, runner.inputs, feeds_user, sh)
 
         ctx.progress("prepare", 0.0, "binding buffers")
         out_shapes = runner.set_inputs(feeds_for(chosen))
         lat = runner.timed(iterations, warmup, ctx, "latency")
         graph = _graph_stats(runner.graph_timed(iterations, ctx, "cuda graph")) \
             if cuda_graph else None
-        throughput = []
         if batch_sizes == "profile":  # min, opt and max batch of the optimization profile
-            dyn = [p for p in profiles.values() if p is not None and p[0] and p[0][0] != p[2][0]]
-            batch_sizes = sorted({dyn[0][0][0], dyn[0][1][0], dyn[0][2][0]}) if dyn else []
-        for b in batch_sizes or []:
-            sh = {}
-            for name in runner.inputs:
-                s = list(chosen[name])
-                prof = profiles.get(name)
-                if s and prof is not None and prof[0][0] != prof[2][0]:
-                    if not (prof[0][0] <= b <= prof[2][0]):
-                        raise OpError(f"batch size {b} is outside the profile of '{name}' "
-                                      f"({prof[0][0]}..{prof[2][0]})", node=name, code="bad-shape")
-                    s[0] = int(b)
-                sh[name] = s
-            runner.set_inputs(feeds_for(sh))
-            bl = runner.timed(max(iterations // 2, 5), warmup, ctx, "throughput b=%d" % b)
-            med = float(np.median(bl))
-            throughput.append({"batch": int(b), "p50_ms": med, "p99_ms": float(np.percentile(bl, 99)),
-                               "items_per_s": float(b / (med / 1000.0)) if med > 0 else None})
+            batch_sizes = _profile_batches(profiles)
+        throughput = _throughput(ctx, runner, feeds_for, list(batch_sizes or []), chosen,
+                                 profiles, iterations, warmup)
         if batch_sizes:
             runner.set_inputs(feeds_for(chosen))
-        # per-layer times with the IProfiler (each run synchronised: reports are per enqueue)
-        profiler = _make_profiler(trt)
-        runner.context.profiler = profiler
-        for _ in range(max(warmup // 2, 1)):
-            runner.run()
-            runner.stream.synchronize()
-        profiler.runs, profiler.current = [], []
-        for i in range(layer_iterations):
-            ctx.check_cancel()
-            runner.run()
-            runner.stream.synchronize()
-            profiler.end_run()
-            if i % 10 == 0:
-                ctx.progress("layers", i / max(layer_iterations, 1))
-        layers = _layer_records(profiler.runs)
-        info_path = None
-        inspector_fn = getattr(engine, "create_engine_inspector", None)
-        if inspector_fn is not None:
-            inspector = inspector_fn()
-            try:
-                inspector.execution_context = runner.context
-            except Exception:
-                pass
-            fmt = getattr(getattr(trt, "LayerInformationFormat", None), "JSON", None)
-            if fmt is not None:
-                info = inspector.get_engine_information(fmt)
-                info_path = os.path.join(out_dir, "layers.json")
-                with open(info_path + ".tmp", "w", encoding="utf-8") as f:
-                    f.write(info)
-                os.replace(info_path + ".tmp", info_path)
+        layers = _layer_times(ctx, trt, runner, warmup, layer_iterations)
+        info_path = _write_layer_info(trt, engine, runner, out_dir)
         stats = _stats(lat)
         record = {"format": "workbench-profile", "layers": layers, "iterations": layer_iterations,
                   "latency": stats, "latency_ms": stats["samples_ms"], "throughput": throughput,
@@ -507,9 +555,7 @@ def _profile(ctx: Context, trt: Any, cuda: Cuda, engine: Any, *, shapes: Optiona
                   "compute_capability": cuda.compute_capability(),
                   "backend_version": L.version_of(trt)}
         prof_path = os.path.join(out_dir, "profile.json")
-        with open(prof_path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(record, f)
-        os.replace(prof_path + ".tmp", prof_path)
+        _write_atomic(prof_path, json.dumps(record))
         summary = {k: v for k, v in stats.items() if k != "samples_ms"}
         return {"layers_json": info_path, "profile_json": prof_path, "latency": summary,
                 "latency_graph": _graph_summary(graph),

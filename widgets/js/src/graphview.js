@@ -13,6 +13,7 @@
 import { CATEGORY_COLORS, categoryOf } from "./categories.js";
 import { Camera } from "./camera.js";
 import { Elements } from "./elements.js";
+import "./graphview.css"; // bundled to widgets/static/graphview.css (anywidget's _css)
 
 const moduleLoaded = Date.now();
 const KIND = ["node", "group", "input", "output"];
@@ -33,39 +34,6 @@ const TITLE_H = 20, LINE_H = 13, PAD = 4, RANK_GAP = 34, GROUP_H = 30, IO_H = 22
 const TITLE_FONT = 11, LINE_FONT = 9.5, EDGE_FONT = 8.5;
 const MIN_FONT_PX = 6.5;     // text smaller than this on screen is not drawn
 const READABLE_TITLE_PX = 9; // the opening view keeps titles at least this large
-
-const CSS = `
-.wb-graph { position: relative; font: 12px system-ui, sans-serif; border: 1px solid #ddd; }
-.wb-graph .wb-bar { display: flex; gap: 4px; align-items: center; padding: 4px; background: #f7f7f7;
-  border-bottom: 1px solid #ddd; flex-wrap: wrap; }
-.wb-graph .wb-bar input { width: 180px; padding: 2px 4px; }
-.wb-graph .wb-bar button { padding: 1px 8px; cursor: pointer; }
-.wb-graph .wb-status { color: #555; margin-left: auto; white-space: nowrap; }
-.wb-graph .wb-crumbs { color: #444; padding: 2px 6px; font-size: 11px; min-height: 15px;
-  border-bottom: 1px solid #eee; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-.wb-graph .wb-crumbs a { cursor: pointer; color: #2a5db0; }
-.wb-graph .wb-stage { position: relative; width: 100%; overflow: hidden; outline: none; }
-.wb-graph .wb-stage canvas.wb-main { position: absolute; left: 0; top: 0; cursor: grab; }
-.wb-graph .wb-tip { position: absolute; pointer-events: none; background: rgba(30,30,30,.92);
-  color: #fff; padding: 4px 6px; border-radius: 3px; max-width: 360px; z-index: 10;
-  white-space: pre-wrap; display: none; font-size: 11px; }
-.wb-graph .wb-legend { position: absolute; right: 6px; top: 6px; background: rgba(255,255,255,.92);
-  border: 1px solid #ddd; padding: 4px 6px; z-index: 5; max-height: 60%; overflow: auto; font-size: 11px; }
-.wb-graph .wb-legend div { display: flex; align-items: center; gap: 4px; }
-.wb-graph .wb-legend span.sw { width: 12px; height: 9px; display: inline-block; border: 1px solid #0003; }
-.wb-graph .wb-legend .wb-scale { height: 10px; width: 160px; border: 1px solid #0003; }
-.wb-graph .wb-legend .wb-ticks { display: flex; justify-content: space-between; width: 162px; color: #444; }
-.wb-graph canvas.wb-minimap { position: absolute; left: 6px; bottom: 6px; border: 1px solid #bbb;
-  background: rgba(255,255,255,.9); z-index: 5; cursor: crosshair; }
-`;
-
-function injectCss() {
-  if (document.getElementById("wb-graph-css")) return;
-  const s = document.createElement("style");
-  s.id = "wb-graph-css";
-  s.textContent = CSS;
-  document.head.appendChild(s);
-}
 
 function el(tag, attrs = {}, text) {
   const e = document.createElement(tag);
@@ -238,7 +206,6 @@ function rgba32(hex) {
 }
 
 function render({ model, el: host }) {
-  injectCss();
   const renderStart = Date.now();
   const root = el("div", { class: "wb-graph" });
   root.dataset.renderStart = String(renderStart);
@@ -908,13 +875,12 @@ function render({ model, el: host }) {
   const onMsg = (msg) => {
     if (msg.type === "fit") fitTo(msg.ids && msg.ids.length ? msg.ids : [], true);
   };
-  model.on("change:graph", onGraph);
-  model.on("change:colors", onColors);
-  model.on("change:legend", onColors);
-  model.on("change:scale", onColors);
-  model.on("change:highlighted", onHighlight);
-  model.on("change:selected", onSelected);
-  model.on("msg:custom", onMsg);
+  const listeners = [
+    ["change:graph", onGraph], ["change:colors", onColors], ["change:legend", onColors],
+    ["change:scale", onColors], ["change:highlighted", onHighlight],
+    ["change:selected", onSelected], ["msg:custom", onMsg],
+  ];
+  for (const [event, fn] of listeners) model.on(event, fn);
 
   // toolbar
   let searchTimer = null;
@@ -999,13 +965,7 @@ function render({ model, el: host }) {
   redrawFromModel(true);
 
   return () => {
-    model.off("change:graph", onGraph);
-    model.off("change:colors", onColors);
-    model.off("change:legend", onColors);
-    model.off("change:scale", onColors);
-    model.off("change:highlighted", onHighlight);
-    model.off("change:selected", onSelected);
-    model.off("msg:custom", onMsg);
+    for (const [event, fn] of listeners) model.off(event, fn);
     const i = window.__wbGraphViews.indexOf(handle);
     if (i >= 0) window.__wbGraphViews.splice(i, 1);
     resizer.disconnect();

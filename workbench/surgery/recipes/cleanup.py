@@ -3,7 +3,7 @@ batch, remove a node, rename duplicate names, extract a subgraph, insert a Cast.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.model import ModelLike, as_model
@@ -471,14 +471,8 @@ class SetInputShapes(Recipe):
         proto = as_model(model).with_weights()
         if not shapes and batch is None:
             return Precondition(False, "give `shapes` (input=shape) or `batch` (e.g. N)", [])
-        targets = self._targets(proto, shapes, batch)
-        changed = {}
-        for vi in proto.graph.input:
-            if vi.name in targets:
-                dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
-                        for d in vi.type.tensor_type.shape.dim]
-                if dims != targets[vi.name]:
-                    changed[vi.name] = (dims, targets[vi.name])
+        changed = {k: (a, b) for k, (a, b) in self._new_dims(proto, shapes, batch).items()
+                   if a != b}
         if not changed:
             return Precondition(False, "the inputs already have these shapes", [])
         fixes = self._reshape_fixes(proto, changed, batch)
@@ -487,6 +481,19 @@ class SetInputShapes(Recipe):
         if fixes:
             reason += f"; Reshape node(s) {', '.join(fixes)} bake the batch size in and get 0 (copy)"
         return Precondition(True, reason, fixes)
+
+    def _new_dims(self, proto: Any, shapes: Optional[Dict[str, Any]],
+                  batch: Any) -> Dict[str, Tuple[List[Any], List[Any]]]:
+        """(declared dims, new dims) of each graph input the arguments name ('?' for a dim
+        with neither value nor name)."""
+        targets = self._targets(proto, shapes, batch)
+        out = {}
+        for vi in proto.graph.input:
+            if vi.name in targets:
+                dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                        for d in vi.type.tensor_type.shape.dim]
+                out[vi.name] = (dims, targets[vi.name])
+        return out
 
     def _reshape_fixes(self, proto: Any, changed: Dict[str, Any], batch: Any) -> List[str]:
         """Reshapes whose constant target shape starts with the old static batch size while
@@ -514,13 +521,7 @@ class SetInputShapes(Recipe):
         return out
 
     def _apply(self, proto: Any, shapes: Optional[Dict[str, Any]] = None, batch: Any = None) -> Any:
-        targets = self._targets(proto, shapes, batch)
-        changed = {}
-        for vi in proto.graph.input:
-            if vi.name in targets:
-                dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
-                        for d in vi.type.tensor_type.shape.dim]
-                changed[vi.name] = (dims, targets[vi.name])
+        changed = self._new_dims(proto, shapes, batch)
         fixes = set(self._reshape_fixes(proto, changed, batch))
         import numpy as np
         from onnx import numpy_helper
@@ -535,10 +536,10 @@ class SetInputShapes(Recipe):
                 proto.graph.initializer.append(numpy_helper.from_array(val.astype(np.int64), name))
                 n.input[1] = name
         for vi in proto.graph.input:
-            if vi.name in targets:
+            if vi.name in changed:
                 shp = vi.type.tensor_type.shape
                 del shp.dim[:]
-                for d in targets[vi.name]:
+                for d in changed[vi.name][1]:
                     dim = shp.dim.add()
                     if isinstance(d, int) and d >= 0:
                         dim.dim_value = d

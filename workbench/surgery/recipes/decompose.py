@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -104,9 +105,11 @@ REGISTRY: Dict[Tuple[str, str], Decomposition] = {}
 
 
 def decomposition(domain: str, op: str, summary: str, advice: str = "") -> Callable[[Any], Any]:
+    """Register a class's `check` and `build` for (domain, op); without a `check`, the rewrite
+    needs only a float32/float16 first input (`_float_input`)."""
     def deco(cls: Any) -> Any:
-        REGISTRY[(_dom(domain), op)] = Decomposition(domain, op, summary, cls.check, cls.build,
-                                                     advice)
+        check = getattr(cls, "check", _float_input)
+        REGISTRY[(_dom(domain), op)] = Decomposition(domain, op, summary, check, cls.build, advice)
         return cls
     return deco
 
@@ -137,10 +140,6 @@ def _gelu_erf(e: Emit, x: str, out: str) -> None:
 @decomposition("com.microsoft", "FastGelu", "tanh-approximated GELU (+ optional bias) -> Mul/Add/Tanh")
 class _FastGelu:
     @staticmethod
-    def check(ctx: Context) -> Tuple[bool, str]:
-        return _float_input(ctx)
-
-    @staticmethod
     def build(ctx: Context, e: Emit) -> None:
         x = ctx.node.input[0]
         if len(ctx.node.input) > 1 and ctx.node.input[1]:
@@ -151,20 +150,12 @@ class _FastGelu:
 @decomposition("com.microsoft", "BiasGelu", "Add + exact (erf) GELU")
 class _BiasGelu:
     @staticmethod
-    def check(ctx: Context) -> Tuple[bool, str]:
-        return _float_input(ctx)
-
-    @staticmethod
     def build(ctx: Context, e: Emit) -> None:
         _gelu_erf(e, e.op("Add", [ctx.node.input[0], ctx.node.input[1]]), ctx.node.output[0])
 
 
 @decomposition("com.microsoft", "QuickGelu", "x * Sigmoid(alpha * x)")
 class _QuickGelu:
-    @staticmethod
-    def check(ctx: Context) -> Tuple[bool, str]:
-        return _float_input(ctx)
-
     @staticmethod
     def build(ctx: Context, e: Emit) -> None:
         x = ctx.node.input[0]
@@ -536,24 +527,13 @@ def _scatter_add_build(ctx: Context, e: Emit) -> None:
     e.op("Add", [data, e.op("Reshape", [summed, shape])], out=ctx.node.output[0])
 
 
-@decomposition("", "ScatterND", "reduction='add' along axis 0 (index_add_) -> data + "
-               "one-hot(indices)^T MatMul updates")
-class _ScatterNDAdd:
-    @staticmethod
-    def check(ctx: Context) -> Tuple[bool, str]:
-        return _scatter_add_check(ctx, "ScatterND")
-
-    build = staticmethod(_scatter_add_build)
-
-
-@decomposition("", "ScatterElements", "reduction='add' along axis 0 with one index per row "
-               "(scatter_add_ of a column) -> data + one-hot(indices)^T MatMul updates")
-class _ScatterElementsAdd:
-    @staticmethod
-    def check(ctx: Context) -> Tuple[bool, str]:
-        return _scatter_add_check(ctx, "ScatterElements")
-
-    build = staticmethod(_scatter_add_build)
+for _op, _summary in (
+        ("ScatterND", "reduction='add' along axis 0 (index_add_) -> data + one-hot(indices)^T "
+                      "MatMul updates"),
+        ("ScatterElements", "reduction='add' along axis 0 with one index per row (scatter_add_ "
+                            "of a column) -> data + one-hot(indices)^T MatMul updates")):
+    REGISTRY[("", _op)] = Decomposition("", _op, _summary, partial(_scatter_add_check, kind=_op),
+                                        _scatter_add_build)
 
 
 @decomposition("", "BitwiseNot", "~x == -1 - x for signed int32/int64 (two's complement)")

@@ -421,6 +421,218 @@ def read_names(graph: Any) -> set:
     return {x for g in _iter_graphs(graph) for nd in g.node for x in nd.input}
 
 
+class _Strip:
+    """One strip_qdq pass over a copy of a model: the nodes to drop, the tensors renamed to
+    their float producers, the Clip/Identity nodes added in place of pairs, and the counts."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.g = g = out.graph
+        self.ids = node_ids(out)
+        self.inits = {t.name: t for t in g.initializer}
+        self.consumers = GraphIndex(g).consumers  # read before the edits below
+        self.drop: set = set()
+        self.rename: Dict[str, str] = {}
+        self.graph_outputs = {o.name for o in g.output}
+        self.added: List[Any] = []  # Clip (and Identity) nodes in place of the pairs
+        self.taken = all_names(out)
+        self.counts = {"weights": 0, "pairs": 0}
+
+    def const(self, name: str) -> Optional[np.ndarray]:
+        """The initializer `name` as an array (None: a computed tensor)."""
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(self.inits[name]) if name in self.inits else None
+
+    def dequantize_weight(self, i: int, n: Any) -> None:
+        """A DequantizeLinear of a constant: its float value becomes an initializer under the
+        node's output name; a computed scale/zero point or block quantization is refused."""
+        from onnx import numpy_helper
+
+        ids, const = self.ids, self.const
+        scale = const(n.input[1])
+        zp = const(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+        if scale is None or (len(n.input) > 2 and n.input[2] and zp is None) or \
+                any(a.name != "axis" for a in n.attribute):
+            raise WorkbenchError(f"{ids[i]}: a DequantizeLinear whose scale or zero point is "
+                                 "computed, or with block quantization, cannot be turned "
+                                 "back into float weights here", node=ids[i],
+                                 hint="re-quantize from the FP32 model")
+        y = dequantize_constant(const(n.input[0]), scale, zp, int(_attr(n, "axis", 1)))
+        self.g.initializer.append(numpy_helper.from_array(y, n.output[0]))
+        self.drop.add(i)
+        self.counts["weights"] += 1
+
+    def _pair_params(self, i: int, n: Any, dqs: List[int]) -> Tuple[np.ndarray, np.ndarray]:
+        """(scale, zero point) of QuantizeLinear `n`, checked to be a plain rounding step: only
+        DequantizeLinear consumers with the same constant scale and zero point (else refused,
+        naming the node and the fix)."""
+        g, ids, const = self.g, self.ids, self.const
+        if not dqs or any(g.node[j].op_type != "DequantizeLinear" for j in dqs) or \
+                n.output[0] in self.graph_outputs:
+            raise WorkbenchError(f"{ids[i]}: QuantizeLinear feeds "
+                                 + (", ".join(f"{ids[j]} ({g.node[j].op_type})" for j in dqs
+                                              if g.node[j].op_type != "DequantizeLinear")
+                                    or "a graph output")
+                                 + ", not only DequantizeLinear: the model computes in "
+                                 "integers there", node=ids[i],
+                                 hint="`workbench fix MODEL -o OUT.onnx --recipe "
+                                      "emulate_quantized` rewrites integer ops into float "
+                                      "first")
+        scale = const(n.input[1])
+        zp_name = n.input[2] if len(n.input) > 2 else ""
+        zp = const(zp_name) if zp_name else np.zeros((), np.uint8)  # (ONNX: uint8 default)
+        if scale is None or zp is None or any(a.name not in ("axis", "saturate")
+                                             for a in n.attribute):
+            raise WorkbenchError(f"{ids[i]}: a QuantizeLinear whose scale or zero point is "
+                                 "computed, or with block quantization, cannot be turned "
+                                 "back into float here", node=ids[i],
+                                 hint="re-quantize from the FP32 model")
+        for j in dqs:
+            d = g.node[j]
+            dzp = const(d.input[2]) if len(d.input) > 2 and d.input[2] else np.zeros((), zp.dtype)
+            if not np.array_equal(const(d.input[1]), scale) or dzp is None or \
+                    not np.array_equal(dzp.astype(np.float64), zp.astype(np.float64)):
+                raise WorkbenchError(f"{ids[j]}: its scale or zero point differs from its "
+                                     f"QuantizeLinear {ids[i]}'s: the pair is not a plain "
+                                     "rounding step", node=ids[j],
+                                     hint="re-quantize from the FP32 model")
+        return scale, zp
+
+    def strip_pair(self, i: int, n: Any) -> None:
+        """A QuantizeLinear and its DequantizeLinears: folded into the weight's rounded value
+        (a constant input), else bypassed by a Clip at the code range's ends (per tensor only)."""
+        dqs = self.consumers.get(n.output[0], [])
+        scale, zp = self._pair_params(i, n, dqs)
+        lo, hi = _code_range(zp.dtype, self.ids[i])
+        w = self.const(n.input[0])
+        if w is not None:
+            self._fold_weight(i, dqs, w, scale, zp, lo, hi, int(_attr(n, "axis", 1)))
+            return
+        if scale.size > 1:
+            raise WorkbenchError(f"{self.ids[i]}: a computed tensor quantized per channel cannot "
+                                 "be turned back into float here", node=self.ids[i],
+                                 hint="re-quantize from the FP32 model")
+        self._clip_pair(i, n, dqs, scale, zp, lo, hi)
+
+    def _fold_weight(self, i: int, dqs: List[int], w: np.ndarray, scale: np.ndarray,
+                     zp: np.ndarray, lo: float, hi: float, axis: int) -> None:
+        """A weight quantized in the graph: each DequantizeLinear's output becomes the
+        weight's dequantized value (rounded and saturated as the pair does)."""
+        from onnx import numpy_helper
+
+        ws = _broadcast(scale, w, axis) if w.ndim else scale
+        wz = (_broadcast(zp, w, axis) if w.ndim else zp).astype(np.float64)
+        if np.dtype(zp.dtype).kind == "f" or "float8" in np.dtype(zp.dtype).name:
+            # float8: round to the nearest float8 (saturating), not to an integer
+            v = np.clip(w.astype(np.float32) / ws.astype(np.float32), lo, hi)
+            y = (v.astype(zp.dtype).astype(np.float32) * ws).astype(scale.dtype)
+        else:
+            code = np.clip(np.rint(w.astype(np.float64) / ws) + wz, lo, hi)
+            y = ((code - wz) * ws).astype(scale.dtype)
+        for j in dqs:
+            self.g.initializer.append(numpy_helper.from_array(y, self.g.node[j].output[0]))
+            self.drop.add(j)
+        self.drop.add(i)
+        self.counts["weights"] += 1
+
+    def _clip_pair(self, i: int, n: Any, dqs: List[int], scale: np.ndarray, zp: np.ndarray,
+                   lo: float, hi: float) -> None:
+        """Bypass a pair on a computed tensor: it saturates at the ends of its code range, so
+        it is kept as a Clip (onnxruntime's quantizer drops a Relu in front of an asymmetric
+        pair: the clamp is that Relu); the DQs' readers read the Clip."""
+        from onnx import helper, numpy_helper
+
+        g, taken, added = self.g, self.taken, self.added
+        zf = float(np.asarray(zp, np.float64).reshape(-1)[0])
+        sf = np.asarray(scale).reshape(-1)[0]
+        lo_v = (np.asarray(lo - zf, np.float64) * sf).astype(scale.dtype)
+        hi_v = (np.asarray(hi - zf, np.float64) * sf).astype(scale.dtype)
+        src = self.rename.get(n.input[0], n.input[0])
+        outs = [g.node[j].output[0] for j in dqs]
+        named = [o for o in outs if o in self.graph_outputs]
+        clip_out = named[0] if named else unique_name(taken, n.output[0] + "_float")
+        # (not the Q's own name: a quantizer run afterwards names its new Q nodes so)
+        cname = unique_name(taken, leaf_name(src) + "_saturate")
+        if _opset(self.out) >= 11:
+            lo_n = unique_name(taken, cname + "_min")
+            hi_n = unique_name(taken, cname + "_max")
+            g.initializer.extend([numpy_helper.from_array(np.asarray(lo_v), lo_n),
+                                  numpy_helper.from_array(np.asarray(hi_v), hi_n)])
+            added.append(helper.make_node("Clip", [src, lo_n, hi_n], [clip_out], name=cname))
+        else:
+            added.append(helper.make_node("Clip", [src], [clip_out], name=cname,
+                                          min=float(lo_v), max=float(hi_v)))
+        for o in outs:
+            if o == clip_out:
+                continue
+            if o in self.graph_outputs:
+                added.append(helper.make_node("Identity", [clip_out], [o],
+                                              name=unique_name(taken, o + "_copy")))
+            else:
+                self.rename[o] = clip_out
+        self.drop.update(dqs)
+        self.drop.add(i)
+        self.counts["pairs"] += len(dqs)
+
+    def refuse_leftovers(self) -> None:
+        """A Q/DQ neither folded nor bypassed (of a tensor an integer op computes) is refused,
+        naming the first."""
+        g = self.g
+        left = [k for k, n in enumerate(g.node) if k not in self.drop and n.op_type in QDQ]
+        if left:
+            k = left[0]
+            raise WorkbenchError(f"{self.ids[k]}: a {g.node[k].op_type} of a tensor an integer "
+                                 "op computes cannot be turned back into float here",
+                                 node=self.ids[k], hint="`workbench fix MODEL -o OUT.onnx "
+                                 "--recipe emulate_quantized` first")
+
+    def _resolve(self, name: str) -> str:
+        """Follow renames to the float tensor a removed DQ's output now is (bounded chain)."""
+        seen = 0
+        while name in self.rename and seen < 64:
+            name, seen = self.rename[name], seen + 1
+        return name
+
+    def _rewire(self, graph: Any) -> None:
+        """Point every input (in subgraphs too) at its renamed tensor; a Q/DQ inside a
+        subgraph is refused."""
+        for nd in graph.node:
+            for k, x in enumerate(nd.input):
+                if x in self.rename:
+                    nd.input[k] = self._resolve(x)
+            for a in nd.attribute:
+                for sub in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):
+                    if any(m.op_type in QDQ for m in sub.node):
+                        raise WorkbenchError(f"{nd.name or nd.op_type}: "
+                                             "Q/DQ inside a subgraph cannot be turned back "
+                                             "into float here", node=nd.name or nd.op_type,
+                                             hint="re-quantize from the FP32 model")
+                    self._rewire(sub)
+
+    def rebuild(self) -> Any:
+        """The model without the dropped nodes, with the added ones, inputs rewired, unread
+        initializers of dropped nodes gone, in topological order."""
+        g = self.g
+        freed = {x for k in self.drop for x in g.node[k].input}
+        keep = [n for k, n in enumerate(g.node) if k not in self.drop]
+        del g.node[:]
+        g.node.extend(keep + self.added)
+        self._rewire(g)
+        used = read_names(g) | self.graph_outputs
+        kept = [t for t in g.initializer if t.name not in freed or t.name in used]
+        del g.initializer[:]
+        g.initializer.extend(kept)
+        out = self.out
+        if self.added:  # the Clip nodes were appended: restore the topological order
+            from workbench.surgery.recipes.base import gs_export, gs_import
+
+            sg = gs_import(out)
+            sg.toposort()
+            out = gs_export(sg, out)
+        return out
+
+
 def strip_qdq(proto: Any) -> Tuple[Any, Dict[str, int]]:
     """The float model behind a Q/DQ model (a new ModelProto; `proto` is not modified): every
     DequantizeLinear of a constant becomes that constant's float value (the weights as the
@@ -431,167 +643,14 @@ def strip_qdq(proto: Any) -> Tuple[Any, Dict[str, int]]:
     integer ops."""
     import copy
 
-    from onnx import helper, numpy_helper
-
-    out = copy.deepcopy(proto)
-    g = out.graph
-    ids = node_ids(out)
-    inits = {t.name: t for t in g.initializer}
-    consumers = GraphIndex(g).consumers  # read before the edits below
-
-    def const(name: str) -> Optional[np.ndarray]:
-        return numpy_helper.to_array(inits[name]) if name in inits else None
-
-    drop: set = set()
-    rename: Dict[str, str] = {}
-    graph_outputs = {o.name for o in g.output}
-    added = []  # Clip (and Identity) nodes in place of the pairs
-    taken = all_names(out)
-    counts = {"weights": 0, "pairs": 0}
-    for i, n in enumerate(g.node):
-        if n.op_type == "DequantizeLinear" and n.input[0] in inits:
-            scale = const(n.input[1])
-            zp = const(n.input[2]) if len(n.input) > 2 and n.input[2] else None
-            if scale is None or (len(n.input) > 2 and n.input[2] and zp is None) or \
-                    any(a.name != "axis" for a in n.attribute):
-                raise WorkbenchError(f"{ids[i]}: a DequantizeLinear whose scale or zero point is "
-                                     "computed, or with block quantization, cannot be turned "
-                                     "back into float weights here", node=ids[i],
-                                     hint="re-quantize from the FP32 model")
-            y = dequantize_constant(const(n.input[0]), scale, zp, int(_attr(n, "axis", 1)))
-            g.initializer.append(numpy_helper.from_array(y, n.output[0]))
-            drop.add(i)
-            counts["weights"] += 1
+    st = _Strip(copy.deepcopy(proto))
+    for i, n in enumerate(st.g.node):
+        if n.op_type == "DequantizeLinear" and n.input[0] in st.inits:
+            st.dequantize_weight(i, n)
         elif n.op_type == "QuantizeLinear":
-            dqs = consumers.get(n.output[0], [])
-            if not dqs or any(g.node[j].op_type != "DequantizeLinear" for j in dqs) or \
-                    n.output[0] in graph_outputs:
-                raise WorkbenchError(f"{ids[i]}: QuantizeLinear feeds "
-                                     + (", ".join(f"{ids[j]} ({g.node[j].op_type})" for j in dqs
-                                                  if g.node[j].op_type != "DequantizeLinear")
-                                        or "a graph output")
-                                     + ", not only DequantizeLinear: the model computes in "
-                                     "integers there", node=ids[i],
-                                     hint="`workbench fix MODEL -o OUT.onnx --recipe "
-                                          "emulate_quantized` rewrites integer ops into float "
-                                          "first")
-            scale = const(n.input[1])
-            zp_name = n.input[2] if len(n.input) > 2 else ""
-            zp = const(zp_name) if zp_name else np.zeros((), np.uint8)  # (ONNX: uint8 default)
-            if scale is None or zp is None or any(a.name not in ("axis", "saturate")
-                                                 for a in n.attribute):
-                raise WorkbenchError(f"{ids[i]}: a QuantizeLinear whose scale or zero point is "
-                                     "computed, or with block quantization, cannot be turned "
-                                     "back into float here", node=ids[i],
-                                     hint="re-quantize from the FP32 model")
-            for j in dqs:
-                d = g.node[j]
-                dzp = const(d.input[2]) if len(d.input) > 2 and d.input[2] else np.zeros((), zp.dtype)
-                if not np.array_equal(const(d.input[1]), scale) or dzp is None or \
-                        not np.array_equal(dzp.astype(np.float64), zp.astype(np.float64)):
-                    raise WorkbenchError(f"{ids[j]}: its scale or zero point differs from its "
-                                         f"QuantizeLinear {ids[i]}'s: the pair is not a plain "
-                                         "rounding step", node=ids[j],
-                                         hint="re-quantize from the FP32 model")
-            lo, hi = _code_range(zp.dtype, ids[i])
-            axis = int(_attr(n, "axis", 1))
-            w = const(n.input[0])
-            if w is not None:  # a weight quantized in the graph: its dequantized value
-                ws = _broadcast(scale, w, axis) if w.ndim else scale
-                wz = (_broadcast(zp, w, axis) if w.ndim else zp).astype(np.float64)
-                if np.dtype(zp.dtype).kind == "f" or "float8" in np.dtype(zp.dtype).name:
-                    # float8: round to the nearest float8 (saturating), not to an integer
-                    v = np.clip(w.astype(np.float32) / ws.astype(np.float32), lo, hi)
-                    y = (v.astype(zp.dtype).astype(np.float32) * ws).astype(scale.dtype)
-                else:
-                    code = np.clip(np.rint(w.astype(np.float64) / ws) + wz, lo, hi)
-                    y = ((code - wz) * ws).astype(scale.dtype)
-                for j in dqs:
-                    g.initializer.append(numpy_helper.from_array(y, g.node[j].output[0]))
-                    drop.add(j)
-                drop.add(i)
-                counts["weights"] += 1
-                continue
-            if scale.size > 1:
-                raise WorkbenchError(f"{ids[i]}: a computed tensor quantized per channel cannot "
-                                     "be turned back into float here", node=ids[i],
-                                     hint="re-quantize from the FP32 model")
-            # the pair saturates at the ends of its code range: kept as a Clip (onnxruntime's
-            # quantizer drops a Relu in front of an asymmetric pair: the clamp is that Relu)
-            zf = float(np.asarray(zp, np.float64).reshape(-1)[0])
-            sf = np.asarray(scale).reshape(-1)[0]
-            lo_v = (np.asarray(lo - zf, np.float64) * sf).astype(scale.dtype)
-            hi_v = (np.asarray(hi - zf, np.float64) * sf).astype(scale.dtype)
-            src = rename.get(n.input[0], n.input[0])
-            outs = [g.node[j].output[0] for j in dqs]
-            named = [o for o in outs if o in graph_outputs]
-            clip_out = named[0] if named else unique_name(taken, n.output[0] + "_float")
-            # (not the Q's own name: a quantizer run afterwards names its new Q nodes so)
-            cname = unique_name(taken, leaf_name(src) + "_saturate")
-            if _opset(out) >= 11:
-                lo_n = unique_name(taken, cname + "_min")
-                hi_n = unique_name(taken, cname + "_max")
-                g.initializer.extend([numpy_helper.from_array(np.asarray(lo_v), lo_n),
-                                      numpy_helper.from_array(np.asarray(hi_v), hi_n)])
-                added.append(helper.make_node("Clip", [src, lo_n, hi_n], [clip_out], name=cname))
-            else:
-                added.append(helper.make_node("Clip", [src], [clip_out], name=cname,
-                                              min=float(lo_v), max=float(hi_v)))
-            for o in outs:
-                if o == clip_out:
-                    continue
-                if o in graph_outputs:
-                    added.append(helper.make_node("Identity", [clip_out], [o],
-                                                  name=unique_name(taken, o + "_copy")))
-                else:
-                    rename[o] = clip_out
-            drop.update(dqs)
-            drop.add(i)
-            counts["pairs"] += len(dqs)
-    left = [n for k, n in enumerate(g.node) if k not in drop and n.op_type in QDQ]
-    if left:
-        k = next(k for k, n in enumerate(g.node) if k not in drop and n.op_type in QDQ)
-        raise WorkbenchError(f"{ids[k]}: a {g.node[k].op_type} of a tensor an integer op "
-                             "computes cannot be turned back into float here", node=ids[k],
-                             hint="`workbench fix MODEL -o OUT.onnx --recipe "
-                                  "emulate_quantized` first")
-
-    def resolve(name: str) -> str:
-        seen = 0
-        while name in rename and seen < 64:
-            name, seen = rename[name], seen + 1
-        return name
-
-    def walk(graph: Any) -> None:
-        for nd in graph.node:
-            for k, x in enumerate(nd.input):
-                if x in rename:
-                    nd.input[k] = resolve(x)
-            for a in nd.attribute:
-                for sub in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):
-                    if any(m.op_type in QDQ for m in sub.node):
-                        raise WorkbenchError(f"{nd.name or nd.op_type}: "
-                                             "Q/DQ inside a subgraph cannot be turned back "
-                                             "into float here", node=nd.name or nd.op_type,
-                                             hint="re-quantize from the FP32 model")
-                    walk(sub)
-
-    freed = {x for k in drop for x in g.node[k].input}
-    keep = [n for k, n in enumerate(g.node) if k not in drop]
-    del g.node[:]
-    g.node.extend(keep + added)
-    walk(g)
-    used = read_names(g) | graph_outputs
-    kept = [t for t in g.initializer if t.name not in freed or t.name in used]
-    del g.initializer[:]
-    g.initializer.extend(kept)
-    if added:  # the Clip nodes were appended: restore the topological order
-        from workbench.surgery.recipes.base import gs_export, gs_import
-
-        sg = gs_import(out)
-        sg.toposort()
-        out = gs_export(sg, out)
-    return out, counts
+            st.strip_pair(i, n)
+    st.refuse_leftovers()
+    return st.rebuild(), st.counts
 
 
 @register
