@@ -490,6 +490,12 @@ def verbs(model: Path, work: Path, feeds: Path, cfg: Optional[DecoderConfig]
         ("workbench", "fix --auto", wb + ["fix", m, "--auto", "-o", str(out / "fixed.onnx")]),
         ("workbench", "precision --to fp16",
          wb + ["precision", m, "--to", "fp16", "-o", str(keep / "wb_fp16.onnx")]),
+        ("workbench", "precision --to int8 --allow-random",
+         wb + ["precision", m, "--to", "int8", "--allow-random", "-o",
+               str(out / "wb_int8.onnx")]),
+        ("workbench", "precision --to int8 --calib",
+         wb + ["precision", m, "--to", "int8", "--calib", str(feeds), "-o",
+               str(keep / "wb_int8.onnx")]),
         ("workbench", "compare --to fp16 --allow-random",
          wb + ["compare", m, "--to", "fp16", "--allow-random"]),
         ("workbench", "compare --to fp16 --inputs",
@@ -505,6 +511,8 @@ def verbs(model: Path, work: Path, feeds: Path, cfg: Optional[DecoderConfig]
          [sys.executable, "-c", _onnxconverter_script(model, keep / "occ_fp16.onnx")]),
         ("check", "workbench's FP16 output runs in onnxruntime",
          [sys.executable, "-c", _ort_run_script(keep / "wb_fp16.onnx", feeds)]),
+        ("check", "workbench's INT8 output runs in onnxruntime",
+         [sys.executable, "-c", _ort_run_script(keep / "wb_int8.onnx", feeds)]),
     ]
 
 

@@ -107,10 +107,10 @@ def test_the_worker_op_refuses_an_unknown_request_field(worker, tmp_path):
 def _legacy_job(model: Path, cfg: BuildConfig):
     """A resolved job on the builder-flag route (TensorRT <= 10, which this machine has not:
     the request stage is what is exercised, with the model's real workspace)."""
-    from workbench.build.cache import ModelRef
     from workbench.build.stages.resolve import BuildJob
+    from workbench.model import as_model
 
-    ref = ModelRef(model)
+    ref = as_model(model, opened=False)
     ws = ref.workspace()
     return BuildJob(ref=ref, config=cfg.validate(), client=None, on_event=None, names={},
                     model_name=model.name, defaulted=[], backend="tensorrt",

@@ -1,6 +1,8 @@
 """One model handle: every capability coerces what it is handed (path, Model, ModelProto) with
 `workbench.model.as_model`, reads the structure without weights, and loads a model's weights
-at most once (`Model.load_weights`, the one path that loads them, is counted here)."""
+at most once. Loads are counted where they happen: onnx's reader of one external tensor (what
+`onnx.load`, `load_external_data_for_model` and `Model.load_weights` all go through), by data
+folder and tensor, so a capability that opens the file again with its weights is seen too."""
 from __future__ import annotations
 
 import ast
@@ -11,7 +13,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench import model as wmodel
 from workbench.errors import WorkbenchError
 from workbench.model import Model, as_model, open_model
 
@@ -41,14 +42,17 @@ def small(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every external weight read into memory, as 'FOLDER/small.onnx:TENSOR'."""
+    from onnx import external_data_helper
+
     calls: list = []
-    real = wmodel.Model.load_weights
+    real = external_data_helper.load_external_data_for_tensor
 
-    def counted(self: Model) -> onnx.ModelProto:
-        calls.append(str(self.path))
-        return real(self)
+    def counted(tensor: onnx.TensorProto, base_dir: str) -> None:
+        calls.append(f"{Path(base_dir).resolve() / 'small.onnx'}:{tensor.name}")
+        real(tensor, base_dir)
 
-    monkeypatch.setattr(wmodel.Model, "load_weights", counted)
+    monkeypatch.setattr(external_data_helper, "load_external_data_for_tensor", counted)
     return calls
 
 
@@ -66,7 +70,7 @@ def test_as_model_takes_a_path_a_model_or_a_proto(small: Path) -> None:
 def test_with_weights_loads_once_per_model(small: Path, loads: list) -> None:
     m = open_model(small)
     a, b = m.with_weights(), m.with_weights()
-    assert a is b and loads == [str(small)]
+    assert a is b and sorted(loads) == [f"{small.resolve()}:b", f"{small.resolve()}:w"]
     assert numpy_helper.to_array(a.graph.initializer[0]).shape == (16, 32)
     assert m.proto.graph.initializer[0].data_location == TensorProto.EXTERNAL  # untouched
 
@@ -74,18 +78,36 @@ def test_with_weights_loads_once_per_model(small: Path, loads: list) -> None:
 def _capabilities(tmp_path: Path, other: Path):
     """(name, call) for each capability run on a model as handed (compare: against `other`,
     a copy in another folder, so each of the two models is counted on its own)."""
-    from workbench.compare import layerwise
+    from workbench.build.stages.prepare import transformed_onnx
+    from workbench.build.spec import BuildConfig
+    from workbench.compare import find_exclusions, layerwise
+    from workbench.compare.bisect import onnx_evaluator
+    from workbench.compare.engine_compare import (compare_tensors, engine_layerwise,
+                                                  onnx_candidate)
     from workbench.inspect import inspect_model
     from workbench.precision.profiles import default_profile
     from workbench.precision.transform import convert
     from workbench.support.checker import check
     from workbench.surgery.session import auto_fix
 
+    feeds = [{"x": np.linspace(-1, 1, 32, dtype=np.float32).reshape(2, 16)}]
+
+    def prepare(m: object) -> None:  # what a build hands TensorRT: the FP16 transform
+        ref = as_model(m, opened=False)  # type: ignore[arg-type]
+        transformed_onnx(ref, BuildConfig(precision="fp16"), ref.workspace(), None)
+
     return [
         ("inspect", lambda m: inspect_model(m)),
         ("check", lambda m: check(m, backend="static")),
         ("precision", lambda m: convert(m, "fp16", measure=False)),
+        ("precision measured", lambda m: convert(m, "fp16", measure=True)),
         ("compare", lambda m: layerwise(m, other, allow_random=True, stream_weights_mb=1e6)),
+        ("engine compare", lambda m: engine_layerwise(
+            m, onnx_candidate(other), feeds, tensors=compare_tensors(m))),
+        ("build prepare", prepare),
+        ("search", lambda m: find_exclusions(m, "fp16", allow_random=True,
+                                             stream_weights_mb=1e6)),
+        ("bisect", lambda m: onnx_evaluator(m, feeds)([])),
         ("fix", lambda m: auto_fix(m, backend="static")),
         ("profiles", lambda m: default_profile(m)),
     ]
@@ -106,8 +128,9 @@ def test_no_capability_loads_the_weights_of_its_model_twice(small: Path, tmp_pat
         call(small if handed == "path" else open_model(small))
         most = Counter(loads).most_common(1)
         assert not most or most[0][1] == 1, f"{name} loaded {most[0][0]} {most[0][1]} times"
-        seen.update(loads)
-    assert str(small) in seen  # (the count is live: precision and compare need the weights)
+        seen.update(name for name in loads)
+    # (the count is live: precision and compare read the weights)
+    assert f"{small.resolve()}:w" in seen
 
 
 def _public_model_any(path: Path) -> list:
@@ -136,3 +159,56 @@ def test_the_scan_sees_a_model_typed_any(tmp_path: Path) -> None:
                      "def _private(model: Any) -> None: ...\n"
                      "def typed(model: 'ModelLike', other: Any) -> None: ...\n")
     assert _public_model_any(probe) == ["probe.py:2 run(model)"]
+
+
+def test_an_unopened_handle_hashes_without_parsing_and_opens_on_use(small: Path,
+                                                                    tmp_path: Path) -> None:
+    import hashlib
+
+    inline = tmp_path / "inline.onnx"
+    onnx.save(onnx.load(str(small)), str(inline))  # weights embedded: no 'location' key
+    m = as_model(inline, opened=False)
+    assert not m.opened and m.path == inline.resolve()
+    assert m.content_hash == hashlib.sha256(inline.read_bytes()).hexdigest()
+    assert not m.opened  # a self-contained file is hashed as bytes, never parsed
+    assert [n.op_type for n in m.graph.node] == ["MatMul", "Add", "Relu"] and m.opened
+    assert m.content_hash == open_model(inline).content_hash
+    with pytest.raises(WorkbenchError, match="file not found"):
+        as_model(tmp_path / "nope.onnx", opened=False)
+
+
+def test_the_hash_covers_external_data_and_is_memoised_by_stat(small: Path) -> None:
+    from workbench import contenthash
+
+    m = as_model(small, opened=False)
+    h = m.content_hash
+    assert m.opened  # ('location' in the file: the handle reads which data files it uses)
+    assert contenthash.memo_lookup(small) == h == open_model(small).content_hash
+    data = small.with_name("small.onnx_data")
+    raw = bytearray(data.read_bytes())
+    raw[0] ^= 1
+    data.write_bytes(bytes(raw))
+    assert contenthash.memo_lookup(small) is None  # its data file changed: hashed again
+    assert open_model(small).content_hash != h
+
+
+def test_the_handle_knows_where_each_weight_lies(small: Path) -> None:
+    from workbench import weights
+
+    m = open_model(small)
+    locs = m.weight_locations
+    assert set(locs) == {"w", "b"} and m.external_bytes == (16 * 32 + 32) * 4
+    w = locs["w"]
+    assert Path(w.file) == small.with_name("small.onnx_data").resolve() and w.dims == (16, 32)
+    np.testing.assert_array_equal(
+        w.array(), numpy_helper.to_array(onnx.load(str(small)).graph.initializer[0]))
+    ref = weights.by_reference(m, inline_bytes=1024)  # 'b' (128 B) read in, 'w' referenced
+    assert weights.weight_refs(ref) == {"w": w}
+    assert ref.graph.initializer[1].raw_data and m.proto.graph.initializer[1].data_location \
+        == TensorProto.EXTERNAL  # the handle's structure is untouched
+
+
+def test_an_unopened_handle_keys_the_build_cache_and_its_workspace(small: Path) -> None:
+    ref = as_model(str(small), opened=False)
+    assert ref.path == small.resolve() and ref.content_hash == open_model(small).content_hash
+    assert ref.workspace().dir.name == ref.content_hash[:16]

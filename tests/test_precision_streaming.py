@@ -184,3 +184,82 @@ def test_a_streamed_result_saves_elsewhere_by_streaming(decoder, tmp_path):
     a, b = _weights(onnx.load(str(tmp_path / "a.onnx"))), _weights(onnx.load(str(again)))
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     assert res.save(tmp_path / "a.onnx") == tmp_path / "a.onnx"  # already there: not rewritten
+
+
+def test_calibrated_fp16_streams_and_checks_activations_by_reference(decoder, lm, tmp_path,
+                                                                    monkeypatch):
+    """With calibration data the FP16 conversion still streams: the FP32 activations are
+    checked on the model held by reference, the error measured from the two files."""
+    from workbench import model as wmodel
+
+    cfg, path = decoder
+    calib = tmp_path / "calib.npz"
+    np.savez(calib, **lm.decoder_feeds(cfg, batch=2, seq=3, past=4, pad=1))
+    mem = convert(onnx.load(str(path)), "fp16", calibration=str(calib))
+
+    def whole(self):
+        raise AssertionError("the whole model was loaded")
+
+    monkeypatch.setattr(wmodel.Model, "load_weights", whole)
+    res = convert(str(path), "fp16", calibration=str(calib), output=str(tmp_path / "low.onnx"))
+    assert res.path == tmp_path / "low.onnx" and not streaming.has_pending(res.proto)
+    assert res.report["activation_max_abs"] == mem.report["activation_max_abs"] > 0
+    assert sorted(f.code for f in res.findings if f.severity != "info") == \
+        sorted(f.code for f in mem.findings if f.severity != "info")
+    assert res.report["error"]["logits"]["max_abs_err"] == \
+        pytest.approx(mem.report["error"]["logits"]["max_abs_err"], rel=1e-6)
+    assert any(f.code == "reference-not-run" for f in res.findings)
+
+
+def test_int8_of_a_decoder_streams(decoder, lm, tmp_path):
+    """INT8 of the KV-cache decoder from its files: every MatMul with a weight gets an INT8
+    per-channel weight, the model runs in onnxruntime and stays near FP32."""
+    cfg, path = decoder
+    calib = tmp_path / "calib.npz"
+    feeds = lm.decoder_feeds(cfg, batch=2, seq=3, past=4, pad=1)
+    np.savez(calib, **feeds)
+    out = tmp_path / "q.onnx"
+    res = convert(str(path), "int8", calibration=str(calib), calibrate_method="minmax",
+                  output=str(out))
+    got = onnx.load(str(out))
+    q = [t for t in got.graph.initializer if t.name.endswith("_quantized")]
+    assert q and all(t.data_type == TensorProto.INT8 for t in q)
+    src = onnx.load(str(path), load_external_data=False)
+    weighted = {n.input[1] for n in src.graph.node if n.op_type == "MatMul" and
+                n.input[1] in {t.name for t in src.graph.initializer}}
+    assert {t.name[:-len("_quantized")] for t in q} == weighted
+    assert res.report["error"] is not None
+    fp32, int8 = _run(str(path), feeds), _run(str(out), feeds)
+    assert np.isfinite(int8["logits"]).all()
+    rel = np.abs(int8["logits"] - fp32["logits"]).max() / np.abs(fp32["logits"]).max()
+    assert rel < 0.2, rel
+
+
+def test_a_bounded_run_goes_a_segment_at_a_time_and_gives_the_full_run_values(decoder, lm):
+    """`run_bounded` (what the streamed conversions calibrate and measure with) cuts the
+    model held by reference where its weights reach the budget; the values are a full run's."""
+    from workbench import weights
+    from workbench.graphindex import GraphIndex
+    from workbench.runners import run_bounded
+    from workbench.segments import order_of
+
+    cfg, path = decoder
+    held = weights.by_reference(str(path), inline_bytes=1024)
+    budget = max(r.nbytes for r in weights.weight_refs(held).values()) * 1.5 / 2 ** 20
+    groups = weights.segment_groups(held, order_of(held), budget)
+    assert len(groups) >= 4  # (the tiny decoder's weights over a 1.5-weight budget)
+    per_node = weights.node_weight_bytes(held)
+    made = GraphIndex.of(held).producer
+    last = -1
+    for g in groups:  # each group's new nodes read at most the budget (one weight excepted)
+        end = max(made[x] for x in g)
+        new = per_node[last + 1:end + 1]
+        assert sum(new) <= budget * 2 ** 20 or sum(1 for b in new if b) == 1
+        last = end
+    feeds = lm.decoder_feeds(cfg, batch=2, seq=3, past=4, pad=1)
+    names = [o.name for o in held.graph.output] + ["input_ids"]
+    got = run_bounded(held, [feeds], names, budget_mb=budget)[0]
+    full = _run(str(path), feeds)  # (its own graph optimizations: equal to float rounding)
+    for o in held.graph.output:
+        np.testing.assert_allclose(got[o.name], full[o.name], rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(got["input_ids"], feeds["input_ids"])

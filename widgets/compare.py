@@ -417,7 +417,7 @@ class ComparePanel(PanelBase, W.VBox):
         """The ONNX | engine split view, shown below the table and coloured by the current
         report's errors on both sides (built once)."""
         from widgets.splitview import SplitView
-        from workbench.model import model_from_proto
+        from workbench.model import as_model
         from workbench.timing import LayerTable
 
         layers = self.engine_layers()
@@ -427,7 +427,7 @@ class ComparePanel(PanelBase, W.VBox):
                                       "Compare engine")
         if self.split is None:
             ref = self.reference  # a path, a Model or an in-memory ModelProto
-            onnx = model_from_proto(ref) if hasattr(ref, "SerializeToString") else ref
+            onnx = as_model(ref)
             table = layers if isinstance(layers, LayerTable) else LayerTable.build(layers, onnx=onnx)
             self.split = SplitView(table, onnx, height=460)
             self.split_box.children = [self.split]

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from workbench.errors import WorkbenchError
 from workbench.inspect import (NodeDetail, Summary, TensorInfo, format_bytes, node_details,
                                summarize)
-from workbench.model import Model, open_model
+from workbench.model import Model, as_model
 
 from widgets.base import (MUTED_COLOUR, OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, BackgroundTask,
                           FindingsList, PanelBase, StatusLine, error_text, esc, fill,
@@ -135,7 +135,7 @@ class Inspector(PanelBase, W.VBox):
         label = getattr(model_or_path, "path", None) or model_or_path
         self.title.value = f"<h3 style='margin:4px 0'>Inspector: {esc(Path(str(label)).name)}</h3>"
         try:
-            model = model_or_path if isinstance(model_or_path, Model) else open_model(model_or_path)
+            model = as_model(model_or_path)
             summary = summarize(model)
         except WorkbenchError as e:
             self._show_error(str(e))

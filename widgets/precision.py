@@ -20,7 +20,7 @@ import ipywidgets as W
 from widgets.base import OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, PanelBase, esc, fill, fit, grow
 from widgets.base import findings_html as _findings_table
 from workbench.errors import Finding, WorkbenchError
-from workbench.model import Model, ModelLike, open_model
+from workbench.model import Model, ModelLike, as_model
 from workbench.precision import table
 from workbench.precision.calibration import describe, load_calibration
 from workbench.precision.profiles import (Profile, advise, parse_profiles, run_at_profiles,
@@ -117,8 +117,7 @@ class PrecisionPanel(PanelBase, W.VBox):
 
     def __init__(self, model_or_path: Any, *, graph_view: Any = None, calibration: Any = None,
                  output: Optional[str] = None) -> None:
-        self.model: Model = model_or_path if isinstance(model_or_path, Model) \
-            else open_model(model_or_path)
+        self.model: Model = as_model(model_or_path)
         self.graph_view = graph_view
         self.result: Optional[PrecisionResult] = None
         self.output_path: Optional[Path] = None

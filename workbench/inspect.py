@@ -12,13 +12,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Union
 
 from workbench.errors import Finding
 from workbench.findings import step
 from workbench.graphindex import scope_of, scope_parts
-from workbench.model import Model, external_location, model_skeleton, open_model
+from workbench.model import Model, ModelLike, as_model, external_location, model_skeleton
 from workbench.onnx_light import has_schema, onnx_proto
 from workbench.onnx_light import declared_conflicts
 from workbench.onnx_light import infer_shapes as _onnx_infer_shapes
@@ -573,9 +572,9 @@ def _lint(model: Model, ops: Dict[str, int], inputs: List[TensorInfo],
     return found
 
 
-def summarize(model_or_path: Union[Model, str, Path], *, shapes: bool = True) -> Summary:
+def summarize(model_or_path: ModelLike, *, shapes: bool = True) -> Summary:
     """The inspection summary of a model (path or opened Model); no weight bytes are read."""
-    model = model_or_path if isinstance(model_or_path, Model) else open_model(model_or_path)
+    model = as_model(model_or_path)
     proto, g = model.proto, model.graph
     init_names = set()
     params = nbytes = n_init = 0
@@ -645,9 +644,9 @@ def _better(declared: TensorInfo, inferred: Optional[TensorInfo]) -> TensorInfo:
     return declared
 
 
-def inspect_model(model_or_path: Union[Model, str, Path]) -> Dict[str, Any]:
+def inspect_model(model_or_path: ModelLike) -> Dict[str, Any]:
     """The full JSON report (`workbench inspect --json`): summary, nodes, tensors, scopes."""
-    model = model_or_path if isinstance(model_or_path, Model) else open_model(model_or_path)
+    model = as_model(model_or_path)
     s = summarize(model)
     d = s.to_dict()
     d["nodes"] = [n.to_dict(tensors=False) for n in node_details(model, s.shapes)]

@@ -13,9 +13,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
 
 from workbench.errors import Finding, WorkbenchError
 from workbench.findings import step
@@ -24,7 +24,10 @@ from workbench.graphindex import GraphIndex, stable_node_ids  # noqa: F401 (re-e
 from workbench.onnx_light import onnx_proto
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
     import onnx
+
+    from workbench.workspace import ModelWorkspace
 
 PathLike = Union[str, "os.PathLike[str]"]
 # What every capability accepts at its front door; `as_model` turns it into the one handle.
@@ -69,24 +72,105 @@ def external_location(tensor: "onnx.TensorProto") -> Optional[str]:
     return ""
 
 
-@dataclass
+@dataclass(frozen=True)
+class WeightRef:
+    """Where one weight lies: an absolute file, offset and length, element type and dims."""
+
+    name: str
+    file: str
+    offset: int
+    length: int
+    elem_type: int
+    dims: tuple
+
+    @property
+    def nbytes(self) -> int:
+        return self.length
+
+    def array(self) -> "np.ndarray":
+        """The weight as a read-only memmap (nothing is read until a run touches it)."""
+        import numpy as np
+        from onnx import helper
+
+        dt = np.dtype(helper.tensor_dtype_to_np_dtype(self.elem_type))
+        if not self.dims or int(np.prod(self.dims)) == 0:
+            return np.zeros(self.dims, dt)
+        return np.memmap(self.file, dtype=dt, mode="r", offset=self.offset,
+                         shape=tuple(self.dims))
+
+
+# What opening the file gives a handle; a handle made from a path alone (`as_model(path,
+# opened=False)`) reads the file the first time one of these is asked for.
+_OPENED = ("proto", "size_bytes", "external_files", "missing_external", "truncated_external",
+           "absent_weights", "sparse_weights", "warnings")
+
+
 class Model:
-    """An opened ONNX model: the graph without weight bytes, and where its weights live."""
+    """The one handle of an ONNX model: the graph without weight bytes, where each weight lives
+    (`weight_locations`), its content hash (memoised by path, size and mtime) and graph index,
+    built once each; the weights are loaded at most once (`with_weights`).
+
+    A handle made from a path alone (`as_model(path, opened=False)`) has only its path and
+    hash until something reads its structure: a cached build looks its engine up without
+    parsing the model (or importing onnx)."""
 
     proto: "onnx.ModelProto"
-    path: Optional[Path] = None
-    size_bytes: int = 0
-    external_files: List[Path] = field(default_factory=list)
-    missing_external: List[str] = field(default_factory=list)
-    truncated_external: List[str] = field(default_factory=list)
+    size_bytes: int
+    external_files: List[Path]
+    missing_external: List[str]
+    truncated_external: List[str]
     # initializers that declare a shape but store no data (a weightless export)
-    absent_weights: List[str] = field(default_factory=list)
+    absent_weights: List[str]
     # weights stored as sparse tensors (graph.sparse_initializer)
-    sparse_weights: List[str] = field(default_factory=list)
-    warnings: List[Finding] = field(default_factory=list)
-    _hash: Optional[str] = None
-    _index: Optional[GraphIndex] = field(default=None, repr=False, compare=False)
-    _weighted: Optional["onnx.ModelProto"] = field(default=None, repr=False, compare=False)
+    sparse_weights: List[str]
+    warnings: List[Finding]
+
+    def __init__(self, proto: "onnx.ModelProto", path: Optional[Path] = None,
+                 size_bytes: int = 0) -> None:
+        self.path = path
+        self.proto = proto
+        self.size_bytes = size_bytes
+        self.external_files, self.missing_external, self.truncated_external = [], [], []
+        self.absent_weights, self.sparse_weights, self.warnings = [], [], []
+        self._reset()
+
+    def _reset(self) -> None:
+        self._hash: Optional[str] = None
+        self._index: Optional[GraphIndex] = None
+        self._weighted: Optional["onnx.ModelProto"] = None
+        self._locations: Optional[Dict[str, WeightRef]] = None
+
+    @classmethod
+    def unopened(cls, path: PathLike) -> "Model":
+        """A handle of the file at `path` (which must exist) that opens it on first use."""
+        p = Path(path)
+        if not p.is_file():
+            raise WorkbenchError("file not found" if not p.exists() else "not a file",
+                                 file=str(p), hint="check the path")
+        m = cls.__new__(cls)
+        m.path = p
+        m._reset()
+        return m
+
+    @property
+    def opened(self) -> bool:
+        """Has the structure been read (always, for a handle not made by `unopened`)?"""
+        return "proto" in self.__dict__
+
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str):
+            # only reached for attributes not set: those of an unopened handle
+            d = self.__dict__
+            if name in _OPENED and "path" in d and "proto" not in d:
+                opened = open_model(d["path"])
+                for k in _OPENED:
+                    d[k] = opened.__dict__[k]
+                return d[name]
+            raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        state = f"{len(self.proto.graph.node)} nodes" if self.opened else "not opened"
+        return f"Model(path={str(self.path)!r}, {state})"
 
     @property
     def graph(self) -> "onnx.GraphProto":
@@ -150,19 +234,75 @@ class Model:
 
     @property
     def content_hash(self) -> str:
-        """sha256 over the model bytes and every external-data file (streamed)."""
+        """sha256 over the model file and every external-data file (streamed), memoised by
+        path, size and mtime (`workbench.contenthash`): a file that cannot reference external
+        data is hashed without being opened. An in-memory model: over its serialized proto."""
         if self._hash is None:
-            h = hashlib.sha256()
-            if self.path is not None and self.path.exists():
-                _hash_file(h, self.path)
+            from workbench import contenthash
+
+            p = self.path
+            if p is not None and p.is_file():
+                h = contenthash.memo_lookup(p)
+                if h is None:
+                    h = None if self.opened else contenthash.hash_if_self_contained(p)
+                    if h is None:
+                        h = self._hash_with_external()
+                    contenthash.memo_store(p, h, self.external_files if self.opened else [])
+                self._hash = h
             else:
-                h.update(self.proto.SerializeToString())
-            for f in sorted(self.external_files):
-                if f.exists():
-                    h.update(f.name.encode())
-                    _hash_file(h, f)
-            self._hash = h.hexdigest()
+                self._hash = self._hash_with_external()
         return self._hash
+
+    def _hash_with_external(self) -> str:
+        from workbench.contenthash import hash_file
+
+        h = hashlib.sha256()
+        if self.path is not None and self.path.is_file():
+            hash_file(h, self.path)
+        else:
+            h.update(self.proto.SerializeToString())
+        for f in sorted(self.external_files):
+            if f.exists():
+                h.update(f.name.encode())
+                hash_file(h, f)
+        return h.hexdigest()
+
+    def workspace(self, home: Optional[PathLike] = None) -> "ModelWorkspace":
+        """The model's workspace (engines, calibration, history), keyed by its content hash."""
+        from workbench.workspace import workspace_for
+
+        return workspace_for(self, home)
+
+    @property
+    def weight_locations(self) -> Dict[str, "WeightRef"]:
+        """Where each external weight of the main graph lies: absolute file, offset, length
+        (a length the model leaves out is the rest of the file), element type and dims, by
+        name; computed once. Weights in a data file that is missing are left out
+        (`missing_external` names them)."""
+        if self._locations is None:
+            out: Dict[str, WeightRef] = {}
+            base = self.base_dir.resolve() if self.base_dir is not None else None
+            sizes: Dict[Path, int] = {}
+            for t in self.proto.graph.initializer:
+                loc = external_location(t)
+                if not loc or base is None:
+                    continue
+                f = (base / loc).resolve()
+                if not f.is_file():
+                    continue
+                kv = {e.key: e.value for e in t.external_data}
+                offset, length = int(kv.get("offset") or 0), int(kv.get("length") or 0)
+                if not length:
+                    length = sizes.setdefault(f, f.stat().st_size) - offset
+                out[t.name] = WeightRef(t.name, str(f), offset, length, int(t.data_type),
+                                        tuple(t.dims))
+            self._locations = out
+        return self._locations
+
+    @property
+    def external_bytes(self) -> int:
+        """Bytes of the weights stored in external-data files."""
+        return sum(r.length for r in self.weight_locations.values())
 
     def load_weights(self) -> "onnx.ModelProto":
         """A copy of the model with every external tensor loaded into memory."""
@@ -203,12 +343,6 @@ class Model:
         """Save (this model or `proto`) to a *new* file atomically; never over the source."""
         return save_model(proto if proto is not None else self.load_weights(), path,
                           source=self.path)
-
-
-def _hash_file(h: "hashlib._Hash", path: Path) -> None:
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
 
 
 def model_skeleton(proto: "onnx.ModelProto") -> "onnx.ModelProto":
@@ -322,13 +456,14 @@ def _first_bytes_field(msg: object, path: str = "") -> Tuple[Optional[str], str]
     return None, ""
 
 
-def as_model(model: ModelLike) -> Model:
+def as_model(model: ModelLike, *, opened: bool = True) -> Model:
     """The one handle for a model given as a path, a workbench Model or a ModelProto: a path
-    is opened without its weight bytes, a Model is returned as it is, a ModelProto wrapped."""
+    is opened without its weight bytes (`opened=False`: on first use, the path resolved), a
+    Model is returned as it is, a ModelProto wrapped."""
     if isinstance(model, Model):
         return model
     if isinstance(model, (str, os.PathLike)):
-        return open_model(model)
+        return open_model(model) if opened else Model.unopened(Path(model).resolve())
     if isinstance(model, onnx_proto().ModelProto) or type(model).__name__ == "ModelProto":
         return model_from_proto(model)
     raise WorkbenchError(f"cannot use a {type(model).__name__} as a model",

@@ -786,3 +786,28 @@ def mark_outputs(proto: Any, names: Sequence[str]) -> Any:
             m.graph.output.append(onnx.ValueInfoProto(name=n))
             have.add(n)
     return m
+
+
+def run_bounded(proto: Any, feeds: Sequence[Feed], names: Sequence[str],
+                budget_mb: Optional[float] = None) -> List[Feed]:
+    """The values of `names` per feed, from a model held by reference
+    (`workbench.weights.by_reference`) run a segment at a time
+    (`workbench.weights.segment_groups`): memory follows the budget, not the model. Names
+    that are graph inputs come from the feeds."""
+    from workbench import weights
+    from workbench.segments import order_of
+
+    out: List[Feed] = [{n: f[n] for n in names if n in f} for f in feeds]
+    want = set(names)
+    # every node output is a place to cut (a group's values not asked for are dropped as
+    # they come): the segments follow the budget even where `names` are the graph's outputs
+    groups = weights.segment_groups(proto, order_of(proto), weights.SEGMENT_WEIGHTS_MB
+                                    if budget_mb is None else budget_mb)
+    runner = OnnxRuntimeRunner(proto)
+    try:
+        for vals in runner.stream(list(feeds), groups):
+            for o, v in zip(out, vals):
+                o.update((k, a) for k, a in v.items() if k in want)
+    finally:
+        runner.close()
+    return out

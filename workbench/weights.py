@@ -1,7 +1,7 @@
 """Weights by reference: a model's structure without its weight bytes, each large weight named
 by the file, offset and length it lies at, read as a numpy memmap only by the run that needs it.
 
-    ref = by_reference("model.onnx")         # structure; external weights as references
+    ref = by_reference(model)                # structure; external weights as references
     refs = weight_refs(ref)                  # name -> WeightRef (file, offset, dtype, shape)
     seg = as_inputs(segment_model, refs)     # the weights a segment reads become its inputs
     feed.update({n: refs[n].array() for n in seg_weights})   # memmaps, nothing read yet
@@ -18,14 +18,15 @@ A reference keeps its absolute `location` in memory only: such a proto is never 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from workbench.errors import WorkbenchError
-from workbench.model import ModelLike
+from workbench.model import ModelLike, WeightRef, as_model
+
+__all__ = ["WeightRef", "by_reference", "weight_refs", "streams", "external_bytes", "as_inputs",
+           "restore", "feeds_for", "node_weight_bytes", "holds_references"]
 
 EXTERNAL = 1  # TensorProto.EXTERNAL
 # weights at least this large are kept as references (smaller ones, shapes and scalars, are
@@ -38,32 +39,6 @@ STREAM_DEFAULT_MB = 64.0
 PROTOBUF_SAFE_MB = 1536.0  # below this a model may still be loaded whole (a 2 GB protobuf cap)
 
 
-@dataclass(frozen=True)
-class WeightRef:
-    """Where one weight lies: an absolute file, offset and length, element type and dims."""
-
-    name: str
-    file: str
-    offset: int
-    length: int
-    elem_type: int
-    dims: tuple
-
-    @property
-    def nbytes(self) -> int:
-        return self.length
-
-    def array(self) -> np.ndarray:
-        """The weight as a read-only memmap (nothing is read until a run touches it)."""
-        from onnx import helper
-
-        dt = np.dtype(helper.tensor_dtype_to_np_dtype(self.elem_type))
-        if not self.dims or int(np.prod(self.dims)) == 0:
-            return np.zeros(self.dims, dt)
-        return np.memmap(self.file, dtype=dt, mode="r", offset=self.offset,
-                         shape=tuple(self.dims))
-
-
 def _external(proto: Any) -> Iterator[Tuple[Any, str, int, int]]:
     """(initializer, location, offset, length) of each weight kept outside the model (the
     external-data keys; a missing offset or length reads 0)."""
@@ -74,12 +49,9 @@ def _external(proto: Any) -> Iterator[Tuple[Any, str, int, int]]:
                    int(kv.get("length") or 0))
 
 
-def external_bytes(path: Any) -> int:
-    """Bytes of external weights a model file references (its structure is read, no data)."""
-    import onnx
-
-    m = onnx.load(str(path), load_external_data=False)
-    return sum(length for _, _, _, length in _external(m))
+def external_bytes(model: ModelLike) -> int:
+    """Bytes of external weights a model references (its structure is read, no data)."""
+    return as_model(model).external_bytes
 
 
 def stream_threshold_bytes(threshold_mb: Optional[float] = None) -> int:
@@ -91,44 +63,47 @@ def stream_threshold_bytes(threshold_mb: Optional[float] = None) -> int:
 
 
 def streams(model: ModelLike, threshold_mb: Optional[float] = None) -> bool:
-    """Should `model` (a path) run by reference: more external weights than the threshold?
-    In-memory models hold their weights already: no."""
-    if not isinstance(model, (str, os.PathLike)):
+    """Should `model` run by reference: more external weights than the threshold? A model
+    built in memory holds its weights already: no."""
+    m = as_model(model)
+    if m.path is None or not m.external_files:
         return False
-    return external_bytes(model) > stream_threshold_bytes(threshold_mb)
+    return m.external_bytes > stream_threshold_bytes(threshold_mb)
 
 
-def by_reference(path: Any, inline_bytes: int = INLINE_BYTES) -> Any:
-    """The model's structure with its external weights as references (absolute `location`,
-    in memory only); external weights under `inline_bytes` are read in. Missing or short data
-    files are a WorkbenchError naming the file and the weight."""
+def by_reference(model: ModelLike, inline_bytes: int = INLINE_BYTES) -> Any:
+    """A copy of the handle's structure with its external weights as references (absolute
+    `location`, in memory only: `Model.weight_locations`); external weights under
+    `inline_bytes` are read in. Missing or short data files are a WorkbenchError naming the
+    file and the weight."""
     import onnx
     from onnx import external_data_helper
 
-    path = Path(path)
-    m = onnx.load(str(path), load_external_data=False)
-    base = path.resolve().parent
-    sizes: Dict[str, int] = {}
-    for t, loc, offset, length in _external(m):
-        f = (base / loc).resolve()
-        if not f.is_file():
-            raise WorkbenchError(f"the external data file '{loc}' of weight '{t.name}' is missing",
-                                 file=str(path), hint="keep the data file beside the model")
-        if not length:
-            length = sizes.setdefault(str(f), f.stat().st_size) - offset
-        if offset + length > sizes.setdefault(str(f), f.stat().st_size):
-            raise WorkbenchError(f"weight '{t.name}' lies beyond the end of '{loc}'",
-                                 file=str(path), hint="the data file is truncated: re-export")
-        if length < inline_bytes:
-            external_data_helper.load_external_data_for_tensor(t, str(base))
+    m = as_model(model)
+    label = str(m.path) if m.path else m.name
+    if m.missing_external:
+        raise WorkbenchError(f"the external data file(s) {', '.join(sorted(set(m.missing_external)))}"
+                             " are missing", file=label, hint="keep the data file beside the model")
+    if m.truncated_external:
+        raise WorkbenchError(f"weight {m.truncated_external[0]} lies beyond the end of its data "
+                             "file", file=label, hint="the data file is truncated: re-export")
+    locs = m.weight_locations
+    out = onnx.ModelProto()
+    out.CopyFrom(m.proto)  # (the structure: external weights are not in it)
+    for t in out.graph.initializer:
+        r = locs.get(t.name)
+        if t.data_location != EXTERNAL or r is None:
+            continue
+        if r.length < inline_bytes:  # (onnx's reader: one way weights are read in)
+            external_data_helper.load_external_data_for_tensor(t, str(m.base_dir))
             t.data_location = onnx.TensorProto.DEFAULT
             del t.external_data[:]
             continue
         del t.external_data[:]
-        for k, v in (("location", str(f)), ("offset", str(offset)), ("length", str(length))):
+        for k, v in (("location", r.file), ("offset", str(r.offset)), ("length", str(r.length))):
             e = t.external_data.add()
             e.key, e.value = k, v
-    return m
+    return out
 
 
 def weight_refs(proto: Any) -> Dict[str, WeightRef]:
@@ -208,3 +183,36 @@ def node_weight_bytes(proto: Any) -> List[int]:
                 b += refs[x].nbytes
         out.append(b)
     return out
+
+
+SEGMENT_WEIGHTS_MB = 256.0  # weights one segment of a bounded run maps (`segment_groups`)
+
+
+def segment_groups(proto: Any, names: Sequence[str], budget_mb: float = SEGMENT_WEIGHTS_MB,
+                   ) -> List[List[str]]:
+    """`names` (tensors the graph makes) in topological order, cut into groups so that the
+    nodes up to each group's last tensor read at most about `budget_mb` of referenced weights
+    beyond the previous group's: streamed a group at a time (`workbench.segments`), a run of
+    a model held by reference maps that much, whatever the model's size. One node's weights
+    are never split: a weight larger than the budget makes a group of its own."""
+    from workbench.graphindex import GraphIndex
+
+    per_node = node_weight_bytes(proto)
+    made = GraphIndex.of(proto).producer
+    order = sorted((made[x], x) for x in dict.fromkeys(names) if x in made)
+    budget = budget_mb * 2 ** 20
+    groups: List[List[str]] = []
+    cur: List[str] = []
+    acc, last = 0, -1
+    for i, x in order:
+        step = sum(per_node[last + 1:i + 1])
+        if cur and acc + step > budget:
+            groups.append(cur)
+            cur, acc = [], 0
+        cur.append(x)
+        acc += step
+        last = max(last, i)
+    if cur:
+        groups.append(cur)
+    return groups
+

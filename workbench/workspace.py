@@ -24,13 +24,22 @@ import hashlib
 import os
 import time
 from pathlib import Path
-from typing import Any, ContextManager, Dict, List, Optional, Union
+from typing import Any, ContextManager, Dict, List, Optional, Protocol, Union
 
 from workbench.fsutil import (Subfolder, append_jsonl, atomic_write_bytes, atomic_write_json,
                               locked, read_jsonl)
-from workbench.model import ModelLike
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Keyed(Protocol):
+    """What a workspace is keyed by: a model handle's content hash (and its path, recorded)."""
+
+    @property
+    def content_hash(self) -> str: ...
+
+    @property
+    def path(self) -> Optional[Path]: ...
 
 
 def workbench_home() -> Path:
@@ -105,8 +114,9 @@ class ModelWorkspace:
         return read_jsonl(self.history_path, objects_only=True)
 
 
-def workspace_for(model: ModelLike, home: Optional[PathLike] = None) -> ModelWorkspace:
-    """The workspace of a `workbench.model.Model` (keyed by its content hash)."""
+def workspace_for(model: Keyed, home: Optional[PathLike] = None) -> ModelWorkspace:
+    """The workspace of a model handle (`workbench.model.Model.workspace`), keyed by its
+    content hash."""
     root = Path(home) if home is not None else workbench_home()
     ws = ModelWorkspace(root / "models" / model.content_hash[:16])
     src = ws.dir / "source.json"

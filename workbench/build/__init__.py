@@ -10,7 +10,7 @@ __getattr__, __dir__, __all__ = lazy.exports(__name__, {
     '.spec': ('PRECISIONS', 'ROUTES', 'BACKENDS', 'CALIBRATE_METHODS', 'SPEC_FIELDS', 'Shape',
               'BuildConfig', 'resolve_route'),
     '.result': ('BuildResult',),
-    '.cache': ('CACHE_SCHEMA', 'ModelRef', 'cache_key', 'hash_calibration'),
+    '.cache': ('CACHE_SCHEMA', 'cache_key', 'hash_calibration'),
     '.engine': ('PathLike', 'BuildFailed', 'BuildCancelled', 'BuildTimeout', 'backend_info',
                 'build_engine', 'inspect_engine'),
     '.export': ('MIGRATION', 'migration_markdown', 'migration_html', 'parse_mem', 'trtexec_command',

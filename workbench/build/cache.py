@@ -1,5 +1,6 @@
-"""The engine cache: content hashes (memoised by path, size and mtime, so large models and
-calibration sets are hashed once), cache keys, reading a cached build back and publishing one.
+"""The engine cache: cache keys (over the model handle's content hash and the calibration
+set's, both memoised by path, size and mtime: `workbench.contenthash`), reading a cached
+build back and publishing one.
 
 A build holds its key's own lock while it runs (`Workspace.build_lock_path`): a second build
 of the same key waits, then reads the first one's engine from the cache; builds of other keys
@@ -16,158 +17,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
-import types
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig
 from workbench.errors import Finding, WorkbenchError
 from workbench.fsutil import atomic_write_json
-from workbench.model import Model, ModelLike
+from workbench.contenthash import _hash_memo, _stat_key  # noqa: F401 (tests read the memo)
+from workbench.contenthash import memo_lookup as _memo_lookup
+from workbench.contenthash import memo_store as _memo_store
 
 CACHE_SCHEMA = 1
 # Fields that do not change the engine (they are left out of the cache key).
 _NOT_IN_KEY = ("timing_cache",)
 # Calibration-only fields: in the key only for targets that calibrate.
 _CALIBRATION_FIELDS = ("calibrate_method", "allow_random_calibration", "per_channel")
-
-_memo_lock = threading.Lock()
-_hash_memo: Dict[Tuple[str, int, int], Dict[str, Any]] = {}
-
-
-def _stat_key(p: Path) -> Tuple[str, int, int]:
-    st = p.stat()
-    return (str(p.resolve()), st.st_size, st.st_mtime_ns)
-
-
-def _memo_file() -> Path:
-    from workbench.workspace import workbench_home
-
-    return workbench_home() / "hash-memo.json"
-
-
-def _memo_lock_path() -> Path:
-    return _memo_file().with_name(".hash-memo.lock")
-
-
-def _memo_lookup(p: Path) -> Optional[str]:
-    key = _stat_key(p)
-    with _memo_lock:
-        rec = _hash_memo.get(key)
-    if rec is None:
-        try:
-            disk = json.loads(_memo_file().read_text())
-            rec = disk.get("|".join(map(str, key))) if isinstance(disk, dict) else None
-        except (OSError, ValueError, RecursionError):
-            rec = None
-    # a memo that is not what we write (edited, corrupt, hostile) is no memo: hash again
-    if not (isinstance(rec, dict) and isinstance(rec.get("hash"), str)
-            and isinstance(rec.get("external", []), list)):
-        return None
-    for ext in rec.get("external", []):
-        try:
-            if list(_stat_key(Path(ext[0]))) != list(ext):
-                return None
-        except (OSError, TypeError, ValueError, IndexError, KeyError):
-            return None
-    with _memo_lock:
-        _hash_memo[key] = rec
-    return rec["hash"]
-
-
-def _memo_store(p: Path, h: str, external: Sequence[Path]) -> None:
-    from workbench.fsutil import locked
-
-    key = _stat_key(p)
-    rec = {"hash": h, "external": [list(_stat_key(Path(e))) for e in external]}
-    with _memo_lock:
-        _hash_memo[key] = rec
-        try:
-            f = _memo_file()
-            with locked(_memo_lock_path()):  # processes sharing the home merge, not overwrite
-                try:
-                    disk = json.loads(f.read_text())
-                except (OSError, ValueError, RecursionError):
-                    disk = {}
-                if not isinstance(disk, dict):
-                    disk = {}
-                disk["|".join(map(str, key))] = rec
-                if len(disk) > 2000:
-                    disk = dict(list(disk.items())[-1000:])
-                atomic_write_json(f, disk)
-        except OSError:
-            pass
-
-
-def _hash_if_self_contained(path: Path) -> Optional[str]:
-    """sha256 of the file when it cannot hold external-data references (the protobuf key
-    'location' never occurs in it), else None. Same value as Model.content_hash, without
-    importing onnx: the CLI's cold start stays short."""
-    if path.stat().st_size == 0:
-        raise WorkbenchError("file is empty (0 bytes)", file=str(path),
-                             hint="re-export the model; the write may have failed")
-    h = hashlib.sha256()
-    tail = b""
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-            if b"location" in tail + chunk:
-                return None
-            tail = chunk[-8:]
-    return h.hexdigest()
-
-
-class ModelRef:
-    """A model given as path / Model / ModelProto, with its content hash and lazy opening."""
-
-    def __init__(self, model_or_path: ModelLike) -> None:
-        from workbench.model import as_model
-
-        self._model: Optional[Model] = None
-        self.path: Optional[Path] = None
-        if isinstance(model_or_path, (str, os.PathLike)):  # opened only when needed
-            self.path = Path(model_or_path).resolve()
-            if not self.path.is_file():
-                raise WorkbenchError("file not found" if not self.path.exists() else
-                                     "not a file", file=str(self.path), hint="check the path")
-        else:
-            self._model = as_model(model_or_path)
-            self.path = self._model.path
-        self._hash: Optional[str] = None
-
-    @property
-    def model(self) -> "Model":
-        if self._model is None:
-            from workbench.model import as_model
-
-            self._model = as_model(self.path)
-        return self._model
-
-    @property
-    def content_hash(self) -> str:
-        if self._hash is None:
-            if self.path is not None and self.path.is_file() and (
-                    self._model is None or self._model.path == self.path):
-                h = _memo_lookup(self.path)
-                if h is None:
-                    h = _hash_if_self_contained(self.path)
-                    if h is None:  # external data: the Model knows its files
-                        h = self.model.content_hash
-                    _memo_store(self.path, h, self.model.external_files if
-                                self._model is not None else [])
-                self._hash = h
-            else:
-                self._hash = self.model.content_hash
-        return self._hash
-
-    def workspace(self) -> Any:
-        from workbench.workspace import workspace_for
-
-        shim = types.SimpleNamespace(content_hash=self.content_hash, path=self.path)
-        return workspace_for(shim)
-
 
 def hash_calibration(source: Optional[str]) -> Optional[str]:
     if source is None:

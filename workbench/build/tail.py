@@ -134,9 +134,11 @@ def _exact_rewrites(model: Any, backend: str, client: Any, target: str) -> List[
     from workbench.support.checker import check
     from workbench.surgery.propose import propose
 
-    proto = as_model(model).proto
+    handle = as_model(model)
+    proto = handle.proto
     with tempfile.TemporaryDirectory(prefix="workbench-tail-") as tmp:
-        path = model if isinstance(model, (str, Path)) else save_model(proto, Path(tmp) / "m.onnx")
+        path = handle.path if handle.path is not None else \
+            save_model(proto, Path(tmp) / "m.onnx")
         report = check(str(path), backend=backend, client=client, target=target)
     refused = {u.get("node") for u in report.unsupported}
     return [p for p in propose(report, proto) if p.auto and p.recipe != "split"
@@ -186,16 +188,17 @@ def prefix_calibration(model: ModelLike, calibration: str, names: List[str]) -> 
     import shutil
     import tempfile
 
-    from workbench.build.cache import ModelRef, hash_calibration
+    from workbench.build.cache import hash_calibration
+    from workbench.model import as_model
     from workbench.precision.calibration import load_calibration, write_batches
 
-    ref = ModelRef(model)
+    handle = as_model(model, opened=False)
     digest = hashlib.sha256(f"{hash_calibration(calibration)}|{','.join(names)}".encode())
-    folder = ref.workspace().dir / "calibration" / f"prefix-{digest.hexdigest()[:16]}"
+    folder = handle.workspace().dir / "calibration" / f"prefix-{digest.hexdigest()[:16]}"
     if folder.is_dir():
         return str(folder)
     batches = [{k: v for k, v in b.items() if k in names}
-               for b in load_calibration(calibration, ref.model)]
+               for b in load_calibration(calibration, handle)]
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".prefix-", dir=folder.parent))
     try:

@@ -191,9 +191,7 @@ def suspects(report: Any, model: ModelLike, top: int = 20) -> List[str]:
     a layer is never compared but overflows all the same); then the culprits with the other
     nodes of their fused engine layers; then the failing outputs' layers and the producers
     of tensors that turned non-finite."""
-    from workbench.graphindex import GraphIndex
-
-    gi = GraphIndex.of(as_model(model).with_weights())
+    gi = as_model(model).index  # (the structure's index: no weight is read)
 
     def name(i: int) -> str:
         n = gi.nodes[i]

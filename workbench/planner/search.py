@@ -356,8 +356,6 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
     within `budget` of `metric` on held-back samples (see the module docstring). `data`: the
     samples (.npz path or feeds); `metric`: top1 | top5 | cosine | rel | MODULE:FUNC | a
     callable (reference, candidate) -> loss; `output`: write the planned model there."""
-    import onnx
-
     from workbench.runners import batched_inputs, limit_samples
     from workbench.verdict import parse_budget, resolve_metric
 
@@ -366,7 +364,7 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
     model, target = _model_file(model, target, data)
     b = parse_budget(budget)
     b = 0.01 if b is None else b
-    proto = onnx.load(model, load_external_data=False)  # (the structure: no weights held)
+    proto = as_model(model).proto  # (the structure: no weights held)
     m = resolve_metric(metric) if metric is not None else default_metric(proto)
     mname = getattr(m, "__name__", str(m))
     notes: List[str] = []

@@ -582,11 +582,11 @@ def run_at_profiles(model: ModelLike, profiles: Sequence[Profile], *, timeout: f
     the model cannot run, naming node and fix; the number of runs made). Models with more
     than RUN_CHECK_MAX_MB of weights, or inputs that are not tensors, are not run (info)."""
     from workbench.equivalence import make_inputs_at
-    from workbench.model import open_model
+    from workbench.model import Model, as_model
     from workbench.runners import OnnxRuntimeRunner, user_error
 
-    opened = model if hasattr(model, "missing_external") else \
-        (open_model(model) if isinstance(model, (str, os.PathLike)) else None)
+    # (a ModelProto's external references, if any, are its own: not checked as files)
+    opened = as_model(model) if isinstance(model, (Model, str, os.PathLike)) else None
     if opened is not None and opened.missing_external:
         return [Finding("info", "profile-not-run",
                         "the profiles were checked against the model's declared shapes only: "

@@ -8,6 +8,8 @@ FP8 (E4M3FN): onnxruntime's float8 path only supports its "Distribution" calibra
 the INT8 pass with the requested calibrator (same Q/DQ placement, same amax per tensor) and
 re-derive FP8 scales as amax / 448 (E4M3's largest finite value), re-quantizing weights from
 their FP32 values. Opset is raised to 19 (float8 Q/DQ) with onnx's version converter.
+A model whose weights live in external data, written to a file, gets the same pairs on its
+structure instead, its weights quantized as they stream (`workbench.precision.qdq_stream`).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from workbench.errors import Finding, WorkbenchError
 # Q/DQ go in front of the ops TensorRT runs in INT8/FP8 (weighted ops and pooling). Elementwise
 # ops stay out: BERT's additive mask (+-3.4e38) would also break histogram calibrators.
 from workbench.qdq import QUANT_OPS  # noqa: E402  (one list: compare reads it too)
+from workbench.precision.qdq_stream import same_shape_runs as _same_shape_runs  # noqa: E402
 
 INT8_QMAX = 127.0  # symmetric int8 range used by onnxruntime: [-127, 127]
 FP8_E4M3_MAX = 448.0
@@ -115,20 +118,6 @@ def calibrate(proto: Any, batches: List[Dict[str, np.ndarray]], ops: Sequence[st
     return ranges
 
 
-def _same_shape_runs(batches: List[Dict[str, np.ndarray]]) -> List[List[Dict[str, np.ndarray]]]:
-    """Consecutive batches grouped while every input keeps its shape."""
-    out: List[List[Dict[str, np.ndarray]]] = []
-    last = None
-    for b in batches:
-        key = tuple(sorted((k, tuple(np.shape(v))) for k, v in b.items()))
-        if out and key == last:
-            out[-1].append(b)
-        else:
-            out.append([b])
-        last = key
-    return out
-
-
 def _float_model_of(proto: Any, target: str) -> Tuple[Any, List[Finding]]:
     """An already quantized (Q/DQ) model, back in float before it is quantized again: its
     weights at their dequantized values, its activation pairs' rounding removed and their
@@ -152,8 +141,12 @@ def _float_model_of(proto: Any, target: str) -> Tuple[Any, List[Finding]]:
 
 def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
              exclude_nodes: Sequence[str], exclude_ops: Sequence[str], method: str,
-             per_channel: bool = True) -> Tuple[Any, List[Finding], Dict[str, Any]]:
-    """Insert Q/DQ pairs for `target` in {"int8", "fp8"}. Returns (model, findings, report)."""
+             per_channel: bool = True, source: Any = None
+             ) -> Tuple[Any, List[Finding], Dict[str, Any]]:
+    """Insert Q/DQ pairs for `target` in {"int8", "fp8"}. Returns (model, findings, report).
+    `source`: the model handle whose external data `proto` (its structure) refers to: the
+    pairs then go in on the structure and the weights are quantized as the model is written
+    (`workbench.precision.qdq_stream`)."""
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, quantize_static
 
@@ -175,6 +168,9 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
     ops = [o for o in QUANT_OPS if o not in set(exclude_ops)]
     _fp32_compute(proto, target)
     _something_to_quantize(proto, target, ops, skip)
+    if source is not None:
+        q = _streamed(proto, target, batches, ops, skip, method, per_channel, source)
+        return _finish(q, proto, target, skip, pre_findings)
     with tempfile.TemporaryDirectory(prefix="wb-quant-") as tmp:
         out_path = Path(tmp) / "q.onnx"
         cache = Path(tmp) / "ranges.json"
@@ -216,6 +212,43 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
     if row.onnx_dtype in FP8_TYPES:  # quantized as INT8 above, rescaled to FP8 here
         q, f8 = _int8_to_fp8(q, proto)
         findings += f8
+    return _finish(q, proto, target, skip, findings)
+
+
+def _streamed(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
+              ops: Sequence[str], skip: Sequence[str], method: str, per_channel: bool,
+              source: Any) -> Any:
+    """The Q/DQ model of the structure `proto` (a copy), activation ranges measured on
+    `source` held by reference, weights marked to be quantized as they are written."""
+    from workbench.precision import qdq_stream, table
+
+    qtype = qdq_stream.qtype_of(table.get(target).onnx_dtype)
+    assert qtype is not None
+    nodes, acts, wts = qdq_stream.plan(proto, ops, skip, per_channel)
+    try:
+        with _quiet_root_logger():
+            amax = qdq_stream.activation_amax(source, acts, batches, method)
+    except WorkbenchError:
+        raise
+    except Exception as e:
+        from workbench.runners import user_error
+
+        ran = user_error(e)
+        raise WorkbenchError(
+            f"{target.upper()} calibration could not run the model on the calibration data: "
+            f"{ran.message if ran is not None else ' '.join(str(e).split())[:300]}",
+            node=getattr(ran, "node", None),
+            hint="check the calibration data against the model's inputs (`workbench profiles "
+                 "MODEL --calib DATA` runs it and names what does not fit)") from None
+    q = copy.deepcopy(proto)  # (the structure: the FP32 one stays for the findings)
+    qdq_stream.insert(q, nodes, {a: amax.get(a, 0.0) for a in acts}, wts, qtype)
+    return q
+
+
+def _finish(q: Any, proto: Any, target: str, skip: Sequence[str], findings: List[Finding]
+            ) -> Tuple[Any, List[Finding], Dict[str, Any]]:
+    """The quantized model's report and findings (zero points all 0, what stayed float)."""
+    findings = list(findings)
     report = _qdq_report(q, target)
     nonzero = report.pop("_nonzero_zero_points")
     if nonzero:

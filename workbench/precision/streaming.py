@@ -24,6 +24,13 @@ from workbench.errors import WorkbenchError
 from workbench.fsutil import atomic_write_bytes
 from workbench.model import external_location, iter_tensors_with_data
 
+# external_data keys of a weight `workbench.precision.qdq_stream` marks for quantization: the
+# per-channel axis ("" per tensor) and the scale initializer its writer fills
+QUANT_AXIS_KEY = "workbench_quant_axis"
+QUANT_SCALE_KEY = "workbench_quant_scale"
+INT8, FP8_E4M3FN = 3, 17
+QMAX = {INT8: 127.0, FP8_E4M3FN: 448.0}  # symmetric ranges: [-127, 127], E4M3's largest
+
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
@@ -116,7 +123,9 @@ class _Reader:
         self.files: Dict[str, BinaryIO] = {}
         self.buf = bytearray(CHUNK_BYTES)
 
-    def chunks(self, loc: str, offset: int, length: int, label: str):
+    def chunks(self, loc: str, offset: int, length: int, label: str, step: int = 1):
+        """Views of the bytes, each at most CHUNK_BYTES and a whole number of `step` bytes
+        (rows of a tensor) long, the last one excepted when `length` is not."""
         f = self.files.get(loc)
         if f is None:
             path = self.base / loc
@@ -129,8 +138,11 @@ class _Reader:
         if length <= 0:
             length = os.fstat(f.fileno()).st_size - offset
         done = 0
+        block = max(step, CHUNK_BYTES - CHUNK_BYTES % step)
+        if block > len(self.buf):  # (one row longer than a chunk)
+            self.buf = bytearray(block)
         while done < length:
-            n = min(CHUNK_BYTES, length - done)
+            n = min(block, length - done)
             view = memoryview(self.buf)[:n]
             got = os.preadv(f.fileno(), [view], offset + done)
             if got != n:
@@ -143,6 +155,91 @@ class _Reader:
     def close(self) -> None:
         for f in self.files.values():
             f.close()
+
+
+def channel_amax(w: np.ndarray, axis: Optional[int]) -> np.ndarray:
+    """Max |w| per channel along `axis` (all of it when None), NaN ignored."""
+    a = np.abs(w.astype(np.float32, copy=False))
+    if axis is None:
+        return np.asarray(np.nanmax(a) if a.size else 0.0, np.float32)
+    other = tuple(d for d in range(a.ndim) if d != axis)
+    return np.nanmax(a, axis=other).astype(np.float32) if a.size else \
+        np.zeros(a.shape[axis], np.float32)
+
+
+def scales(amax: np.ndarray, qtype: int) -> np.ndarray:
+    """Symmetric scales for the maxima `amax`: amax / qmax, 1 where a channel is all 0."""
+    scale = (np.asarray(amax, np.float32) / np.float32(QMAX[qtype])).astype(np.float32)
+    return np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+
+
+def quantize_block(w: np.ndarray, axis: Optional[int], qtype: int, amax: np.ndarray
+                   ) -> Tuple[np.ndarray, np.ndarray]:
+    """(quantized values, scales) of the FP32 block `w` whose channels along `axis` have the
+    maxima `amax` (over the whole tensor): symmetric, round half to even, saturated."""
+    qmax = QMAX[qtype]
+    scale = scales(amax, qtype)
+    shape = [1] * w.ndim
+    if axis is not None and w.ndim:
+        shape[axis] = scale.size
+    x = w.astype(np.float32, copy=False) / scale.reshape(shape)
+    if qtype == INT8:
+        return np.clip(np.rint(x), -qmax, qmax).astype(np.int8), scale
+    if qtype == FP8_E4M3FN:
+        import ml_dtypes
+
+        return np.clip(x, -qmax, qmax).astype(ml_dtypes.float8_e4m3fn), scale
+    raise WorkbenchError(f"no streamed quantization to ONNX element type {qtype}",
+                         hint="quantize a model with its weights in memory")
+
+
+def _point_at(t: "onnx.TensorProto", location: str, offset: int, length: int) -> None:
+    del t.external_data[:]
+    for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+
+
+def _write_quantized(reader: "_Reader", f: BinaryIO, t: "onnx.TensorProto",
+                     kv: Dict[str, str], inits: Dict[str, "onnx.TensorProto"]) -> int:
+    """Quantize the FP32 source bytes of `t` (marked by `workbench.precision.qdq_stream`)
+    into `f`, a block of whole rows at a time: one pass for the channels' maxima, one to
+    write; fills its scale initializer. Returns the bytes written."""
+    dims = [int(d) for d in t.dims]
+    rest = dims[1:]
+    row = int(np.prod(rest)) * 4 if dims else 4
+    count = int(np.prod(dims)) if dims else 1
+    axis = int(kv[QUANT_AXIS_KEY]) if kv[QUANT_AXIS_KEY] else None
+    loc, offset = kv["location"], int(kv.get("offset") or 0)
+    length = int(kv.get("length") or 0) or 4 * count
+    if length != 4 * count:
+        raise WorkbenchError(f"tensor '{t.name}': {length} bytes of data for {count} FP32 "
+                             "values", hint="the data file does not match the model; re-export")
+
+    def blocks():
+        for view in reader.chunks(loc, offset, length, t.name, step=max(row, 1)):
+            yield np.frombuffer(view, np.float32).reshape([-1] + rest if dims else [])
+
+    if axis == 0:
+        amax = np.concatenate([channel_amax(b, 0) for b in blocks()]) if count else \
+            np.zeros(dims[0], np.float32)
+    else:
+        amax = None
+        for b in blocks():
+            m = channel_amax(b, axis)
+            amax = m if amax is None else np.maximum(amax, m)
+        if amax is None:
+            amax = np.zeros(dims[axis] if axis is not None else (), np.float32)
+    written = first = 0
+    for b in blocks():
+        rows = b.shape[0] if b.ndim else 1
+        q, _ = quantize_block(b, axis, t.data_type,
+                              amax[first:first + rows] if axis == 0 else amax)
+        first += rows
+        f.write(q.tobytes())
+        written += q.nbytes
+    inits[kv[QUANT_SCALE_KEY]].raw_data = scales(amax, t.data_type).tobytes()
+    return written
 
 
 def write_streamed(proto: "onnx.ModelProto", source_dir: Optional[PathLike], out: PathLike,
@@ -158,6 +255,7 @@ def write_streamed(proto: "onnx.ModelProto", source_dir: Optional[PathLike], out
     out.parent.mkdir(parents=True, exist_ok=True)
     data_name = out.name + ".data"
     tensors = [t for t in iter_tensors_with_data(proto) if is_external(t)]
+    inits = {t.name: t for t in proto.graph.initializer}
     base = Path(source_dir) if source_dir is not None else None
     if tensors and base is None:
         raise WorkbenchError("the model's external data has no folder to be read from",
@@ -177,6 +275,13 @@ def write_streamed(proto: "onnx.ModelProto", source_dir: Optional[PathLike], out
             for t in tensors:
                 kv = _ext(t)
                 src_type = int(kv.get(SOURCE_TYPE_KEY, t.data_type))
+                if QUANT_AXIS_KEY in kv:
+                    pad = (-pos) % ALIGN
+                    f.write(bytes(pad))
+                    start = pos + pad
+                    pos = start + _write_quantized(reader, f, t, kv, inits)
+                    _point_at(t, data_name, start, pos - start)
+                    continue
                 if src_type != t.data_type and (src_type, t.data_type) not in ((1, 10), (1, 16)):
                     raise WorkbenchError(f"tensor '{t.name}': no streamed conversion from type "
                                          f"{src_type} to {t.data_type}",
@@ -203,11 +308,7 @@ def write_streamed(proto: "onnx.ModelProto", source_dir: Optional[PathLike], out
                         clipped.append(t.name)
                     low.tofile(f)
                     pos += low.nbytes
-                del t.external_data[:]
-                for k, v in (("location", data_name), ("offset", str(start)),
-                             ("length", str(pos - start))):
-                    e = t.external_data.add()
-                    e.key, e.value = k, v
+                _point_at(t, data_name, start, pos - start)
             f.flush()
             os.fsync(f.fileno())
         if tensors:

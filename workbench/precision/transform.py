@@ -28,7 +28,7 @@ import numpy as np
 
 from workbench.comparison import MILD_COSINE, MILD_REL, MILD_TOP1  # noqa: F401 (one rule)
 from workbench.errors import Finding, WorkbenchError
-from workbench.model import ModelLike, as_model
+from workbench.model import Model, ModelLike, as_model
 from workbench.precision import table
 from workbench.precision.lowering import structural_error, type_str
 from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
@@ -191,16 +191,20 @@ def run_ort(proto: Any, batches: List[Dict[str, np.ndarray]],
     return OnnxRuntimeRunner(proto, outputs=outputs).infer_all(batches)
 
 
-def activation_ranges(proto: Any, batches: List[Dict[str, np.ndarray]]) -> Dict[str, float]:
-    """Max |value| of every float node output in FP32 over the batches (onnxruntime CPU)."""
+def activation_ranges(proto: Any, batches: List[Dict[str, np.ndarray]], bounded: bool = False
+                      ) -> Dict[str, float]:
+    """Max |value| of every float node output in FP32 over the batches (onnxruntime CPU).
+    `bounded`: `proto` holds its weights by reference and runs a segment at a time."""
     import onnx
 
     from workbench.equivalence import mark_all_outputs
+    from workbench.runners import run_bounded
 
     m, order, types = mark_all_outputs(proto)
     wanted = [o for o in order if types.get(o, onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT]
     ranges: Dict[str, float] = {}
-    for res in run_ort(m, batches, wanted):
+    for res in (run_bounded(proto, batches, wanted) if bounded else
+                run_ort(m, batches, wanted)):
         for k, v in res.items():
             if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size:
                 finite = v[np.isfinite(v)]
@@ -519,14 +523,16 @@ def _write(out: Any, output: Any, path: Optional[Path], streamed: bool,
     return None, []
 
 
-def _source(model_or_path: Any, entry: Any, *, output: Any, route: str, calibration: Any,
-            allow_random: bool, measure: bool) -> Tuple[Any, Optional[Path], bool]:
-    """(the ModelProto to transform, its file, streamed?): a float target written to `output`
-    from a model with external data and no calibration is converted on its structure and its
-    weights streamed; anything else is a private copy with weights (the transform edits it)."""
+def _source(model_or_path: Any, entry: Any, *, output: Any, route: str
+            ) -> Tuple[Any, Optional[Path], bool]:
+    """(the ModelProto to transform, its file, streamed?): a float or Q/DQ target written to
+    `output` from a model with external data is converted on its structure and its weights
+    streamed (calibration runs hold them by reference); anything else is a private copy with
+    weights (the transform edits it)."""
     streamed = None
-    if output is not None and entry.kind == "float" and route == "onnx" and \
-            calibration is None and not (allow_random and measure):
+    if output is not None and route == "onnx" and (
+            entry.kind == "float" or
+            (entry.needs_calibration and _quantizes_streamed(model_or_path, entry))):
         streamed = _weightless(model_or_path)
     if streamed is not None:
         return streamed[0], streamed[1], True
@@ -635,11 +641,15 @@ def _held_findings(findings: List[Finding], held: str, target: str) -> List[Find
 
 
 def _measure_runs(proto: Any, out: Any, batches: List[Dict[str, np.ndarray]], target: str,
-                  entry: Any, report: Dict[str, Any], findings: List[Finding]) -> None:
+                  entry: Any, report: Dict[str, Any], findings: List[Finding],
+                  held: Any = None, written: Optional[Path] = None) -> None:
     """The output errors on onnxruntime CPU ("error") and, for float targets, in low-precision
-    storage ("error_reference"); a run that cannot run is noted, not raised."""
+    storage ("error_reference"); a run that cannot run is noted, not raised. `held`: the
+    FP32 model held by reference when the weights were streamed to `written` (no weight is
+    copied into a protobuf; the storage run, which holds every weight, is left out)."""
     try:
-        report["error"] = measure_error(proto, out, batches, target)
+        report["error"] = measure_error(proto, out, batches, target) if held is None else \
+            _measure_streamed(held, written, batches, target)
     except Exception as e:  # e.g. ORT CPU has no BF16/FP8 kernel for some op
         report["error"] = None
         findings.append(Finding(
@@ -648,7 +658,15 @@ def _measure_runs(proto: Any, out: Any, batches: List[Dict[str, np.ndarray]], ta
             f"({' '.join(str(e).split())[:300]}); the graph is valid ONNX but its accuracy "
             "was not measured on CPU", hint="measure it on the GPU with `workbench compare`",
             source="precision"))
-    if entry.kind == "float":
+    if entry.kind == "float" and held is not None:
+        report["error_reference"] = None
+        findings.append(Finding(
+            "info", "reference-not-run",
+            f"the {target.upper()} storage run (onnx's reference evaluator) was left out: "
+            "it holds every weight in memory, and this model's weights were streamed; the "
+            "error above is onnxruntime CPU's", source="precision",
+            hint=f"`workbench compare MODEL --to {target}` measures it a segment at a time"))
+    elif entry.kind == "float":
         try:
             report["error_reference"] = measure_error_reference(proto, out, batches, target)
         except Exception as e:
@@ -686,11 +704,12 @@ def _non_finite(report: Dict[str, Any], target: str, findings: List[Finding]) ->
 
 def _measured_findings(proto: Any, out: Any, batches: List[Dict[str, np.ndarray]],
                        target: str, entry: Any, report: Dict[str, Any],
-                       findings: List[Finding]) -> List[Finding]:
+                       findings: List[Finding], held: Any = None,
+                       written: Optional[Path] = None) -> List[Finding]:
     """Measure the converted model's outputs against FP32 on the batches and judge them (as a
     GPU would compute it where the low-precision run exists: onnxruntime CPU may compute a
     float16 graph in float32)."""
-    _measure_runs(proto, out, batches, target, entry, report, findings)
+    _measure_runs(proto, out, batches, target, entry, report, findings, held, written)
     _non_finite(report, target, findings)
     on_gpu = bool(report.get("error_reference"))
     from workbench.runners import batched_inputs, samples_in
@@ -719,18 +738,17 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
     nvidia-modelopt when installed. Raises WorkbenchError on bad input.
 
     With `output` (a path) the model is written there (weights in `<name>.data` beside it when
-    the source keeps its weights outside) and `result.path` says where. A float target of a
-    model with external data and no calibration data is then converted on the structure only
-    and its weights streamed tensor by tensor (`workbench.precision.streaming`): memory stays
-    at a few chunks whatever the model's size, and `result.proto` holds no weight bytes.
+    the source keeps its weights outside) and `result.path` says where. A float or Q/DQ target
+    of a model with external data is then converted on the structure only and its weights
+    streamed tensor by tensor (`workbench.precision.streaming`, `.qdq_stream`); calibration
+    and accuracy runs hold the FP32 weights by reference a segment at a time: memory does
+    not follow the model's size, and `result.proto` holds no weight bytes.
     """
     entry = _entry(target)
     target = entry.name
     _check_options(calibrate_method, route)
     model_or_path = as_model(model_or_path)  # opened once, whatever the route reads after
-    proto, path, streamed = _source(model_or_path, entry, output=output, route=route,
-                                    calibration=calibration, allow_random=allow_random,
-                                    measure=measure)
+    proto, path, streamed = _source(model_or_path, entry, output=output, route=route)
     label = str(path) if path else "<in-memory model>"
     ex_nodes, ex_ops, findings = _prepare(proto, exclude_nodes, exclude_ops, label, target)
     batches, random_used = _batches(proto, entry, calibration, profile=profile,
@@ -751,9 +769,11 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
         out = convert_modelopt(proto, target, batches, ex_nodes, ex_ops, calibrate_method)
     else:
         if entry.kind == "float":
-            findings += _float_checks(proto, entry, batches, ex_nodes, report)
+            findings += _float_checks(proto, entry, batches, ex_nodes, report,
+                                      runnable=_by_reference(model_or_path, streamed)
+                                      if batches is not None else None)
         job = TransformJob(target, ex_nodes, ex_ops, keep_io_types, batches, calibrate_method,
-                           per_channel)
+                           per_channel, source=model_or_path if streamed else None)
         out, tfind, tinfo = entry.transform_fn()(proto, job)
         findings += tfind
         report.update(tinfo)
@@ -778,9 +798,40 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
     if held is not None:
         findings = _held_findings(findings, held, target)
     if batches is not None and measure and entry.kind != "none":
-        findings = _measured_findings(proto, out, batches, target, entry, report, findings)
+        findings = _measured_findings(proto, out, batches, target, entry, report, findings,
+                                      held=_by_reference(model_or_path, streamed),
+                                      written=written)
     return PrecisionResult(proto=out, target=target, findings=findings, report=report,
                            path=written)
+
+
+def _measure_streamed(held: Any, written: Any, batches: List[Dict[str, np.ndarray]],
+                      target: str) -> Dict[str, Dict[str, Any]]:
+    """`measure_error` of a streamed conversion: the FP32 model held by reference and run a
+    segment at a time, the result run whole from its file (as onnxruntime runs it in memory:
+    its fusions, Q/DQ into integer kernels among them, span what a cut would split)."""
+    from workbench.runners import run_bounded
+
+    ref = run_bounded(held, batches, [o.name for o in held.graph.output])
+    return compare_outputs(ref, run_ort(written, batches), target)
+
+
+def _by_reference(model: "Model", streamed: bool) -> Any:
+    """The model held by reference (`workbench.weights`) when it is streamed, else None."""
+    if not streamed:
+        return None
+    from workbench import weights
+
+    return weights.by_reference(model)
+
+
+def _quantizes_streamed(model: "Model", entry: table.Precision) -> bool:
+    """Are a model's Q/DQ put in on its structure, its weights quantized as they stream: a
+    file with external data, no Q/DQ in it yet, a Q/DQ type the stream writes?"""
+    from workbench.precision.qdq_stream import can_stream
+
+    return model.path is not None and bool(model.external_files) and \
+        can_stream(model.proto, entry.onnx_dtype)
 
 
 def _weightless(model_or_path: Any) -> Optional[Tuple[Any, Path]]:
@@ -913,14 +964,18 @@ class TransformJob:
     calibration batches (None without data), method and weight granularity."""
 
     __slots__ = ("target", "exclude_nodes", "exclude_ops", "keep_io_types", "batches",
-                 "calibrate_method", "per_channel")
+                 "calibrate_method", "per_channel", "source")
 
     def __init__(self, target: str, exclude_nodes: List[str], exclude_ops: List[str],
                  keep_io_types: bool, batches: Optional[List[Dict[str, np.ndarray]]],
-                 calibrate_method: str, per_channel: bool) -> None:
+                 calibrate_method: str, per_channel: bool,
+                 source: Optional["Model"] = None) -> None:
         self.target, self.exclude_nodes, self.exclude_ops = target, exclude_nodes, exclude_ops
         self.keep_io_types, self.batches = keep_io_types, batches
         self.calibrate_method, self.per_channel = calibrate_method, per_channel
+        # the handle whose external data the model's structure refers to: a streamed
+        # transform reads the weights from there as it writes (None: weights in memory)
+        self.source = source
 
 
 def _entry(target: Any) -> table.Precision:
@@ -932,14 +987,16 @@ def _entry(target: Any) -> table.Precision:
 
 
 def _float_checks(proto: Any, entry: table.Precision, batches: Any, ex_nodes: List[str],
-                  report: Dict[str, Any]) -> List[Finding]:
-    """Float targets: FP32 activations and weights beyond the target's range."""
+                  report: Dict[str, Any], runnable: Any = None) -> List[Finding]:
+    """Float targets: FP32 activations and weights beyond the target's range. `runnable`:
+    the model to run for the activations when `proto` holds no weights (held by reference)."""
     target = entry.name
     limit = entry.max_abs if entry.max_abs is not None else FP16_MAX
     findings: List[Finding] = []
     if batches is not None:
         try:
-            ranges = activation_ranges(proto, batches)
+            ranges = activation_ranges(runnable if runnable is not None else proto, batches,
+                                       bounded=runnable is not None)
         except Exception as e:  # e.g. a custom-domain op onnxruntime does not know
             ranges = {}
             from workbench.runners import user_error
@@ -1067,7 +1124,8 @@ def qdq(proto: Any, job: TransformJob) -> Tuple[Any, List[Finding], Dict[str, An
             f"per-channel Q/DQ (DequantizeLinear's axis) needs opset {QDQ_OPSET}, as "
             "TensorRT's explicit quantization does", source="precision"))
     q, more, report = quantize(proto, job.target, job.batches, job.exclude_nodes,
-                               job.exclude_ops, job.calibrate_method, job.per_channel)
+                               job.exclude_ops, job.calibrate_method, job.per_channel,
+                               source=job.source)
     return q, findings + more, report
 
 

@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from workbench.errors import WorkbenchError
 from workbench.fsutil import CorruptLineWarning, fixed_name
-from workbench.model import Model, open_model, save_model
+from workbench.model import Model, ModelLike, as_model, open_model, save_model
 from workbench.surgery.recipes.base import _pause_hook
 from workbench.workspace import ModelWorkspace, workspace_for
 
@@ -211,11 +211,9 @@ class History:
     `start="latest"` continues from the state the log leaves at once (a restarted kernel).
     """
 
-    def __init__(self, model: Any, home: Any = None, *, start: str = "original") -> None:
-        if isinstance(model, Model):
-            self.model = model
-        elif isinstance(model, (str, Path)):
-            self.model = open_model(model)
+    def __init__(self, model: ModelLike, home: Any = None, *, start: str = "original") -> None:
+        if isinstance(model, (Model, str, os.PathLike)):
+            self.model: Model = as_model(model)
         else:
             raise WorkbenchError("History needs a model file path or an opened Model",
                                  hint="save the ModelProto first (workbench.model.save_model)")

@@ -33,9 +33,9 @@ COLUMNS = ["index", "name", "type", "time_ms", "time_mean_ms", "time_median_ms",
 def _as_index(onnx: Any) -> Optional[OnnxIndex]:
     if onnx is None or isinstance(onnx, OnnxIndex):
         return onnx
-    from workbench.model import Model, open_model
+    from workbench.model import as_model
 
-    model = onnx if isinstance(onnx, Model) else open_model(onnx)
+    model = as_model(onnx)
     return OnnxIndex.from_model(model)
 
 

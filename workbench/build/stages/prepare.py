@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.build import io_formats
-from workbench.build.cache import ModelRef
 from workbench.build.failures import BuildCancelled
 from workbench.build.spec import BuildConfig
 from workbench.build.stages import profiles
 from workbench.build.stages.progress import emit
 from workbench.build.stages.resolve import BuildJob
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import Model
 from workbench.precision import table
 
 
@@ -65,7 +65,7 @@ def prepare_onnx(job: BuildJob, cancel: Any = None) -> PreparedOnnx:
     return PreparedOnnx(path=onnx_path, findings=findings, speculative=speculative)
 
 
-def transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
+def transformed_onnx(ref: Model, config: BuildConfig, ws: Any, on_event: Any
                      ) -> Tuple[Optional[Path], List[Finding]]:
     """The ONNX that goes to TensorRT: the original (FP32) or the precision transform."""
     from workbench.model import save_model
@@ -73,7 +73,7 @@ def transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
     if config.entry.kind == "none":
         if ref.path is not None:
             return ref.path, []
-        data = ref.model.proto.SerializeToString()
+        data = ref.proto.SerializeToString()
         return ws.version_path(ws.add_version(data)), []
     from workbench.precision.transform import convert
 
@@ -86,7 +86,7 @@ def transformed_onnx(ref: ModelRef, config: BuildConfig, ws: Any, on_event: Any
             kwargs["profile"] = [{k: tuple(v) for k, v in p.items()} for p in config.profiles]
         except ImportError:
             pass
-    model = ref.model
+    model = ref
     if model.external_files and model.path is not None:  # weights streamed to the data file
         out = ws.dir / "transformed" / f"{ref.content_hash[:12]}-{config.config_hash}.onnx"
         res = convert(model, config.precision, output=out, **kwargs)

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from workbench.build.cache import ModelRef
 from workbench.build.spec import BuildConfig
 from workbench.errors import Finding, WorkbenchError
 from workbench.findings import step
 from workbench.model import Model
 
 
-def validate_profiles(ref: ModelRef, config: BuildConfig) -> None:
+def validate_profiles(ref: Model, config: BuildConfig) -> None:
     """Profiles against the model's inputs (symbolic dims shared between inputs included);
     the worker checks them again against the parsed network."""
     from workbench.precision.profiles import validate_profiles as check_profiles
 
-    model = ref.model  # an unreadable file is reported as such, not as a profile problem
+    model = ref  # an unreadable file is reported as such, not as a profile problem
     refuse_zero_size_axes(ref)  # (else: every profile refused as 'changes static dim 0')
     try:
         check_profiles(model, config.profiles)
@@ -28,13 +27,13 @@ def validate_profiles(ref: ModelRef, config: BuildConfig) -> None:
                              hint=e.hint) from None
 
 
-def refuse_zero_size_axes(ref: ModelRef) -> None:
+def refuse_zero_size_axes(ref: Model) -> None:
     """An input axis TensorRT reads as a fixed size 0 (`inputs.zero_size_axes`) is refused
     before the build, naming the input, the axis and the recipe that names the axis (else
     TensorRT refuses every profile as 'changes static dim 0 (0 -> 1)')."""
     from workbench.inputs import shape_text, zero_size_axes
 
-    bad = zero_size_axes(ref.model)
+    bad = zero_size_axes(ref)
     if not bad:
         return
     name, axis, how = bad[0]
@@ -43,11 +42,11 @@ def refuse_zero_size_axes(ref: ModelRef) -> None:
         f"input '{name}' axis {axis} {how}{more}", file=str(ref.path) if ref.path else None,
         field=f"inputs.{name}", hint="give the axis a name or a size, then build the fixed model",
         next_steps=[step("fix", "{model}", recipe=f"set_input_shapes:shapes={name}/"
-                         f"{shape_text(ref.model, name)}", o="{fixed}",
+                         f"{shape_text(ref, name)}", o="{fixed}",
                          why="names the axis (edit the size to yours)")])
 
 
-def profile_shape_findings(found: List[Finding], ref: ModelRef, defaulted: bool
+def profile_shape_findings(found: List[Finding], ref: Model, defaulted: bool
                             ) -> List[Finding]:
     """The build log's findings, with TensorRT's "Profile kMIN values are not self-consistent"
     (`profile-cannot-run`), where the build took the default profile (no --profile given),
@@ -63,7 +62,7 @@ def profile_shape_findings(found: List[Finding], ref: ModelRef, defaulted: bool
     return found
 
 
-def default_profiles(ref: ModelRef, config: BuildConfig, strict: bool
+def default_profiles(ref: Model, config: BuildConfig, strict: bool
                       ) -> Tuple[BuildConfig, List[Finding]]:
     """`config` with a default profile for the model's dynamic inputs (none: unchanged), and
     the finding that says so; with `strict`, one error naming every dynamic input."""
@@ -71,7 +70,7 @@ def default_profiles(ref: ModelRef, config: BuildConfig, strict: bool
     from workbench.precision.profiles import (default_profile, default_profile_finding,
                                               missing_profile_error, shape_tensor_inputs)
 
-    model = ref.model  # an unreadable file is reported as such, not as a profile problem
+    model = ref  # an unreadable file is reported as such, not as a profile problem
     shape_inputs = set(shape_tensor_inputs(model))
     dynamic = [s for s in model_inputs(model) if s.dynamic_axes or s.name in shape_inputs]
     if not dynamic:

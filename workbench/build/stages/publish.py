@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from workbench import __version__
-from workbench.build.cache import ModelRef, publish_engine, result_from_meta
+from workbench.build.cache import publish_engine, result_from_meta
 from workbench.build.result import BuildResult
 from workbench.build.spec import BuildConfig
 from workbench.build.stages.prepare import PreparedOnnx
 from workbench.build.stages.resolve import BuildJob
 from workbench.errors import Finding, WorkbenchError
 from workbench.worker.build_request import BuildRequest
+from workbench.model import Model
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -99,7 +100,7 @@ def copy_out(src: Path, dst: PathLike, model_path: Optional[Path],
     return str(out)
 
 
-def onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: ModelRef,
+def onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: Model,
                 config: BuildConfig) -> Tuple[str, Optional[str]]:
     """The ONNX the trtexec/polygraphy lines and the script read, and a note: TensorRT built
     from a file of the workspace (the precision conversion, or an in-memory model), which the

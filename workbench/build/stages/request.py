@@ -13,12 +13,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from workbench.build.cache import ModelRef
 from workbench.build.options import Render, worker_args
 from workbench.build.spec import BuildConfig, layer_precisions
 from workbench.build.stages.prepare import PreparedOnnx
 from workbench.build.stages.resolve import BuildJob
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import Model
 from workbench.worker.build_request import BuildRequest
 
 
@@ -73,7 +73,7 @@ def legacy_fields(job: BuildJob, prepared: PreparedOnnx, request: BuildRequest
     return replace(request, **fields), findings
 
 
-def write_calibration(ref: ModelRef, config: BuildConfig, ws: Any, calib_hash: str,
+def write_calibration(ref: Model, config: BuildConfig, ws: Any, calib_hash: str,
                       backend: str, version: str) -> Tuple[str, str]:
     """Legacy INT8: validated batches -> one .npz the worker reads (keys 'b<i>:<input>')."""
     import numpy as np
@@ -81,7 +81,7 @@ def write_calibration(ref: ModelRef, config: BuildConfig, ws: Any, calib_hash: s
     from workbench.precision.calibration import load_calibration
     from workbench.fsutil import atomic_write_bytes
 
-    batches = load_calibration(config.calibration, ref.model)
+    batches = load_calibration(config.calibration, ref)
     shapes = {n: a.shape for n, a in batches[0].items()}
     for i, b in enumerate(batches):
         for n, a in b.items():
@@ -102,12 +102,12 @@ def write_calibration(ref: ModelRef, config: BuildConfig, ws: Any, calib_hash: s
     return str(npz), str(cache)
 
 
-def expand_exclude_ops(ref: ModelRef, config: BuildConfig) -> List[str]:
+def expand_exclude_ops(ref: Model, config: BuildConfig) -> List[str]:
     """The excluded nodes: those named, and every named node of an excluded op type."""
     names = list(config.exclude_nodes)
     if config.exclude_ops:
         ops = set(config.exclude_ops)
-        names += [n.name for n in ref.model.graph.node if n.op_type in ops and n.name]
+        names += [n.name for n in ref.graph.node if n.op_type in ops and n.name]
     return names
 
 
@@ -119,10 +119,10 @@ def explicit_quantization_flags(graph: Any) -> List[str]:
     return [p.upper() for p in qdq_precisions(graph)]
 
 
-def graph_of(onnx_path: Path, ref: ModelRef) -> Any:
+def graph_of(onnx_path: Path, ref: Model) -> Any:
     """The graph of the ONNX TensorRT gets: the model's own when it is the model's file."""
     if ref.path is not None and Path(onnx_path) == ref.path:
-        return ref.model.graph
+        return ref.graph
     import onnx
 
     return onnx.load(str(onnx_path), load_external_data=False).graph

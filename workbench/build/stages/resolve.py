@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.build.backend import backend_info, is_cold
-from workbench.build.cache import ModelRef, cache_key, hash_calibration, reads_calibration
+from workbench.build.cache import cache_key, hash_calibration, reads_calibration
 from workbench.build.spec import BuildConfig, resolve_route
 from workbench.build.stages.profiles import default_profiles, refuse_zero_size_axes
 from workbench.build.stages.progress import OnEvent, emit, readable_progress
 from workbench.errors import Finding, WorkbenchError
-from workbench.model import ModelLike
+from workbench.model import Model, ModelLike, as_model
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class BuildJob:
     """One build, resolved: what the cache, prepare, request, translate and publish stages
     share. `on_event` is the readable relay (stages.progress); `names` its mutable wording."""
 
-    ref: ModelRef
+    ref: Model
     config: BuildConfig  # validated, with the default profiles where none were given
     client: Any
     on_event: OnEvent
@@ -54,7 +54,7 @@ class BuildJob:
 def resolve(model_or_path: ModelLike, config: BuildConfig, *, client: Any, output: Any,
             on_event: OnEvent, strict_profiles: bool, t0: float) -> BuildJob:
     """The BuildJob for `model_or_path` and `config` (validated by the caller)."""
-    ref = ModelRef(model_or_path)
+    ref = as_model(model_or_path, opened=False)
     _refuse_unbuildable(ref, output)
     model_name = ref.path.name if ref.path is not None else "the in-memory model"
     names: Dict[str, str] = {}
@@ -83,7 +83,7 @@ def resolve(model_or_path: ModelLike, config: BuildConfig, *, client: Any, outpu
                     meta_path=ws.engines_dir / f"{key[:32]}.json", t0=t0)
 
 
-def _refuse_unbuildable(ref: ModelRef, output: Any) -> None:
+def _refuse_unbuildable(ref: Model, output: Any) -> None:
     """Refuse, before any work, an output over the model and a model whose weights TensorRT
     cannot read (external data missing, or none stored)."""
     if output is not None and ref.path is not None and \
@@ -91,18 +91,18 @@ def _refuse_unbuildable(ref: ModelRef, output: Any) -> None:
         raise WorkbenchError("refusing to write the engine over the model", file=str(output),
                              field="output", hint="choose another -o path (e.g. "
                              f"{Path(ref.path).with_suffix('.engine').name})")
-    missing = getattr(ref.model, "missing_external", None)
+    missing = getattr(ref, "missing_external", None)
     if missing:  # before TensorRT's own words ('WeightsContext ... Failed to import initializer')
         raise WorkbenchError(
             "external-data file(s) missing: " + ", ".join(sorted(set(missing))[:4]),
             file=str(ref.path) if ref.path is not None else None,
             hint="TensorRT reads the weights from them: put the data file(s) next to the model",
             category="weights")
-    if hasattr(ref.model, "require_weights"):
-        ref.model.require_weights("a build")
+    if hasattr(ref, "require_weights"):
+        ref.require_weights("a build")
 
 
-def _backend_while_hashing(ref: ModelRef, config: BuildConfig, client: Any, on_event: OnEvent
+def _backend_while_hashing(ref: Model, config: BuildConfig, client: Any, on_event: OnEvent
                            ) -> Tuple[Dict[str, Any], str]:
     """(the worker's backend_info, the model's content hash): the worker starts (and imports
     its TensorRT) on a thread while this one hashes the model and opens its workspace."""

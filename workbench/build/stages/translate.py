@@ -13,13 +13,13 @@ import re
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
-from workbench.build.cache import ModelRef
 from workbench.build.failures import BuildCancelled, BuildFailed, BuildTimeout
 from workbench.build.spec import BuildConfig
 from workbench.build.stages.profiles import profile_shape_findings
 from workbench.build.stages.publish import record_failure
 from workbench.build.stages.resolve import BuildJob
 from workbench.errors import Finding, WorkbenchError
+from workbench.model import Model
 from workbench.findings import step
 from workbench.worker.protocol import BAD_INPUT_CODES
 
@@ -68,17 +68,17 @@ def worker_failure(job: BuildJob, e: Any) -> WorkbenchError:
 
     ref = job.ref
     if e.code == "worker-crashed" and ref.path is not None:
-        named_crash(e, ref.model)  # (the node and next step in the model's terms)
+        named_crash(e, ref)  # (the node and next step in the model's terms)
     if e.code in BAD_INPUT_CODES:  # the user's input is wrong (CLI exit 2)
         field_name = (e.details or {}).get("field")
         return WorkbenchError(e.message, file=job.file, field=field_name, node=e.node,
                               hint=e.hint)
     if e.code == "parse-failed" and not e.node:
-        _ = ref.model  # loading it: a file that is not ONNX at all: WorkbenchError naming it (exit 2)
+        _ = ref.proto  # opening it: a file that is not ONNX at all: WorkbenchError naming it (exit 2)
     errs = (e.details or {}).get("errors") or []
     node, message, errs = _failed_node(job, e, errs)
     log = (e.details or {}).get("log") or []
-    found = findings_from_log(log, NameIndex.from_graph(ref.model.graph))
+    found = findings_from_log(log, NameIndex.from_graph(ref.graph))
     message = _refusal_findings(job, errs, message, found)
     hint = e.hint
     first_steps: List[Any] = []
@@ -183,7 +183,7 @@ def _parse_causes(ref: Any, backend: str) -> Dict[str, Dict[str, Any]]:
     from workbench.support.checker import parse_causes
 
     try:
-        return parse_causes(ref.model, backend)
+        return parse_causes(ref, backend)
     except WorkbenchError:  # no rule table for this backend: TensorRT's words stand alone
         return {}
 
@@ -220,17 +220,17 @@ def _attributed_errors(ref: Any, errors: List[Dict[str, Any]], backend: str
     from workbench.support.checker import attribute_errors
 
     try:
-        return attribute_errors(ref.model, errors, backend)
+        return attribute_errors(ref, errors, backend)
     except WorkbenchError:  # no rule table for this backend: the error stays graph-level
         return errors
 
 
-def _node_for_index(ref: ModelRef, idx: Any) -> Optional[str]:
+def _node_for_index(ref: Model, idx: Any) -> Optional[str]:
     try:
         i = int(idx)
         if i < 0:  # the parser's "no node" (a graph-level error)
             return None
-        node = ref.model.graph.node[i]
-        return node.name or ref.model.node_ids[i]
+        node = ref.graph.node[i]
+        return node.name or ref.node_ids[i]
     except (TypeError, ValueError, IndexError):
         return None
