@@ -17,7 +17,9 @@ HELP = ("plan the fastest precision (FP16/BF16/INT8 with regions kept in FP32) w
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="the FP32 ONNX model (never overwritten)")
+    from workbench.cli.common import add_fp32_model_argument, add_latency_profiles_argument
+
+    add_fp32_model_argument(p)
     p.add_argument("--data", required=True, metavar="SAMPLES.npz",
                    help="samples to measure accuracy on (axis 0 is the sample); a share is "
                         "held back and the budget is checked on it only")
@@ -31,9 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the low precision (default fp16); INT8/FP8 calibrate on --data "
                         "unless --calib")
     p.add_argument("--calib", metavar="PATH", help="calibration data for INT8/FP8")
-    p.add_argument("--latency-profiles", metavar="DIR",
-                   help="recorded per-layer profiles of the model's uniform engines: regions "
-                        "from the engine's fused layers, latency predicted from them")
+    add_latency_profiles_argument(p, "regions from the engine's fused layers, latency "
+                                     "predicted from them")
     p.add_argument("--max-builds", type=int, default=40, metavar="N",
                    help="at most N candidate evaluations in all (default 40)")
     p.add_argument("--holdout", type=float, default=0.25, metavar="SHARE",
