@@ -18,6 +18,8 @@ HELP = ("plan the fastest precision (FP16/BF16/INT8 with regions kept in FP32) w
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from workbench.cli.common import add_fp32_model_argument, add_latency_profiles_argument
+    from workbench.precision import table
+    from workbench.precision.options import PRECISION_OPTIONS, add_arguments
 
     add_fp32_model_argument(p)
     p.add_argument("--data", required=True, metavar="SAMPLES.npz",
@@ -28,11 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric", default=None, metavar="top1|top5|cosine|rel|MODULE:FUNC",
                    help="the accuracy metric (FUNC(reference, candidate) -> loss over "
                         "{output: array}); default: top1 for class scores, else cosine")
-    p.add_argument("--to", dest="target", default="fp16", choices=["fp16", "bf16", "int8",
-                                                                    "fp8"],
+    p.add_argument("--to", dest="target", default="fp16", choices=list(table.lowered()),
                    help="the low precision (default fp16); INT8/FP8 calibrate on --data "
                         "unless --calib")
-    p.add_argument("--calib", metavar="PATH", help="calibration data for INT8/FP8")
+    add_arguments(p, PRECISION_OPTIONS, ("calibration",))  # --calib, as `precision` takes it
     add_latency_profiles_argument(p, "regions from the engine's fused layers, latency "
                                      "predicted from them")
     p.add_argument("--max-builds", type=int, default=40, metavar="N",
