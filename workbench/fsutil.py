@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import threading
 import warnings
@@ -57,6 +58,20 @@ def atomic_write_json(path: PathLike, obj: Any, *, indent: Optional[int] = 2) ->
     C encoder (the indented form takes its pure-Python path: ~10x slower on a build's meta)."""
     return atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=True, default=str)
                              + "\n")
+
+
+def atomic_copy(src: PathLike, dst: PathLike) -> Path:
+    """Copy the file `src` to `dst` via a temp file beside `dst` + rename: a reader of `dst`
+    sees the old file or the whole new one (an engine, a model), never a part."""
+    dst = Path(dst)
+    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return dst
 
 
 def append_jsonl(path: PathLike, record: Any) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from workbench.build.options import AFTER_PRECISION, BEFORE_PRECISION, OPTIONS, Render
+from workbench.build.options import AFTER_PRECISION, BEFORE_PRECISION, OPTIONS, Option, Render
 from workbench.build.options import parse_mem as parse_mem  # (its old home: callers import it)
 from workbench.build.spec import BuildConfig, layer_precisions
 from workbench.errors import WorkbenchError
@@ -113,40 +113,62 @@ def _q(s: str) -> str:
     return shlex.quote(str(s))
 
 
+def _route(config: BuildConfig, route: Optional[str]) -> str:
+    """The route a command line spells: the one asked, else the config's ("auto" builds
+    strongly typed)."""
+    return route or ("strongly-typed" if config.route == "auto" else config.route)
+
+
+def _line(render: Callable[[Option], List[str]], head: List[str], shapes: List[str],
+          precision: List[str], tail: List[str]) -> str:
+    """One build command in the order trtexec and polygraphy both take it: the tool and its
+    paths, the shape profiles, the build options that come before the precision flags, the
+    precision flags, the options after them, and the tool's closing flags."""
+    a = head + shapes
+    for option in BEFORE_PRECISION:
+        a += render(option)
+    a += precision
+    for option in AFTER_PRECISION:
+        a += render(option)
+    return " ".join(a + tail)
+
+
 def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
                     backend: str = "tensorrt", route: Optional[str] = None,
                     calib_cache: Optional[str] = None) -> str:
     """The trtexec (or, for TensorRT-RTX, tensorrt_rtx) line that builds the same engine."""
-    route = route or ("strongly-typed" if config.route == "auto" else config.route)
+    route = _route(config, route)
     exe = "tensorrt_rtx" if backend == "tensorrt-rtx" else "trtexec"
-    a = [exe, f"--onnx={_q(onnx_path)}", f"--saveEngine={_q(engine_path)}"]
-    for prof in config.profiles:
-        for i, flag in enumerate(("--minShapes", "--optShapes", "--maxShapes")):
-            a.append(flag + "=" + ",".join(f"{_q(n)}:{_shape(s[i])}" for n, s in prof.items()))
+    head = [exe, f"--onnx={_q(onnx_path)}", f"--saveEngine={_q(engine_path)}"]
+    shapes = [flag + "=" + ",".join(f"{_q(n)}:{_shape(s[i])}" for n, s in prof.items())
+              for prof in config.profiles
+              for i, flag in enumerate(("--minShapes", "--optShapes", "--maxShapes"))]
     how = Render(route, backend)
-    for option in BEFORE_PRECISION:
-        a += option.trtexec(config, how)
+    tail = ["--profilingVerbosity=detailed",
+            f"--exportLayerInfo={_q(str(engine_path) + '.layers.json')}"]
+    return _line(lambda option: option.trtexec(config, how), head, shapes,
+                 _trtexec_precision(config, route, backend, calib_cache), tail)
+
+
+def _trtexec_precision(config: BuildConfig, route: str, backend: str,
+                       calib_cache: Optional[str]) -> List[str]:
+    """trtexec's precision flags: strongly typed, or the legacy flags, calibration cache and
+    per-layer constraints."""
+    if route != "legacy-flags":
+        return [] if backend == "tensorrt-rtx" else ["--stronglyTyped"]
     entry = config.entry
-    if route == "legacy-flags":
-        if entry.trtexec:
-            a.append(entry.trtexec)
-        if entry.flag_calibrator and calib_cache:
-            a.append(f"--calib={_q(calib_cache)}")
-        specs = [f"{_q(n)}:fp32" for n in config.exclude_nodes]
-        if config.layer_precision and entry.layer_dtype:  # "*" first: later specs win
-            specs.insert(0, f"{_q('*')}:{entry.name}")
-        if specs:
-            a.append(f"--precisionConstraints={config.layer_precision or 'obey'}")
-            a.append("--layerPrecisions=" + ",".join(specs))
-            if config.layer_precision:
-                a.append("--layerOutputTypes=" + ",".join(specs))
-    elif backend != "tensorrt-rtx":
-        a.append("--stronglyTyped")
-    for option in AFTER_PRECISION:
-        a += option.trtexec(config, how)
-    a.append("--profilingVerbosity=detailed")
-    a.append(f"--exportLayerInfo={_q(str(engine_path) + '.layers.json')}")
-    return " ".join(a)
+    a = [entry.trtexec] if entry.trtexec else []
+    if entry.flag_calibrator and calib_cache:
+        a.append(f"--calib={_q(calib_cache)}")
+    specs = [f"{_q(n)}:fp32" for n in config.exclude_nodes]
+    if config.layer_precision and entry.layer_dtype:  # "*" first: later specs win
+        specs.insert(0, f"{_q('*')}:{entry.name}")
+    if specs:
+        a.append(f"--precisionConstraints={config.layer_precision or 'obey'}")
+        a.append("--layerPrecisions=" + ",".join(specs))
+        if config.layer_precision:
+            a.append("--layerOutputTypes=" + ",".join(specs))
+    return a
 
 
 def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
@@ -214,34 +236,35 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
 def polygraphy_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
                        backend: str = "tensorrt", route: Optional[str] = None,
                        calib_cache: Optional[str] = None) -> str:
-    route = route or ("strongly-typed" if config.route == "auto" else config.route)
-    a = []
-    if backend == "tensorrt-rtx":
-        a.append("POLYGRAPHY_USE_TENSORRT_RTX=1")
-    a += ["polygraphy", "convert", _q(onnx_path), "--convert-to", "trt", "-o", _q(engine_path)]
+    route = _route(config, route)
+    head = ["POLYGRAPHY_USE_TENSORRT_RTX=1"] if backend == "tensorrt-rtx" else []
+    head += ["polygraphy", "convert", _q(onnx_path), "--convert-to", "trt", "-o", _q(engine_path)]
+    shapes: List[str] = []
     for prof in config.profiles:
         for i, flag in enumerate(("--trt-min-shapes", "--trt-opt-shapes", "--trt-max-shapes")):
-            a.append(flag)
-            a += [_q(f"{n}:[{','.join(str(d) for d in s[i])}]") for n, s in prof.items()]
+            shapes.append(flag)
+            shapes += [_q(f"{n}:[{','.join(str(d) for d in s[i])}]") for n, s in prof.items()]
     how = Render(route, backend)
-    for option in BEFORE_PRECISION:
-        a += option.polygraphy(config, how)
+    return _line(lambda option: option.polygraphy(config, how), head, shapes,
+                 _polygraphy_precision(config, route, calib_cache),
+                 ["--profiling-verbosity", "detailed"])
+
+
+def _polygraphy_precision(config: BuildConfig, route: str,
+                          calib_cache: Optional[str]) -> List[str]:
+    """polygraphy's precision flags: strongly typed, or the legacy flags, calibration cache
+    and per-layer constraints."""
+    if route != "legacy-flags":
+        return ["--strongly-typed"]
     entry = config.entry
-    if route == "legacy-flags":
-        if entry.polygraphy:
-            a.append(entry.polygraphy)
-        if entry.flag_calibrator and calib_cache:
-            a += ["--calibration-cache", _q(calib_cache)]
-        if config.exclude_nodes or config.layer_precision:
-            a += ["--precision-constraints", config.layer_precision or "obey"]
-        if config.exclude_nodes:
-            a += ["--layer-precisions"] + [_q(f"{n}:float32") for n in config.exclude_nodes]
-    else:
-        a.append("--strongly-typed")
-    for option in AFTER_PRECISION:
-        a += option.polygraphy(config, how)
-    a += ["--profiling-verbosity", "detailed"]
-    return " ".join(a)
+    a = [entry.polygraphy] if entry.polygraphy else []
+    if entry.flag_calibrator and calib_cache:
+        a += ["--calibration-cache", _q(calib_cache)]
+    if config.exclude_nodes or config.layer_precision:
+        a += ["--precision-constraints", config.layer_precision or "obey"]
+    if config.exclude_nodes:
+        a += ["--layer-precisions"] + [_q(f"{n}:float32") for n in config.exclude_nodes]
+    return a
 
 
 # --------------------------------------------------------------------------------------------

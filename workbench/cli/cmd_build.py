@@ -45,16 +45,15 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     from workbench.precision import table  # (after the fork: plain module, no dataclasses)
 
     from workbench.build import options
+    from workbench.cli.common import add_gpu_argument, add_mkdir_argument, add_profile_argument
     from workbench.precision.options import (BUILD_PRECISION_FIELDS, PRECISION_OPTIONS,
                                              add_arguments)
 
     p.add_argument("--precision", default=table.BASE, choices=list(table.names()))
     add_arguments(p, PRECISION_OPTIONS, BUILD_PRECISION_FIELDS)
-    p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
-                   help="shape range of a dynamic input, e.g. input:1x3x32x32:8x3x32x32:"
-                        "32x3x32x32 (repeat per input, or join inputs with commas: "
-                        "a:...,b:... is the same profile; a leading '+' starts another "
-                        "profile)")
+    add_profile_argument(p, ", e.g. input:1x3x32x32:8x3x32x32:32x3x32x32 (repeat per "
+                         "input, or join inputs with commas: a:...,b:... is the same profile; "
+                         "a leading '+' starts another profile)")
     p.add_argument("--strict-profiles", action="store_true",
                    help="a dynamic input without --profile is an error (CI); by default it "
                         "gets a default profile, printed with the flag that sets it")
@@ -72,10 +71,7 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--export-script", metavar="PATH",
                    help="also write the standalone build-and-run Python script here")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--gpu", metavar="ID|UUID", help="pin the worker to this GPU or MIG "
-                   "instance (see `workbench gpus`)")
-    from workbench.cli.common import add_mkdir_argument
-
+    add_gpu_argument(p)
     add_mkdir_argument(p)
 
 

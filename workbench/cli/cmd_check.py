@@ -13,6 +13,7 @@ HELP = ("Will TensorRT take this model? Real ONNX parser (and --build) in the wo
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from workbench.cli.common import add_profile_argument
     from workbench.support.checker import BACKEND_CHOICES
 
     p.add_argument("model", nargs="?", help="the ONNX file")
@@ -30,10 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", choices=["tensorrt", "tensorrt-rtx"], default=None,
                    help="static rule table (default: the backend's own; the published "
                         "TensorRT matrix for --backend static)")
-    p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
-                   help="shapes for dynamic inputs in the --build check (repeatable; default: "
-                        "the profile `workbench build` defaults to, said in the report); "
-                        "shape-tensor inputs take values, e.g. axis:0:0:1")
+    add_profile_argument(p, " for the --build check (repeatable; default: the profile "
+                         "`workbench build` defaults to, said in the report); shape-tensor "
+                         "inputs take values, e.g. axis:0:0:1")
     p.add_argument("--target", default="sm89",
                    help="compute capability for TensorRT-RTX ahead-of-time builds (sm89)")
     p.add_argument("--timeout", type=float, default=600.0, help="worker time limit, seconds")

@@ -94,6 +94,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "output with one float per row, else the score read inside the "
                         "selection")
     p.add_argument("--json", action="store_true", help="print JSON to stdout")
+    from workbench.cli.common import (add_mkdir_argument, add_profile_argument,
+                                      add_profile_index_argument)
+
     e = p.add_argument_group("engine side (TensorRT through the worker)")
     e.add_argument("--engine-from-build", action="store_true",
                    help="build the reference with --precision and compare the engine itself")
@@ -102,8 +105,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "else the --build-config's; else fp16)")
     e.add_argument("--backend", default="auto", help="auto | tensorrt | tensorrt-rtx")
     e.add_argument("--target", metavar="SM", help="TensorRT-RTX ahead-of-time target, e.g. sm89")
-    e.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
-                   help="shape range of a dynamic input (default: the inputs' shapes)")
+    add_profile_argument(e, " (default: the inputs' shapes)")
     e.add_argument("--opt-level", type=int, metavar="N", help="builder optimization level")
     e.add_argument("--build-config", metavar="JSON", help="a BuildConfig JSON file")
     e.add_argument("--mark", default="boundaries", metavar="boundaries|all|T1,T2",
@@ -121,8 +123,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--bisect", action="store_true",
                    help="rebuild with suspects in FP32 to find the fewest that meet the "
                         "tolerance; report each one's latency cost")
-    from workbench.cli.common import add_mkdir_argument, add_profile_index_argument
-
     add_profile_index_argument(e)
     add_mkdir_argument(p)
 

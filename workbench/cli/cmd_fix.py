@@ -25,6 +25,8 @@ HELP = ("fix what TensorRT cannot parse with graphsurgeon recipes (verified with
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from workbench.support.checker import BACKEND_CHOICES  # the backends `check` takes too
+
     parser.add_argument("model", metavar="MODEL", nargs="?", help="path to an .onnx file")
     parser.add_argument("-o", "--output", metavar="OUT", help="where to write the fixed model")
     parser.add_argument("--recipe", action="append", default=[], metavar="NAME[:k=v,...]",
@@ -35,8 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "re-checking after each, until supported")
     parser.add_argument("--check", action="store_true",
                         help="check support before and after even without --auto")
-    parser.add_argument("--backend", default="tensorrt-rtx",
-                        choices=["auto", "tensorrt", "tensorrt-rtx", "static"],
+    parser.add_argument("--backend", default="tensorrt-rtx", choices=BACKEND_CHOICES,
                         help="whose parser judges support (default tensorrt-rtx)")
     parser.add_argument("--inputs", metavar="NPZ",
                         help="verify on these inputs (.npz keyed by input name, loaded with "

@@ -30,6 +30,8 @@ def _csv(text: Optional[str]) -> List[str]:
 
 
 def add_arguments(p: "argparse.ArgumentParser") -> None:
+    from workbench.cli.common import add_latency_profiles_argument, add_profile_argument
+
     p.add_argument("models", metavar="MODEL", nargs="+", help="ONNX model(s)")
     p.add_argument("-o", "--output", metavar="DIR", required=True,
                    help="results folder (made if missing, in an existing folder unless "
@@ -39,11 +41,10 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--target", default=None, metavar="LIST",
                    help="TensorRT-RTX ahead-of-time targets, e.g. sm89,sm120; 'native' = the "
                         "GPU the build runs on (default: native)")
-    p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
-                   help="shape range of a dynamic input, as `workbench build --profile`; one "
-                        "set may name the inputs of several models (each keeps its own). A "
-                        "leading '+' starts another point on the profile axis (another "
-                        "variant), not another profile of the same engine")
+    add_profile_argument(p, ", as `workbench build --profile`; one set may name the inputs of "
+                         "several models (each keeps its own). A leading '+' starts another "
+                         "point on the profile axis (another variant), not another profile of "
+                         "the same engine")
     p.add_argument("--opt-level", default=None, metavar="LIST",
                    help="builder optimization levels, e.g. 0,3 (default: TensorRT's)")
     p.add_argument("--calib", action="append", default=[], metavar="[MODEL=]PATH",
@@ -54,11 +55,8 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
                         "inputs with a note where there is none)")
     p.add_argument("--samples", type=int, default=8,
                    help="at most this many samples for accuracy (0: skip; default 8)")
-    p.add_argument("--latency-profiles", metavar="DIR",
-                   help="recorded per-layer profiles of the models' uniform engines "
-                        "(<model>_<precision>.layers.json + .profile.json, or trtexec "
-                        "--exportLayerInfo/--exportProfile files): variants not timed on a GPU "
-                        "get a predicted latency from them")
+    add_latency_profiles_argument(p, "variants not timed on a GPU get a predicted latency "
+                                     "from them")
     p.add_argument("--backend", default="auto", choices=list(BUILD_BACKENDS))
     p.add_argument("--gpus", action="store_true",
                    help="GPU variants: each task asks Ray for one GPU, builds for it, runs the "

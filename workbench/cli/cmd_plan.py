@@ -17,7 +17,11 @@ HELP = ("plan the fastest precision (FP16/BF16/INT8 with regions kept in FP32) w
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="the FP32 ONNX model (never overwritten)")
+    from workbench.cli.common import add_fp32_model_argument, add_latency_profiles_argument
+    from workbench.precision import table
+    from workbench.precision.options import PRECISION_OPTIONS, add_arguments
+
+    add_fp32_model_argument(p)
     p.add_argument("--data", required=True, metavar="SAMPLES.npz",
                    help="samples to measure accuracy on (axis 0 is the sample); a share is "
                         "held back and the budget is checked on it only")
@@ -26,14 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric", default=None, metavar="top1|top5|cosine|rel|MODULE:FUNC",
                    help="the accuracy metric (FUNC(reference, candidate) -> loss over "
                         "{output: array}); default: top1 for class scores, else cosine")
-    p.add_argument("--to", dest="target", default="fp16", choices=["fp16", "bf16", "int8",
-                                                                    "fp8"],
+    p.add_argument("--to", dest="target", default="fp16", choices=list(table.lowered()),
                    help="the low precision (default fp16); INT8/FP8 calibrate on --data "
                         "unless --calib")
-    p.add_argument("--calib", metavar="PATH", help="calibration data for INT8/FP8")
-    p.add_argument("--latency-profiles", metavar="DIR",
-                   help="recorded per-layer profiles of the model's uniform engines: regions "
-                        "from the engine's fused layers, latency predicted from them")
+    add_arguments(p, PRECISION_OPTIONS, ("calibration",))  # --calib, as `precision` takes it
+    add_latency_profiles_argument(p, "regions from the engine's fused layers, latency "
+                                     "predicted from them")
     p.add_argument("--max-builds", type=int, default=40, metavar="N",
                    help="at most N candidate evaluations in all (default 40)")
     p.add_argument("--holdout", type=float, default=0.25, metavar="SHARE",

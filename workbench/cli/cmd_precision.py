@@ -18,7 +18,9 @@ HELP = ("convert an FP32 ONNX model to FP16/BF16 (Casts) or INT8/FP8 (Q/DQ, cali
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="the FP32 ONNX model (never overwritten)")
+    from workbench.cli.common import add_fp32_model_argument
+
+    add_fp32_model_argument(p)
     p.add_argument("--to", required=True, dest="target",
                    choices=list(table.names()), help="target precision")
     from workbench.precision.options import PRECISION_OPTIONS, add_arguments

@@ -13,10 +13,10 @@ HELP = ("validate min/opt/max shape profiles for the model's dynamic inputs, pro
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from workbench.cli.common import add_profile_argument
+
     p.add_argument("model", help="the ONNX model")
-    p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
-                   help="shape range of a dynamic input (repeat per input; a leading '+' starts "
-                        "another profile)")
+    add_profile_argument(p, " (repeat per input; a leading '+' starts another profile)")
     p.add_argument("--calib", metavar="PATH",
                    help="sample data (.npz/.npy or a folder): the advisor proposes a profile "
                         "and checks the given ones against it")

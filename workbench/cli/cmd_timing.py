@@ -13,6 +13,8 @@ HELP = ("summarise engine layer timings (trtexec/IProfiler/inspector JSON), map 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from workbench.cli.common import add_html_argument, add_onnx_argument
+
     p.add_argument("layers", metavar="LAYERS.json",
                    help="engine layer information (trtexec --exportLayerInfo / IEngineInspector); "
                         "a per-layer profile alone also works (names only): trtexec "
@@ -21,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="per-layer times (trtexec --exportProfile, IProfiler capture)")
     p.add_argument("--times", metavar="TIMES.json",
                    help="end-to-end latencies (trtexec --exportTimes) for P50/P90/P99")
-    p.add_argument("--onnx", metavar="MODEL", help="the ONNX model the engine was built from")
+    add_onnx_argument(p)
     p.add_argument("--vs", metavar="OTHER_LAYERS.json",
                    help="a baseline engine to compare with (e.g. the FP32 build)")
     p.add_argument("--vs-profile", metavar="P", help="per-layer times of the --vs engine")
@@ -31,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile-id", type=int, default=None,
                    help="optimization profile whose layers to use (engines with several)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
+    add_html_argument(p)
     p.add_argument("--analyze-data", metavar="OUT.json",
                    help="write the analysis as NVIDIA trt-perf-analysis analyze-data.json "
                         "(schema 1.0: scored issues, evidence, next check), which their HTML "

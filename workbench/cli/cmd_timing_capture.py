@@ -20,10 +20,12 @@ NOT_HERE = ("target",)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from workbench.cli.common import add_gpu_argument, add_html_argument, add_onnx_argument
+
     p.add_argument("model", metavar="ENGINE|MODEL.onnx",
                    help="a serialized engine, or an ONNX model to build first (as `workbench "
                         "build` does)")
-    p.add_argument("--onnx", metavar="MODEL", help="the ONNX the engine came from (for mapping)")
+    add_onnx_argument(p)
     p.add_argument("--shapes", metavar="NAME:DxDxD[,NAME:...]",
                    help="input shapes to time at (default: the profile's opt shapes)")
     p.add_argument("--profile-shapes", metavar="NAME:MIN:OPT:MAX[,...]",
@@ -42,9 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--metrics", metavar="FILE.prom", help="also write latency/throughput in "
                    "the Prometheus text format (needs the deploy extra)")
-    p.add_argument("--gpu", metavar="ID|UUID", help="pin the worker to this GPU or MIG "
-                   "instance (see `workbench gpus`)")
-    p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
+    add_gpu_argument(p)
+    add_html_argument(p)
     p.add_argument("--vs", choices=["torch"], help="also time the same model in PyTorch (eager "
                    "FP32/FP16, torch.compile reduce-overhead FP16) in this process, on the same "
                    "shapes and --inputs, and show it beside the engine")

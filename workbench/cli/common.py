@@ -55,6 +55,46 @@ def add_profile_index_argument(p: Any) -> None:
                         "first profile that holds the inputs' shapes)")
 
 
+def add_profile_argument(p: Any, more: str) -> None:
+    """`--profile INPUT:MIN:OPT:MAX` (repeatable): a dynamic input's shape range, the one
+    spelling every verb reads with `workbench.precision.profiles.parse_profiles`; `more` says
+    what it does in this verb."""
+    p.add_argument("--profile", action="append", default=[], metavar="INPUT:MIN:OPT:MAX",
+                   help="shape range of a dynamic input" + more)
+
+
+def add_latency_profiles_argument(p: Any, use: str) -> None:
+    """`--latency-profiles DIR`: the folder of recorded uniform-engine profiles that
+    `workbench.timing.predict.find_profiles` reads; `use` says what the verb makes of them."""
+    p.add_argument("--latency-profiles", metavar="DIR",
+                   help="recorded per-layer profiles of uniform engines (<model>_<precision>"
+                        ".layers.json + .profile.json, or trtexec --exportLayerInfo/"
+                        "--exportProfile files): " + use)
+
+
+def add_fp32_model_argument(p: Any) -> None:
+    """The FP32 model a verb converts or plans from: read, never written."""
+    p.add_argument("model", help="the FP32 ONNX model (never overwritten)")
+
+
+def add_onnx_argument(p: Any) -> None:
+    """`--onnx` of the timing verbs: the ONNX an engine was built from, whose nodes its layers
+    are mapped to."""
+    p.add_argument("--onnx", metavar="MODEL",
+                   help="the ONNX model the engine was built from (to map layers to nodes)")
+
+
+def add_html_argument(p: Any) -> None:
+    """`--html` of the timing verbs: the one standalone report both write."""
+    p.add_argument("--html", metavar="REPORT.html", help="write a standalone HTML report")
+
+
+def add_gpu_argument(p: Any) -> None:
+    """`--gpu`: the GPU or MIG instance a verb's worker is pinned to."""
+    p.add_argument("--gpu", metavar="ID|UUID", help="pin the worker to this GPU or MIG "
+                   "instance (see `workbench gpus`)")
+
+
 def add_mkdir_argument(p: "argparse.ArgumentParser") -> None:
     """`--mkdir`: the one way to let a verb create the missing folders of its output paths."""
     p.add_argument("--mkdir", action="store_true",

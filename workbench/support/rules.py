@@ -96,6 +96,14 @@ GPU_PLUGIN_HINT = ("check it where the engine will run: on a machine with an NVI
                    "plugin loads and the parser may take the node (`workbench check {model}` "
                    "there)")
 
+
+def _only_default(op: str, attr: str, default: Any, reason: str, hint: str) -> Dict[str, Any]:
+    """A rule for an attribute TensorRT takes only at its ONNX default: any other value is
+    refused (`reason` may name it as {value})."""
+    return {"op": op, "check": "attr_not_in", "attr": attr, "default": default,
+            "allowed": [default], "reason": reason, "hint": hint}
+
+
 # Attribute/input restrictions. `check` names a predicate in workbench.support.checker.CHECKS.
 RULES: Dict[str, Dict[str, Any]] = {
     "resize-mode": {
@@ -103,10 +111,9 @@ RULES: Dict[str, Dict[str, Any]] = {
         "allowed": ["nearest", "linear"],
         "reason": "Resize mode '{value}' is not supported (nearest, linear only)",
         "hint": "re-export with mode='linear' (or 'nearest')"},
-    "resize-antialias": {
-        "op": "Resize", "check": "attr_not_in", "attr": "antialias", "default": 0,
-        "allowed": [0], "reason": "Resize antialias={value} is not supported",
-        "hint": "export with antialias=False"},
+    "resize-antialias": _only_default("Resize", "antialias", 0,
+        "Resize antialias={value} is not supported",
+        "export with antialias=False"),
     "resize-coordinate-mode": {
         "op": "Resize", "check": "attr_not_in", "attr": "coordinate_transformation_mode",
         "default": "half_pixel",
@@ -114,11 +121,9 @@ RULES: Dict[str, Dict[str, Any]] = {
                     "align_corners"],
         "reason": "Resize coordinate_transformation_mode '{value}' is not supported",
         "hint": "use half_pixel or align_corners (crop first with Slice for tf_crop_and_resize)"},
-    "resize-aspect-policy": {
-        "op": "Resize", "check": "attr_not_in", "attr": "keep_aspect_ratio_policy",
-        "default": "stretch", "allowed": ["stretch"],
-        "reason": "Resize keep_aspect_ratio_policy '{value}' is not supported (stretch only)",
-        "hint": "compute the target size outside and pass explicit sizes with the stretch policy"},
+    "resize-aspect-policy": _only_default("Resize", "keep_aspect_ratio_policy", "stretch",
+        "Resize keep_aspect_ratio_policy '{value}' is not supported (stretch only)",
+        "compute the target size outside and pass explicit sizes with the stretch policy"),
     "topk-k-limit": {
         "op": "TopK", "check": "const_input_gt", "input": 1, "limit": 3839,
         "reason": "TopK K={value} exceeds TensorRT's limit (K must be < 3840)",
@@ -128,14 +133,12 @@ RULES: Dict[str, Dict[str, Any]] = {
         "reason": "TopK K is computed at run time; TensorRT rejects K above its limit at build "
                   "time",
         "hint": "make K a constant: `workbench fix {model} --recipe fold_constants`"},
-    "topk-sorted": {
-        "op": "TopK", "check": "attr_not_in", "attr": "sorted", "default": 1, "allowed": [1],
-        "reason": "TopK sorted={value} is not supported (sorted must be 1)",
-        "hint": "export with sorted=True"},
-    "scatternd-reduction": {
-        "op": "ScatterND", "check": "attr_not_in", "attr": "reduction", "default": "none",
-        "allowed": ["none"], "reason": "ScatterND reduction '{value}' is not supported",
-        "hint": "replace with ScatterND(reduction=none) on gathered+reduced updates, or a plugin"},
+    "topk-sorted": _only_default("TopK", "sorted", 1,
+        "TopK sorted={value} is not supported (sorted must be 1)",
+        "export with sorted=True"),
+    "scatternd-reduction": _only_default("ScatterND", "reduction", "none",
+        "ScatterND reduction '{value}' is not supported",
+        "replace with ScatterND(reduction=none) on gathered+reduced updates, or a plugin"),
     "maxpool-indices": {
         "op": "MaxPool", "check": "output_count_gt", "count": 1,
         "reason": "MaxPool's Indices output is not supported",
@@ -164,10 +167,9 @@ RULES: Dict[str, Dict[str, Any]] = {
         "op": "Attention", "check": "inputs_present", "inputs": [4, 5, 6],
         "reason": "Attention past_key/past_value/nonpad_kv_seqlen inputs are not supported",
         "hint": "export without the KV cache inputs"},
-    "attention-softcap": {
-        "op": "Attention", "check": "attr_not_in", "attr": "softcap", "default": 0.0,
-        "allowed": [0.0], "reason": "Attention softcap={value} is not supported",
-        "hint": "export without softcap"},
+    "attention-softcap": _only_default("Attention", "softcap", 0.0,
+        "Attention softcap={value} is not supported",
+        "export without softcap"),
     "attention-attrs": {
         "op": "Attention", "check": "attr_present",
         "attrs": ["qk_matmul_output_mode", "softmax_precision"],
@@ -184,10 +186,9 @@ RULES: Dict[str, Dict[str, Any]] = {
         "op": "STFT", "check": "input_not_const", "input": 1,
         "reason": "STFT frame_step must be an initializer",
         "hint": "make it a constant: `workbench fix {model} --recipe fold_constants`"},
-    "tensorscatter-mode": {
-        "op": "TensorScatter", "check": "attr_not_in", "attr": "mode", "default": "linear",
-        "allowed": ["linear"], "reason": "TensorScatter mode '{value}' is not supported",
-        "hint": "use mode='linear'"},
+    "tensorscatter-mode": _only_default("TensorScatter", "mode", "linear",
+        "TensorScatter mode '{value}' is not supported",
+        "use mode='linear'"),
     "tensorscatter-rank": {
         "op": "TensorScatter", "check": "input_rank_not_in", "input": 0, "ranks": [4],
         "reason": "TensorScatter past_cache must be 4D (rank {value})",
@@ -204,10 +205,9 @@ RULES: Dict[str, Dict[str, Any]] = {
         "reason": "{op} axes must resolve to a constant",
         "hint": "make axes an initializer (computed axes fold with `workbench fix {model} "
                 "--recipe fold_constants`)"},
-    "scatterelements-reduction": {
-        "op": "ScatterElements", "check": "attr_not_in", "attr": "reduction", "default": "none",
-        "allowed": ["none"], "reason": "ScatterElements reduction '{value}' is not supported",
-        "hint": "gather, reduce and scatter with reduction=none, or use a plugin"},
+    "scatterelements-reduction": _only_default("ScatterElements", "reduction", "none",
+        "ScatterElements reduction '{value}' is not supported",
+        "gather, reduce and scatter with reduction=none, or use a plugin"),
     "mod-fmod0-types": {
         "op": "Mod", "check": "input_dtype_not_in", "input": 0, "allowed": ["INT32", "INT64"],
         "when_attr": {"fmod": [0, 0]},
@@ -262,14 +262,12 @@ RULES: Dict[str, Dict[str, Any]] = {
         "reason": "Dropout training_mode must be an initializer that is False",
         "hint": "export in eval mode (model.eval()), or `workbench fix {model} --recipe "
                 "remove_node:node={node}` (exact for inference)"},
-    "lstm-input-forget": {
-        "op": "LSTM", "check": "attr_not_in", "attr": "input_forget", "default": 0,
-        "allowed": [0], "reason": "LSTM input_forget={value} (coupled gates) is not supported",
-        "hint": "export without coupled input/forget gates"},
-    "lstm-layout": {
-        "op": "LSTM", "check": "attr_not_in", "attr": "layout", "default": 0, "allowed": [0],
-        "reason": "LSTM layout={value} (batch-first) is not supported",
-        "hint": "export with batch_first=False or add Transposes around the LSTM"},
+    "lstm-input-forget": _only_default("LSTM", "input_forget", 0,
+        "LSTM input_forget={value} (coupled gates) is not supported",
+        "export without coupled input/forget gates"),
+    "lstm-layout": _only_default("LSTM", "layout", 0,
+        "LSTM layout={value} (batch-first) is not supported",
+        "export with batch_first=False or add Transposes around the LSTM"),
     "constant-strings": {
         "op": "Constant", "check": "attr_present",
         "attrs": ["sparse_value", "value_string", "value_strings"],

@@ -6,7 +6,6 @@ nothing."""
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -18,6 +17,7 @@ from workbench.build.spec import BuildConfig
 from workbench.build.stages.prepare import PreparedOnnx
 from workbench.build.stages.resolve import BuildJob
 from workbench.errors import Finding, WorkbenchError
+from workbench.fsutil import atomic_copy
 from workbench.worker.build_request import BuildRequest
 from workbench.model import Model
 
@@ -90,13 +90,7 @@ def copy_out(src: Path, dst: PathLike, model_path: Optional[Path],
                              hint="choose another -o path")
     out.parent.mkdir(parents=True, exist_ok=True)
     copy_card(src, out, meta)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    atomic_copy(src, out)
     return str(out)
 
 
@@ -120,13 +114,7 @@ def onnx_beside(onnx_path: Any, output: Optional[PathLike], ref: Model,
     if ref.path is not None and dst.resolve() == ref.path.resolve():
         dst = out.with_name(f"{out.name}.built.onnx")
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    atomic_copy(src, dst)
     what = (f"the {config.precision.upper()} ONNX TensorRT built from (the workbench's "
             "conversion of your model)" if tag else "the ONNX TensorRT built from")
     return str(dst), f"{dst}: {what}, written beside the engine; the lines above read it"
