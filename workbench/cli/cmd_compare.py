@@ -8,7 +8,7 @@ import shlex
 import sys
 from typing import Any, List, Optional, Tuple
 
-from workbench.cli.common import print_json
+from workbench.cli.common import add_verdict_arguments, print_json
 from workbench.errors import WorkbenchError
 from workbench.model import as_model
 
@@ -52,14 +52,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "its graph or --to's: 1e-2 for fp16/bf16/int8/fp8, 1e-3 for fp32)")
     p.add_argument("--rtol", type=float, default=None,
                    help="relative tolerance (default: the precision's, as --atol)")
-    p.add_argument("--metric", metavar="top1|top5|cosine|rel|elementwise|MODULE:FUNC",
-                   help="judge the outputs by this metric within --budget (FUNC(reference, "
-                        "candidate) -> loss over {output: array}); default: by output kind "
-                        "(class scores: top-1 and scale-relative error, embeddings: cosine, "
-                        "boxes: IoU, masks: pixel agreement); --atol/--rtol alone: elementwise")
-    p.add_argument("--budget", metavar="1%|0.01",
-                   help="the loss --metric may reach (default 1%%), or the default verdict's "
-                        "main figure")
+    add_verdict_arguments(
+        p, elementwise=True, budget_default=None,
+        metric_default="by output kind (class scores: top-1 and scale-relative error, "
+                       "embeddings: cosine, boxes: IoU, masks: pixel agreement); --atol/--rtol "
+                       "alone: elementwise",
+        budget_help="the loss --metric may reach (default 1%%), or the default verdict's main "
+                    "figure")
     p.add_argument("--runner", choices=["auto", "onnxruntime", "emulate", "reference"],
                    default="auto",
                    help="how to run the candidate: emulate = onnxruntime in FP32 with every "

@@ -17,7 +17,8 @@ HELP = ("plan the fastest precision (FP16/BF16/INT8 with regions kept in FP32) w
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from workbench.cli.common import add_fp32_model_argument, add_latency_profiles_argument
+    from workbench.cli.common import (add_fp32_model_argument, add_latency_profiles_argument,
+                                      add_verdict_arguments)
     from workbench.precision import table
     from workbench.precision.options import PRECISION_OPTIONS, add_arguments
 
@@ -25,11 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, metavar="SAMPLES.npz",
                    help="samples to measure accuracy on (axis 0 is the sample); a share is "
                         "held back and the budget is checked on it only")
-    p.add_argument("--budget", default="1%", metavar="1%|0.01",
-                   help="the loss the metric may reach on held-back samples (default 1%%)")
-    p.add_argument("--metric", default=None, metavar="top1|top5|cosine|rel|MODULE:FUNC",
-                   help="the accuracy metric (FUNC(reference, candidate) -> loss over "
-                        "{output: array}); default: top1 for class scores, else cosine")
+    add_verdict_arguments(
+        p, elementwise=False, budget_default="1%", metric_default="top1 for class scores, else "
+                                                                   "cosine",
+        budget_help="the loss the metric may reach on held-back samples (default 1%%)")
     p.add_argument("--to", dest="target", default="fp16", choices=list(table.lowered()),
                    help="the low precision (default fp16); INT8/FP8 calibrate on --data "
                         "unless --calib")

@@ -77,6 +77,17 @@ def add_fp32_model_argument(p: Any) -> None:
     p.add_argument("model", help="the FP32 ONNX model (never overwritten)")
 
 
+def add_verdict_arguments(p: Any, *, elementwise: bool, budget_default: Optional[str],
+                          metric_default: str, budget_help: str) -> None:
+    """`--metric` / `--budget`: the verdict's metric and the loss it may reach
+    (`workbench.verdict`), one grammar for every verb that judges outputs."""
+    names = "top1|top5|cosine|rel" + ("|elementwise" if elementwise else "")
+    p.add_argument("--metric", default=None, metavar=names + "|MODULE:FUNC",
+                   help="judge the outputs by this metric within --budget (FUNC(reference, "
+                        "candidate) -> loss over {output: array}); default: " + metric_default)
+    p.add_argument("--budget", default=budget_default, metavar="1%|0.01", help=budget_help)
+
+
 def add_onnx_argument(p: Any) -> None:
     """`--onnx` of the timing verbs: the ONNX an engine was built from, whose nodes its layers
     are mapped to."""
