@@ -209,6 +209,18 @@ class _OutOfBuilds(Exception):
     pass
 
 
+def add_uniform(front: List[Candidate], ev: "_Evaluator", budget: float,
+                latency_ms: Optional[float], target: str) -> None:
+    """The uniform plan (every region in `target`) as a candidate of the front when the greedy
+    pass did not reach it and it meets the budget on the search set: the plan is then never
+    slower than the all-`target` engine where that engine meets the budget."""
+    if any(not c.kept for c in front) or ev.left() <= 1:
+        return
+    loss = ev.loss([])
+    if loss <= budget:
+        front.append(Candidate((), loss, latency_ms, step=f"all {target.upper()}"))
+
+
 # ----------------------------------------------------------------------------- the planner
 class _Space:
     """The regions searched over and the latency model (None: no latency predicted): what a
@@ -392,6 +404,7 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
         say(f"sensitivity: {len(regions)} region(s) alone in {target}")
         _sensitivity(ev, space, sens, notes)
         _greedy(ev, space, proto, sens, b, front, notes, say)
+        add_uniform(front, ev, b, space.lat(()), target)
         chosen = _verify(ev, space, front, b, notes)
     except _OutOfBuilds:
         notes.append("stopped at --max-builds")
