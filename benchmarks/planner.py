@@ -43,7 +43,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -95,7 +95,8 @@ def _resnet50(path: Path, size: int) -> Path:
     return path
 
 
-def make_case(name: str, work: Path, n: int, *, image: int, seq: int, seed: int = 0) -> Case:
+def make_case(name: str, work: Path, n: int, *, image: int, seq: int, layers: int = 12,
+              seed: int = 0) -> Case:
     """The model `name` written under `work` with `n` samples."""
     import onnx
 
@@ -110,7 +111,7 @@ def make_case(name: str, work: Path, n: int, *, image: int, seq: int, seed: int 
         sys.path.insert(0, str(REPO / "sample_models"))
         from make_samples import BERT, make_bert
 
-        cfg = BERT_BASE if name == "bert" else BERT
+        cfg = dict(BERT_BASE, layers=layers) if name == "bert" else BERT
         path = work / f"{name}.onnx"
         onnx.save(make_bert(cfg, name=name, seed=2), str(path))
         ids = rng.integers(0, cfg["vocab"], (n, seq)).astype(np.int64)
@@ -344,7 +345,8 @@ def fastest_meeting(cands: List[Tuple[str, Answer]], budget: float
 
 
 def run_case(case: Case, work: Path, *, holdout: float, max_builds: int,
-             gpu: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+             gpu: Optional[Dict[str, Any]], bisect_groups: Optional[int] = None
+             ) -> Dict[str, Any]:
     """All methods on one model; figures per method."""
     from workbench.planner import plan
     from workbench.planner.regions import engine_regions, graph_regions
@@ -400,10 +402,14 @@ def run_case(case: Case, work: Path, *, holdout: float, max_builds: int,
     regions = graph_regions(proto)
     if judge.latency_model is not None and "fp16" in judge.latency_model.node_ms:
         regions = engine_regions(judge.latency_model, proto)
-    k, evals = first_k(regions, lambda ex: judge.search_loss("fp16", ex) <= b)
-    fk = [x for r in regions[:k] for x in r]
+    from workbench.planner.regions import merge_to
+
+    groups = merge_to(regions, bisect_groups)  # (None: every region its own step)
+    k, evals = first_k(groups, lambda ex: judge.search_loss("fp16", ex) <= b)
+    fk = [x for r in groups[:k] for x in r]
     record("first_k", judge.judge("fp16", fk), evals + 1,
-           {"k": k, "regions": len(regions), "searched_on": "search split (emulation)"})
+           {"k": k, "steps": len(groups), "regions": len(regions),
+            "searched_on": "search split (emulation)"})
 
     t0 = time.monotonic()
     p = plan(case.path, data, budget=b, metric=case.metric, target="fp16",
@@ -468,11 +474,18 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     ap.add_argument("--samples", type=int, default=None,
                     help="samples per model (default 16 CPU, 32 GPU)")
     ap.add_argument("--holdout", type=float, default=0.25, help="share held back")
-    ap.add_argument("--max-builds", type=int, default=16,
-                    help="the planner's evaluations (emulated) per model")
+    ap.add_argument("--max-builds", type=int, default=None,
+                    help="the planner's evaluations (emulated) per model (default 8 CPU, 12 GPU)")
     ap.add_argument("--image", type=int, default=None, help="ResNet-50 input size "
                     "(default 32 CPU, 224 GPU)")
     ap.add_argument("--seq", type=int, default=None, help="encoder sequence (16 CPU, 128 GPU)")
+    ap.add_argument("--bert-layers", type=int, default=None,
+                    help="the encoder's layers of BERT-base size (hidden 768, 12 heads, FFN "
+                         "3072; default 12 GPU, 2 CPU: each emulated candidate converts and "
+                         "writes the whole model)")
+    ap.add_argument("--bisect-groups", type=int, default=None,
+                    help="first-K bisection over at most this many groups of neighbouring "
+                         "regions (default: every region)")
     ap.add_argument("--gpu", action="store_true", help="build and time engines (TensorRT "
                     "through the worker)")
     ap.add_argument("--gpu-builds", type=int, default=3,
@@ -489,6 +502,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="wb-bench-planner-"))
     work.mkdir(parents=True, exist_ok=True)
     n = a.samples or (32 if a.gpu else 16)
+    a.max_builds = a.max_builds or (12 if a.gpu else 8)
     gpu = None
     if a.gpu:
         gpu = {"batch": a.batch, "iters": a.iters, "timing_cache": work / "timing.cache",
@@ -497,16 +511,19 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     result: Dict[str, Any] = {"benchmark": "planner", "device": "gpu" if a.gpu else "cpu",
                               "latency": "measured P50" if a.gpu else "predicted",
                               "samples": n, "holdout": a.holdout, "max_builds": a.max_builds,
+                              "bisect_groups": a.bisect_groups,
                               "tactic_sources": a.tactics or None, "models": {}}
     t0 = time.monotonic()
     for name in [x for x in a.models.split(",") if x]:
         sub = work / name
         sub.mkdir(exist_ok=True)
         case = make_case(name, sub, n, image=a.image or (224 if a.gpu else 32),
-                         seq=a.seq or (128 if a.gpu else 16))
+                         seq=a.seq or (128 if a.gpu else 16),
+                         layers=a.bert_layers or (12 if a.gpu else 2))
         log(f"{name}: {case.about}")
         result["models"][name] = run_case(case, sub, holdout=a.holdout,
-                                          max_builds=a.max_builds, gpu=gpu)
+                                          max_builds=a.max_builds, gpu=gpu,
+                                          bisect_groups=a.bisect_groups)
         if a.out:
             Path(a.out).write_text(json.dumps(result, indent=1))
     result["seconds"] = round(time.monotonic() - t0, 1)
