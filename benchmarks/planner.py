@@ -344,12 +344,31 @@ def fastest_meeting(cands: List[Tuple[str, Answer]], budget: float
                                   len(c[1].fp32_nodes)), default=None)
 
 
+def _to_verify(p: Any, gpu: Optional[Dict[str, Any]]) -> List[List[str]]:
+    """The FP32 node lists of a plan's candidates to judge: on CPU its own answer; on GPU its
+    front fastest first (predicted; fewer FP32 regions first where nothing predicts), at most
+    `front_builds`, and its own answer."""
+    if not gpu:
+        return [p.fp32_nodes]
+    ranked = sorted(p.front, key=lambda c: (c.latency_ms is None, c.latency_ms or 0.0,
+                                            len(c.kept)))
+    out: List[List[str]] = []
+    for c in ranked:
+        nodes = [x for i in sorted(c.kept) for x in p.regions[i]]
+        if nodes not in out and len(out) < gpu["front_builds"]:
+            out.append(nodes)
+    if p.fp32_nodes not in out:
+        out.append(p.fp32_nodes)
+    return out
+
+
 def run_case(case: Case, work: Path, *, holdout: float, max_builds: int,
-             gpu: Optional[Dict[str, Any]], bisect_groups: Optional[int] = None
-             ) -> Dict[str, Any]:
+             gpu: Optional[Dict[str, Any]], bisect_groups: Optional[int] = None,
+             targets: Sequence[str] = ("fp16",)) -> Dict[str, Any]:
     """All methods on one model; figures per method."""
     from workbench.planner import plan
     from workbench.planner.regions import engine_regions, graph_regions
+    from workbench.precision import table
     from workbench.planner.search import default_metric, split_samples
     from workbench.runners import batched_inputs
 
@@ -412,43 +431,42 @@ def run_case(case: Case, work: Path, *, holdout: float, max_builds: int,
             "searched_on": "search split (emulation)"})
 
     t0 = time.monotonic()
-    p = plan(case.path, data, budget=b, metric=case.metric, target="fp16",
-             latency_profiles=case.profiles, max_builds=max_builds, holdout=holdout,
-             samples=n)
-    assert p.samples == split, "the planner split the samples differently"
-    # the planner's candidates: its front (search-set within budget, verified fastest first)
-    # and the uniform engines; each judged on held-back samples, the fastest meeting it wins
-    ranked = sorted(p.front, key=lambda c: (c.latency_ms is None, c.latency_ms or 0.0,
-                                            len(c.kept)))
-    chosen_nodes = p.fp32_nodes
     cands: List[Tuple[str, Answer]] = []
-    verify = [p.fp32_nodes] if not gpu else []
-    if gpu:  # build the front fastest first, within --gpu-builds per model
-        for c in ranked:
-            nodes = [x for i in sorted(c.kept) for x in p.regions[i]]
-            if nodes not in verify and len(verify) < gpu["front_builds"]:
-                verify.append(nodes)
-        if chosen_nodes not in verify:
-            verify.append(chosen_nodes)
-    for nodes in verify:
-        cands.append((f"fp16, {len(nodes)} FP32 nodes", judge.judge("fp16", nodes)))
-    cands += [(f"all {t.upper()}", a) for t, a in uniform.items()]
-    int8_search = judge.search_loss("int8", [])
-    cands = [c for c in cands if c[0] != "all INT8" or int8_search <= b]
+    plans: Dict[str, Any] = {}
+    evals = 0
+    for target in targets:  # one plan per target: its regions in `target` or FP32
+        calib_arg = str(calib) if table.is_quantized(target) else None
+        p = plan(case.path, data, budget=b, metric=case.metric, target=target,
+                 latency_profiles=case.profiles, max_builds=max_builds, holdout=holdout,
+                 samples=n, calibration=calib_arg)
+        assert p.samples == split, "the planner split the samples differently"
+        plans[target], evals = p, evals + p.evaluations
+        cands += [(f"{target}, {len(nodes)} FP32 nodes", judge.judge(target, nodes))
+                  for nodes in _to_verify(p, gpu)]
+    # joined by the uniform engines (each meeting the budget on the search set), each judged on
+    # held-back samples: the fastest meeting the budget there wins
+    for t, a in uniform.items():
+        if not any(c[1] is a for c in cands):
+            evals += 1
+            if judge.search_loss(t, []) <= b:
+                cands.append((f"all {t.upper()}", a))
     best = fastest_meeting(cands, b)
     if all(a.latency_ms is None for _, a in cands) and cands[0][1].held_loss <= b:
-        best = cands[0]  # no latency known at all: the plan's own answer, not a guess
-    name, ans = best if best is not None else (f"fp16, {len(chosen_nodes)} FP32 nodes",
-                                                judge.judge("fp16", chosen_nodes))
+        best = cands[0]  # no latency known at all: the first plan's own answer, not a guess
+    p0 = plans[targets[0]]
+    name, ans = best if best is not None else (
+        f"{targets[0]}, {len(p0.fp32_nodes)} FP32 nodes", judge.judge(targets[0], p0.fp32_nodes))
     extra_builds = {"builds": len({c[1].engine for c in cands})} if gpu else {}
-    record("planner", ans, p.evaluations + 1, {**extra_builds,
-        "choice": name, "plan_passed": p.passed, "regions": len(p.regions),
-        "region_source": p.region_source, "kept_regions": len(p.kept_regions),
-        "front": [{"kept_regions": len(c.kept), "search_loss": _j(c.search_loss),
-                   "held_loss": None if c.held_loss is None else _j(c.held_loss),
-                   "predicted_ms": c.latency_ms} for c in p.front],
+    record("planner", ans, evals, {
+        **extra_builds, "choice": name, "targets": list(targets),
+        "plans": {t: {"passed": p.passed, "regions": len(p.regions), "evaluations": p.evaluations,
+                      "region_source": p.region_source, "kept_regions": len(p.kept_regions),
+                      "front": [{"kept_regions": len(c.kept), "search_loss": _j(c.search_loss),
+                                 "held_loss": None if c.held_loss is None else _j(c.held_loss),
+                                 "predicted_ms": c.latency_ms} for c in p.front],
+                      "notes": p.notes} for t, p in plans.items()},
         "candidates": {nm: a.figures(b) for nm, a in cands},
-        "plan_seconds": round(time.monotonic() - t0, 1), "notes": p.notes})
+        "plan_seconds": round(time.monotonic() - t0, 1)})
     meeting = [m[x]["latency_ms"] for x in ("fp16", "int8", "autocast", "first_k")
                if m[x]["meets_budget"] and m[x]["latency_ms"] is not None]
     out["fastest_baseline_meeting_ms"] = min(meeting) if meeting else None
@@ -486,6 +504,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     ap.add_argument("--bisect-groups", type=int, default=None,
                     help="first-K bisection over at most this many groups of neighbouring "
                          "regions (default: every region)")
+    ap.add_argument("--targets", default="fp16",
+                    help="the planner's targets, one plan each (fp16, int8): regions in the "
+                         "target or FP32; the uniform engines join every candidate set")
     ap.add_argument("--gpu", action="store_true", help="build and time engines (TensorRT "
                     "through the worker)")
     ap.add_argument("--gpu-builds", type=int, default=3,
@@ -511,21 +532,27 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     result: Dict[str, Any] = {"benchmark": "planner", "device": "gpu" if a.gpu else "cpu",
                               "latency": "measured P50" if a.gpu else "predicted",
                               "samples": n, "holdout": a.holdout, "max_builds": a.max_builds,
-                              "bisect_groups": a.bisect_groups,
+                              "bisect_groups": a.bisect_groups, "targets": a.targets,
                               "tactic_sources": a.tactics or None, "models": {}}
     t0 = time.monotonic()
-    for name in [x for x in a.models.split(",") if x]:
-        sub = work / name
-        sub.mkdir(exist_ok=True)
-        case = make_case(name, sub, n, image=a.image or (224 if a.gpu else 32),
-                         seq=a.seq or (128 if a.gpu else 16),
-                         layers=a.bert_layers or (12 if a.gpu else 2))
-        log(f"{name}: {case.about}")
-        result["models"][name] = run_case(case, sub, holdout=a.holdout,
-                                          max_builds=a.max_builds, gpu=gpu,
-                                          bisect_groups=a.bisect_groups)
-        if a.out:
-            Path(a.out).write_text(json.dumps(result, indent=1))
+    try:  # (SIGINT, e.g. `timeout -s INT`: the models done so far are still reported)
+        for name in [x for x in a.models.split(",") if x]:
+            sub = work / name
+            sub.mkdir(exist_ok=True)
+            case = make_case(name, sub, n, image=a.image or (224 if a.gpu else 32),
+                             seq=a.seq or (128 if a.gpu else 16),
+                             layers=a.bert_layers or (12 if a.gpu else 2))
+            log(f"{name}: {case.about}")
+            result["models"][name] = run_case(case, sub, holdout=a.holdout,
+                                              max_builds=a.max_builds, gpu=gpu,
+                                              bisect_groups=a.bisect_groups,
+                                              targets=[t for t in a.targets.split(",") if t])
+            if a.out:
+                Path(a.out).write_text(json.dumps(result, indent=1))
+    except KeyboardInterrupt:
+        result["interrupted"] = f"after {time.monotonic() - t0:.0f} s, in model " \
+                                f"{len(result['models']) + 1} of {len(a.models.split(','))}"
+        log(f"interrupted: {result['interrupted']}")
     result["seconds"] = round(time.monotonic() - t0, 1)
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=1))

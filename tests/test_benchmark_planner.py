@@ -18,7 +18,8 @@ FIGURES = {"target", "fp32_nodes", "held_loss", "meets_budget", "latency_ms", "l
 
 def test_benchmark_cpu_path_on_a_tiny_model(tmp_path):
     r = subprocess.run([sys.executable, "benchmarks/planner.py", "--models", "tiny",
-                        "--samples", "16", "--max-builds", "12", "--work", str(tmp_path)],
+                        "--samples", "16", "--max-builds", "12", "--targets", "fp16,int8",
+                        "--work", str(tmp_path)],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(r.stdout.strip().splitlines()[-1])
@@ -36,8 +37,12 @@ def test_benchmark_cpu_path_on_a_tiny_model(tmp_path):
     assert m["planner"]["meets_budget"] and m["planner"]["held_loss"] == 0.0
     # no latency known: the plan's own answer (its 6 planted nodes kept in FP32), not a guess
     assert m["planner"]["target"] == "fp16" and m["planner"]["fp32_nodes"] == 6
-    assert m["planner"]["evaluations"] <= 12 + 1
-    assert set(m["planner"]["candidates"]) == {"fp16, 6 FP32 nodes", "all FP16", "all INT8"}
+    plans = m["planner"]["plans"]
+    assert set(plans) == {"fp16", "int8"} and plans["fp16"]["kept_regions"] == 2
+    assert m["planner"]["evaluations"] == plans["fp16"]["evaluations"] + \
+        plans["int8"]["evaluations"] + 1 <= 2 * 12 + 1  # + all-FP16 on the search set
+    # all-FP16 fails the search set: not a candidate; all-INT8 is the INT8 plan's own answer
+    assert set(m["planner"]["candidates"]) == {"fp16, 6 FP32 nodes", "int8, 0 FP32 nodes"}
     assert m["autocast"]["rules"].startswith("AutoCast's default rules reimplemented")
     assert 0 < m["first_k"]["k"] <= m["first_k"]["steps"] == m["first_k"]["regions"] == 4
     # INT8 calibrated on the search split only: the calibration file holds those 12 samples

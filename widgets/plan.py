@@ -19,6 +19,7 @@ import ipywidgets as W
 
 from widgets.base import PanelBase, esc, fill, fit
 from workbench.errors import WorkbenchError
+from workbench.precision import table
 from widgets.figure import Figure
 from workbench.planner.search import Plan, plan
 from workbench.render.plan_figures import front_figure
@@ -111,17 +112,17 @@ class PlanPanel(PanelBase, W.VBox):
             raise WorkbenchError(f"no candidate {index} in the front ({len(p.front)} points)",
                                  field="index")
         kept = set(p.front[index].kept)
-        return {n: ("fp32" if i in kept else p.target) for i, r in enumerate(p.regions)
+        return {n: (table.BASE if i in kept else p.target) for i, r in enumerate(p.regions)
                 for n in r}
 
     def show_candidate(self, index: int) -> List[str]:
         """Colour the graph view by the precisions of the front's candidate `index` (a click on
         its point does this); returns the nodes it keeps in FP32."""
         prec = self.precisions_of(index)
-        fp32 = [n for n, q in prec.items() if q == "fp32"]
+        fp32 = [n for n, q in prec.items() if table.is_base(q)]
         self.shown = index
         if self.graph_view is not None:
-            names = sorted(set(prec.values()), key=lambda q: q != "fp32")
+            names = sorted(set(prec.values()), key=lambda q: not table.is_base(q))
             legend = {q.upper(): precision_colour(q) for q in names}
             self.graph_view.color_by({n: precision_colour(q) for n, q in prec.items()}, legend)
         assert self.result is not None  # (precisions_of checked it)

@@ -170,6 +170,19 @@ class _Evaluator:
         self.ref_search = ref.infer_all(search)
         self.ref_held = ref.infer_all(held)
         self.cache: Dict[Tuple[Tuple[str, ...], str], float] = {}
+        self.op_types: Optional[Dict[str, str]] = None
+
+    def quantizes(self, exclude: Sequence[str]) -> bool:
+        """Does a node outside `exclude` take Q/DQ pairs (`precision.quantize.QUANT_OPS`)?"""
+        from workbench.precision.quantize import QUANT_OPS
+
+        if self.op_types is None:
+            import onnx
+
+            proto = onnx.load(self.model, load_external_data=False)
+            self.op_types = {n.name: n.op_type for n in proto.graph.node}
+        skip = set(exclude)
+        return any(op in QUANT_OPS and n not in skip for n, op in self.op_types.items())
 
     def left(self) -> int:
         return self.limit - self.count
@@ -189,6 +202,9 @@ class _Evaluator:
         key = (tuple(sorted(exclude)), on)
         if key in self.cache:
             return self.cache[key]
+        if table.is_quantized(self.target) and not self.quantizes(exclude):
+            self.cache[key] = 0.0  # (no Q/DQ to place: the candidate is the FP32 model)
+            return 0.0
         if self.count >= self.limit:
             raise _OutOfBuilds()
         self.count += 1
