@@ -194,3 +194,14 @@ def test_clicking_a_front_point_colours_its_precisions_in_the_graph_view(data):
     assert gv.legend == [["FP32", red]] and "candidate 0 (all FP32)" in panel.shown_html.value
     with pytest.raises(Exception, match="no candidate 99"):
         panel.show_candidate(99)
+
+
+def test_an_int8_plan_over_regions_with_nothing_to_quantize(data):
+    """/scale and /norm hold no Conv/MatMul: alone in INT8 they are the FP32 model (loss 0,
+    no evaluation spent), where converting them failed with 'nothing to quantize'."""
+    p = plan(OVERFLOW, data / "x.npz", target="int8", budget="1%", max_builds=12)
+    sens = dict(zip([r[0].split("/")[1] for r in p.regions], p.sensitivity))
+    assert sens["scale"] == sens["norm"] == 0.0
+    assert p.target == "int8" and p.passed and p.held_loss <= p.budget
+    # evaluations: only candidates with a MatMul in INT8 ran (/proj, /head alone, the greedy's)
+    assert 2 <= p.evaluations <= 12
