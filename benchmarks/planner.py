@@ -248,7 +248,8 @@ class Judge:
         batch = g["batch"]
         shapes = {k: list(v.shape[1:]) for k, v in self.case.samples.items()}
         profile = {k: [[1] + s, [batch] + s, [batch] + s] for k, s in shapes.items()}
-        cfg = BuildConfig(precision=target, exclude_nodes=list(fp32_nodes), backend="tensorrt",
+        cfg = BuildConfig(precision=target, exclude_nodes=list(fp32_nodes),
+                          backend=g.get("backend", "tensorrt"), target=g.get("target"),
                           calibration=self.calib if table.is_quantized(target) else None,
                           profiles=[profile], tactic_sources=g.get("tactics"),
                           timing_cache=str(g["timing_cache"]),
@@ -260,13 +261,15 @@ class Judge:
             f"{build_s:.0f} s{' (cache)' if res.cache_hit else ''}")
         eng = str(res.engine_path)
         if eng not in self.timings:  # the same engine: judged and timed once
-            got = TensorRTRunner(eng, model=str(self.case.path)).infer_all(self.held)
+            got = TensorRTRunner(eng, model=str(self.case.path),
+                                 backend=g.get("backend", "tensorrt")).infer_all(self.held)
             loss = metric_loss(self.metric, self.ref_held, got, list(self.ref_held[0]))
             npz = self.work / "timing_input.npz"
             if not npz.exists():
                 np.savez(npz, **batch_of(self.case.samples, batch))
             r = default_client().call(RUN_ENGINE, {
-                "engine_path": eng, "inputs_npz": [str(npz)], "backend": "tensorrt",
+                "engine_path": eng, "inputs_npz": [str(npz)],
+                "backend": g.get("backend", "tensorrt"),
                 "out_dir": str(self.work / "timing_out"), "time_iterations": g["iters"],
                 "time_warmup_ms": 200.0, "cuda_graph": False}, timeout=600)
             self.timings[eng] = (float(loss) if loss == loss else math.inf,
@@ -512,6 +515,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     ap.add_argument("--gpu-builds", type=int, default=3,
                     help="GPU: the planner's front points built per model (fastest first)")
     ap.add_argument("--batch", type=int, default=8, help="GPU: timing batch")
+    ap.add_argument("--backend", default="tensorrt", help="GPU: the worker's TensorRT "
+                    "(tensorrt, tensorrt-rtx)")
     ap.add_argument("--iters", type=int, default=100, help="GPU: timed runs per engine")
     ap.add_argument("--tactics", default="",
                     help="GPU: tactic sources, e.g. EDGE_MASK_CONVOLUTIONS,JIT_CONVOLUTIONS "
@@ -528,7 +533,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     if a.gpu:
         gpu = {"batch": a.batch, "iters": a.iters, "timing_cache": work / "timing.cache",
                "tactics": [t for t in a.tactics.split(",") if t] or None,
-               "front_builds": a.gpu_builds}
+               "front_builds": a.gpu_builds, "backend": a.backend}
     result: Dict[str, Any] = {"benchmark": "planner", "device": "gpu" if a.gpu else "cpu",
                               "latency": "measured P50" if a.gpu else "predicted",
                               "samples": n, "holdout": a.holdout, "max_builds": a.max_builds,
