@@ -176,10 +176,8 @@ class _Evaluator:
         """Does a node outside `exclude` take Q/DQ pairs (`precision.quantize.QUANT_OPS`)?"""
         from workbench.precision.quantize import QUANT_OPS
 
-        if self.op_types is None:
-            import onnx
-
-            proto = onnx.load(self.model, load_external_data=False)
+        if self.op_types is None:  # (the structure only: no weights held)
+            proto = as_model(self.model).proto
             self.op_types = {n.name: n.op_type for n in proto.graph.node}
         skip = set(exclude)
         return any(op in QUANT_OPS and n not in skip for n, op in self.op_types.items())
