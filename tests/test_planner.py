@@ -160,3 +160,48 @@ def test_plan_panel_shows_the_plan_and_its_front(data):
     # no recorded profiles: x is the number of regions in FP16; the plan keeps 2 of 4
     assert list(star[0].x) == [2] and list(star[0].customdata) == [p.chosen]
     assert "no latency predicted" in panel.figure.layout.xaxis.title.text
+
+
+def test_clicking_a_front_point_colours_its_precisions_in_the_graph_view(data):
+    """The plan arrives coloured in the graph view (its FP32 regions red, the rest FP16 blue);
+    a click on another point of the front colours that candidate instead."""
+    from plotly.callbacks import InputDeviceState, Points
+
+    from widgets import GraphView, PlanPanel
+    from workbench.timing.colours import precision_colour
+
+    gv = GraphView(OVERFLOW, expand_all=True)
+    panel = PlanPanel(OVERFLOW, data=data / "x.npz", budget="1%", graph_view=gv)
+    panel.run()
+    p = panel.wait(300)
+    assert panel.task.error is None and p is not None and panel.shown == p.chosen
+    red, blue = precision_colour("fp32"), precision_colour("fp16")
+    assert red != blue
+
+    def colour(node):
+        return gv.colors[gv.data.index(node)]
+
+    assert [colour(n) for n in PLANTED] == [red] * len(PLANTED)
+    assert [colour(n) for n in p.low_nodes] == [blue] * len(p.low_nodes)
+    assert gv.legend == [["FP32", red], ["FP16", blue]]
+    # the all-FP32 candidate (the front's first point), clicked
+    front = next(t for t in panel.figure.data if t.name == "front")
+    assert list(front.customdata) == list(range(len(p.front))) and not p.front[0].step.startswith("+")
+    front._dispatch_on_click(Points(point_inds=[0], xs=[], ys=[], trace_name="front",
+                                    trace_index=0), InputDeviceState())
+    assert panel.shown == 0
+    assert {colour(n) for n in PLANTED + p.low_nodes} == {red}
+    assert gv.legend == [["FP32", red]] and "candidate 0 (all FP32)" in panel.shown_html.value
+    with pytest.raises(Exception, match="no candidate 99"):
+        panel.show_candidate(99)
+
+
+def test_an_int8_plan_over_regions_with_nothing_to_quantize(data):
+    """/scale and /norm hold no Conv/MatMul: alone in INT8 they are the FP32 model (loss 0,
+    no evaluation spent), where converting them failed with 'nothing to quantize'."""
+    p = plan(OVERFLOW, data / "x.npz", target="int8", budget="1%", max_builds=12)
+    sens = dict(zip([r[0].split("/")[1] for r in p.regions], p.sensitivity))
+    assert sens["scale"] == sens["norm"] == 0.0
+    assert p.target == "int8" and p.passed and p.held_loss <= p.budget
+    # evaluations: only candidates with a MatMul in INT8 ran (/proj, /head alone, the greedy's)
+    assert 2 <= p.evaluations <= 12

@@ -6,17 +6,24 @@ commands that make it) and its front (accuracy loss against predicted latency).
     panel = PlanPanel("model.onnx", data="samples.npz", budget="1%", metric="top1",
                       latency_profiles="profiles/")
     panel                      # click Plan, or panel.run(); panel.wait()
+
+With `graph_view=` (a `widgets.GraphView` of the same model), clicking a point of the front
+colours that candidate in the graph: each region's nodes in the precision the candidate gives
+them (FP32 kept, the target elsewhere), the plan's own candidate shown when the plan arrives.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 import ipywidgets as W
 
 from widgets.base import PanelBase, esc, fill, fit
+from workbench.errors import WorkbenchError
+from workbench.precision import table
 from widgets.figure import Figure
 from workbench.planner.search import Plan, plan
 from workbench.render.plan_figures import front_figure
+from workbench.timing.colours import precision_colour
 
 
 class PlanPanel(PanelBase, W.VBox):
@@ -24,8 +31,10 @@ class PlanPanel(PanelBase, W.VBox):
 
     def __init__(self, model: Any, *, data: Any, budget: Any = "1%", metric: Any = None,
                  target: str = "fp16", latency_profiles: Any = None, max_builds: int = 40,
-                 output: Any = None) -> None:
+                 output: Any = None, graph_view: Any = None) -> None:
         self.model, self.data, self.metric = str(model), data, metric
+        self.graph_view = graph_view
+        self.shown: Optional[int] = None  # the front point the graph view shows
         self.target, self.latency_profiles = target, latency_profiles
         self.max_builds, self.output = max_builds, output
         self.result: Optional[Plan] = None
@@ -36,9 +45,12 @@ class PlanPanel(PanelBase, W.VBox):
                                 layout=fit())
         self.nodes_html = W.HTML("", layout=W.Layout(width="auto", overflow="auto"))
         self.figure = Figure(layout=dict(autosize=True, height=420, template="plotly_white"))
+        self.shown_html = W.HTML("<i>click a point of the front to see its precisions"
+                                 + (" in the graph view" if graph_view is not None else "")
+                                 + "</i>")
         self.run_btn.on_click(lambda _: self.run())
         super().__init__([self.header, W.HBox([self.budget, self.run_btn]), self.status,
-                          self.nodes_html, self.figure], layout=fill())
+                          self.nodes_html, self.figure, self.shown_html], layout=fill())
 
     def run(self) -> None:
         """Plan in the background; `wait()` returns the Plan."""
@@ -82,3 +94,42 @@ class PlanPanel(PanelBase, W.VBox):
             for trace in fig.data:
                 self.figure.add_trace(trace)
             self.figure.layout.update(fig.layout)
+        for trace in self.figure.data:
+            trace.on_click(self._on_point)
+        if p.chosen is not None and self.graph_view is not None:
+            self.show_candidate(p.chosen)
+
+    def _on_point(self, trace: Any, points: Any, _state: Any = None) -> None:
+        if points.point_inds:
+            self.show_candidate(int(trace.customdata[points.point_inds[0]]))
+
+    def precisions_of(self, index: int) -> Dict[str, str]:
+        """{ONNX node: precision} of the front's candidate `index` (regions it keeps: FP32)."""
+        p = self.result
+        if p is None:
+            raise WorkbenchError("no plan yet", hint="run the planner first (panel.run())")
+        if not 0 <= index < len(p.front):
+            raise WorkbenchError(f"no candidate {index} in the front ({len(p.front)} points)",
+                                 field="index")
+        kept = set(p.front[index].kept)
+        return {n: (table.BASE if i in kept else p.target) for i, r in enumerate(p.regions)
+                for n in r}
+
+    def show_candidate(self, index: int) -> List[str]:
+        """Colour the graph view by the precisions of the front's candidate `index` (a click on
+        its point does this); returns the nodes it keeps in FP32."""
+        prec = self.precisions_of(index)
+        fp32 = [n for n, q in prec.items() if table.is_base(q)]
+        self.shown = index
+        if self.graph_view is not None:
+            names = sorted(set(prec.values()), key=lambda q: not table.is_base(q))
+            legend = {q.upper(): precision_colour(q) for q in names}
+            self.graph_view.color_by({n: precision_colour(q) for n, q in prec.items()}, legend)
+        assert self.result is not None  # (precisions_of checked it)
+        c = self.result.front[index]
+        self.shown_html.value = (
+            f"candidate {index} ({esc(c.step)}): {len(fp32)} node(s) in FP32, "
+            f"{len(prec) - len(fp32)} in {esc(self.result.target.upper())}"
+            + ("" if self.graph_view is not None else
+               " (PlanPanel(..., graph_view=GraphView(model)) colours them in the graph)"))
+        return fp32

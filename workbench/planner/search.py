@@ -170,6 +170,17 @@ class _Evaluator:
         self.ref_search = ref.infer_all(search)
         self.ref_held = ref.infer_all(held)
         self.cache: Dict[Tuple[Tuple[str, ...], str], float] = {}
+        self.op_types: Optional[Dict[str, str]] = None
+
+    def quantizes(self, exclude: Sequence[str]) -> bool:
+        """Does a node outside `exclude` take Q/DQ pairs (`precision.quantize.QUANT_OPS`)?"""
+        from workbench.precision.quantize import QUANT_OPS
+
+        if self.op_types is None:  # (the structure only: no weights held)
+            proto = as_model(self.model).proto
+            self.op_types = {n.name: n.op_type for n in proto.graph.node}
+        skip = set(exclude)
+        return any(op in QUANT_OPS and n not in skip for n, op in self.op_types.items())
 
     def left(self) -> int:
         return self.limit - self.count
@@ -189,6 +200,9 @@ class _Evaluator:
         key = (tuple(sorted(exclude)), on)
         if key in self.cache:
             return self.cache[key]
+        if table.is_quantized(self.target) and not self.quantizes(exclude):
+            self.cache[key] = 0.0  # (no Q/DQ to place: the candidate is the FP32 model)
+            return 0.0
         if self.count >= self.limit:
             raise _OutOfBuilds()
         self.count += 1
@@ -207,6 +221,18 @@ class _Evaluator:
 
 class _OutOfBuilds(Exception):
     pass
+
+
+def add_uniform(front: List[Candidate], ev: "_Evaluator", budget: float,
+                latency_ms: Optional[float], target: str) -> None:
+    """The uniform plan (every region in `target`) as a candidate of the front when the greedy
+    pass did not reach it and it meets the budget on the search set: the plan is then never
+    slower than the all-`target` engine where that engine meets the budget."""
+    if any(not c.kept for c in front) or ev.left() <= 1:
+        return
+    loss = ev.loss([])
+    if loss <= budget:
+        front.append(Candidate((), loss, latency_ms, step=f"all {target.upper()}"))
 
 
 # ----------------------------------------------------------------------------- the planner
@@ -390,6 +416,7 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
         say(f"sensitivity: {len(regions)} region(s) alone in {target}")
         _sensitivity(ev, space, sens, notes)
         _greedy(ev, space, proto, sens, b, front, notes, say)
+        add_uniform(front, ev, b, space.lat(()), target)
         chosen = _verify(ev, space, front, b, notes)
     except _OutOfBuilds:
         notes.append("stopped at --max-builds")
