@@ -1,8 +1,8 @@
-"""Build step for the one compiled part: the graph view's layout (`workbench/_layout.c`).
+"""Build step for the one compiled part: the graph view's layout (`workbench/graphs/_layout.c`).
 
 Everything else is declared in pyproject.toml. The extension is optional: without a C compiler
-the install still succeeds and `workbench.graph` runs the same layout in Python (slower), saying
-so (`workbench.graph.LAYOUT_BACKEND`, a warning on first use)."""
+the install still succeeds and `workbench.graphs.layout` runs the same layout in Python (slower), saying
+so (`workbench.graphs.layout.LAYOUT_BACKEND`, a warning on first use)."""
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
@@ -19,6 +19,6 @@ class BuildExt(build_ext):
 
 
 setup(
-    ext_modules=[Extension("workbench._layout", ["workbench/_layout.c"], optional=True)],
+    ext_modules=[Extension("workbench.graphs._layout", ["workbench/graphs/_layout.c"], optional=True)],
     cmdclass={"build_ext": BuildExt},
 )

@@ -117,7 +117,7 @@ def main() -> None:
     import compileall
 
     import workbench
-    from workbench.build.engine import BuildConfig, build_engine
+    from workbench.engines.engine import BuildConfig, build_engine
 
     compileall.compile_dir(os.path.dirname(workbench.__file__), quiet=1)
     from workbench.worker.client import WorkerClient

@@ -114,7 +114,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="wb-markall-"))
     cand = tmp / f"{args.model}.fp16.onnx"
     sys.path.insert(0, str(REPO))
-    from workbench.equivalence import make_inputs
+    from workbench.runtime.equivalence import make_inputs
     from workbench.precision.transform import convert
 
     m = onnx.load(str(ref))

@@ -192,8 +192,8 @@ def _torch_here() -> dict:
 
 
 def main() -> None:
-    from workbench.build.engine import BuildConfig, build_engine
-    from workbench.trtrunner import TensorRTRunner
+    from workbench.engines.engine import BuildConfig, build_engine
+    from workbench.runtime.trtrunner import TensorRTRunner
     from workbench.worker.client import default_client
     from workbench.worker.protocol import RUN_ENGINE
 

@@ -5,7 +5,7 @@ WORKBENCH_TRT_PYTHON=/tmp/rig/bin/trt-python).
 For torchvision ResNet-50 and a BERT-base-sized encoder (12 layers, hidden 768, sequence 128),
 both exported here with torch (random init, dynamic batch), at batch 1, 8 and 32:
 - the workbench's own loop: build FP16 (tactic sources as WORKBENCH_BENCH_TACTICS), capture a
-  profile (`timing.capture`), read the reformat finding's next step (I/O formats), rebuild
+  profile (`measure.capture`), read the reformat finding's next step (I/O formats), rebuild
   following it, capture again: reformat share before and after (`timing.io_advice.verify`);
 - workbench runner (`run_engine` op): plain execute_async_v3 and the same execution replayed
   from a CUDA graph, CUDA-event P50 over ITER runs, for the engine before and after the advice;
@@ -244,8 +244,8 @@ def torch_times(name: str, model: Any) -> Dict[str, Any]:
 
 # ----------------------------------------------------------------------------------- engines
 def run_workbench(name: str, onnx_path: Path, profiles: Any, tmp: Path) -> Dict[str, Any]:
-    from workbench.build.engine import BuildConfig, build_engine
-    from workbench.timing.capture import capture
+    from workbench.engines.engine import BuildConfig, build_engine
+    from workbench.measure.capture import capture
     from workbench.timing.io_advice import advise, verify
     from workbench.timing.summary import lint, reformat_overhead
     from workbench.worker.client import default_client

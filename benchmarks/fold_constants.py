@@ -35,7 +35,7 @@ FIXTURE = REPO / "tests" / "data" / "fixtures" / "polygraphy-models" / "constant
 _CORE = """import sys
 import onnx
 from workbench.surgery.recipes.cleanup import fold_constants
-from workbench.model import save_model
+from workbench.core.model import save_model
 m = onnx.load(sys.argv[1])
 save_model(fold_constants(m), sys.argv[2])
 """

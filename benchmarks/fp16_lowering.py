@@ -204,7 +204,7 @@ def _run(sess: Any, feed: Dict[str, np.ndarray]) -> List[np.ndarray]:
 
 def reference(name: str, m: Any, feeds: Any, expected: Any) -> Tuple[Any, Any, str]:
     """(feeds, reference outputs per feed, what the reference is)."""
-    from workbench.equivalence import make_inputs
+    from workbench.runtime.equivalence import make_inputs
 
     if feeds is None:
         feeds = [make_inputs(m, seed=0)]

@@ -1,7 +1,7 @@
 """Graph-view layout speed and payload size on transformer-like graphs of 1k to 20k nodes.
 
 Generates BERT-like encoders with onnx.helper (PyTorch-style scoped names, dynamic reshapes,
-attention, GELU, residuals; tiny initializers), then times `workbench.graph.layout` from an opened
+attention, GELU, residuals; tiny initializers), then times `workbench.graphs.layout.layout` from an opened
 Model (no weights) with every node shown, and the default collapsed view. Payload: the JSON form
 (`GraphData.to_dict`) and what the widget sends (binary arrays + joined strings). Baselines, run side by
 side on the same graphs: networkx `topological_generations` + `multipartite_layout` (a layered
@@ -218,7 +218,7 @@ def _length(pts) -> float:
 def ours_quality(data) -> dict:
     """Crossings and total edge length (inches: x unit 1 in, rank pitch DOT_RANK_PITCH) of a
     workbench layout, every edge a polyline through its bends."""
-    from workbench.graph import layer_crossings
+    from workbench.graphs.layout import layer_crossings
 
     total = 0.0
     e = data.edges
@@ -246,7 +246,7 @@ def dot_quality(data, timeout: float = 300.0, repeat: int = 3) -> dict:
     inches)."""
     import subprocess
 
-    from workbench.graph import GAP, layer_crossings
+    from workbench.graphs.layout import GAP, layer_crossings
 
     lines = ["digraph g {", f"nodesep={GAP}; ranksep=0.5;",
              "node [shape=box, fixedsize=true, height=0.3, label=\"\"];"]
@@ -301,8 +301,8 @@ def dot_quality(data, timeout: float = 300.0, repeat: int = 3) -> dict:
 
 def quality(paths: List[Path], repeat: int = 3) -> List[dict]:
     """Ours vs dot on each graph (every node shown), times the best of `repeat` runs."""
-    from workbench.graph import GraphStructure
-    from workbench.model import open_model
+    from workbench.graphs.layout import GraphStructure
+    from workbench.core.model import open_model
 
     rows = []
     print(f"{'graph':<28} {'elems':>6} {'layout ms':>9} {'view ms':>8} {'dot s':>7} "
@@ -357,7 +357,7 @@ def quality(paths: List[Path], repeat: int = 3) -> List[dict]:
 def _expand_timing(gs, coll, repeat: int):
     """A click on the collapsed view's largest group: `expand_in_place` against laying the
     view with that scope open out again (`view`, the baseline), seconds, best of `repeat`."""
-    from workbench.graph import GROUP_PREFIX
+    from workbench.graphs.layout import GROUP_PREFIX
 
     groups = [k for k, i in enumerate(coll.ids) if i.startswith(GROUP_PREFIX)]
     if not groups:
@@ -393,8 +393,8 @@ def main(argv: List[str] = None) -> int:
             print("Graphviz dot not found (apt-get install graphviz): quality skipped")
     if args.quality == "only":
         args.sizes = ""
-    from workbench.graph import GraphStructure
-    from workbench.model import model_from_proto
+    from workbench.graphs.layout import GraphStructure
+    from workbench.core.model import model_from_proto
 
     try:
         import networkx  # noqa: F401
@@ -456,7 +456,7 @@ def main(argv: List[str] = None) -> int:
              zip(results, [int(s) for s in args.sizes.split(",") if s]) if s in TARGET_S)
     big = [r for r in results if r["nodes"] >= 19000]
     ok = ok and all(r["payload_mb"] < TARGET_PAYLOAD_MB for r in big)
-    from workbench.graph import LAYOUT_BACKEND
+    from workbench.graphs.layout import LAYOUT_BACKEND
 
     print(json.dumps({"benchmark": "graph_layout", "baseline": "networkx multipartite_layout"
                       if have_nx else "targets only (networkx not installed)",

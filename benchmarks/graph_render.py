@@ -155,7 +155,7 @@ class StaticPage:
 
 # the notebook of the JupyterLab measurement: cell 0 opens the model, cell 1 is the one timed
 LAB_CELLS = [
-    "from widgets.graphview import GraphView\nfrom workbench.model import open_model\n"
+    "from widgets.graphview import GraphView\nfrom workbench.core.model import open_model\n"
     "m = open_model('graph_render_%(n)d.onnx')",
     "import time; _wb_t0 = time.time()  # the cell's execution start\n"
     "view = GraphView(m, expand_all=True, height=700)\n"
@@ -226,8 +226,8 @@ def pct(xs: List[float], q: float) -> float:
 
 def static_rows(browser: Any, sizes: List[int], frames: int) -> List[Dict[str, Any]]:
     """render -> first frame and pan/zoom frame times on a plain page, per size."""
-    from workbench.graph import GraphStructure
-    from workbench.model import model_from_proto
+    from workbench.graphs.layout import GraphStructure
+    from workbench.core.model import model_from_proto
 
     bench = _bench()
     rows = []

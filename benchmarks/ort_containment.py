@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 SAMPLES = REPO / "sample_models"
 
-from workbench import ortchild, runners  # noqa: E402
+from workbench.runtime import ortchild, runners  # noqa: E402
 
 
 def _feed(name: str) -> dict:

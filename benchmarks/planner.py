@@ -234,11 +234,11 @@ class Judge:
                       else "none", predicted_ms=pred)
 
     def _on_gpu(self, target: str, fp32_nodes: List[str]) -> Answer:
-        from workbench.build.engine import BuildConfig, build_engine
+        from workbench.engines.engine import BuildConfig, build_engine
         from workbench.precision import table
-        from workbench.runners import OnnxRuntimeRunner
-        from workbench.trtrunner import TensorRTRunner
-        from workbench.verdict import metric_loss
+        from workbench.runtime.runners import OnnxRuntimeRunner
+        from workbench.runtime.trtrunner import TensorRTRunner
+        from workbench.runtime.verdict import metric_loss
         from workbench.worker.client import default_client
         from workbench.worker.protocol import RUN_ENGINE
 
@@ -292,7 +292,7 @@ def autocast_fp32_nodes(model: Path, search: List[Feed]) -> List[str]:
     import onnx
     from onnx import numpy_helper
 
-    from workbench.runners import OnnxRuntimeRunner, mark_all_outputs
+    from workbench.runtime.runners import OnnxRuntimeRunner, mark_all_outputs
 
     proto = onnx.load(str(model))
     inits = {t.name: float(np.abs(numpy_helper.to_array(t)).max()) if t.dims else
@@ -373,7 +373,7 @@ def run_case(case: Case, work: Path, *, holdout: float, max_builds: int,
     from workbench.planner.regions import engine_regions, graph_regions
     from workbench.precision import table
     from workbench.planner.search import default_metric, split_samples
-    from workbench.runners import batched_inputs
+    from workbench.runtime.runners import batched_inputs
 
     import onnx
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-command set-up on a fresh Debian/Ubuntu machine (as root or with sudo):
 #   - Debian packages where missing: a C compiler and the Python headers (the compiled graph
-#     layout, workbench/_layout.c), python3-venv, chromium (browser tests), graphviz (layout
+#     layout, workbench/graphs/_layout.c), python3-venv, chromium (browser tests), graphviz (layout
 #     compared with dot), a CJK font and an emoji font (the Chinese course and the ✅ / ✏️ marks
 #     render as glyphs, not empty boxes);
 #   - the project's Python environment: a virtual environment in .venv (Debian 12 and Ubuntu 24.04
@@ -87,7 +87,7 @@ fi
 PY="$VENV/bin/python"
 echo "== python packages into $VENV"
 "$PY" -m pip install -q -e ".[test]"
-"$PY" -c "import workbench._layout" 2>/dev/null || echo "WARNING: the compiled graph layout was not built" \
+"$PY" -c "import workbench.graphs._layout" 2>/dev/null || echo "WARNING: the compiled graph layout was not built" \
   "(no C compiler or Python headers): graphs are laid out in Python, 10-30x slower" >&2
 # byte-compile as a regular (non-editable) install does: with PYTHONDONTWRITEBYTECODE set, every
 # `workbench` call would otherwise recompile each module it imports (tens of ms per call)

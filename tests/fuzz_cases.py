@@ -74,7 +74,7 @@ def run_case(case: Case, folder: Path) -> Tuple[int, str]:
 
 
 def _call_reader(name: str, args: List[str], folder: Path) -> Tuple[int, str]:
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     try:
         if name == "run_results":
@@ -103,7 +103,7 @@ def _call_reader(name: str, args: List[str], folder: Path) -> Tuple[int, str]:
 
 def _read_engine_meta(folder: Path) -> None:
     """load_cached + result_from_meta on the (hostile) card; the hash memo read for m.onnx."""
-    from workbench.build import cache
+    from workbench.engines import cache
 
     meta = cache.load_cached(folder / "e.engine", folder / "e.json", "k" * 64)
     if meta is not None:

@@ -114,7 +114,7 @@ def steps_in_text(text: str) -> List[str]:
 def steps_in_json(doc: Any) -> List[str]:
     """The commands a script reads: every next_steps record's command (rendered from the
     record when it has none), and `workbench ...` in backticks in any string."""
-    from workbench.cli.nextstep import command
+    from workbench.core.nextstep import command
 
     out: List[str] = []
 
@@ -257,7 +257,7 @@ def collect(folder: Path, names: Iterable[str], verbs: Iterable[str] = tuple(VER
 def advice_text(entry: Dict[str, Any]) -> str:
     """An unsupported entry's advice as the CLI reads it out: each next step's command in
     backticks then why, then the hint, joined by '; or ' (what tests of the advice read)."""
-    from workbench.cli.nextstep import command
+    from workbench.core.nextstep import command
 
     parts = [f"`{command(s)}` {s.get('why', '')}".strip() for s in entry.get("next_steps") or []]
     return "; or ".join(parts + ([entry["hint"]] if entry.get("hint") else []))

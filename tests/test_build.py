@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLES
-from workbench.build.engine import (BuildCancelled, BuildConfig, BuildFailed, BuildTimeout,
+from workbench.engines.engine import (BuildCancelled, BuildConfig, BuildFailed, BuildTimeout,
                              build_engine, inspect_engine)
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.worker.client import WorkerClient
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
@@ -136,7 +136,7 @@ def test_second_identical_build_is_a_cache_hit_under_half_a_second(client):
 
 
 def test_model_hash_is_memoised_by_path_size_mtime(client, tmp_path):
-    import workbench.build.cache as b
+    import workbench.engines.cache as b
 
     m = tmp_path / "m.onnx"
     m.write_bytes(RESNET.read_bytes())
@@ -166,7 +166,7 @@ def test_cancelled_build_leaves_no_partial_engine(client, monkeypatch, _isolated
     assert len(fractions) >= 3
     assert client.alive  # cooperative: IProgressMonitor.step_complete returned False
     assert engines_dir_files(_isolated_home) == []
-    from workbench.workspace import read_jsonl
+    from workbench.core.workspace import read_jsonl
 
     hist = read_jsonl(next(_isolated_home.glob("models/*/history.jsonl")))
     assert hist[-1]["action"] == "build" and hist[-1]["ok"] is False
@@ -195,7 +195,7 @@ def test_timed_out_build_leaves_no_partial_engine(monkeypatch, _isolated_home):
 
 
 def _history(home: Path) -> list:
-    from workbench.workspace import read_jsonl
+    from workbench.core.workspace import read_jsonl
 
     return [r for h in home.glob("models/*/history.jsonl") for r in read_jsonl(h)
             if r.get("action") == "build"]
@@ -312,7 +312,7 @@ def test_profile_check_beside_a_running_build_stops_it(client, monkeypatch, _iso
     """FP32 from the user's file: TensorRT starts at once and the profile check (which needs
     the graph) runs beside it. A check failing mid-build stops the build; its message is what
     the user gets, and nothing is cached."""
-    from workbench.build.stages import profiles as build_profiles
+    from workbench.engines.stages import profiles as build_profiles
 
     monkeypatch.setenv("WORKBENCH_BUILD_STEP_DELAY", "0.05")  # a full build: ~5 s
     real = build_profiles.validate_profiles
@@ -626,7 +626,7 @@ def test_the_equivalent_commands_read_an_onnx_beside_the_engine_not_the_workspac
     FP32 build's lines read the user's own model and nothing is written beside the engine."""
     import onnx
 
-    from workbench.workspace import workbench_home
+    from workbench.core.workspace import workbench_home
 
     home = str(workbench_home())
     for attempt in range(2):  # a build, then the cache hit

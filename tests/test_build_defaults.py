@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from conftest import SAMPLES
-from workbench.build.engine import BuildConfig, BuildFailed, build_engine
-from workbench.errors import WorkbenchError
+from workbench.engines.engine import BuildConfig, BuildFailed, build_engine
+from workbench.core.errors import WorkbenchError
 from workbench.worker.client import WorkerClient
 
 RESNET = SAMPLES / "resnet_tiny.onnx"  # input [batch, 3, 32, 32]

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLES
-from workbench.build import options
-from workbench.build.spec import BuildConfig
+from workbench.engines import options
+from workbench.engines.spec import BuildConfig
 from workbench.cli import build_parser, main
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision.options import BUILD_PRECISION_FIELDS, PRECISION_OPTIONS
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
@@ -117,7 +117,7 @@ def test_tactic_sources_and_io_formats_reach_every_matrix_variant():
 
 def test_timing_capture_builds_with_the_options_and_refuses_them_for_an_engine(tmp_path, capsys):
     from workbench.cli.cmd_timing_capture import NOT_HERE
-    from workbench.timing.capture import capture_build_config
+    from workbench.measure.capture import capture_build_config
 
     args = build_parser("timing-capture").parse_args(
         ["timing-capture", str(RESNET), "--tactic-sources", "JIT_CONVOLUTIONS",

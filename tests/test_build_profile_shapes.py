@@ -9,8 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench.build.engine import BuildConfig, build_engine
-from workbench.trtlog import findings_from_log
+from workbench.engines.engine import BuildConfig, build_engine
+from workbench.core.trtlog import findings_from_log
 from workbench.worker.client import WorkerClient
 
 from test_profile_minimums import pointnet_like

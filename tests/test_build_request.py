@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLES
-from workbench.build.engine import BuildConfig, build_engine
+from workbench.engines.engine import BuildConfig, build_engine
 from workbench.worker.build_request import BuildRequest
 from workbench.worker.client import WorkerClient, WorkerError
 
@@ -107,8 +107,8 @@ def test_the_worker_op_refuses_an_unknown_request_field(worker, tmp_path):
 def _legacy_job(model: Path, cfg: BuildConfig):
     """A resolved job on the builder-flag route (TensorRT <= 10, which this machine has not:
     the request stage is what is exercised, with the model's real workspace)."""
-    from workbench.build.stages.resolve import BuildJob
-    from workbench.model import as_model
+    from workbench.engines.stages.resolve import BuildJob
+    from workbench.core.model import as_model
 
     ref = as_model(model, opened=False)
     ws = ref.workspace()
@@ -125,8 +125,8 @@ def test_the_legacy_route_request_carries_the_tables_flag_and_calibrator(tmp_pat
     calibration cache named for the backend, version and method."""
     import numpy as np
 
-    from workbench.build.stages.prepare import PreparedOnnx
-    from workbench.build.stages.request import worker_request
+    from workbench.engines.stages.prepare import PreparedOnnx
+    from workbench.engines.stages.request import worker_request
 
     calib = SAMPLES / "calib" / "resnet_tiny.npz"
     cfg = BuildConfig(precision="int8", calibration=str(calib), profiles=[PROFILE])
@@ -149,8 +149,8 @@ def test_the_legacy_route_request_carries_the_tables_flag_and_calibrator(tmp_pat
 def test_a_quantized_model_on_the_legacy_route_gets_the_flag_its_qdq_nodes_need():
     """Q/DQ nodes in the ONNX need the INT8 builder flag on TensorRT <= 10, whatever the
     precision asked: added to the request's flags, with a finding that says why."""
-    from workbench.build.stages.prepare import PreparedOnnx
-    from workbench.build.stages.request import worker_request
+    from workbench.engines.stages.prepare import PreparedOnnx
+    from workbench.engines.stages.request import worker_request
 
     qdq = REPO / "tests" / "data" / "fixtures" / "polygraphy-models" / "qdq_conv.onnx"
     cfg = BuildConfig(precision="fp16", extra_flags=["SPARSE_WEIGHTS"])

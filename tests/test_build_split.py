@@ -15,9 +15,9 @@ from onnx import TensorProto as T, helper as h
 
 from conftest import REPO
 from quant_models import detector
-from workbench.build.engine import BuildConfig, BuildFailed, build_engine
-from workbench.chain import ChainedRunner, read_manifest
-from workbench.runners import OnnxRuntimeRunner
+from workbench.engines.engine import BuildConfig, BuildFailed, build_engine
+from workbench.runtime.chain import ChainedRunner, read_manifest
+from workbench.runtime.runners import OnnxRuntimeRunner
 from workbench.support.checker import check
 
 CFG = BuildConfig(precision="fp16", target="sm89", builder_optimization_level=0)
@@ -224,7 +224,7 @@ def test_a_node_the_builder_has_no_kernel_for_is_split_off_too(tmp_path):
 
 
 def test_a_split_that_leaves_most_of_the_model_out_names_the_check_to_run():
-    from workbench.build.tail import split_notice
+    from workbench.engines.tail import split_notice
 
     info = {"refused": [{"node": "/a/If", "op": "If"}], "backend": "tensorrt-rtx",
             "engine_nodes": 3, "onnxruntime_nodes": 40, "tail": "/w/m.tail.onnx",
@@ -348,7 +348,7 @@ def test_timing_capture_of_a_split_engine_takes_the_engines_inputs_only(det_path
     out before the worker sees them."""
     import json
 
-    from workbench.timing.capture import _engine_inputs_only
+    from workbench.measure.capture import _engine_inputs_only
 
     engine = tmp_path / "det.engine"
     build_engine(det_path, CFG, output=engine)

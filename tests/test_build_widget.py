@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLES
-from workbench.build.engine import BuildConfig
+from workbench.engines.engine import BuildConfig
 from workbench.worker.client import WorkerClient
 
 PROFILE = [{"input": [[1, 3, 32, 32], [4, 3, 32, 32], [32, 3, 32, 32]]}]
@@ -109,7 +109,7 @@ def test_build_panel_from_the_precision_panel(client):
     assert bp.state == "done", bp.status.value
     assert bp.result.dtype_counts().get("INT8", 0) > 0
     # the excluded Gemm gets no Q/DQ: fewer quantize layers than the same build without it
-    from workbench.build.engine import build_engine
+    from workbench.engines.engine import build_engine
 
     plain = build_engine(SAMPLES / "resnet_tiny.onnx", cfg.replace(exclude_nodes=[]),
                          client=client)

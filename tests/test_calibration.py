@@ -10,7 +10,7 @@ import pytest
 from conftest import SAMPLES
 from workbench.precision.calibration import (ImagePreprocess, describe, load_calibration, ort_reader,
                                    random_calibration, write_batches)
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision.profiles import parse_profile_arg
 
 RESNET = SAMPLES / "resnet_tiny.onnx"

@@ -35,7 +35,7 @@ def test_check_build_uses_builds_default_profile_not_ones(tmp_path):
     assert "dynamic input 'image' built at the profile `workbench build` defaults to " \
         "(--profile image:1x3x224x224:" in r.stdout
     # the same through the API with that profile; at 1x1 it does fail
-    from workbench.model import open_model
+    from workbench.core.model import open_model
     from workbench.precision.profiles import default_profile
 
     prof = default_profile(open_model(path))[0].to_dict()

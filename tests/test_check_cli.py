@@ -207,7 +207,7 @@ def test_a_node_the_parser_reports_several_times_is_one_problem(tmp_path):
 
 
 def test_a_split_that_leaves_most_of_the_model_out_of_the_engine_says_so():
-    from workbench.build.tail import split_notice
+    from workbench.engines.tail import split_notice
 
     info = {"refused": [{"op": "BatchNormalization", "node": "/bn"}], "backend": "tensorrt-rtx",
             "engine_nodes": 1, "onnxruntime_nodes": 7, "tail": "m.tail.onnx",

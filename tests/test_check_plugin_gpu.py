@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
 from conftest import REPO
-from workbench.build.engine import BuildConfig, BuildFailed, build_engine
+from workbench.engines.engine import BuildConfig, BuildFailed, build_engine
 from workbench.support.checker import check
 from workbench.surgery.propose import advise
 from workbench.worker.loaders import no_gpu_reason

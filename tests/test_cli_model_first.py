@@ -233,7 +233,7 @@ def test_list_flags_need_no_model(tmp_path):
 
 def test_text_formats_are_left_to_onnx_text_parsers(tmp_path):
     from workbench.cli.common import ONNX_TEXT_SUFFIXES, check_model_file
-    from workbench.model import _TEXT_FORMATS
+    from workbench.core.model import _TEXT_FORMATS
 
     assert ONNX_TEXT_SUFFIXES == _TEXT_FORMATS  # the same suffixes open_model parses as text
     p = tmp_path / "m.onnxtxt"
@@ -246,8 +246,8 @@ def test_the_check_never_refuses_what_open_model_reads(tmp_path):
     """Differential: mutated sample models, cut files and junk; whatever open_model accepts,
     check_model_file accepts too (it only refuses what is no ONNX model at all)."""
     from workbench.cli.common import check_model_file
-    from workbench.errors import WorkbenchError
-    from workbench.model import open_model
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.model import open_model
 
     rng = random.Random(7)
     seeds = [p.read_bytes() for p in sorted(SAMPLES.glob("*.onnx"))]

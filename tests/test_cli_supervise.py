@@ -73,10 +73,10 @@ def test_the_forked_worker_gives_the_isolated_routes_answer(overflow_pair):
     rc_i, out_i, err_i, seen_i = _traced(*args, env={"WORKBENCH_CLI_FORK": "0"})
     assert rc_f == rc_i == 1, err_f + err_i
     # the routes taken: a fork of the command (same command line), no onnxruntime child; and
-    # the onnxruntime child (workbench.ortserver) when forking is off
+    # the onnxruntime child (workbench.runtime.ortserver) when forking is off
     assert any("workbench.cli compare" in c for c in seen_f), seen_f
-    assert not any("workbench.ortserver" in c for c in seen_f), seen_f
-    assert any("workbench.ortserver" in c for c in seen_i), seen_i
+    assert not any("workbench.runtime.ortserver" in c for c in seen_f), seen_f
+    assert any("workbench.runtime.ortserver" in c for c in seen_i), seen_i
     a, b = json.loads(out_f), json.loads(out_i)
     assert a["culprits"][0]["node"] == "/scale/Mul"
     assert a == b  # every figure of every tensor
@@ -90,7 +90,7 @@ def test_run_forked_runs_the_work_in_another_process_with_onnxruntime_in_it(tmp_
 import json, os, sys
 from workbench.cli import supervise
 def work():
-    import workbench.ortchild as oc
+    import workbench.runtime.ortchild as oc
     with open({str(out)!r}, "w") as f:
         json.dump({{"pid": os.getpid(), "isolated": oc.isolated_by_default()}}, f)
     os._exit(7)
@@ -273,8 +273,8 @@ def test_the_forked_worker_drives_the_tensorrt_worker(tmp_path):
 def test_an_in_process_run_keeps_the_childs_time_limit():
     """The worker's (and any in-process) onnxruntime run stops at its time limit, as the
     child's does: onnxruntime's terminate flag, set from a timer, stops the Loop inside."""
-    from workbench.ortchild import OrtLimitExceeded
-    from workbench.runners import OnnxRuntimeRunner
+    from workbench.runtime.ortchild import OrtLimitExceeded
+    from workbench.runtime.runners import OnnxRuntimeRunner
 
     r = OnnxRuntimeRunner(slow_loop(), isolated=False, timeout=1.0)
     t0 = time.monotonic()

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import SAMPLES
 from workbench import compare
-from workbench.equivalence import make_inputs
+from workbench.runtime.equivalence import make_inputs
 from workbench.precision.transform import convert
 
 OVERFLOW = SAMPLES / "fp16_overflow.onnx"
@@ -106,7 +106,7 @@ def test_run_results_are_polygraphy_compatible(tmp_path):
 
 
 def test_run_results_bad_file_is_a_clear_error(tmp_path):
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"lst": [["x", [{"outputs": {"y": {"array": "!!"}}}]]]}')
@@ -364,7 +364,7 @@ def _relu_then(op: str) -> onnx.ModelProto:
 def test_a_refused_candidate_is_named_by_the_label_it_was_given():
     """find_exclusions compares in-memory conversions: a refusal names the user's file and
     the conversion (`labels`), not the graph's internal name; without labels, the graph's."""
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     feeds = [{"x": np.ones((2, 3), np.float32)}]
     with pytest.raises(WorkbenchError) as e:
@@ -405,7 +405,7 @@ def test_string_outputs_are_saved_without_pickle(tmp_path):
     """onnxruntime returns string tensors as arrays of Python str: --save-results writes
     them as fixed-width unicode (bytes as fixed-width bytes) that load back without pickle;
     other Python objects are a one-line error naming the output."""
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     names = np.array(["cat", "bird"], dtype=object)
     raw = np.array([b"\x00a", b"bc"], dtype=object)
@@ -441,7 +441,7 @@ def test_string_tensors_are_named_string_live_and_loaded_back():
     """A string output compared live (onnxruntime's Python objects) and from saved results
     (fixed-width unicode) reads dtype "string", as the model declares it, not numpy's
     "object" or "<U4"; numbers keep numpy's names."""
-    from workbench.comparison import compare_tensor
+    from workbench.runtime.comparison import compare_tensor
 
     live = np.array(["cat", "bird"], dtype=object)
     saved = np.array(["cat", "bird"])
@@ -462,7 +462,7 @@ def test_an_input_the_model_fixes_is_not_cut_as_if_it_held_samples():
     from onnx import TensorProto as T, helper as h
 
     from workbench.compare import layerwise
-    from workbench.runners import batched_inputs, limit_samples, samples_in
+    from workbench.runtime.runners import batched_inputs, limit_samples, samples_in
 
     g = h.make_graph([h.make_node("Gather", ["x", "idx"], ["y"], axis=1, name="/pick/Gather"),
                       h.make_node("Relu", ["y"], ["z"], name="/act/Relu")], "g",

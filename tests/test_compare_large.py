@@ -1,4 +1,4 @@
-"""compare on models held by reference (`workbench.weights`): the structure without weight
+"""compare on models held by reference (`workbench.core.weights`): the structure without weight
 bytes, each weight a memmap fed to the segment that reads it. Test-sized decoders stand in for
 multi-GB ones with the size threshold lowered to 0 (the route is the same); what is asserted is
 what makes a > 2 GB model work: no model is serialized with its weights, no weight is loaded in
@@ -30,7 +30,7 @@ def _data_bytes(path) -> int:
 
 
 def test_by_reference_keeps_weights_out_of_the_structure(decoder):
-    from workbench import weights
+    from workbench.core import weights
 
     m = weights.by_reference(decoder)
     refs = weights.weight_refs(m)
@@ -46,7 +46,7 @@ def test_by_reference_keeps_weights_out_of_the_structure(decoder):
 
 
 def test_as_inputs_and_restore_round_trip(decoder):
-    from workbench import weights
+    from workbench.core import weights
 
     m = weights.by_reference(decoder)
     refs = weights.weight_refs(m)
@@ -81,8 +81,9 @@ def test_no_weight_is_loaded_or_serialized_whole(decoder, monkeypatch):
     what fails past 2 GB)."""
     from onnx import external_data_helper, numpy_helper
 
-    from workbench import model as wmodel
-    from workbench import ortchild, weights
+    from workbench.core import model as wmodel
+    from workbench.runtime import ortchild
+    from workbench.core import weights
     from workbench.compare import find_exclusions
 
     loaded = []
@@ -125,9 +126,9 @@ def test_no_weight_is_loaded_or_serialized_whole(decoder, monkeypatch):
 
 
 def test_segments_map_at_most_their_weight_budget(decoder):
-    from workbench import weights
+    from workbench.core import weights
     from workbench.compare.layer_compare import plan_chunks, tensor_weights
-    from workbench.segments import order_of
+    from workbench.runtime.segments import order_of
 
     m = weights.by_reference(decoder)
     order = order_of(m)
@@ -153,10 +154,10 @@ def test_cli_compare_to_fp16_by_reference(decoder):
 def test_int8_search_on_a_model_held_by_reference_says_why(decoder, monkeypatch, tmp_path):
     """Quantizing reads every weight: an INT8 search runs in memory while the model fits a
     protobuf, and past that says why it cannot."""
-    from workbench import weights
+    from workbench.core import weights
     from workbench.compare import find_exclusions
-    from workbench.equivalence import make_inputs
-    from workbench.errors import WorkbenchError
+    from workbench.runtime.equivalence import make_inputs
+    from workbench.core.errors import WorkbenchError
 
     data = tmp_path / "calib.npz"
     np.savez(data, **make_inputs(weights.by_reference(decoder), seed=2))
@@ -170,7 +171,7 @@ def test_int8_search_on_a_model_held_by_reference_says_why(decoder, monkeypatch,
 
 
 def test_a_weight_over_the_segment_budget_is_said(decoder, monkeypatch):
-    from workbench import weights
+    from workbench.core import weights
     from workbench.compare import layer_compare
 
     m = weights.by_reference(decoder)
@@ -194,7 +195,7 @@ def test_compare_ref_with_a_large_fp16_candidate_by_reference(decoder, tmp_path)
     path = tmp_path / "cand.onnx"
     onnx.save(cand, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
               location="cand.data", size_threshold=1024)
-    from workbench import weights
+    from workbench.core import weights
 
     held = weights.weight_refs(weights.by_reference(path))
     assert any(r.elem_type == 10 for r in held.values())  # FP16 weights held by reference
@@ -212,9 +213,10 @@ def test_compare_ref_with_a_large_fp16_candidate_by_reference(decoder, tmp_path)
 def test_a_whole_run_of_a_model_held_by_reference_feeds_its_weights(decoder, monkeypatch):
     """OnnxRuntimeRunner on a structure held by reference runs it whole (the engine-side
     reference, a selection check): weights fed as memmaps, the model sent without them."""
-    from workbench import ortchild, weights
-    from workbench.equivalence import make_inputs
-    from workbench.runners import OnnxRuntimeRunner
+    from workbench.runtime import ortchild
+    from workbench.core import weights
+    from workbench.runtime.equivalence import make_inputs
+    from workbench.runtime.runners import OnnxRuntimeRunner
 
     sent = []
     load = ortchild.OrtChild.load
@@ -238,7 +240,7 @@ def test_in_memory_compare_loads_each_model_once(decoder, tmp_path, monkeypatch)
     """Below the threshold the models are compared in memory: each is loaded with its
     weights once over the run (the search, and compare REF CAND with its sample feeds and
     its look for selection ops), never again to read the graph."""
-    from workbench import model as wmodel
+    from workbench.core import model as wmodel
     from workbench.compare import find_exclusions, layerwise
     from workbench.precision.transform import convert
 
@@ -279,9 +281,9 @@ def test_a_weight_beyond_fp16_saturates_as_the_streamed_conversion_stores_it(tmp
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path), save_as_external_data=True, location="m.data", size_threshold=0)
-    from workbench import weights
+    from workbench.core import weights
     from workbench.compare.layer_compare import _lowered_by_reference
-    from workbench.runners import EmulatedRunner
+    from workbench.runtime.runners import EmulatedRunner
 
     cand = _lowered_by_reference(weights.by_reference(path), "fp16", [])
     y = EmulatedRunner(cand).infer({"ids": np.array([0, 7], np.int64)})["y"]

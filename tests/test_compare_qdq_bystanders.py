@@ -10,7 +10,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from workbench import compare, qdq
+from workbench import compare
+from workbench.core import qdq
 from workbench.compare.layer_compare import find_exclusions
 from workbench.precision.transform import convert
 

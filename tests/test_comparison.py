@@ -9,8 +9,8 @@ import onnx
 import pytest
 
 from conftest import SAMPLES
-from workbench import comparison, runners
-from workbench.equivalence import compare_outputs as verdict_of
+from workbench.runtime import comparison, runners
+from workbench.runtime.equivalence import compare_outputs as verdict_of
 from workbench.precision.transform import convert
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
@@ -110,7 +110,7 @@ def test_reference_runner_computes_in_float16_onnxruntime_does_not():
 def test_emulation_rounds_every_stored_tensor_like_float16():
     """The emulated graph computes in FP32 but every FP16 value it stores equals its float16
     rounding (the value a GPU keeps), and values past 65504 saturate to inf."""
-    from workbench.emulation import emulate
+    from workbench.runtime.emulation import emulate
 
     fp16 = convert(RESNET, "fp16", keep_io_types=True).proto
     em = emulate(fp16)
@@ -137,8 +137,8 @@ def test_emulation_skips_only_roundings_that_change_no_bit(name, target):
     """No rounding pair after values already exact in the low type (Relu/Reshape/... of
     rounded inputs, low-float constants) and one Cast fewer after Casts to the low type: every
     marked tensor is bit-identical to the emulation that rounds everything."""
-    from workbench.emulation import emulate
-    from workbench.equivalence import make_inputs
+    from workbench.runtime.emulation import emulate
+    from workbench.runtime.equivalence import make_inputs
 
     src = onnx.load(str(SAMPLES / f"{name}.onnx"))
     low = convert(src, target, measure=False).proto

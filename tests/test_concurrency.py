@@ -16,10 +16,10 @@ from collections import Counter
 import pytest
 
 from conftest import REPO, SAMPLES
-from workbench.fsutil import CorruptLineWarning, LockWaitStopped, locked, single_flight
+from workbench.core.fsutil import CorruptLineWarning, LockWaitStopped, locked, single_flight
 from workbench.surgery.changes import apply_in_history
 from workbench.surgery.history import History, replay
-from workbench.workspace import ModelWorkspace
+from workbench.core.workspace import ModelWorkspace
 
 NF = SAMPLES / "needs_fixing.onnx"
 PROFILE = "input:1x4x12x12:2x4x12x12:4x4x12x12"
@@ -39,7 +39,7 @@ def _surgery(ws: ModelWorkspace):
 _COUNTER = r"""
 import sys
 sys.path.insert(0, {repo!r})
-from workbench.fsutil import locked
+from workbench.core.fsutil import locked
 for _ in range({n}):
     with locked({lock!r}):
         with open({path!r}) as f:
@@ -61,7 +61,7 @@ def test_lock_serialises_read_modify_write_across_processes(tmp_path):
 
 def test_lock_is_released_when_its_holder_is_killed(tmp_path):
     lock = tmp_path / ".lock"
-    code = ("import sys, os, signal; sys.path.insert(0, %r); from workbench.fsutil import locked\n"
+    code = ("import sys, os, signal; sys.path.insert(0, %r); from workbench.core.fsutil import locked\n"
             "with locked(%r):\n    print('HELD', flush=True)\n    signal.pause()\n"
             % (str(REPO), str(lock)))
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -84,7 +84,7 @@ def test_single_flight_waits_for_a_killed_holder_and_tells_once(tmp_path):
     mid-build frees it at once (the kernel drops its flock); no stale lock ever blocks."""
     lock = tmp_path / "b" / "k.lock"
     code = ("import sys, signal; sys.path.insert(0, %r)\n"
-            "from workbench.fsutil import single_flight\n"
+            "from workbench.core.fsutil import single_flight\n"
             "with single_flight(%r):\n    print('HELD', flush=True)\n    signal.pause()\n"
             % (str(REPO), str(lock)))
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -196,7 +196,7 @@ def test_staged_version_survives_another_sessions_discard(tmp_path):
     assert not a.ws.version_path(va).exists()
 
 
-@pytest.mark.filterwarnings("ignore::workbench.fsutil.CorruptLineWarning")  # (after the checks)
+@pytest.mark.filterwarnings("ignore::workbench.core.fsutil.CorruptLineWarning")  # (after the checks)
 def test_corrupted_and_stale_history_lines_are_skipped_with_a_warning(tmp_path):
     p = tmp_path / "m.onnx"
     shutil.copy(NF, p)
@@ -223,7 +223,7 @@ def test_corrupted_and_stale_history_lines_are_skipped_with_a_warning(tmp_path):
 
 # ---------------------------------------------------------------------- engine-cache publish
 def test_engine_publish_first_complete_engine_wins(tmp_path):
-    from workbench.build.cache import load_cached, publish_engine
+    from workbench.engines.cache import load_cached, publish_engine
 
     ws = ModelWorkspace(tmp_path / "ws")
     engine, meta_path = ws.engines_dir / "k.engine", ws.engines_dir / "k.json"

@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
-from workbench.comparison import infer_precision
-from workbench.runners import has_low_float, low_float_runner
+from workbench.runtime.comparison import infer_precision
+from workbench.runtime.runners import has_low_float, low_float_runner
 
 
 def _loop_model() -> onnx.ModelProto:

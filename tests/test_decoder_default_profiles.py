@@ -31,7 +31,7 @@ def _ranges(prof, name, axis):
 
 def test_default_build_of_a_decoder_takes_prefill_and_decode_profiles(decoder, tmp_path):
     pytest.importorskip("tensorrt_rtx_bindings")
-    from workbench.build.engine import BuildConfig, build_engine
+    from workbench.engines.engine import BuildConfig, build_engine
     from workbench.worker.client import WorkerClient
 
     c = WorkerClient()

@@ -3,7 +3,7 @@ a float32/float16 first input; an int32 input is refused, naming the node and wh
 import pytest
 from onnx import TensorProto, helper
 
-from workbench.model import model_from_proto
+from workbench.core.model import model_from_proto
 from workbench.surgery.recipes import get_recipe
 from workbench.surgery.recipes.decompose import REGISTRY
 

@@ -127,7 +127,7 @@ def test_fix_auto_takes_a_gnn_to_a_whole_engine(tmp_path):
 def test_build_points_at_the_exact_rewrite_instead_of_splitting(tmp_path):
     """With an exact recipe for the refused node, `build` says to fix first (a whole engine
     beats an engine + onnxruntime tail), in words that fit that reason."""
-    from workbench.build.engine import BuildConfig, BuildFailed, build_engine
+    from workbench.engines.engine import BuildConfig, BuildFailed, build_engine
 
     path = tmp_path / "gnn.onnx"
     onnx.save(_gnn("nd"), str(path))

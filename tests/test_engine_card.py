@@ -9,9 +9,9 @@ import shutil
 import pytest
 
 from conftest import SAMPLES
-from workbench.build.card import card_path, check_engine, read_card
-from workbench.build.engine import BuildConfig, build_engine
-from workbench.errors import WorkbenchError
+from workbench.engines.card import card_path, check_engine, read_card
+from workbench.engines.engine import BuildConfig, build_engine
+from workbench.core.errors import WorkbenchError
 from workbench.worker.client import WorkerClient, WorkerError
 
 tensorrt_rtx = pytest.importorskip("tensorrt_rtx_bindings")
@@ -51,7 +51,7 @@ def _network_io(path):
 
 
 def test_every_written_engine_has_a_card_with_what_it_is(built):
-    from workbench.model import open_model
+    from workbench.core.model import open_model
 
     res, out = built
     card = read_card(out)
@@ -183,7 +183,7 @@ def test_a_broken_card_is_refused_and_a_missing_one_is_not_guessed(client, built
 
 
 def test_hardware_compatibility_is_a_build_setting(client, tmp_path):
-    from workbench.build.export import config_from_trtexec, python_script, trtexec_command
+    from workbench.engines.export import config_from_trtexec, python_script, trtexec_command
 
     c = BuildConfig(hardware_compatibility="ampere+")
     assert c.hardware_compatibility == "ampere_plus"

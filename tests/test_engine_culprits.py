@@ -9,7 +9,7 @@ import numpy as np
 from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
 from workbench.compare.engine_compare import engine_layerwise, recorded_candidate
-from workbench.runners import OnnxRuntimeRunner
+from workbench.runtime.runners import OnnxRuntimeRunner
 
 
 def _model():
@@ -31,7 +31,7 @@ def _model():
 def _runs(model, feeds, hide=("m", "r")):
     """The reference's tensors with the Mul's error planted, the hidden ones left out (the
     engine fused /scatter/Mul and /scatter/Relu: no tensor of theirs to compare)."""
-    from workbench.runners import mark_all_outputs
+    from workbench.runtime.runners import mark_all_outputs
 
     marked, order, _ = mark_all_outputs(model)
     ref = OnnxRuntimeRunner(marked).infer_all(feeds)

@@ -17,10 +17,10 @@ from workbench.compare.bisect import suspects as bisect_suspects
 from workbench.compare.engine_compare import (boundary_tensors, compare_tensors,
                                               engine_layerwise, onnx_candidate)
 from workbench.compare.layer_compare import plan_chunks, tensor_bytes
-from workbench.equivalence import make_inputs
-from workbench.model import as_model
+from workbench.runtime.equivalence import make_inputs
+from workbench.core.model import as_model
 from workbench.precision.transform import convert
-from workbench.runners import OnnxRuntimeRunner
+from workbench.runtime.runners import OnnxRuntimeRunner
 
 OVERFLOW = SAMPLES / "fp16_overflow.onnx"
 RESNET = SAMPLES / "resnet_tiny.onnx"
@@ -155,7 +155,7 @@ def test_engine_runs_round_trip_through_polygraphy(overflow_feeds, tmp_path):
 @pytest.fixture(scope="module")
 def rtx():
     pytest.importorskip("tensorrt_rtx_bindings")
-    from workbench.build.engine import BuildConfig
+    from workbench.engines.engine import BuildConfig
 
     return BuildConfig(precision="fp16", target="sm89", backend="tensorrt-rtx",
                        builder_optimization_level=0)
@@ -172,13 +172,13 @@ def _has_gpu():
 
 
 def test_rtx_builds_marked_chunks_under_a_budget(rtx):
-    from workbench.enginedebug import engine_candidate, layer_boundaries, with_feed_profile
+    from workbench.measure.enginedebug import engine_candidate, layer_boundaries, with_feed_profile
 
     feeds = _resnet_feeds(1, batch=2)
     ref = as_model(RESNET).with_weights()
     cfg = with_feed_profile(ref, rtx, feeds)
     assert cfg.profiles == [{"input": [[2, 3, 32, 32]] * 3}]
-    from workbench.build.engine import build_engine
+    from workbench.engines.engine import build_engine
 
     findings = []
     bounds = boundary_tensors(ref, layer_boundaries(build_engine(ref, cfg), findings=findings))
@@ -202,9 +202,9 @@ def test_rtx_builds_marked_chunks_under_a_budget(rtx):
 
 
 def test_tensorrt_runner_protocol_without_a_gpu(rtx, tmp_path):
-    from workbench.build.engine import build_engine
-    from workbench.enginedebug import with_feed_profile
-    from workbench.trtrunner import TensorRTRunner
+    from workbench.engines.engine import build_engine
+    from workbench.measure.enginedebug import with_feed_profile
+    from workbench.runtime.trtrunner import TensorRTRunner
     from workbench.worker.client import WorkerError, default_client
 
     feeds = _resnet_feeds(2, batch=2)
@@ -247,7 +247,7 @@ def test_cli_compares_a_polygraphy_recorded_run(tmp_path, capsys):
 
     from workbench.cli import main as cli_main
     from workbench.compare.engine_compare import mark_outputs
-    from workbench.runners import ReferenceRunner
+    from workbench.runtime.runners import ReferenceRunner
 
     x = make_inputs(onnx.load(str(OVERFLOW)), seed=1)["input"]
     np.savez(tmp_path / "in.npz", input=x)
@@ -275,7 +275,7 @@ def test_a_marked_build_that_fails_is_split_and_unmarkable_tensors_are_named(ove
     """TensorRT 8.6 refuses to build BERT with every tensor marked (Myelin's ForeignNode has no
     implementation once its insides are outputs). A failing marked build is retried as halves;
     tensors whose marking alone breaks the build are named in a finding, the rest compared."""
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     cand = convert(OVERFLOW, "fp16", measure=False).proto
     names = compare_tensors(OVERFLOW)
@@ -326,7 +326,7 @@ def test_an_engine_fused_into_one_region_says_how_to_see_inside():
     tensors (one Myelin ForeignNode): compare printed '0 tensors compared' and an empty table,
     with no word of why. Real H200 layer information: BERT-small gets the finding with the
     way forward, ResNet-50 (fusions, but many boundaries) does not."""
-    from workbench.enginedebug import few_boundaries_finding
+    from workbench.measure.enginedebug import few_boundaries_finding
     from workbench.timing.layers import load_layers
 
     def bounds(name, layers):
@@ -354,9 +354,9 @@ def test_an_engine_built_from_another_onnx_is_rebuilt_from_that_onnx(tmp_path):
     running the engines needs the GPU.)"""
     import shutil
 
-    from workbench.build.card import write_card
-    from workbench.build.engine import BuildConfig
-    from workbench.enginedebug import built_from
+    from workbench.engines.card import write_card
+    from workbench.engines.engine import BuildConfig
+    from workbench.measure.enginedebug import built_from
 
     ref = tmp_path / "resnet_tiny.onnx"
     shutil.copy(SAMPLES / "resnet_tiny.onnx", ref)

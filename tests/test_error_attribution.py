@@ -1,6 +1,6 @@
 """Whose fault is it? Each class of odd model (tests/odd_models.py) through the verbs that meet
 it: the exact exit code, the first words of the one line it prints, and the category the
-translator (`workbench.blame`) gives the failure: the model's structure, its weights, the
+translator (`workbench.core.blame`) gives the failure: the model's structure, its weights, the
 inputs, the machine or the tool. Real onnxruntime and TensorRT-RTX (CPU parse and builds);
 only the worker-crash case uses a stand-in TensorRT module (it must really die)."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 import odd_models
 from test_odd_models import _main
-from workbench import blame
+from workbench.core import blame
 from workbench.worker.loaders import no_gpu_reason
 
 
@@ -136,7 +136,7 @@ def test_declared_size_zero_axis_is_fed_as_zero(zoo):
     rc, out, err = _main("compare", zoo["zero_size_dim"], "--to", "fp16", "--allow-random",
                          "--json")
     assert rc == 0, err
-    from workbench.equivalence import make_inputs
+    from workbench.runtime.equivalence import make_inputs
 
     feed = make_inputs(onnx.load(str(zoo["zero_size_dim"])))
     assert feed["x"].shape == (0, 4)
@@ -156,7 +156,7 @@ def test_sequence_values_are_compared_or_skipped(zoo, tmp_path):
     rc, out, err = _main("compare", zoo["sequence_output"], "--to", "fp16", "--allow-random",
                          "--json")
     assert rc == 0, err
-    from workbench.comparison import compare_outputs
+    from workbench.runtime.comparison import compare_outputs
 
     a = {"seq": [np.ones((2, 1), np.float32), np.ones((2, 3), np.float32)]}
     b = {"seq": [np.ones((2, 1), np.float32), np.full((2, 3), 2.0, np.float32)]}
@@ -238,7 +238,7 @@ def test_translator_categories():
         "Shape Error (x) [checkMacros.cpp::catchCudaError::250] Error Code 1: Cuda Runtime "
         "(cudaError 35: CUDA driver version is insufficient for CUDA runtime version)"
     ).startswith("Shape Error (x)")
-    from workbench.runners import run_error
+    from workbench.runtime.runners import run_error
 
     class Fail(Exception):
         pass
@@ -355,8 +355,8 @@ class InferenceSession:
                                            "ORT_ENABLE_BASIC"), ("", None)])
 def test_a_written_model_that_crashes_onnxruntimes_optimizer_is_a_finding(zoo, tmp_path,
                                                                          levels, loads):
-    from workbench.ortchild import OrtChild
-    from workbench.ortprobe import optimizer_crash
+    from workbench.runtime.ortchild import OrtChild
+    from workbench.runtime.ortprobe import optimizer_crash
 
     fake = _fake_onnxruntime(tmp_path / "fake")
     repo = str(Path(__file__).resolve().parents[1])
@@ -386,7 +386,7 @@ def test_precision_probes_the_model_it_wrote(zoo, tmp_path):
     rc, res, err = _main("precision", zoo["mvn"], "--to", "fp16", "-o", out, "--json")
     assert rc == 0, err
     assert not [f for f in json.loads(res)["findings"] if f["code"] == "ort-optimizer-crash"]
-    from workbench.ortprobe import optimizer_crash
+    from workbench.runtime.ortprobe import optimizer_crash
 
     assert optimizer_crash(out) is None
 

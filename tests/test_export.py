@@ -10,9 +10,9 @@ import onnx
 import pytest
 
 from conftest import SAMPLES
-from workbench.build.engine import BuildConfig
-from workbench.trtlog import NameIndex, findings_from_log
-from workbench.build.export import (MIGRATION, config_from_trtexec, export_for, migration_markdown,
+from workbench.engines.engine import BuildConfig
+from workbench.core.trtlog import NameIndex, findings_from_log
+from workbench.engines.export import (MIGRATION, config_from_trtexec, export_for, migration_markdown,
                               polygraphy_command, python_script, trtexec_command)
 
 # what trtexec can express (precision of a strongly typed build lives in the ONNX itself)
@@ -176,7 +176,7 @@ def test_migration_html_wraps_to_the_output_area():
     """The notebook's table (05_build): a Markdown table grew to its longest unbreakable call
     (~1100 px, cut at JupyterLab's ~900-px output area); this one takes the area's width with
     fixed columns and wrapping cells (the real-browser check: tests/browser/test_readable_outputs.py)."""
-    from workbench.build.export import MIGRATION_COLUMNS, migration_html
+    from workbench.engines.export import MIGRATION_COLUMNS, migration_html
 
     h = migration_html()
     assert h.startswith("<div class='wb-migration' style='max-width:100%;overflow-x:auto'>")
@@ -246,8 +246,8 @@ def test_an_fp32_engine_is_built_without_tf32_and_every_line_says_so():
     ResNet-18 engine was off by 8e-3 on the H200 and failed FP32 tolerance. FP32 engines now
     build without TF32 unless asked (as Polygraphy builds), and the trtexec, Polygraphy and
     script exports build the same engine; other precisions keep TensorRT's default."""
-    from workbench.build.cache import cache_key
-    from workbench.errors import WorkbenchError
+    from workbench.engines.cache import cache_key
+    from workbench.core.errors import WorkbenchError
 
     fp32, fp16 = BuildConfig(precision="fp32"), BuildConfig(precision="fp16")
     assert fp32.effective_tf32 is False and fp16.effective_tf32 is None
@@ -292,7 +292,7 @@ def test_tensorrt_86_weight_conversion_summary_names_the_weights_and_reads_right
     'build-warning' lines, the clamp to the closest finite FP16 value was called 'converted to
     FP16 infinity' with '- 1 weights are affected' left in, and no node was named although the
     hint said 'keep the named nodes'. The verbose 'List of affected weights' names them."""
-    from workbench.trtlog import _join_weight_reports
+    from workbench.core.trtlog import _join_weight_reports
 
     g = onnx.load(str(SAMPLES / "resnet_tiny.onnx"), load_external_data=False).graph
     convs = [n.name for n in g.node if n.op_type == "Conv"][:2]

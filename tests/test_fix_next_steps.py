@@ -22,7 +22,7 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import REPO, SAMPLES, shown_text
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.support.checker import SupportReport
 from workbench.surgery.history import History, history_rows
 from workbench.surgery.session import FixSession

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from workbench.cli import main
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 
 def scatter_mul_model():

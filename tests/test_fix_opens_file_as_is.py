@@ -16,7 +16,7 @@ import onnx
 import pytest
 
 from conftest import SAMPLES
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.surgery.history import History, earlier_offer
 from workbench.surgery.session import FixSession
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import H200, REPO
 from workbench import formats
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.formats import analyze_data
 from workbench.formats.layerinfo import EngineLayers
 from workbench.formats.profiledata import Profile

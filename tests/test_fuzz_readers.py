@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuzz_cases as fc
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 REPO = Path(__file__).resolve().parents[1]
 PER_CASE_S = 20.0  # no single case may take longer (a hang shows up here or in pytest-timeout)
@@ -119,7 +119,7 @@ def test_invalid_utf8_op_type_is_one_line_naming_node_and_field(tmp_path):
 
 
 def test_strict_parse_accepts_every_valid_model():
-    from workbench.model import _valid_text
+    from workbench.core.model import _valid_text
 
     for f in [*fc.SAMPLES.glob("*.onnx"), *(fc.FIXTURES / "polygraphy-models").glob("*.onnx")]:
         assert _valid_text(f.read_bytes()), f
@@ -146,7 +146,7 @@ def test_unusable_external_location_is_bad_input(tmp_path, loc):
 @pytest.mark.parametrize("offset,length", [("-1", None), ("abc", None), (0, "-5"),
                                             (0, 2 ** 62)])
 def test_bad_external_offset_or_length_warns_and_weights_fail(tmp_path, offset, length):
-    from workbench.model import open_model
+    from workbench.core.model import open_model
 
     m, raw = fc._external(fc.base_model(), offset=offset, length=length)
     (tmp_path / "w.bin").write_bytes(raw)
@@ -157,7 +157,7 @@ def test_bad_external_offset_or_length_warns_and_weights_fail(tmp_path, offset, 
 
 
 def test_good_external_data_still_loads(tmp_path):
-    from workbench.model import open_model
+    from workbench.core.model import open_model
 
     m, raw = fc._external(fc.base_model())
     (tmp_path / "w.bin").write_bytes(raw)
@@ -247,7 +247,7 @@ def test_deep_timing_json_is_bad_input(tmp_path):
 
 
 def test_broken_engine_card_is_a_cache_miss(tmp_path):
-    from workbench.build.cache import load_cached
+    from workbench.engines.cache import load_cached
 
     engine, card = tmp_path / "e.engine", tmp_path / "e.json"
     engine.write_bytes(b"\0" * 4)

@@ -1,4 +1,4 @@
-"""GPU / MIG listing and pinning (workbench.gpus): the `nvidia-smi -L` parser on real output,
+"""GPU / MIG listing and pinning (workbench.fleet.gpus): the `nvidia-smi -L` parser on real output,
 id/UUID resolution and its errors, the worker's pinned environment, `workbench gpus`."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from conftest import REPO
-from workbench.errors import WorkbenchError
-from workbench.gpus import parse_nvidia_smi_list, pinned_client, resolve_gpu
+from workbench.core.errors import WorkbenchError
+from workbench.fleet.gpus import parse_nvidia_smi_list, pinned_client, resolve_gpu
 
 SMI = REPO / "tests" / "data" / "nvidia-smi"
 
@@ -60,7 +60,7 @@ def test_unknown_gpu_and_no_gpu_are_one_line_errors():
 
 def test_pinned_client_sets_cuda_visible_devices_in_the_worker(monkeypatch):
     gpus = parse_nvidia_smi_list((SMI / "h100-mig-pod.txt").read_text())
-    monkeypatch.setattr("workbench.gpus.list_gpus", lambda: gpus)
+    monkeypatch.setattr("workbench.fleet.gpus.list_gpus", lambda: gpus)
     client = pinned_client("0:0")
     try:
         assert client.env == {"CUDA_VISIBLE_DEVICES": "MIG-b3061c09-2a4c-5026-a575-79f86a5bb12c"}

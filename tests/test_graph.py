@@ -1,4 +1,4 @@
-"""Layout correctness of workbench.graph on generated and hand-made broken graphs."""
+"""Layout correctness of workbench.graphs.layout on generated and hand-made broken graphs."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from conftest import REPO, SAMPLES, layout_bench
-from workbench import graph as wg
-from workbench.model import model_from_proto
+from workbench.graphs import layout as wg
+from workbench.core.model import model_from_proto
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +249,7 @@ def test_collapsed_groups_of_the_same_name_get_distinct_labels():
     'layer.1/...', not two 'self (20)' a reader cannot tell apart."""
     from collections import Counter
 
-    from workbench.graph import layout
+    from workbench.graphs.layout import layout
 
     d = layout(str(SAMPLES / "bert_tiny.onnx")).to_dict()
     labels = [lb for i, lb in zip(d["ids"], d["labels"]) if i.startswith("scope:")]

@@ -1,5 +1,5 @@
-"""The compiled layout (`workbench/_layout.c`) draws exactly what the Python reference
-(`workbench.graph._sugiyama_py`) draws: ranks, x, bends and crossings equal to the bit, on
+"""The compiled layout (`workbench/graphs/_layout.c`) draws exactly what the Python reference
+(`workbench.graphs.layout._sugiyama_py`) draws: ranks, x, bends and crossings equal to the bit, on
 real exported graphs and on generated ones that reach every branch (cycles, edges both ways,
 isolated elements, no sweeps, the big-graph paths)."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import layout_bench
-from workbench import graph as wg
-from workbench.model import open_model
+from workbench.graphs import layout as wg
+from workbench.core.model import open_model
 
 
 def _same(a: wg.Layered, b: wg.Layered) -> None:
@@ -36,7 +36,7 @@ def test_the_compiled_layout_is_built():
     """`pip install` builds it where a C compiler is (CI does); without one the view falls
     back to Python, 10-30x slower, and this test says so."""
     assert wg.LAYOUT_BACKEND == "c", (
-        "workbench._layout is not built: install gcc and the Python headers "
+        "workbench.graphs._layout is not built: install gcc and the Python headers "
         "(apt-get install gcc python3-dev) and run `pip install -e .` again")
 
 

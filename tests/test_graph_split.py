@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import H200
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from widgets.splitview import SplitView, engine_model, layer_id
 
 R50 = H200 / "resnet50.structure.onnx"

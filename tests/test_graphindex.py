@@ -1,4 +1,4 @@
-"""The one graph index (workbench.graphindex): built once per model, agrees with brute force on
+"""The one graph index (workbench.core.graphindex): built once per model, agrees with brute force on
 real models, one lookup semantics everywhere, and no other module keeps its own maps."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from conftest import H200, POLY, REPO, SAMPLES
-from workbench.errors import WorkbenchError
-from workbench.graphindex import GraphIndex, leaf_name, parent_scope, scope_of, scope_path_of
-from workbench.model import model_from_proto, open_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.graphindex import GraphIndex, leaf_name, parent_scope, scope_of, scope_path_of
+from workbench.core.model import model_from_proto, open_model
 
 ONNX_LIGHT = sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob(
     "*.onnx"))
@@ -126,7 +126,7 @@ def test_subgraph_outer_scope_references_resolve_through_parents():
     assert loop.value("x").dtype == TensorProto.FLOAT  # declared two graphs up
     assert loop.path == "/blk/if/then_branch/then_loop/body/"
     # the graph view draws the implicit reads as edges and flags nothing as dangling
-    from workbench.graph import GraphStructure
+    from workbench.graphs.layout import GraphStructure
 
     st = GraphStructure(m)
     assert not [f for f in st.findings if f.code == "dangling-input"]
@@ -147,10 +147,10 @@ def test_scope_rule_examples():
 
 # ----------------------------------------------------------------------------- built once
 def test_index_is_built_once_per_model_across_capabilities(monkeypatch):
-    from workbench import graphindex
-    from workbench.trtlog import NameIndex
-    from workbench.graph import GraphStructure
-    from workbench.inspect import node_detail, node_details, scope_tree, summarize
+    from workbench.core import graphindex
+    from workbench.core.trtlog import NameIndex
+    from workbench.graphs.layout import GraphStructure
+    from workbench.graphs.inspect import node_detail, node_details, scope_tree, summarize
     from workbench.support.checker import check
     from workbench.timing import LayerTable
     from workbench.timing import summarize as timing_summary
@@ -206,10 +206,10 @@ def test_one_lookup_semantics_in_the_index():
 
 
 def test_ambiguous_names_raise_with_candidates_everywhere():
-    from workbench.graph import GraphStructure
-    from workbench.inspect import node_detail
+    from workbench.graphs.layout import GraphStructure
+    from workbench.graphs.inspect import node_detail
     from workbench.precision.transform import resolve_exclusions
-    from workbench.findings import Finding
+    from workbench.core.findings import Finding
     from workbench.surgery.recipes.base import ProposeContext
     from workbench.surgery.recipes import get_recipe
     from workbench.surgery.recipes.base import find_node_index
@@ -283,7 +283,7 @@ SCOPE_PATTERNS = [re.compile(r"""\.split\(\s*["']/["']\s*\)"""),
 def _sources():
     for p in sorted((REPO / "workbench").rglob("*.py")):
         rel = p.relative_to(REPO).as_posix()
-        if rel == "workbench/graphindex.py" or rel.startswith("workbench/worker/"):
+        if rel == "workbench/core/graphindex.py" or rel.startswith("workbench/worker/"):
             continue  # the index itself; the worker imports nothing from workbench
         yield rel, p.read_text()
     for p in sorted((REPO / "widgets").glob("*.py")):
@@ -299,7 +299,7 @@ def test_no_module_outside_graphindex_builds_maps_or_splits_scopes():
                 maps.append(f"{rel}:{k + 1}: {code.strip()}")
             if any(p.search(code) for p in SCOPE_PATTERNS):
                 scopes.append(f"{rel}:{k + 1}: {code.strip()}")
-    assert not maps, "build maps from workbench.graphindex.GraphIndex:\n" + "\n".join(maps)
+    assert not maps, "build maps from workbench.core.graphindex.GraphIndex:\n" + "\n".join(maps)
     assert not scopes, "use graphindex.scope_of/scope_path_of/leaf_name:\n" + "\n".join(scopes)
 
 

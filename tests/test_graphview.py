@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from conftest import SAMPLES
-from workbench.errors import Finding, WorkbenchError
-from workbench.model import model_from_proto, open_model
+from workbench.core.errors import Finding, WorkbenchError
+from workbench.core.model import model_from_proto, open_model
 from widgets import graphview as gvmod
 from widgets.graphview import SEP, GraphView, wire_payload
 
@@ -229,7 +229,7 @@ def test_constants_fold_into_their_reader_and_light_it(bert):
 
 
 def v_all(model):
-    from workbench.graph import GraphStructure
+    from workbench.graphs.layout import GraphStructure
 
     return GraphStructure(model).scopes
 
@@ -283,7 +283,7 @@ def test_the_bends_of_edges_that_share_a_trunk_are_sent_once():
     from conftest import REPO
     sys.path.insert(0, str(REPO / "benchmarks"))
     from graph_layout import transformer_like
-    from workbench.model import model_from_proto
+    from workbench.core.model import model_from_proto
 
     v = GraphView(model_from_proto(transformer_like(1000)), expand_all=True)
     d = v.data
@@ -320,7 +320,7 @@ def test_a_group_that_fails_to_open_stays_closed_in_the_views_state(bert, monkey
 def test_shared_bends_keeps_an_edge_whose_bends_leave_the_trunk():
     """Edges from one upper element share the longest one's bends only where every bend
     matches; one that differs keeps its own, and every edge decodes to its own bends."""
-    from workbench.graph import shared_bends
+    from workbench.graphs.layout import shared_bends
 
     rank = np.array([0, 3, 2, 3, 1])
     edges = np.array([[0, 1], [0, 2], [0, 3], [4, 1]])  # 0 -> three readers, 4 -> one

@@ -11,9 +11,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from workbench.model import Model, open_model
+from workbench.core.model import Model, open_model
 from workbench.surgery.history import History, store_version
-from workbench.workspace import ModelWorkspace
+from workbench.core.workspace import ModelWorkspace
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""workbench.inspect and `workbench inspect`: values checked against the ONNX protos themselves,
+"""workbench.graphs.inspect and `workbench inspect`: values checked against the ONNX protos themselves,
 the JSON contract, and every model the onnx package ships for backend tests."""
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import H200, POLY, SAMPLES
-from workbench.inspect import (node_detail, node_details, render_attribute,
+from workbench.graphs.inspect import (node_detail, node_details, render_attribute,
                                scope_tree, summarize)
-from workbench.model import open_model, save_model
+from workbench.core.model import open_model, save_model
 
 WORKBENCH = str(Path(sys.executable).with_name("workbench"))
 ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
@@ -184,7 +184,7 @@ def test_initializers_listed_as_inputs_are_not_inputs():
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
     m.ir_version = 3
-    from workbench.model import model_from_proto
+    from workbench.core.model import model_from_proto
 
     s = summarize(model_from_proto(m))
     assert [t.name for t in s.inputs] == ["x"]
@@ -200,7 +200,7 @@ def test_custom_and_unknown_ops_are_flagged():
     s = summarize(POLY / "custom_op_node.onnx")
     custom = [w for w in s.warnings if w.code == "custom-domain-ops"]
     assert len(custom) == 1 and "ai.onnx.contrib::NegPos" in custom[0].message
-    from workbench.model import open_model
+    from workbench.core.model import open_model
 
     m = open_model(POLY / "custom_op_node.onnx")  # the nodes, as unknown-ops names them
     assert custom[0].nodes == [i for i, n in zip(m.node_ids, m.graph.node)
@@ -307,10 +307,10 @@ def test_inspect_backend_models_via_subprocess():
 
 LIGHT_THEN_FULL = r"""
 import json, sys
-from workbench import onnx_light
+from workbench.core import onnx_light
 onnx_light.enable()
-from workbench.inspect import inspect_model
-from workbench.model import open_model
+from workbench.graphs.inspect import inspect_model
+from workbench.core.model import open_model
 m = open_model(sys.argv[1])
 light = inspect_model(m)
 assert onnx_light.light_modules_loaded() is True

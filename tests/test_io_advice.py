@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.build.spec import BuildConfig
+from workbench.engines.spec import BuildConfig
 from workbench.timing.io_advice import advise, io_format_of, verify
 from workbench.timing.summary import lint
 from workbench.timing.table import LayerTable

@@ -16,10 +16,10 @@ import onnxruntime as ort
 import pytest
 
 from conftest import SAMPLES
-from workbench.build import io_formats
-from workbench.build.engine import BuildConfig, build_engine
-from workbench.build.export import config_from_trtexec, trtexec_command
-from workbench.errors import WorkbenchError
+from workbench.engines import io_formats
+from workbench.engines.engine import BuildConfig, build_engine
+from workbench.engines.export import config_from_trtexec, trtexec_command
+from workbench.core.errors import WorkbenchError
 from workbench.worker.client import WorkerClient
 from workbench.worker.iolayout import engine_shape, from_engine, to_engine
 

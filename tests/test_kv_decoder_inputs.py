@@ -20,7 +20,7 @@ def decoder(request, tmp_path_factory):
 
 
 def test_decoder_dims_are_recognised(decoder):
-    from workbench.inputs import decoder_dims
+    from workbench.core.inputs import decoder_dims
 
     style, positions, path = decoder
     d = decoder_dims(str(path))
@@ -31,8 +31,8 @@ def test_decoder_dims_are_recognised(decoder):
 
 
 def test_random_inputs_fit_together_and_run(decoder):
-    from workbench.equivalence import make_inputs
-    from workbench.model import open_model
+    from workbench.runtime.equivalence import make_inputs
+    from workbench.core.model import open_model
 
     style, positions, path = decoder
     feed = make_inputs(open_model(path).proto, seed=3)
@@ -78,8 +78,8 @@ def test_inputs_at_a_prefill_shape_keep_positions_in_the_table(tmp_path):
     """Inputs at a profile's prefill max (an empty cache, as many tokens as the position
     table has rows): the caches not named follow the one given, the positions stay inside the
     table (0 .. rows-1) and the model runs."""
-    from workbench.equivalence import make_inputs_at
-    from workbench.model import open_model
+    from workbench.runtime.equivalence import make_inputs_at
+    from workbench.core.model import open_model
 
     path = make_decoder(tmp_path, "optimum", True)
     rows = 128  # tiny_decoder_config().max_pos

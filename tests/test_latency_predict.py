@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import A100, H200
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.timing.predict import LatencyModel, find_profiles
 
 

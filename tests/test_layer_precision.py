@@ -10,9 +10,9 @@ import onnx
 import pytest
 
 from planted_models import PLANTED, planted_overflow
-from workbench.build.engine import BuildConfig, build_engine, layer_precisions
-from workbench.build.export import config_from_trtexec, trtexec_command
-from workbench.errors import WorkbenchError
+from workbench.engines.engine import BuildConfig, build_engine, layer_precisions
+from workbench.engines.export import config_from_trtexec, trtexec_command
+from workbench.core.errors import WorkbenchError
 from workbench.worker.client import WorkerClient
 
 
@@ -140,7 +140,7 @@ def test_trtexec_line_of_layer_precision_round_trips():
 
 
 def test_bisection_on_a_strongly_typed_tensorrt_keeps_the_cast_route():
-    from workbench.enginedebug import _route_name, bisect_config
+    from workbench.measure.enginedebug import _route_name, bisect_config
 
     w = WorkerClient()
     try:
@@ -194,7 +194,7 @@ def test_bisection_adds_and_drops_whole_fused_layers():
     """A fused engine layer [a, b] goes into FP32 whole: the answer is never a split layer,
     even where suspects put a and b far apart and the search would cut between them."""
     from workbench.compare.bisect import bisect_exclusions
-    from workbench.comparison import Comparison
+    from workbench.runtime.comparison import Comparison
 
     seen = []
 
@@ -236,7 +236,7 @@ def test_standalone_script_puts_the_same_layers_in_the_same_types_as_the_worker(
                                                                                planted_network):
     """The exported build script (no workbench import) reproduces the worker's layer plan on a
     network parsed by the real TensorRT-RTX; the engine build itself is a GPU matter."""
-    from workbench.build.export import python_script
+    from workbench.engines.export import python_script
 
     L, trt = rtx
     net, _ = planted_network
@@ -278,8 +278,8 @@ def test_standalone_script_puts_the_same_layers_in_the_same_types_as_the_worker(
 def test_bisection_counts_only_builder_failures_as_unbuildable_sets():
     """A cancel, a timeout or a crashed worker during a bisection build is no answer about
     the exclusion set: it must stop the bisection, not count as a failing set."""
-    from workbench.build.engine import BuildCancelled, BuildFailed
-    from workbench.enginedebug import _not_buildable
+    from workbench.engines.engine import BuildCancelled, BuildFailed
+    from workbench.measure.enginedebug import _not_buildable
 
     assert _not_buildable(BuildFailed("no implementation obeys the layer precisions"))
     assert not _not_buildable(BuildCancelled("the build was cancelled", code="cancelled"))

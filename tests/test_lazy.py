@@ -1,4 +1,4 @@
-"""The packages' lazy exports (`workbench.lazy.exports`): names resolve from their modules on
+"""The packages' lazy exports (`workbench.core.lazy.exports`): names resolve from their modules on
 first use, are cached (unless live), show in `dir()` and `__all__`, and a name listed twice is
 refused."""
 import importlib
@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from workbench import lazy
+from workbench.core import lazy
 
 PACKAGES = ['build', 'compare', 'precision', 'render', 'support', 'surgery', 'matrix', 'planner']
 
 
 def test_package_import_loads_no_heavy_library():
-    code = ("import sys, workbench.build, workbench.compare, workbench.precision, workbench.surgery;"
+    code = ("import sys, workbench.engines, workbench.compare, workbench.precision, workbench.surgery;"
             "print(sorted(m for m in ('numpy', 'onnx', 'onnxruntime') if m in sys.modules))")
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == '[]'
@@ -37,8 +37,8 @@ def test_from_import_gives_the_defining_module_object():
 
 
 def test_resolved_name_is_cached_and_live_name_is_not():
-    import workbench.build as build
-    import workbench.build.spec as spec
+    import workbench.engines as build
+    import workbench.engines.spec as spec
     assert build.BuildConfig is spec.BuildConfig
     assert 'BuildConfig' in vars(build)
     assert build.PRECISIONS == spec.PRECISIONS
@@ -46,19 +46,19 @@ def test_resolved_name_is_cached_and_live_name_is_not():
 
 
 def test_relative_and_absolute_modules_and_unknown_name():
-    getattr_, dir_, all_ = lazy.exports('workbench.build', {
-        '.spec': ('resolve_route',), 'workbench.trtlog': ('NameIndex',)})
-    import workbench.build.spec as spec
-    import workbench.trtlog as trtlog
+    getattr_, dir_, all_ = lazy.exports('workbench.engines', {
+        '.spec': ('resolve_route',), 'workbench.core.trtlog': ('NameIndex',)})
+    import workbench.engines.spec as spec
+    import workbench.core.trtlog as trtlog
     assert all_ == ['NameIndex', 'resolve_route']
     assert getattr_('resolve_route') is spec.resolve_route
     assert getattr_('NameIndex') is trtlog.NameIndex
     assert {'NameIndex', 'resolve_route'} <= set(dir_())
-    with pytest.raises(AttributeError, match="'workbench.build' has no attribute 'absent'"):
+    with pytest.raises(AttributeError, match="'workbench.engines' has no attribute 'absent'"):
         getattr_('absent')
 
 
 def test_name_listed_under_two_modules_is_refused():
-    with pytest.raises(ValueError, match="'Shape' is exported from both workbench.build.spec and "
+    with pytest.raises(ValueError, match="'Shape' is exported from both workbench.engines.spec and "
                                          "workbench.precision.profiles"):
-        lazy.exports('workbench.build', {'.spec': ('Shape',), 'workbench.precision.profiles': ('Shape',)})
+        lazy.exports('workbench.engines', {'.spec': ('Shape',), 'workbench.precision.profiles': ('Shape',)})

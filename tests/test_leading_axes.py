@@ -1,5 +1,5 @@
 """Axis 0 that is not a batch (points [num_points, 4], rois [num_rois, 4]): one predicate
-(`workbench.inputs.leading_axes`) that compare, precision, profiles, calibration and build all
+(`workbench.core.inputs.leading_axes`) that compare, precision, profiles, calibration and build all
 read, so a point cloud is one sample everywhere and is never cut into "samples"."""
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-from workbench.errors import WorkbenchError
-from workbench import inputs
-from workbench.inputs import model_inputs
+from workbench.core.errors import WorkbenchError
+from workbench.core import inputs
+from workbench.core.inputs import model_inputs
 from workbench.precision.calibration import load_calibration
 from workbench.precision.profiles import (advise, check_samples, default_profile,
                                           run_at_profiles)
-from workbench.runners import batched_inputs, limit_samples, samples_in
+from workbench.runtime.runners import batched_inputs, limit_samples, samples_in
 
 N_POINTS = 700
 
@@ -213,7 +213,7 @@ def test_default_profile_gives_a_count_axis_a_range(tmp_path):
 
 
 def test_build_default_from_calibration_keeps_the_cloud_size(tmp_path):
-    from workbench.build.stages.profiles import advised
+    from workbench.engines.stages.profiles import advised
 
     model = _points_model(tmp_path / "p.onnx")
     np.savez(tmp_path / "cloud.npz", **_cloud())

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from workbench import fsutil
-from workbench.errors import WorkbenchError
+from workbench.core import fsutil
+from workbench.core.errors import WorkbenchError
 
 pytestmark = pytest.mark.skipif(fsutil.fcntl is None, reason="flock: POSIX only")
 
@@ -23,7 +23,7 @@ def _holder(code: str, lock: str) -> subprocess.Popen:
     prints READY."""
     src = textwrap.dedent(f"""
         import os, sys, time
-        from workbench import fsutil
+        from workbench.core import fsutil
         lock = {lock!r}
     """) + textwrap.dedent(code)
     p = subprocess.Popen([sys.executable, "-c", src], stdout=subprocess.PIPE, text=True)
@@ -111,7 +111,7 @@ def test_the_holder_is_recorded_and_known_gone_once_it_exits(tmp_path):
     with fsutil.locked(lock):
         h = fsutil.lock_holder(lock)
         assert h["pid"] == os.getpid() and h["alive"] and abs(h["since"] - time.time()) < 5
-    p = subprocess.run([sys.executable, "-c", "from workbench import fsutil\n"
+    p = subprocess.run([sys.executable, "-c", "from workbench.core import fsutil\n"
                         f"with fsutil.locked({lock!r}): pass"], timeout=60)
     assert p.returncode == 0
     h = fsutil.lock_holder(lock)

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto as T
 
 from lowering_models import CASES, clip_block, if_outer_scope, loop_body
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision.lowering import check_lowered, lower, scoped_types
 from workbench.precision.transform import convert
 

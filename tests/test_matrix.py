@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO, SAMPLES
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.matrix import plan as plan_mod
 from workbench.matrix.plan import Variant, parse_data_args, plan_matrix
 from workbench.matrix.store import ResultsStore
@@ -359,7 +359,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path):
 # ----------------------------------------------------------------------------- accuracy
 @pytest.fixture(scope="module")
 def resnet_fp16(tmp_path_factory):
-    from workbench.model import save_model
+    from workbench.core.model import save_model
     from workbench.precision.transform import convert
 
     out = tmp_path_factory.mktemp("fp16") / "resnet_fp16.onnx"
@@ -383,7 +383,7 @@ def test_accuracy_on_cpu_runs_the_fp16_graph_in_fp16(resnet_fp16):
 def test_accuracy_of_a_large_fp16_model_the_emulation_cannot_take(resnet_fp16, monkeypatch):
     """FP16 accuracy on CPU uses the shared runner choice (storage emulated on onnxruntime); a
     big model only the slow numpy evaluator could run drops to onnxruntime, and says so."""
-    from workbench import runners
+    from workbench.runtime import runners
     from workbench.matrix import accuracy
 
     notes = []
@@ -398,10 +398,10 @@ def test_accuracy_of_a_large_fp16_model_the_emulation_cannot_take(resnet_fp16, m
 
 
 def test_engine_accuracy_goes_through_the_runners_tensorrt_runner(monkeypatch):
-    """workbench.trtrunner.TensorRTRunner(engine, backend=...) is what measures an engine;
+    """workbench.runtime.trtrunner.TensorRTRunner(engine, backend=...) is what measures an engine;
     here a runner that is onnxruntime on a model that differs from the reference by a known
     factor stands in for the GPU."""
-    from workbench import runners, trtrunner
+    from workbench.runtime import runners, trtrunner
     from workbench.matrix import accuracy
 
     made = {}

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.conftest import REPO, SAMPLES
-from workbench.gpus import list_gpus
+from workbench.fleet.gpus import list_gpus
 from workbench.worker.nogpu import NO_GPU
 
 psutil = pytest.importorskip("psutil")
@@ -113,8 +113,8 @@ def test_gpus_and_timing_capture_say_no_gpu_in_the_same_words(tmp_path):
     assert cap.returncode == 2
     assert f"needs an NVIDIA GPU: {NO_GPU}" in err and "driver version" not in err
     # the notebook's capture cell (06_timing) calls capture_onnx: the same words
-    from workbench.errors import WorkbenchError
-    from workbench.timing import capture_onnx
+    from workbench.core.errors import WorkbenchError
+    from workbench.measure.capture import capture_onnx
 
     with pytest.raises(WorkbenchError) as e:
         capture_onnx(RESNET, fp16=True)

@@ -1,4 +1,4 @@
-"""Prometheus metrics (workbench.metrics): the written file and a real scrape of the /metrics
+"""Prometheus metrics (workbench.fleet.metrics): the written file and a real scrape of the /metrics
 endpoint, both parsed with prometheus_client's own parser."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import urllib.request
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.metrics import Metrics, metric_name, write_metrics
+from workbench.core.errors import WorkbenchError
+from workbench.fleet.metrics import Metrics, metric_name, write_metrics
 
 parser = pytest.importorskip("prometheus_client.parser")
 
@@ -55,7 +55,7 @@ def test_written_file_parses_with_the_variant_as_labels(tmp_path):
 
 
 def test_timing_capture_results_become_latency_and_throughput():
-    class Capture:  # the fields of workbench.timing.capture.CaptureResult it reads
+    class Capture:  # the fields of workbench.measure.capture.CaptureResult it reads
         latency = {"p50_ms": 1.5, "p90_ms": 1.7, "p99_ms": 2.0, "n": 100, "mean_ms": 1.55}
         throughput = [{"batch": 1, "items_per_s": 650.0, "p50_ms": 1.5},
                       {"batch": 8, "items_per_s": 4100.0, "p50_ms": 1.95}]

@@ -1,4 +1,4 @@
-"""workbench.model: bad files give one-line errors naming the file (through the real CLI),
+"""workbench.core.model: bad files give one-line errors naming the file (through the real CLI),
 missing external data stays inspectable, saves are atomic and never touch the original, node ids
 are stable and unique."""
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import H200, SAMPLES
-from workbench.errors import WorkbenchError
-from workbench.model import model_from_proto, open_model, save_model, stable_node_ids
+from workbench.core.errors import WorkbenchError
+from workbench.core.model import model_from_proto, open_model, save_model, stable_node_ids
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
 
@@ -225,7 +225,7 @@ def test_save_is_atomic_when_the_write_fails(tmp_path, monkeypatch):
     out = tmp_path / "out.onnx"
     out.write_bytes(b"previous version")
     m = open_model(RESNET)
-    import workbench.fsutil as fsutil
+    import workbench.core.fsutil as fsutil
 
     def boom(src, dst):
         raise OSError("disk full (simulated)")

@@ -1,5 +1,5 @@
 """One model handle: every capability coerces what it is handed (path, Model, ModelProto) with
-`workbench.model.as_model`, reads the structure without weights, and loads a model's weights
+`workbench.core.model.as_model`, reads the structure without weights, and loads a model's weights
 at most once. Loads are counted where they happen: onnx's reader of one external tensor (what
 `onnx.load`, `load_external_data_for_model` and `Model.load_weights` all go through), by data
 folder and tensor, so a capability that opens the file again with its weights is seen too."""
@@ -13,8 +13,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench.errors import WorkbenchError
-from workbench.model import Model, as_model, open_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.model import Model, as_model, open_model
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_PARAMS = {"model", "reference", "candidate", "model_or_path"}
@@ -78,13 +78,13 @@ def test_with_weights_loads_once_per_model(small: Path, loads: list) -> None:
 def _capabilities(tmp_path: Path, other: Path):
     """(name, call) for each capability run on a model as handed (compare: against `other`,
     a copy in another folder, so each of the two models is counted on its own)."""
-    from workbench.build.stages.prepare import transformed_onnx
-    from workbench.build.spec import BuildConfig
+    from workbench.engines.stages.prepare import transformed_onnx
+    from workbench.engines.spec import BuildConfig
     from workbench.compare import find_exclusions, layerwise
     from workbench.compare.bisect import onnx_evaluator
     from workbench.compare.engine_compare import (compare_tensors, engine_layerwise,
                                                   onnx_candidate)
-    from workbench.inspect import inspect_model
+    from workbench.graphs.inspect import inspect_model
     from workbench.precision.profiles import default_profile
     from workbench.precision.transform import convert
     from workbench.support.checker import check
@@ -150,7 +150,7 @@ def test_no_public_function_takes_a_model_typed_any() -> None:
     files = sorted((ROOT / "workbench").rglob("*.py")) + sorted((ROOT / "widgets").rglob("*.py"))
     assert len(files) > 50
     bad = [hit for f in files for hit in _public_model_any(f)]
-    assert not bad, "type these ModelLike (workbench.model): " + "; ".join(bad)
+    assert not bad, "type these ModelLike (workbench.core.model): " + "; ".join(bad)
 
 
 def test_the_scan_sees_a_model_typed_any(tmp_path: Path) -> None:
@@ -178,7 +178,7 @@ def test_an_unopened_handle_hashes_without_parsing_and_opens_on_use(small: Path,
 
 
 def test_the_hash_covers_external_data_and_is_memoised_by_stat(small: Path) -> None:
-    from workbench import contenthash
+    from workbench.core import contenthash
 
     m = as_model(small, opened=False)
     h = m.content_hash
@@ -193,7 +193,7 @@ def test_the_hash_covers_external_data_and_is_memoised_by_stat(small: Path) -> N
 
 
 def test_the_handle_knows_where_each_weight_lies(small: Path) -> None:
-    from workbench import weights
+    from workbench.core import weights
 
     m = open_model(small)
     locs = m.weight_locations

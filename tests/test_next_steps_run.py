@@ -12,14 +12,14 @@ import shutil
 import pytest
 
 from tests import next_step_cases as C
-from workbench.findings import Finding, NextStep, step
+from workbench.core.findings import Finding, NextStep, step
 
 pytest.importorskip("tensorrt_rtx_bindings")
 
 
 # ------------------------------------------------------------------ the record, rendered
 def test_a_step_renders_as_a_quoted_command_with_the_users_paths():
-    from workbench.cli.nextstep import command, inline, record, short
+    from workbench.core.nextstep import command, inline, record, short
 
     s = step("fix", "{model}", o="{fixed}", recipe="decompose:node=/a b", why="rewrites it")
     assert command(s, model="my model.onnx") == (

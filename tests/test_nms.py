@@ -8,8 +8,8 @@ import pytest
 from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
 from quant_models import detector
-from workbench.chain import ChainedRunner
-from workbench.runners import OnnxRuntimeRunner
+from workbench.runtime.chain import ChainedRunner
+from workbench.runtime.runners import OnnxRuntimeRunner
 from workbench.support import codes
 from workbench.support.checker import check
 from workbench.surgery.changes import apply_recipe

@@ -107,7 +107,7 @@ def test_missing_external_data_names_the_file(zoo, tmp_path):
 
 # ------------------------------------------------------------------ strings
 def test_string_output_compares_by_equality(zoo, tmp_path):
-    from workbench.comparison import compare_tensor
+    from workbench.runtime.comparison import compare_tensor
 
     cand = tmp_path / "s.onnx"
     assert _main("precision", zoo["string_input"], "--to", "fp16", "-o", cand)[0] == 0

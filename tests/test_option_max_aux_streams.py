@@ -10,12 +10,12 @@ import sys
 import pytest
 
 from conftest import SAMPLES
-from workbench.build.engine import BuildConfig, build_engine
-from workbench.build.export import (config_from_trtexec, polygraphy_command, python_script,
+from workbench.engines.engine import BuildConfig, build_engine
+from workbench.engines.export import (config_from_trtexec, polygraphy_command, python_script,
                                     trtexec_command)
-from workbench.build.options import Render, worker_args
+from workbench.engines.options import Render, worker_args
 from workbench.cli import build_parser
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.worker.client import WorkerClient
 
 RESNET = SAMPLES / "resnet_tiny.onnx"

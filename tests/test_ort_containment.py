@@ -13,11 +13,11 @@ import pytest
 
 from conftest import REPO, SAMPLES
 from ort_models import crashy, hungry, slow_feed, slow_loop, slow_twin
-from workbench import runners
-from workbench.equivalence import make_inputs, verify
-from workbench.ortchild import (OrtChild, OrtCrashed, OrtError, OrtFailed, OrtLimitExceeded,
+from workbench.runtime import runners
+from workbench.runtime.equivalence import make_inputs, verify
+from workbench.runtime.ortchild import (OrtChild, OrtCrashed, OrtError, OrtFailed, OrtLimitExceeded,
                                 default_child, model_key, node_in_message)
-from workbench.ortserver import load_arrays, save_arrays
+from workbench.runtime.ortserver import load_arrays, save_arrays
 
 RESNET = SAMPLES / "resnet_tiny.onnx"
 
@@ -73,7 +73,7 @@ def test_transfer_folders_of_dead_processes_are_swept(tmp_path):
     import subprocess
     import sys
 
-    from workbench.ortchild import FOLDER_PREFIX, _sweep
+    from workbench.runtime.ortchild import FOLDER_PREFIX, _sweep
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
@@ -88,7 +88,7 @@ def test_transfer_folders_of_dead_processes_are_swept(tmp_path):
 
 def test_sessions_dropped_from_the_child_cache_are_loaded_again():
     """More models than the child keeps (CACHE_SIZE): every runner still gets its outputs."""
-    from workbench.ortserver import CACHE_SIZE
+    from workbench.runtime.ortserver import CACHE_SIZE
 
     feed = slow_feed(2)
     rs = []
@@ -145,7 +145,7 @@ def test_verify_reports_the_custom_op_crash_as_its_reason(crash_lib, monkeypatch
 def test_a_crash_that_does_not_repeat_names_no_node():
     """locate_crash re-runs the model in a fresh child first: a healthy run means no node is
     blamed, and a re-run past the budget gives up rather than hang."""
-    from workbench.ortchild import locate_crash
+    from workbench.runtime.ortchild import locate_crash
 
     assert locate_crash(slow_loop(), slow_feed(3), budget_s=20) is None
     t0 = time.monotonic()
@@ -301,7 +301,7 @@ def test_a_kernel_survives_an_onnxruntime_crash_in_compare_panel(tmp_path):
         deadline = time.monotonic() + 60
         while child is None and time.monotonic() < deadline:
             for p in psutil.Process(kernel_pid).children(recursive=True):
-                if "workbench.ortserver" in " ".join(p.cmdline()):
+                if "workbench.runtime.ortserver" in " ".join(p.cmdline()):
                     child = p
             time.sleep(0.1)
         assert child is not None, "no onnxruntime child under the kernel"
@@ -388,7 +388,7 @@ def test_a_crash_ends_every_request_in_flight_and_the_next_call_starts_afresh(mo
 
 
 def test_child_allocator_reuses_freed_tensors_unless_the_caller_says_otherwise():
-    from workbench.ortchild import MALLOC_ENV
+    from workbench.runtime.ortchild import MALLOC_ENV
 
     child = OrtChild(env={"MALLOC_ARENA_MAX": "4"})
     try:
@@ -494,7 +494,7 @@ def test_a_run_stopped_for_another_runs_memory_limit_is_run_again():
     """One run goes past its memory limit and the child is stopped; a slow run beside it in
     the same child is not reported as a crash (SIGKILL): it runs again in a fresh child and
     gives its answer, and the hungry run's error names its limit."""
-    from workbench.ortchild import OrtStopped
+    from workbench.runtime.ortchild import OrtStopped
 
     slow = runners.OnnxRuntimeRunner(slow_twin(3_000_000))
     slow.start()

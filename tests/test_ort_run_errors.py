@@ -62,7 +62,7 @@ def test_panels_word_the_refusal_as_the_cli_does(baked, isolated):
     """The runners raise onnxruntime's own text (explanations such as `verify` quote it); a
     panel's error line is the CLI's, naming the node and the fix."""
     from widgets.base import error_text
-    from workbench.runners import OnnxRuntimeRunner
+    from workbench.runtime.runners import OnnxRuntimeRunner
 
     path, data = baked
     with pytest.raises(Exception) as e:
@@ -198,7 +198,7 @@ def test_calibration_data_the_model_cannot_run_is_said_as_such(tmp_path, capfd):
     """Token ids beyond the vocabulary: INT8 failed 'in onnxruntime' with a hint to try
     --calib-method minmax or exclude the node (both fail the same), after a raw red
     onnxruntime log line. It says the data does not run through the model, and why."""
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
     from workbench.precision import convert
 
     rng = np.random.default_rng(0)
@@ -233,7 +233,7 @@ def test_a_model_stamped_with_a_newer_ir_than_onnxruntime_reads_still_runs(tmp_p
     import onnx
     from onnx import TensorProto, helper
 
-    from workbench.runners import OnnxRuntimeRunner
+    from workbench.runtime.runners import OnnxRuntimeRunner
 
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],

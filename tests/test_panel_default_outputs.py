@@ -41,9 +41,9 @@ def checkout(tmp_path):
 def test_every_panel_with_its_defaults_leaves_the_checkout_clean(checkout, monkeypatch):
     from widgets import (BuildPanel, ComparePanel, FixPanel, Inspector, PrecisionPanel,
                          TimingPanel)
-    from workbench.build.engine import BuildConfig
-    from workbench.model import open_model
-    from workbench.workspace import workspace_for
+    from workbench.engines.engine import BuildConfig
+    from workbench.core.model import open_model
+    from workbench.core.workspace import workspace_for
     from workbench.worker.client import WorkerClient
 
     monkeypatch.chdir(checkout)  # a notebook at the repository's top level, relative paths

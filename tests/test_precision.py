@@ -27,7 +27,7 @@ from onnx import numpy_helper
 
 from conftest import SAMPLES
 from workbench.cli import main as cli_main
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision.transform import auto_exclusions, convert, run_ort
 
 RESNET = SAMPLES / "resnet_tiny.onnx"

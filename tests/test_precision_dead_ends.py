@@ -14,7 +14,7 @@ from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
 from conftest import SAMPLES
 from quant_models import _model, cnn, feeds
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision import convert
 
 vi = h.make_tensor_value_info
@@ -320,7 +320,7 @@ def test_int8_culprits_are_nodes_the_model_quantizes():
     excluding it: BN computes in float in a Q/DQ model, it scales the error that comes in, and
     excluding it changes nothing. Culprits of a Q/DQ candidate are the nodes it quantizes."""
     from workbench import compare
-    from workbench.qdq import quantized_nodes
+    from workbench.core.qdq import quantized_nodes
 
     data = str(SAMPLES / "calib" / "resnet_tiny.npz")
     q = convert(SAMPLES / "resnet_tiny.onnx", "int8", calibration=data)
@@ -452,7 +452,7 @@ def test_an_int8_engine_layer_names_its_quantized_node_to_exclude_not_the_fused_
     error 0.0372 -> --exclude /layer4/layer4.0/relu_1/Relu", which keeps nothing in float (the
     Relu has no Q/DQ of its own). The advice names the layer's quantized Conv; a layer with no
     quantized node is no culprit."""
-    from workbench.comparison import compare_tensor
+    from workbench.runtime.comparison import compare_tensor
     from workbench.compare.engine_compare import EngineCompareReport
     from workbench.compare.layer_compare import TensorError, divergence_findings
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.build.engine import BuildConfig, gpu_support_findings
-from workbench.errors import WorkbenchError
+from workbench.engines.engine import BuildConfig, gpu_support_findings
+from workbench.core.errors import WorkbenchError
 from workbench.precision import table
 
 

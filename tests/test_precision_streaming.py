@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision import streaming
 from workbench.precision.transform import convert
 
@@ -159,7 +159,7 @@ import json, resource, sys
 from workbench.precision import streaming, transform
 streaming.CHUNK_BYTES = 1 << 20
 import onnx, onnxruntime, numpy
-from workbench.model import open_model
+from workbench.core.model import open_model
 open_model({str(path)!r})
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 transform.convert({str(path)!r}, "fp16", output={str(out)!r})
@@ -190,7 +190,7 @@ def test_calibrated_fp16_streams_and_checks_activations_by_reference(decoder, lm
                                                                     monkeypatch):
     """With calibration data the FP16 conversion still streams: the FP32 activations are
     checked on the model held by reference, the error measured from the two files."""
-    from workbench import model as wmodel
+    from workbench.core import model as wmodel
 
     cfg, path = decoder
     calib = tmp_path / "calib.npz"
@@ -238,10 +238,10 @@ def test_int8_of_a_decoder_streams(decoder, lm, tmp_path):
 def test_a_bounded_run_goes_a_segment_at_a_time_and_gives_the_full_run_values(decoder, lm):
     """`run_bounded` (what the streamed conversions calibrate and measure with) cuts the
     model held by reference where its weights reach the budget; the values are a full run's."""
-    from workbench import weights
-    from workbench.graphindex import GraphIndex
-    from workbench.runners import run_bounded
-    from workbench.segments import order_of
+    from workbench.core import weights
+    from workbench.core.graphindex import GraphIndex
+    from workbench.runtime.runners import run_bounded
+    from workbench.runtime.segments import order_of
 
     cfg, path = decoder
     held = weights.by_reference(str(path), inline_bytes=1024)

@@ -12,10 +12,10 @@ import onnx
 import pytest
 
 from conftest import SAMPLES
-from workbench.build.export import export_for, polygraphy_command, python_script, trtexec_command
-from workbench.build.spec import BuildConfig, resolve_route
+from workbench.engines.export import export_for, polygraphy_command, python_script, trtexec_command
+from workbench.engines.spec import BuildConfig, resolve_route
 from workbench.cli import build_parser
-from workbench.errors import Finding, WorkbenchError
+from workbench.core.errors import Finding, WorkbenchError
 from workbench.precision import table
 from workbench.precision.spec import PrecisionSpec
 from workbench.precision.transform import convert
@@ -105,7 +105,7 @@ def test_a_registered_target_reaches_routes_and_exports(fx16):
         resolve_route(cfg, {"fp16_flag": True})
     line = trtexec_command(cfg, "m.onnx", "m.engine", route="legacy-flags")
     assert "--fx16" in line.split() and "--layerPrecisions=/head/Gemm:fp32" in line
-    from workbench.build.export import config_from_trtexec
+    from workbench.engines.export import config_from_trtexec
 
     back, _, _ = config_from_trtexec(line)
     assert back.precision == "fx16" and back.route == "legacy-flags"
@@ -213,7 +213,7 @@ def test_a_quantized_model_gets_the_int8_flag_on_the_builder_flag_route():
     """An INT8 Q/DQ model built on TensorRT 8.6: 'Int8 precision has been set for a layer ...
     but int8 is not configured in the builder' (the node was blamed as 'or', a word of that
     sentence). Its own Q/DQ nodes ask for the INT8 flag; a float model asks for none."""
-    from workbench.build.engine import explicit_quantization_flags
+    from workbench.engines.engine import explicit_quantization_flags
     from workbench.precision import convert
     from workbench.worker.loaders import blame
 
@@ -264,7 +264,7 @@ def test_a_registered_quantized_target_quantizes_to_its_qdq_type(int4):
     import numpy as np
     import onnxruntime as ort
 
-    from workbench.qdq import qdq_precision
+    from workbench.core.qdq import qdq_precision
 
     res = convert(RESNET, "int4", calibration=str(SAMPLES / "calib" / "resnet_tiny.npz"))
     assert res.target == "int4"

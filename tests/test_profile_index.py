@@ -33,7 +33,7 @@ def test_names_find_the_serving_profiles(serving):
 
 
 def test_bad_choices_say_what_exists(serving):
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
     from workbench.precision.profiles import profile_index
 
     _, profs = serving

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench.equivalence import make_inputs_at
-from workbench.inputs import is_item_count
+from workbench.runtime.equivalence import make_inputs_at
+from workbench.core.inputs import is_item_count
 from workbench.precision.minsizes import static_minimums
 from workbench.precision.profiles import (Profile, default_profile, default_profile_finding,
                                           run_at_profiles)

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 
 from conftest import SAMPLES
 from workbench.precision.calibration import load_calibration
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision.profiles import (Profile, advise, check_samples, parse_profile_arg,
                                 parse_profiles, shape_tensor_inputs, validate_profiles)
 
@@ -332,7 +332,7 @@ def test_a_folder_of_batches_is_judged_as_calibration_splits_it(tmp_path):
 def test_a_kv_cache_min_of_zero_is_valid_and_runs_empty():
     """`axis 2 min 0 must be >= 1` refused a KV cache's empty first step; TensorRT-RTX 1.7
     builds min 0 and opt 0 (checked on kv_decoder_op17.onnx with --target sm89)."""
-    from workbench.equivalence import make_inputs_at
+    from workbench.runtime.equivalence import make_inputs_at
     from workbench.precision.profiles import run_at_profiles
 
     m = _kv_model()
@@ -390,7 +390,7 @@ def test_a_kv_cache_axis_defaults_from_an_empty_cache_not_the_trace_value():
                "past_key_values.0.key": np.zeros((2, 2, n, 4), np.float32)} for n in (5, 9, 30)]
     [prof], _ = advise(m, folder)
     assert [r[2] for r in prof["past_key_values.0.key"]] == [0, 16, 30]
-    from workbench.inputs import model_inputs
+    from workbench.core.inputs import model_inputs
 
     specs = {s.name: s for s in model_inputs(m)}
     assert is_cache_axis(specs["past_key_values.0.key"], 2)

@@ -1,4 +1,4 @@
-"""One reading of a model's Q/DQ nodes for every command (`workbench.qdq`): the nodes they
+"""One reading of a model's Q/DQ nodes for every command (`workbench.core.qdq`): the nodes they
 quantize and their precision, read from the graph's structure and types, not from the tensor
 names one quantizer writes."""
 from pathlib import Path
@@ -7,9 +7,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench import qdq
-from workbench.build.engine import explicit_quantization_flags
-from workbench.comparison import infer_precision
+from workbench.core import qdq
+from workbench.engines.engine import explicit_quantization_flags
+from workbench.runtime.comparison import infer_precision
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
 
@@ -89,7 +89,7 @@ def test_precision_reports_the_nodes_it_quantized_the_way_compare_judges_them():
 def test_a_concat_between_qdq_pairs_sends_the_exclusion_to_its_quantized_reader():
     """compare blamed a Concat of a Q/DQ segmentation head ('--exclude /Concat_2'); precision
     then warned the exclusion had no effect and named the reader. compare names the reader."""
-    from workbench.comparison import compare_tensor
+    from workbench.runtime.comparison import compare_tensor
     from workbench.compare.layer_compare import LayerwiseReport, TensorError, divergence_findings
 
     s = numpy_helper.from_array(np.array(0.02, np.float32), "s")

@@ -135,7 +135,7 @@ def test_precision_int8_on_a_quantized_model_quantizes_it_again(ort_qdq, tmp_pat
 
 def test_strip_qdq_refuses_integer_ops_naming_the_node():
     """A QuantizeLinear feeding an integer op (QOperator format) is not a rounding step."""
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     g = h.make_graph([h.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant_x"),
                       h.make_node("QLinearSigmoid", ["q", "s", "z", "s", "z"], ["qs"],

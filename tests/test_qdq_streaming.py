@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench import model as wmodel
+from workbench.core import model as wmodel
 from workbench.precision.transform import convert
 
 
@@ -108,7 +108,7 @@ def test_streamed_int8_reads_no_weight_into_a_protobuf(mlp: Path, tmp_path: Path
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from onnx import external_data_helper
 
-    from workbench import weights
+    from workbench.core import weights
 
     read: list = []
     real = external_data_helper.load_external_data_for_tensor

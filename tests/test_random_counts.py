@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from workbench.compare import layerwise
 from workbench.compare.layer_compare import sample_feeds
-from workbench.equivalence import count_range, make_inputs
+from workbench.runtime.equivalence import count_range, make_inputs
 from workbench.precision.calibration import random_calibration
 from workbench.precision.transform import convert
 

@@ -1,9 +1,9 @@
 """Build configs and precision specs read from dicts/JSON refuse unknown fields and non-object
-JSON, naming the field and listing the known ones (workbench.records)."""
+JSON, naming the field and listing the known ones (workbench.core.records)."""
 import pytest
 
-from workbench.build.spec import BuildConfig
-from workbench.errors import WorkbenchError
+from workbench.engines.spec import BuildConfig
+from workbench.core.errors import WorkbenchError
 from workbench.precision.spec import PrecisionSpec
 
 

@@ -1,4 +1,4 @@
-"""A graph run a segment at a time (`workbench.segments`, `Runner.stream`): every node once,
+"""A graph run a segment at a time (`workbench.runtime.segments`, `Runner.stream`): every node once,
 the values of one full marked run, only what later segments read held in between; and the
 blocked float64 comparison path against the whole-array formulas it replaces."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import onnx
 import pytest
 
 from conftest import SAMPLES
-from workbench import comparison, runners, segments
-from workbench.ortchild import default_child
+from workbench.runtime import comparison, runners, segments
+from workbench.runtime.ortchild import default_child
 from workbench.precision.transform import convert
 
 RESNET = SAMPLES / "resnet_tiny.onnx"

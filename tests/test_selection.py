@@ -340,7 +340,7 @@ def test_a_selection_that_keeps_another_count_is_compared_not_crashed(tmp_path):
     import onnx
 
     from conftest import REPO
-    from workbench.comparison import compare_tensor
+    from workbench.runtime.comparison import compare_tensor
     from workbench.precision import convert
 
     path, data = tmp_path / "thr.onnx", tmp_path / "x.npz"

@@ -98,7 +98,7 @@ def test_decode_step_data_take_the_prompt_range_from_the_default():
 
 
 def test_an_encoder_or_an_image_model_gets_no_serving_profiles():
-    from workbench.model import open_model
+    from workbench.core.model import open_model
 
     for path in (SAMPLES / "bert_tiny.onnx", SAMPLES / "resnet_tiny.onnx"):
         m = open_model(path)
@@ -135,7 +135,7 @@ def test_profiles_verb_with_no_flags_runs_the_default_and_advises_two(tmp_path):
 
 
 def test_both_profiles_build_with_tensorrt_rtx(tmp_path):
-    from workbench.build.engine import BuildConfig, build_engine
+    from workbench.engines.engine import BuildConfig, build_engine
     from workbench.worker.client import WorkerClient
 
     path = tmp_path / "decoder.onnx"
@@ -186,7 +186,7 @@ def test_int8_calibration_of_a_two_profile_build_takes_the_profile_that_holds_th
     """Calibration checked its data against the first profile only: decode-step data for a
     prefill + decode build was 'outside the profile range 0..0'. It must fit one of them; data
     that fits none names the first profile's reason and says there are several."""
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
     from workbench.precision.calibration import load_calibration
 
     m = _decoder()

@@ -118,7 +118,7 @@ def test_setup_makes_and_uses_a_venv_where_python3_is_externally_managed(workdir
     probe = subprocess.run(
         [str(venv_py), "-c", "import sys, workbench, tensorrt_rtx_bindings, jupyterlab, pytest, playwright, "
          "anywidget; print(sys.prefix != sys.base_prefix); print(workbench.__file__); "
-         "import importlib.util as u; print(u.find_spec('workbench._layout') is not None)"],
+         "import importlib.util as u; print(u.find_spec('workbench.graphs._layout') is not None)"],
         capture_output=True, text=True, timeout=120, env=_clean_env(path), cwd=tmp_path)
     assert probe.returncode == 0, probe.stderr[-2000:]
     in_venv, module, layout = probe.stdout.split()

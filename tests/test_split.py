@@ -13,9 +13,9 @@ from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
 from conftest import POLY, REPO
 from quant_models import detector
-from workbench.chain import ChainedRunner, read_manifest
-from workbench.errors import WorkbenchError
-from workbench.runners import OnnxRuntimeRunner, Runner
+from workbench.runtime.chain import ChainedRunner, read_manifest
+from workbench.core.errors import WorkbenchError
+from workbench.runtime.runners import OnnxRuntimeRunner, Runner
 from workbench.support.checker import check
 from workbench.surgery.propose import propose
 from workbench.surgery.split import split_model

@@ -17,11 +17,11 @@ import pytest
 from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
 from conftest import REPO
-from workbench.build.engine import BuildConfig, build_engine
-from workbench.chain import ChainedRunner
-from workbench.equivalence import make_inputs, make_inputs_at
-from workbench.errors import WorkbenchError
-from workbench.runners import OnnxRuntimeRunner
+from workbench.engines.engine import BuildConfig, build_engine
+from workbench.runtime.chain import ChainedRunner
+from workbench.runtime.equivalence import make_inputs, make_inputs_at
+from workbench.core.errors import WorkbenchError
+from workbench.runtime.runners import OnnxRuntimeRunner
 
 PROFILE = {"x": [[1, 4], [4, 4], [8, 4]], "idx": [[1, 1], [3, 1], [6, 1]],
            "upd": [[1, 4], [3, 4], [6, 4]]}

@@ -14,7 +14,7 @@ import pytest
 
 import single_op_models as S
 from conftest import POLY, SAMPLES
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.support.checker import SupportReport, check, check_files, static_check
 from workbench.support.rules import BACKENDS, MATRIX_UNSUPPORTED, backend_table
 from workbench.worker.client import WorkerClient
@@ -362,7 +362,7 @@ def test_suggested_fix_command_really_fixes_the_model(worker, tmp_path, make, na
 
     src = tmp_path / name
     src.write_bytes(make().SerializeToString() if make else (POLY / name).read_bytes())
-    from workbench.cli.nextstep import command
+    from workbench.core.nextstep import command
 
     rep = advise(check(src, backend="tensorrt-rtx", client=worker))
     steps = rep.unsupported[0].get("next_steps") or []

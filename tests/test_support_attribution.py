@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
 from conftest import REPO
-from workbench.build.engine import BuildConfig, BuildFailed, build_engine
+from workbench.engines.engine import BuildConfig, BuildFailed, build_engine
 from workbench.support.checker import check
 from workbench.surgery.propose import advise
 
@@ -110,7 +110,7 @@ def test_the_split_and_the_first_try_build_cut_at_the_named_node(scatter_path, t
 def test_an_error_no_rule_explains_is_put_on_the_ops_only_node(scatter_path):
     """Without a rule (an op the tables do not know yet) the op whose importer failed names
     the node when the model has one of it; with none it stays the model's."""
-    from workbench.model import open_model
+    from workbench.core.model import open_model
     from workbench.support.checker import _attributed
     from workbench.worker.client import default_client
 

@@ -12,10 +12,10 @@ import onnx
 import pytest
 
 from conftest import POLY, REPO, SAMPLES
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.surgery.changes import apply_in_history
 from workbench.surgery.history import History
-from workbench.model import open_model
+from workbench.core.model import open_model
 
 
 def test_versions_undo_redo_and_original_untouched(tmp_path):

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from conftest import POLY, REPO, SAMPLES
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.support import codes
 from workbench.support.checker import SupportReport, check_files
 from workbench.surgery import recipes as recipes_pkg
@@ -149,7 +149,7 @@ def test_a_recipe_package_elsewhere_is_discovered(tmp_path, monkeypatch):
 
 
 def test_advise_adds_the_decompose_step_once(reports):
-    from workbench.findings import NextStep
+    from workbench.core.findings import NextStep
 
     path, rep = reports["needs_fixing.onnx"]
     rep = SupportReport.from_dict(rep.to_dict())

@@ -15,7 +15,7 @@ from onnx import TensorProto as T, helper as h, numpy_helper as nh
 from conftest import REPO
 from quant_models import feeds, quantized
 from surgery_models import qdq_conv_runtime_input
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.support.checker import check
 from workbench.surgery.changes import apply_recipe
 from workbench.surgery.propose import propose

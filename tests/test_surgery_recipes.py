@@ -9,8 +9,8 @@ import pytest
 from conftest import POLY, SAMPLES
 from surgery_models import (bloater, det4, nonzero_dynamic, qdq_conv_runtime_input,
                             qdq_uint8_128, resnet_baked_batch, single_op_cases)
-from workbench.equivalence import run, verify
-from workbench.errors import WorkbenchError
+from workbench.runtime.equivalence import run, verify
+from workbench.core.errors import WorkbenchError
 from workbench.surgery.recipes import get_recipe, list_recipes
 from workbench.surgery.changes import apply_recipe
 
@@ -316,7 +316,7 @@ def test_not_equivalent_change_is_refused_unless_forced(monkeypatch):
 
 
 def test_verify_relative_tolerance_for_large_values():
-    from workbench.equivalence import compare_outputs
+    from workbench.runtime.equivalence import compare_outputs
 
     a = {"y": np.array([1e6, 1.0], np.float32)}
     assert compare_outputs(a, {"y": np.array([1e6 + 1.0, 1.0], np.float32)}).equivalent

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from conftest import SAMPLES
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.support.checker import SupportReport
 from workbench.surgery.session import FixSession
 

@@ -8,8 +8,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench.errors import WorkbenchError
-from workbench.findings import Finding
+from workbench.core.errors import WorkbenchError
+from workbench.core.findings import Finding
 from workbench.support import codes
 from workbench.surgery.changes import apply_recipe
 from workbench.surgery.recipes import ProposeContext, get_recipe

@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 from conftest import A100, H200, REPO
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.timing import (LayerTable, compare, lint, load_layers, load_profile,
                               load_run_metadata, node_comparison, parse_layers, parse_precision,
                               parse_profile, summarize)

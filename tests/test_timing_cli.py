@@ -8,8 +8,8 @@ import pytest
 
 from conftest import A100, H200
 from workbench.cli import main
-from workbench.errors import WorkbenchError
-from workbench.timing import capture, capture_onnx
+from workbench.core.errors import WorkbenchError
+from workbench.measure.capture import capture, capture_onnx
 
 L16, P16 = H200 / "resnet50_fp16.layers.json", H200 / "resnet50_fp16.profile.json"
 L32, P32 = H200 / "resnet50_fp32.layers.json", H200 / "resnet50_fp32.profile.json"

@@ -7,7 +7,7 @@ from plotly.callbacks import InputDeviceState, Points
 from conftest import H200, REPO
 from widgets.graphview import GraphView
 from widgets.timing import HEAT_COLORS, TimingPanel, heat_mapping
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.timing import LayerTable, compare
 
 R50 = H200 / "resnet50.structure.onnx"

@@ -1,4 +1,4 @@
-"""Triton export (workbench.build.triton, `workbench triton`) of a dynamic-batch engine really
+"""Triton export (workbench.engines.triton, `workbench triton`) of a dynamic-batch engine really
 built by TensorRT-RTX: config.pbtxt parses with Triton's own schema (tritonclient's
 model_config_pb2) and every value matches the engine's real I/O and profiles."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from conftest import SAMPLES
-from workbench.build.card import read_card
-from workbench.build.engine import BuildConfig, build_engine
-from workbench.build.triton import check_config, export_triton, triton_config
-from workbench.errors import WorkbenchError
+from workbench.engines.card import read_card
+from workbench.engines.engine import BuildConfig, build_engine
+from workbench.engines.triton import check_config, export_triton, triton_config
+from workbench.core.errors import WorkbenchError
 
 trt = pytest.importorskip("tensorrt_rtx_bindings")
 model_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")

@@ -1,4 +1,4 @@
-"""The verdict by metric (`workbench.verdict`): healthy FP16 logits of a ResNet-50's scale (~100)
+"""The verdict by metric (`workbench.runtime.verdict`): healthy FP16 logits of a ResNet-50's scale (~100)
 pass `compare` and `matrix` by default, though the elementwise atol/rtol rule fails them on
 near-zero elements; a candidate whose top-1 classes change fails; a user's metric decides."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench import verdict
-from workbench.comparison import compare_outputs
-from workbench.errors import WorkbenchError
+from workbench.runtime import verdict
+from workbench.runtime.comparison import compare_outputs
+from workbench.core.errors import WorkbenchError
 
 CLASSES, FEATURES, SAMPLES = 1000, 64, 16
 

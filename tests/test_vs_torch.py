@@ -114,7 +114,7 @@ def test_bad_torch_model_names_the_flag():
         pytest.skip(f"no torch under {TORCH_PATH}")
     r = subprocess.run([sys.executable, "-c",
                         "from workbench.timing.vs_torch import load_torch_model as l\n"
-                        "from workbench.errors import WorkbenchError\n"
+                        "from workbench.core.errors import WorkbenchError\n"
                         "try:\n l('no_such_mod:f')\nexcept WorkbenchError as e:\n"
                         " print(e.field, '|', e.message)"], env=env, capture_output=True,
                        text=True, timeout=300)

@@ -217,7 +217,7 @@ def test_the_bars_fill_and_outline_have_a_legend():
 
 def test_the_next_steps_name_the_panels_own_model_and_data(tmp_path):
     """The panel showed `workbench precision MODEL ... --calib DATA` though it was given both
-    paths; the CLI prints them (`workbench.cli.common.pasteable`): so does the panel."""
+    paths; the CLI prints them (`workbench.core.nextstep.pasteable`): so does the panel."""
     import re
 
     data = tmp_path / "in.npz"

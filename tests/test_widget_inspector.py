@@ -186,7 +186,7 @@ def test_a_size_the_exporter_left_unnamed_shows_as_a_question_mark():
     """torch names the sizes it cannot name 'unk__0', 'unk__1': shown as '?', the name kept in
     the tooltip, beside the named dims as they are."""
     from widgets.inspector import shape_html
-    from workbench.inspect import TensorInfo
+    from workbench.graphs.inspect import TensorInfo
 
     t = TensorInfo(name="h", dtype="float32", shape=["batch", "unk__3", 64])
     html = shape_html(t)

@@ -106,4 +106,4 @@ def test_worker_code_is_python39_and_dependency_clean():
                 top = n.split(".")[0]
                 assert top in allowed, f"{f.name} imports {n}"
                 if top == "workbench":
-                    assert n.startswith("workbench.worker") or n == "workbench.errors", f"{f.name}: {n}"
+                    assert n.startswith("workbench.worker") or n == "workbench.core.errors", f"{f.name}: {n}"

@@ -129,7 +129,7 @@ def test_protocol_is_stdlib_only_and_codes_are_declared():
     assert protocol.BAD_INPUT_CODES <= set(protocol.CODES)
     assert protocol.is_bad_input("bad-profile") and not protocol.is_bad_input("build-failed")
     # every op has a module, and the build backends are what BuildConfig accepts
-    from workbench.build.engine import BACKENDS
+    from workbench.engines.engine import BACKENDS
 
     assert BACKENDS == protocol.BUILD_BACKENDS == ("auto", "tensorrt", "tensorrt-rtx")
     assert set(protocol.OP_MODULES) >= {protocol.BUILD, protocol.PARSE, protocol.CHECK_BUILD,
@@ -226,7 +226,7 @@ def test_timing_capture_builds_fp16_like_workbench_build(worker, tmp_path, monke
     FP16 builder flag) the network it builds carries the same per-layer dtypes as
     `workbench build --precision fp16`, HALF in every convolution. Profiling itself needs a
     GPU; this goes up to the built engine."""
-    from workbench.timing.capture import build_for_capture, capture_build_config
+    from workbench.measure.capture import build_for_capture, capture_build_config
 
     cfg = capture_build_config(RESNET, fp16=True, profiles=RESNET_PROFILE, target="sm89",
                                backend="tensorrt-rtx")
@@ -286,8 +286,8 @@ class _NoGpuHere:
 def test_capture_onnx_hands_the_build_route_engine_to_the_profiler(worker, tmp_path):
     """capture_onnx (what `timing-capture MODEL.onnx --fp16` runs) builds through
     build_engine and profiles that very engine: FP16 in the network on TensorRT-RTX."""
-    from workbench.build.engine import BuildConfig, build_engine
-    from workbench.timing.capture import capture_onnx
+    from workbench.engines.engine import BuildConfig, build_engine
+    from workbench.measure.capture import capture_onnx
 
     proxy = _NoGpuHere(worker)
     with pytest.raises(_NoGpuHere.Stop):
@@ -306,7 +306,7 @@ def test_capture_onnx_hands_the_build_route_engine_to_the_profiler(worker, tmp_p
 
 
 def test_capture_fills_a_profile_for_dynamic_inputs_left_out():
-    from workbench.timing.capture import capture_build_config
+    from workbench.measure.capture import capture_build_config
 
     cfg = capture_build_config(SAMPLES / "bert_tiny.onnx", fp16=True,
                                profiles={"input_ids": [[1, 8], [4, 32], [64, 32]]})

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Typ
 
 import ipywidgets as W
 
-from workbench.model import ModelLike
+from workbench.core.model import ModelLike
 
 SEVERITY_COLOURS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
 OK_COLOUR = "#2ca02c"
@@ -69,9 +69,9 @@ def severity_colour(severity: str) -> str:
 
 def error_text(e: BaseException) -> str:
     """One line for the user: WorkbenchError's own line (onnxruntime's refusals as the CLI
-    words them, `workbench.runners.user_error`), otherwise the exception's type and text."""
-    if "workbench.runners" in sys.modules:
-        from workbench.runners import user_error
+    words them, `workbench.runtime.runners.user_error`), otherwise the exception's type and text."""
+    if "workbench.runtime.runners" in sys.modules:
+        from workbench.runtime.runners import user_error
 
         e = user_error(e) or e
     one_line = getattr(e, "one_line", None)
@@ -136,7 +136,7 @@ _FINDINGS_COLS = ("<colgroup><col style='width:5em'><col style='width:10em'>"
 def steps_html(steps: Iterable[Any]) -> str:
     """A finding's next steps for a panel: one short line each (the verb, what it changes,
     why; no paths), the whole command that runs when pasted in the line's tooltip."""
-    from workbench.cli.nextstep import command, short
+    from workbench.core.nextstep import command, short
 
     out = []
     for s in steps:
@@ -194,12 +194,12 @@ class FindingsList(W.HTML):
 def with_paths(findings: Sequence[Any], model: ModelLike, data: Any) -> List[Any]:
     """The findings with MODEL / DATA in their message and hint as these paths (objects or
     dicts in, dicts out where a path was put); unchanged where `model` is not a path."""
-    from workbench.cli.common import pasteable
+    from workbench.core.nextstep import pasteable
 
     if not isinstance(model, (str, os.PathLike)):
         return list(findings)
     d = str(data) if isinstance(data, (str, os.PathLike)) else None
-    from workbench.findings import NextStep
+    from workbench.core.findings import NextStep
 
     out = []
     for f in findings:

@@ -7,7 +7,7 @@ the engine card.
     panel                      # click Build, or panel.start(); panel.wait()
     BuildPanel.from_spec("model.onnx", precision_panel.precision_spec(), target="sm89")
 
-The blocking work (`workbench.build.engine.build_engine`, which talks to the worker process) runs
+The blocking work (`workbench.engines.engine.build_engine`, which talks to the worker process) runs
 in the panel's BackgroundTask (widgets.base): a thread that only assigns trait values. The
 precision choices are the precision table's.
 """
@@ -20,11 +20,11 @@ from typing import Any, Dict, List, Optional
 import ipywidgets as W
 
 from widgets.base import FindingsList, PanelBase, error_text, esc, fill, fit
-from workbench.build.engine import BuildCancelled, BuildFailed, BuildTimeout, build_engine
-from workbench.build.result import BuildResult
-from workbench.build.spec import BuildConfig
-from workbench.errors import WorkbenchError
-from workbench.model import ModelLike
+from workbench.engines.engine import BuildCancelled, BuildFailed, BuildTimeout, build_engine
+from workbench.engines.result import BuildResult
+from workbench.engines.spec import BuildConfig
+from workbench.core.errors import WorkbenchError
+from workbench.core.model import ModelLike
 from workbench.precision import table
 from workbench.precision.spec import PrecisionSpec
 

@@ -14,10 +14,10 @@ with nothing to run says what to pass or press instead of staying empty.
 A plain view over `workbench.compare.layer_compare`: a plotly chart of each tensor's relative error in
 topological order (log scale, culprits marked), a table of the worst tensors, the findings, and,
 when a GraphView is given, the graph coloured by error. The figures and the default tolerances
-are `workbench.comparison`'s, the same the CLI and the Precision panel show. Work runs in a
+are `workbench.runtime.comparison`'s, the same the CLI and the Precision panel show. Work runs in a
 background task (widgets/base.py); the thread only assigns widget values. `run_compare`,
 `run_search` and `run_engine` are the work itself (tests and scripts may call them directly).
-The engine side (`workbench.enginedebug.compare_engine`: fusion-aware marking, chunks under
+The engine side (`workbench.measure.enginedebug.compare_engine`: fusion-aware marking, chunks under
 `memory_budget_mb`, the observer check) shows in the same chart; the status line says whether
 marking changed the engine's answer. When the engine's layer information is known (`layers=`,
 or captured by "Compare engine"), "ONNX | engine" shows the split view
@@ -37,8 +37,8 @@ from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, FindingsList, 
                           error_text, esc, fit, short_label)
 from widgets.figure import Figure
 from workbench import compare
-from workbench.verdict import Verdict, judge_tensors
-from workbench.errors import WorkbenchError
+from workbench.runtime.verdict import Verdict, judge_tensors
+from workbench.core.errors import WorkbenchError
 
 MAX_TICKS = 32  # name at most this many tensors on the axis (every k-th beyond): at 11 px,
 # rotated, 32 keep apart across the output area
@@ -285,10 +285,10 @@ class ComparePanel(PanelBase, W.VBox):
         return self.search
 
     def run_engine(self) -> Optional[compare.LayerwiseReport]:
-        """The engine itself vs onnxruntime FP32 (workbench.enginedebug.compare_engine)."""
+        """The engine itself vs onnxruntime FP32 (workbench.measure.enginedebug.compare_engine)."""
         def work() -> None:
-            from workbench.build.spec import BuildConfig
-            from workbench.enginedebug import compare_engine
+            from workbench.engines.spec import BuildConfig
+            from workbench.measure.enginedebug import compare_engine
 
             cfg = self.engine if isinstance(self.engine, BuildConfig) else \
                 BuildConfig.from_dict(dict(self.engine))
@@ -303,7 +303,7 @@ class ComparePanel(PanelBase, W.VBox):
         return self.report
 
     def verdict(self, rep: compare.LayerwiseReport) -> Verdict:
-        """The outputs' verdict (`workbench.verdict`): by output kind at the candidate's
+        """The outputs' verdict (`workbench.runtime.verdict`): by output kind at the candidate's
         precision; the elementwise rule when the panel was given atol / rtol."""
         explicit = self.atol is not None or self.rtol is not None
         return judge_tensors(rep.outputs, rep.precision or "fp32", rep.runs,
@@ -417,7 +417,7 @@ class ComparePanel(PanelBase, W.VBox):
         """The ONNX | engine split view, shown below the table and coloured by the current
         report's errors on both sides (built once)."""
         from widgets.splitview import SplitView
-        from workbench.model import as_model
+        from workbench.core.model import as_model
         from workbench.timing import LayerTable
 
         layers = self.engine_layers()

@@ -25,7 +25,7 @@ import ipywidgets as W
 
 from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, FindingsList, PanelBase, esc, fill,
                           grow)
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.support.checker import SupportReport
 from workbench.surgery.changes import Change
 from workbench.surgery.history import earlier_offer
@@ -49,7 +49,7 @@ class FixPanel(PanelBase, W.VBox):
         path = getattr(model_or_path, "path", None) or model_or_path
         if not isinstance(path, (str, Path)):
             raise WorkbenchError("FixPanel needs a model file (path or opened Model with a path)",
-                                 hint="save the ModelProto with workbench.model.save_model first")
+                                 hint="save the ModelProto with workbench.core.model.save_model first")
         self._init_base()
         self.session = FixSession(path, backend=backend, check=check, client=client,
                                   start=start)

@@ -1,6 +1,6 @@
 """GraphView: the interactive ONNX graph as one anywidget (boxes on a 2D canvas, widgets/js).
 
-Python owns the state: the layout (`workbench.graph`), which scopes are open, search matches,
+Python owns the state: the layout (`workbench.graphs.layout`), which scopes are open, search matches,
 colours and highlights; the front end (widgets/js, bundled to widgets/static/graphview.js) draws
 it and reports clicks. Traits: `selected` (visible element ids, two-way), `search` (two-way),
 `highlighted`, `colors`/`legend` (aligned with the drawn elements), `scale` (a continuous colour
@@ -22,8 +22,8 @@ import anywidget
 import numpy as np
 import traitlets
 
-from workbench.errors import Finding, WorkbenchError
-from workbench.graph import (GROUP, GROUP_PREFIX, GraphData, GraphStructure,
+from workbench.core.errors import Finding, WorkbenchError
+from workbench.graphs.layout import (GROUP, GROUP_PREFIX, GraphData, GraphStructure,
                              ModelLike, shared_bends)
 
 from widgets.base import OK_COLOUR, SEVERITY_COLOURS

@@ -7,7 +7,7 @@ Summary cards, an op histogram (one plotly FigureWidget, updated in place), the 
 table with dynamic dims highlighted, and the support report (static rules on open; the real
 parser on "Check with TensorRT", run in a thread that only assigns widget values). Failing nodes
 open their detail (op, attributes, tensors with shapes) in `detail_pane`. `graph_slot` is the
-container where the graph view is mounted. All facts come from `workbench.inspect` and
+container where the graph view is mounted. All facts come from `workbench.graphs.inspect` and
 `workbench.support.checker`; a bad file shows its one-line error in the panel instead of raising.
 """
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any, Dict, List, Optional, Union
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.errors import WorkbenchError
-from workbench.inspect import (NodeDetail, Summary, TensorInfo, format_bytes, node_details,
+from workbench.core.errors import WorkbenchError
+from workbench.graphs.inspect import (NodeDetail, Summary, TensorInfo, format_bytes, node_details,
                                summarize)
-from workbench.model import Model, as_model
+from workbench.core.model import Model, as_model
 
 from widgets.base import (MUTED_COLOUR, OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, BackgroundTask,
                           FindingsList, PanelBase, StatusLine, error_text, esc, fill,
@@ -238,7 +238,7 @@ class Inspector(PanelBase, W.VBox):
     def _bound(self, steps: Any) -> List[Any]:
         """Next steps with {model} as the inspected file (a short line each; the command in
         the tooltip runs as pasted)."""
-        from workbench.findings import NextStep
+        from workbench.core.findings import NextStep
 
         path = getattr(self.model, "path", None) if self.model is not None else None
         return [NextStep.from_dict(s).bound(model=str(path) if path else None) for s in steps]

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 import ipywidgets as W
 
 from widgets.base import PanelBase, esc, fill, fit
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision import table
 from widgets.figure import Figure
 from workbench.planner.search import Plan, plan

@@ -19,15 +19,15 @@ import ipywidgets as W
 
 from widgets.base import OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, PanelBase, esc, fill, fit, grow
 from widgets.base import findings_html as _findings_table
-from workbench.errors import Finding, WorkbenchError
-from workbench.model import Model, ModelLike, as_model
+from workbench.core.errors import Finding, WorkbenchError
+from workbench.core.model import Model, ModelLike, as_model
 from workbench.precision import table
 from workbench.precision.calibration import describe, load_calibration
 from workbench.precision.profiles import (Profile, advise, parse_profiles, run_at_profiles,
                                           validate_profiles, wide_findings)
 from workbench.precision.spec import PrecisionSpec, excludable_ops
 from workbench.precision.transform import PrecisionResult, auto_exclusions, convert
-from workbench.workspace import workspace_for
+from workbench.core.workspace import workspace_for
 
 GROUP_PREFIX = "scope:"
 _ERR = SEVERITY_COLOURS["error"]
@@ -39,12 +39,12 @@ def findings_html(findings: List[Finding]) -> str:
 
 
 def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) -> str:
-    """The measured figures per output (`workbench.comparison`'s, as the Compare panel shows)."""
+    """The measured figures per output (`workbench.runtime.comparison`'s, as the Compare panel shows)."""
     if not errors:
         return ""
     import math
 
-    from workbench.comparison import class_scores
+    from workbench.runtime.comparison import class_scores
 
     def fmt(x: Any) -> str:
         return f"{x:.3g}" if isinstance(x, (int, float)) and math.isfinite(x) else str(x)
@@ -67,8 +67,8 @@ def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) ->
 
 def needs_profile(model: ModelLike) -> List[str]:
     """The inputs a build needs an optimization profile for, as the build decides it
-    (`workbench.build.engine`): dynamic dims, or a shape-tensor input (its VALUES need a range)."""
-    from workbench.inputs import model_inputs
+    (`workbench.engines.engine`): dynamic dims, or a shape-tensor input (its VALUES need a range)."""
+    from workbench.core.inputs import model_inputs
     from workbench.precision.profiles import shape_tensor_inputs
 
     shape_inputs = set(shape_tensor_inputs(model))

@@ -5,7 +5,7 @@ per engine layer (its type as the title, the ONNX nodes it covers listed inside)
 the tensors layers pass on. A ForeignNode (Myelin) range, or a layer covering more ONNX nodes
 than its box lists, is a group: one box ('Myelin: 390 ONNX nodes') that a click opens in place
 (the rest moves by a bounded shift) into its ONNX nodes, themselves grouped by name scope
-(`workbench.enginegraph`). Selecting layers selects the ONNX nodes they were built from
+(`workbench.graphs.enginegraph`). Selecting layers selects the ONNX nodes they were built from
 (`LayerTable` mapping: names, metadata, ForeignNode/Myelin ranges) and selecting ONNX nodes
 selects the layers covering them.
 
@@ -19,15 +19,15 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import ipywidgets as W
 
-from workbench.errors import WorkbenchError
-from workbench.enginegraph import MAX_LISTED, SLASH, engine_graph, layer_id  # noqa: F401
-from workbench.graph import GraphStructure
+from workbench.core.errors import WorkbenchError
+from workbench.graphs.enginegraph import MAX_LISTED, SLASH, engine_graph, layer_id  # noqa: F401
+from workbench.graphs.layout import GraphStructure
 
 from widgets.graphview import GraphView
 
 
 def engine_model(table: Any) -> Any:
-    """An ONNX-shaped graph of the engine's layers (`workbench.enginegraph.engine_graph`)."""
+    """An ONNX-shaped graph of the engine's layers (`workbench.graphs.enginegraph.engine_graph`)."""
     return engine_graph(table).model
 
 

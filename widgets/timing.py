@@ -24,9 +24,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import ipywidgets as W
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.timing import LayerTable, compare, lint, node_comparison, summarize
-from workbench.graphindex import scope_parts
+from workbench.core.graphindex import scope_parts
 from workbench.render import timing_figures as figures
 
 from widgets.base import FindingsList, esc, fit, short_label

@@ -7,7 +7,7 @@ them), and the syntax stays Python 3.9 compatible because the worker process
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from workbench.core.version import __version__  # noqa: F401
 
 __all__ = ["Finding", "WorkbenchError", "__version__", "plan"]
 
@@ -16,7 +16,7 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
     """`workbench.Finding` / `workbench.WorkbenchError` on first use: the worker process
     imports `workbench.worker` and should not pay for dataclasses and pathlib at start-up."""
     if name in ("Finding", "WorkbenchError"):
-        from workbench import errors
+        from workbench.core import errors
 
         return getattr(errors, name)
     if name == "plan":  # the precision planner, `workbench.planner.plan`: the package's

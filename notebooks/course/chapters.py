@@ -368,8 +368,8 @@ the cache becomes one flag of the equivalent `trtexec` line:
 和版本各存一份。在构建配置里，它对应等价 `trtexec` 命令的一个参数：
 """),
     C("""
-from workbench.build.spec import BuildConfig
-from workbench.build.export import trtexec_command
+from workbench.engines.spec import BuildConfig
+from workbench.engines.export import trtexec_command
 from workbench.precision.profiles import parse_profile_arg
 
 config = BuildConfig(precision="fp16", timing_cache="resnet50.timing.cache",
@@ -424,10 +424,10 @@ on the command line).
 `workbench.precision.profiles` 负责编写、检查和推荐配置文件（命令行中是 `workbench profiles`）。
 """),
     C("""
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision.profiles import parse_profile_arg, validate_profiles, check_samples, wide_findings
 from workbench.precision.calibration import load_calibration
-from workbench.inputs import model_inputs
+from workbench.core.inputs import model_inputs
 
 BERT = cw.SAMPLES / "bert_tiny.onnx"
 for spec in model_inputs(BERT):
@@ -707,7 +707,7 @@ error against latency (without `--gpus` nothing is timed, and the engine size ta
 place there). From Python: `workbench.matrix.plan_matrix` and
 `run_matrix`; in a notebook: `widgets.MatrixPanel`.
 
-`workbench triton` (Python: `workbench.build.triton.export_triton`) turns the engines in
+`workbench triton` (Python: `workbench.engines.triton.export_triton`) turns the engines in
 `matrix/engines/` into one Triton model each, with a `config.pbtxt` written from the engine's card
 (dynamic batching where its profiles allow). Each variant is served under its own model name, so
 the client sends a request to the variant its budget allows, chosen as in the exercise above.
@@ -730,7 +730,7 @@ tritonserver --model-repository triton_repo/
 `--gpus` 则不计时，图中由引擎大小代替延迟）。在 Python 中使用
 `workbench.matrix.plan_matrix` 和 `run_matrix`；在 notebook 中使用 `widgets.MatrixPanel`。
 
-`workbench triton`（Python 中为 `workbench.build.triton.export_triton`）把 `matrix/engines/` 中的
+`workbench triton`（Python 中为 `workbench.engines.triton.export_triton`）把 `matrix/engines/` 中的
 每个引擎变成一个 Triton 模型，`config.pbtxt` 根据引擎的卡片（card）生成（配置文件允许时启用动态
 batch）。每个变体以自己的模型名提供服务，客户端按延迟预算把请求发给合适的变体，挑选方法和上面的
 练习一样。

@@ -192,7 +192,7 @@ def test_10k_nodes_first_paint_under_3s(lab):
     bench = layout_bench()
     onnx.save(bench.transformer_like(10000), str(lab.server.root / "big10k.onnx"))
     lab.open_notebook("graph_10k.ipynb", [
-        "from widgets.graphview import GraphView\nfrom workbench.model import open_model\n"
+        "from widgets.graphview import GraphView\nfrom workbench.core.model import open_model\n"
         "m = open_model('big10k.onnx')",
         "view = GraphView(m, expand_all=True, height=560)\nview"])
     lab.run_index(0)

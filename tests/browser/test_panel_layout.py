@@ -19,7 +19,7 @@ TIMING = REPO / "tests" / "data" / "timing"
 # name -> cell source leaving the panel as the cell's value. Paths are absolute (as a user's
 # usually are) so that the path fields hold realistic, long values.
 SETUP = ("import os\nfrom pathlib import Path\nHERE = Path(os.getcwd()).resolve()\n"
-         "from workbench.build.spec import BuildConfig\n"
+         "from workbench.engines.spec import BuildConfig\n"
          "from workbench.precision import convert\n"
          "convert(str(HERE / 'resnet_tiny.onnx'), 'fp16', measure=False)"
          ".save(str(HERE / 'resnet_tiny.fp16.onnx'))")

@@ -14,7 +14,7 @@ from .layout import layout_problems, undrawn_plots, views
 
 pytestmark = pytest.mark.browser
 TIMING = REPO / "tests" / "data" / "timing"
-MIGRATION = ("from IPython.display import HTML\nfrom workbench.build.export import migration_html\n"
+MIGRATION = ("from IPython.display import HTML\nfrom workbench.engines.export import migration_html\n"
              "HTML(migration_html())")
 TIMING_PANEL = ("from widgets import TimingPanel\n"
                 "t = TimingPanel('resnet_tiny_fp16.layers.json', "

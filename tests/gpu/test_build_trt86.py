@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.build.engine import BuildConfig, build_engine
+from workbench.engines.engine import BuildConfig, build_engine
 from gpu_rig import open_gpu_worker
 
 REPO = Path(__file__).resolve().parents[2]

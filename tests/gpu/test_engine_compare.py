@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench.build.engine import BuildConfig
+from workbench.engines.engine import BuildConfig
 
 from planted_models import PLANTED, planted_overflow
 from gpu_rig import trt_worker  # noqa: F401 (the fixture)
@@ -70,7 +70,7 @@ def _print_report(tag, rep):
 
 def test_resnet50_fp16_layerwise_fusion_aware_under_a_budget(trt_worker, tmp_path):
     from workbench.compare.engine_compare import compare_tensors, tensor_bytes
-    from workbench.enginedebug import compare_engine
+    from workbench.measure.enginedebug import compare_engine
 
     model = _with_random_weights(H200 / "resnet50.structure.onnx")
     rng = np.random.default_rng(1)
@@ -98,7 +98,7 @@ def test_resnet50_fp16_layerwise_fusion_aware_under_a_budget(trt_worker, tmp_pat
 
 
 def test_bert_fp16_mask_infinities_layerwise(trt_worker, tmp_path):
-    from workbench.enginedebug import compare_engine
+    from workbench.measure.enginedebug import compare_engine
 
     model = _with_random_weights(H200 / "bert_small.structure.onnx", seed=2)
     vocab = max(int(t.dims[0]) for t in model.graph.initializer if len(t.dims) == 2)
@@ -121,7 +121,7 @@ def test_bert_fp16_mask_infinities_layerwise(trt_worker, tmp_path):
 def test_bert_fp16_mark_all_observer_check(trt_worker, tmp_path):
     """--mark all on BERT breaks Myelin's fusions: the observer check compares each marked
     build's outputs with the unmarked engine's and says whether that changed the answer."""
-    from workbench.enginedebug import compare_engine
+    from workbench.measure.enginedebug import compare_engine
 
     model = _with_random_weights(H200 / "bert_small.structure.onnx", seed=2)
     rng = np.random.default_rng(3)
@@ -152,13 +152,13 @@ def test_planted_overflow_bisected_on_the_engine(trt_worker):
     route is layer precision (every float layer FP16, exclusions FP32, OBEY); the builder
     flag alone keeps the planted chain in FP32 by itself (seen on the H200), so nothing there
     could be bisected."""
-    from workbench.build.engine import build_engine
+    from workbench.engines.engine import build_engine
     from workbench.compare.engine_compare import peak_rss_mb
-    from workbench.comparison import compare_outputs
-    from workbench.enginedebug import bisect_config, bisect_engine, with_feed_profile
+    from workbench.runtime.comparison import compare_outputs
+    from workbench.measure.enginedebug import bisect_config, bisect_engine, with_feed_profile
     from workbench.precision.table import tolerances
-    from workbench.runners import OnnxRuntimeRunner
-    from workbench.trtrunner import TensorRTRunner
+    from workbench.runtime.runners import OnnxRuntimeRunner
+    from workbench.runtime.trtrunner import TensorRTRunner
 
     model = planted_overflow()
     rng = np.random.default_rng(5)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.build.card import card_path, read_card
-from workbench.build.engine import BuildConfig, build_engine
+from workbench.engines.card import card_path, read_card
+from workbench.engines.engine import BuildConfig, build_engine
 from workbench.worker.client import WorkerError
 from gpu_rig import open_gpu_worker
 
@@ -44,7 +44,7 @@ def _sm(cc: str) -> str:
 
 
 def _capture(w, path, out):
-    from workbench.timing import capture
+    from workbench.measure.capture import capture
 
     return capture(path, iterations=20, warmup=5, layer_iterations=5, batch_sizes=[1, 8],
                    out_dir=str(out), client=w)
@@ -74,7 +74,7 @@ def test_card_records_this_gpu_and_a_matching_engine_runs(gpu_worker, engine, ca
 
 def test_capture_metrics_parse(engine, captured, tmp_path):
     parser = pytest.importorskip("prometheus_client.parser")
-    from workbench.metrics import Metrics
+    from workbench.fleet.metrics import Metrics
 
     card = read_card(engine)
     m = Metrics()
@@ -129,7 +129,7 @@ def test_triton_export_of_a_tensorrt_engine(gpu_worker, engine, tmp_path):
     pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")
     from google.protobuf import text_format
 
-    from workbench.build.triton import export_triton
+    from workbench.engines.triton import export_triton
 
     export_triton([engine], tmp_path / "repo", gpus=[0])
     cfg = pb2.ModelConfig()
@@ -140,7 +140,7 @@ def test_triton_export_of_a_tensorrt_engine(gpu_worker, engine, tmp_path):
 
 
 def test_worker_pinned_to_one_gpu_by_uuid(gpu_worker):
-    from workbench.gpus import list_gpus, pinned_client
+    from workbench.fleet.gpus import list_gpus, pinned_client
 
     gpus = list_gpus()
     if not gpus:

@@ -76,7 +76,7 @@ def test_resnet50_matrix_on_the_gpu_with_latency_and_engine_accuracy(gpu_rig, re
         # timed on the GPU the task was given
         assert 0 < r["latency_p50_ms"] <= r["latency_p99_ms"], r["notes"]
         assert r["throughput_qps"] > 0
-        # the engine itself was compared with onnxruntime FP32 (workbench.runners'
+        # the engine itself was compared with onnxruntime FP32 (workbench.runtime.runners'
         # TensorRTRunner, through workbench.matrix.accuracy.engine_runner)
         assert r["accuracy_source"] == "engine", r["notes"]
         assert r["accuracy"]["samples"] == 8

@@ -17,7 +17,7 @@ TACTICS = ["EDGE_MASK_CONVOLUTIONS", "JIT_CONVOLUTIONS"]  # cuBLAS/cuDNN are stu
 @pytest.fixture(scope="module")
 def decoder_engine(trt_worker, tmp_path_factory):
     """(model path, model, the two serving profiles, the engine built with both)."""
-    from workbench.build.engine import BuildConfig, build_engine
+    from workbench.engines.engine import BuildConfig, build_engine
     from workbench.precision.profiles import default_profile, serving_profiles
 
     path = tmp_path_factory.mktemp("decoder") / "decoder.onnx"
@@ -37,8 +37,8 @@ def _feed(batch, seq, past, rng):
 
 
 def test_prefill_and_decode_run_on_their_own_profiles(trt_worker, decoder_engine):
-    from workbench.runners import OnnxRuntimeRunner
-    from workbench.trtrunner import TensorRTRunner
+    from workbench.runtime.runners import OnnxRuntimeRunner
+    from workbench.runtime.trtrunner import TensorRTRunner
     from workbench.worker.client import WorkerError
 
     path, model, pair, res = decoder_engine
@@ -76,7 +76,7 @@ def test_timing_a_decode_step_runs_on_the_decode_profile(trt_worker, decoder_eng
     refuses the step; it now times the profile that holds the shapes."""
     import json
 
-    from workbench.timing.capture import capture
+    from workbench.measure.capture import capture
 
     _, _, _, res = decoder_engine
     step = {"input_ids": [1, 1], "attention_mask": [1, 33], "past_key_values.0.key": [1, 2, 32, 4]}

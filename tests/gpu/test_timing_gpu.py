@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.timing import capture, capture_onnx, compare, summarize
+from workbench.measure.capture import capture, capture_onnx
+from workbench.timing import compare, summarize
 from gpu_rig import open_gpu_worker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,8 +82,8 @@ def test_capture_builds_exactly_like_workbench_build(gpu_worker):
     """timing-capture of an ONNX goes through build_engine: the same route (builder flags on
     8.6, strongly typed where the backend has it), the same cache key and the same per-layer
     network dtypes as `workbench build --precision fp16` with the same settings."""
-    from workbench.build.engine import BuildConfig, build_engine
-    from workbench.timing.capture import build_for_capture
+    from workbench.engines.engine import BuildConfig, build_engine
+    from workbench.measure.capture import build_for_capture
 
     w, _ = gpu_worker
     prof = {"input": [[1, 3, 32, 32], [8, 3, 32, 32], [32, 3, 32, 32]]}

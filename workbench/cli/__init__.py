@@ -18,7 +18,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, List, Optional
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
@@ -45,7 +45,7 @@ def _json_error(verb: Optional[str], code: int, line: str,
     if err is not None:
         out.update({k: v for k, v in err.to_dict().items() if k != "error"})
         if out.get("next_steps"):
-            from workbench.cli.nextstep import json_steps
+            from workbench.core.nextstep import json_steps
 
             out = json_steps(out, model=model)
     try:
@@ -89,7 +89,7 @@ def _verbs(only: Optional[str] = None) -> list:
 
 def build_parser(verb: Optional[str] = None, mods: Optional[list] = None
                  ) -> "argparse.ArgumentParser":
-    from workbench import __version__
+    from workbench.core.version import __version__
 
     parser_cls = _parser_class()
     parser = parser_cls(prog="workbench", description="Turn ONNX models into fast, correct "
@@ -128,9 +128,9 @@ def _user_error(e: BaseException, label: Optional[str] = None) -> Optional[Workb
     """The WorkbenchError an exception stands for when the user's input caused it: a model
     onnxruntime refuses to load or to run on the given inputs (named, with the next step);
     None for our own bugs. `label`: the verb's model path, for messages that name none."""
-    if "workbench.runners" not in sys.modules:  # (onnxruntime never ran)
+    if "workbench.runtime.runners" not in sys.modules:  # (onnxruntime never ran)
         return None
-    from workbench.runners import user_error
+    from workbench.runtime.runners import user_error
 
     return user_error(e, label)
 
@@ -164,7 +164,7 @@ def _report(verb: Optional[str], e: WorkbenchError, want_json: bool,
     line = f"workbench {verb}: error: {e.one_line()}"
     model = _model_arg(args)
     if getattr(e, "next_steps", None):  # (still one line: the commands in backticks)
-        from workbench.cli.nextstep import inline
+        from workbench.core.nextstep import inline
 
         line += " " + inline(e.next_steps, model=model)
     sys.stderr.write(line + "\n")
@@ -200,7 +200,7 @@ def _bad_model(parser: "argparse.ArgumentParser", mods: list, verb: Optional[str
             return e
     what = getattr(mod, "needs_weights", lambda a: None)(args) if args is not None else None
     if what:  # before any work: a model whose weights no runtime reads, in one line
-        from workbench.model import open_model
+        from workbench.core.model import open_model
 
         for path, kind in paths:
             if kind != "onnx":
@@ -346,7 +346,7 @@ def run() -> None:
 def _one_blas_thread() -> None:
     """numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin a while
     (~0.08 s of a core at every start of the command). The command's numpy work is elementwise
-    passes and single-threaded dot pieces (`workbench.comparison`; onnxruntime and TensorRT
+    passes and single-threaded dot pieces (`workbench.runtime.comparison`; onnxruntime and TensorRT
     have thread pools of their own), so it asks for one BLAS thread unless the user set a
     count. Only the console script does this: a notebook's numpy is the user's."""
     if "numpy" not in sys.modules:

@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.worker.protocol import BUILD_BACKENDS as BACKENDS  # stdlib only: no TensorRT
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,7 +44,7 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("-o", "--output", metavar="ENGINE", required=True, help="engine file to write")
     from workbench.precision import table  # (after the fork: plain module, no dataclasses)
 
-    from workbench.build import options
+    from workbench.engines import options
     from workbench.cli.common import add_gpu_argument, add_mkdir_argument, add_profile_argument
     from workbench.precision.options import (BUILD_PRECISION_FIELDS, PRECISION_OPTIONS,
                                              add_arguments)
@@ -91,7 +91,7 @@ def parse_profiles(items: List[str]) -> List[Dict[str, List[List[int]]]]:
 def _config(args: "argparse.Namespace") -> Any:
     """--config file, then the flags: the precision ones through one PrecisionSpec; with a
     file, flags left at their defaults do not override it."""
-    from workbench.build.spec import SPEC_FIELDS, BuildConfig
+    from workbench.engines.spec import SPEC_FIELDS, BuildConfig
     from workbench.precision.spec import PrecisionSpec
 
     base: Dict[str, Any] = {}
@@ -111,7 +111,7 @@ def _config(args: "argparse.Namespace") -> Any:
             over[name] = value
     if args.profile:
         over["profiles"] = parse_profiles(args.profile)
-    from workbench.build.options import overrides
+    from workbench.engines.options import overrides
 
     over.update(overrides(args))
     base.update(over)
@@ -135,8 +135,8 @@ def fit_line(head: str, message: str, width: Optional[int]) -> str:
 
 
 def _no_gpu_noise(text: str) -> bool:
-    """A plugin's CUDA set-up failing for want of a usable GPU (`workbench.trtlog.NO_GPU_NOISE`)."""
-    from workbench.trtlog import NO_GPU_NOISE
+    """A plugin's CUDA set-up failing for want of a usable GPU (`workbench.core.trtlog.NO_GPU_NOISE`)."""
+    from workbench.core.trtlog import NO_GPU_NOISE
 
     return NO_GPU_NOISE.search(text) is not None
 
@@ -201,7 +201,7 @@ class _StderrProgress:
 def run(args: "argparse.Namespace") -> int:
     client = None
     if args.gpu:
-        from workbench.gpus import pinned_client
+        from workbench.fleet.gpus import pinned_client
 
         client = pinned_client(args.gpu)
     else:
@@ -210,10 +210,10 @@ def run(args: "argparse.Namespace") -> int:
 
     output_path(args.output, "-o", mkdir=args.mkdir)  # before any work: exit 2 at once
     output_path(args.export_script, "--export-script", mkdir=args.mkdir)
-    from workbench import onnx_light
+    from workbench.core import onnx_light
 
     onnx_light.enable()  # an FP32 build reads the graph with protobuf only (no numpy, no onnx)
-    from workbench.build.engine import BuildFailed, build_engine
+    from workbench.engines.engine import BuildFailed, build_engine
 
     config = _config(args)
     progress = None if args.json else _StderrProgress()
@@ -233,11 +233,11 @@ def run(args: "argparse.Namespace") -> int:
                "findings": [f.to_dict() for f in e.findings]}
         if args.json:
             from workbench.cli.common import print_json
-            from workbench.cli.nextstep import json_steps
+            from workbench.core.nextstep import json_steps
 
             print_json(json_steps(out, model=args.model))
         else:
-            from workbench.cli.nextstep import error_text, finding_text
+            from workbench.core.nextstep import error_text, finding_text
 
             where = f" at node '{e.node}'" if e.node else ""
             line = f"workbench build: build failed{where}: {e.message}" + \
@@ -253,14 +253,14 @@ def run(args: "argparse.Namespace") -> int:
         if progress:
             progress.close()
     if args.export_script:
-        from workbench.fsutil import atomic_write_text
+        from workbench.core.fsutil import atomic_write_text
 
         atomic_write_text(args.export_script, res.export.get("script", ""))
     d = res.to_dict()
     d["ok"] = True
     if args.json:
         from workbench.cli.common import print_json
-        from workbench.cli.nextstep import json_steps
+        from workbench.core.nextstep import json_steps
 
         print_json(json_steps(d, model=args.model, data=getattr(args, "calib", None)))
         return 0
@@ -281,8 +281,8 @@ def run(args: "argparse.Namespace") -> int:
     if mem:
         print("memory: " + ", ".join(f"{k.replace('_bytes', '')} {v / 2**20:.1f} MiB"
                                      for k, v in mem.items()))
-    from workbench.cli.common import pasteable
-    from workbench.cli.nextstep import finding_text
+    from workbench.core.nextstep import pasteable
+    from workbench.core.nextstep import finding_text
 
     told = progress.noticed if progress is not None else set()
     seen: set = set()

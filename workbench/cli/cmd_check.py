@@ -113,7 +113,7 @@ def _human(d: Dict[str, Any]) -> str:
         lines.append(_table(rows, ["node", "op", "found by", "reason"], [28, 16, 8, 70]))
         lines.append("")
         lines.append("Next steps:")
-        from workbench.cli.nextstep import lines as step_lines
+        from workbench.core.nextstep import lines as step_lines
 
         for u in d["unsupported"]:
             steps = u.get("next_steps") or []
@@ -122,7 +122,7 @@ def _human(d: Dict[str, Any]) -> str:
             lines += step_lines(steps, "      ", model=d.get("model"))
     warnings = [f for f in d["findings"] if f["severity"] != "error"]
     if warnings:
-        from workbench.cli.nextstep import lines as step_lines
+        from workbench.core.nextstep import lines as step_lines
 
         lines.append("")
         lines.append("Also worth knowing:")
@@ -166,7 +166,7 @@ def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
     from workbench.support.checker import check
 
     if args.list_rules:
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.build:
             raise WorkbenchError("--profile is used by the build check", field="--profile",
                                  hint="add --build")
-        from workbench.model import open_model
+        from workbench.core.model import open_model
         from workbench.precision.profiles import parse_profiles, validate_profiles
 
         [prof] = validate_profiles(open_model(args.model), parse_profiles(
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     if args.build and not profiles:
         # dynamic inputs at the shapes `workbench build` defaults to, not at 1 (a U-Net's skip
         # Concat fails at 1x1: a model build takes was called NOT SUPPORTED)
-        from workbench.model import open_model
+        from workbench.core.model import open_model
         from workbench.precision.profiles import default_profile
 
         try:
@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         advise(report)
     d = report.to_dict()
     if args.json:
-        from workbench.cli.nextstep import json_steps
+        from workbench.core.nextstep import json_steps
 
         print_json(json_steps(d, model=args.model))
     else:

@@ -9,8 +9,8 @@ import sys
 from typing import Any, List, Optional, Tuple
 
 from workbench.cli.common import add_verdict_arguments, print_json
-from workbench.errors import WorkbenchError
-from workbench.model import as_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.model import as_model
 
 NAME = "compare"
 # the console script runs this verb in a forked worker with onnxruntime in-process
@@ -27,7 +27,7 @@ def start_early(argv: List[str]) -> None:
     child's interpreter and onnxruntime import overlap all of this process's start-up."""
     if "-h" in argv or "--help" in argv:
         return
-    from workbench.ortchild import default_child, isolated_by_default
+    from workbench.runtime.ortchild import default_child, isolated_by_default
 
     if isolated_by_default():
         default_child().warm()
@@ -152,12 +152,12 @@ def _engine_config(args: argparse.Namespace, engine: "str | None" = None) -> Any
     import json
     from pathlib import Path
 
-    from workbench.build.spec import SPEC_FIELDS, BuildConfig
+    from workbench.engines.spec import SPEC_FIELDS, BuildConfig
 
     base: dict = {}
     card = None
     if engine:
-        from workbench.build.card import read_card
+        from workbench.engines.card import read_card
 
         card = read_card(engine)
     if card:
@@ -198,9 +198,9 @@ def _engine_config(args: argparse.Namespace, engine: "str | None" = None) -> Any
 
 
 def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
-    from workbench import enginedebug
+    from workbench.measure import enginedebug
     from workbench.compare import sample_feeds
-    from workbench.runners import batched_inputs, limit_samples
+    from workbench.runtime.runners import batched_inputs, limit_samples
 
     from workbench.precision.profiles import profile_index
 
@@ -244,7 +244,7 @@ def _split_of(engine: "str | None") -> "Optional[dict]":
     files exist): {"manifest", "prefix", "tail"}; None for a whole-model engine."""
     if not engine:
         return None
-    from workbench.build.tail import split_manifest, split_paths
+    from workbench.engines.tail import split_manifest, split_paths
 
     man = split_manifest(engine)
     paths = split_paths(engine)
@@ -258,11 +258,11 @@ def _chain_outputs(args: argparse.Namespace, engine: str, cfg: Any, feeds: list,
                    split: dict) -> dict:
     """The model's outputs through the chain (the engine, then the onnxruntime tail) against
     onnxruntime FP32 on the whole model: the verdict a split engine is judged by."""
-    from workbench.chain import ChainedRunner
-    from workbench.comparison import compare_outputs
+    from workbench.runtime.chain import ChainedRunner
+    from workbench.runtime.comparison import compare_outputs
     from workbench.precision.table import tolerances
-    from workbench.runners import OnnxRuntimeRunner
-    from workbench.trtrunner import TensorRTRunner
+    from workbench.runtime.runners import OnnxRuntimeRunner
+    from workbench.runtime.trtrunner import TensorRTRunner
 
     atol, rtol = tolerances(cfg.precision, args.atol, args.rtol)
     ref = OnnxRuntimeRunner(args.reference).infer_all(feeds)
@@ -286,7 +286,7 @@ def _run_recorded(args: argparse.Namespace) -> int:
     from workbench.compare import load_run_results, sample_feeds
     from workbench.compare.engine_compare import (compare_tensors, engine_layerwise,
                                                   recorded_candidate)
-    from workbench.runners import limit_samples
+    from workbench.runtime.runners import limit_samples
 
     runs = load_run_results(args.candidate_results)
     name = args.results_runner or next((n for n in runs if not n.startswith("onnxrt")),
@@ -362,7 +362,7 @@ def _print_tensors(report: Any, top: int, model: Optional[str] = None,
                    args: Optional[argparse.Namespace] = None) -> None:
     """The text view shared by the CPU and engine reports: outputs, the `top` tensors with the
     largest relative error, the findings (their MODEL / DATA as `model` / `data`)."""
-    from workbench.cli.common import pasteable
+    from workbench.core.nextstep import pasteable
 
     v = output_verdict(report, args)
     print(f"verdict ({v.rule}; the elementwise atol/rtol rule is a diagnostic): "
@@ -395,7 +395,7 @@ def _print_tensors(report: Any, top: int, model: Optional[str] = None,
     for t in worst[:top]:
         print(f"{t.tensor[:48]:48} {t.op:{w_op}} {_fmt(t.max_abs):>10} {_fmt(t.rel):>10} "
               f"{_fmt(t.added):>10}")
-    from workbench.cli.nextstep import finding_text
+    from workbench.core.nextstep import finding_text
 
     seen: set = set()
     for f in report.findings:
@@ -404,10 +404,10 @@ def _print_tensors(report: Any, top: int, model: Optional[str] = None,
 
 
 def output_verdict(report: Any, args: Optional[argparse.Namespace] = None) -> Any:
-    """The verdict (`workbench.verdict`) of a layer-wise report's outputs: the --metric within
+    """The verdict (`workbench.runtime.verdict`) of a layer-wise report's outputs: the --metric within
     --budget; else, with --atol/--rtol given, the elementwise rule they ask for; else by
     output kind at the candidate's precision, from the per-sample runs the report kept."""
-    from workbench.verdict import judge_tensors
+    from workbench.runtime.verdict import judge_tensors
 
     metric = getattr(args, "metric", None)
     if metric is None and (getattr(args, "atol", None) is not None or
@@ -426,9 +426,9 @@ def _outputs_pass(report: Any, args: Optional[argparse.Namespace] = None) -> boo
 def _pasteable_findings(d: dict, model: Optional[str], data: Optional[str]) -> dict:
     """`d` (a report's JSON form) with its findings' MODEL / DATA as this run's paths, as the
     text output prints them: the commands in `hint` run as they are."""
-    from workbench.cli.common import pasteable
+    from workbench.core.nextstep import pasteable
 
-    from workbench.cli.nextstep import json_steps
+    from workbench.core.nextstep import json_steps
 
     if model:
         for f in d.get("findings") or []:
@@ -483,7 +483,7 @@ def _check_engine(args: argparse.Namespace, engine: Optional[str]) -> None:
 def _print_rounds(args: argparse.Namespace, search: Any, calib: Any) -> None:
     """The findings worth a line (range, masks, random inputs...) and one line per round:
     nodes kept, the worst output error, PASS or how many elements are beyond tolerance."""
-    from workbench.cli.nextstep import finding_text
+    from workbench.core.nextstep import finding_text
 
     for f in search.findings:  # the range finding, masks, a warning of random inputs
         if f.code.endswith(("-range", "-saturated-mask")) or \
@@ -571,7 +571,7 @@ def _run_search(args: argparse.Namespace, calib: Any) -> int:
     if args.json:
         print_json(_pasteable_findings(search.to_dict(), args.reference, calib))
     elif search.hopeless:
-        from workbench.cli.nextstep import finding_text
+        from workbench.core.nextstep import finding_text
 
         for f in search.findings:
             print(finding_text(f, "", model=args.reference, data=calib))
@@ -638,12 +638,12 @@ def _run_layerwise(args: argparse.Namespace, calib: Any) -> int:
 def run(args: argparse.Namespace) -> int:
     """Route to the recorded run, the engine compare, the --to search or the layer-wise
     compare of a candidate model; the exit code is that route's verdict."""
-    from workbench.ortchild import default_child, isolated_by_default
+    from workbench.runtime.ortchild import default_child, isolated_by_default
 
     if isolated_by_default():  # every route runs the reference on onnxruntime: its child's
         default_child().warm()  # interpreter starts while this one imports and loads
     from workbench.precision import table
-    from workbench.verdict import parse_budget, resolve_metric
+    from workbench.runtime.verdict import parse_budget, resolve_metric
 
     resolve_metric(args.metric)  # (a bad metric or budget is said before any run)
     parse_budget(args.budget)
@@ -683,7 +683,7 @@ def _selection_checks(args: argparse.Namespace, calib: Any, tol: float) -> Any:
     if not selection_nodes(as_model(args.reference).proto):  # (the graph only: no weights)
         return None
     ref = as_model(args.reference).with_weights()
-    from workbench.runners import batched_inputs, limit_samples, samples_in
+    from workbench.runtime.runners import batched_inputs, limit_samples, samples_in
 
     batched = batched_inputs(ref)  # the samples the layer-wise compare judged, no others
     feeds = limit_samples(sample_feeds(ref, args.candidate, calibration=calib,
@@ -694,7 +694,7 @@ def _selection_checks(args: argparse.Namespace, calib: Any, tol: float) -> Any:
     if score is not None:
         made = {o for n in ref.graph.node for o in n.output} | {i.name for i in ref.graph.input}
         if score not in made:
-            from workbench.errors import WorkbenchError
+            from workbench.core.errors import WorkbenchError
 
             raise WorkbenchError(f"the model makes no tensor named '{score}'",
                                  file=args.reference, field="--score",
@@ -702,7 +702,7 @@ def _selection_checks(args: argparse.Namespace, calib: Any, tol: float) -> Any:
                                       "first output of the TopK that selects the rows")
     # the candidate runs on the runner the layer-wise compare used (the FP16 emulation:
     # onnxruntime's CPU provider computes many FP16 ops in FP32 and would hide flips)
-    from workbench.runners import low_float_runner
+    from workbench.runtime.runners import low_float_runner
 
     kind = args.runner if getattr(args, "runner", "auto") not in (None, "auto") else \
         low_float_runner(cand)

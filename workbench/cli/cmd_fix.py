@@ -9,7 +9,7 @@ model's workspace history; OUT gets the final model (never MODEL itself). Exit 0
 is supported (or no check was asked), 1 when still unsupported or a change was not equivalent,
 2 on bad input. With --split, OUT is a folder: what the backend still refuses (and everything
 after it) stays ONNX for onnxruntime (tail.onnx), the rest is the engine's ONNX (prefix.onnx),
-split.json wires them (`workbench.chain.ChainedRunner`); exit 0 when the backend takes the
+split.json wires them (`workbench.runtime.chain.ChainedRunner`); exit 0 when the backend takes the
 prefix and prefix-then-tail equals the model.
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _load_inputs(path: str) -> Dict[str, Any]:
     """Sample inputs from an .npz (never pickle); the first axis is not special here."""
     import numpy as np
 
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -179,7 +179,7 @@ def _list_recipes(json_out: bool) -> int:
 def _check_args(args: argparse.Namespace) -> None:
     """Refuse a missing model or output, writing over the model, nothing to do, and option
     combinations that cannot work, before any work (exit 2)."""
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     if not args.model:
         raise WorkbenchError("MODEL is required", hint="workbench fix MODEL -o OUT --auto")
@@ -277,8 +277,8 @@ def _summary_line(args: argparse.Namespace, report: Dict[str, Any],
 def _print_unchanged(args: argparse.Namespace, report: Dict[str, Any]) -> None:
     """Why no file was written; where no recipe makes the model parse whole, the next steps
     (split it)."""
-    from workbench.cli.nextstep import lines as step_lines
-    from workbench.findings import step
+    from workbench.core.nextstep import lines as step_lines
+    from workbench.core.findings import step
 
     whole = report["supported"] is False
     print("  (no change was kept, so no file was written: it would be the model as "
@@ -320,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
     """Apply the recipes, then --auto / --check, write OUT (or --split it); the exit code says
     whether the result is supported and every change was kept."""
     from workbench.cli.common import print_json
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     if args.list_recipes:
         return _list_recipes(args.json)
@@ -361,7 +361,7 @@ def run(args: argparse.Namespace) -> int:
     if not unchanged:
         hist.export(args.output)
     if args.json:
-        from workbench.cli.nextstep import json_steps
+        from workbench.core.nextstep import json_steps
 
         print_json(json_steps(report, model=args.model))
     else:
@@ -374,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
 def _split(args: argparse.Namespace, hist: Any, report: Dict[str, Any], log: Any) -> int:
     """Split the current version into the folder OUT; the report gets the manifest."""
     from workbench.cli.common import print_json
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
     from workbench.surgery.split import split_model
 
     inputs = _load_inputs(args.inputs) if args.inputs else None

@@ -16,7 +16,7 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
 
 
 def run(args: "argparse.Namespace") -> int:
-    from workbench.gpus import list_gpus
+    from workbench.fleet.gpus import list_gpus
 
     gpus = list_gpus()
     if args.json:

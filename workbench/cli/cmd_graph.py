@@ -35,9 +35,9 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from workbench.cli.common import print_json
-    from workbench.errors import WorkbenchError
-    from workbench.fsutil import atomic_write_text
-    from workbench.graph import GROUP, GraphStructure
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.fsutil import atomic_write_text
+    from workbench.graphs.layout import GROUP, GraphStructure
 
     from workbench.cli.common import output_path
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         atomic_write_text(args.output, json.dumps(d, separators=(",", ":")))
     if args.json:
-        from workbench.cli.nextstep import json_steps
+        from workbench.core.nextstep import json_steps
 
         print_json(json_steps(d, model=getattr(args, "model", None)))
     else:
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {gid[len('scope:'):]:<60} {n} nodes")
         if len(groups) > 40:
             print(f"  ... {len(groups) - 40} more")
-        from workbench.cli.nextstep import finding_text
+        from workbench.core.nextstep import finding_text
 
         for f in data.findings:
             print(finding_text(f, "", model=getattr(args, "model", None)))

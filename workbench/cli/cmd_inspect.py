@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
-    from workbench.model import ModelLike
+    from workbench.core.model import ModelLike
 
 NAME = "inspect"
 HELP = "summarise an ONNX model: opsets, ops, inputs/outputs with dynamic dims, shapes, nodes"
@@ -31,13 +31,13 @@ def model_paths(args: "argparse.Namespace") -> List[Tuple[Optional[str], str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench import onnx_light
+    from workbench.core import onnx_light
 
     onnx_light.enable()  # protobuf + C++ shape inference only: no numpy import (startup time)
     from workbench.cli.common import print_json
-    from workbench.inspect import (format_summary, infer_shapes, inspect_model, node_detail,
+    from workbench.graphs.inspect import (format_summary, infer_shapes, inspect_model, node_detail,
                                    scope_tree, summarize)
-    from workbench.model import open_model
+    from workbench.core.model import open_model
 
     model = open_model(args.model)
     if args.node is not None:
@@ -64,11 +64,11 @@ def run(args: argparse.Namespace) -> int:
             _print_tree(tree, args.tree)
         return 0
     if args.json:
-        from workbench.cli.nextstep import record
+        from workbench.core.nextstep import record
 
         doc = inspect_model(model)
         doc["next_steps"] = [record(s, model=args.model) for s in next_steps(model)]
-        from workbench.cli.nextstep import json_steps
+        from workbench.core.nextstep import json_steps
 
         print_json(json_steps(doc, model=args.model))
     else:
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 def next_steps(model: "ModelLike") -> List[Any]:
     """What to run next, as records: the parser check, and for dynamic inputs the profile a
     build would default to (the flag that sets it), or a decoder's serving profiles."""
-    from workbench.findings import step
+    from workbench.core.findings import step
 
     out = [step("check", "{model}", why="which nodes TensorRT refuses, and why")]
     try:
@@ -106,7 +106,7 @@ def next_steps(model: "ModelLike") -> List[Any]:
 def _next_steps(model: Any, path: str, warnings: Any = ()) -> List[str]:
     """The `next` lines of the summary: each step as the command it runs (the warnings' own
     steps first, each command once)."""
-    from workbench.cli.nextstep import command
+    from workbench.core.nextstep import command
 
     out, seen = [], set()
     steps = [s for w in warnings for s in getattr(w, "next_steps", [])] + next_steps(model)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.worker.protocol import BUILD_BACKENDS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,7 +68,7 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
                         "most N variants at a time")
     p.add_argument("--timeout", type=float, metavar="S", help="time limit per build in seconds")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    from workbench.build import options
+    from workbench.engines import options
     from workbench.cli.common import add_mkdir_argument, add_profile_index_argument
 
     # every build option for every variant (tactic sources, I/O formats, workspace, ...);
@@ -94,7 +94,7 @@ def _profiles(items: List[str]) -> Optional[Dict[str, List[Dict[str, List[List[i
 
 
 def plan(args: "argparse.Namespace") -> List[Any]:
-    from workbench.build import options
+    from workbench.engines import options
     from workbench.matrix.plan import parse_data_args, plan_matrix
 
     levels: List[Optional[int]] = []

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 NAME = "plan"
 HELP = ("plan the fastest precision (FP16/BF16/INT8 with regions kept in FP32) within an "

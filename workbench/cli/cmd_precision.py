@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision import table
 
 NAME = "precision"
@@ -49,7 +49,8 @@ def model_paths(args: argparse.Namespace) -> List[Tuple[Optional[str], str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.common import pasteable, print_json
+    from workbench.core.nextstep import pasteable
+    from workbench.cli.common import print_json
     from workbench.precision.spec import PrecisionSpec
     from workbench.precision.transform import auto_exclusions, convert
 
@@ -75,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
     path = res.save(out, source=src)
     doc = {"output": str(path), **res.to_dict()}
     if args.json:
-        from workbench.cli.nextstep import json_steps
+        from workbench.core.nextstep import json_steps
 
         print_json(json_steps(doc, model=args.model, data=args.calib, candidate=str(path)))
     else:
-        from workbench.comparison import class_scores
+        from workbench.runtime.comparison import class_scores
 
         w = sys.stdout.write
         w(f"wrote {path} ({res.target}): {doc['casts_inserted']} Cast(s) inserted, "
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                         class_scores(s.get("shape") or (), name) else "")
                 w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "
                   f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}\n")
-        from workbench.cli.nextstep import finding_text
+        from workbench.core.nextstep import finding_text
 
         seen: set = set()
         for f in res.findings:

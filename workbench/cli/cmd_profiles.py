@@ -31,8 +31,8 @@ def model_paths(args: "argparse.Namespace") -> List[Tuple[Optional[str], str]]:
 def run(args: argparse.Namespace) -> int:
     from workbench.precision.calibration import load_calibration, model_inputs
     from workbench.cli.common import print_json
-    from workbench.model import open_model
-    from workbench.findings import Finding
+    from workbench.core.model import open_model
+    from workbench.core.findings import Finding
     from workbench.precision.profiles import (advise, default_profile, fixed_axis_findings,
                                              parse_profiles, run_at_profiles, serving_finding,
                                              validate_profiles, wide_findings)
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
            "trtexec": [p.trtexec() for p in (given or proposed or defaulted)],
            "findings": [f.to_dict() for f in findings]}
     if args.json:
-        from workbench.cli.nextstep import json_steps
+        from workbench.core.nextstep import json_steps
 
         print_json(json_steps(doc, model=args.model, data=getattr(args, "calib", None)))
     else:
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
                     "default (the model ran on onnxruntime at its min, opt and max)" if ran
                     else "default")
             w(f"{said}: {' '.join(p.arg_strings())}\n")
-        from workbench.cli.nextstep import finding_text
+        from workbench.core.nextstep import finding_text
 
         seen: set = set()
         for f in findings:

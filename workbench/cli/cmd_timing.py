@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 NAME = "timing"
 HELP = ("summarise engine layer timings (trtexec/IProfiler/inspector JSON), map them to ONNX "
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                                       args.vs_profile])
     onnx = None
     if args.onnx:
-        from workbench.model import open_model
+        from workbench.core.model import open_model
 
         onnx = open_model(args.onnx)
     t = _table(args.layers, args.profile, onnx, args.stat, args.profile_id, args.times)

@@ -1,14 +1,14 @@
 """`workbench timing-capture`: time an engine (or build one from ONNX) on this machine's GPU.
 
 An ONNX is built exactly as `workbench build MODEL --precision fp16|fp32` would build it
-(workbench.timing.capture.build_for_capture), then timed."""
+(workbench.measure.capture.build_for_capture), then timed."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 NAME = "timing-capture"
 HELP = ("time a TensorRT engine on the GPU (per-layer IProfiler times, P50/P90/P99 latency, "
@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--torch-model", metavar="pkg.mod:factory|FILE.pt|FILE.pt2",
                    help="the torch model for --vs torch: a factory returning an nn.Module, a "
                         "TorchScript file or an exported program")
-    from workbench.build import options
+    from workbench.engines import options
     from workbench.cli.common import add_mkdir_argument, add_profile_index_argument
 
     # (ONNX only) the build options of `workbench build` (tactic sources, I/O formats,
@@ -118,7 +118,8 @@ def _profile_k(args: argparse.Namespace, profiles: list) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.common import print_json
-    from workbench.timing import capture, capture_onnx, summarize
+    from workbench.measure.capture import capture, capture_onnx
+    from workbench.timing import summarize
 
     src = Path(args.model)
     if not src.is_file():
@@ -130,11 +131,11 @@ def run(args: argparse.Namespace) -> int:
     output_path(getattr(args, "metrics", None), "--metrics", mkdir=args.mkdir)
     metrics = None
     if getattr(args, "metrics", None):  # (prometheus_client missing: said before the run)
-        from workbench.metrics import Metrics
+        from workbench.fleet.metrics import Metrics
 
         metrics = Metrics()
     if getattr(args, "gpu", None):
-        from workbench.gpus import pinned_client
+        from workbench.fleet.gpus import pinned_client
 
         common_client = {"client": pinned_client(args.gpu)}
     else:
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     common = dict(shapes=shapes, inputs=args.inputs, batch_sizes=batches,
                   iterations=args.iterations, warmup=args.warmup,
                   layer_iterations=args.layer_iterations, out_dir=args.out, **common_client)
-    from workbench.build import options
+    from workbench.engines import options
 
     build_opts = [o for o in options.OPTIONS if not set(o.fields) & set(NOT_HERE)]
     build = options.overrides(args, build_opts)
@@ -169,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
             raise WorkbenchError(f"{', '.join(flags)} only apply when building from ONNX",
                                  field=flags[0], hint="the engine was built with its options; "
                                  "pass the ONNX to build it with these")
-        from workbench.build.card import read_card
+        from workbench.engines.card import read_card
 
         res = capture(src, onnx=args.onnx, profile_index=_profile_k(
             args, (read_card(src) or {}).get("profiles") or []), **common)

@@ -34,9 +34,9 @@ def model_paths(args: "argparse.Namespace") -> List[Tuple[Optional[str], str]]:
 
 
 def run(args: "argparse.Namespace") -> int:
-    from workbench.build.triton import export_triton
+    from workbench.engines.triton import export_triton
     from workbench.cli.common import output_path, print_json
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     output_path(args.output, "-o", folder=True)
     gpus = None

@@ -26,21 +26,6 @@ def flush_streams() -> bool:
     return ok
 
 
-def pasteable(text: str, model: str, data: Optional[str],
-              candidate: Optional[str] = None) -> str:
-    """A finding's line with its MODEL / DATA / CANDIDATE placeholders as this run's paths
-    (quoted), so the commands it names run as printed."""
-    import re
-    import shlex
-
-    text = re.sub(r"\bMODEL\b", lambda _: shlex.quote(str(model)), text)
-    if data:
-        text = re.sub(r"\bDATA\b", lambda _: shlex.quote(str(data)), text)
-    if candidate:
-        text = re.sub(r"\bCANDIDATE\b", lambda _: shlex.quote(str(candidate)), text)
-    return text
-
-
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
     sys.stdout.flush()
@@ -80,7 +65,7 @@ def add_fp32_model_argument(p: Any) -> None:
 def add_verdict_arguments(p: Any, *, elementwise: bool, budget_default: Optional[str],
                           metric_default: str, budget_help: str) -> None:
     """`--metric` / `--budget`: the verdict's metric and the loss it may reach
-    (`workbench.verdict`), one grammar for every verb that judges outputs."""
+    (`workbench.runtime.verdict`), one grammar for every verb that judges outputs."""
     names = "top1|top5|cosine|rel" + ("|elementwise" if elementwise else "")
     p.add_argument("--metric", default=None, metavar=names + "|MODULE:FUNC",
                    help="judge the outputs by this metric within --budget (FUNC(reference, "
@@ -118,7 +103,7 @@ def output_path(path: Optional[str], flag: str, *, mkdir: bool = False,
     """Check an output path before any work: its folder must exist (or is made with --mkdir),
     and a file output must not name an existing folder. `folder`: the path is itself a folder
     to write into (the verb makes it; its parent must exist). Returns `path` unchanged."""
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     if not path:
         return path
@@ -152,11 +137,11 @@ def output_path(path: Optional[str], flag: str, *, mkdir: bool = False,
 # workbench/cli/__init__.py); main() checks them with check_model_file before it reports a
 # missing or invalid option and before the verb runs, so `workbench build nope.onnx` says that
 # nope.onnx does not exist rather than asking for -o first. The messages are open_model's
-# (workbench.model): the same file, the same words, whichever check meets the problem first.
+# (workbench.core.model): the same file, the same words, whichever check meets the problem first.
 # Cheap on a multi-GB model: one stat, one open, the first 64 KiB read and a seek past each
 # top-level field (the graph is one field); the verb's own load reports everything deeper.
 ONNX_TEXT_SUFFIXES = (".onnxtxt", ".textproto", ".txtpb", ".json", ".onnxjson")  # as
-# workbench.model._TEXT_FORMATS (onnx's text parsers; not imported here: start-up time)
+# workbench.core.model._TEXT_FORMATS (onnx's text parsers; not imported here: start-up time)
 _CHUNK = 1 << 16
 _MAX_FIELDS = 4096  # past this many top-level fields the walk stops: the load decides
 _MAX_GROUPS = 64
@@ -170,7 +155,7 @@ def check_model_file(path: str, kind: str = "onnx") -> None:
     import os
     import stat
 
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     engine = kind == "engine"
     noun = "engine file" if engine else "ONNX file"
@@ -214,7 +199,7 @@ def check_model_file(path: str, kind: str = "onnx") -> None:
     if text:
         raise WorkbenchError("not a readable ONNX model (it is a text file, not an ONNX "
                              "protobuf)", file=label, hint="pass the .onnx model file")
-    if problem == "no-graph":  # the words of workbench.model._checked
+    if problem == "no-graph":  # the words of workbench.core.model._checked
         raise WorkbenchError("not an ONNX model (no graph or IR version)", file=label,
                              hint="the file is corrupt, truncated or not ONNX; re-export it")
     raise WorkbenchError(f"not a readable ONNX model (it is not an ONNX protobuf: {problem})",

@@ -1,7 +1,7 @@
 """Run a verb in a forked process that runs onnxruntime in-process, this process only watching it.
 
 A verb that runs onnxruntime (compare) normally sends every run to the onnxruntime child
-(`workbench.ortchild`), so that a crash in onnxruntime ends that child and not the caller. In a
+(`workbench.runtime.ortchild`), so that a crash in onnxruntime ends that child and not the caller. In a
 notebook the caller is the user's kernel and must survive. A CLI call has no state to keep:
 it needs only to turn a crash into a one-line error. So on Linux the console script forks once,
 before anything heavy is imported. The fork (the worker) runs the verb with onnxruntime in its
@@ -45,8 +45,8 @@ WATCH_S = 0.05  # how often the worker's resident memory is read
 
 def wanted(argv: List[str]) -> bool:
     """Should this command run in a forked worker (see the module docstring)?"""
-    from workbench.ortchild import ISOLATE_ENV
-    from workbench.ortserver import ADDRESS_SPACE_ENV
+    from workbench.runtime.ortchild import ISOLATE_ENV
+    from workbench.runtime.ortserver import ADDRESS_SPACE_ENV
 
     env = os.environ
     return (sys.platform.startswith("linux") and hasattr(os, "fork")
@@ -74,7 +74,7 @@ def run_forked(verb: str, work: Callable[[], None], rewind: Sequence[str] = ()
     went past the memory limit (the caller then runs the verb the usual way, onnxruntime in its
     child); the files in `rewind` are then as they were before the fork."""
     from workbench.cli.common import flush_streams
-    from workbench.ortchild import ISOLATE_ENV, MAX_RSS_ENV
+    from workbench.runtime.ortchild import ISOLATE_ENV, MAX_RSS_ENV
 
     limit = int(os.environ.get(MAX_RSS_ENV) or childproc.default_max_rss())
     marks = [(p, _size(p)) for p in rewind]

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from workbench.model import ModelLike, as_model
+from workbench.core.model import ModelLike, as_model
 
 __all__ = ["BisectResult", "bisect_exclusions", "onnx_evaluator", "suspects"]
 
@@ -77,7 +77,7 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
                       target: str = "fp16", route: str = "", minimise: bool = True,
                       max_minimise: int = 8,
                       units: Optional[Sequence[Sequence[str]]] = None) -> BisectResult:
-    """See the module docstring. `evaluate` returns a `workbench.comparison.Comparison`.
+    """See the module docstring. `evaluate` returns a `workbench.runtime.comparison.Comparison`.
     `units`: nodes that go into FP32 together (the ONNX nodes of one fused engine layer: an
     exclusion that splits a fused layer leaves TensorRT no format that obeys it); the search
     adds and drops whole units, each candidate joining the unit that holds it."""
@@ -165,10 +165,10 @@ def onnx_evaluator(model: ModelLike, feeds: Sequence[Any], target: str = "fp16",
     """The CPU stand-in for an engine rebuild: convert to `target` with the exclusions (the
     strongly typed route's Cast insertion), run it (onnx's reference evaluator computes FP16 in
     float16) and compare the outputs with onnxruntime FP32."""
-    from workbench.comparison import compare_outputs
+    from workbench.runtime.comparison import compare_outputs
     from workbench.precision.table import tolerances
     from workbench.precision.transform import convert
-    from workbench.runners import OnnxRuntimeRunner, make_runner
+    from workbench.runtime.runners import OnnxRuntimeRunner, make_runner
 
     proto = as_model(model).with_weights()
     atol, rtol = tolerances(target, atol, rtol)

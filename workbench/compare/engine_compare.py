@@ -10,7 +10,7 @@ without ever holding every tensor at once, and without marking more than it must
   and both sides, fit `memory_budget_mb` (sizes from ONNX shape inference at the feeds'
   shapes); each chunk is one candidate (one engine build marking that subset: `candidate(names)`
   returns a Runner) and one reference run fetching only those tensors.
-- **Streaming**: each tensor's figures (`workbench.comparison.compare_tensor`, aggregated over
+- **Streaming**: each tensor's figures (`workbench.runtime.comparison.compare_tensor`, aggregated over
   all samples, plus its count of reference values beyond the FP16 range) are written to a JSON
   lines file as the chunk arrives; only the tensors in `keep` are saved whole (.npy).
 - **Observer check**: the candidate is also run unmarked; its final outputs are the answer the
@@ -31,16 +31,16 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set
 
 import numpy as np
 
-from workbench.comparison import SENTINEL, compare_outputs, compare_tensor, infer_precision
-from workbench.runners import mark_outputs  # (re-exported: the marking the runs share)
+from workbench.runtime.comparison import SENTINEL, compare_outputs, compare_tensor, infer_precision
+from workbench.runtime.runners import mark_outputs  # (re-exported: the marking the runs share)
 from workbench.compare.layer_compare import (LayerwiseReport, TensorError, _opened,
                                             added_error, constant_tensors,
                                             divergence_findings, plan_chunks, tensor_bytes,
                                             weightless)
-from workbench.errors import Finding, WorkbenchError
-from workbench.model import ModelLike, as_model
+from workbench.core.errors import Finding, WorkbenchError
+from workbench.core.model import ModelLike, as_model
 from workbench.precision.table import tolerances
-from workbench.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, make_runner,
+from workbench.runtime.runners import (Feed, OnnxRuntimeRunner, Runner, batched_inputs, make_runner,
                                samples_in)
 
 __all__ = ["FP16_MAX", "EngineCompareReport", "mark_outputs", "compare_tensors",
@@ -208,7 +208,7 @@ def _fp16_exceed(arrays: Sequence[np.ndarray]) -> int:
 
 def _groups(proto: Any, compared: Set[str], targets: Iterable[str]) -> Dict[str, Any]:
     """For each target tensor: (its nearest compared upstream tensors, the nodes between)."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     gi = GraphIndex.of(proto)
     producer = {t: gi.nodes[i] for t, i in gi.producer.items()}
@@ -446,7 +446,7 @@ def engine_layerwise(reference: ModelLike, candidate: CandidateFactory, feeds: S
     if final.reason:
         raise WorkbenchError(f"the candidate cannot be compared: {final.reason}",
                              field="outputs", hint="the engine must have the model's outputs")
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     gi = GraphIndex.of(ref_p)
     node_of = {t: gi.nodes[i] for t, i in gi.producer.items()}

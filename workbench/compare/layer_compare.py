@@ -3,10 +3,10 @@
 Runs a reference model (FP32, onnxruntime) and a candidate (its FP16/BF16/INT8/FP8 transform, or a
 surgically changed model) on the same inputs with *every* intermediate tensor compared
 (Polygraphy's `--mark all`), without holding them all: both graphs run a segment at a time
-(`Runner.stream`, `workbench.segments`: every node once, a chunk of tensors within the memory
+(`Runner.stream`, `workbench.runtime.segments`: every node once, a chunk of tensors within the memory
 budget per segment; the two graphs side by side in the onnxruntime child, each a segment ahead
 while this one is compared on up to two threads), matches tensors by name,
-and reports per tensor the figures of `workbench.comparison` (max/mean absolute error, error
+and reports per tensor the figures of `workbench.runtime.comparison` (max/mean absolute error, error
 relative to the tensor's scale, cosine, pass/fail at atol/rtol). Tolerances default to the
 candidate's precision (`infer_precision`), the same defaults `find_exclusions` uses for its target,
 so `compare REF CAND` and `compare --to` agree. From that it finds the first divergence in
@@ -21,7 +21,7 @@ precision --exclude NODE`):
   initializer it reads (an FP16 embedding table) is not compared, so its rounding shows up here.
 - a node whose input is already non-finite only passes the inf/NaN on.
 
-Large models (over `workbench.weights.STREAM_DEFAULT_MB` of external weights) are held by
+Large models (over `workbench.core.weights.STREAM_DEFAULT_MB` of external weights) are held by
 reference: the structure without weight bytes, each weight a memmap of its data file fed to the
 segment that reads it; `find_exclusions` lowers the structure over the original FP32 weights (the
 Cast the lowering puts before each lowered reader rounds the weight as the converted model stores
@@ -31,7 +31,7 @@ the two streams' current segments, whatever the model's size (measured: 0.95 GB 
 decoder, 0.94 GB for a 6.9 GB one).
 
 Candidates holding FP16/BF16 tensors run on onnx's reference evaluator by default
-(`workbench.runners.ReferenceRunner`, float16 arithmetic like a GPU); onnxruntime's CPU provider
+(`workbench.runtime.runners.ReferenceRunner`, float16 arithmetic like a GPU); onnxruntime's CPU provider
 upcasts most FP16 ops to FP32 and would hide overflow. Results save as Polygraphy-compatible
 RunResults JSON (arrays stored with np.save, loaded with allow_pickle=False).
 """
@@ -49,17 +49,17 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Un
 
 import numpy as np
 
-from workbench.comparison import SENTINEL, TensorComparison, compare_tensor, infer_precision
-from workbench.qdq import quantized_nodes, requantized_readers
-from workbench.errors import Finding, WorkbenchError
-from workbench.fsutil import atomic_write_text
-from workbench.graphindex import GraphIndex
-from workbench.model import ModelLike, as_model
+from workbench.runtime.comparison import SENTINEL, TensorComparison, compare_tensor, infer_precision
+from workbench.core.qdq import quantized_nodes, requantized_readers
+from workbench.core.errors import Finding, WorkbenchError
+from workbench.core.fsutil import atomic_write_text
+from workbench.core.graphindex import GraphIndex
+from workbench.core.model import ModelLike, as_model
 from workbench.precision.spec import recorded_spec
 from workbench.precision.table import BASE, is_low_float, is_quantized, tolerances
-from workbench.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
+from workbench.runtime.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
                                low_float_runner, make_runner, samples_in)
-from workbench.segments import ahead, order_of
+from workbench.runtime.segments import ahead, order_of
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
            "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
@@ -84,7 +84,7 @@ def run_all(proto: Any, feeds: Sequence[Feed], runner: str = "onnxruntime") -> L
 # ----------------------------------------------------------------------------- metrics
 @dataclass
 class TensorError(TensorComparison):
-    """One tensor's comparison (`workbench.comparison`) plus where it sits in the graph."""
+    """One tensor's comparison (`workbench.runtime.comparison`) plus where it sits in the graph."""
 
     node: str = ""
     op: str = ""
@@ -125,7 +125,7 @@ def precision_words(precision: str) -> str:
 
 def candidate_words(runner: str, precision: str) -> str:
     """A candidate runner's name (`LayerwiseReport.candidate_runner`) as users read it:
-    'emulate' is `workbench.runners.EmulatedRunner` (onnxruntime's CPU provider in FP32 with
+    'emulate' is `workbench.runtime.runners.EmulatedRunner` (onnxruntime's CPU provider in FP32 with
     every low-float value rounded and saturated as stored: a GPU's FP16 storage), 'reference'
     onnx's reference evaluator in real low-float arithmetic, 'tensorrt-*' the engine."""
     p = precision_words(precision)
@@ -173,7 +173,7 @@ class LayerwiseReport:
     # a float node fused behind the quantized ones: `to_exclude` walks up from it)
     feeders: Dict[str, List[str]] = field(default_factory=dict)
     # Q/DQ candidates: pass-through nodes (a Concat) whose output the candidate quantizes again
-    # -> the nodes reading it (`workbench.qdq.requantized_readers`): excluding those keeps it
+    # -> the nodes reading it (`workbench.core.qdq.requantized_readers`): excluding those keeps it
     # in float, excluding the node does not
     requantized: Dict[str, List[str]] = field(default_factory=dict)
     # what `workbench precision` recorded in the candidate (`precision.spec.recorded_spec`):
@@ -247,7 +247,7 @@ class LayerwiseReport:
         not round them) whose inputs come from nodes the comparison could not see (fused in an
         engine layer): the nearest computing nodes above it, up through other unseen
         pass-through ones; [] when its inputs were compared (then it is the culprit)."""
-        from workbench.qdq import PASS_THROUGH_OPS
+        from workbench.core.qdq import PASS_THROUGH_OPS
 
         if not self.node_ops or t.op not in PASS_THROUGH_OPS:
             return []
@@ -325,7 +325,7 @@ def sample_feeds(reference: ModelLike, candidate: Optional[ModelLike] = None, *,
     with a warning appended to `findings`."""
     ref_p = as_model(reference).proto  # (inputs and shapes: no weight bytes)
     if calibration is not None:
-        from workbench.inputs import not_batch_finding
+        from workbench.core.inputs import not_batch_finding
         from workbench.precision.calibration import load_calibration
 
         feeds = load_calibration(calibration, ref_p)
@@ -337,7 +337,7 @@ def sample_feeds(reference: ModelLike, candidate: Optional[ModelLike] = None, *,
         raise WorkbenchError("no inputs to compare on", field="inputs",
                              hint="pass representative inputs (.npz with the model's input "
                                   "names), or allow random inputs explicitly")
-    from workbench.equivalence import make_inputs, non_tensor_inputs, unshaped_inputs
+    from workbench.runtime.equivalence import make_inputs, non_tensor_inputs, unshaped_inputs
 
     where = str(reference) if isinstance(reference, (str, os.PathLike)) else None
     other_kind = non_tensor_inputs(ref_p)
@@ -502,7 +502,7 @@ def memory_finding(proto: Any, max_memory_mb: Optional[float]) -> Optional[Findi
     """A warning when one weight of a model held by reference is larger than a segment may map
     for `max_memory_mb` (`weight_budget_mb`): a segment holds at least the node reading it, so
     the peak follows that weight instead; None when it fits or nothing is held by reference."""
-    from workbench import weights
+    from workbench.core import weights
 
     refs = weights.weight_refs(proto)
     if max_memory_mb is None or not refs:
@@ -522,9 +522,9 @@ def memory_finding(proto: Any, max_memory_mb: Optional[float]) -> Optional[Findi
 
 
 def tensor_weights(proto: Any, names: Sequence[str]) -> Dict[str, int]:
-    """Bytes of referenced weights (`workbench.weights`) to map before each of `names` can be
+    """Bytes of referenced weights (`workbench.core.weights`) to map before each of `names` can be
     made: the weights of the nodes up to its producer not yet counted for an earlier name."""
-    from workbench import weights
+    from workbench.core import weights
 
     per_node = weights.node_weight_bytes(proto)
     if not any(per_node):
@@ -563,9 +563,9 @@ def _labelled(r: Any, label: Optional[str]) -> Any:
 
 
 def _opened(model: Any, stream_weights_mb: Optional[float] = None) -> Any:
-    """The model's ModelProto: by reference (`workbench.weights`) when it is a path with more
+    """The model's ModelProto: by reference (`workbench.core.weights`) when it is a path with more
     external weights than the threshold, else with its weights (`Model.with_weights`)."""
-    from workbench import weights
+    from workbench.core import weights
 
     if weights.streams(model, stream_weights_mb):
         return weights.by_reference(model)
@@ -652,7 +652,7 @@ def _chunked(report: "LayerwiseReport", ref_p: Any, cand_p: Any, runner: str,
 def _locate_wait_s() -> float:
     """How long a stream whose child died under it waits for the other stream's answer: that
     one re-runs its segment in a fresh process to pin the crash ($WORKBENCH_ORT_LOCATE s)."""
-    from workbench.ortchild import LOCATE_ENV
+    from workbench.runtime.ortchild import LOCATE_ENV
 
     return float(os.environ.get(LOCATE_ENV) or 30) + 30.0
 
@@ -662,7 +662,7 @@ def _side_by_side(a: Any, b: Any) -> Iterator[Tuple[Any, Any]]:
     both, the error raised is the cause - the run that went past its limit, or the crash that
     repeated in a fresh process (pinned to a node: that model crashed it) - not whichever
     stream the caller happened to read first."""
-    from workbench.ortchild import OrtCrashed, OrtLimitExceeded, OrtStopped
+    from workbench.runtime.ortchild import OrtCrashed, OrtLimitExceeded, OrtStopped
 
     streams = (a, b)
     while True:
@@ -771,7 +771,7 @@ def layerwise(reference: ModelLike, candidate: ModelLike, feeds: Optional[Sequen
               selection: Optional[Set[str]] = None, max_memory_mb: Optional[float] = None,
               stream_weights_mb: Optional[float] = None) -> LayerwiseReport:
     """Compare every tensor the two models share (by name). See the module docstring.
-    atol/rtol None: the defaults of the candidate's precision (`workbench.comparison`).
+    atol/rtol None: the defaults of the candidate's precision (`workbench.runtime.comparison`).
     `selection`: the names of the reference's selection-region nodes when the caller has
     them (the FP32-node search, every round), else read from the reference.
 
@@ -784,7 +784,7 @@ def layerwise(reference: ModelLike, candidate: ModelLike, feeds: Optional[Sequen
     paths).
 
     Large models (paths with more external weights than `stream_weights_mb`, default
-    `workbench.weights.STREAM_DEFAULT_MB`): both are read by reference (`workbench.weights`),
+    `workbench.core.weights.STREAM_DEFAULT_MB`): both are read by reference (`workbench.core.weights`),
     never whole; each segment maps only its own weights, at most `weight_budget_mb(max_memory_mb)`
     of them, so the peak follows the largest segment, not the model."""
     make_runner("onnxruntime", reference).warm()  # its child starts while we prepare
@@ -898,7 +898,7 @@ def _selection_node_names(proto: Any) -> Set[str]:
 
 def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:
     """Why a tensor fails, in the terms of the rule that judged it (the one the outputs are
-    judged by, `workbench.comparison`: an element fails when |error| > atol and > rtol x
+    judged by, `workbench.runtime.comparison`: an element fails when |error| > atol and > rtol x
     |reference|). Its relative error (max abs error over the tensor's largest value) can be
     far below rtol while a few small elements still fail: both figures are named."""
     if t.shape_change:
@@ -1202,7 +1202,7 @@ def streamed_ranges(proto: Any, feeds: Sequence[Feed], max_memory_mb: Optional[f
     """`activation_ranges` a segment at a time: max |value| of every FP32 node output over the
     feeds, each segment mapping at most `weight_budget_mb(max_memory_mb)` of weights (a model
     held by reference is never run whole)."""
-    from workbench.runners import OnnxRuntimeRunner
+    from workbench.runtime.runners import OnnxRuntimeRunner
 
     order = order_of(proto)
     feeds = list(feeds)
@@ -1289,7 +1289,7 @@ def _lowered_by_reference(ref: Any, target: str, keep: Sequence[str]) -> Any:
     target's range become inf here where the conversion saturates them)."""
     import onnx
 
-    from workbench import weights
+    from workbench.core import weights
     from workbench.precision.transform import convert
 
     refs = weights.weight_refs(ref)
@@ -1335,7 +1335,7 @@ def _search_reference(model: ModelLike, target: str, stream_weights_mb: Optional
     reference for float targets (quantizing reads every weight: in memory while the model
     fits, refused beyond); unnamed nodes get their stable ids as names (exclusion lists name
     nodes)."""
-    from workbench import weights
+    from workbench.core import weights
     from workbench.precision import table
 
     by_ref = weights.streams(model, stream_weights_mb)
@@ -1493,7 +1493,7 @@ def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
     max_samples: the samples each round compares (layerwise's).
 
     A large model (a path with more external weights than `stream_weights_mb`): the
-    reference and every candidate are held by reference (`workbench.weights`): the candidate
+    reference and every candidate are held by reference (`workbench.core.weights`): the candidate
     is the lowered structure over the original FP32 weights (each weight rounded to the
     target by the Cast the lowering puts before its readers), nothing is serialized with its
     weights, and every run goes a segment at a time within `max_memory_mb`."""

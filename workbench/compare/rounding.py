@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Set
 
-from workbench.graphindex import GraphIndex
-from workbench.qdq import QDQ_OPS
+from workbench.core.graphindex import GraphIndex
+from workbench.core.qdq import QDQ_OPS
 
 FLOAT_TYPES = frozenset({1, 10, 11, 16})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
 LOW_TYPES = frozenset({10, 16})
@@ -27,7 +27,7 @@ CONSTANT_OPS = frozenset({"Constant", "ConstantOfShape"})  # excluding one keeps
 @dataclass
 class CandidateTypes:
     """A low-float candidate's graph and the element type of each of its tensors; for a Q/DQ
-    candidate also the nodes it quantizes (`workbench.qdq.quantized_nodes`)."""
+    candidate also the nodes it quantizes (`workbench.core.qdq.quantized_nodes`)."""
 
     index: GraphIndex
     types: Mapping[str, int]

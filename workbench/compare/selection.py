@@ -9,7 +9,7 @@ elementwise figure beside it (`strict`, never hidden):
    the selection region and read inside it (per-anchor scores, boxes, features). The region is
    every selection node (top-level NonMaxSuppression / TopK / NonZero, or an If / Loop / Scan
    whose body holds one) and everything downstream of it. Each frontier tensor must be within
-   the budget: rel = max |cand - ref| / max |ref| <= tol (`workbench.comparison`'s relative
+   the budget: rel = max |cand - ref| / max |ref| <= tol (`workbench.runtime.comparison`'s relative
    error). Outputs made outside the region are held to the same budget.
 2. **The selected outputs** (graph outputs made inside the region), judged by rows. A group is
    the selected outputs sharing the score output's leading (data-dependent) length on each side;
@@ -49,8 +49,8 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from workbench.comparison import compare_tensor
-from workbench.model import as_model
+from workbench.runtime.comparison import compare_tensor
+from workbench.core.model import as_model
 
 from workbench.surgery.split import SELECTION_OPS, selection_nodes, selection_region
 __all__ = ["SELECTION_OPS", "SelectionCheck", "SelectionGroup", "selection_region",
@@ -454,11 +454,11 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
     """Judge `cand_model` against `ref_model` on `feed` (both run by onnxruntime, or `runner`:
     a callable (proto, feed) -> outputs). Precomputed outputs are reused when the model
     selects nothing (no extra run)."""
-    from workbench.runners import OnnxRuntimeRunner
+    from workbench.runtime.runners import OnnxRuntimeRunner
 
     run = runner or (lambda proto, f: OnnxRuntimeRunner(proto).infer(f))
     if candidate_runner is not None:  # (the FP16 emulation: what the layer-wise compare ran)
-        from workbench.runners import make_runner
+        from workbench.runtime.runners import make_runner
 
         run_cand = lambda proto, f: make_runner(candidate_runner, proto).infer(f)  # noqa: E731
     else:
@@ -489,7 +489,7 @@ def selection_aware(ref_model: Any, cand_model: Any, feed: Dict[str, np.ndarray]
     elif unscored:  # (used only where no selected output is a score for an output's rows)
         inner = inner_scores(ref_p, region)
     inner = [t for t in inner if t in cand_made]
-    from workbench.runners import mark_outputs
+    from workbench.runtime.runners import mark_outputs
 
     picks = _nms_picks(ref_p, region) if unscored else []
     extra = inner + [t for pk in picks for t in pk[1:] if t not in frontier]

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Union
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 PathLike = Union[str, "os.PathLike[str]"]
 

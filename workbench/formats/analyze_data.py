@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from workbench.errors import Finding, WorkbenchError
+from workbench.core.errors import Finding, WorkbenchError
 from workbench.formats._json import PathLike, read_json
 from workbench.formats.layerinfo import EngineLayers, parse_layers
 from workbench.formats.profiledata import Profile, _layer_records
@@ -156,7 +156,7 @@ def read(path: PathLike) -> AnalyzeData:
 
 def write(path: PathLike, doc: Dict[str, Any]) -> Path:
     """Write an analyze-data document atomically (temp file + rename)."""
-    from workbench.fsutil import atomic_write_json
+    from workbench.core.fsutil import atomic_write_json
 
     read_data(doc, str(path))  # the same checks the reader makes, before anything is written
     return atomic_write_json(path, doc, indent=2)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence
 
-from workbench.errors import Finding, WorkbenchError
+from workbench.core.errors import Finding, WorkbenchError
 from workbench.formats._json import PathLike, read_json
 
 # precision names, lowest bit width first (used to pick a layer's compute precision)

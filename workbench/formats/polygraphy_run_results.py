@@ -14,7 +14,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.formats.registry import Reader, register
 
 _HINT = "save results with `workbench compare --save-results` or `polygraphy run --save-outputs`"

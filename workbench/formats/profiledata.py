@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from workbench.errors import Finding, WorkbenchError
+from workbench.core.errors import Finding, WorkbenchError
 from workbench.formats._json import PathLike, read_json
 
 PROFILE_COLUMNS = ["name", "mean_ms", "median_ms", "count", "percentage"]

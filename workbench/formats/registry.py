@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 
 @dataclass(frozen=True)

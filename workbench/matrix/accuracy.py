@@ -1,7 +1,7 @@
-"""How far a variant is from onnxruntime FP32 on the user's data, through `workbench.comparison`
+"""How far a variant is from onnxruntime FP32 on the user's data, through `workbench.runtime.comparison`
 (the one output comparison) at the precision table's tolerances.
 
-On a GPU the engine itself runs (`engine_runner`: `workbench.trtrunner.TensorRTRunner`);
+On a GPU the engine itself runs (`engine_runner`: `workbench.runtime.trtrunner.TensorRTRunner`);
 where no engine can run here (no GPU, a TensorRT-RTX engine built ahead of time for another
 GPU) the ONNX that TensorRT was given (the precision transform: FP16 casts, INT8 Q/DQ) runs on
 CPU instead, FP16 graphs in onnx's reference evaluator so FP16 arithmetic shows (onnxruntime's
@@ -25,21 +25,21 @@ def feeds_for(model: str, data: Optional[str], samples: int,
               notes: Optional[List[str]] = None) -> List[Feed]:
     """The user's data (at most `samples` samples), or random inputs with a note."""
     from workbench.compare.layer_compare import sample_feeds
-    from workbench.runners import limit_samples
+    from workbench.runtime.runners import limit_samples
 
     found: List[Any] = []
     feeds = sample_feeds(model, calibration=data, allow_random=True, findings=found)
     if notes is not None:
         notes += [f.message for f in found]
-    from workbench.runners import batched_inputs
+    from workbench.runtime.runners import batched_inputs
 
     return limit_samples(feeds, samples, batched_inputs(model))
 
 
 def engine_runner(engine_path: str, backend: str = "auto", profile_index: int = -1) -> Any:
-    """The engine as a Runner (`workbench.trtrunner.TensorRTRunner`, through the worker), on
+    """The engine as a Runner (`workbench.runtime.trtrunner.TensorRTRunner`, through the worker), on
     optimization profile `profile_index` (-1: the first that holds the feed)."""
-    from workbench.trtrunner import TensorRTRunner
+    from workbench.runtime.trtrunner import TensorRTRunner
 
     if profile_index < 0:  # (the runner's default: the first profile that holds the feed)
         return TensorRTRunner(engine_path, backend=backend)
@@ -49,7 +49,7 @@ def engine_runner(engine_path: str, backend: str = "auto", profile_index: int = 
 def _chunks(feeds: Sequence[Feed], limit: Optional[int],
             batched: Optional[Set[str]] = None) -> List[Feed]:
     """Feeds of at most `limit` samples each (an engine's profile caps its batch), cut along
-    axis 0 of the `batched` inputs (`workbench.runners.batched_inputs`; None: every input;
+    axis 0 of the `batched` inputs (`workbench.runtime.runners.batched_inputs`; None: every input;
     empty: a feed is one sample, never cut)."""
     if not limit or batched == set():
         return list(feeds)
@@ -66,7 +66,7 @@ def _chunks(feeds: Sequence[Feed], limit: Optional[int],
 def max_batch(profiles: Sequence[Dict[str, List[List[int]]]],
               batched: Optional[Set[str]] = None) -> Optional[int]:
     """The largest batch (axis 0) the first profile allows for every input whose axis 0 is a
-    batch (`batched`, `workbench.runners.batched_inputs`; None: every input), if any."""
+    batch (`batched`, `workbench.runtime.runners.batched_inputs`; None: every input), if any."""
     if not profiles or batched == set():
         return None
     dims = [trio[2][0] for name, trio in profiles[0].items() if trio and trio[2]
@@ -79,12 +79,12 @@ def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Fee
             notes: Optional[List[str]] = None, profile_index: int = -1, metric: Any = None,
             budget: Any = None) -> Dict[str, Any]:
     """{source, error_rel, error_max_abs, cosine, passed, elementwise_passed, verdict, atol,
-    rtol, samples, outputs}: `passed` is the verdict (`workbench.verdict`: `metric` within
+    rtol, samples, outputs}: `passed` is the verdict (`workbench.runtime.verdict`: `metric` within
     `budget`, else the default per output kind), the elementwise atol/rtol rule beside it."""
-    from workbench.comparison import compare_outputs
+    from workbench.runtime.comparison import compare_outputs
     from workbench.precision.table import is_low_float
     from workbench.precision import table
-    from workbench.runners import OnnxRuntimeRunner, batched_inputs, low_float_runner, make_runner
+    from workbench.runtime.runners import OnnxRuntimeRunner, batched_inputs, low_float_runner, make_runner
 
     batches = _chunks(feeds, batch_limit, batched_inputs(model))
     ref = OnnxRuntimeRunner(model).infer_all(batches)
@@ -109,7 +109,7 @@ def measure(model: str, candidate_onnx: str, precision: str, feeds: Sequence[Fee
         got = make_runner(kind, candidate_onnx).infer_all(batches)
     atol, rtol = table.tolerances(precision)
     c = compare_outputs(ref, got, atol, rtol)
-    from workbench.verdict import judge
+    from workbench.runtime.verdict import judge
 
     v = judge(c, precision, metric=metric, budget=budget, ref=ref, got=got)
     worst = max(c.outputs.values(), key=lambda t: t.rel if math.isfinite(t.rel) else math.inf,

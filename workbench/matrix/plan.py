@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 Profile = Dict[str, List[List[int]]]
 NATIVE = "native"  # the target name of "no --target": the GPU the build runs on
@@ -52,7 +52,7 @@ class Variant:
 
     def config(self) -> Any:
         """The BuildConfig this variant builds with (validated)."""
-        from workbench.build.spec import BuildConfig
+        from workbench.engines.spec import BuildConfig
 
         kw: Dict[str, Any] = dict(precision=self.precision, target=self.target,
                                   profiles=self.profiles, backend=self.backend,
@@ -105,8 +105,8 @@ def parse_data_args(items: Sequence[str], flag: str) -> Any:
 
 
 def _model_inputs(model: str) -> List[str]:
-    from workbench.inputs import model_inputs
-    from workbench.model import open_model
+    from workbench.core.inputs import model_inputs
+    from workbench.core.model import open_model
 
     return [s.name for s in model_inputs(open_model(model))]
 

@@ -12,7 +12,7 @@ for one CPU; a GPU task (`gpu=True`: build and time on the GPU Ray gives it) for
 The driver writes each result into the output folder as it arrives (tasks on other nodes
 need not see that folder; their engines land in the shared engine cache and, on one host or
 a shared file system, in DIR/engines). The engine cache is shared and locked
-(workbench.build.cache), so concurrent variants of one model never corrupt it, and a
+(workbench.engines.cache), so concurrent variants of one model never corrupt it, and a
 variant killed half-way leaves nothing there.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.matrix.plan import NATIVE, Variant, data_for
 from workbench.matrix.store import ResultsStore
 
@@ -52,7 +52,7 @@ def _client(env: Dict[str, str]) -> Any:
 
 def gpu_ids() -> List[str]:
     """The GPUs this task was given (Ray's accelerator ids), [] for a CPU task. The hook for
-    GPU / MIG pinning (workbench.gpus, another part of the fleet work) plugs in here."""
+    GPU / MIG pinning (workbench.fleet.gpus, another part of the fleet work) plugs in here."""
     try:
         import ray
 
@@ -65,8 +65,8 @@ def gpu_ids() -> List[str]:
 
 def _latency(engine: str, backend: str, client: Any, options: Dict[str, Any],
              notes: List[str]) -> Dict[str, Any]:
-    """P50/P99 and throughput through the worker's profile op (timing.capture)."""
-    from workbench.timing.capture import capture
+    """P50/P99 and throughput through the worker's profile op (measure.capture)."""
+    from workbench.measure.capture import capture
 
     try:
         cap = capture(engine, backend=backend, client=client, iterations=options.get(
@@ -103,7 +103,7 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
         "status": "failed", "resumed": False, "host": socket.gethostname(), "pid": os.getpid(),
         "gpus": gpu_ids(), "notes": []}
     notes: List[str] = out["notes"]
-    from workbench.build.engine import BuildFailed, build_engine
+    from workbench.engines.engine import BuildFailed, build_engine
 
     client = _client(options.get("env") or {})
     engine_out = options.get("engine_dir")
@@ -131,7 +131,7 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
     on_gpu = bool(options.get("gpu"))
     engine_path = out["engine_path"]
     if options.get("profile_index") is not None:  # against the profiles the engine has
-        from workbench.build.card import read_card
+        from workbench.engines.card import read_card
         from workbench.precision.profiles import profile_index
 
         built = (read_card(engine_path) or {}).get("profiles") if engine_path else None
@@ -143,7 +143,7 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
     samples = int(options.get("samples") or 8)
     if samples > 0:
         from workbench.matrix.accuracy import feeds_for, max_batch, measure
-        from workbench.runners import batched_inputs
+        from workbench.runtime.runners import batched_inputs
 
         try:
             data = data_for(v.model, options.get("inputs")) or v.calibration
@@ -281,7 +281,7 @@ def check_gpus_for_ray(address: Optional[str]) -> None:
     words, rather than let Ray hold the tasks pending for a GPU that does not exist."""
     if address:
         return
-    from workbench.gpus import list_gpus
+    from workbench.fleet.gpus import list_gpus
     from workbench.worker.nogpu import needs_gpu
 
     if not list_gpus():
@@ -310,7 +310,7 @@ def _lean_ray_env(local: bool) -> Iterator[None]:
         return
     import tempfile
 
-    from workbench.fsutil import atomic_write_text
+    from workbench.core.fsutil import atomic_write_text
 
     stub_dir = Path(tempfile.gettempdir()) / f"workbench-ray-env-{os.getuid()}"
     stub = stub_dir / "rfc3987_syntax.py"

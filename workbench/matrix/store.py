@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
-from workbench.errors import WorkbenchError
-from workbench.fsutil import Subfolder, atomic_write_json, atomic_write_text
+from workbench.core.errors import WorkbenchError
+from workbench.core.fsutil import Subfolder, atomic_write_json, atomic_write_text
 from workbench.matrix.table import results_frame
 
 class ResultsStore:

@@ -2,7 +2,7 @@
 samples, as ONNX node lists (`search.plan`); regions TensorRT would fuse (`regions`)."""
 from __future__ import annotations
 
-from workbench import lazy
+from workbench.core import lazy
 
 __getattr__, __dir__, __all__ = lazy.exports(__name__, {
     '.search': ('Plan', 'plan', 'split_samples'),

@@ -19,7 +19,7 @@ NO_DATA = {"Constant", "Shape", "Size", "ConstantOfShape", "Range", "Identity"}
 
 def graph_regions(proto: Any) -> List[List[str]]:
     """Regions of the graph's nodes (see the module docstring), in graph order."""
-    from workbench.graphindex import GraphIndex, scope_path_of
+    from workbench.core.graphindex import GraphIndex, scope_path_of
 
     g = proto.graph
     idx = GraphIndex.of(proto)  # (producers and consumers come from the one index)
@@ -71,7 +71,7 @@ def engine_regions(latency: Any, proto: Any) -> List[List[str]]:
 
 def label(region: Sequence[str]) -> str:
     """A short name of a region: its common scope, else its first node (+N)."""
-    from workbench.graphindex import scope_path_of
+    from workbench.core.graphindex import scope_path_of
 
     scopes = {scope_path_of(n) for n in region}
     if len(scopes) == 1 and next(iter(scopes)):

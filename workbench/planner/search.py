@@ -29,8 +29,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from workbench.errors import WorkbenchError
-from workbench.model import ModelLike, as_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.model import ModelLike, as_model
 from workbench.precision import table
 from workbench.planner.regions import engine_regions, graph_regions, label, merge_to
 
@@ -136,7 +136,7 @@ def split_samples(feeds: Sequence[Feed], batched: Optional[set], holdout: float
 
 def default_metric(proto: Any) -> str:
     """top1 when every output is class scores (`verdict.output_kind`), else cosine."""
-    from workbench.verdict import output_kind
+    from workbench.runtime.verdict import output_kind
 
     kinds = []
     for o in proto.graph.output:
@@ -159,7 +159,7 @@ class _Evaluator:
 
     def __init__(self, model: str, target: str, search: List[Feed], held: List[Feed],
                  metric: Any, calibration: Any, limit: int, workdir: str) -> None:
-        from workbench.runners import OnnxRuntimeRunner
+        from workbench.runtime.runners import OnnxRuntimeRunner
 
         self.model, self.target, self.metric = model, target, metric
         self.search, self.held = search, held
@@ -194,8 +194,8 @@ class _Evaluator:
         return convert(self.model, spec.target, measure=False, **spec.convert_kwargs())
 
     def loss(self, exclude: Sequence[str], on: str = "search") -> float:
-        from workbench.runners import low_float_runner, make_runner
-        from workbench.verdict import metric_loss
+        from workbench.runtime.runners import low_float_runner, make_runner
+        from workbench.runtime.verdict import metric_loss
 
         key = (tuple(sorted(exclude)), on)
         if key in self.cache:
@@ -262,7 +262,7 @@ def _model_file(model: ModelLike, target: str, data: Any) -> Tuple[str, str]:
     path = as_model(model).path  # (the plan's candidates are written from the file)
     if path is None or not Path(path).is_file():
         raise WorkbenchError("the planner needs the model as a file", file=str(path or model),
-                             hint="save the model first (workbench.model.save_model) and "
+                             hint="save the model first (workbench.core.model.save_model) and "
                                   "pass its path")
     target = str(target).lower()
     if not (table.is_low_float(target) or table.is_quantized(target)):
@@ -382,8 +382,8 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
     within `budget` of `metric` on held-back samples (see the module docstring). `data`: the
     samples (.npz path or feeds); `metric`: top1 | top5 | cosine | rel | MODULE:FUNC | a
     callable (reference, candidate) -> loss; `output`: write the planned model there."""
-    from workbench.runners import batched_inputs, limit_samples
-    from workbench.verdict import parse_budget, resolve_metric
+    from workbench.runtime.runners import batched_inputs, limit_samples
+    from workbench.runtime.verdict import parse_budget, resolve_metric
 
     t0 = time.monotonic()
     say = on_step or (lambda s: None)

@@ -2,7 +2,7 @@
 calibration data, profiles."""
 from __future__ import annotations
 
-from workbench import lazy
+from workbench.core import lazy
 
 __getattr__, __dir__, __all__ = lazy.exports(__name__, {
     '.calibration': ('Batch', 'DATA_SUFFIXES', 'IMAGE_SUFFIXES', 'ImagePreprocess', 'load_images',

@@ -17,10 +17,10 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from workbench.errors import Finding, WorkbenchError
-from workbench.inputs import InputSpec, model_inputs  # noqa: F401  (re-exported)
-from workbench.inputs import LeadingAxes, leading_axes
-from workbench.model import ModelLike, as_model
+from workbench.core.errors import Finding, WorkbenchError
+from workbench.core.inputs import InputSpec, model_inputs  # noqa: F401  (re-exported)
+from workbench.core.inputs import LeadingAxes, leading_axes
+from workbench.core.model import ModelLike, as_model
 
 Batch = Dict[str, np.ndarray]
 DATA_SUFFIXES = (".npz", ".npy")
@@ -430,7 +430,7 @@ def _split_for_profile(batch: Batch, specs: List[InputSpec],
     below the profile's min), so a file of 300 samples calibrates a batch-16 profile. Inputs
     whose first axis is fixed by the model are not split (each batch gets them whole); nor is
     anything when some input's axis 0 is a count of items, not a batch (`axes`,
-    `workbench.inputs.leading_axes`: points [num_points, 4]): the file is one sample."""
+    `workbench.core.inputs.leading_axes`: points [num_points, 4]): the file is one sample."""
     if profile is None or (axes is not None and not axes.splits):
         return None
     batched = [s for s in specs if s.dims and not isinstance(s.dims[0], int)
@@ -570,7 +570,7 @@ def random_calibration(model: ModelLike, n: int = 8, *, profile: Optional[Mappin
     bool inputs) mark every position a token: ones, zeros where 1 means padding
     (src_pad_mask, key_padding_mask); dynamic dims take the profile's opt (else 1 for axis 0,
     16 otherwise; of several profiles, the first's)."""
-    from workbench.equivalence import count_range
+    from workbench.runtime.equivalence import count_range
     from workbench.precision.profiles import mask_polarity_from_name
 
     if isinstance(profile, (list, tuple)):
@@ -584,7 +584,7 @@ def random_calibration(model: ModelLike, n: int = 8, *, profile: Optional[Mappin
             gather_high[node.input[1]] = int(inits[node.input[0]][0])
     zero = declared_zero_axes(proto)
     rng = np.random.default_rng(seed)
-    from workbench.inputs import relate_decoder_shapes
+    from workbench.core.inputs import relate_decoder_shapes
 
     shapes: Dict[str, List[int]] = {}
     guessed: set = set()  # (input, axis) sized by the default, not by the profile or model
@@ -658,7 +658,7 @@ def npz_bytes(arrays: Mapping[str, Any]) -> bytes:
 
 def write_batches(batches: List[Batch], folder: Union[str, os.PathLike]) -> List[Path]:
     """Write batches as batch_0000.npz ... (atomic each; the same batches, the same bytes)."""
-    from workbench.fsutil import atomic_write_bytes
+    from workbench.core.fsutil import atomic_write_bytes
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

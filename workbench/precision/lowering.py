@@ -33,8 +33,8 @@ from typing import Any, Dict, Iterable, List, Mapping, MutableMapping, Optional,
 
 import numpy as np
 
-from workbench.errors import WorkbenchError
-from workbench.model import ModelLike
+from workbench.core.errors import WorkbenchError
+from workbench.core.model import ModelLike
 
 FLOAT = 1  # onnx.TensorProto.FLOAT
 
@@ -561,7 +561,7 @@ def _checkable(m: Any) -> Any:
     from onnx import helper
 
     if big:  # (a copy without the heavy tensors' bytes, never a > 2 GB message)
-        from workbench.model import model_skeleton
+        from workbench.core.model import model_skeleton
 
         light = model_skeleton(m)
         light.metadata_props.extend(m.metadata_props)

@@ -18,8 +18,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from workbench.errors import Finding
-from workbench.graphindex import GraphIndex
+from workbench.core.errors import Finding
+from workbench.core.graphindex import GraphIndex
 
 # ops a mask goes through on its way to the scores: select, move, broadcast, add, scale
 MASK_OPS = frozenset({

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from workbench.model import ModelLike, as_model
+from workbench.core.model import ModelLike, as_model
 
 _SMALL_INIT = 64  # initializers up to this many elements stay in the copy shape inference reads
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
@@ -119,8 +119,8 @@ def static_minimums(model: ModelLike) -> Dict[Any, Tuple[int, str]]:
     `workbench.precision.profiles.dim_key`): (the smallest size the graph's constant-size
     consumers allow, why: "/TopK takes the top 16 along it"). Dims without such a bound are
     absent. Never raises: a graph shape inference cannot read gives {}."""
-    from workbench.graphindex import GraphIndex
-    from workbench.inputs import model_inputs
+    from workbench.core.graphindex import GraphIndex
+    from workbench.core.inputs import model_inputs
 
     try:
         proto = as_model(model).proto

@@ -3,7 +3,7 @@ field it fills) and the precision options `workbench precision` and `workbench b
 
 A verb adds the options it takes with `add_arguments(parser, names)`; the flags, their help
 and their defaults are written once, here, not in each verb. The build options
-(`workbench.build.options`) extend `CliOption` with their renderings (trtexec, Polygraphy,
+(`workbench.engines.options`) extend `CliOption` with their renderings (trtexec, Polygraphy,
 the standalone script, the worker's request)."""
 from __future__ import annotations
 

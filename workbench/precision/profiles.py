@@ -15,8 +15,8 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from workbench.errors import Finding, WorkbenchError
-from workbench.model import ModelLike, as_model
+from workbench.core.errors import Finding, WorkbenchError
+from workbench.core.model import ModelLike, as_model
 
 Shape = Tuple[int, ...]
 WIDE_RATIO = 64  # max/min beyond this on one axis: TensorRT tunes for opt, allocates for max
@@ -107,7 +107,7 @@ def parse_profiles(args: Iterable[str]) -> List[Profile]:
 # --------------------------------------------------------------------------- validation
 def shape_tensor_inputs(model: ModelLike) -> List[str]:
     """Int inputs of rank <= 1 that feed a shape slot (Reshape shape, Expand shape, ...)."""
-    from workbench.inputs import model_inputs
+    from workbench.core.inputs import model_inputs
 
     proto = as_model(model).proto
     specs = {s.name: s for s in model_inputs(proto)}
@@ -127,7 +127,7 @@ def validate_profiles(model: ModelLike, profiles: Any) -> List[Profile]:
     Errors (WorkbenchError naming profile #, input and axis): unknown input, wrong rank,
     min <= opt <= max broken, static dims not respected, dynamic input not covered, inputs
     sharing a symbolic dim given different ranges, shape-tensor values of the wrong length."""
-    from workbench.inputs import model_inputs
+    from workbench.core.inputs import model_inputs
 
     if isinstance(profiles, Mapping):
         profiles = [profiles]
@@ -230,7 +230,7 @@ def check_samples(profiles: Sequence[Profile], samples: Sequence[Mapping[str, An
     the profile's batch max (`load_calibration`), so its length is no batch size: only a file
     of fewer samples than the batch min (one batch below it) is outside; the other axes must be
     inside the profile. A folder of files, each one batch, is judged batch by batch. `batch`:
-    the inputs whose axis 0 is a batch (`workbench.inputs.leading_axes`; None: every input
+    the inputs whose axis 0 is a batch (`workbench.core.inputs.leading_axes`; None: every input
     with a batch range; empty: none is, so each file is one sample, judged as it is)."""
     import numpy as np
 
@@ -315,7 +315,7 @@ def mask_polarity_from_name(name: str) -> Optional[bool]:
     """True when a mask input's name says 1/True marks PADDING (src_pad_mask, PyTorch's
     key_padding_mask), False when it says 1 marks a token (Hugging Face's attention_mask),
     None when the name does not say."""
-    from workbench.inputs import dim_words
+    from workbench.core.inputs import dim_words
 
     words = dim_words(name)
     if any(w in _PAD_WORDS for w in words) or "keypaddingmask" in name.lower().replace("_", ""):
@@ -509,12 +509,12 @@ def advise(model: ModelLike, samples: Sequence[Mapping[str, Any]], *,
            profiles: Optional[Sequence[Profile]] = None) -> Tuple[List[Profile], List[Finding]]:
     """Propose one profile from sample batches: per dynamic axis min = smallest seen,
     opt = median rounded up to a multiple of 8, max = largest; batch axes (axis 0 where
-    `workbench.inputs.leading_axes` calls it a batch; a count of items there, num_points, is
+    `workbench.core.inputs.leading_axes` calls it a batch; a count of items there, num_points, is
     measured like any other axis): min 1, opt the median batch seen; padded sequences (0/1 `*mask*` input): min and opt (p75, rounded
     to 8) from the real lengths. Inputs sharing a symbolic dim get the same range. Warns about wide ranges; with `profiles`, also checks them."""
     import numpy as np
 
-    from workbench.inputs import leading_axes, model_inputs, not_batch_finding
+    from workbench.core.inputs import leading_axes, model_inputs, not_batch_finding
 
     specs = model_inputs(model)
     axes = leading_axes(model)
@@ -581,9 +581,9 @@ def run_at_profiles(model: ModelLike, profiles: Sequence[Profile], *, timeout: f
     there, and no rule on the profile alone can see it. Returns (an error finding per shape
     the model cannot run, naming node and fix; the number of runs made). Models with more
     than RUN_CHECK_MAX_MB of weights, or inputs that are not tensors, are not run (info)."""
-    from workbench.equivalence import make_inputs_at
-    from workbench.model import Model, as_model
-    from workbench.runners import OnnxRuntimeRunner, user_error
+    from workbench.runtime.equivalence import make_inputs_at
+    from workbench.core.model import Model, as_model
+    from workbench.runtime.runners import OnnxRuntimeRunner, user_error
 
     # (a ModelProto's external references, if any, are its own: not checked as files)
     opened = as_model(model) if isinstance(model, (Model, str, os.PathLike)) else None
@@ -686,9 +686,9 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int], with_cache: bo
     """(min, opt, max) for one dynamic axis and the rule that chose it. `with_cache`: the model
     has a KV-cache input, whose length and the new tokens' share the position table (past +
     new <= its rows): each gets half of it at most, so the profile's max runs. `batch`: is
-    axis 0 a batch (`workbench.inputs.leading_axes`)? If not, it is a count of items (points,
+    axis 0 a batch (`workbench.core.inputs.leading_axes`)? If not, it is a count of items (points,
     boxes) or a time-major sequence, which varies from call to call: a range, not a size."""
-    from workbench.inputs import is_item_count
+    from workbench.core.inputs import is_item_count
 
     rank, dims = len(spec.dims), spec.dims
     name = str(dims[axis] or "").lower()
@@ -696,7 +696,7 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int], with_cache: bo
     if axis == 0 and batch:
         return (1, 1, DEFAULT_MAX_BATCH), "the batch axis, opt 1 as trtexec picks"
     if axis == 0:
-        from workbench.inputs import SEQUENCE_WORDS, dim_words
+        from workbench.core.inputs import SEQUENCE_WORDS, dim_words
 
         if any(w in SEQUENCE_WORDS for w in dim_words(name)):
             return DEFAULT_SEQUENCE, "a sequence axis at axis 0 (named so), not a batch"
@@ -739,15 +739,15 @@ def _axis_default(spec: Any, axis: int, positions: Optional[int], with_cache: bo
 
 
 def dim_key(spec: Any, axis: int) -> Any:
-    """What identifies a dynamic axis across inputs (`workbench.inputs.dim_key`)."""
-    from workbench.inputs import dim_key as key
+    """What identifies a dynamic axis across inputs (`workbench.core.inputs.dim_key`)."""
+    from workbench.core.inputs import dim_key as key
 
     return key(spec, axis)
 
 
 def is_cache_axis(spec: Any, axis: int) -> bool:
-    """A KV-cache length axis (`workbench.inputs.is_cache_axis`)."""
-    from workbench.inputs import is_cache_axis as cache
+    """A KV-cache length axis (`workbench.core.inputs.is_cache_axis`)."""
+    from workbench.core.inputs import is_cache_axis as cache
 
     return cache(spec, axis)
 
@@ -816,7 +816,7 @@ def serving_profiles(model: ModelLike, single: Profile) -> Optional[List[Profile
     (a default or proposed profile): prefill = its token range with an empty cache, decode = one
     token with its cache range (from 1); a mask's total-length axis (past + new,
     `_decoder_axes`, as the default profile reads it) follows each. None when the model is not such a decoder."""
-    from workbench.inputs import model_inputs, with_cache_names
+    from workbench.core.inputs import model_inputs, with_cache_names
 
     proto = as_model(model).proto
     specs = [s for s in with_cache_names(proto, model_inputs(proto)) if s.name in single]
@@ -873,7 +873,7 @@ def serving_notice(model: ModelLike, single: Profile, pair: Sequence[Profile],
     """The "default-profile" notice of a build that took a decoder's prefill and decode
     profiles (`serving_profiles`) by default: both ranges said in words, the flags that build
     the same (to edit) and the one profile `notice` (`default_profile_finding`) proposed."""
-    from workbench.inputs import model_inputs
+    from workbench.core.inputs import model_inputs
 
     specs = [s for s in model_inputs(model) if s.name in single]
     axes = _decoder_axes(specs)
@@ -928,12 +928,12 @@ def serving_finding(model: ModelLike, single: Profile, what: str) -> Optional[Fi
 
 def fixed_axis_findings(model: ModelLike, prof: Profile, what: str,
                         why: Optional[Mapping[Any, str]] = None) -> List[Finding]:
-    """A warning per dynamic axis (batch aside: `workbench.inputs.leading_axes`; a count of
+    """A warning per dynamic axis (batch aside: `workbench.core.inputs.leading_axes`; a count of
     items at axis 0 is no batch) that `prof` pins to one size (min = max): the engine then
     takes that size only, which a defaulted or proposed profile must not do silently. `what`
     says whose profile ("the default profile", "the proposed profile"); `why` (per dim key)
     why that size. Names input, axis, dim name, value and the flag."""
-    from workbench.inputs import leading_axes, model_inputs
+    from workbench.core.inputs import leading_axes, model_inputs
 
     specs = model_inputs(model)
     batch = leading_axes(model).batch
@@ -987,7 +987,7 @@ def default_profile(model: ModelLike, *, max_batch: Optional[int] = None,
                     given: Optional[Mapping[str, Any]] = None
                     ) -> Tuple[Profile, Dict[str, str]]:
     """A min/opt/max for every dynamic input, as trtexec and Polygraphy default them (with a
-    notice) rather than refuse: batch (axis 0, where `workbench.inputs.leading_axes` calls it
+    notice) rather than refuse: batch (axis 0, where `workbench.core.inputs.leading_axes` calls it
     one) 1..1..16, a count of items at axis 0 (num_points) 1..128..1024, token axes
     1..128..(the model's position table or 512), other axes fixed at a sane size (images 224, video 16x112, audio
     16000 samples, else 128); a min the graph cannot run at is raised to the size its
@@ -995,10 +995,10 @@ def default_profile(model: ModelLike, *, max_batch: Optional[int] = None,
     padding), the rule saying why. The model's `workbench.profile` metadata entry wins where it has
     an input; `given` (a partial profile) fixes the dims it shares with the others. Returns the
     profile and, per dim, the rule that chose it. Shape-tensor inputs cannot be guessed."""
-    from workbench.inputs import leading_axes, model_inputs
+    from workbench.core.inputs import leading_axes, model_inputs
     from workbench.precision.minsizes import static_minimums
 
-    from workbench.inputs import with_cache_names
+    from workbench.core.inputs import with_cache_names
 
     proto = as_model(model).proto
     specs = with_cache_names(proto, model_inputs(proto))  # (caches the graph reveals too)
@@ -1082,8 +1082,8 @@ def default_profile(model: ModelLike, *, max_batch: Optional[int] = None,
 def _decoder_axes(specs: Sequence[Any]) -> Optional[Tuple[Any, List[Tuple[Any, int]], Set[Any]]]:
     """A decoder's inputs: (the token ids' input, the (input, axis) of every KV-cache length,
     the dims as long as past + new tokens: an attention mask over both), as
-    `workbench.inputs.decoder_dims` relates them; None without token ids and a cache."""
-    from workbench.inputs import decoder_dims
+    `workbench.core.inputs.decoder_dims` relates them; None without token ids and a cache."""
+    from workbench.core.inputs import decoder_dims
 
     d = decoder_dims(None, specs)
     if d is None:
@@ -1149,7 +1149,7 @@ def _profile_specs(profiles: Sequence[Mapping[str, Any]]) -> List[Any]:
     """InputSpecs read off the profiles ({input: [min, opt, max]} each): an axis whose size
     varies within or across them is dynamic (named '<input>:<axis>'); rank >= 3 reads as a
     float tensor (a cache), rank 2 as integer ids or a mask."""
-    from workbench.inputs import InputSpec
+    from workbench.core.inputs import InputSpec
 
     specs = []
     for name, trio in profiles[0].items():
@@ -1170,7 +1170,7 @@ def profile_index(spec: Any, profiles: Sequence[Mapping[str, Any]],
     """The optimization profile to run: -1 for None / "auto" (the first that holds the
     inputs' shapes), an index (checked against `profiles`), or a decoder's "prefill" (the
     profile whose KV cache is empty) / "decode" (the one taking one new token), told apart by
-    the shapes each profile allows (`workbench.inputs.decoder_dims` on its inputs)."""
+    the shapes each profile allows (`workbench.core.inputs.decoder_dims` on its inputs)."""
     if spec is None or str(spec).strip().lower() in ("", "auto", "-1"):
         return -1
     text = str(spec).strip().lower()
@@ -1184,7 +1184,7 @@ def profile_index(spec: Any, profiles: Sequence[Mapping[str, Any]],
     if text not in PROFILE_NAMES:
         raise WorkbenchError(f"unknown profile '{spec}'", field=where,
                              hint="pass an index (0, 1, ...), prefill or decode")
-    from workbench.inputs import decoder_dims
+    from workbench.core.inputs import decoder_dims
 
     d = decoder_dims(None, _profile_specs(profiles)) if profiles else None
     for k, prof in enumerate(profiles if d is not None else ()):

@@ -6,7 +6,7 @@ inputs of the quantized ops only (never their outputs), weights per channel (Con
 ConvTranspose: 1, MatMul: its last, Gemm: 0 with transB else 1), biases left FP32, excluded
 nodes reading the FP32 tensors. What differs is where the bytes go:
 - activation ranges come from onnxruntime runs of the model held by reference
-  (`workbench.weights`: weights memory-mapped from their file, never copied), through
+  (`workbench.core.weights`: weights memory-mapped from their file, never copied), through
   onnxruntime's own collectors (the same histograms and thresholds `calibrate` uses);
 - each weight is only marked in the structure (`QUANT_AXIS_KEY`, `QUANT_SCALE_KEY` beside its
   source bytes) and `workbench.precision.streaming.write_streamed` computes its scales and
@@ -24,12 +24,12 @@ import numpy as np
 from workbench.precision.streaming import (FP8_E4M3FN, INT8, QMAX, QUANT_AXIS_KEY,
                                            QUANT_SCALE_KEY, SOURCE_TYPE_KEY, channel_amax,
                                            quantize_block, scales)
-from workbench.qdq import FP8_TYPES, QUANT_OPS
+from workbench.core.qdq import FP8_TYPES, QUANT_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
-    from workbench.model import Model
+    from workbench.core.model import Model
 
 FLOAT = 1
 _COMPUTE = ("Conv", "ConvTranspose", "MatMul", "Gemm")
@@ -58,7 +58,7 @@ def plan(proto: "onnx.ModelProto", ops: Sequence[str], skip: Sequence[str], per_
     the main graph: float activations and FP32 initializers at the inputs onnxruntime's
     quantizer puts pairs on (A and B of MatMul / Gemm, X and W of Conv, X of pooling)."""
     inits = {t.name: t for t in proto.graph.initializer}
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     declared = GraphIndex.of(proto).values  # (an undeclared type counts as float)
     want, skipped = set(ops), set(skip)
@@ -87,11 +87,11 @@ def activation_amax(source: "Model", names: Sequence[str], batches: List[Dict[st
                     method: str) -> Dict[str, float]:
     """Max |value| each of `names` is calibrated to (entropy / percentile thresholds or the
     plain max), from onnxruntime runs of `source` with its weights held by reference, a
-    segment at a time (`workbench.runners.run_bounded`)."""
+    segment at a time (`workbench.runtime.runners.run_bounded`)."""
     from onnxruntime.quantization.calibrate import HistogramCollector
 
-    from workbench import weights
-    from workbench.runners import run_bounded
+    from workbench.core import weights
+    from workbench.runtime.runners import run_bounded
 
     if not names:
         return {}

@@ -24,11 +24,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from workbench.errors import Finding, WorkbenchError
+from workbench.core.errors import Finding, WorkbenchError
 
 # Q/DQ go in front of the ops TensorRT runs in INT8/FP8 (weighted ops and pooling). Elementwise
 # ops stay out: BERT's additive mask (+-3.4e38) would also break histogram calibrators.
-from workbench.qdq import QUANT_OPS  # noqa: E402  (one list: compare reads it too)
+from workbench.core.qdq import QUANT_OPS  # noqa: E402  (one list: compare reads it too)
 from workbench.precision.qdq_stream import same_shape_runs as _same_shape_runs  # noqa: E402
 
 INT8_QMAX = 127.0  # symmetric int8 range used by onnxruntime: [-127, 127]
@@ -152,7 +152,7 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
 
 
     from workbench.precision import table
-    from workbench.qdq import FP8_TYPES
+    from workbench.core.qdq import FP8_TYPES
 
     row = table.get(target)
     qtype = _ort_quant_type(row)
@@ -188,7 +188,7 @@ def quantize(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
         except WorkbenchError:
             raise
         except Exception as e:
-            from workbench.runners import user_error
+            from workbench.runtime.runners import user_error
 
             ran = user_error(e)  # the data does not go through the model (ids past a table)
             if ran is not None and "could not run" in ran.message:
@@ -231,7 +231,7 @@ def _streamed(proto: Any, target: str, batches: List[Dict[str, np.ndarray]],
     except WorkbenchError:
         raise
     except Exception as e:
-        from workbench.runners import user_error
+        from workbench.runtime.runners import user_error
 
         ran = user_error(e)
         raise WorkbenchError(
@@ -290,7 +290,7 @@ def _something_to_quantize(proto: Any, target: str, ops: Sequence[str],
     """WorkbenchError when no node of the main graph would get Q/DQ pairs (onnxruntime's
     quantizer does not enter If/Loop/Scan bodies): the "INT8" model would be the FP32 one,
     or calibration would fail on an empty histogram; say why, and what to do instead."""
-    from workbench.model import _iter_graphs
+    from workbench.core.model import _iter_graphs
 
     want, skipped = set(ops), set(skip)
     if any(n.op_type in want and n.name not in skipped for n in proto.graph.node):
@@ -299,7 +299,7 @@ def _something_to_quantize(proto: Any, target: str, ops: Sequence[str],
     label = target.upper()
     if inner:
         where = ", ".join(sorted({n.op_type for n in inner}))
-        from workbench.graphindex import GraphIndex
+        from workbench.core.graphindex import GraphIndex
 
         gi = GraphIndex(proto.graph)
         owners = [gi.key(i) for i in range(len(gi)) if gi.has_subgraphs(i)]
@@ -370,7 +370,7 @@ def _qdq_report(q: Any, target: str) -> Dict[str, Any]:
             a = numpy_helper.to_array(t)
             if np.any(a.astype(np.float32) != 0):
                 nonzero.append(n.input[2])
-    from workbench.qdq import quantized_nodes
+    from workbench.core.qdq import quantized_nodes
 
     quantized = sorted(quantized_nodes(q))
     return {"zero_points_all_zero": not nonzero, "zero_point_type": zp_type,
@@ -410,7 +410,7 @@ FLOAT_ONLY_COMPUTE = ("LSTM", "GRU", "RNN", "Einsum", "Attention", "MultiHeadAtt
 def _float_only_compute(fp32: Any) -> List[Finding]:
     """Heavy ops that get no Q/DQ (recurrent cells, Einsum, fused attention): the INT8 model
     computes them in float, so an LSTM tagger's "INT8" is its head only; said, with counts."""
-    from workbench.graphindex import walk_graphs
+    from workbench.core.graphindex import walk_graphs
 
     seen: Dict[str, List[str]] = {}
     for g in walk_graphs(fp32.graph):
@@ -434,7 +434,7 @@ def _exclusions_without_effect(fp32: Any, q: Any, skip: Sequence[str]) -> List[F
     Concat, an Add: no Q/DQ pair of their own; the pair on their output is their quantized
     readers' input): the exclusion does not keep that tensor in float, excluding the readers
     does. Read off the result, not assumed per op."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     gi, qi = GraphIndex(fp32.graph), GraphIndex(q.graph)
     nodes, qnodes = fp32.graph.node, q.graph.node
@@ -466,7 +466,7 @@ def _ort_quant_type(row: Any) -> Any:
     as INT8 first (onnxruntime's FP8 calibration differs) and are rescaled after."""
     from onnxruntime.quantization import QuantType
 
-    from workbench.qdq import FP8_TYPES
+    from workbench.core.qdq import FP8_TYPES
 
     by_dtype = {3: "QInt8", 2: "QUInt8", 5: "QInt16", 4: "QUInt16", 22: "QInt4", 21: "QUInt4"}
     if row.onnx_dtype in FP8_TYPES or row.onnx_dtype is None:

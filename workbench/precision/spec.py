@@ -11,9 +11,9 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision import table
-from workbench.records import check_fields, json_object
+from workbench.core.records import check_fields, json_object
 
 
 @dataclass

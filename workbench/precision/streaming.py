@@ -4,7 +4,7 @@ weights go from the source's external-data files to the output's one chunk at a 
 A transform that changes a weight's type (FP32 -> FP16/BF16) on a weightless model calls
 `retype_external(tensor, new_type)`: the tensor keeps pointing at its source bytes and records
 the type they have there. `write_streamed(proto, source_dir, out)` then writes `out` and
-`out.data` (`<name>.data`, as `workbench.model.save_model` names it): every external tensor is
+`out.data` (`<name>.data`, as `workbench.core.model.save_model` names it): every external tensor is
 read in chunks of at most `CHUNK_BYTES`, converted when it was retyped (finite values beyond the
 new type's range saturate, as the in-memory lowering does) and appended, aligned, to the new
 data file. Peak memory is the structure plus two chunks, whatever the model's size; no protobuf
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, BinaryIO, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from workbench.errors import WorkbenchError
-from workbench.fsutil import atomic_write_bytes
-from workbench.model import external_location, iter_tensors_with_data
+from workbench.core.errors import WorkbenchError
+from workbench.core.fsutil import atomic_write_bytes
+from workbench.core.model import external_location, iter_tensors_with_data
 
 # external_data keys of a weight `workbench.precision.qdq_stream` marks for quantization: the
 # per-channel axis ("" per tensor) and the scale initializer its writer fills

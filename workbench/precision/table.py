@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 FP16_MAX = 65504.0
 FP16_TINY = 2.0 ** -24  # the smallest FP16 subnormal: smaller magnitudes become 0

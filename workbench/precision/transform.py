@@ -26,9 +26,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from workbench.comparison import MILD_COSINE, MILD_REL, MILD_TOP1  # noqa: F401 (one rule)
-from workbench.errors import Finding, WorkbenchError
-from workbench.model import Model, ModelLike, as_model
+from workbench.runtime.comparison import MILD_COSINE, MILD_REL, MILD_TOP1  # noqa: F401 (one rule)
+from workbench.core.errors import Finding, WorkbenchError
+from workbench.core.model import Model, ModelLike, as_model
 from workbench.precision import table
 from workbench.precision.lowering import structural_error, type_str
 from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
@@ -58,8 +58,8 @@ class PrecisionResult:
         one written elsewhere is streamed from its data file). probe (default: for low-float
         targets up to PROBE_MAX_BYTES of weights): load the written file with onnxruntime's
         default optimizations in a child of its own; a crash there is a finding on it
-        (`workbench.ortprobe`), since users load it so next."""
-        from workbench.model import save_model
+        (`workbench.runtime.ortprobe`), since users load it so next."""
+        from workbench.core.model import save_model
 
         out: Path
         if self.path is not None:
@@ -73,7 +73,7 @@ class PrecisionResult:
         else:
             out = save_model(self.proto, path, source=source)
         if probe if probe is not None else table.is_low_float(self.target):
-            from workbench.ortprobe import optimizer_crash, probe_skipped
+            from workbench.runtime.ortprobe import optimizer_crash, probe_skipped
 
             skipped = probe_skipped(out)
             if skipped:
@@ -111,7 +111,7 @@ def modernize_ir(proto: Any) -> Optional[Finding]:
 
 def name_unnamed_nodes(proto: Any) -> int:
     """Give unnamed nodes their stable id as name (exclusion lists need names). Returns count."""
-    from workbench.model import stable_node_ids
+    from workbench.core.model import stable_node_ids
 
     ids = stable_node_ids(proto.graph)
     n = 0
@@ -129,7 +129,7 @@ def resolve_exclusions(proto: Any, exclude_nodes: Iterable[str], exclude_ops: It
     an op whose exclusion changes nothing for `target` (Shape for FP16, Relu for INT8) -> info.
     A node is named by stable id or by a name only it has (`GraphIndex.node_index`): an
     ambiguous name is an error naming the candidates."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     gi = GraphIndex.of(proto, label=label)
     nodes: List[str] = []
@@ -169,7 +169,7 @@ def resolve_exclusions(proto: Any, exclude_nodes: Iterable[str], exclude_ops: It
 
 def _consumers(graph: Any) -> Dict[str, List[Any]]:
     """Tensor -> the nodes reading it (one per input slot), from the graph index."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     gi = GraphIndex.of(graph)
     return {t: [gi.nodes[i] for i in idx] for t, idx in gi.consumers.items()}
@@ -177,7 +177,7 @@ def _consumers(graph: Any) -> Dict[str, List[Any]]:
 
 def _producers(graph: Any) -> Dict[str, Any]:
     """Tensor -> the node producing it, from the graph index."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     gi = GraphIndex.of(graph)
     return {t: gi.nodes[i] for t, i in gi.producer.items()}
@@ -186,7 +186,7 @@ def _producers(graph: Any) -> Dict[str, Any]:
 def run_ort(proto: Any, batches: List[Dict[str, np.ndarray]],
             outputs: Optional[List[str]] = None) -> List[Dict[str, np.ndarray]]:
     """Run a ModelProto on onnxruntime CPU over the batches; one dict of outputs per batch."""
-    from workbench.runners import OnnxRuntimeRunner
+    from workbench.runtime.runners import OnnxRuntimeRunner
 
     return OnnxRuntimeRunner(proto, outputs=outputs).infer_all(batches)
 
@@ -197,8 +197,8 @@ def activation_ranges(proto: Any, batches: List[Dict[str, np.ndarray]], bounded:
     `bounded`: `proto` holds its weights by reference and runs a segment at a time."""
     import onnx
 
-    from workbench.equivalence import mark_all_outputs
-    from workbench.runners import run_bounded
+    from workbench.runtime.equivalence import mark_all_outputs
+    from workbench.runtime.runners import run_bounded
 
     m, order, types = mark_all_outputs(proto)
     wanted = [o for o in order if types.get(o, onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT]
@@ -282,7 +282,7 @@ def underflow_findings(proto: Any, ranges: Dict[str, float], tiny: float,
     and not all zero (0 < max |value| < the target's smallest subnormal): in the target each
     becomes all zeros. Names the tensors (graph order) and, in extra["exclude"], every node
     that would keep them: producers and consumers. Untrained weights often do this."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     gi = GraphIndex.of(proto.graph)
     pos = gi.producer  # tensor -> its producer's place in graph order
@@ -335,7 +335,7 @@ def auto_exclusions(model_or_path: ModelLike, calibration: Any, *, target: str =
 
 # --------------------------------------------------------------------------- error metrics
 def error_entry(c: Any) -> Dict[str, Any]:
-    """The precision report's entry for one output, from `workbench.comparison`'s result:
+    """The precision report's entry for one output, from `workbench.runtime.comparison`'s result:
     max_abs_err, mean_abs_err, rel_err (= max_abs_err / max|ref|), cosine, finite, ref_max_abs,
     top1_agreement (outputs with a class axis), and pass/fail at atol/rtol."""
     d = {"max_abs_err": c.max_abs, "mean_abs_err": c.mean_abs, "rel_err": c.rel,
@@ -352,9 +352,9 @@ def error_entry(c: Any) -> Dict[str, Any]:
 
 def compare_outputs(ref: List[Dict[str, np.ndarray]], got: List[Dict[str, np.ndarray]],
                     target: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
-    """Per output: the figures of `workbench.comparison.compare_outputs` at the target's default
+    """Per output: the figures of `workbench.runtime.comparison.compare_outputs` at the target's default
     tolerances (`error_entry`, plus atol/rtol). Non-finite outputs are reported, not hidden."""
-    from workbench.comparison import compare_outputs as compare
+    from workbench.runtime.comparison import compare_outputs as compare
     from workbench.precision.table import tolerances
 
     atol, rtol = tolerances(target)
@@ -365,8 +365,8 @@ def compare_outputs(ref: List[Dict[str, np.ndarray]], got: List[Dict[str, np.nda
 def feeds_for(proto: Any, batches: List[Dict[str, np.ndarray]]) -> List[Dict[str, np.ndarray]]:
     """Cast float feeds to the model's declared input types (FP16/BF16 inputs when the
     conversion did not keep I/O types), so the converted model sees what a user would feed.
-    Every runner does this itself (`workbench.runners.cast_feed`)."""
-    from workbench.runners import cast_feed, input_metadata_of
+    Every runner does this itself (`workbench.runtime.runners.cast_feed`)."""
+    from workbench.runtime.runners import cast_feed, input_metadata_of
 
     meta = input_metadata_of(proto)
     return [{**b, **cast_feed(meta, b)} for b in batches]
@@ -383,9 +383,9 @@ def measure_error(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]
 def reference_batches(batches: List[Dict[str, np.ndarray]], limit: int = 8,
                       model: Optional[ModelLike] = None) -> List[Dict[str, np.ndarray]]:
     """At most `limit` samples in total (the numpy evaluator is slow); the same selection
-    layer-wise compare makes (`workbench.runners.limit_samples`, along the batch axis of
+    layer-wise compare makes (`workbench.runtime.runners.limit_samples`, along the batch axis of
     `model`'s batched inputs)."""
-    from workbench.runners import batched_inputs, limit_samples
+    from workbench.runtime.runners import batched_inputs, limit_samples
 
     return limit_samples(batches, limit, batched_inputs(model) if model is not None else None)
 
@@ -393,11 +393,11 @@ def reference_batches(batches: List[Dict[str, np.ndarray]], limit: int = 8,
 def measure_error_reference(fp32: Any, converted: Any, batches: List[Dict[str, np.ndarray]],
                             target: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
     """Compare in low-precision storage: the runner `compare` uses for the same candidate
-    (`workbench.runners.low_float_runner`: FP16/BF16 tensors rounded and saturated as a GPU
+    (`workbench.runtime.runners.low_float_runner`: FP16/BF16 tensors rounded and saturated as a GPU
     stores them, FP32 accumulation; onnx's reference evaluator where that cannot be emulated).
     onnxruntime's CPU provider upcasts most FP16 ops and drops the casts between them, which
     hides overflow that TensorRT on a GPU would show; this run does not."""
-    from workbench.runners import low_float_runner, make_runner
+    from workbench.runtime.runners import low_float_runner, make_runner
 
     small = reference_batches(batches, model=fp32)
     ref = run_ort(fp32, small)
@@ -408,7 +408,7 @@ def measure_error_reference(fp32: Any, converted: Any, batches: List[Dict[str, n
 # --------------------------------------------------------------------------- conversion
 def _count_ops(proto: Any) -> Dict[str, int]:
     """Nodes per op type, the subgraphs' (Loop / If bodies) included."""
-    from workbench.graphindex import walk_graphs
+    from workbench.core.graphindex import walk_graphs
 
     counts: Dict[str, int] = {}
     for g in walk_graphs(proto.graph):
@@ -517,7 +517,7 @@ def _write(out: Any, output: Any, path: Optional[Path], streamed: bool,
         written, clipped = write_streamed(out, path.parent, output, source=path)
         return written, _streamed_clip_findings(out, clipped, entry)
     if output is not None:
-        from workbench.model import save_model
+        from workbench.core.model import save_model
 
         return save_model(out, output, source=path), []
     return None, []
@@ -568,7 +568,7 @@ def _batches(proto: Any, entry: Any, calibration: Any, *, profile: Any,
     if calibration is not None:
         batches = load_calibration(calibration, proto, profile=profile,
                                    max_batches=max_calib_batches)
-        from workbench.inputs import not_batch_finding
+        from workbench.core.inputs import not_batch_finding
 
         note = not_batch_finding(proto, "precision")
         if note is not None:
@@ -601,7 +601,7 @@ def _few_samples(proto: Any, target: str, batches: List[Dict[str, np.ndarray]]
                  ) -> Optional[Finding]:
     """Info when entropy calibration ran on fewer than FEW_ENTROPY_SAMPLES samples (its
     histograms do not settle); None otherwise."""
-    from workbench.runners import batched_inputs, samples_in
+    from workbench.runtime.runners import batched_inputs, samples_in
 
     n = sum(samples_in(b, batched_inputs(proto)) for b in batches)
     if n >= FEW_ENTROPY_SAMPLES:
@@ -712,7 +712,7 @@ def _measured_findings(proto: Any, out: Any, batches: List[Dict[str, np.ndarray]
     _measure_runs(proto, out, batches, target, entry, report, findings, held, written)
     _non_finite(report, target, findings)
     on_gpu = bool(report.get("error_reference"))
-    from workbench.runners import batched_inputs, samples_in
+    from workbench.runtime.runners import batched_inputs, samples_in
 
     batched = batched_inputs(proto)
     judged = sum(samples_in(b, batched) for b in (
@@ -810,17 +810,17 @@ def _measure_streamed(held: Any, written: Any, batches: List[Dict[str, np.ndarra
     """`measure_error` of a streamed conversion: the FP32 model held by reference and run a
     segment at a time, the result run whole from its file (as onnxruntime runs it in memory:
     its fusions, Q/DQ into integer kernels among them, span what a cut would split)."""
-    from workbench.runners import run_bounded
+    from workbench.runtime.runners import run_bounded
 
     ref = run_bounded(held, batches, [o.name for o in held.graph.output])
     return compare_outputs(ref, run_ort(written, batches), target)
 
 
 def _by_reference(model: "Model", streamed: bool) -> Any:
-    """The model held by reference (`workbench.weights`) when it is streamed, else None."""
+    """The model held by reference (`workbench.core.weights`) when it is streamed, else None."""
     if not streamed:
         return None
-    from workbench import weights
+    from workbench.core import weights
 
     return weights.by_reference(model)
 
@@ -888,9 +888,9 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
     run against FP32), with the search that finds what to keep in higher precision. Wrong is
     the verdict `workbench compare` gives: beyond the target's atol/rtol (the figures say by
     how much). A warning, or for INT8/FP8 outputs that still point the same way as FP32
-    (`workbench.comparison.points_same_way`, the rule compare's verdict line states too) an
+    (`workbench.runtime.comparison.points_same_way`, the rule compare's verdict line states too) an
     info: quantized outputs rarely meet 1e-2 elementwise."""
-    from workbench.comparison import class_scores, points_same_way, same_way_words
+    from workbench.runtime.comparison import class_scores, points_same_way, same_way_words
 
     out = []
     for name, s in errors.items():
@@ -941,7 +941,7 @@ FEW_ENTROPY_SAMPLES = 256  # below this, entropy calibration is a guess (TensorR
 def _held_low_type(proto: Any, report: Dict[str, Any]) -> Optional[str]:
     """"fp16"/"bf16" for a model a float target found nothing to lower in: no FP32
     initializer (nor Constant), no Cast inserted, and weights of that type; else None."""
-    from workbench.model import _iter_graphs
+    from workbench.core.model import _iter_graphs
 
     FLOAT = 1
     if report.get("casts_inserted", 0) or report.get("casts_lowering", 0):
@@ -999,7 +999,7 @@ def _float_checks(proto: Any, entry: table.Precision, batches: Any, ex_nodes: Li
                                        bounded=runnable is not None)
         except Exception as e:  # e.g. a custom-domain op onnxruntime does not know
             ranges = {}
-            from workbench.runners import user_error
+            from workbench.runtime.runners import user_error
 
             e = user_error(e) or e  # a run refused at a node: named, with its own hint
             known = isinstance(e, WorkbenchError)

@@ -1,7 +1,7 @@
 """Static HTML/plotly rendering of workbench results (the one core package that may import plotly)."""
 from __future__ import annotations
 
-from workbench import lazy
+from workbench.core import lazy
 
 __getattr__, __dir__, __all__ = lazy.exports(__name__, {
     '.timing_figures': ('PALETTE', 'PRECISION_COLORS', 'color_map', 'layer_bar_data', 'layer_bars',

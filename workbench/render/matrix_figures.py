@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional
 
 import plotly.graph_objects as go
 
-from workbench.fsutil import atomic_write_text
+from workbench.core.fsutil import atomic_write_text
 from workbench.render import htmltext
 from workbench.timing.colours import PALETTE
 

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from workbench.graphindex import leaf_name
+from workbench.core.graphindex import leaf_name
 from workbench.timing.colours import PALETTE, PRECISION_COLOURS, colour_map  # noqa: F401 (re-exported)
 from workbench.timing.table import LayerTable
 

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from workbench.fsutil import atomic_write_text
+from workbench.core.fsutil import atomic_write_text
 from workbench.render import htmltext, timing_figures as figures
 from workbench.timing.summary import compare, node_comparison, summarize
 from workbench.timing.table import LayerTable

@@ -1,7 +1,7 @@
 """Will TensorRT take this graph? Static rules and the real parser, as Findings."""
 from __future__ import annotations
 
-from workbench import lazy
+from workbench.core import lazy
 
 __getattr__, __dir__, __all__ = lazy.exports(__name__, {
     '.checker': ('BACKEND_CHOICES', 'DEFAULT_DOMAINS', 'INT32_MAX', 'SupportReport', 'CHECKS',

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from workbench.errors import Finding, WorkbenchError
-from workbench.findings import NextStep
+from workbench.core.errors import Finding, WorkbenchError
+from workbench.core.findings import NextStep
 from workbench.support import codes
-from workbench.graphindex import GraphIndex
-from workbench.model import Model, ModelLike, as_model, save_model
+from workbench.core.graphindex import GraphIndex
+from workbench.core.model import Model, ModelLike, as_model, save_model
 from workbench.support.rules import (BACKENDS, GPU_PLUGIN_HINT, MATRIX_SUPPORTED, PLUGIN_HINT,
                                      backend_table)
 
@@ -399,7 +399,7 @@ def _hint(text: Optional[str], model: Model, node: Optional[str], op: Optional[s
     `workbench.surgery.propose.advise`.)"""
     import shlex
 
-    from workbench.fsutil import fixed_name
+    from workbench.core.fsutil import fixed_name
 
     path = shlex.quote(str(model.path)) if model.path else "MODEL"
     fixed = shlex.quote(fixed_name(str(model.path))) if model.path else "OUT.onnx"
@@ -608,7 +608,7 @@ def _zero_size_axes(model: Model) -> List[Finding]:
     build profile is then refused)."""
     import shlex
 
-    from workbench.inputs import shape_text, zero_size_axes
+    from workbench.core.inputs import shape_text, zero_size_axes
 
     path = shlex.quote(str(model.path)) if model.path else "MODEL"
     return [Finding("warning", codes.ZERO_SIZE_AXIS, f"input '{name}' axis {axis} {how}",
@@ -741,7 +741,7 @@ def named_crash(e: Any, model: Model) -> Any:
     """A WorkerCrashed about `model`, in its terms: the file, the node (an unnamed node by
     the id the workbench gives it, from the parser's position) and the next step with the
     model's path."""
-    from workbench import blame
+    from workbench.core import blame
 
     details = getattr(e, "details", None) or {}
     index, op = details.get("node_index"), getattr(e, "op", None)
@@ -1038,7 +1038,7 @@ def _parser_report(model: Model, res: Dict[str, Any], rec: Dict[str, Any], rules
                                               "notes", "build_errors")}
         report.notes.extend(b.get("notes") or [])
         if b.get("built"):  # built at shapes the model cannot run: said (as `build` says it)
-            from workbench.trtlog import NameIndex, findings_from_log
+            from workbench.core.trtlog import NameIndex, findings_from_log
 
             for f in findings_from_log([{"level": "warning", "message": m}
                                         for m in b.get("log") or [] if isinstance(m, str)],
@@ -1088,7 +1088,7 @@ def _finding(u: Dict[str, Any]) -> Finding:
              if k not in ("node", "op", "reason", "source", "hint", "code", "next_steps")
              and v is not None}
     tensors = [u["tensor"]] if u.get("tensor") else []
-    from workbench import blame
+    from workbench.core import blame
 
     category = blame.MACHINE if u.get("code") == codes.PLUGIN_NEEDS_GPU else \
         blame.parser_category(u.get("reason") or "", u.get("code") or "")

@@ -437,7 +437,7 @@ def backend_table(name: str) -> Dict[str, Any]:
     """The resolved rule table for a backend: rules merged with its overrides."""
     key = BACKEND_ALIASES.get(name, name)
     if key not in BACKENDS:
-        from workbench.errors import WorkbenchError
+        from workbench.core.errors import WorkbenchError
 
         raise WorkbenchError(f"no static rules for backend '{name}'", field="rules",
                              hint="use one of: " + ", ".join(sorted(BACKENDS)))

@@ -2,7 +2,7 @@
 session (check -> propose -> apply -> verify -> re-check) and the version history."""
 from __future__ import annotations
 
-from workbench import lazy
+from workbench.core import lazy
 
 __getattr__, __dir__, __all__ = lazy.exports(__name__, {
     '.changes': ('Change', 'apply_recipe', 'apply_in_history', 'prepare_change', 'judge',

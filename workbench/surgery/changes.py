@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from workbench.equivalence import Verification, verify
-from workbench.errors import WorkbenchError
-from workbench.findings import step
-from workbench.model import ModelLike, as_model
+from workbench.runtime.equivalence import Verification, verify
+from workbench.core.errors import WorkbenchError
+from workbench.core.findings import step
+from workbench.core.model import ModelLike, as_model
 from workbench.surgery.recipes import Precondition, Proposal, get_recipe, list_recipes  # noqa: F401
 from workbench.surgery.recipes.base import infer_types, node_ids, tensor_types
 

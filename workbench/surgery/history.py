@@ -26,11 +26,11 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
-from workbench.fsutil import CorruptLineWarning, fixed_name
-from workbench.model import Model, ModelLike, as_model, open_model, save_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.fsutil import CorruptLineWarning, fixed_name
+from workbench.core.model import Model, ModelLike, as_model, open_model, save_model
 from workbench.surgery.recipes.base import _pause_hook
-from workbench.workspace import ModelWorkspace, workspace_for
+from workbench.core.workspace import ModelWorkspace, workspace_for
 
 KIND = "surgery"
 _MOVES = {"init": "version", "apply": "version", "undo": "to", "redo": "to", "checkout": "to"}
@@ -38,7 +38,7 @@ BLOB_MIN_BYTES = 1 << 14  # initializers at least this big live in the shared bl
 
 
 def _graphs(proto: Any) -> List[Any]:
-    from workbench.model import _iter_graphs
+    from workbench.core.model import _iter_graphs
 
     return list(_iter_graphs(proto.graph))
 
@@ -106,7 +106,7 @@ def store_version(ws: ModelWorkspace, proto: Any, source_dir: Optional[Path] = N
 
     import onnx
 
-    from workbench.fsutil import atomic_write_bytes
+    from workbench.core.fsutil import atomic_write_bytes
     from workbench.surgery.recipes.base import light_copy
 
     blobs = ws.versions_dir / "blobs"
@@ -216,7 +216,7 @@ class History:
             self.model: Model = as_model(model)
         else:
             raise WorkbenchError("History needs a model file path or an opened Model",
-                                 hint="save the ModelProto first (workbench.model.save_model)")
+                                 hint="save the ModelProto first (workbench.core.model.save_model)")
         if start not in ("latest", "original"):
             raise WorkbenchError(f"unknown history start '{start}'", field="start",
                                  hint="use 'latest' or 'original'")

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
-from workbench.findings import NextStep
-from workbench.model import ModelLike, as_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.findings import NextStep
+from workbench.core.model import ModelLike, as_model
 from workbench.support.checker import SupportReport
 from workbench.surgery.recipes import Proposal, ProposeContext, all_recipes
 

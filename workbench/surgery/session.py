@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from workbench.equivalence import Verification
-from workbench.errors import WorkbenchError
-from workbench.findings import Finding, NextStep
-from workbench.model import ModelLike
+from workbench.runtime.equivalence import Verification
+from workbench.core.errors import WorkbenchError
+from workbench.core.findings import Finding, NextStep
+from workbench.core.model import ModelLike
 from workbench.support.checker import SupportReport
 from workbench.surgery.changes import Change, apply_in_history, apply_recipe, verify_models
 from workbench.surgery.history import History
@@ -103,7 +103,7 @@ def _renamed(obj: Any, old: str, new: str, quoted: str, key: str = "") -> Any:
 def _named(report: SupportReport, old: str, new: Optional[Path]) -> SupportReport:
     """A copy of `report` whose texts name `new` (None: "MODEL") where they named file `old`;
     `model` stays the file the parser read."""
-    from workbench.fsutil import fixed_name
+    from workbench.core.fsutil import fixed_name
 
     out = copy.copy(report)
     # the `-o` of a recipe's command (`fixed_name` of the file read) first, then the file
@@ -248,7 +248,7 @@ class FixSession:
                 # a command the user runs names its output: `<name>.fixed.onnx` beside the
                 # model, as the findings' own commands do (the panels' defaults go to the
                 # workspace instead)
-                from workbench.fsutil import fixed_name
+                from workbench.core.fsutil import fixed_name
 
                 fixed = self.output or Path(fixed_name(str(src)))
                 if any(p.auto for p in self.proposals):

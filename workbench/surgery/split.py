@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from workbench.equivalence import Verification
-from workbench.errors import WorkbenchError
-from workbench.model import ModelLike, as_model
+from workbench.runtime.equivalence import Verification
+from workbench.core.errors import WorkbenchError
+from workbench.core.model import ModelLike, as_model
 from workbench.support.checker import SupportReport
 from workbench.surgery.recipes.base import fix_step, node_ids
 from workbench.surgery.recipes.split import node_reads, tail_of
@@ -55,9 +55,9 @@ class SplitResult:
     def save(self, folder: Any, manifest_name: Optional[str] = None) -> Dict[str, str]:
         """Write prefix.onnx, tail.onnx (when there is one) and split.json (or
         `manifest_name`; the files the manifest names) into `folder`, the manifest last."""
-        from workbench.chain import MANIFEST
-        from workbench.fsutil import atomic_write_text
-        from workbench.model import save_model
+        from workbench.runtime.chain import MANIFEST
+        from workbench.core.fsutil import atomic_write_text
+        from workbench.core.model import save_model
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -81,7 +81,7 @@ class SplitResult:
 # ------------------------------------------------------------------------------ the cut
 
 def _auto_step() -> Any:
-    from workbench.findings import step
+    from workbench.core.findings import step
 
     return step("fix", "{model}", o="{fixed}", auto=True,
                 why="applies the recipes that fix the refused nodes")
@@ -92,7 +92,7 @@ _AUTO = _auto_step()
 def cut_model(proto: Any, tail: Set[int], name: str = "model") -> Tuple[Any, Optional[Any],
                                                                         Dict[str, Any]]:
     """(prefix, tail, manifest) for a set of tail nodes that is closed downstream."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     g = proto.graph
     idx = GraphIndex.of(proto)
@@ -204,7 +204,7 @@ def _trim_value_info(g: Any) -> None:
 # ------------------------------------------------------------------------------ the loop
 def _refused(proto: Any, report: SupportReport) -> Tuple[List[int], List[str]]:
     """Top-level node indices of a report's failures, and failures that name no node."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     idx = GraphIndex.of(proto)
     found, loose = [], []
@@ -278,7 +278,7 @@ def split_model(model: ModelLike, *, backend: str = "tensorrt-rtx", build: bool 
                                      hint="fix those nodes first, or run the model with "
                                      "onnxruntime", next_steps=[_AUTO])
             path = os.path.join(tmp, f"prefix{len(rounds)}.onnx")
-            from workbench.model import save_model
+            from workbench.core.model import save_model
 
             save_model(prefix, path)
             report = check(path)
@@ -372,9 +372,9 @@ def _keys(proto: Any) -> List[str]:
 def verify_split(original: Any, res: SplitResult, inputs: Optional[Dict[str, Any]] = None,
                  tol: float = 1e-5, seed: int = 0) -> Verification:
     """The original vs prefix-then-tail (onnxruntime for both parts), on the same inputs."""
-    from workbench.chain import ChainedRunner
-    from workbench.equivalence import compare_outputs, make_inputs
-    from workbench.runners import OnnxRuntimeRunner
+    from workbench.runtime.chain import ChainedRunner
+    from workbench.runtime.equivalence import compare_outputs, make_inputs
+    from workbench.runtime.runners import OnnxRuntimeRunner
 
     proto = as_model(original).with_weights()
     try:

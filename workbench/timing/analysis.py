@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from workbench.errors import Finding
+from workbench.core.errors import Finding
 from workbench.formats import analyze_data
 from workbench.formats.layerinfo import EngineLayer, TensorInfo
 from workbench.timing.summary import by_type, lint

@@ -13,8 +13,8 @@ import re
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
-    from workbench.graphindex import GraphIndex
-    from workbench.model import Model
+    from workbench.core.graphindex import GraphIndex
+    from workbench.core.model import Model
     from workbench.formats.layerinfo import EngineLayer
 
 FOREIGN = re.compile(r"^\{ForeignNode\[(.*)\]\}$", re.S)

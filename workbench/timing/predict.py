@@ -22,7 +22,7 @@ from pathlib import Path
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.precision import table
 
 PathLike = Union[str, "os.PathLike[str]"]  # a model file (its stem names the profiles)

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from workbench.errors import Finding
+from workbench.core.errors import Finding
 from workbench.timing import io_advice
 from workbench.timing.table import LayerTable
 

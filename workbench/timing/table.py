@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Optional, Union
 import numpy as np
 import pandas as pd
 
-from workbench import graphindex
-from workbench.errors import Finding, WorkbenchError
+from workbench.core import graphindex
+from workbench.core.errors import Finding, WorkbenchError
 from workbench.formats.layerinfo import EngineLayers, parse_layers
 from workbench.timing.mapping import DIRECT, OnnxIndex, map_layer, reformat_target
 from workbench.formats.profiledata import Profile, load_profile
@@ -33,7 +33,7 @@ COLUMNS = ["index", "name", "type", "time_ms", "time_mean_ms", "time_median_ms",
 def _as_index(onnx: Any) -> Optional[OnnxIndex]:
     if onnx is None or isinstance(onnx, OnnxIndex):
         return onnx
-    from workbench.model import as_model
+    from workbench.core.model import as_model
 
     model = as_model(onnx)
     return OnnxIndex.from_model(model)
@@ -281,7 +281,7 @@ def layers_from_profile(prof: Profile) -> EngineLayers:
 
 def scope_of(node_name: str) -> List[str]:
     """'/layer1/layer1.0/conv1/Conv' -> ['layer1', 'layer1.0', 'conv1']; 'Conv_0' -> []
-    (the one rule: `workbench.graphindex.scope_of`)."""
+    (the one rule: `workbench.core.graphindex.scope_of`)."""
     return list(graphindex.scope_of(node_name))
 
 

@@ -24,7 +24,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 MODES = ("eager_fp32", "eager_fp16", "compile_fp16")
 HALF_MODES = {"eager_fp16", "compile_fp16"}  # torch runs these with .half() weights and inputs
@@ -229,8 +229,8 @@ def feeds_for(shapes: Dict[str, List[int]], inputs: Optional[str] = None,
         return {k: data[k] for k in shapes if k in data} or data
     dtypes: Dict[str, Any] = {}
     if onnx is not None:
-        from workbench.model import as_model
-        from workbench.runners import input_metadata_of
+        from workbench.core.model import as_model
+        from workbench.runtime.runners import input_metadata_of
 
         dtypes = {k: m.dtype for k, m in input_metadata_of(as_model(onnx).proto).items()}
     out = {}

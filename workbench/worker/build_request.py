@@ -1,6 +1,6 @@
 """The `build` op's request, one typed object for both ends (Python 3.9, stdlib only).
 
-The client (workbench.build) fills a BuildRequest with everything the worker needs: the
+The client (workbench.engines) fills a BuildRequest with everything the worker needs: the
 prepared ONNX, where to write the engine, the route and what the precision table decided for
 it (builder flag, calibrator, layer precisions), profiles, builder knobs, the timing cache.
 `to_args()` is what goes over the protocol (JSON); the worker's op rebuilds the object with

@@ -3,7 +3,7 @@
 An engine only runs on the TensorRT release (backend and version) that built it and on the GPU
 architecture it was built for: the builder's GPU, the TensorRT-RTX ahead-of-time targets, or,
 with a hardware-compatibility level, every Ampere-or-later GPU. The card (`ENGINE.card.json`,
-written beside every engine the workbench writes: workbench.build.card) records that, and
+written beside every engine the workbench writes: workbench.engines.card) records that, and
 `guard` compares it with the runtime *before* the engine is deserialized, so a mismatch is one
 line saying what it was built for, what this is, and what to do, not a TensorRT crash or a
 "Serialization assertion" deep in a log. An engine without a card (built elsewhere) is let

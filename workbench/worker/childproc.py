@@ -2,7 +2,7 @@
 time limit, resident memory and the caller's Cancel, kill its process group, name how it ended.
 
 The TensorRT worker's client (`workbench.worker.client`), the onnxruntime child
-(`workbench.ortchild`) and the CLI's forked runs (`workbench.cli.supervise`) each talk to their
+(`workbench.runtime.ortchild`) and the CLI's forked runs (`workbench.cli.supervise`) each talk to their
 child their own way (JSON lines with one or many requests in flight, or only a wait status);
 what watching a child means is the same for all three and lives here: `Watch` says when a child
 must be stopped (`Stop`: past its time limit, over its memory limit, or cancelled and not

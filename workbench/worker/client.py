@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 from workbench.worker import childproc
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.worker import protocol
 from workbench.worker.launch import same_interpreter, worker_command  # noqa: F401 (re-exported)
 
@@ -259,7 +259,7 @@ class WorkerClient(childproc.ChildHandle):
                   "it: rewrite it or keep it out of the engine, or try another TensorRT "
                   "version") if kind else
             "the notebook is fine; see the log tail, retry, or report the TensorRT crash",
-            category="tool")  # (workbench.blame.TOOL: a crash is the tool's, not the model's)
+            category="tool")  # (workbench.core.blame.TOOL: a crash is the tool's, not the model's)
 
     def call(self, op: str, args: Optional[Dict[str, Any]] = None, *,
              timeout: Optional[float] = None,

@@ -17,7 +17,7 @@ from workbench.worker.registry import OpError
 
 FLOAT_NAMES = ("FLOAT", "HALF", "BF16")
 # per tensor (or one for all): [DataType attribute name, [TensorFormat names...]], as the
-# client's workbench.build.io_formats.for_worker writes them (the worker knows no type names)
+# client's workbench.engines.io_formats.for_worker writes them (the worker knows no type names)
 Spec = Sequence[Sequence[Any]]  # per tensor (or one for all): [type, [formats...]]
 
 
@@ -66,7 +66,7 @@ def apply_io_formats(trt: Any, network: Any, inputs: Optional[Spec], outputs: Op
                                   "network takes its I/O types from the ONNX" % (
                                       where, t.name, cur, want_t), node=t.name, code="bad-args",
                                   details={"field": "%s_io_formats" % where},
-                                  hint="build through workbench.build (it adds the Casts at "
+                                  hint="build through workbench.engines (it adds the Casts at "
                                        "the I/O), or cast the I/O in the ONNX yourself")
                 t.dtype = dt
             names = [str(f).upper() for f in fmts]

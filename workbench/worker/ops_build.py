@@ -1,7 +1,7 @@
 """Worker ops `build` and `inspect_engine`: ONNX -> serialized engine, and what is in one.
 
 `build` is the worker's one build op (workbench build, BuildPanel, timing-capture of an ONNX):
-the client (workbench.build) decides the route, prepares the ONNX and sends a BuildRequest
+the client (workbench.engines) decides the route, prepares the ONNX and sends a BuildRequest
 (workbench.worker.build_request); this side composes the loaders: plugins, network (strongly
 typed on that route), builder config from the request, build, atomic write, timing cache. Python 3.9, stdlib + tensorrt only.
 """

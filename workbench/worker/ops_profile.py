@@ -3,7 +3,7 @@ percentiles with CUDA events, throughput across batch sizes, and the engine's la
 information JSON (with the execution context set, so shapes are concrete).
 
 `profile_engine` runs a serialized engine (an ONNX is built first by the one `build` op, on
-the client's side: workbench.timing.capture); `cuda_info` says whether there is a GPU. CUDA
+the client's side: workbench.measure.capture); `cuda_info` says whether there is a GPU. CUDA
 through the worker's one wrapper (worker.cuda). numpy is imported with this module: op
 modules load on first use, so a build never pays for it (the lazy-numpy shim this module had
 is gone). Python 3.9, stdlib + numpy + tensorrt + polygraphy only.

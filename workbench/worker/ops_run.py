@@ -1,6 +1,6 @@
 """Worker op `run_engine`: run a serialized engine on named inputs and hand the outputs back.
 
-The client (`workbench.trtrunner.TensorRTRunner`) writes one .npz per sample batch (keys = the
+The client (`workbench.runtime.trtrunner.TensorRTRunner`) writes one .npz per sample batch (keys = the
 engine's input names); this op binds them one batch at a time (`ops_profile._Runner`: one
 execution context, device buffers reused across batches), executes with `execute_async_v3`,
 copies the outputs asked for (all I/O outputs by default) to the host and writes them to one

@@ -1,4 +1,4 @@
-// The graph view of trt-workbench: draws the layout computed in Python (workbench.graph) as
+// The graph view of trt-workbench: draws the layout computed in Python (workbench.graphs.layout) as
 // boxes on a 2D canvas (op type as title, weights folded in, edges with bends and, zoomed in,
 // dtype/shape labels). Python owns the state (layout, expand/collapse, search, colours,
 // highlight); this file draws it and reports interactions back (selection, toggles, search).

@@ -14,7 +14,7 @@ import importlib
 import os
 from typing import Dict, List, Optional
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.surgery.recipes.base import (REGISTRY, Param, Precondition, Proposal,
                                             ProposeContext, Recipe)
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional,
                     Sequence, Tuple)
 
-from workbench.errors import WorkbenchError
-from workbench.model import ModelLike, as_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.model import ModelLike, as_model
 
 if TYPE_CHECKING:  # annotations only: onnx and friends load when a recipe runs
-    from workbench.findings import NextStep
+    from workbench.core.findings import NextStep
     import numpy as np
     import onnx
     import onnx_graphsurgeon as gs
@@ -85,7 +85,7 @@ class ProposeContext:
         """Index of the finding's node (by id or name; else the only node of its op)."""
         node = finding.nodes[0] if finding.nodes else ""
         if node:
-            from workbench.graphindex import GraphIndex
+            from workbench.core.graphindex import GraphIndex
 
             hits = GraphIndex.of(self.proto).find(node)
             if len(hits) == 1:
@@ -213,14 +213,14 @@ def _pause_hook(point: str, recipe: str) -> None:
 def fix_step(recipe: str, why: str) -> "NextStep":
     """The next step that applies `recipe` (NAME or NAME:k=v,...) to the finding's model: with
     the -o fix requires ({stem}.fixed.onnx beside it, never over the original)."""
-    from workbench.findings import step
+    from workbench.core.findings import step
 
     return step("fix", "{model}", o="{fixed}", recipe=recipe, why=why)
 
 
 def node_ids(proto: "onnx.ModelProto") -> List[str]:  # noqa: F821
-    """Stable node ids of the main graph (`workbench.graphindex.stable_node_ids`)."""
-    from workbench.graphindex import stable_node_ids
+    """Stable node ids of the main graph (`workbench.core.graphindex.stable_node_ids`)."""
+    from workbench.core.graphindex import stable_node_ids
 
     return stable_node_ids(proto.graph)
 
@@ -228,7 +228,7 @@ def node_ids(proto: "onnx.ModelProto") -> List[str]:  # noqa: F821
 def find_node_index(proto: "onnx.ModelProto", node: str) -> int:  # noqa: F821
     """Index in graph.node of a node given by stable id or by a name only it has; an ambiguous
     or unknown name is a clear error naming the candidates (`GraphIndex.node_index`)."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     return GraphIndex.of(proto).node_index(node)
 
@@ -302,7 +302,7 @@ def constant_value(proto_or_graph: Any, name: str) -> Optional["np.ndarray"]:  #
 
 def consumers(proto: "onnx.ModelProto", tensor: str) -> List[int]:  # noqa: F821
     """Indices of the nodes reading `tensor`, in graph order (from the graph index)."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     return GraphIndex.of(proto).consumers_of(tensor)
 
@@ -350,7 +350,7 @@ def light_copy(proto: "onnx.ModelProto", max_bytes: int = 4096) -> "onnx.ModelPr
     kept whole for shape data propagation). Never copies the big weights."""
     import onnx
 
-    from workbench.model import model_skeleton
+    from workbench.core.model import model_skeleton
 
     light = model_skeleton(proto)
     g, lg = proto.graph, light.graph

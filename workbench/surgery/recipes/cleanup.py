@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from workbench.errors import WorkbenchError
-from workbench.model import ModelLike, as_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, all_names,
                                             constant_value, find_node_index, fix_step,
@@ -403,8 +403,8 @@ class InferShapes(Recipe):
 def _stale_value_info(proto: Any) -> set:
     """Names of value_info entries whose declared shape contradicts ONNX shape inference
     (outputs of the nodes a strict inference names; graph outputs are not value_info)."""
-    from workbench.onnx_light import declared_conflicts
-    from workbench.onnx_light import infer_shapes as onnx_infer
+    from workbench.core.onnx_light import declared_conflicts
+    from workbench.core.onnx_light import infer_shapes as onnx_infer
 
     try:
         onnx_infer(light_copy(proto), data_prop=True, strict=True)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from workbench.model import ModelLike, as_model
+from workbench.core.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.support.rules import MATRIX_UNSUPPORTED
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, _dom, all_names,

@@ -19,7 +19,7 @@ from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recip
                                             constant_value, infer_types, node_ids, register,
                                             tensor_types, unique_name)
 from workbench.surgery.recipes.split import tail_of
-from workbench.model import ModelLike, as_model
+from workbench.core.model import ModelLike, as_model
 
 PLUGIN = "EfficientNMS_TRT"
 DOMAIN = "trt.plugins"
@@ -88,7 +88,7 @@ def _scalar(proto: Any, name: str, kind: Any) -> Any:
 
 def _class_offset(proto: Any, boxes: str) -> bool:
     """torchvision's batched_nms: boxes + class_index * (max(boxes) + 1) before the NMS."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     idx = GraphIndex.of(proto)
     g = proto.graph

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Tuple
 
-from workbench.errors import WorkbenchError
-from workbench.model import ModelLike, as_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.model import ModelLike, as_model
 from workbench.surgery.recipes.base import (Param, Precondition, Proposal, Recipe, fix_step,
                                             opset_of, register)
 

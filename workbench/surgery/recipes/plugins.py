@@ -14,7 +14,7 @@ from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recip
                                             node_ids,
                                             register)
 from workbench.surgery.recipes.cleanup import _as_list
-from workbench.model import ModelLike, as_model
+from workbench.core.model import ModelLike, as_model
 
 
 def _standard_ops() -> set:

@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from workbench.errors import WorkbenchError
-from workbench.graphindex import GraphIndex, leaf_name
-from workbench.model import ModelLike, as_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.graphindex import GraphIndex, leaf_name
+from workbench.core.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Proposal, Param, Precondition, Recipe, all_names,
                                             constant_value, node_ids, register, unique_name)
@@ -416,7 +416,7 @@ def _opset(proto: Any) -> int:
 
 def read_names(graph: Any) -> set:
     """Every tensor name a node of `graph` or of any of its subgraphs reads."""
-    from workbench.model import _iter_graphs
+    from workbench.core.model import _iter_graphs
 
     return {x for g in _iter_graphs(graph) for nd in g.node for x in nd.input}
 

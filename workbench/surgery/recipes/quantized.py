@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from workbench.model import ModelLike, as_model
+from workbench.core.model import ModelLike, as_model
 from workbench.support import codes
 from workbench.surgery.recipes.base import (Precondition, Proposal, Recipe, _dom, all_names,
                                             constant_value, fix_step, infer_types, node_ids,
@@ -85,7 +85,7 @@ class Emulation:
         self.prefix = "q"
         self.emitted: set = set()  # ids of the nodes this rewrite made
         self.notes: List[str] = []  # where the emulation is exact only up to float32 rounding
-        from workbench.graphindex import GraphIndex
+        from workbench.core.graphindex import GraphIndex
 
         self.index = GraphIndex.of(proto)
 

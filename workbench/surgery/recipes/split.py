@@ -10,7 +10,7 @@ from typing import Any, List, Sequence, Set
 from workbench.support import codes
 from workbench.surgery.recipes.base import Precondition, Proposal, Recipe, register
 
-from workbench.model import ModelLike
+from workbench.core.model import ModelLike
 
 ORT_DOMAINS = ("", "ai.onnx", "com.microsoft")
 
@@ -39,7 +39,7 @@ def node_reads(idx: Any, i: int) -> List[str]:
 def tail_of(proto: Any, refused: Sequence[int]) -> Set[int]:
     """The refused nodes and every node downstream of them (indices of graph.node); a node
     whose subgraph reads a tail tensor from the outer scope is downstream too."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
 
     idx = GraphIndex.of(proto)
     g = proto.graph
@@ -62,7 +62,7 @@ def _no_recipe_for(finding: Any, ctx: Any) -> bool:
     under a code (a static rule's id, e.g. scatterelements-reduction) that no other recipe
     can fix on this node (decompose takes a scatter's 'add', not its 'max'): running the node
     outside the engine is the step there is."""
-    from workbench.graphindex import GraphIndex
+    from workbench.core.graphindex import GraphIndex
     from workbench.surgery.recipes.base import REGISTRY
 
     extra = getattr(finding, "extra", None) or {}
@@ -106,7 +106,7 @@ class Split(Recipe):
     def next_step(self, finding: Any, ctx: Any) -> Any:
         if not self.can_fix(finding, ctx):
             return None
-        from workbench.findings import step
+        from workbench.core.findings import step
 
         # the builder (not the parser) refused it: only a split checked by building finds it
         build = getattr(finding, "code", None) == codes.BUILD_FAILED

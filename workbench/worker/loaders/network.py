@@ -267,7 +267,7 @@ def without_gpu_noise(text: str) -> str:
     while reporting it ("cudaError 35: CUDA driver version is insufficient"): parsing never
     runs on a GPU, so they say nothing about the model. Kept when they are all it says (then
     they are the error: the machine's). The client side words the same rule in
-    workbench.blame.without_gpu_noise."""
+    workbench.core.blame.without_gpu_noise."""
     lines = str(text).splitlines()
     kept = [ln for ln in lines if not _GPU_NOISE_LINE.search(ln)]
     return "\n".join(kept) if any(ln.strip() for ln in kept) else str(text)
