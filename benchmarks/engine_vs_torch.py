@@ -35,6 +35,9 @@ sys.path.insert(0, str(REPO))
 BATCHES = (1, 8, 32)
 ITER = int(os.environ.get("WORKBENCH_BENCH_ITER", "200"))
 TACTICS = os.environ.get("WORKBENCH_BENCH_TACTICS", "EDGE_MASK_CONVOLUTIONS,JIT_CONVOLUTIONS")
+# builder optimization level (TensorRT >= 8.6; 3 is TensorRT's default, 5 searches the most tactics)
+OPT_LEVEL = int(os.environ["WORKBENCH_BENCH_OPT_LEVEL"]) if os.environ.get(
+    "WORKBENCH_BENCH_OPT_LEVEL") else None
 SEQ = 128
 TARGET = {"resnet50": 0.6, "bert": 0.8}
 
@@ -259,7 +262,7 @@ def run_workbench(name: str, onnx_path: Path, profiles: Any, tmp: Path) -> Dict[
         np.savez(npz[b], **feeds_for(name, b))
     cfg = BuildConfig(precision="fp16", backend="tensorrt", profiles=profiles,
                       tactic_sources=[t for t in TACTICS.split(",") if t] or None,
-                      workspace_bytes=4096 << 20)
+                      builder_optimization_level=OPT_LEVEL, workspace_bytes=4096 << 20)
     t0 = time.monotonic()
     before = build_engine(onnx_path, cfg, timeout=900)
     log(f"  built {name} FP16 (as built by default) in {time.monotonic() - t0:.0f} s")
@@ -349,7 +352,8 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wb-bench-vs-torch-"))
     result: Dict[str, Any] = {"benchmark": "engine_vs_torch", "iterations": ITER,
-                              "tactic_sources": TACTICS, "machine": machine(), "models": {}}
+                              "tactic_sources": TACTICS, "builder_optimization_level": OPT_LEVEL,
+                              "machine": machine(), "models": {}}
     log(json.dumps(result["machine"]))
     for name in args.models.split(","):
         t0 = time.monotonic()
