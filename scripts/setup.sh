@@ -32,7 +32,10 @@ command -v "$BASE_PY" >/dev/null 2>&1 || { echo "setup.sh: $BASE_PY not found: i
   || { echo "setup.sh: $("$BASE_PY" --version 2>&1) is too old: Python >= 3.9 is needed" >&2; exit 1; }
 
 # ---------------------------------------------------------------- Debian packages (one apt run)
-has_candidate() { apt-cache policy "$1" 2>/dev/null | grep -q "Candidate: [^(]"; }
+# (apt-cache's output read whole first: `| grep -q` would stop reading at the match, and under
+# pipefail apt-cache's SIGPIPE on its next write would turn every "yes" into "no")
+has_candidate() { local out; out="$(apt-cache policy "$1" 2>/dev/null)" || return 1
+                  [[ "$out" == *"Candidate: "[!\(]* ]]; }
 if [ "$SYSTEM" = 1 ]; then
   PKGS=""
   command -v cc >/dev/null 2>&1 || PKGS="$PKGS gcc"

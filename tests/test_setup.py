@@ -152,3 +152,37 @@ def test_the_readme_and_ci_run_the_tests_in_the_environment_setup_makes():
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert commands[1] in ci and "bash scripts/setup.sh --no-demo" in ci
     assert "/.venv" in (REPO / ".gitignore").read_text().split()
+
+
+def test_debian_package_probe_sees_a_candidate_apt_cache_prints_in_pieces(tmp_path):
+    """setup.sh asks apt-cache whether this release has a package. apt-cache writes its answer
+    in several writes; a probe that stops reading at the first match (`| grep -q` under
+    pipefail) got SIGPIPE and said "no" for chromium, graphviz and the fonts on stock Debian 12:
+    the browser tests then had no browser. The probe must read the answer whole."""
+    import re
+    import stat
+
+    src = (REPO / "scripts" / "setup.sh").read_text()
+    probe = re.search(r"^has_candidate\(\) \{.*?\}$", src, re.S | re.M)
+    assert probe, "setup.sh defines has_candidate()"
+    fake = tmp_path / "bin" / "apt-cache"
+    fake.parent.mkdir()
+    # like apt-cache policy: the candidate early, then the version table in later writes
+    fake.write_text("#!/bin/bash\n"
+                    "case \"$2\" in\n"
+                    "  present) printf '%s:\\n  Installed: (none)\\n  Candidate: 1.0-1\\n' \"$2\";\n"
+                    "           for i in $(seq 200); do sleep 0.001; printf '     1.0-%s 500\\n' $i;"
+                    " done ;;\n"
+                    "  nocandidate) printf '%s:\\n  Installed: (none)\\n  Candidate: (none)\\n' \"$2\" ;;\n"
+                    "  *) exit 0 ;;\n"
+                    "esac\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    script = ("set -euo pipefail\n" + probe.group(0) + "\n"
+              "for p in present nocandidate absent; do\n"
+              "  if has_candidate $p; then echo \"$p yes\"; else echo \"$p no\"; fi\n"
+              "done\n")
+    env = dict(os.environ, PATH=f"{fake.parent}:{os.environ['PATH']}")
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                         env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[:3] == ["present yes", "nocandidate no", "absent no"], run.stdout
