@@ -9,7 +9,7 @@ import pytest
 
 from workbench.core import lazy
 
-PACKAGES = ['build', 'compare', 'precision', 'render', 'support', 'surgery', 'matrix', 'planner']
+PACKAGES = ['engines', 'compare', 'precision', 'render', 'support', 'surgery', 'matrix', 'planner']
 
 
 def test_package_import_loads_no_heavy_library():

@@ -540,3 +540,30 @@ def test_a_run_stopped_for_another_runs_memory_limit_is_run_again():
         assert "another run in the same child went past its memory limit of 256 MiB" in str(e)
     finally:
         child.close()
+
+
+def test_the_child_starts_from_any_folder(tmp_path):
+    """The onnxruntime child and the TensorRT worker start without site packages (-S): they find
+    the `workbench` package by the path the parent hands them, not by the folder they start in.
+    A process started outside the repository (a notebook elsewhere, a user's project) must get
+    results, not "No module named 'workbench'"."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, onnx\n"
+            "from workbench.runtime import runners\n"
+            "from workbench.runtime.equivalence import make_inputs\n"
+            f"m = {str(RESNET)!r}\n"
+            "feed = make_inputs(onnx.load(m))\n"
+            "a = runners.OnnxRuntimeRunner(m).infer(feed)\n"
+            "b = runners.OnnxRuntimeRunner(m, isolated=False).infer(feed)\n"
+            "assert np.array_equal(a['logits'], b['logits'])\n"
+            "from workbench.worker.launch import ROOT\n"
+            "import workbench, os\n"
+            "assert os.path.dirname(os.path.dirname(os.path.realpath(workbench.__file__))) == ROOT\n"
+            "print('ok')\n")
+    # as a user's process: workbench found through the installed package, no PYTHONPATH
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]

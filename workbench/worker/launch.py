@@ -16,7 +16,10 @@ from typing import Dict, List
 
 # the folder holding the workbench package (os.path: pathlib and subprocess are imported only
 # when needed, so that a CLI reaches its worker's fork in as few milliseconds as it can)
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+# the folder that holds the `workbench` package, found by this module's depth in it
+ROOT = os.path.realpath(__file__)
+for _ in range(__name__.count(".") + 1):
+    ROOT = os.path.dirname(ROOT)
 _BOOT = ("import sys; sys.path.insert(0, %r); "
          "from workbench.worker.boot import run; run()")
 _BOOT_NO_SITE = ("import sys; sys.path.insert(0, %r); "
