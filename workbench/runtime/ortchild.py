@@ -54,6 +54,10 @@ POLL_S = 0.02
 FOLDER_PREFIX = "workbench-ort-"  # + owner pid + random: one transfer folder per process
 MODEL_FILES = 16  # serialized models kept in the transfer folder (tmpfs is memory)
 CRASH_HINT = "your session is fine; the model crashes onnxruntime: check it with `workbench inspect`"
+# a child that dies before any model reached it: this Python's environment, not the model
+START_HINT = ("the onnxruntime child process could not start (no model was loaded yet): check "
+              "that this Python imports workbench and onnxruntime (bash scripts/setup.sh), or "
+              "set WORKBENCH_ORT_ISOLATE=0 to run onnxruntime in this process")
 # glibc's allocator in the child: onnxruntime allocates every tensor from malloc (its arena is
 # off: sessions are short-lived), and by default freed tensors go back to the kernel and come
 # back as fresh, faulted pages on the next run (~0.1 s of system time per layer-wise compare of
@@ -348,7 +352,8 @@ class OrtChild(childproc.ChildHandle):
             shared = self._died_with.get(proc.pid, 0) > 1
         raise OrtCrashed(f"onnxruntime crashed ({_signal_name(rc)}) while {what}"
                          + (f"; last output: {'; '.join(last)}" if last else ""),
-                         returncode=rc, log_tail=tail, file=label, hint=CRASH_HINT,
+                         returncode=rc, log_tail=tail, file=label,
+                         hint=START_HINT if what == "starting" else CRASH_HINT,
                          shared=shared, category="tool")
 
     def call(self, op: str, args: Optional[Dict[str, Any]] = None, *, what: str = "",
