@@ -151,8 +151,15 @@ def test_compare_panel_shows_the_split_view_with_errors_on_both_sides(lab):
                            " and not c.split.table.layers.layers[c.split.layer_of[k]].is_reformat"
                            " and any(n in e for n in c.split.nodes_of[k])), key=lambda k: max(min(e[n], 1e6)"
                            " for n in c.split.nodes_of[k] if n in e)))(c.error_by_node())")
-    assert lab.page.evaluate(f"(id) => {ONNX_VIEW}.displayedColor(id)", worst_node) == hot
-    assert lab.page.evaluate(f"(id) => {ENGINE_VIEW}.displayedColor(id)", worst_layer) == hot
+    # colours, legend and scale reach each view as separate widget messages: wait (bounded) for
+    # the hottest colour to be drawn on the worst node and layer, then read it
+    for view, target in ((ONNX_VIEW, worst_node), (ENGINE_VIEW, worst_layer)):
+        try:
+            lab.page.wait_for_function(f"([id, hot]) => {view}.displayedColor(id) === hot",
+                                       arg=[target, hot], timeout=30000)
+        except Exception:
+            pass  # the assertion below says what was drawn instead
+        assert lab.page.evaluate(f"(id) => {view}.displayedColor(id)", target) == hot
     # several error levels drawn on the engine side, not one flat colour
     levels = lab.page.evaluate(f"() => new Set({ENGINE_VIEW}.graph.nodes().map((i) => "
                                f"{ENGINE_VIEW}.displayedColor(i))).size")
