@@ -41,12 +41,8 @@ from workbench.worker import childproc
 from workbench.core.errors import WorkbenchError
 from workbench.core.model import ModelLike
 from workbench.worker import protocol as P
+from workbench.worker.launch import ROOT  # the child starts with -S: handed the package root
 
-# the folder that holds the `workbench` package (the child starts with -S: no site, no editable
-# install finder), found by this module's depth in the package
-ROOT = os.path.realpath(__file__)
-for _ in range(__name__.count(".") + 1):
-    ROOT = os.path.dirname(ROOT)
 TIMEOUT_ENV, MAX_RSS_ENV = "WORKBENCH_ORT_TIMEOUT", "WORKBENCH_ORT_MAX_RSS"
 LOCATE_ENV = "WORKBENCH_ORT_LOCATE_S"  # seconds spent pinning a crash to a node (0: none)
 ISOLATE_ENV = "WORKBENCH_ORT_ISOLATE"  # "0": run onnxruntime in this process (trusted models)

@@ -14,9 +14,9 @@ import os
 import sys
 from typing import Dict, List
 
-# the folder holding the workbench package (os.path: pathlib and subprocess are imported only
-# when needed, so that a CLI reaches its worker's fork in as few milliseconds as it can)
-# the folder that holds the `workbench` package, found by this module's depth in it
+# the folder that holds the `workbench` package, found by this module's depth in it (also the
+# onnxruntime child's; os.path: pathlib and subprocess are imported only when needed, so that a
+# CLI reaches its worker's fork in as few milliseconds as it can)
 ROOT = os.path.realpath(__file__)
 for _ in range(__name__.count(".") + 1):
     ROOT = os.path.dirname(ROOT)
