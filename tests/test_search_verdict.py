@@ -14,12 +14,14 @@ from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
 from conftest import SAMPLES
 from workbench import compare
+from workbench.compare.bisect import bisect_exclusions, onnx_evaluator
 from workbench.precision.transform import convert
 from workbench.runtime.equivalence import make_inputs
 
 OVERFLOW = SAMPLES / "fp16_overflow.onnx"
 OVERFLOW_CHAIN = {"/scale/Mul", "/norm/Mul", "/norm/ReduceSum", "/norm/Sqrt", "/norm/Add",
                   "/norm/Div"}  # (sample_models/README.md: the planted nodes)
+CLASSIFIER = ["/fc1/MatMul", "/relu", "/fc2/MatMul"]
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +177,22 @@ def test_a_selecting_model_is_judged_by_the_tensors_feeding_its_selection(tmp_pa
     assert set(v["outputs"]) == {"scores"} and v["outputs"]["scores"]["kind"] == "tensor"
     assert v["outputs"]["scores"]["metric"] == "rel and cosine"
     assert "the tensors feeding the selection: rel and cosine at FP16 budgets" in v["rule"]
+
+
+def test_bisection_on_the_cpu_passes_by_the_verdict(classifier):
+    model, _, feeds = classifier
+    ev = onnx_evaluator(model, feeds, "fp16")
+    first = ev([])
+    assert first.passed and not first.comparison.passed  # the verdict, not the elementwise rule
+    res = bisect_exclusions(CLASSIFIER, ev)
+    assert res.passed and res.excluded == [] and "with nothing in FP32" in res.message
+    e0 = res.evaluations[0]
+    assert e0["passed"] is True and e0["elementwise_passed"] is False
+    assert e0["rule"] == "default per output kind, FP16 budgets" and "top-1 8/8" in e0["verdict"]
+    # atol/rtol given: the elementwise rule judges the same bisection, which keeps nodes
+    strict = bisect_exclusions(CLASSIFIER, onnx_evaluator(model, feeds, "fp16", atol=1e-2,
+                                                          rtol=1e-2))
+    assert strict.evaluations[0]["passed"] is False and strict.excluded
+    # a metric and budget: the cosine of FP16 here is ~1 - 2e-7
+    tight = onnx_evaluator(model, feeds, "fp16", metric="cosine", budget=1e-9)
+    assert not tight([]).passed and tight([]).verdict.rule == "metric cosine <= 1e-09"

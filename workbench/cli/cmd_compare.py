@@ -121,8 +121,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--results-runner", metavar="NAME",
                    help="which runner of --candidate-results (default: the first not onnxrt)")
     e.add_argument("--bisect", action="store_true",
-                   help="rebuild with suspects in FP32 to find the fewest that meet the "
-                        "tolerance; report each one's latency cost")
+                   help="rebuild with suspects in FP32 to find the fewest that keep the "
+                        "outputs within budget (the verdict, as --metric/--budget); report "
+                        "each one's latency cost")
     add_profile_index_argument(e)
     add_mkdir_argument(p)
 
@@ -236,7 +237,8 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
     search = None
     if args.bisect and not _outputs_pass(report, args):
         search = enginedebug.bisect_engine(args.reference, cfg, feeds, atol=args.atol,
-                                           rtol=args.rtol, report=report)
+                                           rtol=args.rtol, report=report, metric=args.metric,
+                                           budget=args.budget)
     return _report_engine(args, report, engine or "built", search, cfg.precision)
 
 
