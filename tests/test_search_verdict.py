@@ -99,7 +99,8 @@ def test_cli_search_exits_0_and_prints_the_verdict_per_round(classifier, capsys)
     rc, out = _cli(["compare", model, "--to", "fp16", "--inputs", data, "--json"], capsys)
     d = json.loads(out)
     assert rc == 0 and d["passed"] and d["rule"] == "default per output kind, FP16 budgets"
-    assert d["rounds"][0]["verdict"]["passed"] is True
+    assert d["rounds"][0]["verdict"]["passed"] is True and d["verdict"]["passed"] is True
+    assert d["final"]["outputs_pass"] is False  # (the report's elementwise figure, beside it)
     assert d["rounds"][0]["elementwise_passed"] is False
     # --atol/--rtol given: the elementwise rule, said so, and what to relax names them
     rc, out = _cli(["compare", model, "--to", "fp16", "--inputs", data, "--atol", "0.01",
@@ -196,3 +197,19 @@ def test_bisection_on_the_cpu_passes_by_the_verdict(classifier):
     # a metric and budget: the cosine of FP16 here is ~1 - 2e-7
     tight = onnx_evaluator(model, feeds, "fp16", metric="cosine", budget=1e-9)
     assert not tight([]).passed and tight([]).verdict.rule == "metric cosine <= 1e-09"
+
+
+def test_a_round_line_says_the_failing_outputs_first_and_counts_the_rest():
+    """A decoder judges dozens of outputs: the round's line names the failing ones first, at
+    most three, and counts the others."""
+    from workbench.cli.cmd_compare import _round_line
+
+    outs = {f"present.{i}.key": {"passed": True, "words": f"cosine ok {i}"} for i in range(5)}
+    outs["logits"] = {"passed": False, "words": "top-1 6/8"}
+    line = _round_line({"round": 2, "excluded": ["a"], "worst_output_rel": 0.5,
+                        "outputs_pass": False, "elementwise_passed": False,
+                        "elements_beyond": 7,
+                        "verdict": {"passed": False, "rule": "default", "outputs": outs}})
+    assert line.startswith("round 2: 1 node(s) in FP32, worst output relative error 0.5; "
+                           "logits: top-1 6/8; present.0.key: cosine ok 0; ")
+    assert "3 more output(s) judged  FAIL (elementwise atol/rtol: 7 element(s) beyond)" in line

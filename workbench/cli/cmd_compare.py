@@ -499,7 +499,7 @@ def _round_line(r: dict) -> str:
     or FAIL, and the elementwise atol/rtol rule beside it as a diagnostic."""
     rel = r['worst_output_rel']
     beyond = r.get("elements_beyond", 0)
-    words = r.get("verdict_words") or ""
+    words = _verdict_words(r.get("verdict") or {}) or r.get("verdict_words") or ""
     diag = ("elementwise atol/rtol: " + ("pass" if r.get("elementwise_passed", True) else
                                           f"{beyond} element(s) beyond"))
     if (r.get("verdict") or {}).get("rule", "").startswith("elementwise"):
@@ -509,6 +509,16 @@ def _round_line(r: dict) -> str:
             + (f"; {words}" if words else "")
             + ("  PASS" if r['outputs_pass'] else "  FAIL")
             + (f" ({diag})" if diag else ""))
+
+
+def _verdict_words(v: dict, shown: int = 3) -> str:
+    """A round's verdict in a line: the failing outputs first, at most `shown` of them, and
+    how many more (a decoder judges dozens of KV-cache outputs)."""
+    outs = sorted((v.get("outputs") or {}).items(), key=lambda kv: bool(kv[1].get("passed")))
+    said = "; ".join(f"{k}: {o.get('words', '')}" for k, o in outs[:shown])
+    more = len(outs) - shown
+    return said + (f"; {more} more output(s) {'pass' if v.get('passed') else 'judged'}"
+                   if more > 0 else "")
 
 
 def _print_verdict(args: argparse.Namespace, search: Any) -> None:

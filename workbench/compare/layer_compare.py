@@ -1199,10 +1199,18 @@ class ExclusionSearch:
                     f"against its range: --atol {atol:g} (rtol x its largest value)")
         return ""
 
+    @property
+    def verdict(self) -> Optional[Dict[str, Any]]:
+        """The answer's verdict (JSON form): the best round's where the search answered an
+        earlier round, else the last one's; None without a round (hopeless)."""
+        best = [r for r in self.rounds if r.get("best")]
+        return (best or self.rounds or [{}])[-1].get("verdict")
+
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "excluded": self.excluded, "passed": self.passed,
                 "hopeless": self.hopeless, "stopped": self.stopped, "rounds": self.rounds,
                 "selected": self.selected, "metric": self.metric, "rule": self.rule,
+                "verdict": self.verdict,
                 "findings": [f.to_dict() for f in self.findings],
                 "final": self.final.to_dict() if self.final is not None else None}
 
