@@ -1413,6 +1413,7 @@ class _Rounds:
             ref, target, feeds, by_ref, label
         self.calibration, self.atol, self.rtol = calibration, atol, rtol
         self.metric, self.budget = metric, budget  # (`verdict_metric`'s decision, made)
+        self._last: Optional[Tuple[LayerwiseReport, Any]] = None  # the last report judged
         self.max_samples, self.max_memory_mb, self.findings = max_samples, max_memory_mb, findings
         self.rounds: List[Dict[str, Any]] = []
         region, frontier, self.selected = selection_region(ref)
@@ -1433,10 +1434,14 @@ class _Rounds:
         feeding the selection as plain tensors (`judge_rows`)."""
         from workbench.runtime.verdict import judge_rows
 
+        if self._last is not None and self._last[0] is rep:  # (a round is judged once: a
+            return self._last[1]                              # decoder's logits are large)
         outs = [o for o in rep.outputs if o.tensor not in self.selected]
         feeding = [t for t in rep.tensors if t.tensor in self.feeding] if self.selected else []
-        return judge_rows(outs, self.target, rep.runs, internal=feeding, metric=self.metric,
-                          budget=self.budget, atol=rep.atol, rtol=rep.rtol)
+        v = judge_rows(outs, self.target, rep.runs, internal=feeding, metric=self.metric,
+                       budget=self.budget, atol=rep.atol, rtol=rep.rtol)
+        self._last = (rep, v)
+        return v
 
     def passes(self, rep: LayerwiseReport) -> bool:
         """Whether the judged rows are within budget (the verdict's)."""

@@ -457,9 +457,12 @@ def judge_rows(outputs: Sequence[TensorComparison], precision: str = "fp32",
                          for t in internal},
                         f"rel and cosine at {str(precision or 'fp32').upper()} budgets"
                         + (f" at {parse_budget(budget):g}" if scaled else ""))
-    if verdict is None:
-        return Verdict(inner.outputs, "the tensors feeding the selection: " + inner.rule,
-                       inner.reason)
+    if verdict is None:  # (every output is selected: a metric over outputs has none to read)
+        unread = (f" (no output left for the metric "
+                  f"{getattr(metric, '__name__', metric)}: every output is selected)"
+                  if metric not in (None, "elementwise") else "")
+        return Verdict(inner.outputs, "the tensors feeding the selection: " + inner.rule
+                       + unread, inner.reason)
     return Verdict({**inner.outputs, **verdict.outputs},
                    f"{verdict.rule}; the tensors feeding the selection: {inner.rule}",
                    verdict.reason or inner.reason)
