@@ -217,5 +217,6 @@ def test_the_fp32_node_search_walks_up_to_where_the_input_is_rounded(tmp_path):
     panel = ComparePanel(str(model), target="fp16", inputs=str(data))
     search = panel.run_search()
     assert search.passed and search.excluded == ["cos", "mul", "unsq"]
-    assert "within tolerance</b> with 3 node(s) kept in FP32" in panel.status.value
+    assert "within budget</b> (default per output kind, FP16 budgets) with 3 node(s) kept in " \
+        "FP32" in panel.status.value
     assert panel.report.made_with.exclude_nodes == ["cos", "mul", "unsq"]

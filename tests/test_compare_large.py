@@ -148,7 +148,7 @@ def test_cli_compare_to_fp16_by_reference(decoder):
                         "--max-memory", "600"], capture_output=True, text=True, timeout=300,
                        env=env)
     assert r.returncode == 0, r.stderr
-    assert "fp16: within tolerance" in r.stdout
+    assert "fp16: within budget" in r.stdout
 
 
 def test_int8_search_on_a_model_held_by_reference_says_why(decoder, monkeypatch, tmp_path):

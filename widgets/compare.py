@@ -37,7 +37,7 @@ from widgets.base import (OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, FindingsList, 
                           error_text, esc, fit, short_label)
 from widgets.figure import Figure
 from workbench import compare
-from workbench.runtime.verdict import Verdict, judge_tensors
+from workbench.runtime.verdict import Verdict, judge_tensors, verdict_metric
 from workbench.core.errors import WorkbenchError
 
 MAX_TICKS = 32  # name at most this many tensors on the axis (every k-th beyond): at 11 px,
@@ -135,7 +135,7 @@ class ComparePanel(PanelBase, W.VBox):
             description=f"Find FP32 nodes ({target})" if target else "Find FP32 nodes",
             icon="search", disabled=target is None, layout=fit(),
             tooltip=f"convert to {target}, keep the worst nodes in FP32, repeat until the "
-                    "outputs are within tolerance" if target else
+                    "outputs are within budget" if target else
                     "needs a target: ComparePanel(model, target='fp16', inputs=...) searches "
                     "the nodes to keep in FP32 (a ready candidate has no target to convert to)")
         self.figure = Figure(layout=dict(
@@ -267,12 +267,13 @@ class ComparePanel(PanelBase, W.VBox):
                 self.show(self.search.final, origin=(
                     f"the model converted to {self.target.upper()} with "
                     f"{len(self.search.excluded)} node(s) kept in FP32"))
-            verdict = "within tolerance" if self.search.passed else "NOT within tolerance"
+            verdict = "within budget" if self.search.passed else "NOT within budget"
+            rule = f" ({esc(self.search.rule)})" if self.search.rule else ""
             # one unbreakable flag each: a line wraps between flags, never inside one
             flags = " ".join(f"<span style='white-space:nowrap'>--exclude {esc(n)}</span>"
                              for n in self.search.excluded)
             kept = (f": <code>{flags}</code>" if self.search.excluded else "")
-            self.status.value += (f"<br><b>{esc(self.target)}: {verdict}</b> with "
+            self.status.value += (f"<br><b>{esc(self.target)}: {verdict}</b>{rule} with "
                                   f"{len(self.search.excluded)} node(s) kept in FP32{kept}")
             if not self.search.passed and not self.search.hopeless:
                 data = self.inputs if isinstance(self.inputs, (str, os.PathLike)) else None
@@ -305,9 +306,8 @@ class ComparePanel(PanelBase, W.VBox):
     def verdict(self, rep: compare.LayerwiseReport) -> Verdict:
         """The outputs' verdict (`workbench.runtime.verdict`): by output kind at the candidate's
         precision; the elementwise rule when the panel was given atol / rtol."""
-        explicit = self.atol is not None or self.rtol is not None
         return judge_tensors(rep.outputs, rep.precision or "fp32", rep.runs,
-                             metric="elementwise" if explicit else None, atol=rep.atol,
+                             metric=verdict_metric(None, self.atol, self.rtol), atol=rep.atol,
                              rtol=rep.rtol)
 
     def _next_step(self, rep: compare.LayerwiseReport) -> str:
@@ -317,10 +317,10 @@ class ComparePanel(PanelBase, W.VBox):
             if self.candidate is not None:
                 return ""
             return (f"<span style='color:{OK_COLOUR}'>{esc(self.target.upper())} as converted is "
-                    "within tolerance: no node needs to stay FP32</span>")
+                    "within budget: no node needs to stay FP32</span>")
         return (f"<b>next:</b> press <i>Find FP32 nodes ({t})</i> (or <code>panel.run_search()"
                 "</code>): it keeps the nodes that add the most error in FP32, one at a time, "
-                "until the outputs are within tolerance")
+                "until the outputs are within budget")
 
     # -- view ------------------------------------------------------------------------------
     def show(self, rep: compare.LayerwiseReport, origin: Optional[str] = None) -> None:

@@ -145,9 +145,9 @@ def test_the_readme_tour_shows_what_the_readme_says(browser, after_setup):
                 text = _wait_text(lab, out, r"outputs (PASS|FAIL)")
                 assert out.locator(".js-plotly-plot").count() >= 1  # error per tensor
                 _click(out, "Find FP32 nodes")
-                text = _wait_text(lab, out, r"fp16: (NOT )?within tolerance", 600)
-                m = re.search(r"fp16: within tolerance with (\d+) node\(s\) kept in FP32: "
-                              r"([^\n]*)", text)
+                text = _wait_text(lab, out, r"fp16: (NOT )?within budget", 600)
+                m = re.search(r"fp16: within budget(?: \([^)]*\))? with (\d+) node\(s\) kept in "
+                              r"FP32: ([^\n]*)", text)
                 assert m and int(m.group(1)) == 6, text[-1500:]
                 kept = re.findall(r"--exclude (\S+)", m.group(2))
                 assert len(kept) == 6 and "/scale/Mul" in kept, kept

@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--to", choices=list(table.lowered()),
                    help="convert the reference to this precision and search for the nodes to "
-                        "keep in FP32 until the outputs are within tolerance")
+                        "keep in FP32 until the outputs are within budget (the verdict: "
+                        "--metric/--budget, else --atol/--rtol, else by output kind)")
     p.add_argument("--inputs", "--calib", dest="inputs", metavar="PATH",
                    help="representative inputs: .npz (keys = input names), .npy, or a folder "
                         "(--calib is the same: the name precision, profiles and build use)")
@@ -120,8 +121,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--results-runner", metavar="NAME",
                    help="which runner of --candidate-results (default: the first not onnxrt)")
     e.add_argument("--bisect", action="store_true",
-                   help="rebuild with suspects in FP32 to find the fewest that meet the "
-                        "tolerance; report each one's latency cost")
+                   help="rebuild with suspects in FP32 to find the fewest that keep the "
+                        "outputs within budget (the verdict, as --metric/--budget); report "
+                        "each one's latency cost")
     add_profile_index_argument(e)
     add_mkdir_argument(p)
 
@@ -235,7 +237,8 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
     search = None
     if args.bisect and not _outputs_pass(report, args):
         search = enginedebug.bisect_engine(args.reference, cfg, feeds, atol=args.atol,
-                                           rtol=args.rtol, report=report)
+                                           rtol=args.rtol, report=report, metric=args.metric,
+                                           budget=args.budget)
     return _report_engine(args, report, engine or "built", search, cfg.precision)
 
 
@@ -407,12 +410,10 @@ def output_verdict(report: Any, args: Optional[argparse.Namespace] = None) -> An
     """The verdict (`workbench.runtime.verdict`) of a layer-wise report's outputs: the --metric within
     --budget; else, with --atol/--rtol given, the elementwise rule they ask for; else by
     output kind at the candidate's precision, from the per-sample runs the report kept."""
-    from workbench.runtime.verdict import judge_tensors
+    from workbench.runtime.verdict import judge_tensors, verdict_metric
 
-    metric = getattr(args, "metric", None)
-    if metric is None and (getattr(args, "atol", None) is not None or
-                           getattr(args, "rtol", None) is not None):
-        metric = "elementwise"
+    metric = verdict_metric(getattr(args, "metric", None), getattr(args, "atol", None),
+                            getattr(args, "rtol", None))
     return judge_tensors(report.outputs, getattr(report, "precision", "fp32") or "fp32",
                          getattr(report, "runs", None), metric=metric,
                          budget=getattr(args, "budget", None), atol=report.atol,
@@ -490,17 +491,40 @@ def _print_rounds(args: argparse.Namespace, search: Any, calib: Any) -> None:
                 f.code in ("random-inputs", "not-a-batch", "over-memory"):
             print(finding_text(f, "", model=args.reference, data=calib))
     for r in search.rounds:
-        rel = r['worst_output_rel']
-        beyond = r.get("elements_beyond", 0)
-        print(f"round {r['round']}: {len(r['excluded'])} node(s) in FP32, worst output "
-              f"relative error {rel if isinstance(rel, str) else _fmt(rel)}"
-              + ("  PASS" if r['outputs_pass'] else
-                 f", {beyond} element(s) beyond atol/rtol" if beyond else ""))
+        print(_round_line(r))
+
+
+def _round_line(r: dict) -> str:
+    """One round: nodes kept, the worst judged relative error, the verdict's words and PASS
+    or FAIL, and the elementwise atol/rtol rule beside it as a diagnostic."""
+    rel = r['worst_output_rel']
+    beyond = r.get("elements_beyond", 0)
+    words = _verdict_words(r.get("verdict") or {}) or r.get("verdict_words") or ""
+    diag = ("elementwise atol/rtol: " + ("pass" if r.get("elementwise_passed", True) else
+                                          f"{beyond} element(s) beyond"))
+    if (r.get("verdict") or {}).get("rule", "").startswith("elementwise"):
+        diag = ""  # (the verdict is the elementwise rule: its words say the count)
+    return (f"round {r['round']}: {len(r['excluded'])} node(s) in FP32, worst output "
+            f"relative error {rel if isinstance(rel, str) else _fmt(rel)}"
+            + (f"; {words}" if words else "")
+            + ("  PASS" if r['outputs_pass'] else "  FAIL")
+            + (f" ({diag})" if diag else ""))
+
+
+def _verdict_words(v: dict, shown: int = 3) -> str:
+    """A round's verdict in a line: the failing outputs first, at most `shown` of them, and
+    how many more (a decoder judges dozens of KV-cache outputs)."""
+    outs = sorted((v.get("outputs") or {}).items(), key=lambda kv: bool(kv[1].get("passed")))
+    said = "; ".join(f"{k}: {o.get('words', '')}" for k, o in outs[:shown])
+    more = len(outs) - shown
+    return said + (f"; {more} more output(s) {'pass' if v.get('passed') else 'judged'}"
+                   if more > 0 else "")
 
 
 def _print_verdict(args: argparse.Namespace, search: Any) -> None:
     """The search's verdict, the samples it judged, and how a selecting model was judged."""
-    verdict = "within tolerance" if search.passed else "NOT within tolerance"
+    rule = f" ({search.rule})" if search.rule else ""
+    verdict = f"within budget{rule}" if search.passed else f"NOT within budget{rule}"
     fin = search.final
     on = ""
     if fin is not None and fin.samples_available > fin.samples:  # (say it: 8 of 64)
@@ -532,7 +556,8 @@ def _print_closest(args: argparse.Namespace, search: Any, calib: Any, line: str)
                  f"{'worse' if worse else 'no better'})" if later else
                  f" (round {at})")
     if search.excluded:
-        print(f"  the closest it got{where}, still beyond tolerance: " + line)
+        print(f"  the closest it got{where}, still beyond "
+              f"{'tolerance' if search.elementwise else 'budget'}: " + line)
     elif at is not None:
         print(f"  the closest it got{where} keeps no node in FP32: the model "
               f"converted as it is")
@@ -550,24 +575,27 @@ def _print_search(args: argparse.Namespace, search: Any, calib: Any) -> None:
     if search.passed and search.excluded:
         print("  " + line)
         if search.quantized_left == 0:
+            what = "tolerance" if search.elementwise else "budget"
             print(f"  but nothing is left in {args.to.upper()}: every node it quantizes "
-                  f"is kept in FP32, so the model computes in FP32 (at this tolerance "
-                  f"{args.to.upper()} gains nothing; build it in FP16, or relax "
-                  "--atol/--rtol)")
+                  f"is kept in FP32, so the model computes in FP32 (at this {what} "
+                  f"{args.to.upper()} gains nothing; build it in FP16, or "
+                  f"{search.relax_words()})")
     elif not search.passed:
         _print_closest(args, search, calib, line)
 
 
 def _run_search(args: argparse.Namespace, calib: Any) -> int:
     """--to: search the nodes to keep in FP32 (`find_exclusions`) and report it; exit 0 when
-    the outputs end within tolerance."""
+    the outputs end within budget (the verdict `compare REF CAND` gives: --metric within
+    --budget, --atol/--rtol alone the elementwise rule, else the default per output kind)."""
     from workbench import compare
 
     search = compare.find_exclusions(args.reference, args.to, calibration=calib,
                                      atol=args.atol, rtol=args.rtol,
                                      allow_random=args.allow_random,
                                      max_samples=args.samples,
-                                     max_memory_mb=args.max_memory)
+                                     max_memory_mb=args.max_memory,
+                                     metric=args.metric, budget=args.budget)
     if args.json:
         print_json(_pasteable_findings(search.to_dict(), args.reference, calib))
     elif search.hopeless:

@@ -2,8 +2,10 @@
 
 `bisect_exclusions(candidates, evaluate)` takes the suspects in order of suspicion (the
 culprits of a layer-wise compare, each with the other nodes of its fused engine layer) and an
-`evaluate(excluded) -> Comparison` (build with those nodes in FP32 and compare the outputs: an
-engine rebuild through the engine cache, or a CPU stand-in). It checks that excluding nothing
+`evaluate(excluded) -> JudgedComparison` (build with those nodes in FP32, compare the outputs
+and judge them by the verdict `compare`, `matrix` and `plan` give,
+`workbench.runtime.verdict.judge_runs`: an engine rebuild through the engine cache, or a CPU
+stand-in; a plain `Comparison` passes by the elementwise rule). It checks that excluding nothing
 fails and excluding every suspect passes, binary-searches the shortest passing prefix
 (assuming more FP32 never hurts), then tries dropping each chosen node. With `latency(excluded)
 -> ms` it measures every prefix of the answer, so each exclusion's cost shows in the table
@@ -77,7 +79,9 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
                       target: str = "fp16", route: str = "", minimise: bool = True,
                       max_minimise: int = 8,
                       units: Optional[Sequence[Sequence[str]]] = None) -> BisectResult:
-    """See the module docstring. `evaluate` returns a `workbench.runtime.comparison.Comparison`.
+    """See the module docstring. `evaluate` returns what has `passed` (within budget),
+    `outputs` ({name: TensorComparison}, for the worst relative error) and `reason`: a
+    `workbench.runtime.verdict.JudgedComparison` (or a plain `Comparison`).
     `units`: nodes that go into FP32 together (the ONNX nodes of one fused engine layer: an
     exclusion that splits a fused layer leaves TensorRT no format that obeys it); the search
     adds and drops whole units, each candidate joining the unit that holds it."""
@@ -102,8 +106,13 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
         if key not in memo:
             memo[key] = evaluate(list(excl))
             c = memo[key]
-            res.evaluations.append({"excluded": list(excl), "passed": bool(c.passed),
-                                    "worst_rel": _num(_worst(c))})
+            row = {"excluded": list(excl), "passed": bool(c.passed),
+                   "worst_rel": _num(_worst(c))}
+            v = getattr(c, "verdict", None)
+            if v is not None:  # the verdict's words, the elementwise rule as a diagnostic
+                row.update(verdict=v.words() or c.reason, rule=v.rule,
+                           elementwise_passed=bool(c.comparison.passed))
+            res.evaluations.append(row)
         return memo[key]
 
     if ev([]).passed:
@@ -161,15 +170,21 @@ def bisect_exclusions(candidates: Sequence[str], evaluate: Callable[[Sequence[st
 
 def onnx_evaluator(model: ModelLike, feeds: Sequence[Any], target: str = "fp16", *,
                    atol: Optional[float] = None, rtol: Optional[float] = None,
-                   runner: str = "auto") -> Callable[[Sequence[str]], Any]:
+                   runner: str = "auto", metric: Any = None,
+                   budget: Any = None) -> Callable[[Sequence[str]], Any]:
     """The CPU stand-in for an engine rebuild: convert to `target` with the exclusions (the
     strongly typed route's Cast insertion), run it (onnx's reference evaluator computes FP16 in
-    float16) and compare the outputs with onnxruntime FP32."""
-    from workbench.runtime.comparison import compare_outputs
+    float16), compare the outputs with onnxruntime FP32 and judge them
+    (`workbench.runtime.verdict.judge_runs`: `metric` within `budget`; atol/rtol alone, the
+    elementwise rule; else the default per output kind at `target`'s budgets)."""
     from workbench.precision.table import tolerances
     from workbench.precision.transform import convert
     from workbench.runtime.runners import OnnxRuntimeRunner, make_runner
+    from workbench.runtime.verdict import (judge_runs, parse_budget, resolve_metric,
+                                           verdict_metric)
 
+    metric = resolve_metric(verdict_metric(metric, atol, rtol))
+    parse_budget(budget)
     proto = as_model(model).with_weights()
     atol, rtol = tolerances(target, atol, rtol)
     ref = OnnxRuntimeRunner(proto).infer_all(list(feeds))
@@ -178,7 +193,8 @@ def onnx_evaluator(model: ModelLike, feeds: Sequence[Any], target: str = "fp16",
     def evaluate(excluded: Sequence[str]) -> Any:
         cand = convert(proto, target, exclude_nodes=list(excluded), measure=False).proto
         got = make_runner(runner, cand).infer_all(list(feeds))
-        return compare_outputs(ref, got, atol, rtol, names=outs)
+        return judge_runs(ref, got, target, atol=atol, rtol=rtol, names=outs, metric=metric,
+                          budget=budget)
 
     return evaluate
 

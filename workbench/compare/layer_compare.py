@@ -1109,6 +1109,25 @@ class ExclusionSearch:
     stopped: str = ""  # why the search ended: passed | no-culprit | max-rounds | hopeless
     # outputs after a data-dependent selection, judged through the tensors feeding it
     selected: List[str] = field(default_factory=list)
+    # what judged the rounds (`workbench.runtime.verdict`): the metric ("elementwise" when
+    # atol/rtol were given alone; None: the default per output kind) and the verdict's rule
+    metric: Optional[str] = None
+    rule: str = ""
+
+    @property
+    def elementwise(self) -> bool:
+        """Did the atol/rtol rule judge (asked for by --atol/--rtol or --metric elementwise)?"""
+        return self.metric == "elementwise"
+
+    def relax_words(self) -> str:
+        """What to relax to accept more error: the options that judge this search."""
+        fin = self.final
+        if self.elementwise:
+            tol = (f"atol {fin.atol:g}, rtol {fin.rtol:g}" if fin is not None else
+                   "the defaults")
+            return f"relax the tolerance ({tol}: --atol/--rtol)"
+        return (f"relax the budget ({self.rule or 'the default verdict'}: --budget), or judge "
+                "by the metric that matters to you (--metric)")
 
     @property
     def quantized_left(self) -> Optional[int]:
@@ -1120,13 +1139,12 @@ class ExclusionSearch:
         return len(fin.quantized_nodes or ())  # (no Q/DQ left: the candidate reads as FP32)
 
     def why_stopped(self, model: Optional[ModelLike] = None, data: Optional[str] = None) -> str:
-        """Why the search ended without meeting the tolerance, and what to try next, in one
+        """Why the search ended without meeting the budget, and what to try next, in one
         line (the CLI prints it, the Compare panel shows it; `model`/`data`: paths for the
-        commands, else MODEL/DATA)."""
+        commands, else MODEL/DATA). What to relax names what judged: --atol/--rtol for the
+        elementwise rule, --budget/--metric for the verdict."""
         import shlex
 
-        fin = self.final
-        tol = (f"atol {fin.atol:g}, rtol {fin.rtol:g}" if fin is not None else "the defaults")
         m = shlex.quote(str(model)) if isinstance(model, (str, os.PathLike)) else "MODEL"
         d = shlex.quote(str(data)) if data else "DATA"
         calib = ""
@@ -1135,29 +1153,37 @@ class ExclusionSearch:
                      f"FP32 nodes: `workbench precision {m} --to {self.target} --calib {d} "
                      "--calib-method percentile -o OUT.onnx` (or minmax) prints its error")
         calib = self._range_hint() + calib
+        relax = self.relax_words()
+        what = "tolerance" if self.elementwise else "budget"
         if self.stopped == "nothing-left":
             return (f"stopped: keeping one more node in FP32 would leave nothing in "
-                    f"{self.target.upper()} (every quantizable node kept): at this tolerance the "
+                    f"{self.target.upper()} (every quantizable node kept): at this {what} the "
                     f"model gains nothing from {self.target.upper()}; build it in FP16, or "
-                    f"relax the tolerance ({tol}: --atol/--rtol){calib}")
+                    f"{relax}{calib}")
         if self.stopped == "no-culprit":
             sel = selects_by_value(model) if model is not None else ""
             why = (f"or comes from ops that pick by value on near-ties ({sel})" if sel else
                    "rounding everywhere rather than in a few nodes")
             return ("stopped: the layer-wise compare blames no node that is not already kept "
                     f"in FP32; the remaining error builds up across many nodes, {why}: judge "
-                    "the outputs' figures against your accuracy needs, or relax the tolerance "
-                    f"({tol}: --atol/--rtol){calib}")
-        return (f"stopped after {len(self.rounds)} rounds without meeting the tolerance "
-                f"({tol}): keep the listed nodes and run the search again from that model, "
-                f"or relax --atol/--rtol{calib}")
+                    f"the outputs' figures against your accuracy needs, or {relax}{calib}")
+        said = "relax --atol/--rtol" if self.elementwise else relax
+        return (f"stopped after {len(self.rounds)} rounds without meeting the {what} "
+                f"({self._judged_by()}): keep the listed nodes and run the search again from "
+                f"that model, or {said}{calib}")
+
+    def _judged_by(self) -> str:
+        fin = self.final
+        if self.elementwise:
+            return f"atol {fin.atol:g}, rtol {fin.rtol:g}" if fin is not None else "the defaults"
+        return self.rule or "the default verdict"
 
     def _range_hint(self) -> str:
         """For an output whose largest error is within rtol of its own range but whose
         elements near zero fail by atol (boxes in pixels, depths in metres): the figures and
         the atol that judges it relative to its range ('' for none)."""
         fin = self.final
-        if fin is None:
+        if fin is None or not self.elementwise:  # (the verdict judges by the range already)
             return ""
         for t in fin.outputs:
             if t.passed or not t.finite or t.shape_change or not (t.scale > 0) or \
@@ -1173,10 +1199,18 @@ class ExclusionSearch:
                     f"against its range: --atol {atol:g} (rtol x its largest value)")
         return ""
 
+    @property
+    def verdict(self) -> Optional[Dict[str, Any]]:
+        """The answer's verdict (JSON form): the best round's where the search answered an
+        earlier round, else the last one's; None without a round (hopeless)."""
+        best = [r for r in self.rounds if r.get("best")]
+        return (best or self.rounds or [{}])[-1].get("verdict")
+
     def to_dict(self) -> Dict[str, Any]:
         return {"target": self.target, "excluded": self.excluded, "passed": self.passed,
                 "hopeless": self.hopeless, "stopped": self.stopped, "rounds": self.rounds,
-                "selected": self.selected,
+                "selected": self.selected, "metric": self.metric, "rule": self.rule,
+                "verdict": self.verdict,
                 "findings": [f.to_dict() for f in self.findings],
                 "final": self.final.to_dict() if self.final is not None else None}
 
@@ -1371,12 +1405,15 @@ class _Rounds:
     def __init__(self, ref: Any, target: str, feeds: Sequence[Feed], *, by_ref: bool,
                  label: Optional[str], calibration: Any, atol: float, rtol: float,
                  max_samples: int, max_memory_mb: Optional[float],
-                 findings: List[Finding]) -> None:
+                 findings: List[Finding], metric: Any = None,
+                 budget: Union[None, str, float] = None) -> None:
         from workbench.surgery.split import selection_region
 
         self.ref, self.target, self.feeds, self.by_ref, self.label = \
             ref, target, feeds, by_ref, label
         self.calibration, self.atol, self.rtol = calibration, atol, rtol
+        self.metric, self.budget = metric, budget  # (`verdict_metric`'s decision, made)
+        self._last: Optional[Tuple[LayerwiseReport, Any]] = None  # the last report judged
         self.max_samples, self.max_memory_mb, self.findings = max_samples, max_memory_mb, findings
         self.rounds: List[Dict[str, Any]] = []
         region, frontier, self.selected = selection_region(ref)
@@ -1391,9 +1428,24 @@ class _Rounds:
         return [t for t in rep.tensors if t.tensor in self.feeding] + \
             [o for o in rep.outputs if o.tensor not in self.selected]
 
+    def verdict(self, rep: LayerwiseReport) -> Any:
+        """The verdict (`workbench.runtime.verdict`) of the judged rows at the target's budgets:
+        the outputs from the per-sample runs the report kept; a selecting model's tensors
+        feeding the selection as plain tensors (`judge_rows`)."""
+        from workbench.runtime.verdict import judge_rows
+
+        if self._last is not None and self._last[0] is rep:  # (a round is judged once: a
+            return self._last[1]                              # decoder's logits are large)
+        outs = [o for o in rep.outputs if o.tensor not in self.selected]
+        feeding = [t for t in rep.tensors if t.tensor in self.feeding] if self.selected else []
+        v = judge_rows(outs, self.target, rep.runs, internal=feeding, metric=self.metric,
+                       budget=self.budget, atol=rep.atol, rtol=rep.rtol)
+        self._last = (rep, v)
+        return v
+
     def passes(self, rep: LayerwiseReport) -> bool:
-        """Whether every judged row is within tolerance."""
-        return all(t.passed for t in self.judged(rep))
+        """Whether the judged rows are within budget (the verdict's)."""
+        return self.verdict(rep).passed
 
     def attempt(self, k: int, keep: List[str]) -> Tuple[LayerwiseReport, float]:
         """Round `k`: the target conversion with `keep` in FP32, compared layer by layer;
@@ -1413,9 +1465,12 @@ class _Rounds:
         rep.findings = self.findings + [f for f in rep.findings if f.code != "over-memory"]
         judged = self.judged(rep)
         w = max((t.rel for t in judged), default=0.0)
-        self.rounds.append({"round": k, "excluded": list(keep), "outputs_pass": self.passes(rep),
+        v = self.verdict(rep)
+        self.rounds.append({"round": k, "excluded": list(keep), "outputs_pass": v.passed,
                             "worst_output_rel": w if math.isfinite(w) else "inf",
-                            # (the verdict is elementwise: a small relative error can still fail)
+                            "verdict": v.to_dict(), "verdict_words": v.words(),
+                            # the elementwise rule, a diagnostic beside the verdict
+                            "elementwise_passed": all(t.passed for t in judged),
                             "elements_beyond": sum(t.mismatches for t in judged
                                                    if not t.passed)})
         return rep, w
@@ -1484,10 +1539,16 @@ def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
                     start: Sequence[str] = (), allow_random: bool = False,
                     check_range: bool = True, max_samples: int = 8,
                     max_memory_mb: Optional[float] = None,
-                    stream_weights_mb: Optional[float] = None) -> ExclusionSearch:
+                    stream_weights_mb: Optional[float] = None, metric: Any = None,
+                    budget: Union[None, str, float] = None) -> ExclusionSearch:
     """Convert to `target`, compare layer by layer, keep the worst culprit(s) in FP32, repeat
-    until the outputs are within tolerance (or no culprit is left / max_rounds is reached).
-    atol/rtol None: the target's defaults (`workbench.precision.table.tolerances`).
+    until the outputs are within budget (or no culprit is left / max_rounds is reached).
+    Within budget is the verdict `compare`, `matrix` and `plan` give
+    (`workbench.runtime.verdict`): `metric` (a name, a callable or "MODULE:FUNC") within
+    `budget`; else, with atol/rtol given, the elementwise rule they ask for; else the default
+    per output kind at the target's budgets (`budget` alone scales its main figure).
+    atol/rtol None: the target's defaults (`workbench.precision.table.tolerances`), which
+    still give each tensor's elementwise diagnostic and which tensors are culprits.
     check_range: first look for FP32 activations beyond the target's range (`range_prepass`):
     their nodes start in FP32, and when they are too many the answer comes at once, no search.
     max_samples: the samples each round compares (layerwise's).
@@ -1497,6 +1558,10 @@ def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
     is the lowered structure over the original FP32 weights (each weight rounded to the
     target by the Cast the lowering puts before its readers), nothing is serialized with its
     weights, and every run goes a segment at a time within `max_memory_mb`."""
+    from workbench.runtime.verdict import parse_budget, resolve_metric, verdict_metric
+
+    metric = resolve_metric(verdict_metric(metric, atol, rtol))  # (said before any run)
+    parse_budget(budget)
     ref, by_ref, label = _search_reference(model, target, stream_weights_mb)
     atol, rtol = tolerances(target, atol, rtol)
     findings: List[Finding] = []
@@ -1514,7 +1579,7 @@ def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
         findings.extend(found)
         if hopeless:
             return ExclusionSearch(target, [], False, [], None, findings, hopeless=True,
-                                   stopped="hopeless")
+                                   stopped="hopeless", metric=_metric_name(metric))
         seeded = [n for n in nodes if n not in excluded]
         excluded.extend(seeded)
     report: Optional[LayerwiseReport] = None
@@ -1522,7 +1587,8 @@ def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
     gi = GraphIndex(ref.graph)  # a culprit's readers and the producers of its inputs
     search = _Rounds(ref, target, feeds, by_ref=by_ref, label=label, calibration=calibration,
                      atol=atol, rtol=rtol, max_samples=max_samples,
-                     max_memory_mb=max_memory_mb, findings=findings)
+                     max_memory_mb=max_memory_mb, findings=findings, metric=metric,
+                     budget=budget)
     rounds = search.rounds
     best: Optional[Tuple[float, int, LayerwiseReport]] = None  # (worst error, round, report)
     for k in range(max_rounds + 1):
@@ -1548,11 +1614,20 @@ def find_exclusions(model: ModelLike, target: str, *, calibration: Any = None,
         if k == max_rounds:
             break
         excluded = excluded + new[:per_round]
-    passed = bool(report and search.passes(report)) and stopped != "nothing-left"
+    verdict = search.verdict(report) if report is not None else None
+    passed = verdict is not None and verdict.passed and stopped != "nothing-left"
     if not passed and best is not None and best[1] != len(rounds) - 1:
         # later rounds made it worse (a kept node can move another's quantization): the
-        # answer is the best round, said as such
+        # answer is the best round, said as such. Best is the least worst relative error of
+        # the judged rows: a figure every round has on one scale, where the verdict's losses
+        # are per output kind (a top-1 share, 1 - cosine) and all fail here anyway
         excluded, report = list(rounds[best[1]]["excluded"]), best[2]
         rounds[best[1]]["best"] = True
     return ExclusionSearch(target, excluded, passed, rounds, report, findings, stopped=stopped,
-                           selected=list(search.selected))
+                           selected=list(search.selected), metric=_metric_name(metric),
+                           rule=verdict.rule if verdict is not None else "")
+
+
+def _metric_name(metric: Any) -> Optional[str]:
+    """A resolved metric as the search records it: its name, a callable's __name__, None."""
+    return None if metric is None else str(getattr(metric, "__name__", metric))

@@ -38,7 +38,7 @@ from workbench.compare.bisect import BisectResult, bisect_exclusions, suspects
 from workbench.compare.engine_compare import (EngineCompareReport, boundary_tensors,
                                               compare_tensors, engine_layerwise, mark_outputs,
                                               weightless)
-from workbench.runtime.comparison import Comparison, compare_outputs
+from workbench.runtime.comparison import Comparison
 from workbench.core.errors import Finding, WorkbenchError
 from workbench.core.model import ModelLike, as_model
 from workbench.precision.table import is_base, is_quantized, tolerances
@@ -320,10 +320,18 @@ def compare_engine(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed],
 def bisect_engine(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed], *,
                   candidates: Optional[Sequence[str]] = None, atol: Optional[float] = None,
                   rtol: Optional[float] = None, latency: bool = True, client: Any = None,
-                  timeout: Optional[float] = 1800, report: Optional[EngineCompareReport] = None
-                  ) -> BisectResult:
-    """The ONNX nodes that must stay FP32 for the engine's outputs to meet atol/rtol, found by
-    rebuilding with exclusions (see `compare.bisect`), with each exclusion's P50 latency."""
+                  timeout: Optional[float] = 1800, report: Optional[EngineCompareReport] = None,
+                  metric: Any = None, budget: Any = None) -> BisectResult:
+    """The ONNX nodes that must stay FP32 for the engine's outputs to be within budget, found
+    by rebuilding with exclusions (see `compare.bisect`), with each exclusion's P50 latency.
+    Within budget is the verdict `compare` gives (`workbench.runtime.verdict.judge_runs`):
+    `metric` within `budget`; atol/rtol alone, the elementwise rule; else the default per
+    output kind at the engine's precision."""
+    from workbench.runtime.verdict import judge_runs, parse_budget, resolve_metric, \
+        verdict_metric
+
+    metric = resolve_metric(verdict_metric(metric, atol, rtol))
+    parse_budget(budget)
     proto = as_model(model).with_weights()
     config = bisect_config(with_feed_profile(proto, config, feeds), client=client)
     atol, rtol = tolerances(config.precision, atol, rtol)
@@ -353,7 +361,8 @@ def bisect_engine(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed], 
                               f"precisions: {e.message[:300]}")
         got = TensorRTRunner(res.engine_path, model=proto, backend=res.backend,
                              client=client).infer_all(list(feeds))
-        return compare_outputs(ref_out, got, atol, rtol, names=outs)
+        return judge_runs(ref_out, got, config.precision, atol=atol, rtol=rtol, names=outs,
+                          metric=metric, budget=budget)
 
     def cost(excluded: Sequence[str]) -> Dict[str, Any]:
         from workbench.measure.capture import capture

@@ -285,12 +285,14 @@ def metric_loss(metric: MetricLike, ref: Sequence[Outputs], got: Sequence[Output
 # ----------------------------------------------------------------------------- verdicts
 def judge_tensor(t: TensorComparison, precision: str = "fp32",
                  ref: Optional[np.ndarray] = None, got: Optional[np.ndarray] = None,
-                 budgets: Optional[Mapping[str, float]] = None) -> OutputVerdict:
-    """The default verdict of one output: by its kind (`output_kind`) at `precision`'s budgets.
+                 budgets: Optional[Mapping[str, float]] = None,
+                 kind: Optional[str] = None) -> OutputVerdict:
+    """The default verdict of one output: by its kind (`output_kind`, or `kind` when the
+    caller knows better: "tensor" for an internal one) at `precision`'s budgets.
     `ref` / `got` (all samples) give the per-sample figures; without them the comparison's
     own figures judge (top-1 agreement, global cosine, rel)."""
     b = {**default_budget(precision), **(budgets or {})}
-    kind = output_kind(t.name, t.shape)
+    kind = kind or output_kind(t.name, t.shape)
     base = dict(name=t.name, kind=kind, elementwise=bool(t.passed), mismatches=t.mismatches)
     if t.shape_change or not t.finite:
         why = (f"shape {t.shape_change}" if t.shape_change else
@@ -390,9 +392,7 @@ def judge(comparison: Comparison, precision: str = "fp32", *, metric: MetricLike
                                     bool(t.passed), t.mismatches,
                                     {"rel": t.rel, "cosine": t.cosine})
         return Verdict(outs, f"metric {mname} <= {b:g}", comparison.reason)
-    budgets = None
-    if b is not None:
-        budgets = {"rel": b, "top1": b, "cosine": 1 - b, "iou": 1 - b, "pixels": 1 - b}
+    budgets = _scaled(b)
     outs = {}
     for n, t in comparison.outputs.items():
         r = _stack(ref, n) if ref is not None else None
@@ -400,6 +400,24 @@ def judge(comparison: Comparison, precision: str = "fp32", *, metric: MetricLike
         outs[n] = judge_tensor(t, precision, r if g is not None else None, g, budgets)
     rule = f"default per output kind, {p} budgets" + (f" at {b:g}" if b is not None else "")
     return Verdict(outs, rule, comparison.reason)
+
+
+def _scaled(b: Optional[float]) -> Optional[Dict[str, float]]:
+    """The default verdict's budgets when `--budget` alone is given: it scales each kind's
+    main figure (rel, top-1 share, 1 - cosine, 1 - IoU, 1 - pixel agreement)."""
+    if b is None:
+        return None
+    return {"rel": b, "top1": b, "cosine": 1 - b, "iou": 1 - b, "pixels": 1 - b}
+
+
+def verdict_metric(metric: MetricLike, atol: Optional[float] = None,
+                   rtol: Optional[float] = None) -> MetricLike:
+    """The metric a verdict judges by, one decision for every caller: the user's; else
+    "elementwise" when atol or rtol were given explicitly (the rule they ask for); else None
+    (the default per output kind)."""
+    if metric is None and (atol is not None or rtol is not None):
+        return "elementwise"
+    return metric
 
 
 def judge_tensors(tensors: Sequence[TensorComparison], precision: str = "fp32",
@@ -414,3 +432,78 @@ def judge_tensors(tensors: Sequence[TensorComparison], precision: str = "fp32",
     if ref and got and not all(t.name in ref[0] for t in tensors):
         ref = got = None
     return judge(c, precision, metric=metric, budget=budget, ref=ref, got=got)
+
+
+def judge_rows(outputs: Sequence[TensorComparison], precision: str = "fp32",
+               runs: Optional[Mapping[str, Sequence[Outputs]]] = None, *,
+               internal: Sequence[TensorComparison] = (), metric: MetricLike = None,
+               budget: Union[None, str, float] = None, atol: float = 0.0,
+               rtol: float = 0.0) -> Verdict:
+    """`judge_tensors` over `outputs`, plus `internal` tensors judged beside them (those
+    feeding a data-dependent selection, whose selected outputs swap near-tied rows under any
+    rounding): no per-sample runs are kept for them, so they are judged as the default judges
+    a plain tensor (scale-relative error and cosine at `precision`'s budgets, `budget` scaling
+    them when no metric is given), or elementwise when that is the metric."""
+    metric = resolve_metric(metric)
+    verdict = judge_tensors(outputs, precision, runs, metric=metric, budget=budget, atol=atol,
+                            rtol=rtol) if outputs else None
+    if not internal:
+        return verdict if verdict is not None else Verdict({}, "nothing to judge")
+    if metric == "elementwise":
+        inner = judge_tensors(internal, precision, None, metric=metric, atol=atol, rtol=rtol)
+    else:
+        scaled = _scaled(parse_budget(budget)) if metric is None else None
+        inner = Verdict({t.name: judge_tensor(t, precision, budgets=scaled, kind="tensor")
+                         for t in internal},
+                        f"rel and cosine at {str(precision or 'fp32').upper()} budgets"
+                        + (f" at {parse_budget(budget):g}" if scaled else ""))
+    if verdict is None:  # (every output is selected: a metric over outputs has none to read)
+        unread = (f" (no output left for the metric "
+                  f"{getattr(metric, '__name__', metric)}: every output is selected)"
+                  if metric not in (None, "elementwise") else "")
+        return Verdict(inner.outputs, "the tensors feeding the selection: " + inner.rule
+                       + unread, inner.reason)
+    return Verdict({**inner.outputs, **verdict.outputs},
+                   f"{verdict.rule}; the tensors feeding the selection: {inner.rule}",
+                   verdict.reason or inner.reason)
+
+
+@dataclass
+class JudgedComparison:
+    """A comparison of outputs and its verdict: `passed` is the verdict's, `outputs` and
+    `reason` the comparison's (their figures: rel, cosine, the elementwise diagnostic), so
+    it stands where a `Comparison` did (`workbench.compare.bisect`)."""
+
+    comparison: Comparison
+    verdict: Verdict
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed
+
+    @property
+    def outputs(self) -> Dict[str, TensorComparison]:
+        return self.comparison.outputs
+
+    @property
+    def reason(self) -> str:
+        return self.comparison.reason
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+
+def judge_runs(ref: Sequence[Outputs], got: Sequence[Outputs], precision: str, *,
+               atol: float, rtol: float, names: Optional[Sequence[str]] = None,
+               metric: MetricLike = None,
+               budget: Union[None, str, float] = None) -> JudgedComparison:
+    """Compare two runs' outputs (every sample batch) and judge them (`judge`): the figures
+    at atol/rtol, the verdict by `metric` within `budget` or the default per output kind."""
+    from workbench.runtime.comparison import compare_outputs
+
+    c = compare_outputs(ref, got, atol, rtol, names=names)
+    ok = [n for n in c.outputs if all(n in b for b in ref) and all(n in b for b in got)]
+    use = ok == list(c.outputs)  # (a sequence's items, "out[0]": no per-sample arrays)
+    return JudgedComparison(c, judge(c, precision, metric=metric, budget=budget,
+                                     ref=list(ref) if use else None,
+                                     got=list(got) if use else None))
