@@ -33,14 +33,14 @@ def test_outputs_pass_and_first_divergence_is_information(notebook_case):
     assert len(found) == 1
     f = found[0]
     assert f.severity == "info"  # not a warning beside "outputs PASS"
-    assert f.message.startswith("outputs within tolerance; the first intermediate tensor that "
-                                "differs beyond it is '/proj/MatMul_output_0' from node "
-                                "'/proj/MatMul' (MatMul): ")
+    assert f.message.startswith("outputs within budget (default per output kind, FP16 "
+                                "budgets); the first intermediate tensor beyond atol/rtol is "
+                                "'/proj/MatMul_output_0' from node '/proj/MatMul' (MatMul): ")
     assert "where error starts, should it grow" in f.message
     # its relative figure is below rtol: the message names what IS beyond tolerance
     assert fd.rel < rep.rtol and 0 < fd.mismatches < fd.size
     assert f"{fd.mismatches} of {fd.size} element(s) differ by more than atol 0.01 and rtol " \
-           "0.01 x |reference| (the rule the outputs are judged by)" in f.message
+           "0.01 x |reference| (the elementwise rule)" in f.message
     assert f"relative error {fd.rel:.3g} of the tensor's largest |value| {fd.scale:.3g}" \
         in f.message
     assert "first tensor beyond tolerance" not in f.message
@@ -75,7 +75,7 @@ def test_failing_outputs_keep_first_divergence_a_warning():
     assert f.message == (
         "first tensor beyond tolerance: '/proj/MatMul_output_0' from node '/proj/MatMul' "
         "(MatMul): 5 of 512 element(s) differ by more than atol 0.01 and rtol 0.01 x "
-        "|reference| (the rule the outputs are judged by); max abs error 0.317 = relative "
+        "|reference| (the elementwise rule); max abs error 0.317 = relative "
         "error 0.000354 of the tensor's largest |value| 896")
     # the overflow that makes the outputs fail is the error
     assert [(g.severity, g.nodes[0]) for g in rep.findings if g.code == "precision-loss"] == \
@@ -112,7 +112,7 @@ def test_panel_status_and_findings_read_consistently(notebook_case):
     assert "candidate: FP16 emulated on onnxruntime CPU" in p.status.value
     assert "run by" not in p.status.value
     html = p.findings_html.value
-    assert "first-divergence" in html and "outputs within tolerance" in html
+    assert "first-divergence" in html and "outputs within budget" in html
     row = html[html.index("first-divergence") - 200:html.index("first-divergence")]
     assert ">info<" in row and ">warning<" not in row
     # the worst-tensor table counts the elements beyond tolerance beside the green rel

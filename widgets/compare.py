@@ -382,7 +382,7 @@ class ComparePanel(PanelBase, W.VBox):
         self.table.value = (TABLE_CSS + "<table class='wb-t'><tr><th>tensor</th><th>op</th>"
                             "<th>max abs</th><th>rel</th>"
                             "<th>added</th><th title='elements with |error| &gt; atol and &gt; "
-                            "rtol x |reference|: the rule the outputs are judged by'>beyond tol"
+                            "rtol x |reference|: the elementwise rule (the outputs are judged by the verdict)'>beyond tol"
                             f"</th></tr>{rows}</table>")
         self.findings_html.show(rep.findings, model=self.reference, data=self.inputs)
         if self.graph_view is not None:

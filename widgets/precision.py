@@ -53,12 +53,19 @@ def error_table_html(errors: Optional[Dict[str, Dict[str, Any]]], title: str) ->
         t = v.get("top1_agreement")
         return f"{t:.3f}" if t is not None and class_scores(v.get("shape") or (), name) else "–"
 
+    def verdict(v: Dict[str, Any]) -> str:  # the verdict compare gives (by output kind)
+        d = v.get("verdict")
+        if not d:
+            return "–"
+        return f"<span title='{esc(d.get('rule', ''))}'>{'PASS' if d.get('passed') else 'FAIL'}: " \
+            f"{esc(d.get('words', ''))}</span>"
+
     head = ("<tr><th>output</th><th>max abs</th><th>mean abs</th><th>rel</th><th>cosine</th>"
-            "<th>top-1</th><th>at atol/rtol</th></tr>")
+            "<th>top-1</th><th>verdict</th><th>at atol/rtol</th></tr>")
     rows = "".join(
         f"<tr><td>{esc(k)}</td><td>{fmt(v['max_abs_err'])}</td><td>{fmt(v['mean_abs_err'])}</td>"
         f"<td>{fmt(v['rel_err'])}</td><td>{v['cosine']:.6f}</td>"
-        f"<td>{top1(k, v)}</td>"
+        f"<td>{top1(k, v)}</td><td>{verdict(v)}</td>"
         f"<td>{'PASS' if v.get('passed') else 'FAIL'} ({v.get('atol', 0):g}/{v.get('rtol', 0):g})"
         "</td></tr>"
         for k, v in errors.items())
@@ -457,12 +464,13 @@ class PrecisionPanel(PanelBase, W.VBox):
     def _show_result(self, res: PrecisionResult, path: Path) -> None:
         r = res.report
         bad = [f for f in res.findings if f.severity == "error"]
-        failing = [n for n, e in (r.get("error") or {}).items() if e.get("passed") is False]
+        failing = [n for n, e in (r.get("error") or {}).items()  # (by the verdict)
+                   if (e.get("verdict") or {}).get("passed", e.get("passed")) is False]
         icon = "&#10007;" if bad else "&#9888;" if failing else "&#10003;"
         self.status.value = (
             f"{icon} wrote <code>{esc(path)}</code> ({res.target}): "
             f"{r['casts_inserted']} Cast(s), {r['qdq_pairs']} Q/DQ pair(s)"
-            + (f"; {len(failing)} output(s) beyond tolerance vs FP32 ("
+            + (f"; {len(failing)} output(s) beyond budget vs FP32 ("
                + ", ".join(esc(n) for n in failing[:3]) + "): see below" if failing else ""))
         self.report_html.value = (
             error_table_html(r.get("error"), "vs FP32 on onnxruntime CPU")

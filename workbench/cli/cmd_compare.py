@@ -223,7 +223,8 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
         report = enginedebug.compare_engine(
             str(split["prefix"]), cfg, feeds, engine=engine, mark=mark,
             memory_budget_mb=args.memory_budget, stats_path=args.stats, keep=args.keep,
-            keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol,
+            keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol, metric=args.metric,
+            budget=args.budget,
             profile_index=args.profile_k)
         rc = _report_engine(args, report, engine, None, cfg.precision, chain=chain,
                             prefix=str(split["prefix"]))
@@ -231,7 +232,8 @@ def _run_engine(args: argparse.Namespace, engine: "str | None") -> int:
     report = enginedebug.compare_engine(
         args.reference, cfg, feeds, engine=engine, mark=mark,
         memory_budget_mb=args.memory_budget, stats_path=args.stats, keep=args.keep,
-        keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol, profile_index=args.profile_k,
+        keep_dir=args.keep_dir, atol=args.atol, rtol=args.rtol, metric=args.metric,
+            budget=args.budget, profile_index=args.profile_k,
         on_chunk=None if args.json else
         (lambda k, n: print(f"build {k + 1}/{n} (marked)", file=sys.stderr, flush=True)))
     search = None
@@ -305,7 +307,8 @@ def _run_recorded(args: argparse.Namespace) -> int:
     report = engine_layerwise(args.reference, recorded_candidate(iters, name), feeds,
                               tensors=tensors, marking="recorded", atol=args.atol,
                               rtol=args.rtol, precision=args.precision or "fp16",
-                              candidate_name=name, stats_path=args.stats, observer=False)
+                              candidate_name=name, stats_path=args.stats, observer=False,
+                              metric=args.metric, budget=args.budget)
     return _report_engine(args, report, f"{args.candidate_results}[{name}]", None,
                           args.precision or "fp16")
 
@@ -637,7 +640,8 @@ def _run_layerwise(args: argparse.Namespace, calib: Any) -> int:
                                max_samples=args.samples,
                                allow_random=args.allow_random,
                                memory_budget_mb=args.memory_budget, stats_path=args.stats,
-                               max_memory_mb=args.max_memory)
+                               max_memory_mb=args.max_memory, metric=args.metric,
+                               budget=args.budget)
     if args.save_results:
         runs = {"onnxruntime-fp32": report.runs["reference"],
                 f"{report.candidate_runner}-candidate": report.runs["candidate"]}

@@ -95,8 +95,11 @@ def run(args: argparse.Namespace) -> int:
                 top1 = (f", top-1 agreement {s['top1_agreement']:.3f}"  # (along the class axis)
                         if s.get("top1_agreement") is not None and
                         class_scores(s.get("shape") or (), name) else "")
+                v = s.get("verdict") or {}
+                said = (f"; {'within' if v['passed'] else 'BEYOND'} budget ({v['words']})"
+                        if v else "")  # (the verdict compare gives)
                 w(f"  {name} vs FP32 ({label}): max abs {s['max_abs_err']:.3g}, rel "
-                  f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}\n")
+                  f"{s['rel_err']:.3g}, cosine {s['cosine']:.6f}{top1}{said}\n")
         from workbench.core.nextstep import finding_text
 
         seen: set = set()

@@ -37,6 +37,7 @@ from workbench.compare.layer_compare import (LayerwiseReport, TensorError, _open
                                             added_error, constant_tensors,
                                             divergence_findings, plan_chunks, tensor_bytes,
                                             weightless)
+from workbench.runtime.verdict import verdict_metric
 from workbench.core.errors import Finding, WorkbenchError
 from workbench.core.model import ModelLike, as_model
 from workbench.precision.table import tolerances
@@ -411,7 +412,8 @@ def engine_layerwise(reference: ModelLike, candidate: CandidateFactory, feeds: S
                      findings: Optional[List[Finding]] = None,
                      on_chunk: Optional[Callable[[int, int], None]] = None,
                      observer: bool = True,
-                     quantized_nodes: Optional[Set[str]] = None) -> EngineCompareReport:
+                     quantized_nodes: Optional[Set[str]] = None, metric: Any = None,
+                     budget: Any = None) -> EngineCompareReport:
     """Compare `tensors` of the candidate (built/run per chunk by `candidate(names)`) with the
     FP32 reference, chunked to `memory_budget_mb`; see the module docstring."""
     t0 = time.monotonic()
@@ -421,13 +423,15 @@ def engine_layerwise(reference: ModelLike, candidate: CandidateFactory, feeds: S
         raise WorkbenchError("no inputs to compare on", field="inputs",
                              hint="pass representative inputs (.npz with the model's input names)")
     precision = precision or infer_precision(ref_p)
+    metric = verdict_metric(metric, atol, rtol)  # (before the defaults fill atol/rtol in)
     atol, rtol = tolerances(precision, atol, rtol)
     outs = [o.name for o in ref_p.graph.output]
     samples, sizes, chunks, budget = _plan(ref_p, feeds, tensors, memory_budget_mb)
     report = EngineCompareReport("onnxruntime", candidate_name, atol, rtol, samples,
                                  findings=list(findings or []), precision=precision,
                                  marking=marking, chunks=chunks, budget_mb=memory_budget_mb,
-                                 quantized_nodes=quantized_nodes)
+                                 quantized_nodes=quantized_nodes, metric=metric,
+                                 budget=budget)
     over = _over_budget(chunks, sizes, budget, memory_budget_mb)
     if over is not None:
         report.findings.append(over)

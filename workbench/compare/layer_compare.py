@@ -60,6 +60,7 @@ from workbench.precision.table import BASE, is_low_float, is_quantized, toleranc
 from workbench.runtime.runners import (Feed, batched_inputs, has_low_float, limit_samples, load_error,
                                low_float_runner, make_runner, samples_in)
 from workbench.runtime.segments import ahead, order_of
+from workbench.runtime.verdict import verdict_metric
 
 __all__ = ["SENTINEL", "Feed", "has_low_float", "PASS_THROUGH_OPS", "run_all", "TensorError",
            "LayerwiseReport", "sample_feeds", "layerwise", "save_run_results", "load_run_results",
@@ -191,9 +192,35 @@ class LayerwiseReport:
     # `tensors` (a fused layer hides the others): a pass-through culprit (a Reshape after a
     # fused ScatterND) passes on error it did not make, from hidden nodes above (`to_exclude`)
     node_ops: Dict[str, str] = field(default_factory=dict)
+    # what judges the outputs (`workbench.runtime.verdict.verdict_metric`'s decision: the
+    # user's metric, "elementwise" for explicit atol/rtol, None for the default per output
+    # kind) and its budget: the verdict `compare` prints and the findings' severity follow it
+    metric: Any = field(default=None, repr=False)
+    budget: Any = field(default=None, repr=False)
+    _verdict: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def verdict(self) -> Any:
+        """The outputs' verdict (`workbench.runtime.verdict.judge_tensors`) from the per-sample
+        runs the report kept; judged once, when the outputs and runs are in."""
+        from workbench.runtime.verdict import judge_tensors
+
+        key = (len(self.outputs), id(self.runs))
+        if self._verdict is None or self._verdict[0] != key:
+            v = judge_tensors(self.outputs, self.precision or "fp32", self.runs or None,
+                              metric=self.metric, budget=self.budget, atol=self.atol,
+                              rtol=self.rtol)
+            self._verdict = (key, v)
+        return self._verdict[1]
 
     @property
     def outputs_pass(self) -> bool:
+        """The outputs within budget by the verdict (`verdict`)."""
+        return bool(self.verdict.passed)
+
+    @property
+    def elementwise_pass(self) -> bool:
+        """The outputs within atol + rtol*|ref| element by element (a diagnostic)."""
         return all(t.passed for t in self.outputs)
 
     @property
@@ -303,7 +330,8 @@ class LayerwiseReport:
             "reference_runner": self.reference_runner, "candidate_runner": self.candidate_runner,
             "precision": self.precision,
             "atol": self.atol, "rtol": self.rtol, "samples": self.samples,
-            "outputs_pass": self.outputs_pass,
+            "outputs_pass": self.outputs_pass, "elementwise_pass": self.elementwise_pass,
+            "verdict_rule": self.verdict.rule,
             "outputs": [t.to_dict() for t in self.outputs],
             "first_divergence": fd.to_dict() if fd else None,
             "culprits": [t.to_dict() for t in self.culprits()],
@@ -769,7 +797,8 @@ def layerwise(reference: ModelLike, candidate: ModelLike, feeds: Optional[Sequen
               stats_path: Any = None,
               labels: Tuple[Optional[str], Optional[str]] = (None, None),
               selection: Optional[Set[str]] = None, max_memory_mb: Optional[float] = None,
-              stream_weights_mb: Optional[float] = None) -> LayerwiseReport:
+              stream_weights_mb: Optional[float] = None, metric: Any = None,
+              budget: Any = None) -> LayerwiseReport:
     """Compare every tensor the two models share (by name). See the module docstring.
     atol/rtol None: the defaults of the candidate's precision (`workbench.runtime.comparison`).
     `selection`: the names of the reference's selection-region nodes when the caller has
@@ -798,6 +827,7 @@ def layerwise(reference: ModelLike, candidate: ModelLike, feeds: Optional[Sequen
     available = sum(samples_in(f, batched) for f in feeds)
     feeds = limit_samples(feeds, max_samples, batched)
     precision = infer_precision(cand_p)
+    metric = verdict_metric(metric, atol, rtol)  # (before the defaults fill atol/rtol in)
     atol, rtol = tolerances(precision, atol, rtol)
     if candidate_runner == "auto":
         candidate_runner = low_float_runner(cand_p)
@@ -809,7 +839,8 @@ def layerwise(reference: ModelLike, candidate: ModelLike, feeds: Optional[Sequen
                              samples_available=available,
                              selection_nodes=selection if selection is not None
                              else _selection_node_names(ref_p), made_with=recorded_spec(cand_p),
-                             rounding=_candidate_types(cand_p, precision))
+                             rounding=_candidate_types(cand_p, precision),
+                             metric=metric, budget=budget)
     producer = {o: n for n in ref_p.graph.node for o in n.output if o}
     node_name = {id(n): (n.name or f"{n.op_type}:{n.output[0]}") for n in ref_p.graph.node}
     outs = [o.name for o in ref_p.graph.output]
@@ -897,9 +928,9 @@ def _selection_node_names(proto: Any) -> Set[str]:
 
 
 def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:
-    """Why a tensor fails, in the terms of the rule that judged it (the one the outputs are
-    judged by, `workbench.runtime.comparison`: an element fails when |error| > atol and > rtol x
-    |reference|). Its relative error (max abs error over the tensor's largest value) can be
+    """Why a tensor is beyond tolerance, in the terms of the elementwise rule
+    (`workbench.runtime.comparison`: an element fails when |error| > atol and > rtol x
+    |reference|; the outputs themselves are judged by the verdict, `workbench.runtime.verdict`). Its relative error (max abs error over the tensor's largest value) can be
     far below rtol while a few small elements still fail: both figures are named."""
     if t.shape_change:
         return (f"its shape changed ({t.shape_change}): a data-dependent selection (NMS, TopK, "
@@ -910,7 +941,7 @@ def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:
                                     f"{t.inf} inf" if t.inf else "") if x)
         return f"the candidate holds {bad} where the reference is finite"
     return (f"{t.mismatches} of {t.size} element(s) differ by more than atol {atol:g} and rtol "
-            f"{rtol:g} x |reference| (the rule the outputs are judged by); max abs error "
+            f"{rtol:g} x |reference| (the elementwise rule); max abs error "
             f"{t.max_abs:.3g} = relative error {t.rel:.3g} of the tensor's largest |value| "
             f"{t.scale:.3g}")
 
@@ -967,8 +998,9 @@ def divergence_findings(report: "LayerwiseReport",
         if report.outputs_pass:  # information: where error starts, not a failure
             out.append(Finding(
                 "info", "first-divergence",
-                f"outputs within tolerance; the first intermediate tensor that differs beyond "
-                f"it is {where}: {why}. That is where error starts, should it grow",
+                f"outputs within budget ({report.verdict.rule}); the first intermediate tensor "
+                f"beyond atol/rtol is {where}: {why}. That is where error starts, should it "
+                "grow",
                 nodes=[fd.node], tensors=[fd.tensor], op=fd.op, source="compare"))
         else:
             out.append(Finding(
@@ -1011,8 +1043,8 @@ def divergence_findings(report: "LayerwiseReport",
         if report.outputs_pass:  # nothing to fix: where error is added, should it matter
             out.append(Finding(
                 "info", "precision-loss",
-                f"node '{t.node}' ({t.op}) {what}{inside}; the outputs are within tolerance, "
-                "so nothing needs to stay in higher precision", nodes=[t.node] + members,
+                f"node '{t.node}' ({t.op}) {what}{inside}; the outputs are within budget "
+                f"({report.verdict.rule}), so nothing needs to stay in higher precision", nodes=[t.node] + members,
                 tensors=[t.tensor], op=t.op, source="compare",
                 hint="only if you need tighter outputs: " + keep))
             continue

@@ -274,7 +274,8 @@ def compare_engine(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed],
                    atol: Optional[float] = None, rtol: Optional[float] = None,
                    client: Any = None, timeout: Optional[float] = 1800,
                    on_chunk: Optional[Callable[[int, int], None]] = None,
-                   profile_index: int = -1) -> EngineCompareReport:
+                   profile_index: int = -1, metric: Any = None,
+                   budget: Any = None) -> EngineCompareReport:
     """Layer-wise compare of the engine for `config` (or the given `engine` file for the
     unmarked run) with onnxruntime FP32, fusion-aware by default. See the module docstring.
     `profile_index`: the optimization profile the engine runs on (-1: the first that holds
@@ -304,6 +305,7 @@ def compare_engine(model: ModelLike, config: BuildConfig, feeds: Sequence[Feed],
                            marking=mark if isinstance(mark, str) else "given",
                            memory_budget_mb=memory_budget_mb, stats_path=stats_path, keep=keep,
                            keep_dir=keep_dir, atol=atol, rtol=rtol, precision=judged,
+                           metric=metric, budget=budget,
                            candidate_name=f"tensorrt-{judged}", findings=findings,
                            on_chunk=on_chunk, quantized_nodes=_quantized(source, judged))
     rep.layers = base.get("layers")  # the split view draws the engine from it

@@ -353,13 +353,22 @@ def error_entry(c: Any) -> Dict[str, Any]:
 def compare_outputs(ref: List[Dict[str, np.ndarray]], got: List[Dict[str, np.ndarray]],
                     target: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
     """Per output: the figures of `workbench.runtime.comparison.compare_outputs` at the target's default
-    tolerances (`error_entry`, plus atol/rtol). Non-finite outputs are reported, not hidden."""
+    tolerances (`error_entry`, plus atol/rtol; "passed" is the elementwise rule) and the
+    verdict `workbench compare` gives (`workbench.runtime.verdict`: by output kind at the
+    target's budgets; "verdict": passed, words, rule). Non-finite outputs are reported."""
     from workbench.runtime.comparison import compare_outputs as compare
+    from workbench.runtime.verdict import judge
     from workbench.precision.table import tolerances
 
     atol, rtol = tolerances(target)
     res = compare(ref, got, atol, rtol)
-    return {k: {**error_entry(v), "atol": atol, "rtol": rtol} for k, v in res.outputs.items()}
+    whole = [k for k in res.outputs if all(k in b for b in ref) and all(k in b for b in got)]
+    use = whole == list(res.outputs)  # (per-sample arrays of every output: the full verdict)
+    v = judge(res, target or "fp32", ref=ref if use else None, got=got if use else None)
+    return {k: {**error_entry(c), "atol": atol, "rtol": rtol,
+                "verdict": {"passed": v.outputs[k].passed, "words": v.outputs[k].words,
+                            "rule": v.rule}}
+            for k, c in res.outputs.items()}
 
 
 def feeds_for(proto: Any, batches: List[Dict[str, np.ndarray]]) -> List[Dict[str, np.ndarray]]:
@@ -886,15 +895,16 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
                       selected: Sequence[str] = ()) -> List[Finding]:
     """A finding per output the converted model got wrong on the calibration data (`runner`'s
     run against FP32), with the search that finds what to keep in higher precision. Wrong is
-    the verdict `workbench compare` gives: beyond the target's atol/rtol (the figures say by
-    how much). A warning, or for INT8/FP8 outputs that still point the same way as FP32
+    the verdict `workbench compare` gives (an entry's "verdict"; the elementwise rule at the
+    target's atol/rtol for entries without one). A warning, or for INT8/FP8 outputs that still point the same way as FP32
     (`workbench.runtime.comparison.points_same_way`, the rule compare's verdict line states too) an
     info: quantized outputs rarely meet 1e-2 elementwise."""
     from workbench.runtime.comparison import class_scores, points_same_way, same_way_words
 
     out = []
     for name, s in errors.items():
-        if not s.get("finite", True) or s.get("passed") is not False:
+        verdict = s.get("verdict") or {}
+        if not s.get("finite", True) or verdict.get("passed", s.get("passed")) is not False:
             continue  # (non-finite outputs are said as non-finite-output)
         top1, cos = s.get("top1_agreement"), s.get("cosine")
         figs = f"max abs {s['max_abs_err']:.3g}, rel {s['rel_err']:.3g}" + (
@@ -905,6 +915,10 @@ def accuracy_findings(errors: Dict[str, Dict[str, Any]], target: str, kind: str,
                   and s.get("size") else "")
         tol = (f" (beyond its tolerance atol {s['atol']:g} / rtol {s['rtol']:g}{beyond}, as "
                "workbench compare judges it)" if "atol" in s else "")
+        if verdict:  # the verdict judged it; the elementwise rule is said beside it
+            tol = (f" (beyond its budget: {verdict['words']}, {verdict['rule']}, as workbench "
+                   f"compare judges it" + (f"; elementwise at atol {s['atol']:g} / rtol "
+                                           f"{s['rtol']:g}{beyond}" if beyond else "") + ")")
         classes = top1 is not None and class_scores(s.get("shape") or (), name)
         # quantized targets rarely meet 1e-2 elementwise: where the output still points the
         # same way (cosine) and picks the same classes, it is information, not an alarm
