@@ -141,6 +141,7 @@ class BuildConfig:
     calibrate_method = _OnSpec[str]("calibrate_method")
     allow_random_calibration = _OnSpec[bool]("allow_random")
     per_channel = _OnSpec[bool]("per_channel")
+    fallback = _OnSpec[Optional[str]]("fallback")
 
     def __init__(self, spec: Optional[PrecisionSpec] = None, **kw: Any) -> None:
         prec = {SPEC_FIELDS[k]: kw.pop(k) for k in list(kw) if k in SPEC_FIELDS}
