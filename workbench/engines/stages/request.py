@@ -11,7 +11,7 @@ import os
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.engines.options import Render, worker_args
 from workbench.engines.spec import BuildConfig, layer_precisions
@@ -52,6 +52,15 @@ def legacy_fields(job: BuildJob, prepared: PreparedOnnx, request: BuildRequest
     findings: List[Finding] = []
     fields: Dict[str, Any] = {"builder_flag": entry.builder_flag,
                               "calibrate": bool(entry.flag_calibrator)}
+    fb = fallback_flag(config)
+    if fb and fb not in (request.extra_flags or ()):  # `--int8 --fp16`: the layers without
+        request = replace(request, extra_flags=tuple(request.extra_flags or ()) + (fb,))
+        findings.append(Finding(  # INT8 run in the fallback's type, not FP32
+            "info", "fallback-flag",
+            f"built with the {entry.builder_flag} and {fb} builder flags (`--fallback "
+            f"{config.fallback}`): layers without {entry.name.upper()} run in "
+            f"{config.fallback.upper()}, the builder picks per layer; excluded nodes stay "
+            "FP32", source="build"))
     need = [f for f in explicit_quantization_flags(graph_of(prepared.path, job.ref))
             if f != (entry.builder_flag or "").upper() and f not in (request.extra_flags or ())]
     if need:
@@ -71,6 +80,16 @@ def legacy_fields(job: BuildJob, prepared: PreparedOnnx, request: BuildRequest
             job.ref, config, job.ws, job.calib_hash or "", job.backend, job.version)
         fields["calibrate_method"] = config.calibrate_method
     return replace(request, **fields), findings
+
+
+def fallback_flag(config: BuildConfig) -> Optional[str]:
+    """The builder flag of the config's fallback precision (FP16 for `--fallback fp16`), set
+    beside the quantized target's on the builder-flag route; None without a fallback."""
+    if not config.fallback:
+        return None
+    from workbench.precision import table
+
+    return table.get(config.fallback).builder_flag
 
 
 def write_calibration(ref: Model, config: BuildConfig, ws: Any, calib_hash: str,
