@@ -71,17 +71,33 @@ def test_a_callable_metric_is_honoured(data):
     assert any("no fp16 plan met the budget" in n for n in p.notes)
 
 
-def test_cli_plan_round_trips_through_precision_exclude(data, tmp_path):
+@pytest.mark.parametrize("to", [[], ["--to", "int8", "--fallback", "fp16"]],
+                         ids=["fp16", "int8+fp16"])
+def test_cli_plan_round_trips_through_precision_exclude(data, tmp_path, to):
     """`workbench plan -o` writes the planned model; `workbench precision --exclude` with the
-    printed list makes the same file bit for bit."""
+    printed list makes the same file bit for bit. INT8 with the FP16 fallback: the MatMuls in
+    INT8, the bias Add in FP16, the planted overflow regions in FP32 (FP16 would overflow
+    there as it does without Q/DQ)."""
     out = tmp_path / "planned.onnx"
     r = subprocess.run([sys.executable, "-m", "workbench.cli", "plan", str(OVERFLOW), "--data",
                         str(data / "x.npz"), "--budget", "1%", "--metric", "top1", "-o",
-                        str(out), "--json"], capture_output=True, text=True, cwd=REPO,
+                        str(out), "--json"] + to, capture_output=True, text=True, cwd=REPO,
                        timeout=300)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["nodes"]["fp32"] == PLANTED and d["passed"]
+    if to:
+        assert d["fallback"] == "fp16" and d["nodes"]["int8"] == ["/proj/MatMul", "/head/MatMul"]
+        assert d["nodes"]["fp16"] == ["/proj/Add"]
+        assert "--to int8 --fallback fp16 " in d["commands"]["precision"]
+        assert "--to int8 --fallback fp16 " in d["commands"]["reproduce"]
+        from workbench.precision.spec import recorded_spec
+
+        import onnx
+
+        made = recorded_spec(onnx.load(str(out)))
+        assert made.fallback == "fp16" and made.exclude_nodes == PLANTED
+        assert any(n.op_type == "DequantizeLinear" for n in onnx.load(str(out)).graph.node)
     line = d["commands"]["precision"].replace("OUT.onnx", str(tmp_path / "again.onnx"))
     assert line.startswith("workbench precision ")
     import shlex

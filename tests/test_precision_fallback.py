@@ -168,3 +168,19 @@ def test_cli_precision_fallback(tmp_path):
                          capture_output=True, text=True, cwd=REPO, timeout=300)
     assert bad.returncode != 0 and "fallback" in bad.stderr + bad.stdout
     assert not (tmp_path / "x.onnx").exists()
+
+
+def test_nothing_left_to_quantize_is_the_fallback_model():
+    """Every quantizable op excluded (what a plan keeping them all in FP32 asks): no Q/DQ, the
+    fallback lowers the rest, the excluded ops stay FP32, the spec still says INT8 + FP16."""
+    r = convert(SAMPLES / "resnet_tiny.onnx", "int8", calibration=_calib("resnet_tiny"),
+                fallback="fp16", exclude_ops=["Conv", "Gemm", "GlobalAveragePool"])
+    ops = [n.op_type for n in r.proto.graph.node]
+    assert "QuantizeLinear" not in ops and "DequantizeLinear" not in ops and "Cast" in ops
+    counts = r.report["precisions"]
+    assert counts["int8"] == 0 and counts["fp16"] > 0
+    fp32 = set(r.report["nodes_by_precision"]["fp32"])
+    assert {n.name for n in r.proto.graph.node if n.op_type == "Conv"} <= fp32
+    assert [f.code for f in r.findings][:1] == ["nothing-quantized"]
+    assert recorded_spec(r.proto).fallback == "fp16"
+    assert r.report["error"]["logits"]["cosine"] > 0.999

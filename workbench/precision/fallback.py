@@ -30,6 +30,18 @@ def qdq_kept(proto: Any) -> Set[str]:
             if n.op_type in QDQ_OPS or any(i in dq for i in n.input)}
 
 
+def quantizes(proto: Any, exclude_nodes: Sequence[str], exclude_ops: Sequence[str]) -> bool:
+    """Does a node of the main graph take Q/DQ (an op of `core.qdq.QUANT_OPS`, neither its
+    node nor its op type excluded; nodes named as `GraphIndex.key` names them)?"""
+    from workbench.core.graphindex import GraphIndex
+    from workbench.core.qdq import QUANT_OPS
+
+    gi = GraphIndex.of(proto)
+    nodes, ops = set(exclude_nodes), set(exclude_ops)
+    return any(n.op_type in QUANT_OPS and n.op_type not in ops and gi.key(i) not in nodes
+               for i, n in enumerate(gi.nodes))
+
+
 def precision_nodes(qdq_model: Any, kept_fp32: Sequence[str], target: str, fallback: str
                     ) -> Dict[str, List[str]]:
     """{precision: node names} over the quantized model's nodes (Q/DQ nodes aside): `target`

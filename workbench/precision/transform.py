@@ -1187,12 +1187,11 @@ def convert_with_fallback(model_or_path: ModelLike, target: str, fallback: str, 
     tmp = Path(tempfile.mkdtemp(prefix=".wb-fallback-", dir=Path(output).parent)) \
         if streamed else None
     try:
-        q = convert(model, target, exclude_nodes=exclude_nodes, exclude_ops=exclude_ops,
-                    per_channel=per_channel, measure=False,
-                    output=tmp / "quantized.onnx" if tmp is not None else None, **calib)
+        q, src = _quantized_step(model, target, exclude_nodes, exclude_ops, per_channel, tmp,
+                                 calib)
         user = list(q.report.get("exclude_nodes") or [])
         keep = sorted(fallback_mod.qdq_kept(q.proto) | set(user))
-        f = convert(q.path if tmp is not None else q.proto, fb, exclude_nodes=keep,
+        f = convert(src, fb, exclude_nodes=keep,
                     exclude_ops=list(q.report.get("exclude_ops") or []),
                     keep_io_types=keep_io_types, measure=False, profile=profile,
                     max_calib_batches=max_calib_batches,
@@ -1203,6 +1202,30 @@ def convert_with_fallback(model_or_path: ModelLike, target: str, fallback: str, 
             shutil.rmtree(tmp, ignore_errors=True)
     return _fallback_result(model, q, f, target, fb, user, keep, calib, per_channel, keep_io_types,
                    measure, output, streamed)
+
+
+def _quantized_step(model: "Model", target: str, exclude_nodes: Sequence[str],
+                    exclude_ops: Sequence[str], per_channel: bool, tmp: Optional[Path],
+                    calib: Dict[str, Any]) -> Tuple[PrecisionResult, Any]:
+    """(the quantized conversion, what the float lowering converts: its model or file). When
+    the exclusions leave nothing to quantize, the model itself with a note: the fallback
+    lowers all of it (a plan that keeps every quantized op in FP32 is the float model)."""
+    structure = copy.deepcopy(model.proto)
+    name_unnamed_nodes(structure)
+    label = str(model.path) if model.path else "<in-memory model>"
+    ex_nodes, ex_ops, _ = resolve_exclusions(structure, exclude_nodes, exclude_ops, label)
+    if fallback_mod.quantizes(structure, ex_nodes, ex_ops):
+        q = convert(model, target, exclude_nodes=exclude_nodes, exclude_ops=exclude_ops,
+                    per_channel=per_channel, measure=False,
+                    output=tmp / "quantized.onnx" if tmp is not None else None, **calib)
+        return q, (q.path if tmp is not None else q.proto)
+    note = Finding("info", "nothing-quantized",
+                   f"every node {target.upper()} would quantize is excluded: no Q/DQ, the "
+                   "fallback precision computes the rest", source="precision")
+    return PrecisionResult(proto=structure, target=target, findings=[note],
+                           report={"target": target, "route": "onnx",
+                                   "exclude_nodes": ex_nodes, "exclude_ops": ex_ops,
+                                   "calibration": None}), model
 
 
 def _fallback_result(model: Any, q: Any, f: Any, target: str, fb: str, user: List[str],
