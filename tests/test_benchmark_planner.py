@@ -71,3 +71,26 @@ def test_benchmark_plans_int8_with_the_fp16_fallback(tmp_path):
     cand = m["planner"]["candidates"]["int8+fp16, 6 FP32 nodes"]
     assert cand["target"] == "int8" and cand["fallback"] == "fp16" and cand["meets_budget"]
     assert m["int8"]["fallback"] is None and m["int8"]["target"] == "int8"
+
+
+def test_the_json_says_which_flags_each_engine_had():
+    """An engine's `build` entry: on the builder-flag route the target's flag, the fallback's
+    and the extra ones; strongly typed, none (the precision is in the ONNX)."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("bench_planner", REPO / "benchmarks" /
+                                                  "planner.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_planner"] = bench  # (its dataclasses look their module up)
+    spec.loader.exec_module(bench)
+    legacy = SimpleNamespace(route="legacy-flags", config={
+        "precision": "int8", "fallback": "fp16", "extra_flags": []})
+    assert bench.build_flags(legacy) == "legacy-flags: BuilderFlag.INT8 BuilderFlag.FP16"
+    alone = SimpleNamespace(route="legacy-flags", config={"precision": "int8"})
+    assert bench.build_flags(alone) == "legacy-flags: BuilderFlag.INT8"
+    typed = SimpleNamespace(route="strongly-typed", config={"precision": "int8",
+                                                            "fallback": "fp16"})
+    assert "no precision flag" in bench.build_flags(typed)
+    assert bench.parse_target("int8+fp16") == ("int8", "fp16")
+    assert bench.parse_target("fp16") == ("fp16", None)

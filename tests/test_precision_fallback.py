@@ -184,3 +184,14 @@ def test_nothing_left_to_quantize_is_the_fallback_model():
     assert [f.code for f in r.findings][:1] == ["nothing-quantized"]
     assert recorded_spec(r.proto).fallback == "fp16"
     assert r.report["error"]["logits"]["cosine"] > 0.999
+
+
+def test_compare_advice_on_a_fallback_candidate_repeats_the_fallback():
+    """The `workbench precision` line compare suggests for a candidate made with a fallback
+    keeps it (else the new model would put every node without Q/DQ back in FP32)."""
+    from workbench.compare.layer_compare import _keep_hint
+
+    made = PrecisionSpec(target="int8", fallback="fp16", exclude_nodes=["a"])
+    hint = _keep_hint("int8", "b", made_with=made)
+    assert "--to int8 --exclude a --fallback fp16 --exclude b --calib DATA" in hint
+    assert "--fallback" not in _keep_hint("int8", "b", made_with=PrecisionSpec(target="int8"))
