@@ -221,3 +221,27 @@ def test_an_int8_plan_over_regions_with_nothing_to_quantize(data):
     assert p.target == "int8" and p.passed and p.held_loss <= p.budget
     # evaluations: only candidates with a MatMul in INT8 ran (/proj, /head alone, the greedy's)
     assert 2 <= p.evaluations <= 12
+
+
+def test_plan_panel_colours_int8_fp16_and_fp32_with_a_fallback(data):
+    """A plan INT8 with the FP16 fallback, in the panel and the graph view: the MatMuls INT8,
+    the bias Add FP16, the planted regions FP32, each in its own colour and listed."""
+    from widgets import GraphView, PlanPanel
+    from workbench.timing.colours import precision_colour
+
+    gv = GraphView(OVERFLOW, expand_all=True)
+    panel = PlanPanel(OVERFLOW, data=data / "x.npz", budget="1%", target="int8",
+                      fallback="fp16", graph_view=gv, max_builds=12)
+    panel.run()
+    p = panel.wait(300)
+    assert panel.task.error is None and p is not None and p.fallback == "fp16"
+    prec = panel.precisions_of(p.chosen)
+    assert {n: prec[n] for n in ("/proj/MatMul", "/head/MatMul", "/proj/Add")} == \
+        {"/proj/MatMul": "int8", "/head/MatMul": "int8", "/proj/Add": "fp16"}
+    assert all(prec[n] == "fp32" for n in PLANTED)
+    colours = {q: precision_colour(q) for q in ("int8", "fp16", "fp32")}
+    assert len(set(colours.values())) == 3
+    for n, q in prec.items():
+        assert gv.colors[gv.data.index(n)] == colours[q], n
+    assert "fp16 nodes (fallback)" in panel.nodes_html.value
+    assert "/ FP16" in panel.shown_html.value

@@ -84,6 +84,17 @@ class Plan:
     notes: List[str] = field(default_factory=list)
     fallback: Optional[str] = None  # the float precision of the nodes without Q/DQ, or None
     fallback_nodes: List[str] = field(default_factory=list)  # computed in `fallback`
+    # with a fallback: the nodes that compute in `target` wherever they are not kept in FP32
+    quantized_nodes: List[str] = field(default_factory=list)
+
+    def precision_of(self, node: str, kept: bool) -> str:
+        """The precision a plan's node computes in: FP32 where `kept`, else the target, or
+        with a fallback the target where quantized and the fallback elsewhere."""
+        if kept:
+            return table.BASE
+        if self.fallback and node not in set(self.quantized_nodes):
+            return self.fallback
+        return self.target
 
     @property
     def kept_regions(self) -> List[List[str]]:
@@ -475,7 +486,8 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
              seconds=time.monotonic() - t0, output=out_path, notes=notes,
              latency_profiles=None if latency_profiles is None else str(latency_profiles),
              chosen=next((i for i, c in enumerate(front) if c is chosen), None),
-             fallback=fallback, fallback_nodes=fb_nodes)
+             fallback=fallback, fallback_nodes=fb_nodes,
+             quantized_nodes=sorted(space.quantized) if fallback else [])
     p.commands = commands(p, data if isinstance(data, (str, Path)) else None)
     tmp.cleanup()
     return p
