@@ -111,3 +111,20 @@ def test_strongly_typed_build_gets_the_chained_onnx_and_tensorrt_rtx_builds_it()
     assert ("SCALE", "HALF") in out_types and ("ACTIVATION", "HALF") in out_types
     assert ("CONVOLUTION", "FLOAT") in out_types  # (the quantized conv's output, as parsed)
     assert res.config["fallback"] == "fp16"
+
+
+def test_a_float_flag_beside_int8_is_named_as_a_fallback():
+    """`--precision int8 --flag FP16` (the flags alone) builds as `--int8 --fp16` here but
+    nowhere else: the request says so and names --fallback fp16."""
+    from workbench.engines.stages.prepare import PreparedOnnx
+    from workbench.engines.stages.request import worker_request
+
+    prepared = PreparedOnnx(path=RESNET, findings=[], speculative=True)
+    job = _legacy_job(RESNET, BuildConfig(precision="int8", calibration=CALIB,
+                                          profiles=[PROFILE], extra_flags=["FP16"]))
+    req, found = worker_request(job, prepared)
+    assert req.builder_flag == "INT8" and req.extra_flags == ("FP16",)
+    assert [f.code for f in found] == ["flag-is-a-fallback"]
+    assert "--fallback fp16" in found[0].hint
+    _, said = worker_request(_legacy_job(RESNET, _config()), prepared)
+    assert "flag-is-a-fallback" not in [f.code for f in said]
