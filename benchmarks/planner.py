@@ -286,6 +286,7 @@ class Judge:
         profile = {k: [[1] + s, [batch] + s, [batch] + s] for k, s in shapes.items()}
         cfg = BuildConfig(precision=target, fallback=fallback, exclude_nodes=list(fp32_nodes),
                           backend=g.get("backend", "tensorrt"), target=g.get("target"),
+                          route=g.get("route", "auto"),
                           calibration=self.calib if table.is_quantized(target) else None,
                           profiles=[profile], tactic_sources=g.get("tactics"),
                           timing_cache=str(g["timing_cache"]),
@@ -561,6 +562,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     ap.add_argument("--backend", default="tensorrt", help="GPU: the worker's TensorRT "
                     "(tensorrt, tensorrt-rtx)")
     ap.add_argument("--iters", type=int, default=100, help="GPU: timed runs per engine")
+    ap.add_argument("--route", default="auto", choices=["auto", "strongly-typed", "legacy-flags"],
+                    help="GPU: the precision route (auto: strongly typed where the TensorRT has "
+                         "it; legacy-flags on TensorRT <= 10: int8+fp16 is `--int8 --fp16`)")
     ap.add_argument("--tactics", default="",
                     help="GPU: tactic sources, e.g. EDGE_MASK_CONVOLUTIONS,JIT_CONVOLUTIONS "
                          "(default: TensorRT's set)")
@@ -576,12 +580,13 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     if a.gpu:
         gpu = {"batch": a.batch, "iters": a.iters, "timing_cache": work / "timing.cache",
                "tactics": [t for t in a.tactics.split(",") if t] or None,
-               "front_builds": a.gpu_builds, "backend": a.backend}
+               "front_builds": a.gpu_builds, "backend": a.backend, "route": a.route}
     result: Dict[str, Any] = {"benchmark": "planner", "device": "gpu" if a.gpu else "cpu",
                               "latency": "measured P50" if a.gpu else "predicted",
                               "samples": n, "holdout": a.holdout, "max_builds": a.max_builds,
                               "bisect_groups": a.bisect_groups, "targets": a.targets,
-                              "tactic_sources": a.tactics or None, "models": {}}
+                              "tactic_sources": a.tactics or None,
+                              "route": a.route if a.gpu else None, "models": {}}
     t0 = time.monotonic()
     try:  # (SIGINT, e.g. `timeout -s INT`: the models done so far are still reported)
         for name in [x for x in a.models.split(",") if x]:
