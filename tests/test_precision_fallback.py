@@ -195,3 +195,17 @@ def test_compare_advice_on_a_fallback_candidate_repeats_the_fallback():
     hint = _keep_hint("int8", "b", made_with=made)
     assert "--to int8 --exclude a --fallback fp16 --exclude b --calib DATA" in hint
     assert "--fallback" not in _keep_hint("int8", "b", made_with=PrecisionSpec(target="int8"))
+
+
+def test_the_streamed_chain_says_it_checked_no_fp16_range(tmp_path):
+    """The streamed float step runs without calibration data (the weights are not held): the
+    FP16 overflow check is not made, and the result says so."""
+    src = tmp_path / "m.onnx"
+    onnx.save(onnx.load(str(SAMPLES / "resnet_tiny.onnx")), str(src),
+              save_as_external_data=True, location="m.data", size_threshold=0)
+    r = convert(src, "int8", calibration=_calib("resnet_tiny"), fallback="fp16",
+                output=tmp_path / "o.onnx", measure=False)
+    assert "no-overflow-check" in [f.code for f in r.findings]
+    mem = convert(SAMPLES / "resnet_tiny.onnx", "int8", calibration=_calib("resnet_tiny"),
+                  fallback="fp16", measure=False)
+    assert "no-overflow-check" not in [f.code for f in mem.findings]

@@ -77,8 +77,9 @@ def respec(path: Path, spec: Any) -> None:
 def relevant(f: Finding) -> bool:
     """The float step's findings worth passing on: not its own 'kept FP32' list (every Q/DQ
     node and quantized op is on it: the fallback-precisions finding says it), nor its notes
-    on the exclusions the chain made or on calibration it did not get."""
-    return f.code not in ("kept-fp32", "no-overflow-check", "exclude-op-no-effect",
-                          "exclude-op-absent", "nodes-named")
+    on the exclusions the chain made (the quantized step said those of the user's). Its
+    'no overflow check' stays: a streamed chain checks no FP16 range."""
+    return f.code not in ("kept-fp32", "exclude-op-no-effect", "exclude-op-absent",
+                          "nodes-named")
 
 
