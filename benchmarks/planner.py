@@ -11,9 +11,11 @@ it meets the budget, the latency, and the evaluations / builds the method used. 
 - `first_k`: Polygraphy `debug precision`-style bisection (direction forward): the smallest K
   such that the first K regions in topological order kept FP32, the rest FP16, meet the budget
   on the search split;
-- `planner`: `workbench.planner.plan` (FP16 with regions kept FP32), its candidate set joined
-  by the uniform engines (all-FP16, all-INT8), the fastest that meets the budget on the
-  held-back split.
+- `planner`: `workbench.planner.plan` (FP16 with regions kept FP32; `--targets` adds plans:
+  `int8`, or `int8+fp16`: INT8 where quantized, the FP16 fallback elsewhere, regions kept
+  FP32), its candidate set joined by the uniform engines (all-FP16, all-INT8: INT8 alone, no
+  fallback), the fastest that meets the budget on the held-back split. Each answer's JSON
+  says how its engine was built (`build`: the route and the builder flags).
 Default metrics: top-1 agreement (budget 1%) for classifiers, cosine (budget 1e-3) for the
 encoder. Searches (AutoCast's ranges, the bisection, the planner) measure accuracy with the
 onnxruntime emulation (FP16 rounding, Q/DQ fake-quant).
@@ -31,6 +33,7 @@ measured one where profiles exist.
 
     python benchmarks/planner.py                       # CPU, all models, small sample counts
     python benchmarks/planner.py --gpu --models resnet50,bert --max-builds 6
+    python benchmarks/planner.py --gpu --models resnet50 --targets fp16,int8+fp16
 Last line: one JSON object with all figures.
 """
 from __future__ import annotations
@@ -159,9 +162,12 @@ class Answer:
     predicted_ms: Optional[float] = None
     engine: Optional[str] = None
     build_s: Optional[float] = None
+    fallback: Optional[str] = None     # the float precision of the nodes without Q/DQ
+    build: Optional[str] = None        # GPU: the route and builder flags the engine had
 
     def figures(self, budget: float) -> Dict[str, Any]:
-        d: Dict[str, Any] = {"target": self.target, "fp32_nodes": len(self.fp32_nodes),
+        d: Dict[str, Any] = {"target": self.target, "fallback": self.fallback,
+                             "fp32_nodes": len(self.fp32_nodes),
                              "held_loss": _j(self.held_loss),
                              "meets_budget": bool(self.held_loss <= budget),
                              "latency_ms": self.latency_ms, "latency": self.latency}
@@ -170,11 +176,33 @@ class Answer:
             d["prediction_error"] = (None if self.predicted_ms is None or not self.latency_ms
                                      else round(self.predicted_ms / self.latency_ms - 1, 4))
             d["engine"] = self.engine
+            d["build"] = self.build
         return d
 
 
 def _j(v: float) -> Any:
     return float(v) if math.isfinite(v) else str(v)
+
+
+def parse_target(text: str) -> Tuple[str, Optional[str]]:
+    """A `--targets` entry: "fp16", "int8" or "int8+fp16" (INT8 with the FP16 fallback) ->
+    (target, fallback or None)."""
+    target, _, fallback = str(text).partition("+")
+    return target, (fallback or None)
+
+
+def build_flags(res: Any) -> str:
+    """How an engine was built, for the JSON: the route and, on the builder-flag route, its
+    precision flags (the target's, a fallback's, the extra ones)."""
+    from workbench.precision import table
+
+    cfg = res.config if isinstance(res.config, dict) else res.config.to_dict()
+    if res.route != "legacy-flags":
+        return f"{res.route}: precision in the ONNX (Q/DQ, Casts), no precision flag"
+    flags = [table.get(p).builder_flag for p in (cfg.get("precision"), cfg.get("fallback"))
+             if p and table.get(p).builder_flag]
+    return f"{res.route}: " + " ".join(f"BuilderFlag.{f}" for f in
+                                       flags + list(cfg.get("extra_flags") or []))
 
 
 class Judge:
@@ -201,39 +229,47 @@ class Judge:
                 self.latency_model = LatencyModel.from_files(files, onnx=str(case.path))
         self.ref_held: Optional[List[Feed]] = None
 
-    def evaluator(self, target: str) -> Any:
-        if target not in self.evaluators:
+    def evaluator(self, target: str, fallback: Optional[str] = None) -> Any:
+        key = f"{target}+{fallback}" if fallback else target
+        if key not in self.evaluators:
             from workbench.precision import table
 
             calib = self.calib if table.is_quantized(target) else None
-            self.evaluators[target] = self._evaluator(
+            self.evaluators[key] = self._evaluator(
                 str(self.case.path), target, self.search, self.held, self.metric, calib,
-                10 ** 6, str(self.work))
-        return self.evaluators[target]
+                10 ** 6, str(self.work), fallback)
+        return self.evaluators[key]
 
-    def search_loss(self, target: str, fp32_nodes: Sequence[str]) -> float:
-        return self.evaluator(target).loss(list(fp32_nodes), on="search")
+    def search_loss(self, target: str, fp32_nodes: Sequence[str],
+                    fallback: Optional[str] = None) -> float:
+        return self.evaluator(target, fallback).loss(list(fp32_nodes), on="search")
 
-    def predict(self, target: str, fp32_nodes: Sequence[str]) -> Optional[float]:
+    def predict(self, target: str, fp32_nodes: Sequence[str],
+                fallback: Optional[str] = None) -> Optional[float]:
         lm = self.latency_model
         if lm is None or target not in lm.node_ms:
             return None
-        return float(lm.predict({n: "fp32" for n in fp32_nodes}, default=target))
+        quantized = self.evaluator(target, fallback).quantized() if fallback else None
+        return float(lm.predict({n: "fp32" for n in fp32_nodes}, default=target,
+                                fallback=fallback, quantized=quantized))
 
-    def judge(self, target: str, fp32_nodes: Sequence[str]) -> Answer:
-        key = (target, tuple(sorted(fp32_nodes)))
+    def judge(self, target: str, fp32_nodes: Sequence[str],
+              fallback: Optional[str] = None) -> Answer:
+        key = (f"{target}+{fallback}" if fallback else target, tuple(sorted(fp32_nodes)))
         if key not in self.answers:
             self.answers[key] = (self._on_gpu if self.gpu else self._on_cpu)(
-                target, list(fp32_nodes))
+                target, list(fp32_nodes), fallback)
         return self.answers[key]
 
-    def _on_cpu(self, target: str, fp32_nodes: List[str]) -> Answer:
-        loss = self.evaluator(target).loss(fp32_nodes, on="held")
-        pred = self.predict(target, fp32_nodes)
+    def _on_cpu(self, target: str, fp32_nodes: List[str],
+                fallback: Optional[str] = None) -> Answer:
+        loss = self.evaluator(target, fallback).loss(fp32_nodes, on="held")
+        pred = self.predict(target, fp32_nodes, fallback)
         return Answer(target, fp32_nodes, loss, pred, "predicted" if pred is not None
-                      else "none", predicted_ms=pred)
+                      else "none", predicted_ms=pred, fallback=fallback)
 
-    def _on_gpu(self, target: str, fp32_nodes: List[str]) -> Answer:
+    def _on_gpu(self, target: str, fp32_nodes: List[str],
+                fallback: Optional[str] = None) -> Answer:
         from workbench.engines.engine import BuildConfig, build_engine
         from workbench.precision import table
         from workbench.runtime.runners import OnnxRuntimeRunner
@@ -248,8 +284,9 @@ class Judge:
         batch = g["batch"]
         shapes = {k: list(v.shape[1:]) for k, v in self.case.samples.items()}
         profile = {k: [[1] + s, [batch] + s, [batch] + s] for k, s in shapes.items()}
-        cfg = BuildConfig(precision=target, exclude_nodes=list(fp32_nodes),
+        cfg = BuildConfig(precision=target, fallback=fallback, exclude_nodes=list(fp32_nodes),
                           backend=g.get("backend", "tensorrt"), target=g.get("target"),
+                          route=g.get("route", "auto"),
                           calibration=self.calib if table.is_quantized(target) else None,
                           profiles=[profile], tactic_sources=g.get("tactics"),
                           timing_cache=str(g["timing_cache"]),
@@ -257,8 +294,9 @@ class Judge:
         t0 = time.monotonic()
         res = build_engine(self.case.path, cfg, timeout=g.get("build_timeout", 600))
         build_s = time.monotonic() - t0
-        log(f"  built {self.case.name} {target} ({len(fp32_nodes)} FP32 nodes) in "
-            f"{build_s:.0f} s{' (cache)' if res.cache_hit else ''}")
+        log(f"  built {self.case.name} {target}{'+' + fallback if fallback else ''} "
+            f"({len(fp32_nodes)} FP32 nodes) in {build_s:.0f} s"
+            f"{' (cache)' if res.cache_hit else ''}: {build_flags(res)}")
         eng = str(res.engine_path)
         if eng not in self.timings:  # the same engine: judged and timed once
             got = TensorRTRunner(eng, model=str(self.case.path),
@@ -276,8 +314,9 @@ class Judge:
                                  (r.get("latency") or {}).get("p50_ms"))
         loss, p50 = self.timings[eng]
         return Answer(target, fp32_nodes, loss, p50, "measured" if p50 is not None else "none",
-                      predicted_ms=self.predict(target, fp32_nodes), engine=Path(eng).name,
-                      build_s=round(build_s, 1))
+                      predicted_ms=self.predict(target, fp32_nodes, fallback),
+                      engine=Path(eng).name, build_s=round(build_s, 1), fallback=fallback,
+                      build=build_flags(res))
 
     @property
     def builds(self) -> int:
@@ -437,14 +476,15 @@ def run_case(case: Case, work: Path, *, holdout: float, max_builds: int,
     cands: List[Tuple[str, Answer]] = []
     plans: Dict[str, Any] = {}
     evals = 0
-    for target in targets:  # one plan per target: its regions in `target` or FP32
+    for label in targets:  # one plan per target: its regions in `target` (+ fallback) or FP32
+        target, fallback = parse_target(label)
         calib_arg = str(calib) if table.is_quantized(target) else None
         p = plan(case.path, data, budget=b, metric=case.metric, target=target,
                  latency_profiles=case.profiles, max_builds=max_builds, holdout=holdout,
-                 samples=n, calibration=calib_arg)
+                 samples=n, calibration=calib_arg, fallback=fallback)
         assert p.samples == split, "the planner split the samples differently"
-        plans[target], evals = p, evals + p.evaluations
-        cands += [(f"{target}, {len(nodes)} FP32 nodes", judge.judge(target, nodes))
+        plans[label], evals = p, evals + p.evaluations
+        cands += [(f"{label}, {len(nodes)} FP32 nodes", judge.judge(target, nodes, fallback))
                   for nodes in _to_verify(p, gpu)]
     # joined by the uniform engines (each meeting the budget on the search set), each judged on
     # held-back samples: the fastest meeting the budget there wins
@@ -458,11 +498,14 @@ def run_case(case: Case, work: Path, *, holdout: float, max_builds: int,
         best = cands[0]  # no latency known at all: the first plan's own answer, not a guess
     p0 = plans[targets[0]]
     name, ans = best if best is not None else (
-        f"{targets[0]}, {len(p0.fp32_nodes)} FP32 nodes", judge.judge(targets[0], p0.fp32_nodes))
+        f"{targets[0]}, {len(p0.fp32_nodes)} FP32 nodes",
+        judge.judge(p0.target, p0.fp32_nodes, p0.fallback))
     extra_builds = {"builds": len({c[1].engine for c in cands})} if gpu else {}
     record("planner", ans, evals, {
         **extra_builds, "choice": name, "targets": list(targets),
-        "plans": {t: {"passed": p.passed, "regions": len(p.regions), "evaluations": p.evaluations,
+        "plans": {t: {"passed": p.passed, "fallback": p.fallback,
+                      "nodes": {k: len(v) for k, v in p.to_dict()["nodes"].items()},
+                      "regions": len(p.regions), "evaluations": p.evaluations,
                       "region_source": p.region_source, "kept_regions": len(p.kept_regions),
                       "front": [{"kept_regions": len(c.kept), "search_loss": _j(c.search_loss),
                                  "held_loss": None if c.held_loss is None else _j(c.held_loss),
@@ -508,7 +551,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                     help="first-K bisection over at most this many groups of neighbouring "
                          "regions (default: every region)")
     ap.add_argument("--targets", default="fp16",
-                    help="the planner's targets, one plan each (fp16, int8): regions in the "
+                    help="the planner's targets, one plan each (fp16, int8, int8+fp16: INT8 "
+                         "where quantized, the FP16 fallback elsewhere): regions in the "
                          "target or FP32; the uniform engines join every candidate set")
     ap.add_argument("--gpu", action="store_true", help="build and time engines (TensorRT "
                     "through the worker)")
@@ -518,6 +562,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     ap.add_argument("--backend", default="tensorrt", help="GPU: the worker's TensorRT "
                     "(tensorrt, tensorrt-rtx)")
     ap.add_argument("--iters", type=int, default=100, help="GPU: timed runs per engine")
+    ap.add_argument("--route", default="auto", choices=["auto", "strongly-typed", "legacy-flags"],
+                    help="GPU: the precision route (auto: strongly typed where the TensorRT has "
+                         "it; legacy-flags on TensorRT <= 10: int8+fp16 is `--int8 --fp16`)")
     ap.add_argument("--tactics", default="",
                     help="GPU: tactic sources, e.g. EDGE_MASK_CONVOLUTIONS,JIT_CONVOLUTIONS "
                          "(default: TensorRT's set)")
@@ -533,12 +580,13 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     if a.gpu:
         gpu = {"batch": a.batch, "iters": a.iters, "timing_cache": work / "timing.cache",
                "tactics": [t for t in a.tactics.split(",") if t] or None,
-               "front_builds": a.gpu_builds, "backend": a.backend}
+               "front_builds": a.gpu_builds, "backend": a.backend, "route": a.route}
     result: Dict[str, Any] = {"benchmark": "planner", "device": "gpu" if a.gpu else "cpu",
                               "latency": "measured P50" if a.gpu else "predicted",
                               "samples": n, "holdout": a.holdout, "max_builds": a.max_builds,
                               "bisect_groups": a.bisect_groups, "targets": a.targets,
-                              "tactic_sources": a.tactics or None, "models": {}}
+                              "tactic_sources": a.tactics or None,
+                              "route": a.route if a.gpu else None, "models": {}}
     t0 = time.monotonic()
     try:  # (SIGINT, e.g. `timeout -s INT`: the models done so far are still reported)
         for name in [x for x in a.models.split(",") if x]:

@@ -52,3 +52,45 @@ def test_benchmark_cpu_path_on_a_tiny_model(tmp_path):
         held = z["input"][[3, 7, 11, 15]]
     with np.load(tmp_path / "tiny" / "tiny.search.npz") as z:
         assert not any((z["input"] == h).all(axis=1).any() for h in held)
+
+
+def test_benchmark_plans_int8_with_the_fp16_fallback(tmp_path):
+    """`--targets int8+fp16`: one plan INT8 where quantized, FP16 elsewhere, the planted
+    overflow regions in FP32 (FP16 overflows there); the uniform all-INT8 baseline stays INT8
+    alone (no fallback)."""
+    r = subprocess.run([sys.executable, "benchmarks/planner.py", "--models", "tiny",
+                        "--samples", "16", "--max-builds", "12", "--targets", "int8+fp16",
+                        "--work", str(tmp_path)],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads(r.stdout.strip().splitlines()[-1])["models"]["tiny"]["methods"]
+    plan = m["planner"]["plans"]["int8+fp16"]
+    assert plan["fallback"] == "fp16" and plan["passed"] and plan["kept_regions"] == 2
+    assert plan["nodes"] == {"int8": 2, "fp16": 1, "fp32": 6}
+    assert m["planner"]["targets"] == ["int8+fp16"]
+    cand = m["planner"]["candidates"]["int8+fp16, 6 FP32 nodes"]
+    assert cand["target"] == "int8" and cand["fallback"] == "fp16" and cand["meets_budget"]
+    assert m["int8"]["fallback"] is None and m["int8"]["target"] == "int8"
+
+
+def test_the_json_says_which_flags_each_engine_had():
+    """An engine's `build` entry: on the builder-flag route the target's flag, the fallback's
+    and the extra ones; strongly typed, none (the precision is in the ONNX)."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("bench_planner", REPO / "benchmarks" /
+                                                  "planner.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_planner"] = bench  # (its dataclasses look their module up)
+    spec.loader.exec_module(bench)
+    legacy = SimpleNamespace(route="legacy-flags", config={
+        "precision": "int8", "fallback": "fp16", "extra_flags": []})
+    assert bench.build_flags(legacy) == "legacy-flags: BuilderFlag.INT8 BuilderFlag.FP16"
+    alone = SimpleNamespace(route="legacy-flags", config={"precision": "int8"})
+    assert bench.build_flags(alone) == "legacy-flags: BuilderFlag.INT8"
+    typed = SimpleNamespace(route="strongly-typed", config={"precision": "int8",
+                                                            "fallback": "fp16"})
+    assert "no precision flag" in bench.build_flags(typed)
+    assert bench.parse_target("int8+fp16") == ("int8", "fp16")
+    assert bench.parse_target("fp16") == ("fp16", None)

@@ -40,3 +40,40 @@ def test_a_region_kept_in_fp32_costs_its_fp32_time_plus_reformats(h200):
     # the region's FP32 time instead of its FP16 time, and two precision boundaries
     assert mixed == pytest.approx(base + own + 2 * h200.boundary_ms, rel=0.05)
     assert base < mixed < h200.predict({}, default="fp32")
+
+
+class _Table:
+    """A recorded engine's layer table as `LatencyModel.from_tables` reads it (its `df`)."""
+
+    def __init__(self, rows):
+        import pandas as pd
+
+        self.df = pd.DataFrame(rows, columns=["onnx_nodes", "time_ms", "is_reformat",
+                                              "is_constant"])
+
+
+def _layers(a, b, c, reformat):
+    return _Table([(["a"], a, False, False), (["b"], b, False, False),
+                   (["c"], c, False, False), ([], reformat, True, False)])
+
+
+def test_a_fallback_predicts_the_nodes_without_qdq_at_the_fallbacks_time():
+    """INT8 with an FP16 fallback: the quantized nodes (a, c: convolutions) at their INT8
+    time, the rest (b) at its FP16 time, a reformat at each precision boundary (the mean
+    reformat of the low-precision engines) and the INT8 engine's I/O reformat once."""
+    lm = LatencyModel.from_tables({"fp32": _layers(4.0, 2.0, 4.0, 0.0),
+                                   "fp16": _layers(2.0, 1.0, 2.0, 0.2),
+                                   "int8": _layers(1.0, 1.5, 1.0, 0.4)})
+    assert lm.boundary_ms == pytest.approx(0.3)
+    # without a fallback: the recorded INT8 engine
+    assert lm.predict({}, default="int8") == pytest.approx(3.9)
+    fb = lm.predict({}, default="int8", fallback="fp16", quantized={"a", "c"})
+    assert fb == pytest.approx(1.0 + 1.0 + 1.0 + 2 * 0.3 + 0.4)
+    # a node the assignment names keeps its precision (an FP32 exclusion)
+    kept = lm.predict({"c": "fp32"}, default="int8", fallback="fp16", quantized={"a", "c"})
+    assert kept == pytest.approx(1.0 + 1.0 + 4.0 + 2 * 0.3 + 0.4)
+    # every node quantized: the recorded INT8 engine again; a float default ignores it
+    assert lm.predict({}, default="int8", fallback="fp16", quantized={"a", "b", "c"}) == \
+        pytest.approx(3.9)
+    assert lm.predict({}, default="fp16", fallback="fp16", quantized={"a"}) == \
+        pytest.approx(lm.uniform("fp16"))

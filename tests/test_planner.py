@@ -71,17 +71,33 @@ def test_a_callable_metric_is_honoured(data):
     assert any("no fp16 plan met the budget" in n for n in p.notes)
 
 
-def test_cli_plan_round_trips_through_precision_exclude(data, tmp_path):
+@pytest.mark.parametrize("to", [[], ["--to", "int8", "--fallback", "fp16"]],
+                         ids=["fp16", "int8+fp16"])
+def test_cli_plan_round_trips_through_precision_exclude(data, tmp_path, to):
     """`workbench plan -o` writes the planned model; `workbench precision --exclude` with the
-    printed list makes the same file bit for bit."""
+    printed list makes the same file bit for bit. INT8 with the FP16 fallback: the MatMuls in
+    INT8, the bias Add in FP16, the planted overflow regions in FP32 (FP16 would overflow
+    there as it does without Q/DQ)."""
     out = tmp_path / "planned.onnx"
     r = subprocess.run([sys.executable, "-m", "workbench.cli", "plan", str(OVERFLOW), "--data",
                         str(data / "x.npz"), "--budget", "1%", "--metric", "top1", "-o",
-                        str(out), "--json"], capture_output=True, text=True, cwd=REPO,
+                        str(out), "--json"] + to, capture_output=True, text=True, cwd=REPO,
                        timeout=300)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["nodes"]["fp32"] == PLANTED and d["passed"]
+    if to:
+        assert d["fallback"] == "fp16" and d["nodes"]["int8"] == ["/proj/MatMul", "/head/MatMul"]
+        assert d["nodes"]["fp16"] == ["/proj/Add"]
+        assert "--to int8 --fallback fp16 " in d["commands"]["precision"]
+        assert "--to int8 --fallback fp16 " in d["commands"]["reproduce"]
+        from workbench.precision.spec import recorded_spec
+
+        import onnx
+
+        made = recorded_spec(onnx.load(str(out)))
+        assert made.fallback == "fp16" and made.exclude_nodes == PLANTED
+        assert any(n.op_type == "DequantizeLinear" for n in onnx.load(str(out)).graph.node)
     line = d["commands"]["precision"].replace("OUT.onnx", str(tmp_path / "again.onnx"))
     assert line.startswith("workbench precision ")
     import shlex
@@ -205,3 +221,27 @@ def test_an_int8_plan_over_regions_with_nothing_to_quantize(data):
     assert p.target == "int8" and p.passed and p.held_loss <= p.budget
     # evaluations: only candidates with a MatMul in INT8 ran (/proj, /head alone, the greedy's)
     assert 2 <= p.evaluations <= 12
+
+
+def test_plan_panel_colours_int8_fp16_and_fp32_with_a_fallback(data):
+    """A plan INT8 with the FP16 fallback, in the panel and the graph view: the MatMuls INT8,
+    the bias Add FP16, the planted regions FP32, each in its own colour and listed."""
+    from widgets import GraphView, PlanPanel
+    from workbench.timing.colours import precision_colour
+
+    gv = GraphView(OVERFLOW, expand_all=True)
+    panel = PlanPanel(OVERFLOW, data=data / "x.npz", budget="1%", target="int8",
+                      fallback="fp16", graph_view=gv, max_builds=12)
+    panel.run()
+    p = panel.wait(300)
+    assert panel.task.error is None and p is not None and p.fallback == "fp16"
+    prec = panel.precisions_of(p.chosen)
+    assert {n: prec[n] for n in ("/proj/MatMul", "/head/MatMul", "/proj/Add")} == \
+        {"/proj/MatMul": "int8", "/head/MatMul": "int8", "/proj/Add": "fp16"}
+    assert all(prec[n] == "fp32" for n in PLANTED)
+    colours = {q: precision_colour(q) for q in ("int8", "fp16", "fp32")}
+    assert len(set(colours.values())) == 3
+    for n, q in prec.items():
+        assert gv.colors[gv.data.index(n)] == colours[q], n
+    assert "fp16 nodes (fallback)" in panel.nodes_html.value
+    assert "/ FP16" in panel.shown_html.value

@@ -31,11 +31,13 @@ class PlanPanel(PanelBase, W.VBox):
 
     def __init__(self, model: Any, *, data: Any, budget: Any = "1%", metric: Any = None,
                  target: str = "fp16", latency_profiles: Any = None, max_builds: int = 40,
-                 output: Any = None, graph_view: Any = None) -> None:
+                 output: Any = None, graph_view: Any = None,
+                 fallback: Optional[str] = None) -> None:
         self.model, self.data, self.metric = str(model), data, metric
         self.graph_view = graph_view
         self.shown: Optional[int] = None  # the front point the graph view shows
         self.target, self.latency_profiles = target, latency_profiles
+        self.fallback = fallback  # (INT8 where quantized, this float precision elsewhere)
         self.max_builds, self.output = max_builds, output
         self.result: Optional[Plan] = None
         self._init_base()
@@ -58,7 +60,7 @@ class PlanPanel(PanelBase, W.VBox):
             return plan(self.model, self.data, budget=self.budget.value, metric=self.metric,
                         target=self.target, latency_profiles=self.latency_profiles,
                         max_builds=self.max_builds, output=self.output,
-                        on_step=self.status.busy)
+                        on_step=self.status.busy, fallback=self.fallback)
 
         self.run_btn.disabled = True
         self.task.start(work, done=self._done, failed=self._failed, busy="planning ...")
@@ -84,6 +86,9 @@ class PlanPanel(PanelBase, W.VBox):
             ("within budget: " if p.passed else "NOT within budget: ") + text)
         rows = "".join(f"<tr><td><b>{esc(k)}</b></td><td><code>{esc(v)}</code></td></tr>"
                        for k, v in [(f"{p.target} nodes", ", ".join(p.low_nodes) or "(none)"),
+                                    *([(f"{p.fallback} nodes (fallback)",
+                                        ", ".join(p.fallback_nodes) or "(none)")]
+                                      if p.fallback else []),
                                     ("fp32 nodes", ", ".join(p.fp32_nodes) or "(none)"),
                                     *p.commands.items()])
         notes = "".join(f"<li>{esc(n)}</li>" for n in p.notes)
@@ -112,8 +117,7 @@ class PlanPanel(PanelBase, W.VBox):
             raise WorkbenchError(f"no candidate {index} in the front ({len(p.front)} points)",
                                  field="index")
         kept = set(p.front[index].kept)
-        return {n: (table.BASE if i in kept else p.target) for i, r in enumerate(p.regions)
-                for n in r}
+        return {n: p.precision_of(n, i in kept) for i, r in enumerate(p.regions) for n in r}
 
     def show_candidate(self, index: int) -> List[str]:
         """Colour the graph view by the precisions of the front's candidate `index` (a click on
@@ -130,6 +134,7 @@ class PlanPanel(PanelBase, W.VBox):
         self.shown_html.value = (
             f"candidate {index} ({esc(c.step)}): {len(fp32)} node(s) in FP32, "
             f"{len(prec) - len(fp32)} in {esc(self.result.target.upper())}"
+            + (f" / {esc(self.result.fallback.upper())}" if self.result.fallback else "")
             + ("" if self.graph_view is not None else
                " (PlanPanel(..., graph_view=GraphView(model)) colours them in the graph)"))
         return fp32

@@ -33,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", dest="target", default="fp16", choices=list(table.lowered()),
                    help="the low precision (default fp16); INT8/FP8 calibrate on --data "
                         "unless --calib")
-    add_arguments(p, PRECISION_OPTIONS, ("calibration",))  # --calib, as `precision` takes it
+    # --calib and --fallback, as `precision` takes them
+    add_arguments(p, PRECISION_OPTIONS, ("calibration", "fallback"))
     add_latency_profiles_argument(p, "regions from the engine's fused layers, latency "
                                      "predicted from them")
     p.add_argument("--max-builds", type=int, default=40, metavar="N",
@@ -74,14 +75,15 @@ def run(args: argparse.Namespace) -> int:
     p = plan(args.model, args.data, budget=args.budget, metric=args.metric, target=args.target,
              latency_profiles=args.latency_profiles, max_builds=args.max_builds,
              holdout=args.holdout, samples=args.samples, output=args.output,
-             calibration=args.calib,
+             calibration=args.calib, fallback=args.fallback,
              on_step=None if quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
     if args.json:
         print_json(p.to_dict())
         return 0 if p.passed else 1
     w = sys.stdout.write
     held = len(p.samples["held_back"])
-    w(f"plan for {p.model}: {p.target.upper()} with {len(p.kept_regions)} of {len(p.regions)} "
+    w(f"plan for {p.model}: {p.target.upper()}"
+      f"{' + ' + p.fallback.upper() + ' fallback' if p.fallback else ''} with {len(p.kept_regions)} of {len(p.regions)} "
       f"region(s) ({p.region_source}) kept in FP32; {p.metric} loss {p.held_loss:.4g} on "
       f"{held} held-back sample(s) (budget {p.budget:g}): "
       f"{'within budget' if p.passed else 'NOT within budget'}\n")
@@ -92,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     w(f"evaluations: {p.evaluations} of at most {p.max_builds} (search set "
       f"{len(p.samples['search'])} sample(s), held back {held})\n")
     w(f"{p.target} nodes: {', '.join(p.low_nodes) or '(none)'}\n")
+    if p.fallback:
+        w(f"{p.fallback} nodes (the fallback): {', '.join(p.fallback_nodes) or '(none)'}\n")
     w(f"fp32 nodes: {', '.join(p.fp32_nodes) or '(none)'}\n")
     for k, v in p.commands.items():
         w(f"{k}: {v}\n")

@@ -962,6 +962,8 @@ def _prior_flags(made_with: Any, precision: str) -> List[str]:
         flags.append("--no-keep-io")
     if is_quantized(precision) and not made_with.per_channel:
         flags.append("--no-per-channel")
+    if getattr(made_with, "fallback", None):  # its nodes without Q/DQ computed in this type
+        flags.append(f"--fallback {made_with.fallback}")
     return flags
 
 

@@ -150,6 +150,12 @@ def trtexec_command(config: BuildConfig, onnx_path: str, engine_path: str, *,
                  _trtexec_precision(config, route, backend, calib_cache), tail)
 
 
+def fallback_row(config: BuildConfig) -> Optional[table.Precision]:
+    """The precision table's row of the config's fallback (the builder-flag route sets its
+    flag beside the quantized target's: `--int8 --fp16`), or None."""
+    return table.get(config.fallback) if config.fallback else None
+
+
 def _trtexec_precision(config: BuildConfig, route: str, backend: str,
                        calib_cache: Optional[str]) -> List[str]:
     """trtexec's precision flags: strongly typed, or the legacy flags, calibration cache and
@@ -157,7 +163,7 @@ def _trtexec_precision(config: BuildConfig, route: str, backend: str,
     if route != "legacy-flags":
         return [] if backend == "tensorrt-rtx" else ["--stronglyTyped"]
     entry = config.entry
-    a = [entry.trtexec] if entry.trtexec else []
+    a = [p.trtexec for p in (entry, fallback_row(config)) if p is not None and p.trtexec]
     if entry.flag_calibrator and calib_cache:
         a.append(f"--calib={_q(calib_cache)}")
     specs = [f"{_q(n)}:fp32" for n in config.exclude_nodes]
@@ -183,6 +189,7 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
     shapes: Dict[str, List[str]] = {"min": [], "opt": [], "max": []}
     legacy = every = False
     constraints = "obey"
+    precisions: List[str] = []
     by_flag = {p.trtexec: p.name for p in map(table.get, table.names()) if p.trtexec}
     for arg in argv[1:]:
         key, _, val = arg.partition("=")
@@ -197,7 +204,8 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
         elif key == "--stronglyTyped":
             d["route"] = "strongly-typed"
         elif key in by_flag:
-            d["precision"], legacy = by_flag[key], True
+            precisions.append(by_flag[key])
+            legacy = True
         elif key == "--precisionConstraints":
             constraints = val
         elif key == "--layerPrecisions":
@@ -209,6 +217,7 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
                     d["exclude_nodes"].append(name)
     if legacy:
         d["route"] = "legacy-flags"
+        d.update(_precision_flags(precisions))
     fp32 = d.get("precision", table.BASE) == table.BASE
     if d.get("tf32") is False and fp32:
         del d["tf32"]  # FP32 engines build without TF32 by default
@@ -228,6 +237,17 @@ def config_from_trtexec(command: str) -> Tuple[BuildConfig, str, str]:
                 prof.setdefault(name, []).append([int(x) for x in dims.split("x")])
         d["profiles"].append(prof)
     return BuildConfig.from_dict(d), onnx, engine
+
+
+def _precision_flags(names: List[str]) -> Dict[str, str]:
+    """The precision (and fallback) of a line's precision flags: one flag is the precision;
+    a quantized one beside a float one (`--int8 --fp16`) is a quantized target with that
+    float fallback."""
+    quant = [n for n in names if table.is_quantized(n)]
+    floats = [n for n in names if table.is_low_float(n)]
+    if quant and floats:
+        return {"precision": quant[-1], "fallback": floats[-1]}
+    return {"precision": names[-1]} if names else {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,7 +277,7 @@ def _polygraphy_precision(config: BuildConfig, route: str,
     if route != "legacy-flags":
         return ["--strongly-typed"]
     entry = config.entry
-    a = [entry.polygraphy] if entry.polygraphy else []
+    a = [p.polygraphy for p in (entry, fallback_row(config)) if p is not None and p.polygraphy]
     if entry.flag_calibrator and calib_cache:
         a += ["--calibration-cache", _q(calib_cache)]
     if config.exclude_nodes or config.layer_precision:
@@ -294,6 +314,7 @@ ENGINE = {engine!r}
 STRONGLY_TYPED = {strongly_typed!r}
 LEGACY_PRECISION = {legacy_precision!r}   # builder flag route (TensorRT <= 10) or None
 LEGACY_FLAG = {legacy_flag!r}         # its BuilderFlag
+FALLBACK_FLAG = {fallback_flag!r}     # the float BuilderFlag beside it (--int8 --fp16) or None
 CALIBRATOR = {calibrator!r}           # the builder-flag route reads a calibration cache
 CALIB_CACHE = {calib_cache!r}
 PROFILES = {profiles!r}               # [{{input: [min, opt, max]}}]
@@ -324,6 +345,8 @@ def build():
 {config_lines}
     if LEGACY_FLAG:
         config.set_flag(getattr(trt.BuilderFlag, LEGACY_FLAG))
+        if FALLBACK_FLAG:   # layers without INT8 run in this float type, not FP32
+            config.set_flag(getattr(trt.BuilderFlag, FALLBACK_FLAG))
         if CALIBRATOR:
             class CacheOnly(trt.IInt8EntropyCalibrator2):
                 def __init__(self):
@@ -519,6 +542,7 @@ def python_script(config: BuildConfig, onnx_path: str, engine_path: str, *,
         strongly_typed=route != "legacy-flags",
         legacy_precision=legacy and legacy.name,
         legacy_flag=legacy and (legacy.builder_flag or legacy.name.upper()),
+        fallback_flag=(fb.builder_flag if legacy and (fb := fallback_row(config)) else None),
         calibrator=bool(legacy and legacy.flag_calibrator),
         calib_cache=os.path.abspath(str(calib_cache)) if calib_cache else calib_cache,
         profiles=[{n: [list(s) for s in v] for n, v in p.items()} for p in config.profiles],
@@ -534,6 +558,24 @@ def layer_info_note(engine_path: str) -> str:
             "you run that line; `workbench build` does not write it. On a GPU, `workbench "
             f"timing-capture {_q(engine_path)} --out DIR` writes DIR/layers.json and "
             "DIR/profile.json for `workbench timing`")
+
+
+def fallback_note(config: BuildConfig, route: str) -> str:
+    """What a fallback precision is on `route`: two builder flags on the builder-flag route,
+    the chained conversion in the ONNX (and the `workbench precision` line that makes it) on
+    the strongly typed one."""
+    q, fb = config.precision.upper(), str(config.fallback).upper()
+    if route == "legacy-flags":
+        flags = [p.trtexec for p in (config.entry, fallback_row(config)) if p and p.trtexec]
+        return (f"{q} with the {fb} fallback: both builder flags are set (trtexec "
+                f"{' '.join(flags)}): the builder picks per layer, layers without {q} run "
+                f"in {fb} (or FP32 where faster); excluded nodes are held in FP32")
+    calib = f" --calib {_q(config.calibration)}" if config.calibration else " --calib DATA"
+    ex = "".join(f" --exclude {_q(n)}" for n in config.exclude_nodes) + \
+        "".join(f" --exclude-op {_q(o)}" for o in config.exclude_ops)
+    return (f"the ONNX named here carries {q} Q/DQ and {fb} Casts (layers without Q/DQ in "
+            f"{fb}, excluded nodes in FP32): `workbench precision MODEL --to {config.precision} "
+            f"--fallback {config.fallback}{calib}{ex} -o OUT.onnx` makes it")
 
 
 def _missing_tools(backend: str) -> Optional[str]:
@@ -596,6 +638,8 @@ def export_for(config: BuildConfig, *, onnx_path: str, engine_path: str,
                      "keeps only the FP32 exclusions")
     how = Render(route or ("strongly-typed" if config.route == "auto" else config.route),
                  backend)
+    if config.fallback:
+        notes.append(fallback_note(config, how.route))
     for option in OPTIONS:
         notes += option.notes(config, how)
     return {"onnx": str(onnx_path),  # the ONNX the lines read (the conversion built from)

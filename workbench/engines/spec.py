@@ -141,6 +141,7 @@ class BuildConfig:
     calibrate_method = _OnSpec[str]("calibrate_method")
     allow_random_calibration = _OnSpec[bool]("allow_random")
     per_channel = _OnSpec[bool]("per_channel")
+    fallback = _OnSpec[Optional[str]]("fallback")
 
     def __init__(self, spec: Optional[PrecisionSpec] = None, **kw: Any) -> None:
         prec = {SPEC_FIELDS[k]: kw.pop(k) for k in list(kw) if k in SPEC_FIELDS}
@@ -286,6 +287,7 @@ def resolve_route(config: BuildConfig, caps: Dict[str, bool]) -> str:
         if entry.kind == "none":  # FP32 on a TensorRT without strongly typed networks: a
             return "legacy-flags"  # weakly typed one, no flag (no --stronglyTyped in its lines)
         if has_flag:
+            _check_fallback_flag(config, caps, "legacy-flags")
             return "legacy-flags"
         raise WorkbenchError(f"this TensorRT has neither strongly typed networks nor "
                              f"BuilderFlag.{flag}", field="precision",
@@ -300,11 +302,25 @@ def resolve_route(config: BuildConfig, caps: Dict[str, bool]) -> str:
             raise WorkbenchError(f"{entry.name.upper()} has no builder-flag calibration route",
                                  field="route",
                                  hint="use --route strongly-typed (Q/DQ in the ONNX)")
+    _check_fallback_flag(config, caps, config.route)
     if config.route == "strongly-typed" and entry.kind != "none" and \
             not caps.get("strongly_typed_flag"):
         raise WorkbenchError("this TensorRT has no strongly typed networks", field="route",
                              hint="use --route legacy-flags (builder flags + calibrator)")
     return config.route
+
+
+def _check_fallback_flag(config: BuildConfig, caps: Dict[str, bool], route: str) -> None:
+    """The builder-flag route of a quantized target with a fallback sets the fallback's flag
+    too: refused, naming `fallback`, where this TensorRT lacks it."""
+    if route != "legacy-flags" or not config.fallback:
+        return
+    fb = table.get(config.fallback)
+    if not (fb.capability and caps.get(fb.capability)):
+        raise WorkbenchError(f"this TensorRT has no BuilderFlag.{fb.builder_flag or fb.name.upper()} "
+                             f"for the {fb.name.upper()} fallback", field="fallback",
+                             hint="drop the fallback, or build strongly typed (--route "
+                                  "strongly-typed: Casts + Q/DQ in the ONNX)")
 
 
 def layer_precisions(config: BuildConfig, excluded: List[str]) -> Dict[str, str]:

@@ -63,7 +63,7 @@ class Plan:
     budget: float
     regions: List[List[str]]
     region_source: str            # "engine layers" or "graph"
-    low_nodes: List[str]          # computed in `target`
+    low_nodes: List[str]          # computed in `target` (with a fallback: the quantized ones)
     fp32_nodes: List[str]         # kept in FP32: `precision --exclude`
     held_loss: float              # the budget is checked on this (held-back samples)
     search_loss: float
@@ -82,6 +82,19 @@ class Plan:
     chosen: Optional[int] = None  # the plan's index in `front`
     commands: Dict[str, str] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
+    fallback: Optional[str] = None  # the float precision of the nodes without Q/DQ, or None
+    fallback_nodes: List[str] = field(default_factory=list)  # computed in `fallback`
+    # with a fallback: the nodes that compute in `target` wherever they are not kept in FP32
+    quantized_nodes: List[str] = field(default_factory=list)
+
+    def precision_of(self, node: str, kept: bool) -> str:
+        """The precision a plan's node computes in: FP32 where `kept`, else the target, or
+        with a fallback the target where quantized and the fallback elsewhere."""
+        if kept:
+            return table.BASE
+        if self.fallback and node not in set(self.quantized_nodes):
+            return self.fallback
+        return self.target
 
     @property
     def kept_regions(self) -> List[List[str]]:
@@ -94,7 +107,10 @@ class Plan:
                 "search_loss": _j(self.search_loss), "latency_ms": self.latency_ms,
                 "latency": "predicted" if self.latency_ms is not None else None,
                 "latency_note": self.latency_note, "uniform_ms": self.uniform_ms,
-                "nodes": {self.target: self.low_nodes, "fp32": self.fp32_nodes},
+                "fallback": self.fallback,
+                "nodes": {self.target: self.low_nodes, **({self.fallback: self.fallback_nodes}
+                                                          if self.fallback else {}),
+                          "fp32": self.fp32_nodes},
                 "kept_regions": [label(r) for r in self.kept_regions],
                 "regions": len(self.regions), "region_source": self.region_source,
                 "sensitivity": [{"region": label(r), "loss": _j(s)}
@@ -158,10 +174,12 @@ class _Evaluator:
     picks), counting evaluations against the bound."""
 
     def __init__(self, model: str, target: str, search: List[Feed], held: List[Feed],
-                 metric: Any, calibration: Any, limit: int, workdir: str) -> None:
+                 metric: Any, calibration: Any, limit: int, workdir: str,
+                 fallback: Optional[str] = None) -> None:
         from workbench.runtime.runners import OnnxRuntimeRunner
 
         self.model, self.target, self.metric = model, target, metric
+        self.fallback = fallback  # (the conversion's: INT8 where quantized, this elsewhere)
         self.search, self.held = search, held
         self.calibration = calibration
         self.limit, self.count = limit, 0
@@ -174,13 +192,17 @@ class _Evaluator:
 
     def quantizes(self, exclude: Sequence[str]) -> bool:
         """Does a node outside `exclude` take Q/DQ pairs (`precision.quantize.QUANT_OPS`)?"""
+        skip = set(exclude)
+        return any(n not in skip for n in self.quantized())
+
+    def quantized(self) -> List[str]:
+        """The nodes the quantizer puts Q/DQ in front of (`precision.quantize.QUANT_OPS`)."""
         from workbench.precision.quantize import QUANT_OPS
 
         if self.op_types is None:  # (the structure only: no weights held)
             proto = as_model(self.model).proto
             self.op_types = {n.name: n.op_type for n in proto.graph.node}
-        skip = set(exclude)
-        return any(op in QUANT_OPS and n not in skip for n, op in self.op_types.items())
+        return [n for n, op in self.op_types.items() if op in QUANT_OPS]
 
     def left(self) -> int:
         return self.limit - self.count
@@ -190,7 +212,7 @@ class _Evaluator:
         from workbench.precision.transform import convert
 
         spec = PrecisionSpec(target=self.target, exclude_nodes=list(exclude),
-                             calibration=self.calibration)
+                             calibration=self.calibration, fallback=self.fallback)
         return convert(self.model, spec.target, measure=False, **spec.convert_kwargs())
 
     def loss(self, exclude: Sequence[str], on: str = "search") -> float:
@@ -200,7 +222,8 @@ class _Evaluator:
         key = (tuple(sorted(exclude)), on)
         if key in self.cache:
             return self.cache[key]
-        if table.is_quantized(self.target) and not self.quantizes(exclude):
+        if table.is_quantized(self.target) and not self.fallback and \
+                not self.quantizes(exclude):
             self.cache[key] = 0.0  # (no Q/DQ to place: the candidate is the FP32 model)
             return 0.0
         if self.count >= self.limit:
@@ -240,9 +263,12 @@ class _Space:
     """The regions searched over and the latency model (None: no latency predicted): what a
     set of kept (FP32) regions excludes and how fast it is predicted to run."""
 
-    def __init__(self, regions: List[List[str]], latency: Any, target: str) -> None:
+    def __init__(self, regions: List[List[str]], latency: Any, target: str,
+                 fallback: Optional[str] = None, quantized: Sequence[str] = ()) -> None:
         self.regions, self.latency, self.target = regions, latency, target
         self.everything = tuple(range(len(regions)))
+        # with a fallback: the nodes computed in `target` (the rest in `fallback`)
+        self.fallback, self.quantized = fallback, set(quantized)
 
     def exclude_of(self, kept: Sequence[int]) -> List[str]:
         """The nodes of the kept regions, in region order: `precision --exclude`."""
@@ -252,8 +278,16 @@ class _Space:
         """The predicted latency with the kept regions in FP32 (None without profiles)."""
         if self.latency is None:
             return None
-        assign = {n: "fp32" for n in self.exclude_of(kept)}
-        return self.latency.predict(assign, default=self.target)
+        assign = {n: table.BASE for n in self.exclude_of(kept)}
+        return self.latency.predict(assign, default=self.target, fallback=self.fallback,
+                                    quantized=self.quantized if self.fallback else None)
+
+    def split(self, low: Sequence[str]) -> Tuple[List[str], List[str]]:
+        """(the nodes in `target`, those in the fallback) of the nodes not kept in FP32."""
+        if not self.fallback:
+            return list(low), []
+        return ([n for n in low if n in self.quantized],
+                [n for n in low if n not in self.quantized])
 
 
 def _model_file(model: ModelLike, target: str, data: Any) -> Tuple[str, str]:
@@ -377,17 +411,23 @@ def _verify(ev: _Evaluator, space: _Space, front: List[Candidate], b: float,
 def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any = None,
          target: str = "fp16", latency_profiles: Any = None, max_builds: int = 40,
          holdout: float = 0.25, samples: int = 64, output: Any = None,
-         calibration: Any = None, on_step: Optional[Callable[[str], None]] = None) -> Plan:
+         calibration: Any = None, on_step: Optional[Callable[[str], None]] = None,
+         fallback: Optional[str] = None) -> Plan:
     """Plan the fastest `target` precision (FP16 / BF16 / INT8) with regions kept in FP32,
     within `budget` of `metric` on held-back samples (see the module docstring). `data`: the
     samples (.npz path or feeds); `metric`: top1 | top5 | cosine | rel | MODULE:FUNC | a
-    callable (reference, candidate) -> loss; `output`: write the planned model there."""
+    callable (reference, candidate) -> loss; `output`: write the planned model there.
+    `fallback` (a quantized target only, e.g. "fp16"): the regions not kept in FP32 compute
+    in `target` where quantized and in `fallback` elsewhere (`convert(..., fallback=)`)."""
     from workbench.runtime.runners import batched_inputs, limit_samples
     from workbench.runtime.verdict import parse_budget, resolve_metric
 
     t0 = time.monotonic()
     say = on_step or (lambda s: None)
     model, target = _model_file(model, target, data)
+    from workbench.precision.spec import check_fallback
+
+    fallback = check_fallback(target, fallback, field="--fallback")
     b = parse_budget(budget)
     b = 0.01 if b is None else b
     proto = as_model(model).proto  # (the structure: no weights held)
@@ -404,11 +444,11 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
     search, held, split = split_samples(feeds, batched, holdout)
     regions, source, latency = _regions(model, proto, target, latency_profiles, max_builds,
                                         notes)
-    space = _Space(regions, latency, target)
     all_nodes = [n for r in regions for n in r]
     calib = _calibration(calibration, data, target, notes)
     tmp = tempfile.TemporaryDirectory(prefix="wb-plan-")
-    ev = _Evaluator(model, target, search, held, m, calib, max_builds, tmp.name)
+    ev = _Evaluator(model, target, search, held, m, calib, max_builds, tmp.name, fallback)
+    space = _Space(regions, latency, target, fallback, ev.quantized() if fallback else ())
     everything = space.everything
     front: List[Candidate] = []
     sens: List[float] = [math.inf] * len(regions)
@@ -416,7 +456,7 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
         say(f"sensitivity: {len(regions)} region(s) alone in {target}")
         _sensitivity(ev, space, sens, notes)
         _greedy(ev, space, proto, sens, b, front, notes, say)
-        add_uniform(front, ev, b, space.lat(()), target)
+        add_uniform(front, ev, b, space.lat(()), target + (f"+{fallback}" if fallback else ""))
         chosen = _verify(ev, space, front, b, notes)
     except _OutOfBuilds:
         notes.append("stopped at --max-builds")
@@ -429,7 +469,7 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
                      "region stays FP32")
     fp32_nodes = space.exclude_of(chosen.kept)
     kept_set = set(fp32_nodes)
-    low = [n for n in all_nodes if n not in kept_set]
+    low, fb_nodes = space.split([n for n in all_nodes if n not in kept_set])
     out_path = None
     if output is not None:
         res = ev.convert(fp32_nodes)
@@ -445,7 +485,9 @@ def plan(model: ModelLike, data: Any = None, *, budget: Any = "1%", metric: Any 
              evaluations=ev.count, max_builds=max_builds, samples=split,
              seconds=time.monotonic() - t0, output=out_path, notes=notes,
              latency_profiles=None if latency_profiles is None else str(latency_profiles),
-             chosen=next((i for i, c in enumerate(front) if c is chosen), None))
+             chosen=next((i for i, c in enumerate(front) if c is chosen), None),
+             fallback=fallback, fallback_nodes=fb_nodes,
+             quantized_nodes=sorted(space.quantized) if fallback else [])
     p.commands = commands(p, data if isinstance(data, (str, Path)) else None)
     tmp.cleanup()
     return p
@@ -458,12 +500,13 @@ def commands(p: Plan, data: Any = None) -> Dict[str, str]:
     q = shlex.quote
     ex = " ".join(f"--exclude {q(n)}" for n in p.fp32_nodes)
     calib = f" --calib {q(str(data))}" if data and table.is_quantized(p.target) else ""
-    out = {"precision": f"workbench precision {q(p.model)} --to {p.target} {ex}{calib} "
+    fb = f" --fallback {p.fallback}" if p.fallback else ""
+    out = {"precision": f"workbench precision {q(p.model)} --to {p.target}{fb} {ex}{calib} "
                         "-o OUT.onnx".replace("  ", " "),
            "autocast_nodes_to_exclude": repr(list(p.fp32_nodes)),
            "reproduce": f"workbench plan {q(p.model)}"
                         + (f" --data {q(str(data))}" if data else "")
-                        + f" --to {p.target} --budget {p.budget:g} --metric {q(p.metric)} "
+                        + f" --to {p.target}{fb} --budget {p.budget:g} --metric {q(p.metric)} "
                           f"--max-builds {p.max_builds}"
                         + (f" --latency-profiles {q(p.latency_profiles)}"
                            if p.latency_profiles else "")}
@@ -471,15 +514,23 @@ def commands(p: Plan, data: Any = None) -> Dict[str, str]:
     if flags:
         layers = ",".join(f"{n}:fp32" for n in p.fp32_nodes)
         poly = " ".join(f"{n}:float32" for n in p.fp32_nodes)
-        out["trtexec"] = (f"trtexec --onnx={q(p.model)} --{p.target} --precisionConstraints=obey"
+        flag = _flags(p, "trtexec")
+        out["trtexec"] = (f"trtexec --onnx={q(p.model)} {flag} --precisionConstraints=obey"
                           + (f" --layerPrecisions={q(layers)}" if layers else ""))
-        out["polygraphy"] = (f"polygraphy convert {q(p.model)} --{p.target} "
+        out["polygraphy"] = (f"polygraphy convert {q(p.model)} {_flags(p, 'polygraphy')} "
                              "--precision-constraints obey"
                              + (f" --layer-precisions {poly}" if poly else "") + " -o OUT.engine")
     else:
         out["trtexec"] = ("(the TensorRT here has no per-layer precision constraints: build the "
                           "planned ONNX, `workbench precision` above, instead)")
     return out
+
+
+def _flags(p: Plan, tool: str) -> str:
+    """The builder-flag route's precision flags of a plan for `tool` ("trtexec" or
+    "polygraphy"): the target's and, with a fallback, the fallback's (`--int8 --fp16`)."""
+    rows = [table.get(p.target)] + ([table.get(p.fallback)] if p.fallback else [])
+    return " ".join(getattr(r, tool) or f"--{r.name}" for r in rows)
 
 
 def layer_precision_flags() -> bool:

@@ -64,6 +64,10 @@ def _calibrate_methods() -> Sequence[str]:
     return table.CALIBRATE_METHODS
 
 
+def _float_targets() -> Sequence[str]:
+    return [n for n in table.names() if table.is_low_float(n)]
+
+
 class _KeepIO(CliOption):
     """--keep-io (the default) / --no-keep-io, one field."""
 
@@ -93,6 +97,11 @@ PRECISION_OPTIONS: Tuple[CliOption, ...] = (
     _KeepIO("keep_io_types", ("--keep-io", "--no-keep-io"), arg=dict(dest="keep_io")),
     CliOption("per_channel", ("--no-per-channel",), "per-tensor weight scales for INT8/FP8",
               dict(dest="per_channel", action="store_false", default=True)),
+    CliOption("fallback", ("--fallback",),
+              "INT8/FP8: compute the nodes without Q/DQ in this float precision instead of "
+              "FP32 (TensorRT <= 10's --int8 --fp16); excluded nodes stay FP32",
+              dict(metavar="FLOAT", choices=_float_targets)),
 )
 # the ones `workbench build` takes too (the rest keep PrecisionSpec's defaults there)
-BUILD_PRECISION_FIELDS = ("exclude_nodes", "exclude_ops", "calibration", "calibrate_method")
+BUILD_PRECISION_FIELDS = ("exclude_nodes", "exclude_ops", "calibration", "calibrate_method",
+                          "fallback")

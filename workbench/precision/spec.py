@@ -28,6 +28,9 @@ class PrecisionSpec:
     calibrate_method: str = "entropy"
     allow_random: bool = False
     per_channel: bool = True
+    # a quantized target's precision for the nodes without Q/DQ (a float target of the
+    # table, e.g. "fp16": TensorRT <= 10's `--int8 --fp16`); None: they stay FP32
+    fallback: Optional[str] = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -46,6 +49,7 @@ class PrecisionSpec:
         self.per_channel = bool(self.per_channel)
         if self.calibration is not None:
             self.calibration = str(self.calibration)
+        self.fallback = check_fallback(self.target, self.fallback, field=prefix + "fallback")
         return self
 
     @property
@@ -55,7 +59,12 @@ class PrecisionSpec:
 
     # -- conversions ------------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        """Every field; `fallback` only when set (a spec without one keeps the JSON, the
+        recorded metadata and the build-config hash it always had)."""
+        d = asdict(self)
+        if d["fallback"] is None:
+            del d["fallback"]
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
@@ -73,7 +82,7 @@ class PrecisionSpec:
     def from_args(cls, args: Any, *, target_attr: str = "target") -> "PrecisionSpec":
         """From parsed CLI arguments: the target from `args.<target_attr>` (`precision --to`
         is "target", `build --precision` is "precision"), then --exclude, --exclude-op,
-        --calib, --calib-method, --allow-random, --keep-io, --no-per-channel; flags a verb
+        --calib, --calib-method, --allow-random, --keep-io, --no-per-channel, --fallback; flags a verb
         does not have keep their defaults."""
         from workbench.precision.options import PRECISION_OPTIONS
 
@@ -89,12 +98,32 @@ class PrecisionSpec:
         return dict(exclude_nodes=list(self.exclude_nodes), exclude_ops=list(self.exclude_ops),
                     keep_io_types=self.keep_io_types, calibration=self.calibration,
                     calibrate_method=self.calibrate_method, allow_random=self.allow_random,
-                    per_channel=self.per_channel)
+                    per_channel=self.per_channel, fallback=self.fallback)
 
     def replace(self, **changes: Any) -> "PrecisionSpec":
         d = self.to_dict()
         d.update(changes)
         return PrecisionSpec.from_dict(d)
+
+
+def check_fallback(target: str, fallback: Any, *, field: str = "fallback") -> Optional[str]:
+    """`fallback` normalised (None stays None): a float precision of the table, given with a
+    quantized `target`; WorkbenchError naming `field` and what to do otherwise."""
+    if fallback is None:
+        return None
+    row = table.get(fallback, field=field)
+    floats = [n for n in table.names() if table.is_low_float(n)]
+    if not row.low_float:
+        raise WorkbenchError(f"fallback '{row.name}' is not a float precision: the nodes "
+                             "without Q/DQ compute in it", field=field,
+                             hint="one of " + ", ".join(floats))
+    if not table.is_quantized(target):
+        quant = [n for n in table.names() if table.is_quantized(n)]
+        raise WorkbenchError(f"a fallback applies to a quantized target ({', '.join(quant)}), "
+                             f"not {str(target).upper()}", field=field,
+                             hint=f"drop the fallback, or quantize (e.g. target "
+                                  f"{quant[0] if quant else 'int8'} with fallback {row.name})")
+    return row.name
 
 
 METADATA_KEY = "workbench.precision"  # metadata_props entry: the spec a model was converted with

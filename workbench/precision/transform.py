@@ -20,6 +20,8 @@ run against FP32 on onnxruntime CPU and the errors go into the report.
 from __future__ import annotations
 
 import copy
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -29,6 +31,7 @@ import numpy as np
 from workbench.runtime.comparison import MILD_COSINE, MILD_REL, MILD_TOP1  # noqa: F401 (one rule)
 from workbench.core.errors import Finding, WorkbenchError
 from workbench.core.model import Model, ModelLike, as_model
+from workbench.precision import fallback as fallback_mod
 from workbench.precision import table
 from workbench.precision.lowering import structural_error, type_str
 from workbench.precision.table import BF16_MAX, CALIBRATE_METHODS, FP16_MAX  # noqa: F401
@@ -739,7 +742,8 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
             calibration: Any = None, calibrate_method: str = "entropy",
             allow_random: bool = False, per_channel: bool = True, route: str = "onnx",
             measure: bool = True, max_calib_batches: Optional[int] = None,
-            profile: Any = None, output: Any = None) -> PrecisionResult:
+            profile: Any = None, output: Any = None,
+            fallback: Optional[str] = None) -> PrecisionResult:
     """Convert an FP32 ONNX model to `target` precision. See the module docstring.
 
     `calibration`: anything `workbench.precision.calibration.load_calibration` takes; required for int8/fp8
@@ -752,10 +756,20 @@ def convert(model_or_path: ModelLike, target: str, *, exclude_nodes: Sequence[st
     streamed tensor by tensor (`workbench.precision.streaming`, `.qdq_stream`); calibration
     and accuracy runs hold the FP32 weights by reference a segment at a time: memory does
     not follow the model's size, and `result.proto` holds no weight bytes.
+
+    `fallback` (a quantized target only): the nodes without Q/DQ compute in this float
+    precision instead of FP32, excluded nodes stay FP32 (`workbench.precision.fallback`).
     """
     entry = _entry(target)
     target = entry.name
     _check_options(calibrate_method, route)
+    if fallback is not None:
+        return convert_with_fallback(
+            model_or_path, target, fallback, exclude_nodes=exclude_nodes,
+            exclude_ops=exclude_ops, keep_io_types=keep_io_types, calibration=calibration,
+            calibrate_method=calibrate_method, allow_random=allow_random,
+            per_channel=per_channel, route=route, measure=measure,
+            max_calib_batches=max_calib_batches, profile=profile, output=output)
     model_or_path = as_model(model_or_path)  # opened once, whatever the route reads after
     proto, path, streamed = _source(model_or_path, entry, output=output, route=route)
     label = str(path) if path else "<in-memory model>"
@@ -1153,3 +1167,138 @@ def _check_valid(proto: Any, target: str, source_error: str = "") -> None:
     if err and err != source_error:
         raise WorkbenchError(f"the {target.upper()} model is not valid ONNX: {err[:300]}",
                              hint="exclude the node named in the message and report the model")
+
+
+# --------------------------------------------------------------------------- float fallback
+# A quantized target whose nodes without Q/DQ compute in a float precision: the quantized
+# conversion, then the float lowering of its result (`workbench.precision.fallback`).
+def _fallback_checked(target: str, fallback: Any, route: str) -> str:
+    from workbench.precision.spec import check_fallback
+
+    fb = check_fallback(target, fallback)
+    assert fb is not None
+    if route != "onnx":
+        raise WorkbenchError(f"a fallback precision is the onnx route's (route '{route}' "
+                             "quantizes on its own)", field="fallback",
+                             hint="use route onnx, or drop the fallback")
+    return fb
+
+
+def convert_with_fallback(model_or_path: ModelLike, target: str, fallback: str, *,
+                          exclude_nodes: Sequence[str] = (), exclude_ops: Sequence[str] = (),
+                          keep_io_types: bool = True, calibration: Any = None,
+                          calibrate_method: str = "entropy", allow_random: bool = False,
+                          per_channel: bool = True, route: str = "onnx", measure: bool = True,
+                          max_calib_batches: Optional[int] = None, profile: Any = None,
+                          output: Any = None) -> PrecisionResult:
+    """`convert(model, target, fallback=...)`: see the module docstring."""
+    fb = _fallback_checked(target, fallback, route)
+    model = as_model(model_or_path)
+    streamed = output is not None and model.path is not None and bool(model.external_files)
+    calib = dict(calibration=calibration, calibrate_method=calibrate_method,
+                 allow_random=allow_random, max_calib_batches=max_calib_batches,
+                 profile=profile)
+    tmp = Path(tempfile.mkdtemp(prefix=".wb-fallback-", dir=Path(output).parent)) \
+        if streamed else None
+    try:
+        q, src = _quantized_step(model, target, exclude_nodes, exclude_ops, per_channel, tmp,
+                                 calib)
+        user = list(q.report.get("exclude_nodes") or [])
+        keep = sorted(fallback_mod.qdq_kept(q.proto) | set(user))
+        f = convert(src, fb, exclude_nodes=keep,
+                    exclude_ops=list(q.report.get("exclude_ops") or []),
+                    keep_io_types=keep_io_types, measure=False, profile=profile,
+                    max_calib_batches=max_calib_batches,
+                    calibration=calibration if not streamed else None,
+                    output=output if tmp is not None else None)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return _fallback_result(model, q, f, target, fb, user, keep, calib, per_channel, keep_io_types,
+                   measure, output, streamed)
+
+
+def _quantized_step(model: "Model", target: str, exclude_nodes: Sequence[str],
+                    exclude_ops: Sequence[str], per_channel: bool, tmp: Optional[Path],
+                    calib: Dict[str, Any]) -> Tuple[PrecisionResult, Any]:
+    """(the quantized conversion, what the float lowering converts: its model or file). When
+    the exclusions leave nothing to quantize, the model itself with a note: the fallback
+    lowers all of it (a plan that keeps every quantized op in FP32 is the float model)."""
+    structure = copy.deepcopy(model.proto)
+    name_unnamed_nodes(structure)
+    label = str(model.path) if model.path else "<in-memory model>"
+    ex_nodes, ex_ops, _ = resolve_exclusions(structure, exclude_nodes, exclude_ops, label)
+    if fallback_mod.quantizes(structure, ex_nodes, ex_ops):
+        q = convert(model, target, exclude_nodes=exclude_nodes, exclude_ops=exclude_ops,
+                    per_channel=per_channel, measure=False,
+                    output=tmp / "quantized.onnx" if tmp is not None else None, **calib)
+        return q, (q.path if tmp is not None else q.proto)
+    note = Finding("info", "nothing-quantized",
+                   f"every node {target.upper()} would quantize is excluded: no Q/DQ, the "
+                   "fallback precision computes the rest", source="precision")
+    return PrecisionResult(proto=structure, target=target, findings=[note],
+                           report={"target": target, "route": "onnx",
+                                   "exclude_nodes": ex_nodes, "exclude_ops": ex_ops,
+                                   "calibration": None}), model
+
+
+def _fallback_result(model: Any, q: Any, f: Any, target: str, fb: str, user: List[str],
+            keep: List[str], calib: Dict[str, Any], per_channel: bool, keep_io: bool,
+            measure: bool, output: Any, streamed: bool) -> Any:
+    """The chained result: one report and findings, the spec recorded, written, measured."""
+    from workbench.precision.spec import PrecisionSpec, record_spec
+
+    out = f.proto
+    nodes = fallback_mod.precision_nodes(q.proto, f.report.get("kept_fp32") or [], target, fb)
+    spec = PrecisionSpec(target=target, exclude_nodes=user,
+                         exclude_ops=list(q.report.get("exclude_ops") or []),
+                         keep_io_types=keep_io, calibration=_fallback_data(calib["calibration"]),
+                         calibrate_method=calib["calibrate_method"],
+                         allow_random=bool((q.report.get("calibration") or {}).get("random")),
+                         per_channel=per_channel, fallback=fb)
+    written = f.path
+    record_spec(out, spec)
+    if streamed:
+        fallback_mod.respec(written, spec)
+    elif output is not None:
+        from workbench.core.model import save_model
+
+        written = save_model(out, output, source=model.path)
+    report: Dict[str, Any] = dict(q.report)
+    for k in ("casts_inserted", "casts_lowering", "kept_fp32", "activation_max_abs"):
+        if k in f.report:
+            report[k] = f.report[k]
+    report.update(fallback=fb, precisions={p: len(v) for p, v in nodes.items()},
+                  nodes_by_precision=nodes)
+    findings = list(q.findings) + [x for x in f.findings if fallback_mod.relevant(x)]
+    findings.append(Finding(
+        "info", "fallback-precisions",
+        f"{len(nodes[target])} node(s) in {target.upper()} (Q/DQ), {len(nodes[fb])} in "
+        f"{fb.upper()} (the fallback), {len(nodes[table.BASE])} in FP32 (excluded, or "
+        "kept by the lowering)", nodes=nodes[table.BASE], source="precision",
+        extra={"precisions": {p: len(v) for p, v in nodes.items()}}))
+    res = PrecisionResult(proto=out, target=target, findings=findings, report=report,
+                          path=written if output is not None else None)
+    if measure and calib["calibration"] is not None:
+        _fallback_measured(model, res, target, calib, streamed)
+    return res
+
+
+def _fallback_data(calibration: Any) -> Optional[str]:
+    import os
+
+    return str(calibration) if isinstance(calibration, (str, os.PathLike)) else None
+
+
+def _fallback_measured(model: Any, res: Any, target: str, calib: Dict[str, Any], streamed: bool) -> None:
+    """The chained model's outputs against FP32 on the calibration data (as `convert` measures
+    a quantized target), into `res`."""
+    from workbench.precision.calibration import load_calibration
+
+    proto = model.proto if streamed else model.load_weights() if model.path else model.proto
+    batches = load_calibration(calib["calibration"], proto, profile=calib["profile"],
+                               max_batches=calib["max_calib_batches"])
+    entry = table.get(target)
+    res.findings = _measured_findings(proto, res.proto, batches, target, entry, res.report,
+                                      res.findings, held=_by_reference(model, streamed),
+                                      written=res.path)

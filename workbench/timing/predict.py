@@ -5,6 +5,7 @@ was timed, and what the precision planner ranks candidates by on a CPU. Always "
     lm = LatencyModel.from_dir("profiles/", model="resnet50.onnx")
     lm.uniform("fp16")                       # the recorded FP16 engine's total, ms
     lm.predict({"/conv1/Conv": "fp32"}, default="fp16")   # a mixed engine, ms (predicted)
+    lm.predict({}, default="int8", fallback="fp16", quantized=convs)  # INT8 convs, FP16 rest
 
 The model: each fused layer's time (median over the profile's runs) is split evenly over the
 ONNX nodes it covers; a node costs its time in the precision it is given (its FP32 time where
@@ -20,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from workbench.core.errors import WorkbenchError
 from workbench.precision import table
@@ -169,9 +170,18 @@ class LatencyModel:
                       if node in self.node_ms[q]), 0.0)
         return t
 
-    def predict(self, assignment: Mapping[str, str], default: str = "fp32") -> float:
+    def predict(self, assignment: Mapping[str, str], default: str = "fp32", *,
+                fallback: Optional[str] = None,
+                quantized: Optional[Collection[str]] = None) -> float:
         """Predicted latency (ms) of an engine computing each ONNX node in
-        `assignment.get(node, default)`."""
+        `assignment.get(node, default)`. `fallback` with `quantized` (a quantized `default`,
+        e.g. INT8 with an FP16 fallback): a node the assignment leaves to the default and
+        that is not in `quantized` is predicted at the fallback's recorded time (its
+        highest recorded precision's where the fallback's engine lacks it)."""
+        if fallback and quantized is not None and table.is_quantized(default):
+            given = dict(assignment)
+            assignment = {n: given.get(n, default if n in quantized else str(fallback))
+                          for n in set(self.nodes) | set(given)}
         default = str(default).lower()
         if default not in self.node_ms:
             default = self.precisions[0]

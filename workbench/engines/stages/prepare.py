@@ -47,8 +47,10 @@ def prepare_onnx(job: BuildJob, cancel: Any = None) -> PreparedOnnx:
     findings: List[Finding] = []
     if job.route == "strongly-typed":  # precision lives in the ONNX TensorRT gets
         onnx_path, pfind = transformed_onnx(ref, config, job.ws, job.on_event)
-    else:  # legacy flags: the builder lowers precision; TensorRT gets the FP32 model
-        onnx_path, pfind = transformed_onnx(ref, config.replace(precision=table.BASE), job.ws,
+    else:  # legacy flags: the builder lowers precision (a fallback's flag beside the
+        # quantized one: the weakly typed builder picks each layer's); TensorRT gets the FP32 model
+        onnx_path, pfind = transformed_onnx(ref, config.replace(precision=table.BASE,
+                                                                fallback=None), job.ws,
                                             job.on_event)
     findings += pfind
     if job.route == "strongly-typed" and (config.input_io_formats or

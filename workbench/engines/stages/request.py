@@ -11,7 +11,7 @@ import os
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.engines.options import Render, worker_args
 from workbench.engines.spec import BuildConfig, layer_precisions
@@ -52,6 +52,16 @@ def legacy_fields(job: BuildJob, prepared: PreparedOnnx, request: BuildRequest
     findings: List[Finding] = []
     fields: Dict[str, Any] = {"builder_flag": entry.builder_flag,
                               "calibrate": bool(entry.flag_calibrator)}
+    findings += unsaid_fallback(config)
+    fb = fallback_flag(config)
+    if fb and fb not in (request.extra_flags or ()):  # `--int8 --fp16`: the layers without
+        request = replace(request, extra_flags=tuple(request.extra_flags or ()) + (fb,))
+        findings.append(Finding(  # INT8 run in the fallback's type, not FP32
+            "info", "fallback-flag",
+            f"built with the {entry.builder_flag} and {fb} builder flags (`--fallback "
+            f"{config.fallback}`): layers without {entry.name.upper()} run in "
+            f"{config.fallback.upper()}, the builder picks per layer; excluded nodes stay "
+            "FP32", source="build"))
     need = [f for f in explicit_quantization_flags(graph_of(prepared.path, job.ref))
             if f != (entry.builder_flag or "").upper() and f not in (request.extra_flags or ())]
     if need:
@@ -71,6 +81,41 @@ def legacy_fields(job: BuildJob, prepared: PreparedOnnx, request: BuildRequest
             job.ref, config, job.ws, job.calib_hash or "", job.backend, job.version)
         fields["calibrate_method"] = config.calibrate_method
     return replace(request, **fields), findings
+
+
+def fallback_flag(config: BuildConfig) -> Optional[str]:
+    """The builder flag of the config's fallback precision (FP16 for `--fallback fp16`), set
+    beside the quantized target's on the builder-flag route; None without a fallback."""
+    if not config.fallback:
+        return None
+    from workbench.precision import table
+
+    return table.get(config.fallback).builder_flag
+
+
+def unsaid_fallback(config: BuildConfig) -> List[Finding]:
+    """A float precision's flag given with `--flag` beside a quantized target (`--precision
+    int8 --flag FP16`) is a fallback nobody else knows of: this builder runs the layers
+    without INT8 in FP16, a strongly typed build and the CPU checks in FP32. An info that
+    names `--fallback`, which says it to all of them."""
+    from workbench.precision import table
+
+    if config.fallback or not config.entry.quantized:
+        return []
+    flags = set(config.extra_flags or ())
+    floats = [n for n in table.names() if table.is_low_float(n)
+              and table.get(n).builder_flag in flags]
+    if not floats:
+        return []
+    q, f = config.precision.upper(), table.get(floats[0])
+    return [Finding(
+        "info", "flag-is-a-fallback",
+        f"--flag {f.builder_flag} beside {q}: this builder runs the layers without {q} in "
+        f"{f.name.upper()} (trtexec {config.entry.trtexec or ''} {f.trtexec or ''}), but a "
+        f"strongly typed build and the CPU checks (precision, compare, plan) would keep them "
+        "in FP32", source="build",
+        hint=f"say it as a fallback: --fallback {f.name} (instead of --flag "
+             f"{f.builder_flag}), so every route computes them in {f.name.upper()}")]
 
 
 def write_calibration(ref: Model, config: BuildConfig, ws: Any, calib_hash: str,
