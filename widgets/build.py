@@ -1,6 +1,7 @@
 """The Build panel: build an engine with progress, cancel and a time limit, then see the log,
-the findings TensorRT's log gave, the equivalent trtexec / polygraphy commands and script, and
-the engine card.
+the findings TensorRT's log gave, the equivalent trtexec / polygraphy commands, script and
+notes, and the engine card. Its controls are BuildConfig fields (a quantized precision's float
+fallback, --max-aux-streams, I/O formats, ...): the option objects render them into the lines.
 
     from widgets import BuildPanel
     panel = BuildPanel("model.onnx", BuildConfig(precision="fp16", target="sm89", profiles=[...]))
@@ -20,7 +21,9 @@ from typing import Any, Dict, List, Optional
 import ipywidgets as W
 
 from widgets.base import FindingsList, PanelBase, error_text, esc, fill, fit
+from widgets.fallback import fallback_dropdown, fallback_value, follow_target
 from workbench.engines.engine import BuildCancelled, BuildFailed, BuildTimeout, build_engine
+from workbench.engines.options import by_field
 from workbench.engines.result import BuildResult
 from workbench.engines.spec import BuildConfig
 from workbench.core.errors import WorkbenchError
@@ -62,6 +65,17 @@ class BuildPanel(PanelBase, W.VBox):
             else self.config.builder_optimization_level, min=0, max=5, description="opt level")
         self.timeout = W.BoundedFloatText(value=timeout or 0.0, min=0.0, max=86400.0,
                                           description="time limit s")
+        # a quantized precision's float precision for the layers without Q/DQ (--fallback;
+        # hidden for the other precisions)
+        self.fallback = fallback_dropdown(self.config.precision, self.config.fallback,
+                                          description="fallback")
+        # auxiliary CUDA streams (--max-aux-streams); empty: TensorRT's choice
+        aux = by_field("max_aux_streams")
+        streams = getattr(self.config, aux.field)
+        self.max_aux_streams = W.Text(
+            value="" if streams is None else str(streams),
+            description="aux streams", placeholder="TensorRT's default",
+            tooltip=f"{aux.flag}: {aux.help}")
         from workbench.precision.profiles import Profile
 
         # I/O types/formats (trtexec's grammar; the reformat finding's next step fills them)
@@ -102,14 +116,20 @@ class BuildPanel(PanelBase, W.VBox):
         self.trtexec = W.Textarea(value="", layout=W.Layout(width="auto", height="70px"))
         self.polygraphy = W.Textarea(value="", layout=W.Layout(width="auto", height="70px"))
         self.script = W.Textarea(value="", layout=W.Layout(width="auto", height="240px"))
-        exports = W.Accordion(children=[self.trtexec, self.polygraphy, self.script])
-        for i, t in enumerate(("trtexec", "polygraphy convert", "Python script (modern API)")):
+        # what the lines cannot say (a fallback on the strongly typed route is in the ONNX,
+        # and the `workbench precision ... --fallback` line that makes it)
+        self.export_notes = W.HTML("")
+        exports = W.Accordion(children=[self.trtexec, self.polygraphy, self.script,
+                                        self.export_notes])
+        for i, t in enumerate(("trtexec", "polygraphy convert", "Python script (modern API)",
+                               "notes")):
             exports.set_title(i, t)
         self.build_btn.on_click(lambda _: self.start())
         self.cancel_btn.on_click(lambda _: self.cancel())
         super().__init__([
             self.header,
             W.HBox([self.precision, self.target]), W.HBox([self.opt_level, self.timeout]),
+            W.HBox([self.fallback, self.max_aux_streams]),
             W.HBox([self.input_io, self.output_io]),
             W.HTML("<b>Shape profile</b>"), self.profile_text, self.calib_path, self.output,
             W.HBox([self.build_btn, self.cancel_btn]), self.progress, self.phase, self.status,
@@ -147,10 +167,12 @@ class BuildPanel(PanelBase, W.VBox):
         elif isinstance(self.config.calibration, (str, Path)):
             over["calibration"] = None  # (cleared in the field)
         return self.config.replace(precision=self.precision.value,
+                                   fallback=fallback_value(self.fallback),
                                    target=self.target.value.strip() or None,
                                    builder_optimization_level=int(self.opt_level.value),
                                    input_io_formats=self.input_io.value.strip() or None,
                                    output_io_formats=self.output_io.value.strip() or None,
+                                   max_aux_streams=self.max_aux_streams.value.strip() or None,
                                    **over)
 
     def apply_next_step(self, step: Dict[str, Any]) -> None:
@@ -198,7 +220,9 @@ class BuildPanel(PanelBase, W.VBox):
         return self.task.start(work, done=self._done, failed=self._failed) is not None
 
     def _on_precision(self, change: Dict[str, Any]) -> None:
-        """The default engine name follows the precision (model.fp16.engine -> .int8)."""
+        """The fallback control follows the precision (quantized ones only); the default
+        engine name follows it too (model.fp16.engine -> .int8)."""
+        follow_target(self.fallback, change["new"])
         out = self.output.value
         if out.endswith(f".{change['old']}.engine"):
             self.output.value = out[:-len(f".{change['old']}.engine")] + \
@@ -246,6 +270,9 @@ class BuildPanel(PanelBase, W.VBox):
         self.trtexec.value = res.export.get("trtexec", "")
         self.polygraphy.value = res.export.get("polygraphy", "")
         self.script.value = res.export.get("script", "")
+        notes = res.export.get("notes") or []
+        self.export_notes.value = ("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes)
+                                   + "</ul>") if notes else ""
         self.build_btn.disabled, self.cancel_btn.disabled = False, True
 
     def _failed(self, e: BaseException) -> None:

@@ -1,6 +1,7 @@
-"""The Precision & Profiles panel: target, per-node / per-op exclusions (from a table or the
-graph view's selection), calibration source with its validation, a profile editor with live
-validation and the advisor's proposal, and Convert with the error report.
+"""The Precision & Profiles panel: target (and a quantized target's float fallback),
+per-node / per-op exclusions (from a table or the graph view's selection), calibration source
+with its validation, a profile editor with live validation and the advisor's proposal, and
+Convert with the error report (a fallback's nodes per precision, coloured in the graph view).
 
     from widgets import PrecisionPanel
     PrecisionPanel("model.onnx", calibration="calib.npz", graph_view=view)
@@ -19,6 +20,7 @@ import ipywidgets as W
 
 from widgets.base import OK_COLOUR, SEVERITY_COLOURS, TABLE_CSS, PanelBase, esc, fill, fit, grow
 from widgets.base import findings_html as _findings_table
+from widgets.fallback import fallback_dropdown, fallback_value, follow_target
 from workbench.core.errors import Finding, WorkbenchError
 from workbench.core.model import Model, ModelLike, as_model
 from workbench.precision import table
@@ -139,6 +141,8 @@ class PrecisionPanel(PanelBase, W.VBox):
                                       description="Target",
                                       style=W.ToggleButtonsStyle(button_width="auto"))
         self.keep_io = W.Checkbox(value=True, description="keep inputs/outputs FP32", indent=False)
+        # a quantized target's precision for the nodes without Q/DQ (hidden for the others)
+        self.fallback = fallback_dropdown(self.target.value)
         self.node_filter = W.Text(placeholder="filter nodes (name or op)", description="Nodes")
         self.node_table = W.SelectMultiple(options=self._node_options(""), rows=8, layout=fill())
         self.op_table = W.SelectMultiple(options=excludable_ops(self._ops.values(),
@@ -177,7 +181,8 @@ class PrecisionPanel(PanelBase, W.VBox):
         # the default output goes to the model's workspace (outputs/), never beside the
         # user's model (a repository stays clean); typing a path saves elsewhere
         stem = self.model.path.stem if self.model.path else self.model.name or "model"
-        default_out = workspace_for(self.model).output_path(f"{stem}.{self.target.value}.onnx")
+        self._named = self._suffix()  # the output name's precision part, while it follows
+        default_out = workspace_for(self.model).output_path(f"{stem}.{self._named}.onnx")
         self.output = W.Text(value=str(output or default_out), description="Output",
                              tooltip="where Convert writes the model (default: the model's "
                                      "workspace); type a path to save elsewhere",
@@ -191,6 +196,7 @@ class PrecisionPanel(PanelBase, W.VBox):
         self.node_table.observe(lambda c: self._show_excluded(), "value")
         self.op_table.observe(lambda c: self._show_excluded(), "value")
         self.target.observe(self._on_target, "value")
+        self.fallback.observe(lambda c: self._rename_output(), "value")
         self.profile_text.observe(lambda c: self.validate_profile_text(), "value")
         self.from_graph_btn.on_click(lambda _: self._guard(self.add_graph_selection))
         self.suggest_btn.on_click(lambda _: self._guard(self.suggest_exclusions))
@@ -201,7 +207,7 @@ class PrecisionPanel(PanelBase, W.VBox):
         self.convert_btn.on_click(lambda _: self._guard(lambda: self.convert(block=False)))
 
         super().__init__([
-            self.header, W.HBox([self.target, self.keep_io]),
+            self.header, W.HBox([self.target, self.keep_io]), self.fallback,
             W.HTML("<b>Keep in FP32</b>"), self.node_filter, self.node_table,
             W.HBox([self.from_graph_btn, self.suggest_btn, self.clear_btn]), self.op_table,
             self.excluded_html,
@@ -246,11 +252,23 @@ class PrecisionPanel(PanelBase, W.VBox):
         self.op_table.options = ops
         self.op_table.value = kept
         self._refresh_nodes()  # (the nodes already chosen stay listed)
-        out = Path(self.output.value)
-        old = change["old"]
-        if out.name.endswith(f".{old}.onnx"):
+        follow_target(self.fallback, change["new"])
+        self._rename_output()
+
+    def _suffix(self) -> str:
+        """The precision part of the default output name: model.int8.onnx,
+        model.int8-fp16.onnx with a fallback (one conversion does not overwrite the other)."""
+        fb = fallback_value(self.fallback)
+        return self.target.value + (f"-{fb}" if fb else "")
+
+    def _rename_output(self) -> None:
+        """The output name follows the target and fallback while it has the name they gave."""
+        new = self._suffix()
+        out, old = Path(self.output.value), self._named
+        if new != old and out.name.endswith(f".{old}.onnx"):
             self.output.value = str(out.with_name(out.name[:-len(f".{old}.onnx")]
-                                                  + f".{change['new']}.onnx"))
+                                                  + f".{new}.onnx"))
+        self._named = new
 
     @property
     def excluded_nodes(self) -> List[str]:
@@ -316,7 +334,8 @@ class PrecisionPanel(PanelBase, W.VBox):
         return PrecisionSpec(target=self.target.value, exclude_nodes=self.excluded_nodes,
                              exclude_ops=self.excluded_ops, keep_io_types=self.keep_io.value,
                              calibration=calibration, calibrate_method=self.calib_method.value,
-                             allow_random=self.allow_random.value)
+                             allow_random=self.allow_random.value,
+                             fallback=fallback_value(self.fallback))
 
     def validated_profiles(self) -> List[Dict[str, List[List[int]]]]:
         """The profile editor's profiles after validation (none while the text is invalid)."""
@@ -440,7 +459,8 @@ class PrecisionPanel(PanelBase, W.VBox):
         kwargs["calibration"] = calib  # a path, or batches held in memory
         out = Path(self.output.value)
         self.convert_btn.disabled = True
-        self.progress.value = f"converting to {esc(spec.target)}..."
+        self.progress.value = f"converting to {esc(spec.target)}" + (
+            f" with the {esc(spec.fallback)} fallback..." if spec.fallback else "...")
         self.status.clear()
 
         def work() -> None:
@@ -470,6 +490,7 @@ class PrecisionPanel(PanelBase, W.VBox):
         self.status.value = (
             f"{icon} wrote <code>{esc(path)}</code> ({res.target}): "
             f"{r['casts_inserted']} Cast(s), {r['qdq_pairs']} Q/DQ pair(s)"
+            + precision_counts_text(r)
             + (f"; {len(failing)} output(s) beyond budget vs FP32 ("
                + ", ".join(esc(n) for n in failing[:3]) + "): see below" if failing else ""))
         self.report_html.value = (
@@ -477,9 +498,36 @@ class PrecisionPanel(PanelBase, W.VBox):
             + error_table_html(r.get("error_reference"),
                                f"vs FP32 in {res.target.upper()} storage, as on a GPU")
             + findings_html(res.findings))
+        self._colour_precisions(r)
         if self.graph_view is not None and hasattr(self.graph_view, "highlight"):
             over = [n for f in res.findings if f.code.endswith("-overflow") for n in f.nodes]
             try:
                 self.graph_view.highlight(over or self.excluded_nodes)
             except WorkbenchError:
                 pass
+
+    def _colour_precisions(self, report: Dict[str, Any]) -> None:
+        """A conversion that counts its nodes per precision (a fallback: INT8, FP16, FP32)
+        colours them so in the graph view, with a legend of the counts."""
+        nodes = report.get("nodes_by_precision")
+        if not nodes or self.graph_view is None or not hasattr(self.graph_view, "color_by"):
+            return
+        from workbench.timing.colours import precision_colour
+
+        legend = {f"{p.upper()} ({len(v)})": precision_colour(p) for p, v in nodes.items()}
+        try:
+            self.graph_view.color_by({n: precision_colour(p) for p, v in nodes.items()
+                                      for n in v}, legend)
+        except WorkbenchError:
+            pass
+
+
+def precision_counts_text(report: Dict[str, Any]) -> str:
+    """'; nodes: 12 INT8, 30 FP16 (fallback), 2 FP32' for a conversion that counts its nodes
+    per precision (a fallback), nothing otherwise."""
+    counts = report.get("precisions")
+    if not counts:
+        return ""
+    fb = report.get("fallback")
+    return "; nodes: " + ", ".join(
+        f"{n} {esc(p.upper())}" + (" (fallback)" if p == fb else "") for p, n in counts.items())

@@ -106,6 +106,15 @@ class PrecisionSpec:
         return PrecisionSpec.from_dict(d)
 
 
+def fallback_choices(target: Any) -> List[str]:
+    """The float precisions of the table a `target` may fall back to, in table order (the
+    values `check_fallback` takes with it): every float one for a quantized target, none for
+    another (the panels offer these)."""
+    if not table.is_quantized(target):
+        return []
+    return [n for n in table.names() if table.is_low_float(n)]
+
+
 def check_fallback(target: str, fallback: Any, *, field: str = "fallback") -> Optional[str]:
     """`fallback` normalised (None stays None): a float precision of the table, given with a
     quantized `target`; WorkbenchError naming `field` and what to do otherwise."""
