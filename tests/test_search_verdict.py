@@ -215,3 +215,25 @@ def test_a_round_line_says_the_failing_outputs_first_and_counts_the_rest():
     assert line.startswith("round 2: 1 node(s) in FP32, worst output relative error 0.5; "
                            "logits: top-1 6/8; present.0.key: cosine ok 0; ")
     assert "3 more output(s) judged  FAIL (elementwise atol/rtol: 7 element(s) beyond)" in line
+
+
+def test_a_metric_tighter_than_atol_rtol_still_finds_nodes_to_keep():
+    """With the planted chain kept, FP16 outputs are within atol/rtol everywhere, so no tensor
+    is beyond them and the layer-wise compare names no culprit by that rule; a cosine budget
+    tighter than what FP16 reaches still fails. The search then keeps the nodes adding the
+    most error next, instead of stopping with nothing to blame."""
+    feeds = [{"input": np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)}]
+    base = compare.find_exclusions(OVERFLOW, "fp16", feeds=feeds, check_range=False,
+                                   start=sorted(OVERFLOW_CHAIN), max_rounds=0)
+    r0 = base.rounds[0]
+    assert base.passed and r0["elementwise_passed"]  # (the default verdict: within budget)
+    loss = 1 - r0["verdict"]["outputs"]["output"]["figures"]["cosine"]
+    assert loss > 0  # FP16 is not bit-exact: a budget below it fails
+    tight = compare.find_exclusions(OVERFLOW, "fp16", feeds=feeds, check_range=False,
+                                    start=sorted(OVERFLOW_CHAIN), metric="cosine",
+                                    budget=loss / 10, max_rounds=3)
+    first = tight.rounds[0]
+    assert first["outputs_pass"] is False and first["elementwise_passed"] is True
+    assert tight.stopped != "no-culprit" and len(tight.rounds) >= 2
+    added = set(tight.rounds[1]["excluded"]) - OVERFLOW_CHAIN
+    assert added, tight.rounds[1]  # a node beyond the chain kept in FP32 next

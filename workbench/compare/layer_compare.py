@@ -299,10 +299,13 @@ class LayerwiseReport:
         op the lowering keeps FP32; Q/DQ: a node with no Q/DQ of its own)?"""
         return self.rounding is not None and self.rounding.computes_fp32(t.node)
 
-    def culprits(self, top: int = 5) -> List[TensorError]:
-        """Nodes that add the most error (non-finite first), biggest first."""
+    def culprits(self, top: int = 5, *, beyond: bool = True) -> List[TensorError]:
+        """Nodes that add the most error (non-finite first), biggest first. `beyond`: only
+        tensors beyond atol/rtol that add more than rtol; False: any node adding error (the
+        search's next step when a metric tighter than the elementwise rule still fails)."""
         q = self.quantized_nodes
-        bad = [t for t in self.tensors if t.added > self.rtol and not t.passed
+        bad = [t for t in self.tensors
+               if (t.added > self.rtol and not t.passed if beyond else t.added > 0)
                and t.node not in self.selection_nodes and t.tensor not in self.masks
                and (q is None or not math.isfinite(t.added)
                     or any(n in q for n in self.layer_of(t))
@@ -1536,7 +1539,12 @@ def _next_culprits(ref: Any, gi: GraphIndex, report: LayerwiseReport, excluded: 
     """The nodes to keep in FP32 next, worst culprit first, none twice (selecting nodes pass
     values on: their rounding is not the loss)."""
     new: List[str] = []
-    for t in report.culprits(per_round * 4 + len(in_region)):
+    found = report.culprits(per_round * 4 + len(in_region))
+    if not any(t.node not in in_region for t in found) and report.elementwise_pass:
+        # the verdict fails (a metric tighter than atol/rtol) with every output within them,
+        # so nothing is beyond them: the nodes adding the most error come next all the same
+        found = report.culprits(per_round * 4 + len(in_region), beyond=False)
+    for t in found:
         if t.node in in_region:
             continue  # (selecting nodes pass values on; their rounding is not the loss)
         if report.quantized_nodes is not None and report.already_fp32(t):
