@@ -63,3 +63,24 @@ def test_panel_reports_a_bad_plan_in_its_status(tmp_path):
     panel.precision_boxes["int8"].value = False
     panel.precision_boxes["fp32"].value = True
     assert panel.start() is False and "sm8x" in panel.status.value
+
+
+def test_panel_offers_the_fallback_combinations_the_table_allows(tmp_path):
+    """A box per item of the precision axis: the table's targets, then each quantized one
+    with each float fallback (`precision_items`); a checked "int8+fp16" plans the fallback
+    variant, calibrated as INT8 is."""
+    from widgets.matrix import MatrixPanel
+    from workbench.precision.spec import precision_items
+
+    calib = str(SAMPLES / "calib" / "resnet_tiny.npz")
+    panel = MatrixPanel([SAMPLES / "resnet_tiny.onnx"], out_dir=tmp_path / "m",
+                        precisions=["int8", "INT8+half"], targets=["sm89"], calibration=calib)
+    assert list(panel.precision_boxes) == precision_items()
+    assert "int8+fp16" in panel.precision_boxes and "fp16+fp16" not in panel.precision_boxes
+    assert panel.chosen_precisions() == ["int8", "int8+fp16"]
+    plain, fb = panel.plan()
+    assert (plain.label, fb.label, fb.fallback) == ("int8", "int8+fp16", "fp16")
+    assert fb.config().calibration == calib
+    panel.calibration = None
+    panel.precision_boxes["int8"].value = False
+    assert panel.start() is False and "INT8+FP16 needs calibration data" in panel.status.value

@@ -22,7 +22,7 @@ from widgets.figure import Figure
 from workbench.matrix.plan import plan_matrix
 from workbench.matrix.run import MatrixResult, run_matrix
 from workbench.matrix.table import pareto_axes, pareto_front, results_frame
-from workbench.precision import table
+from workbench.precision.spec import parse_precision, precision_items, precision_label
 from workbench.render.matrix_figures import pareto_figure
 
 TABLE_COLUMNS = ["model", "precision", "target", "profile", "status", "size_mb",
@@ -61,9 +61,12 @@ class MatrixPanel(PanelBase, W.VBox):
         self._init_base()
         names = ", ".join(m.rsplit("/", 1)[-1] for m in self.models)
         self.header = W.HTML(f"<b>Variant matrix</b> {esc(names)}")
-        self.precision_boxes = {p: W.Checkbox(value=p in precisions, description=p,
+        # every target of the table and each quantized one with each float fallback it may
+        # have ("int8+fp16": INT8 where Q/DQ sits, FP16 elsewhere)
+        chosen = {precision_label(*parse_precision(p)) for p in precisions}
+        self.precision_boxes = {p: W.Checkbox(value=p in chosen, description=p,
                                               indent=False, layout=fit())
-                                for p in table.names()}
+                                for p in precision_items()}
         self.targets = W.Text(value=",".join(t or "native" for t in targets),
                               description="targets", placeholder="sm89,sm120 or native")
         self.workers = W.BoundedIntText(value=int(workers), min=1, max=512,
@@ -80,7 +83,8 @@ class MatrixPanel(PanelBase, W.VBox):
         self.run_btn.on_click(lambda _: self.start())
         self.cancel_btn.on_click(lambda _: self.cancel())
         super().__init__([
-            self.header, W.HBox(list(self.precision_boxes.values())),
+            self.header, W.HBox(list(self.precision_boxes.values()),
+                               layout=W.Layout(flex_flow="row wrap")),  # (a box per item: they wrap)
             W.HBox([self.targets, self.workers]), W.HBox([self.run_btn, self.cancel_btn]),
             self.progress, self.status, self.table_html, self.note, self.figure],
             layout=W.Layout(width="auto"))

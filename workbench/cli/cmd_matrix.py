@@ -37,7 +37,11 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
                    help="results folder (made if missing, in an existing folder unless "
                         "--mkdir; re-running continues in it)")
     p.add_argument("--precision", default="fp32,fp16", metavar="LIST",
-                   help="precisions, comma-separated, e.g. fp32,fp16,int8 (default fp32,fp16)")
+                   help="precisions, comma-separated, e.g. fp32,fp16,int8,int8+fp16 "
+                        "(default fp32,fp16); TARGET+FALLBACK is a quantized target with a "
+                        "float fallback: INT8 where Q/DQ sits, FP16 for every other node (as "
+                        "`build --precision int8 --fallback fp16`; TensorRT <= 10's "
+                        "--int8 --fp16)")
     p.add_argument("--target", default=None, metavar="LIST",
                    help="TensorRT-RTX ahead-of-time targets, e.g. sm89,sm120; 'native' = the "
                         "GPU the build runs on (default: native)")

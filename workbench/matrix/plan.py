@@ -34,17 +34,28 @@ class Variant:
     calibration: Optional[str] = None
     backend: str = "auto"
     build: Dict[str, Any] = field(default_factory=dict)  # more BuildConfig fields (tactic_sources, ...)
+    # a quantized precision's float fallback ("fp16": INT8 where Q/DQ sits, FP16 elsewhere,
+    # TensorRT <= 10's `--int8 --fp16`); None: a uniform variant
+    fallback: Optional[str] = None
 
     @property
     def model_name(self) -> str:
         return Path(self.model).stem
 
     @property
+    def label(self) -> str:
+        """The precision as the matrix names it: "int8", or "int8+fp16" with a fallback."""
+        from workbench.precision.spec import precision_label
+
+        return precision_label(self.precision, self.fallback)
+
+    @property
     def id(self) -> str:
-        """Stable and readable: `resnet_tiny-fp16-sm89-default-o3-<hash6>` (the hash covers
-        everything, so two models with one file name never share an id)."""
+        """Stable and readable: `resnet_tiny-fp16-sm89-default-o3-<hash6>` (`int8_fp16` for
+        INT8 with an FP16 fallback; the hash covers everything, so two models with one file
+        name never share an id)."""
         opt = "odef" if self.opt_level is None else f"o{self.opt_level}"
-        text = "-".join([self.model_name, self.precision, self.target or NATIVE,
+        text = "-".join([self.model_name, self.label, self.target or NATIVE,
                          self.profile_name, opt])
         digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()
                                 ).hexdigest()[:6]
@@ -57,6 +68,8 @@ class Variant:
         kw: Dict[str, Any] = dict(precision=self.precision, target=self.target,
                                   profiles=self.profiles, backend=self.backend,
                                   builder_optimization_level=self.opt_level)
+        if self.fallback:
+            kw["fallback"] = self.fallback
         kw.update(self.build)
         if self.calibration:
             from workbench.precision import table
@@ -66,7 +79,12 @@ class Variant:
         return BuildConfig(**kw)
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        """Every field; `fallback` only when set (a uniform variant keeps the dict, and so the
+        id, it had before variants had fallbacks: an older matrix resumes)."""
+        d = asdict(self)
+        if d["fallback"] is None:
+            del d["fallback"]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Variant":
@@ -126,12 +144,15 @@ def plan_matrix(models: Iterable[Union[str, Path]], precisions: Sequence[str],
     `profiles`: {name: [profile, ...]} (each entry the optimization profiles of one engine;
     each model keeps the inputs it has); `calibration`: a path or {model stem: path};
     `targets`: "sm89", ... or None for the GPU the build runs on; `build`: more BuildConfig
-    fields for every variant (e.g. tactic_sources, workspace_bytes)."""
+    fields for every variant (e.g. tactic_sources, workspace_bytes). A precision is a
+    target of the table or TARGET+FALLBACK ("int8+fp16": INT8 where Q/DQ sits, FP16
+    elsewhere; `workbench.precision.spec.parse_precision`)."""
     from workbench.precision import table
+    from workbench.precision.spec import parse_precision, precision_label
 
     out: List[Variant] = []
     prof_axis = dict(profiles) if profiles else {"default": []}
-    precs = [table.get(p).name for p in precisions]
+    precs = [parse_precision(p) for p in precisions]
     if not precs:
         raise WorkbenchError("no precision to build", field="precision",
                              hint="e.g. --precision fp32,fp16,int8")
@@ -142,10 +163,11 @@ def plan_matrix(models: Iterable[Union[str, Path]], precisions: Sequence[str],
         path = path.resolve()
         names = _model_inputs(str(path)) if profiles else []
         calib = data_for(path, calibration)
-        for prec in precs:
+        for prec, fallback in precs:
             if table.get(prec).needs_calibration and calib is None:
-                raise WorkbenchError(f"{prec.upper()} needs calibration data for "
-                                     f"{path.name}", field="calibration", file=str(path),
+                raise WorkbenchError(f"{precision_label(prec, fallback).upper()} needs "
+                                     f"calibration data for {path.name}",
+                                     field="calibration", file=str(path),
                                      hint=f"pass --calib {path.stem}=DATA.npz")
             for target in targets:
                 t = None if target in (None, "", NATIVE) else str(target).strip().lower()
@@ -154,7 +176,7 @@ def plan_matrix(models: Iterable[Union[str, Path]], precisions: Sequence[str],
                     for level in opt_levels:
                         v = Variant(str(path), prec, t, pname, mine,
                                     None if level is None else int(level), calib, backend,
-                                    dict(build or {}))
+                                    dict(build or {}), fallback)
                         v.config()  # every field checked before anything runs
                         out.append(v)
     ids = [v.id for v in out]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from workbench.core.errors import WorkbenchError
+from workbench.matrix.latency import add_predicted_latency
 from workbench.matrix.plan import NATIVE, Variant, data_for
 from workbench.matrix.store import ResultsStore
 
@@ -98,8 +99,9 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
     v = Variant.from_dict(variant)
     t0 = time.monotonic()
     out: Dict[str, Any] = {
-        "id": v.id, "model": v.model_name, "model_path": v.model, "precision": v.precision,
-        "target": v.target or NATIVE, "profile": v.profile_name, "opt_level": v.opt_level,
+        "id": v.id, "model": v.model_name, "model_path": v.model, "precision": v.label,
+        "fallback": v.fallback, "target": v.target or NATIVE, "profile": v.profile_name,
+        "opt_level": v.opt_level,
         "status": "failed", "resumed": False, "host": socket.gethostname(), "pid": os.getpid(),
         "gpus": gpu_ids(), "notes": []}
     notes: List[str] = out["notes"]
@@ -148,6 +150,7 @@ def run_variant(variant: Dict[str, Any], options: Dict[str, Any]) -> Dict[str, A
         try:
             data = data_for(v.model, options.get("inputs")) or v.calibration
             feeds = feeds_for(v.model, data, samples, notes)
+            # judged at the target's budgets: an INT8 variant with an FP16 fallback is INT8's
             acc = measure(v.model, res.onnx_path or v.model, v.precision, feeds,
                           engine=engine_path if on_gpu else None, backend=res.backend,
                           profile_index=options.get("profile_k", -1),
@@ -360,7 +363,8 @@ class MatrixResult:
 
 def _failed_task(v: Variant, e: BaseException) -> Dict[str, Any]:
     return {"id": v.id, "model": v.model_name, "model_path": v.model,
-            "precision": v.precision, "target": v.target or NATIVE, "profile": v.profile_name,
+            "precision": v.label, "fallback": v.fallback, "target": v.target or NATIVE,
+            "profile": v.profile_name,
             "opt_level": v.opt_level, "status": "failed", "resumed": False,
             "code": "task-failed",
             "error": "the Ray task died: " + " ".join(str(e).split())[:300], "notes": []}
@@ -496,28 +500,6 @@ class _WaitNotice:
         since = time.strftime("%H:%M:%S", time.localtime(self.since))
         self.on_wait(f"waiting since {since} for {running} task(s) to finish or start "
                      f"(each needs 1 {what}; the Ray cluster has {have})")
-
-
-def add_predicted_latency(results: List[Dict[str, Any]], folder: Any) -> None:
-    """Set `latency_predicted_ms` (and `latency_prediction`, what it was predicted from) on
-    each built variant without a measured latency whose model and precision have a recorded
-    uniform engine in `folder` (`workbench.timing.predict`)."""
-    from workbench.timing.predict import LatencyModel, find_profiles
-
-    models: Dict[str, Any] = {}
-    for r in results:
-        if r.get("status") != "ok" or r.get("latency_p50_ms") is not None:
-            continue
-        path = r.get("model_path") or r.get("model")
-        if path not in models:
-            files = find_profiles(folder, path)
-            models[path] = LatencyModel.from_files(files) if files else None
-        lm = models[path]
-        ms = lm.uniform(str(r.get("precision"))) if lm is not None else None
-        if ms is not None:
-            r["latency_predicted_ms"] = ms
-            r["latency_prediction"] = ("predicted from the recorded " + str(r.get("precision"))
-                                       + " engine's per-layer profile in " + str(folder))
 
 
 def write_pareto(store: ResultsStore, results: List[Dict[str, Any]],

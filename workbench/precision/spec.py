@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from workbench.core.errors import WorkbenchError
 from workbench.precision import table
@@ -133,6 +133,38 @@ def check_fallback(target: str, fallback: Any, *, field: str = "fallback") -> Op
                              hint=f"drop the fallback, or quantize (e.g. target "
                                   f"{quant[0] if quant else 'int8'} with fallback {row.name})")
     return row.name
+
+
+FALLBACK_SEP = "+"  # a precision axis item TARGET+FALLBACK: "int8+fp16" (INT8 with an FP16 fallback)
+
+
+def precision_label(target: str, fallback: Optional[str] = None) -> str:
+    """How a target with its fallback is named on a precision axis: "int8+fp16"; a target
+    without one keeps its own name ("int8")."""
+    return f"{target}{FALLBACK_SEP}{fallback}" if fallback else str(target)
+
+
+def precision_items() -> List[str]:
+    """Every item a precision axis takes, in table order: each target of the table, then
+    each quantized target with each float precision it may fall back to (`fallback_choices`):
+    the choices the matrix offers."""
+    names = list(table.names())
+    return names + [precision_label(t, f) for t in names for f in fallback_choices(t)]
+
+
+def parse_precision(item: Any, *, field: str = "precision") -> Tuple[str, Optional[str]]:
+    """(target, fallback or None) of one precision axis item, "fp16" or "int8+fp16" (aliases
+    accepted, names normalised), checked as a `PrecisionSpec` checks them (`check_fallback`);
+    WorkbenchError naming `field`, the item and the items allowed otherwise."""
+    text = str(item).strip()
+    head, sep, tail = text.partition(FALLBACK_SEP)
+    try:
+        target = table.get(head, field=field).name
+        fallback = check_fallback(target, tail, field=field) if sep else None
+    except WorkbenchError as e:
+        raise WorkbenchError(f"precision '{text}': {e.message}", field=field,
+                             hint="one of " + ", ".join(precision_items())) from None
+    return target, fallback
 
 
 METADATA_KEY = "workbench.precision"  # metadata_props entry: the spec a model was converted with
