@@ -37,7 +37,10 @@ def _runs(model, feeds, hide=("m", "r")):
     ref = OnnxRuntimeRunner(marked).infer_all(feeds)
     out = []
     for r in ref:
-        m = r["m"] * np.float32(1.05)  # the fused layer's error
+        # the fused layer's error: 10% up and down element by element (a uniform scale would
+        # keep the output's direction, which the default verdict judges by cosine)
+        sign = np.where(np.arange(r["m"].size).reshape(r["m"].shape) % 2 == 0, 1.0, -1.0)
+        m = r["m"] * (1 + 0.1 * sign).astype(np.float32)
         rr = np.maximum(m, 0)
         v = rr.reshape(2, 4, 4)
         got = {"m": m, "r": rr, "v": v, "y": v + 0}
