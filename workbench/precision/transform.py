@@ -1270,7 +1270,8 @@ def _fallback_result(model: Any, q: Any, f: Any, target: str, fb: str, user: Lis
             report[k] = f.report[k]
     report.update(fallback=fb, precisions={p: len(v) for p, v in nodes.items()},
                   nodes_by_precision=nodes)
-    findings = list(q.findings) + [x for x in f.findings if fallback_mod.relevant(x)]
+    findings = list(q.findings) + [_fallback_unchecked(x, fb, calib, streamed)
+                                   for x in f.findings if fallback_mod.relevant(x)]
     findings.append(Finding(
         "info", "fallback-precisions",
         f"{len(nodes[target])} node(s) in {target.upper()} (Q/DQ), {len(nodes[fb])} in "
@@ -1282,6 +1283,20 @@ def _fallback_result(model: Any, q: Any, f: Any, target: str, fb: str, user: Lis
     if measure and calib["calibration"] is not None:
         _fallback_measured(model, res, target, calib, streamed)
     return res
+
+
+def _fallback_unchecked(f: Finding, fb: str, calib: Dict[str, Any], streamed: bool) -> Finding:
+    """The float step's "no overflow check" when calibration data WAS given: the streamed
+    chain lowers the quantized file without running it, so the check is another command."""
+    if f.code != "no-overflow-check" or not streamed or calib["calibration"] is None:
+        return f
+    return Finding(
+        "info", "no-overflow-check",
+        f"the {fb.upper()} fallback of a model with external weights is lowered without "
+        f"running the calibration data: the activations of the nodes it lowers were not "
+        f"checked against the {fb.upper()} range",
+        hint=f"find the nodes that overflow: `workbench compare MODEL --to {fb} --inputs DATA`, "
+             "then keep them with --exclude", source="precision")
 
 
 def _fallback_data(calibration: Any) -> Optional[str]:
