@@ -110,8 +110,11 @@ def fallback_choices(target: Any) -> List[str]:
     """The float precisions of the table a `target` may fall back to, in table order (the
     values `check_fallback` takes with it): every float one for a quantized target, none for
     another (the panels offer these)."""
-    if not table.is_quantized(target):
-        return []
+    return _floats() if table.is_quantized(target) else []
+
+
+def _floats() -> List[str]:
+    """The table's float (low-precision) targets, in table order."""
     return [n for n in table.names() if table.is_low_float(n)]
 
 
@@ -121,11 +124,10 @@ def check_fallback(target: str, fallback: Any, *, field: str = "fallback") -> Op
     if fallback is None:
         return None
     row = table.get(fallback, field=field)
-    floats = [n for n in table.names() if table.is_low_float(n)]
     if not row.low_float:
         raise WorkbenchError(f"fallback '{row.name}' is not a float precision: the nodes "
                              "without Q/DQ compute in it", field=field,
-                             hint="one of " + ", ".join(floats))
+                             hint="one of " + ", ".join(_floats()))
     if not table.is_quantized(target):
         quant = [n for n in table.names() if table.is_quantized(n)]
         raise WorkbenchError(f"a fallback applies to a quantized target ({', '.join(quant)}), "

@@ -359,19 +359,16 @@ def compare_outputs(ref: List[Dict[str, np.ndarray]], got: List[Dict[str, np.nda
     tolerances (`error_entry`, plus atol/rtol; "passed" is the elementwise rule) and the
     verdict `workbench compare` gives (`workbench.runtime.verdict`: by output kind at the
     target's budgets; "verdict": passed, words, rule). Non-finite outputs are reported."""
-    from workbench.runtime.comparison import compare_outputs as compare
-    from workbench.runtime.verdict import judge
+    from workbench.runtime.verdict import judge_runs
     from workbench.precision.table import tolerances
 
     atol, rtol = tolerances(target)
-    res = compare(ref, got, atol, rtol)
-    whole = [k for k in res.outputs if all(k in b for b in ref) and all(k in b for b in got)]
-    use = whole == list(res.outputs)  # (per-sample arrays of every output: the full verdict)
-    v = judge(res, target or "fp32", ref=ref if use else None, got=got if use else None)
+    j = judge_runs(ref, got, target or "fp32", atol=atol, rtol=rtol)
+    v = j.verdict
     return {k: {**error_entry(c), "atol": atol, "rtol": rtol,
                 "verdict": {"passed": v.outputs[k].passed, "words": v.outputs[k].words,
                             "rule": v.rule}}
-            for k, c in res.outputs.items()}
+            for k, c in j.outputs.items()}
 
 
 def feeds_for(proto: Any, batches: List[Dict[str, np.ndarray]]) -> List[Dict[str, np.ndarray]]:
