@@ -99,12 +99,13 @@ def unsaid_fallback(config: BuildConfig) -> List[Finding]:
     without INT8 in FP16, a strongly typed build and the CPU checks in FP32. An info that
     names `--fallback`, which says it to all of them."""
     from workbench.precision import table
+    from workbench.precision.spec import fallback_choices
 
     if config.fallback or not config.entry.quantized:
         return []
     flags = set(config.extra_flags or ())
-    floats = [n for n in table.names() if table.is_low_float(n)
-              and table.get(n).builder_flag in flags]
+    floats = [n for n in fallback_choices(config.precision)
+              if table.get(n).builder_flag in flags]
     if not floats:
         return []
     q, f = config.precision.upper(), table.get(floats[0])
