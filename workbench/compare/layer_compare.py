@@ -933,8 +933,9 @@ def _selection_node_names(proto: Any) -> Set[str]:
 def beyond_text(t: TensorComparison, atol: float, rtol: float) -> str:
     """Why a tensor is beyond tolerance, in the terms of the elementwise rule
     (`workbench.runtime.comparison`: an element fails when |error| > atol and > rtol x
-    |reference|; the outputs themselves are judged by the verdict, `workbench.runtime.verdict`). Its relative error (max abs error over the tensor's largest value) can be
-    far below rtol while a few small elements still fail: both figures are named."""
+    |reference|; the outputs themselves are judged by the verdict, `workbench.runtime.verdict`).
+    Its relative error (max abs error over the tensor's largest value) can be far below rtol
+    while a few small elements still fail: both figures are named."""
     if t.shape_change:
         return (f"its shape changed ({t.shape_change}): a data-dependent selection (NMS, TopK, "
                 "NonZero) kept other elements, so there is no elementwise figure; `workbench "
@@ -1049,8 +1050,8 @@ def divergence_findings(report: "LayerwiseReport",
             out.append(Finding(
                 "info", "precision-loss",
                 f"node '{t.node}' ({t.op}) {what}{inside}; the outputs are within budget "
-                f"({report.verdict.rule}), so nothing needs to stay in higher precision", nodes=[t.node] + members,
-                tensors=[t.tensor], op=t.op, source="compare",
+                f"({report.verdict.rule}), so nothing needs to stay in higher precision",
+                nodes=[t.node] + members, tensors=[t.tensor], op=t.op, source="compare",
                 hint="only if you need tighter outputs: " + keep))
             continue
         out.append(Finding(
