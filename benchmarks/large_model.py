@@ -496,6 +496,9 @@ def verbs(model: Path, work: Path, feeds: Path, cfg: Optional[DecoderConfig]
         ("workbench", "precision --to int8 --calib",
          wb + ["precision", m, "--to", "int8", "--calib", str(feeds), "-o",
                str(keep / "wb_int8.onnx")]),
+        ("workbench", "precision --to int8 --fallback fp16 --calib",
+         wb + ["precision", m, "--to", "int8", "--fallback", "fp16", "--calib", str(feeds),
+               "-o", str(keep / "wb_int8_fp16.onnx")]),
         ("workbench", "compare --to fp16 --allow-random",
          wb + ["compare", m, "--to", "fp16", "--allow-random"]),
         ("workbench", "compare --to fp16 --inputs",
@@ -513,6 +516,8 @@ def verbs(model: Path, work: Path, feeds: Path, cfg: Optional[DecoderConfig]
          [sys.executable, "-c", _ort_run_script(keep / "wb_fp16.onnx", feeds)]),
         ("check", "workbench's INT8 output runs in onnxruntime",
          [sys.executable, "-c", _ort_run_script(keep / "wb_int8.onnx", feeds)]),
+        ("check", "workbench's INT8+FP16 output runs in onnxruntime",
+         [sys.executable, "-c", _ort_run_script(keep / "wb_int8_fp16.onnx", feeds)]),
     ]
 
 
