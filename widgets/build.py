@@ -74,7 +74,7 @@ class BuildPanel(PanelBase, W.VBox):
         streams = getattr(self.config, aux.field)
         self.max_aux_streams = W.Text(
             value="" if streams is None else str(streams),
-            description="aux streams", placeholder="TensorRT's default",
+            description="streams", placeholder="max aux streams (auto)",
             tooltip=f"{aux.flag}: {aux.help}")
         from workbench.precision.profiles import Profile
 

@@ -4,7 +4,9 @@
 - a box that spills: an element (not inside a clipping box) whose bounding box leaves the output
   area, or a clipping box (overflow hidden/auto/scroll) whose content is wider than it;
 - a truncated label: a button, toggle button, widget description or text field whose text is
-  wider than its box (scrollWidth > clientWidth, which is how the ellipsis shows);
+  wider than its box (scrollWidth > clientWidth, which is how the ellipsis shows; for a
+  description, the laid-out width of its text, since scrollWidth rounds a sub-pixel overflow
+  away while the ellipsis still shows);
 - a plot wider than the widget box that holds it.
 Only visible elements count (a hidden tab or a collapsed accordion is checked when opened:
 `open_every_view` clicks through them).
@@ -50,6 +52,16 @@ CHECK_JS = r"""
     return worst ? ` because of ${label(worst)} (width ${getComputedStyle(worst).width}, margin `
       + `${getComputedStyle(worst).marginLeft}/${getComputedStyle(worst).marginRight})` : '';
   };
+  // a label's laid-out text width: scrollWidth rounds to whole pixels, so a text 0.4 px wider
+  // than its box reads as fitting while the ellipsis shows ("aux strea..."); an inline label
+  // (clientWidth 0) grows with its text and is never cut
+  const textWidth = (el) => {
+    const r = document.createRange();
+    r.selectNodeContents(el);
+    const cs = getComputedStyle(el);
+    return r.getBoundingClientRect().width + parseFloat(cs.paddingLeft || '0')
+      + parseFloat(cs.paddingRight || '0');
+  };
   const inSvg = (el) => el instanceof SVGElement && el.parentElement instanceof SVGElement;
   for (const el of root.querySelectorAll('*')) {
     if (inSvg(el) || !shown(el)) continue;
@@ -58,9 +70,10 @@ CHECK_JS = r"""
     if (!clipped(el) && (r.right > R.right + TOL || r.left < R.left - TOL))
       out.push(`spills out of the output area (${Math.round(r.left - R.left)}..` +
                `${Math.round(r.right - R.left)} of ${Math.round(R.width)} px): ${label(el)}`);
-    const textual = tag === 'BUTTON' || tag === 'INPUT' || el.classList.contains('widget-label')
-      || el.classList.contains('widget-label-basic');
-    if (textual && el.scrollWidth > el.clientWidth + 1)
+    const isLabel = el.classList.contains('widget-label') || el.classList.contains('widget-label-basic');
+    const textual = tag === 'BUTTON' || tag === 'INPUT' || isLabel;
+    if (textual && (el.scrollWidth > el.clientWidth + 1 || (isLabel && el.clientWidth > 0
+        && textWidth(el) > el.clientWidth + 0.01)))
       out.push(`truncated text (${el.scrollWidth} > ${el.clientWidth} px): ${label(el)}`);
     else if (!textual && clips(el) && tag !== 'SELECT' && tag !== 'TEXTAREA' && !(el instanceof SVGElement)
              && el.scrollWidth > el.clientWidth + 1)
