@@ -42,8 +42,26 @@ def states(lab, kind: str, n: int, timeout_ms: int = 60000) -> list:
     return got
 
 
+# Holds the page's shared plotly import 2.5 s for every figure after the first (the loader
+# keeps one promise per page under this key): their late updates then always reach a page still
+# loading plotly, however fast the machine (on a quiet one the module was in before they came,
+# and nothing was left to replay).
+HOLD_PLOTLY = r"""
+(() => {
+  const KEY = Symbol.for("trt-workbench.plotly-widget-module");
+  let held;
+  Object.defineProperty(globalThis, KEY, {
+    configurable: true,
+    get() { return held; },
+    set(p) { held = p && new Promise((resolve) => setTimeout(() => resolve(p), 2500)); },
+  });
+})();
+"""
+
+
 def test_figures_load_plotly_once_and_keep_updates_sent_while_loading(lab):
     n = 4
+    lab.page.add_init_script(HOLD_PLOTLY)
     errors = []
     lab.page.on("console", lambda m: errors.append(m.text) if "Failed to initialize" in m.text else None)
     lab.page.on("pageerror", lambda e: errors.append(str(e)) if "Failed to initialize" in str(e) else None)
