@@ -10,6 +10,7 @@ import onnx
 import pytest
 
 from conftest import SAMPLES
+from test_build_request import _legacy_job  # (the builder-flag job the request stage reads)
 from workbench.core.errors import WorkbenchError
 from workbench.engines.engine import BuildConfig, build_engine
 from workbench.engines.export import config_from_trtexec, export_for, polygraphy_command, \
@@ -24,21 +25,6 @@ PROFILE = {"input": [[1, 3, 32, 32], [4, 3, 32, 32], [8, 3, 32, 32]]}
 def _config(**kw):
     return BuildConfig(precision="int8", fallback="fp16", calibration=CALIB,
                        profiles=[PROFILE], **kw)
-
-
-def _legacy_job(model, cfg):
-    """The BuildJob the orchestration makes for a TensorRT 10 builder-flag build (no GPU:
-    the request stage is a function of the job)."""
-    from workbench.core.model import as_model
-    from workbench.engines.stages.resolve import BuildJob
-
-    ref = as_model(model, opened=False)
-    ws = ref.workspace()
-    return BuildJob(ref=ref, config=cfg.validate(), client=None, on_event=None, names={},
-                    model_name=model.name, defaulted=[], backend="tensorrt",
-                    version="10.3.0", route="legacy-flags", calib_hash="c0ffee" * 8,
-                    key="k" * 64, key_doc={}, ws=ws, engine=ws.engines_dir / "k.engine",
-                    meta_path=ws.engines_dir / "k.json", t0=0.0)
 
 
 def test_legacy_request_sets_the_int8_and_fp16_flags_on_the_fp32_model():
